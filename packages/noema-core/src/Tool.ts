@@ -1,0 +1,248 @@
+/**
+ * Tool: a function the model may call.
+ *
+ * A tool has a name, a description, parameters described by an Effect Schema
+ * (the JSON Schema the model sees is derived from it once) and an Effect
+ * handler. Calling a tool always yields a tool message: arguments that are not
+ * JSON or do not match the schema, a handler that fails and a handler that
+ * throws all become a tool message with `isError: true` and a text the model
+ * can read and correct. Only interruption escapes, so cancelling a turn still
+ * cancels its tools.
+ */
+import { Cause, Effect, Schema } from "effect"
+import type { JsonSchema, ToolDefinition } from "./ChatModel.js"
+import type { ToolCall, ToolMessage } from "./Message.js"
+import * as Messages from "./Message.js"
+
+// ---------------------------------------------------------------------------
+// Model
+// ---------------------------------------------------------------------------
+
+/** Schemas a tool can take its parameters from: they must decode without services. */
+export type Parameters = Schema.Constraint & { readonly DecodingServices: never }
+
+export interface Tool<
+  Params extends Parameters = Parameters,
+  Success = unknown,
+  Failure = unknown,
+  R = never
+> {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Params
+  /** What the model is told about the tool (JSON Schema derived from `parameters`). */
+  readonly definition: ToolDefinition
+  handler(params: Params["Type"]): Effect.Effect<Success, Failure, R>
+  /** The text the model reads for a success. */
+  formatSuccess(success: Success): string
+  /** The text the model reads for a failure. */
+  formatFailure(failure: Failure): string
+}
+
+/** Any tool whose handler needs services `R`. */
+export type Any<R = never> = Tool<Parameters, unknown, unknown, R>
+
+/** The services a set of tools needs. */
+export type Services<T> = T extends Tool<Parameters, unknown, unknown, infer R> ? R : never
+
+/** Why the model's arguments were rejected (also used by agents for unknown tools). */
+export class ToolArgumentsError extends Schema.TaggedError<ToolArgumentsError>()("ToolArgumentsError", {
+  tool: Schema.String,
+  message: Schema.String
+}) {}
+
+// ---------------------------------------------------------------------------
+// Constructors
+// ---------------------------------------------------------------------------
+
+const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/
+
+const defaultFormat = (value: unknown): string => {
+  if (typeof value === "string") return value
+  if (value === undefined) return ""
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const defaultFormatFailure = (failure: unknown): string => {
+  if (typeof failure === "object" && failure !== null && "message" in failure) {
+    const message = (failure as { message: unknown }).message
+    if (typeof message === "string" && message.length > 0) return message
+  }
+  return defaultFormat(failure)
+}
+
+/** JSON Schema for a Schema, with generated definitions inlined under `$defs`. */
+export const jsonSchema = (schema: Schema.Constraint): JsonSchema => {
+  const document = Schema.toJsonSchemaDocument(schema)
+  const root = { ...document.schema } as { [key: string]: unknown }
+  if (Object.keys(document.definitions).length > 0) root.$defs = document.definitions
+  return root
+}
+
+export interface MakeOptions<Params extends Parameters, Success, Failure, R> {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Params
+  readonly handler: (params: Params["Type"]) => Effect.Effect<Success, Failure, R>
+  /** Defaults: strings as they are, anything else as JSON. */
+  readonly formatSuccess?: (success: Success) => string
+  /** Default: the failure's `message`, or its JSON. */
+  readonly formatFailure?: (failure: Failure) => string
+  readonly strict?: boolean
+}
+
+export const make = <Params extends Parameters, Success, Failure = never, R = never>(
+  options: MakeOptions<Params, Success, Failure, R>
+): Tool<Params, Success, Failure, R> => {
+  if (!toolNamePattern.test(options.name)) {
+    throw new TypeError(
+      `Invalid tool name "${options.name}": use 1-64 letters, digits, underscores or hyphens`
+    )
+  }
+  const definition: ToolDefinition = {
+    name: options.name,
+    description: options.description,
+    parameters: jsonSchema(options.parameters),
+    ...(options.strict !== undefined && { strict: options.strict })
+  }
+  return {
+    name: options.name,
+    description: options.description,
+    parameters: options.parameters,
+    definition,
+    handler: options.handler,
+    formatSuccess: options.formatSuccess ?? defaultFormat,
+    formatFailure: options.formatFailure ?? defaultFormatFailure
+  }
+}
+
+/**
+ * A tool from a plain async function, for code that does not use Effect. The
+ * signal is aborted when the turn is cancelled; a thrown error becomes a tool
+ * error message for the model.
+ */
+export const fromAsync = <Params extends Parameters, Success>(options: {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Params
+  readonly execute: (params: Params["Type"], context: { readonly signal: AbortSignal }) => Promise<Success>
+  readonly formatSuccess?: (success: Success) => string
+  readonly strict?: boolean
+}): Tool<Params, Success, unknown> =>
+  make({
+    name: options.name,
+    description: options.description,
+    parameters: options.parameters,
+    handler: (params) =>
+      Effect.tryPromise({
+        try: (signal) => options.execute(params, { signal }),
+        catch: (error) => error
+      }),
+    ...(options.formatSuccess !== undefined && { formatSuccess: options.formatSuccess }),
+    ...(options.strict !== undefined && { strict: options.strict })
+  })
+
+// ---------------------------------------------------------------------------
+// Calling
+// ---------------------------------------------------------------------------
+
+/** Parses and validates the model's JSON arguments for a tool. */
+export const decodeArguments = <Params extends Parameters>(
+  tool: Tool<Params, unknown, unknown, unknown>,
+  argumentsJson: string
+): Effect.Effect<Params["Type"], ToolArgumentsError> =>
+  Effect.suspend(() => {
+    let parsed: unknown
+    // Models send "" for tools without parameters; that means "no arguments".
+    const text = argumentsJson.trim() === "" ? "{}" : argumentsJson
+    try {
+      parsed = JSON.parse(text)
+    } catch (error) {
+      return Effect.fail(
+        new ToolArgumentsError({
+          tool: tool.name,
+          message: `Invalid arguments for tool "${tool.name}": not valid JSON (${
+            error instanceof Error ? error.message : String(error)
+          }). Send a JSON object matching the tool's parameters.`
+        })
+      )
+    }
+    return Schema.decodeUnknownEffect(tool.parameters)(parsed, { errors: "all" }).pipe(
+      Effect.mapError(
+        (error) =>
+          new ToolArgumentsError({
+            tool: tool.name,
+            message: `Invalid arguments for tool "${tool.name}": ${error.message}`
+          })
+      )
+    )
+  })
+
+const errorMessage = (call: ToolCall, content: string): ToolMessage =>
+  Messages.toolResult({ toolCallId: call.id, name: call.name, content, isError: true })
+
+/**
+ * Runs one tool call to a tool message. Never fails: every problem is reported
+ * to the model as an error result. Interruption propagates.
+ */
+export const call = <Params extends Parameters, Success, Failure, R>(
+  tool: Tool<Params, Success, Failure, R>,
+  toolCall: ToolCall
+): Effect.Effect<ToolMessage, never, R> =>
+  decodeArguments(tool, toolCall.arguments).pipe(
+    Effect.flatMap((params) => tool.handler(params)),
+    Effect.matchCauseEffect({
+      onSuccess: (success) =>
+        Effect.sync(() =>
+          Messages.toolResult({
+            toolCallId: toolCall.id,
+            name: toolCall.name,
+            content: tool.formatSuccess(success)
+          })
+        ),
+      onFailure: (cause) => {
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+        const failure = Cause.findErrorOption(cause)
+        if (failure._tag === "Some") {
+          const error = failure.value
+          if (error instanceof ToolArgumentsError)
+            return Effect.succeed(errorMessage(toolCall, error.message))
+          return Effect.succeed(
+            errorMessage(toolCall, `Tool "${tool.name}" failed: ${tool.formatFailure(error as Failure)}`)
+          )
+        }
+        const defect = Cause.squash(cause)
+        return Effect.succeed(
+          errorMessage(
+            toolCall,
+            `Tool "${tool.name}" failed unexpectedly: ${defect instanceof Error ? defect.message : String(defect)}`
+          )
+        )
+      }
+    })
+  )
+
+/** Runs a call against a set of tools; an unknown tool name is reported to the model. */
+export const callIn = <R>(
+  tools: ReadonlyArray<Any<R>>,
+  toolCall: ToolCall
+): Effect.Effect<ToolMessage, never, R> => {
+  const tool = tools.find((candidate) => candidate.name === toolCall.name)
+  if (tool === undefined) {
+    const available = tools.map((candidate) => candidate.name).join(", ")
+    return Effect.succeed(
+      errorMessage(
+        toolCall,
+        `Unknown tool "${toolCall.name}". Available tools: ${available === "" ? "none" : available}.`
+      )
+    )
+  }
+  return call(tool, toolCall)
+}
+
+export const definitions = (tools: ReadonlyArray<Any<unknown>>): ReadonlyArray<ToolDefinition> =>
+  tools.map((tool) => tool.definition)

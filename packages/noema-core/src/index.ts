@@ -1,0 +1,11 @@
+/**
+ * @noema/core: the contracts every noema package builds on.
+ */
+export * as Agent from "./Agent.js"
+export * as ChatModel from "./ChatModel.js"
+export * as ConversationContext from "./ConversationContext.js"
+export * as Embedder from "./Embedder.js"
+export * as Message from "./Message.js"
+export * as ModelError from "./ModelError.js"
+export * as Tool from "./Tool.js"
+export * as Transaction from "./Transaction.js"
