@@ -10,6 +10,7 @@
  * provider's `retry-after`. Interrupting either effect must abort the request.
  */
 import { Context, Duration, Effect, Schedule, Schema, Stream } from "effect"
+import { constVoid } from "effect/Function"
 import type { AssistantMessage, Message, ToolCall } from "./Message.js"
 import * as Messages from "./Message.js"
 import * as ModelError from "./ModelError.js"
@@ -260,13 +261,15 @@ interface StreamState {
   finished: boolean
 }
 
+const callId = (call: PartialCall, index: number): string => call.id ?? `call_${index}`
+
 const completedCalls = (calls: ReadonlyArray<PartialCall | undefined>): Array<StreamChunk> => {
   const chunks: Array<StreamChunk> = []
   calls.forEach((call, index) => {
     if (call === undefined) return
     chunks.push({
       type: "tool-call",
-      toolCall: { id: call.id ?? `call_${index}`, name: call.name ?? "", arguments: call.arguments }
+      toolCall: { id: callId(call, index), name: call.name ?? "", arguments: call.arguments }
     })
   })
   return chunks
@@ -275,15 +278,14 @@ const completedCalls = (calls: ReadonlyArray<PartialCall | undefined>): Array<St
 /**
  * Adds complete `tool-call` chunks (reassembled from deltas by index, however
  * interleaved) right before `finish`, and a `finish` when the provider ended
- * without one.
+ * without one (but not when it failed). Normalising twice changes nothing.
  */
 export const normaliseStream = <E, R>(
   stream: Stream.Stream<StreamChunk, E, R>
 ): Stream.Stream<StreamChunk, E, R> =>
-  Stream.mapAccumArray(
-    stream,
-    (): StreamState => ({ calls: [], finished: false }),
-    (state, chunks) => {
+  Stream.suspend(() => {
+    const state: StreamState = { calls: [], finished: false }
+    const processed = Stream.mapAccumArray(stream, constVoid, (_, chunks) => {
       let out: Array<StreamChunk> | undefined
       for (let i = 0; i < chunks.length; i++) {
         const chunk = chunks[i] as StreamChunk
@@ -293,37 +295,42 @@ export const normaliseStream = <E, R>(
             state.calls[chunk.index] = { id: chunk.id, name: chunk.name, arguments: chunk.argumentsDelta }
           } else {
             if (call.id === undefined && chunk.id !== undefined) call.id = chunk.id
-            if (chunk.name !== undefined) call.name = call.name === undefined ? chunk.name : call.name
+            if (call.name === undefined && chunk.name !== undefined) call.name = chunk.name
             call.arguments += chunk.argumentsDelta
           }
         } else if (chunk.type === "finish") {
-          if (state.finished) continue
-          state.finished = true
           // Copy lazily: most batches have no finish chunk and pass through untouched.
           out ??= chunks.slice(0, i) as Array<StreamChunk>
-          out.push(...completedCalls(state.calls))
-          out.push(chunk)
+          if (state.finished) continue
+          state.finished = true
+          out.push(...completedCalls(state.calls), chunk)
           continue
         } else if (chunk.type === "tool-call") {
-          // A provider that reassembles calls itself: hold the call back so every
-          // model emits complete calls at the same point, right before finish.
-          const { id, name, arguments: args } = chunk.toolCall
-          state.calls.push({ id, name, arguments: args })
+          // A provider that reassembles calls itself (or an already normalised
+          // stream): hold the call back so every model emits complete calls at
+          // the same point, right before finish, and never twice.
           out ??= chunks.slice(0, i) as Array<StreamChunk>
+          const { id, name, arguments: args } = chunk.toolCall
+          const known = state.calls.some((call, index) => call !== undefined && callId(call, index) === id)
+          if (!known) state.calls.push({ id, name, arguments: args })
           continue
         }
         out?.push(chunk)
       }
-      return [state, out ?? chunks]
-    },
-    {
-      onHalt: (state) => {
-        if (state.finished) return []
+      return [undefined, out ?? chunks] as const
+    })
+    return Stream.concat(
+      processed,
+      Stream.suspend(() => {
+        if (state.finished) return Stream.empty
         const calls = completedCalls(state.calls)
-        return [...calls, { type: "finish", finishReason: calls.length > 0 ? "tool-calls" : "stop" }]
-      }
-    }
-  )
+        return Stream.fromArray<StreamChunk>([
+          ...calls,
+          { type: "finish", finishReason: calls.length > 0 ? "tool-calls" : "stop" }
+        ])
+      })
+    )
+  })
 
 /** Folds a stream into a complete response (what `complete` returns). */
 export const collect = <E, R>(stream: Stream.Stream<StreamChunk, E, R>): Effect.Effect<ChatResponse, E, R> =>

@@ -1,0 +1,126 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Schema } from "effect"
+import { Message, Tool } from "../src/index.js"
+
+class DivideByZero extends Schema.TaggedError<DivideByZero>()("DivideByZero", { message: Schema.String }) {}
+
+const divide = Tool.make({
+  name: "divide",
+  description: "Divides a by b",
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  handler: ({ a, b }) =>
+    b === 0 ? Effect.fail(new DivideByZero({ message: "b must not be 0" })) : Effect.succeed(a / b)
+})
+
+const call = (args: string, name = "divide"): Message.ToolCall => ({ id: "c1", name, arguments: args })
+
+describe("Tool", () => {
+  it("derives the JSON Schema the model sees", () => {
+    const parameters = divide.definition.parameters as {
+      type: string
+      properties: object
+      required: Array<string>
+    }
+    assert.strictEqual(divide.definition.name, "divide")
+    assert.strictEqual(parameters.type, "object")
+    assert.deepStrictEqual(Object.keys(parameters.properties), ["a", "b"])
+    assert.deepStrictEqual(parameters.required, ["a", "b"])
+  })
+
+  it.effect("runs a valid call", () =>
+    Effect.gen(function* () {
+      const message = yield* Tool.call(divide, call('{"a":6,"b":3}'))
+      assert.deepStrictEqual(message, Message.toolResult({ toolCallId: "c1", name: "divide", content: "2" }))
+    })
+  )
+
+  it.effect("turns bad JSON, schema mismatches, failures and defects into error results", () =>
+    Effect.gen(function* () {
+      const notJson = yield* Tool.call(divide, call("{a: 1"))
+      assert.isTrue(notJson.isError)
+      assert.match(notJson.content, /not valid JSON/)
+      const mismatch = yield* Tool.call(divide, call('{"a":"six","b":3}'))
+      assert.isTrue(mismatch.isError)
+      assert.match(mismatch.content, /Invalid arguments for tool "divide"/)
+      assert.match(mismatch.content, /a/)
+      const missing = yield* Tool.call(divide, call(""))
+      assert.isTrue(missing.isError)
+      assert.match(missing.content, /b/)
+      const failure = yield* Tool.call(divide, call('{"a":1,"b":0}'))
+      assert.deepStrictEqual(
+        failure,
+        Message.toolResult({
+          toolCallId: "c1",
+          name: "divide",
+          content: 'Tool "divide" failed: b must not be 0',
+          isError: true
+        })
+      )
+      const crashing = Tool.make({
+        name: "crash",
+        description: "throws",
+        parameters: Schema.Struct({}),
+        handler: () => Effect.sync(() => JSON.parse("{") as unknown)
+      })
+      const defect = yield* Tool.call(crashing, call("{}", "crash"))
+      assert.isTrue(defect.isError)
+      assert.match(defect.content, /failed unexpectedly/)
+    })
+  )
+
+  it.effect("reports unknown tools with the available names", () =>
+    Effect.gen(function* () {
+      const message = yield* Tool.callIn([divide], call("{}", "multiply"))
+      assert.isTrue(message.isError)
+      assert.strictEqual(message.content, 'Unknown tool "multiply". Available tools: divide.')
+    })
+  )
+
+  it.effect("wraps async functions, passing an abort signal that fires on interruption", () =>
+    Effect.gen(function* () {
+      let aborted = false
+      const slow = Tool.fromAsync({
+        name: "slow",
+        description: "waits",
+        parameters: Schema.Struct({ ms: Schema.Number }),
+        execute: ({ ms }, { signal }) =>
+          new Promise<string>((resolve) => {
+            const timer = setTimeout(() => resolve("done"), ms)
+            signal.addEventListener("abort", () => {
+              aborted = true
+              clearTimeout(timer)
+            })
+          })
+      })
+      const fast = yield* Tool.call(slow, call('{"ms":1}', "slow"))
+      assert.strictEqual(fast.content, "done")
+      const fiber = yield* Effect.forkChild(Tool.call(slow, call('{"ms":60000}', "slow")))
+      yield* Effect.yieldNow
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(aborted)
+      const throwing = Tool.fromAsync({
+        name: "throws",
+        description: "rejects",
+        parameters: Schema.Struct({}),
+        execute: async () => {
+          throw new Error("disk full")
+        }
+      })
+      const rejected = yield* Tool.call(throwing, call("{}", "throws"))
+      assert.strictEqual(rejected.content, 'Tool "throws" failed: disk full')
+    })
+  )
+
+  it("rejects invalid tool names", () => {
+    assert.throws(
+      () =>
+        Tool.make({
+          name: "has space",
+          description: "",
+          parameters: Schema.Struct({}),
+          handler: () => Effect.void
+        }),
+      /Invalid tool name/
+    )
+  })
+})
