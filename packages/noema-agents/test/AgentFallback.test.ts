@@ -1,0 +1,116 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Agent, ConversationContext, Message, ModelError } from "@noema/core"
+import { ScriptedChatModel } from "@noema/core/testing"
+import { Deferred, Effect, Fiber, Stream } from "effect"
+import { AgentFallback, SimpleAgent } from "../src/index.js"
+
+const question = ConversationContext.of(Message.user("Hi"))
+const unavailable = { fail: new ModelError.Unavailable({ message: "overloaded" }) }
+
+/** An agent over its own scripted model, as a second provider would be. */
+const answering = (name: string, text: string) => {
+  const model = ScriptedChatModel.make({ fallback: text })
+  const agent = Agent.make({
+    name,
+    execute: (context) => SimpleAgent.make({ name }).execute(context, model),
+    executeStream: (context) => SimpleAgent.make({ name }).executeStream(context, model)
+  })
+  return { agent, model }
+}
+
+describe("AgentFallback", () => {
+  it.effect("runs the next agent on the same context when one fails", () =>
+    Effect.gen(function* () {
+      const primary = ScriptedChatModel.make({ replies: [unavailable] })
+      const backup = answering("backup", "Hello from the backup")
+      const agent = AgentFallback.make([SimpleAgent.make({ name: "primary" }), backup.agent])
+      const messages = yield* agent.execute(question, primary)
+      assert.deepStrictEqual(messages, [Message.assistant("Hello from the backup")])
+      assert.strictEqual(primary.requests.length, 1)
+      assert.deepStrictEqual(backup.model.requests[0]?.messages, [Message.user("Hi")])
+    })
+  )
+
+  it.effect("stops at the first agent that succeeds", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: ["first"] })
+      const backup = answering("backup", "second")
+      const messages = yield* AgentFallback.make([SimpleAgent.make(), backup.agent]).execute(question, model)
+      assert.deepStrictEqual(messages, [Message.assistant("first")])
+      assert.strictEqual(backup.model.requests.length, 0)
+    })
+  )
+
+  it.effect("falls back from an async agent that throws, and fails with the last error when all fail", () =>
+    Effect.gen(function* () {
+      const thrower = Agent.fromAsync("thrower", async () => {
+        throw new Error("not today")
+      })
+      const model = ScriptedChatModel.make({ replies: [unavailable] })
+      const error = yield* Effect.flip(
+        AgentFallback.make([thrower, SimpleAgent.make({ name: "last" })]).execute(question, model)
+      )
+      assert.strictEqual(error.agent, "last")
+      assert.strictEqual(error.reason._tag, "ModelFailed")
+
+      const recovered = yield* AgentFallback.make([thrower, answering("backup", "fine").agent]).execute(
+        question,
+        model
+      )
+      assert.deepStrictEqual(recovered, [Message.assistant("fine")])
+    })
+  )
+
+  it.effect("streams only the successful attempt's messages", () =>
+    Effect.gen(function* () {
+      // An async generator that gets a message out before it fails.
+      const flaky = Agent.fromAsyncGenerator("flaky", async function* () {
+        yield { type: "text-delta", delta: "Draft" }
+        yield { type: "message", message: Message.assistant("Draft") }
+        throw new Error("lost the connection")
+      })
+      const backup = answering("backup", "Whole answer")
+      const agent = AgentFallback.make([flaky, backup.agent])
+      const events = yield* Stream.runCollect(agent.executeStream(question, ScriptedChatModel.make()))
+      // Live deltas of the failed attempt were already shown; its messages are not kept.
+      assert.deepStrictEqual(
+        events.filter((event) => event.type === "text-delta").map((event) => event.delta),
+        ["Draft", "Whole ", "answer"]
+      )
+      const streamed = events.flatMap((event) => (event.type === "message" ? [event.message] : []))
+      assert.deepStrictEqual(streamed, [Message.assistant("Whole answer")])
+      assert.deepStrictEqual(streamed, yield* agent.execute(question, ScriptedChatModel.make()))
+    })
+  )
+
+  it.effect("does not fall back when interrupted", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [{ hang: true }] })
+      const backup = answering("backup", "too late")
+      const agent = AgentFallback.make([SimpleAgent.make(), backup.agent])
+      const fiber = yield* Effect.forkChild(agent.execute(question, model))
+      while (model.requests.length === 0) yield* Effect.yieldNow
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(model.requests[0]?.interrupted)
+      assert.strictEqual(backup.model.requests.length, 0)
+
+      const started = yield* Deferred.make<void>()
+      const streamModel = ScriptedChatModel.make({
+        replies: [
+          () => {
+            Deferred.doneUnsafe(started, Effect.void)
+            return { hang: true }
+          }
+        ]
+      })
+      const streamFiber = yield* Effect.forkChild(Stream.runDrain(agent.executeStream(question, streamModel)))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(streamFiber)
+      assert.strictEqual(backup.model.requests.length, 0)
+    })
+  )
+
+  it("needs at least one agent", () => {
+    assert.throws(() => AgentFallback.make([]), /at least one agent/)
+  })
+})
