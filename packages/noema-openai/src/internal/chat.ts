@@ -1,0 +1,310 @@
+/**
+ * Translation between core's normalised chat request/response and OpenAI's
+ * Chat Completions wire format. Responses are decoded with schemas that read
+ * only what noema uses and tolerate what compatible servers leave out or send
+ * as `null`, so a server's quirks become either a sensible default or an
+ * `InvalidOutput` failure, never an exception from deep inside the adapter.
+ */
+import type { ChatModel, Message } from "@noema/core"
+import { Exit, Schema } from "effect"
+import type OpenAI from "openai"
+import { MalformedResponse } from "./errors.js"
+
+type Params = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming
+type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam
+
+// ---------------------------------------------------------------------------
+// Request
+// ---------------------------------------------------------------------------
+
+const toMessageParam = (message: Message.Message): MessageParam => {
+  switch (message.role) {
+    case "system":
+      return { role: "system", content: message.content }
+    case "user":
+      return { role: "user", content: message.content }
+    case "assistant": {
+      const toolCalls = message.toolCalls ?? []
+      return {
+        role: "assistant",
+        // OpenAI wants `null`, not "", next to tool calls; some compatible servers reject "".
+        content: message.content === "" && toolCalls.length > 0 ? null : message.content,
+        ...(toolCalls.length > 0 && {
+          tool_calls: toolCalls.map((call) => ({
+            id: call.id,
+            type: "function" as const,
+            function: { name: call.name, arguments: call.arguments }
+          }))
+        }),
+        ...(message.refusal !== undefined && { refusal: message.refusal })
+      }
+    }
+    case "tool":
+      return { role: "tool", tool_call_id: message.toolCallId, content: message.content }
+  }
+}
+
+const toToolChoice = (choice: ChatModel.ToolChoice): NonNullable<Params["tool_choice"]> =>
+  typeof choice === "string" ? choice : { type: "function", function: { name: choice.tool } }
+
+const toResponseFormat = (format: ChatModel.ResponseFormat): NonNullable<Params["response_format"]> => {
+  switch (format.type) {
+    case "text":
+      return { type: "text" }
+    case "json":
+      return { type: "json_object" }
+    case "json-schema":
+      return {
+        type: "json_schema",
+        json_schema: {
+          name: format.name,
+          schema: { ...format.schema },
+          ...(format.description !== undefined && { description: format.description }),
+          ...(format.strict !== undefined && { strict: format.strict })
+        }
+      }
+  }
+}
+
+/**
+ * The request body. `providerOptions.openai` (and `providerOptions[provider]` for a
+ * compatible server registered under its own name) is merged last, so it can set
+ * anything the normalised request has no field for, or override what it has.
+ */
+export const toParams = (model: string, provider: string, request: ChatModel.ChatRequest): Params => {
+  const messages: Array<MessageParam> = []
+  for (const message of request.messages) messages.push(toMessageParam(message))
+  const tools = request.tools ?? []
+  // OpenAI rejects tool_choice and parallel_tool_calls when no tools are sent.
+  const hasTools = tools.length > 0
+  const params: Params = {
+    model,
+    messages,
+    ...(hasTools && {
+      tools: tools.map((tool) => ({
+        type: "function" as const,
+        function: {
+          name: tool.name,
+          description: tool.description,
+          parameters: { ...tool.parameters },
+          ...(tool.strict !== undefined && { strict: tool.strict })
+        }
+      }))
+    }),
+    ...(hasTools && request.toolChoice !== undefined && { tool_choice: toToolChoice(request.toolChoice) }),
+    ...(hasTools &&
+      request.parallelToolCalls !== undefined && { parallel_tool_calls: request.parallelToolCalls }),
+    ...(request.temperature !== undefined && { temperature: request.temperature }),
+    ...(request.topP !== undefined && { top_p: request.topP }),
+    ...(request.maxTokens !== undefined && { max_completion_tokens: request.maxTokens }),
+    ...(request.stop !== undefined && request.stop.length > 0 && { stop: [...request.stop] }),
+    ...(request.seed !== undefined && { seed: request.seed }),
+    ...(request.responseFormat !== undefined && { response_format: toResponseFormat(request.responseFormat) })
+  }
+  const own = request.providerOptions?.openai
+  const named = provider === "openai" ? undefined : request.providerOptions?.[provider]
+  if (own === undefined && named === undefined) return params
+  // Provider options are free-form by design: the SDK's types cannot describe them.
+  return { ...params, ...own, ...named } as Params
+}
+
+// ---------------------------------------------------------------------------
+// Response schemas
+// ---------------------------------------------------------------------------
+
+/** Absent and `null` mean the same to every field read here. */
+const Maybe = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
+
+const UsageWire = Schema.Struct({
+  prompt_tokens: Maybe(Schema.Number),
+  completion_tokens: Maybe(Schema.Number),
+  total_tokens: Maybe(Schema.Number),
+  prompt_tokens_details: Maybe(Schema.Struct({ cached_tokens: Maybe(Schema.Number) })),
+  completion_tokens_details: Maybe(Schema.Struct({ reasoning_tokens: Maybe(Schema.Number) }))
+})
+type UsageWire = typeof UsageWire.Type
+
+const FunctionWire = Schema.Struct({ name: Maybe(Schema.String), arguments: Maybe(Schema.String) })
+
+const ToolCallWire = Schema.Struct({
+  index: Maybe(Schema.Number),
+  id: Maybe(Schema.String),
+  type: Maybe(Schema.String),
+  function: Maybe(FunctionWire)
+})
+
+const MessageWire = Schema.Struct({
+  content: Maybe(Schema.String),
+  refusal: Maybe(Schema.String),
+  tool_calls: Maybe(Schema.Array(ToolCallWire))
+})
+
+const CompletionWire = Schema.Struct({
+  id: Maybe(Schema.String),
+  model: Maybe(Schema.String),
+  choices: Schema.Array(
+    Schema.Struct({ index: Maybe(Schema.Number), message: MessageWire, finish_reason: Maybe(Schema.String) })
+  ),
+  usage: Maybe(UsageWire)
+})
+
+const ChunkWire = Schema.Struct({
+  id: Maybe(Schema.String),
+  model: Maybe(Schema.String),
+  choices: Maybe(
+    Schema.Array(
+      Schema.Struct({
+        index: Maybe(Schema.Number),
+        delta: Maybe(MessageWire),
+        finish_reason: Maybe(Schema.String)
+      })
+    )
+  ),
+  usage: Maybe(UsageWire)
+})
+
+const decodeCompletion = Schema.decodeUnknownExit(CompletionWire)
+const decodeChunk = Schema.decodeUnknownExit(ChunkWire)
+
+const firstLine = (text: string): string => text.split("\n", 1)[0] ?? text
+
+// ---------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------
+
+const toFinishReason = (reason: string | null | undefined, hasToolCalls: boolean): ChatModel.FinishReason => {
+  switch (reason) {
+    case "stop":
+    case null:
+    case undefined:
+      // Some compatible servers answer tool calls with "stop"; what they did matters more.
+      return hasToolCalls ? "tool-calls" : "stop"
+    case "length":
+      return "length"
+    case "tool_calls":
+    case "function_call":
+      return "tool-calls"
+    case "content_filter":
+      return "content-filter"
+    default:
+      return "other"
+  }
+}
+
+const toUsage = (usage: UsageWire | null | undefined): ChatModel.Usage | undefined => {
+  if (usage === null || usage === undefined) return undefined
+  if (typeof usage.prompt_tokens !== "number" && typeof usage.completion_tokens !== "number") return undefined
+  const inputTokens = usage.prompt_tokens ?? 0
+  const outputTokens = usage.completion_tokens ?? 0
+  const cached = usage.prompt_tokens_details?.cached_tokens
+  const reasoning = usage.completion_tokens_details?.reasoning_tokens
+  return {
+    inputTokens,
+    outputTokens,
+    totalTokens: usage.total_tokens ?? inputTokens + outputTokens,
+    ...(typeof cached === "number" && { cachedInputTokens: cached }),
+    ...(typeof reasoning === "number" && { reasoningTokens: reasoning })
+  }
+}
+
+const isFunctionCall = (call: typeof ToolCallWire.Type): boolean =>
+  call.type === undefined || call.type === null || call.type === "function"
+
+/** A non-streamed `chat.completion` as core's response; a `MalformedResponse` when it is not one. */
+export const fromCompletion = (body: unknown): ChatModel.ChatResponse | MalformedResponse => {
+  const exit = decodeCompletion(body)
+  if (Exit.isFailure(exit)) {
+    return new MalformedResponse(
+      typeof body === "string"
+        ? "expected a JSON chat completion, got text"
+        : `not a chat completion: ${firstLine(String(exit.cause))}`
+    )
+  }
+  const completion = exit.value
+  const choice = completion.choices.find((candidate) => (candidate.index ?? 0) === 0)
+  if (choice === undefined) return new MalformedResponse("the completion has no choices")
+  const toolCalls = (choice.message.tool_calls ?? []).filter(isFunctionCall).map((call, index) => ({
+    id: call.id ?? `call_${index}`,
+    name: call.function?.name ?? "",
+    arguments: call.function?.arguments ?? ""
+  }))
+  const usage = toUsage(completion.usage)
+  const refusal = choice.message.refusal
+  return {
+    text: choice.message.content ?? "",
+    toolCalls,
+    finishReason: toFinishReason(choice.finish_reason, toolCalls.length > 0),
+    ...(usage !== undefined && { usage }),
+    ...(refusal !== undefined && refusal !== null && { refusal }),
+    ...(typeof completion.id === "string" && { id: completion.id }),
+    ...(typeof completion.model === "string" && { model: completion.model })
+  }
+}
+
+/**
+ * Turns SSE chunks into core stream chunks, one at a time. Stateful (one per
+ * stream): it remembers whether metadata was sent and whether tool calls were
+ * seen, and numbers tool calls from servers that omit `index`.
+ */
+export class ChunkTranslator {
+  private metadataSent = false
+  private sawToolCalls = false
+  private finished = false
+
+  /** True once the server sent a finish reason: a stream that ends before that was cut off. */
+  get isFinished(): boolean {
+    return this.finished
+  }
+
+  /** Throws `MalformedResponse` for a chunk of the wrong shape. */
+  translate(raw: unknown): Array<ChatModel.StreamChunk> {
+    const exit = decodeChunk(raw)
+    if (Exit.isFailure(exit)) {
+      throw new MalformedResponse(`not a chat completion chunk: ${firstLine(String(exit.cause))}`)
+    }
+    const chunk = exit.value
+    const out: Array<ChatModel.StreamChunk> = []
+    if (!this.metadataSent && (typeof chunk.id === "string" || typeof chunk.model === "string")) {
+      this.metadataSent = true
+      out.push({
+        type: "response-metadata",
+        ...(typeof chunk.id === "string" && { id: chunk.id }),
+        ...(typeof chunk.model === "string" && { model: chunk.model })
+      })
+    }
+    for (const choice of chunk.choices ?? []) {
+      if ((choice.index ?? 0) !== 0) continue
+      const delta = choice.delta
+      if (delta !== null && delta !== undefined) {
+        if (typeof delta.content === "string" && delta.content.length > 0) {
+          out.push({ type: "text-delta", delta: delta.content })
+        }
+        if (typeof delta.refusal === "string" && delta.refusal.length > 0) {
+          out.push({ type: "refusal-delta", delta: delta.refusal })
+        }
+        const calls = delta.tool_calls ?? []
+        for (let position = 0; position < calls.length; position++) {
+          const call = calls[position] as (typeof calls)[number]
+          if (!isFunctionCall(call)) continue
+          this.sawToolCalls = true
+          const name = call.function?.name
+          out.push({
+            type: "tool-call-delta",
+            index: call.index ?? position,
+            ...(typeof call.id === "string" && { id: call.id }),
+            ...(typeof name === "string" && name.length > 0 && { name }),
+            argumentsDelta: call.function?.arguments ?? ""
+          })
+        }
+      }
+      if (typeof choice.finish_reason === "string") {
+        this.finished = true
+        out.push({ type: "finish", finishReason: toFinishReason(choice.finish_reason, this.sawToolCalls) })
+      }
+    }
+    // With `include_usage`, the last chunk has empty `choices` and the totals.
+    const usage = toUsage(chunk.usage)
+    if (usage !== undefined) out.push({ type: "usage", usage })
+    return out
+  }
+}

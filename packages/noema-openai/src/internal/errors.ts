@@ -1,0 +1,233 @@
+/**
+ * How the `openai` SDK's failures (and the raw exceptions that slip past it:
+ * fetch's `TypeError: terminated`, `JSON.parse`'s `SyntaxError`) become one
+ * of core's `ModelError` reasons. Nothing the SDK throws leaves the adapter
+ * any other way, and every message is one line with secrets scrubbed.
+ */
+import { ModelError } from "@noema/core"
+import {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+  OpenAIError
+} from "openai"
+
+/** Thrown (inside SSE iteration) or returned when the server's answer has the wrong shape. */
+export class MalformedResponse extends Error {
+  override readonly name = "MalformedResponse"
+}
+
+/** Thrown when an SSE stream ends cleanly but before the server said it was finished. */
+export class IncompleteStream extends Error {
+  override readonly name = "IncompleteStream"
+}
+
+/** Where a failure happened: before the response started, or while a stream was being read. */
+export type Phase = "request" | "stream"
+
+export interface Context {
+  /** Removes secrets (the API key) from text that may be shown to users. */
+  readonly scrub: (text: string) => string
+  /** Epoch milliseconds, to turn a `retry-after` HTTP date into a delay. */
+  readonly now: number
+  readonly phase: Phase
+}
+
+const maximumMessageLength = 400
+
+/** One line, bounded, without secrets: provider messages can be long and multi-line. */
+export const oneLine = (text: string, scrub: (text: string) => string): string => {
+  const flat = scrub(text).replace(/\s+/g, " ").trim()
+  return flat.length > maximumMessageLength ? `${flat.slice(0, maximumMessageLength - 1)}…` : flat
+}
+
+/** What OpenAI's error envelope says, without the SDK's `"<status> "` prefix. */
+const providerMessage = (error: APIError): string | undefined => {
+  const body = error.error
+  if (typeof body === "object" && body !== null && "message" in body) {
+    const message = (body as { readonly message: unknown }).message
+    if (typeof message === "string" && message.length > 0) return message
+  }
+  return undefined
+}
+
+/**
+ * The delay a rate-limited server asked for: `retry-after-ms` (OpenAI's own,
+ * milliseconds), else `retry-after` as seconds or as an HTTP date.
+ */
+export const retryAfterMillis = (headers: Headers | undefined, now: number): number | undefined => {
+  if (headers === undefined) return undefined
+  const milliseconds = headers.get("retry-after-ms")
+  if (milliseconds !== null && milliseconds.trim() !== "") {
+    const value = Number(milliseconds)
+    if (Number.isFinite(value) && value >= 0) return Math.ceil(value)
+  }
+  const retryAfter = headers.get("retry-after")
+  if (retryAfter === null || retryAfter.trim() === "") return undefined
+  const seconds = Number(retryAfter)
+  if (Number.isFinite(seconds)) return seconds >= 0 ? Math.ceil(seconds * 1000) : undefined
+  const date = Date.parse(retryAfter)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+const contentFilterCodes = new Set(["content_filter", "content_policy_violation"])
+
+const isContentFilter = (error: APIError): boolean =>
+  (error.code !== null && error.code !== undefined && contentFilterCodes.has(error.code)) ||
+  (error.type !== undefined && contentFilterCodes.has(error.type))
+
+const fromStatus = (error: APIError, status: number, context: Context): ModelError.Reason => {
+  const detail = oneLine(providerMessage(error) ?? error.message, context.scrub)
+  const parameter = error.param ?? undefined
+  if (isContentFilter(error)) {
+    return new ModelError.ContentFiltered({ message: `content filtered (${status}): ${detail}` })
+  }
+  if (status === 429) {
+    // OpenAI answers 429 also when the account is out of credit; waiting will not help then.
+    if (error.code === "insufficient_quota") {
+      return new ModelError.Authentication({ message: `quota exceeded (429): ${detail}` })
+    }
+    const after = retryAfterMillis(error.headers, context.now)
+    return after === undefined
+      ? new ModelError.RateLimited({ message: `rate limited (429): ${detail}` })
+      : new ModelError.RateLimited({
+          message: `rate limited (429), retry after ${after} ms: ${detail}`,
+          retryAfterMillis: after
+        })
+  }
+  if (status === 401 || status === 403) {
+    return new ModelError.Authentication({ message: `authentication failed (${status}): ${detail}` })
+  }
+  if (status === 400 || status === 404 || status === 409 || status === 413 || status === 422) {
+    return parameter === undefined
+      ? new ModelError.InvalidRequest({ message: `invalid request (${status}): ${detail}` })
+      : new ModelError.InvalidRequest({
+          message: `invalid request (${status}, ${oneLine(parameter, context.scrub)}): ${detail}`,
+          parameter
+        })
+  }
+  if (status === 408) return new ModelError.Network({ message: `request timed out (408): ${detail}` })
+  if (status >= 500) {
+    return new ModelError.Unavailable({ message: `server error (${status}): ${detail}`, status })
+  }
+  return new ModelError.Unknown({ message: `unexpected status ${status}: ${detail}` })
+}
+
+/** An error event inside an SSE stream has a body but no status: classify it by `type`/`code`. */
+const fromStreamedError = (error: APIError, context: Context): ModelError.Reason => {
+  const detail = oneLine(providerMessage(error) ?? error.message, context.scrub)
+  const kind = `${error.type ?? ""} ${error.code ?? ""}`
+  if (isContentFilter(error))
+    return new ModelError.ContentFiltered({ message: `content filtered: ${detail}` })
+  if (kind.includes("rate_limit")) return new ModelError.RateLimited({ message: `rate limited: ${detail}` })
+  if (kind.includes("server_error") || kind.includes("overloaded")) {
+    return new ModelError.Unavailable({ message: `server error: ${detail}` })
+  }
+  if (kind.includes("invalid_request"))
+    return new ModelError.InvalidRequest({ message: `invalid request: ${detail}` })
+  if (kind.includes("authentication") || kind.includes("api_key")) {
+    return new ModelError.Authentication({ message: `authentication failed: ${detail}` })
+  }
+  return new ModelError.Unknown({ message: `error in stream: ${detail}` })
+}
+
+/** Network failures that fetch (undici) and Node report without wrapping them in an SDK error. */
+const networkCodes = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+  "UND_ERR_ABORTED",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT"
+])
+
+const codeOf = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null || !("code" in value)) return undefined
+  const code = (value as { readonly code: unknown }).code
+  return typeof code === "string" ? code : undefined
+}
+
+const causeOf = (value: unknown): unknown =>
+  typeof value === "object" && value !== null && "cause" in value
+    ? (value as { readonly cause: unknown }).cause
+    : undefined
+
+const isTransportFailure = (error: unknown): boolean => {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && current !== undefined; depth++) {
+    const code = codeOf(current)
+    if (code !== undefined && networkCodes.has(code)) return true
+    if (current instanceof Error && (current.name === "AbortError" || current.name === "TimeoutError")) {
+      return true
+    }
+    if (current instanceof TypeError && /^(terminated|fetch failed|network error)/i.test(current.message)) {
+      return true
+    }
+    current = causeOf(current)
+  }
+  return false
+}
+
+const describe = (error: unknown, scrub: (text: string) => string): string => {
+  const message = error instanceof Error ? error.message : String(error)
+  const cause = causeOf(error)
+  const causeMessage = cause instanceof Error && cause.message !== message ? ` (${cause.message})` : ""
+  return oneLine(`${message}${causeMessage}`, scrub)
+}
+
+/** Maps anything the SDK (or fetch underneath it) can throw to a reason. */
+export const toReason = (error: unknown, context: Context): ModelError.Reason => {
+  if (error instanceof APIConnectionTimeoutError) {
+    return new ModelError.Network({ message: `request timed out: ${describe(error, context.scrub)}` })
+  }
+  if (error instanceof APIUserAbortError) {
+    return new ModelError.Network({ message: "request aborted before the response was complete" })
+  }
+  if (error instanceof APIConnectionError) {
+    return new ModelError.Network({ message: `connection failed: ${describe(error, context.scrub)}` })
+  }
+  if (error instanceof APIError) {
+    return error.status === undefined
+      ? fromStreamedError(error, context)
+      : fromStatus(error, error.status, context)
+  }
+  if (error instanceof MalformedResponse) {
+    return new ModelError.InvalidOutput({
+      message: `malformed response: ${oneLine(error.message, context.scrub)}`
+    })
+  }
+  if (error instanceof IncompleteStream) {
+    return new ModelError.Network({
+      message: `connection lost mid-stream: ${oneLine(error.message, context.scrub)}`
+    })
+  }
+  if (error instanceof SyntaxError) {
+    return new ModelError.InvalidOutput({ message: `malformed response: ${describe(error, context.scrub)}` })
+  }
+  if (isTransportFailure(error)) {
+    return new ModelError.Network({
+      message:
+        context.phase === "stream"
+          ? `connection lost mid-stream: ${describe(error, context.scrub)}`
+          : `connection failed: ${describe(error, context.scrub)}`
+    })
+  }
+  // The SDK throws a plain TypeError/RangeError when a body has the wrong shape (e.g. embeddings `data`).
+  if (error instanceof TypeError || error instanceof RangeError) {
+    return new ModelError.InvalidOutput({ message: `unexpected response: ${describe(error, context.scrub)}` })
+  }
+  if (error instanceof OpenAIError) {
+    return new ModelError.Unknown({ message: `client error: ${describe(error, context.scrub)}` })
+  }
+  return new ModelError.Unknown({ message: `unexpected failure: ${describe(error, context.scrub)}` })
+}

@@ -1,0 +1,744 @@
+/**
+ * OpenAiChatModel against the local OpenAI wire-format server: core's conformance
+ * suite, then what is specific to OpenAI (request translation, SSE details,
+ * finish reasons, error mapping, retries, timeouts, configuration).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ChatModel, ConversationContext, Message } from "@noema/core"
+import { ChatModelConformance } from "@noema/core/testing"
+import { ConfigProvider, Effect, Exit, Fiber, Layer, Redacted, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import { afterAll, afterEach, beforeAll } from "vitest"
+import { OpenAiChatModel, OpenAiClient } from "../src/index.js"
+import { OpenAiTestServer } from "../src/testing.js"
+
+let server: OpenAiTestServer.TestServer
+
+beforeAll(async () => {
+  server = await OpenAiTestServer.start()
+})
+afterAll(() => server.close())
+afterEach(() => server.reset())
+
+const apiKey = "sk-test-0123456789abcdefghij"
+
+/** No environment at all, so nothing on the machine leaks into a test. */
+const noEnvironment = ConfigProvider.fromEnv({ env: {} })
+
+const makeModel = (options: Partial<OpenAiChatModel.Options> = {}) =>
+  OpenAiChatModel.make({
+    model: "gpt-test",
+    apiKey: Redacted.make(apiKey),
+    baseURL: server.url,
+    maxAttempts: 1,
+    ...options
+  }).pipe(Effect.provideService(ConfigProvider.ConfigProvider, noEnvironment), Effect.orDie)
+
+const request: ChatModel.ChatRequest = { messages: [Message.user("Hi")] }
+
+const bodyOf = (index: number): Record<string, unknown> => {
+  const body = server.requests[index]?.body
+  assert.ok(typeof body === "object" && body !== null, `request #${index} has a JSON body`)
+  return body as Record<string, unknown>
+}
+
+const waitForRequests = (count: number) => Effect.promise(() => server.waitForRequests(count))
+
+const expectReason = (error: ChatModel.ChatModelError, tag: string) => {
+  assert.equal(error.reason._tag, tag, error.message)
+  assert.ok(!error.message.includes("\n"), "one line")
+  assert.ok(!error.message.includes(apiKey), "no API key")
+}
+
+const failureReply = (
+  failure: ChatModelConformance.FailureKind,
+  retryAfterSeconds: number | undefined
+): OpenAiTestServer.Reply => {
+  switch (failure) {
+    case "rate-limited":
+      return {
+        type: "error",
+        status: 429,
+        ...(retryAfterSeconds !== undefined && { headers: { "retry-after": String(retryAfterSeconds) } })
+      }
+    case "authentication":
+      return { type: "error", status: 401 }
+    case "invalid-request":
+      return { type: "error", status: 400, message: "Unknown parameter: 'foo'." }
+    case "unavailable":
+      return { type: "error", status: 503 }
+  }
+}
+
+const replyFor = (scenario: ChatModelConformance.Scenario): OpenAiTestServer.Reply => {
+  switch (scenario.kind) {
+    case "text":
+      return {
+        type: "text",
+        text: scenario.text,
+        usage: { promptTokens: scenario.usage.inputTokens, completionTokens: scenario.usage.outputTokens }
+      }
+    case "tool-calls":
+      return { type: "tool-calls", calls: scenario.calls.map((call) => ({ ...call })) }
+    case "refusal":
+      return { type: "refusal", refusal: scenario.refusal }
+    case "failure":
+      return failureReply(scenario.failure, scenario.retryAfterSeconds)
+    case "drop-mid-stream":
+      return { type: "drop", afterChunks: 3, text: scenario.text }
+    case "hang":
+      return { type: "hang" }
+  }
+}
+
+const harness: ChatModelConformance.Harness = {
+  prepare: (scenario) =>
+    Effect.gen(function* () {
+      const index = server.requests.length
+      server.enqueue(replyFor(scenario))
+      const model = yield* makeModel()
+      return {
+        model,
+        requestReceived: waitForRequests(index + 1),
+        // Resolves only when the server saw the client close the connection early.
+        requestCancelled: Effect.promise(() => server.waitForClose(index))
+      }
+    })
+}
+
+describe("OpenAiChatModel conformance", () => {
+  for (const testCase of ChatModelConformance.cases) {
+    it.live(testCase.name, () => testCase.run(harness))
+  }
+})
+
+describe("OpenAiChatModel request translation", () => {
+  it.live("sends messages, tool calls and results, tools and every option", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "done" })
+      const model = yield* makeModel()
+      const history = ConversationContext.fromArray([
+        Message.system("Be brief."),
+        Message.user("Weather in Lisbon?", { id: "m1", metadata: { source: "test" } }),
+        Message.assistant("", {
+          toolCalls: [{ id: "call_1", name: "get_weather", arguments: '{"city":"Lisbon"}' }]
+        }),
+        Message.toolResult({ toolCallId: "call_1", name: "get_weather", content: "21°C" }),
+        Message.assistant("Nope.", { refusal: "I won't." }),
+        Message.toolResult({ toolCallId: "call_2", name: "broken", content: "boom", isError: true })
+      ])
+      yield* model.complete({
+        messages: history,
+        tools: [
+          {
+            name: "get_weather",
+            description: "Weather for a city",
+            parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+            strict: true
+          },
+          { name: "get_time", description: "Current time", parameters: { type: "object", properties: {} } }
+        ],
+        toolChoice: { tool: "get_weather" },
+        parallelToolCalls: false,
+        temperature: 0.2,
+        topP: 0.9,
+        maxTokens: 256,
+        stop: ["END"],
+        seed: 7,
+        responseFormat: {
+          type: "json-schema",
+          name: "answer",
+          schema: { type: "object", properties: { text: { type: "string" } } },
+          description: "The answer",
+          strict: true
+        },
+        providerOptions: { openai: { user: "user-42", temperature: 0.5 }, anthropic: { ignored: true } }
+      })
+      const body = bodyOf(0)
+      assert.equal(body.model, "gpt-test")
+      assert.deepStrictEqual(body.messages, [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Weather in Lisbon?" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            {
+              id: "call_1",
+              type: "function",
+              function: { name: "get_weather", arguments: '{"city":"Lisbon"}' }
+            }
+          ]
+        },
+        { role: "tool", tool_call_id: "call_1", content: "21°C" },
+        { role: "assistant", content: "Nope.", refusal: "I won't." },
+        { role: "tool", tool_call_id: "call_2", content: "boom" }
+      ])
+      assert.deepStrictEqual(body.tools, [
+        {
+          type: "function",
+          function: {
+            name: "get_weather",
+            description: "Weather for a city",
+            parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+            strict: true
+          }
+        },
+        {
+          type: "function",
+          function: {
+            name: "get_time",
+            description: "Current time",
+            parameters: { type: "object", properties: {} }
+          }
+        }
+      ])
+      assert.deepStrictEqual(body.tool_choice, { type: "function", function: { name: "get_weather" } })
+      assert.equal(body.parallel_tool_calls, false)
+      assert.equal(body.top_p, 0.9)
+      assert.equal(body.max_completion_tokens, 256)
+      assert.equal(body.max_tokens, undefined)
+      assert.deepStrictEqual(body.stop, ["END"])
+      assert.equal(body.seed, 7)
+      assert.deepStrictEqual(body.response_format, {
+        type: "json_schema",
+        json_schema: {
+          name: "answer",
+          schema: { type: "object", properties: { text: { type: "string" } } },
+          description: "The answer",
+          strict: true
+        }
+      })
+      // Provider options are merged last: they add fields and override normalised ones.
+      assert.equal(body.user, "user-42")
+      assert.equal(body.temperature, 0.5)
+      assert.equal(body.ignored, undefined)
+      assert.equal(body.stream, undefined)
+    })
+  )
+
+  it.live(
+    "maps the simple response formats and tool choices, and leaves out tool options without tools",
+    () =>
+      Effect.gen(function* () {
+        server.setFallback({ type: "text", text: "ok" })
+        const model = yield* makeModel()
+        const tool = { name: "t", description: "d", parameters: { type: "object" } }
+        yield* model.complete({ ...request, responseFormat: { type: "json" } })
+        yield* model.complete({
+          ...request,
+          responseFormat: { type: "text" },
+          tools: [tool],
+          toolChoice: "required"
+        })
+        yield* model.complete({ ...request, tools: [tool], toolChoice: "none" })
+        yield* model.complete({ ...request, toolChoice: "auto", parallelToolCalls: true, stop: [] })
+        assert.deepStrictEqual(bodyOf(0).response_format, { type: "json_object" })
+        assert.deepStrictEqual(bodyOf(1).response_format, { type: "text" })
+        assert.equal(bodyOf(1).tool_choice, "required")
+        assert.equal(bodyOf(2).tool_choice, "none")
+        const bare = bodyOf(3)
+        assert.ok(!("tools" in bare) && !("tool_choice" in bare) && !("parallel_tool_calls" in bare))
+        assert.ok(!("stop" in bare), "an empty stop list is not sent")
+      })
+  )
+
+  it.live("streams with stream: true and usage included, and a provider named after the server", () =>
+    Effect.gen(function* () {
+      server.setFallback({ type: "text", text: "ok" })
+      const model = yield* makeModel({ provider: "ollama" })
+      assert.equal(model.provider, "ollama")
+      yield* Stream.runDrain(
+        model.stream({ ...request, providerOptions: { ollama: { keep_alive: "5m" }, openai: { user: "u" } } })
+      )
+      const body = bodyOf(0)
+      assert.equal(body.stream, true)
+      assert.deepStrictEqual(body.stream_options, { include_usage: true })
+      assert.equal(body.keep_alive, "5m")
+      assert.equal(body.user, "u")
+    })
+  )
+
+  it.live("sends the API key, organization, project and extra headers", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "ok" })
+      const model = yield* makeModel({
+        organization: "org-1",
+        project: "proj-1",
+        headers: { "x-trace": "abc" }
+      })
+      yield* model.complete(request)
+      const headers = server.requests[0]?.headers ?? {}
+      assert.equal(headers.authorization, `Bearer ${apiKey}`)
+      assert.equal(headers["openai-organization"], "org-1")
+      assert.equal(headers["openai-project"], "proj-1")
+      assert.equal(headers["x-trace"], "abc")
+    })
+  )
+})
+
+describe("OpenAiChatModel responses", () => {
+  it.live("streams interleaved parallel tool calls as indexed deltas and reassembles them", () =>
+    Effect.gen(function* () {
+      server.enqueue({
+        type: "tool-calls",
+        text: "Checking.",
+        calls: [
+          { id: "call_a", name: "get_weather", arguments: '{"city":"Lisbon","unit":"celsius"}' },
+          { id: "call_b", name: "get_time", arguments: '{"timezone":"Europe/Lisbon"}' }
+        ]
+      })
+      const model = yield* makeModel()
+      const chunks = yield* Stream.runCollect(model.stream(request))
+      const deltas = chunks.flatMap((chunk) => (chunk.type === "tool-call-delta" ? [chunk] : []))
+      const order = deltas.map((delta) => delta.index)
+      assert.ok(order.indexOf(1) < order.lastIndexOf(0), `deltas interleave: ${order.join(",")}`)
+      assert.deepStrictEqual(
+        deltas.filter((delta) => delta.id !== undefined).map(({ index, id, name }) => ({ index, id, name })),
+        [
+          { index: 0, id: "call_a", name: "get_weather" },
+          { index: 1, id: "call_b", name: "get_time" }
+        ]
+      )
+      const response = yield* ChatModel.collect(Stream.fromArray(chunks))
+      assert.equal(response.text, "Checking.")
+      assert.deepStrictEqual(response.toolCalls, [
+        { id: "call_a", name: "get_weather", arguments: '{"city":"Lisbon","unit":"celsius"}' },
+        { id: "call_b", name: "get_time", arguments: '{"timezone":"Europe/Lisbon"}' }
+      ])
+      assert.equal(response.finishReason, "tool-calls")
+    })
+  )
+
+  it.live("reads the usage-only final chunk, with cached and reasoning tokens, after finish", () =>
+    Effect.gen(function* () {
+      const usage = { promptTokens: 40, completionTokens: 12, cachedTokens: 32, reasoningTokens: 8 }
+      server.enqueue({ type: "text", text: "Hello there friend", usage }, { type: "text", text: "Hi", usage })
+      const model = yield* makeModel()
+      const chunks = yield* Stream.runCollect(model.stream(request))
+      const kinds = chunks.map((chunk) => chunk.type)
+      assert.deepStrictEqual(kinds.slice(-2), ["finish", "usage"])
+      assert.equal(kinds[0], "response-metadata")
+      const expected = {
+        inputTokens: 40,
+        outputTokens: 12,
+        totalTokens: 52,
+        cachedInputTokens: 32,
+        reasoningTokens: 8
+      }
+      assert.deepStrictEqual(chunks.at(-1), { type: "usage", usage: expected })
+      const response = yield* model.complete(request)
+      assert.deepStrictEqual(response.usage, expected)
+      assert.equal(response.model, "gpt-test")
+      assert.match(response.id ?? "", /^chatcmpl-/)
+    })
+  )
+
+  it.live("streams without usage when the server sends none", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "no usage here" })
+      const model = yield* makeModel()
+      const response = yield* ChatModel.collect(
+        model.stream({ ...request, providerOptions: { openai: { stream_options: null } } })
+      )
+      assert.equal(bodyOf(0).stream_options, null)
+      assert.equal(response.text, "no usage here")
+      assert.equal(response.usage, undefined)
+    })
+  )
+
+  it.live("keeps refusal deltas apart from text deltas", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "refusal", refusal: "I cannot help with that request." })
+      const model = yield* makeModel()
+      const chunks = yield* Stream.runCollect(model.stream(request))
+      assert.ok(chunks.filter((chunk) => chunk.type === "refusal-delta").length > 1)
+      assert.ok(!chunks.some((chunk) => chunk.type === "text-delta"))
+      const message = ChatModel.toMessage(yield* ChatModel.collect(Stream.fromArray(chunks)))
+      assert.deepStrictEqual(message, {
+        role: "assistant",
+        content: "",
+        refusal: "I cannot help with that request."
+      })
+    })
+  )
+
+  it.live("maps finish reasons: length and content_filter, streamed and not", () =>
+    Effect.gen(function* () {
+      const model = yield* makeModel()
+      for (const [wire, expected] of [
+        ["length", "length"],
+        ["content_filter", "content-filter"],
+        ["stop", "stop"]
+      ] as const) {
+        server.enqueue({ type: "text", text: "partial answer", finishReason: wire })
+        server.enqueue({ type: "text", text: "partial answer", finishReason: wire })
+        assert.equal((yield* model.complete(request)).finishReason, expected)
+        const streamed = yield* ChatModel.collect(model.stream(request))
+        assert.equal(streamed.finishReason, expected)
+        assert.equal(streamed.text, "partial answer")
+      }
+    })
+  )
+
+  it.live("reports tool calls as such when a compatible server says stop, and unknown reasons as other", () =>
+    Effect.gen(function* () {
+      const completion = (finishReason: string, toolCalls?: ReadonlyArray<unknown>) =>
+        JSON.stringify({
+          id: "chatcmpl-x",
+          object: "chat.completion",
+          model: "llama3.2",
+          choices: [
+            {
+              index: 0,
+              message: { role: "assistant", content: "", ...(toolCalls && { tool_calls: toolCalls }) },
+              finish_reason: finishReason
+            }
+          ]
+        })
+      server.enqueue(
+        {
+          type: "raw",
+          body: completion("stop", [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }])
+        },
+        { type: "raw", body: completion("eos") }
+      )
+      const model = yield* makeModel()
+      const withCalls = yield* model.complete(request)
+      assert.equal(withCalls.finishReason, "tool-calls")
+      assert.deepStrictEqual(withCalls.toolCalls, [{ id: "c1", name: "f", arguments: "{}" }])
+      assert.equal(withCalls.usage, undefined, "a server without usage is not an error")
+      assert.equal((yield* model.complete(request)).finishReason, "other")
+    })
+  )
+})
+
+const sse = (...events: ReadonlyArray<unknown>): OpenAiTestServer.Reply => ({
+  type: "raw",
+  headers: { "content-type": "text/event-stream" },
+  body: events
+    .map((event) => `data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`)
+    .join("")
+})
+
+const contentChunk = (content: string) => ({
+  id: "chatcmpl-raw",
+  object: "chat.completion.chunk",
+  model: "gpt-test",
+  choices: [{ index: 0, delta: { content }, finish_reason: null }]
+})
+
+describe("OpenAiChatModel failures", () => {
+  it.live("maps HTTP errors to reasons, with the parameter, status and a one-line message", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        { type: "error", status: 400, message: "Invalid value for 'temperature'.\nSee docs." },
+        { type: "error", status: 404, message: "The model `nope` does not exist." },
+        { type: "error", status: 422, message: "Unprocessable." },
+        { type: "error", status: 403, message: "Forbidden." },
+        { type: "error", status: 500 },
+        { type: "error", status: 400, code: "content_policy_violation", message: "Flagged." },
+        { type: "error", status: 418, message: "I'm a teapot." }
+      )
+      const model = yield* makeModel()
+      const next = Effect.flip(model.complete(request))
+      // The SDK parses `param` from the error body; the test server always sends null, so
+      // the parameter shows up only where the server names one.
+      const invalid = yield* next
+      expectReason(invalid, "InvalidRequest")
+      assert.include(invalid.message, "Invalid value for 'temperature'. See docs.")
+      assert.include(invalid.message, "gpt-test")
+      assert.ok(!invalid.isRetryable)
+      expectReason(yield* next, "InvalidRequest")
+      expectReason(yield* next, "InvalidRequest")
+      expectReason(yield* next, "Authentication")
+      const unavailable = yield* next
+      expectReason(unavailable, "Unavailable")
+      assert.equal(unavailable.reason._tag === "Unavailable" && unavailable.reason.status, 500)
+      assert.ok(unavailable.isRetryable)
+      expectReason(yield* next, "ContentFiltered")
+      expectReason(yield* next, "Unknown")
+    })
+  )
+
+  it.live("reads the parameter from an error body that names one", () =>
+    Effect.gen(function* () {
+      server.enqueue({
+        type: "raw",
+        status: 400,
+        body: JSON.stringify({
+          error: { message: "Bad seed.", type: "invalid_request_error", param: "seed", code: null }
+        })
+      })
+      const model = yield* makeModel()
+      const error = yield* Effect.flip(model.complete(request))
+      assert.deepStrictEqual(
+        error.reason._tag === "InvalidRequest" ? error.reason.parameter : undefined,
+        "seed"
+      )
+    })
+  )
+
+  it.live("reads retry-after-ms, retry-after seconds and retry-after as an HTTP date", () =>
+    Effect.gen(function* () {
+      const inTwoMinutes = new Date(Date.now() + 120_000).toUTCString()
+      server.enqueue(
+        { type: "error", status: 429, headers: { "retry-after-ms": "1500", "retry-after": "2" } },
+        { type: "error", status: 429, headers: { "retry-after": "2.5" } },
+        { type: "error", status: 429, headers: { "retry-after": inTwoMinutes } },
+        { type: "error", status: 429 },
+        { type: "error", status: 429, code: "insufficient_quota", message: "You exceeded your quota." }
+      )
+      const model = yield* makeModel()
+      const retryAfter = Effect.map(Effect.flip(model.complete(request)), (error) =>
+        error.reason._tag === "RateLimited" ? error.reason.retryAfterMillis : error.reason._tag
+      )
+      assert.equal(yield* retryAfter, 1500)
+      assert.equal(yield* retryAfter, 2500)
+      const fromDate = yield* retryAfter
+      assert.ok(typeof fromDate === "number" && fromDate > 100_000 && fromDate <= 120_000, String(fromDate))
+      assert.equal(yield* retryAfter, undefined)
+      // Out of credit: waiting will not help, so it is not a retryable rate limit.
+      assert.equal(yield* retryAfter, "Authentication")
+    })
+  )
+
+  it.live("malformed JSON, a wrong shape or a non-JSON body are InvalidOutput", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        { type: "raw", body: "{ this is not json" },
+        { type: "raw", body: JSON.stringify({ object: "list", data: [] }) },
+        { type: "raw", body: JSON.stringify({ choices: [] }) },
+        { type: "raw", headers: { "content-type": "text/plain" }, body: "Service ready" }
+      )
+      const model = yield* makeModel()
+      for (let i = 0; i < 4; i++) expectReason(yield* Effect.flip(model.complete(request)), "InvalidOutput")
+    })
+  )
+
+  it.live("malformed SSE data fails the stream with InvalidOutput after what came before", () =>
+    Effect.gen(function* () {
+      server.enqueue(sse(contentChunk("Hello"), "{ broken"), sse(contentChunk("Hi"), { choices: "nope" }))
+      const model = yield* makeModel()
+      for (let i = 0; i < 2; i++) {
+        const seen: Array<ChatModel.StreamChunk> = []
+        const error = yield* Effect.flip(
+          Stream.runForEach(model.stream(request), (chunk) => Effect.sync(() => seen.push(chunk)))
+        )
+        expectReason(error, "InvalidOutput")
+        assert.ok(seen.some((chunk) => chunk.type === "text-delta"))
+      }
+    })
+  )
+
+  it.live("an error event inside the stream is mapped by its type", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        sse(contentChunk("Hel"), { error: { message: "The server is overloaded.", type: "server_error" } })
+      )
+      const model = yield* makeModel()
+      expectReason(yield* Effect.flip(Stream.runDrain(model.stream(request))), "Unavailable")
+    })
+  )
+
+  it.live("a stream that ends before its finish reason is a Network failure, not a short answer", () =>
+    Effect.gen(function* () {
+      server.enqueue(sse(contentChunk("Half an ans")))
+      const model = yield* makeModel()
+      const error = yield* Effect.flip(ChatModel.collect(model.stream(request)))
+      expectReason(error, "Network")
+      assert.ok(error.isRetryable)
+    })
+  )
+
+  it.live("a connection refused is a retryable Network failure", () =>
+    Effect.gen(function* () {
+      const closed = yield* Effect.promise(() => OpenAiTestServer.start())
+      const url = closed.url
+      yield* Effect.promise(() => closed.close())
+      const model = yield* makeModel({ baseURL: url })
+      const error = yield* Effect.flip(model.complete(request))
+      expectReason(error, "Network")
+      assert.ok(error.isRetryable)
+      expectReason(yield* Effect.flip(Stream.runDrain(model.stream(request))), "Network")
+    })
+  )
+
+  it.live("a timeout is a Network failure and closes the connection", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "hang" }, { type: "hang" })
+      const model = yield* makeModel({ timeout: "150 millis" })
+      const error = yield* Effect.flip(model.complete(request))
+      expectReason(error, "Network")
+      assert.include(error.message, "timed out")
+      yield* Effect.promise(() => server.waitForClose(0))
+      expectReason(yield* Effect.flip(Stream.runDrain(model.stream(request))), "Network")
+      yield* Effect.promise(() => server.waitForClose(1))
+    })
+  )
+})
+
+describe("OpenAiChatModel retries", () => {
+  const fast = { maxAttempts: 3, retryBaseDelay: "1 millis" } as const
+
+  it.effect("waits for retry-after on a 429, then succeeds on the second request", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        { type: "error", status: 429, headers: { "retry-after": "5" } },
+        { type: "text", text: "ok" }
+      )
+      const model = yield* makeModel(fast)
+      const fiber = yield* Effect.forkChild(model.complete(request))
+      yield* waitForRequests(1)
+      // Advance the test clock a second at a time, letting the real HTTP exchange catch up,
+      // until the retry arrives; it must not arrive before the five seconds asked for.
+      let advanced = 0
+      while (server.requests.length < 2 && advanced < 30) {
+        yield* TestClock.adjust("1 second")
+        advanced += 1
+        yield* TestClock.withLive(Effect.sleep("20 millis"))
+      }
+      assert.equal(server.requests.length, 2)
+      assert.ok(advanced >= 5, `retried after ${advanced}s of the 5s asked for`)
+      const response = yield* Fiber.join(fiber)
+      assert.equal(response.text, "ok")
+    })
+  )
+
+  it.live("retries 5xx twice, then succeeds", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        { type: "error", status: 500 },
+        { type: "error", status: 502 },
+        { type: "text", text: "ok" }
+      )
+      const model = yield* makeModel(fast)
+      assert.equal((yield* model.complete(request)).text, "ok")
+      assert.equal(server.requests.length, 3)
+    })
+  )
+
+  it.live("does not retry a 401", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "error", status: 401 }, { type: "text", text: "never" })
+      const model = yield* makeModel(fast)
+      expectReason(yield* Effect.flip(model.complete(request)), "Authentication")
+      assert.equal(server.requests.length, 1)
+    })
+  )
+
+  it.live("stops after maxAttempts", () =>
+    Effect.gen(function* () {
+      server.setFallback({ type: "error", status: 503 })
+      const model = yield* makeModel({ ...fast, maxAttempts: 2 })
+      expectReason(yield* Effect.flip(model.complete(request)), "Unavailable")
+      assert.equal(server.requests.length, 2)
+      expectReason(yield* Effect.flip(Stream.runDrain(model.stream(request))), "Unavailable")
+      assert.equal(server.requests.length, 4)
+    })
+  )
+
+  it.live("retries a stream that failed before producing anything", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "error", status: 503 }, { type: "text", text: "second time lucky" })
+      const model = yield* makeModel(fast)
+      const response = yield* ChatModel.collect(model.stream(request))
+      assert.equal(response.text, "second time lucky")
+      assert.equal(server.requests.length, 2)
+    })
+  )
+
+  it.live("does not retry a stream dropped after deltas were emitted", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "drop", afterChunks: 2, text: "This will be cut" }, { type: "text", text: "no" })
+      const model = yield* makeModel(fast)
+      const seen: Array<ChatModel.StreamChunk> = []
+      const error = yield* Effect.flip(
+        Stream.runForEach(model.stream(request), (chunk) => Effect.sync(() => seen.push(chunk)))
+      )
+      expectReason(error, "Network")
+      assert.include(error.message, "mid-stream")
+      assert.ok(seen.some((chunk) => chunk.type === "text-delta"))
+      assert.equal(server.requests.length, 1)
+    })
+  )
+})
+
+describe("OpenAiChatModel configuration", () => {
+  const withEnvironment = (env: Record<string, string>) =>
+    Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env }))
+
+  const secret = "sk-proj-SECRETsecretSECRET0123456789"
+
+  it.live("the layer reads OPENAI_API_KEY and OPENAI_BASE_URL, and never prints the key", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        { type: "text", text: "ok" },
+        {
+          type: "error",
+          status: 401,
+          message: `Incorrect API key provided: ${secret}. You can find your API key at https://platform.openai.com.`
+        }
+      )
+      const model = yield* Effect.service(ChatModel.ChatModel).pipe(
+        Effect.provide(OpenAiChatModel.layer({ model: "gpt-test", maxAttempts: 1 })),
+        withEnvironment({ OPENAI_API_KEY: secret, OPENAI_BASE_URL: server.url })
+      )
+      yield* model.complete(request)
+      assert.equal(server.requests[0]?.headers.authorization, `Bearer ${secret}`)
+      const error = yield* Effect.flip(model.complete(request))
+      expectReason(error, "Authentication")
+      for (const rendering of [
+        error.message,
+        String(error),
+        JSON.stringify(error),
+        JSON.stringify(error.reason)
+      ]) {
+        assert.ok(!rendering.includes(secret), rendering)
+        assert.ok(!rendering.includes("SECRET"), rendering)
+      }
+      assert.include(error.message, "Incorrect API key provided")
+    })
+  )
+
+  it.effect("building for OpenAI without an API key fails with a ConfigError naming the variable", () =>
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(
+        Effect.service(ChatModel.ChatModel).pipe(
+          Effect.provide(OpenAiChatModel.layer({ model: "gpt-test" })),
+          withEnvironment({})
+        )
+      )
+      assert.ok(Exit.isFailure(exit))
+      const rendered = String(Exit.isFailure(exit) ? exit.cause : "")
+      assert.include(rendered, "OPENAI_API_KEY")
+    })
+  )
+
+  it.live("a local server needs no API key: a placeholder is sent", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "local" })
+      const client = yield* Effect.service(OpenAiClient.OpenAiClient).pipe(
+        Effect.provide(OpenAiClient.layer({ baseURL: server.url, provider: "llama.cpp" })),
+        withEnvironment({})
+      )
+      const model = OpenAiChatModel.fromClient(client, { model: "qwen2.5" })
+      assert.equal((yield* model.complete(request)).text, "local")
+      assert.equal(server.requests[0]?.headers.authorization, `Bearer ${OpenAiClient.placeholderApiKey}`)
+      assert.equal(bodyOf(0).model, "qwen2.5")
+      assert.equal(model.provider, "llama.cpp")
+    })
+  )
+
+  it.effect("the layer composes with other layers", () =>
+    Effect.gen(function* () {
+      const layer = Layer.provide(
+        OpenAiChatModel.layer({ model: "gpt-test", baseURL: "http://127.0.0.1:9/v1" }),
+        ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} }))
+      )
+      const model = yield* Effect.service(ChatModel.ChatModel).pipe(Effect.provide(layer))
+      assert.equal(model.model, "gpt-test")
+      assert.equal(model.provider, "openai")
+    })
+  )
+})
