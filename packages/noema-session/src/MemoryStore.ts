@@ -1,0 +1,142 @@
+/**
+ * MemoryStore: the session store contract kept in process memory.
+ *
+ * For tests, demos and throwaway sessions. It behaves like a persistent store
+ * in everything but persistence: messages are copied through JSON on the way
+ * in (so later changes to the caller's objects do not leak in, and what comes
+ * back is what a database would give back), appends are atomic and checked
+ * against the expected message count, and the same conformance suite runs
+ * against it.
+ */
+import type { Message } from "@noema/core"
+import { Clock, Effect, Layer } from "effect"
+import { problemOf } from "./internal/messageCheck.js"
+import {
+  defaultTitle,
+  InvalidMessage,
+  mergeMetadata,
+  type Service,
+  SessionAlreadyExistsError,
+  SessionConflictError,
+  type SessionInfo,
+  SessionNotFoundError,
+  SessionStore,
+  StoreError
+} from "./SessionStore.js"
+
+interface Entry {
+  info: SessionInfo
+  readonly messages: Array<Message.Message>
+  /** Store-wide change counter: orders `list` even when changes share a millisecond. */
+  activity: number
+}
+
+const location = "memory"
+
+const copy = <A>(value: A): A => JSON.parse(JSON.stringify(value)) as A
+
+export const make = (): Effect.Effect<Service> =>
+  Effect.sync(() => {
+    const sessions = new Map<string, Entry>()
+    let activity = 0
+
+    const find = (id: string) =>
+      Effect.suspend(() => {
+        const entry = sessions.get(id)
+        return entry === undefined
+          ? Effect.fail(new SessionNotFoundError({ sessionId: id }))
+          : Effect.succeed(entry)
+      })
+
+    const service: Service = {
+      location,
+      create: (options) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const id = options?.id ?? crypto.randomUUID()
+          if (sessions.has(id)) return Effect.fail(new SessionAlreadyExistsError({ sessionId: id }))
+          const info: SessionInfo = {
+            id,
+            ...(options?.title !== undefined && { title: options.title }),
+            createdAt: now,
+            updatedAt: now,
+            messageCount: 0,
+            metadata: copy(options?.metadata ?? {})
+          }
+          sessions.set(id, { info, messages: [], activity: ++activity })
+          return Effect.succeed(info)
+        }),
+
+      load: (id) => Effect.map(find(id), (entry) => ({ info: entry.info, messages: entry.messages.slice() })),
+
+      append: (id, expectedMessageCount, messages) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.flatMap(find(id), (entry): Effect.Effect<SessionInfo, SessionConflictError | StoreError> => {
+            const actual = entry.messages.length
+            if (actual !== expectedMessageCount) {
+              return Effect.fail(
+                new SessionConflictError({
+                  sessionId: id,
+                  expectedMessageCount,
+                  actualMessageCount: actual
+                })
+              )
+            }
+            for (let index = 0; index < messages.length; index++) {
+              const problem = problemOf(messages[index])
+              if (problem !== undefined) {
+                return Effect.fail(
+                  new StoreError({
+                    reason: new InvalidMessage({ location, sessionId: id, index, detail: problem })
+                  })
+                )
+              }
+            }
+            for (const message of messages) entry.messages.push(copy(message))
+            const title = entry.info.title ?? defaultTitle(messages)
+            entry.info = {
+              ...entry.info,
+              ...(title !== undefined && { title }),
+              updatedAt: now,
+              messageCount: entry.messages.length
+            }
+            entry.activity = ++activity
+            return Effect.succeed(entry.info)
+          })
+        ),
+
+      list: () =>
+        Effect.sync(() =>
+          Array.from(sessions.values())
+            .sort((left, right) => right.activity - left.activity)
+            .map((entry) => entry.info)
+        ),
+
+      info: (id) => Effect.map(find(id), (entry) => entry.info),
+
+      delete: (id) =>
+        Effect.flatMap(find(id), () =>
+          Effect.sync(() => {
+            sessions.delete(id)
+          })
+        ),
+
+      updateMetadata: (id, update) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.map(find(id), (entry) => {
+            const title = update.title ?? entry.info.title
+            entry.info = {
+              ...entry.info,
+              ...(title !== undefined && { title }),
+              metadata: copy(mergeMetadata(entry.info.metadata, update.metadata)),
+              updatedAt: now
+            }
+            entry.activity = ++activity
+            return entry.info
+          })
+        )
+    }
+    return service
+  })
+
+/** A fresh, empty in-memory store as the `SessionStore` service. */
+export const layer: Layer.Layer<SessionStore> = Layer.effect(SessionStore, make())

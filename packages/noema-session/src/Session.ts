@@ -1,0 +1,387 @@
+/**
+ * Session: one conversation's committed history, and the way turns join it.
+ *
+ * A session handle loads the history once and keeps it in memory; agents read
+ * it through read-only views that never copy it. A turn collects its messages
+ * in a core `Transaction` (the user's input, then the agent's output) and the
+ * session commits them to the store all at once, or not at all: a turn that
+ * fails, is interrupted, or whose stream is abandoned leaves no trace. If
+ * another handle committed to the same session first, the commit fails with
+ * `SessionConflictError` instead of appending to a history the agent never saw.
+ */
+import { type Agent, type ChatModel, ConversationContext, Message, Transaction } from "@noema/core"
+import { Clock, Effect, Stream } from "effect"
+import {
+  type SessionAlreadyExistsError,
+  SessionConflictError,
+  type SessionInfo,
+  type SessionNotFoundError,
+  SessionStore,
+  type Service as SessionStoreService,
+  type CreateOptions as StoreCreateOptions,
+  type StoreError
+} from "./SessionStore.js"
+
+// ---------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------
+
+/** The metadata key holding a session's system prompt. */
+export const systemPromptKey = "systemPrompt"
+
+export type CommitError =
+  | SessionConflictError
+  | SessionNotFoundError
+  | StoreError
+  | Transaction.TransactionClosedError
+
+export type TurnError = Agent.AgentError | CommitError
+
+export interface CreateOptions extends StoreCreateOptions {
+  /** Kept in the session's metadata and put ahead of the history in every turn. */
+  readonly systemPrompt?: string
+  /**
+   * Store the system prompt as the session's first message instead, so the
+   * history itself records it (it is then not composed in a second time).
+   */
+  readonly recordSystemPrompt?: boolean
+}
+
+export interface TurnOptions {
+  /** Used instead of the session's system prompt for this turn only. */
+  readonly systemPrompt?: string
+  /**
+   * Shapes what the agent sees, e.g. `(context) => context.window(200)` for a
+   * long history. It receives system prompt + history + pending; keep it a view.
+   */
+  readonly prepareContext?: (
+    context: ConversationContext.ConversationContext
+  ) => ConversationContext.ConversationContext
+}
+
+export interface Session {
+  readonly id: string
+  /** What the handle knows about the session (refreshed by its own commits and `reload`). */
+  readonly info: SessionInfo
+  readonly title: string | undefined
+  readonly systemPrompt: string | undefined
+  /** The committed history: a live, read-only view of the handle's messages (no copy). */
+  context(): ConversationContext.ConversationContext
+  /** A transaction for a turn; commit it with `commit` or discard it with `rollback`. */
+  begin(): Transaction.Transaction
+  /** What an agent sees during the turn: system prompt + committed + pending, all live views. */
+  transactionContext(
+    transaction: Transaction.Transaction,
+    options?: TurnOptions
+  ): ConversationContext.ConversationContext
+  /**
+   * Stores all of the transaction's messages, or none. Messages get an `id` and
+   * `createdAt` if they have none. Whatever happens, the transaction is finished.
+   */
+  commit(transaction: Transaction.Transaction): Effect.Effect<ReadonlyArray<Message.Message>, CommitError>
+  rollback(transaction: Transaction.Transaction): Effect.Effect<void>
+  /**
+   * Adds `input` (text is a user message), runs the agent on the history plus
+   * the turn so far and commits everything it produced. On failure or
+   * interruption nothing is stored. Returns the turn's committed messages.
+   */
+  turn<R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    input: string | Message.Message,
+    options?: TurnOptions
+  ): Effect.Effect<ReadonlyArray<Message.Message>, TurnError, R>
+  /**
+   * `turn`, streaming the agent's events. The turn is committed when the
+   * stream completes (a commit failure ends the stream with that error);
+   * interrupting or abandoning the stream rolls it back.
+   */
+  turnStream<R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    input: string | Message.Message,
+    options?: TurnOptions
+  ): Stream.Stream<Agent.AgentEvent, TurnError, R>
+  setTitle(title: string): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError>
+  /** Sets (or with `undefined` removes) the session's system prompt. */
+  setSystemPrompt(prompt: string | undefined): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError>
+  /** Reads the session again from the store (after a conflict, to continue from what others committed). */
+  reload(): Effect.Effect<void, SessionNotFoundError | StoreError>
+  /** The session as JSON: its information and every message. */
+  exportJson(): string
+  /** The session as a Markdown transcript. */
+  exportMarkdown(): string
+}
+
+// ---------------------------------------------------------------------------
+// Constructors
+// ---------------------------------------------------------------------------
+
+/** A handle on an existing session. */
+export const open = (id: string): Effect.Effect<Session, SessionNotFoundError | StoreError, SessionStore> =>
+  Effect.gen(function* () {
+    const store = yield* SessionStore
+    const stored = yield* store.load(id)
+    return make(store, stored.info, stored.messages)
+  })
+
+/** A new session. */
+export const create = (
+  options: CreateOptions = {}
+): Effect.Effect<
+  Session,
+  SessionAlreadyExistsError | SessionNotFoundError | SessionConflictError | StoreError,
+  SessionStore
+> =>
+  Effect.gen(function* () {
+    const store = yield* SessionStore
+    const { systemPrompt, recordSystemPrompt, ...storeOptions } = options
+    const inMetadata = systemPrompt !== undefined && recordSystemPrompt !== true
+    const info = yield* store.create(
+      inMetadata
+        ? { ...storeOptions, metadata: { ...storeOptions.metadata, [systemPromptKey]: systemPrompt } }
+        : storeOptions
+    )
+    if (systemPrompt === undefined || inMetadata) return make(store, info, [])
+    const now = yield* Clock.currentTimeMillis
+    const first = Message.system(systemPrompt, { id: crypto.randomUUID(), createdAt: now })
+    const updated = yield* store.append(info.id, 0, [first])
+    return make(store, updated, [first])
+  })
+
+/** A handle on the session `id`, created (with `options`) if it does not exist yet. */
+export const openOrCreate = (
+  id: string,
+  options: Omit<CreateOptions, "id"> = {}
+): Effect.Effect<Session, SessionNotFoundError | SessionConflictError | StoreError, SessionStore> =>
+  open(id).pipe(
+    Effect.catchTag("SessionNotFoundError", () =>
+      // Someone may create it between our look and our create: then open theirs.
+      create({ ...options, id }).pipe(Effect.catchTag("SessionAlreadyExistsError", () => open(id)))
+    )
+  )
+
+// ---------------------------------------------------------------------------
+// Implementation
+// ---------------------------------------------------------------------------
+
+const toInput = (input: string | Message.Message): Message.Message =>
+  typeof input === "string" ? Message.user(input) : input
+
+const systemPromptOf = (info: SessionInfo): string | undefined => {
+  const value = info.metadata[systemPromptKey]
+  return typeof value === "string" ? value : undefined
+}
+
+/** A handle over `messages` (which it takes over: they are its committed history). */
+export const make = (
+  store: SessionStoreService,
+  initialInfo: SessionInfo,
+  messages: Array<Message.Message>
+): Session => {
+  let info = initialInfo
+  const committed = messages
+  const history = ConversationContext.fromArray(committed)
+  // How much history each transaction was begun on: committing it on top of more is a conflict.
+  const baseCounts = new WeakMap<Transaction.Transaction, number>()
+
+  const transactionContext = (transaction: Transaction.Transaction, options?: TurnOptions) => {
+    const composed = ConversationContext.compose({
+      system: options?.systemPrompt ?? systemPromptOf(info),
+      history,
+      pending: transaction.pending
+    })
+    return options?.prepareContext === undefined ? composed : options.prepareContext(composed)
+  }
+
+  const stamp = (pending: ReadonlyArray<Message.Message>, now: number): Array<Message.Message> =>
+    pending.map((message) =>
+      message.id !== undefined && message.createdAt !== undefined
+        ? message
+        : { ...message, id: message.id ?? crypto.randomUUID(), createdAt: message.createdAt ?? now }
+    )
+
+  const finish = (transaction: Transaction.Transaction) => {
+    if (transaction.isOpen) transaction.rollback()
+  }
+
+  const commit = (
+    transaction: Transaction.Transaction
+  ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> =>
+    // Uninterruptible: once the store has the turn, the handle must record it too.
+    Effect.uninterruptible(
+      Effect.gen(function* () {
+        if (!transaction.isOpen) {
+          return yield* new Transaction.TransactionClosedError({
+            transactionId: transaction.id,
+            state: transaction.state as "committed" | "rolled-back",
+            operation: "commit"
+          })
+        }
+        const base = baseCounts.get(transaction) ?? committed.length
+        if (base !== committed.length) {
+          finish(transaction)
+          return yield* new SessionConflictError({
+            sessionId: info.id,
+            expectedMessageCount: base,
+            actualMessageCount: committed.length
+          })
+        }
+        const now = yield* Clock.currentTimeMillis
+        const turn = stamp(transaction.pending.toArray(), now)
+        if (turn.length === 0) {
+          transaction.commit()
+          return turn
+        }
+        const updated = yield* store
+          .append(info.id, base, turn)
+          .pipe(Effect.onError(() => Effect.sync(() => finish(transaction))))
+        transaction.commit()
+        for (const message of turn) committed.push(message)
+        info = updated
+        return turn
+      })
+    )
+
+  const begin = () => {
+    const transaction = Transaction.make()
+    baseCounts.set(transaction, committed.length)
+    return transaction
+  }
+
+  const updateInfo = (update: Parameters<SessionStoreService["updateMetadata"]>[1]) =>
+    Effect.map(store.updateMetadata(info.id, update), (updated) => {
+      info = updated
+      return updated
+    })
+
+  const session: Session = {
+    get id() {
+      return info.id
+    },
+    get info() {
+      return info
+    },
+    get title() {
+      return info.title
+    },
+    get systemPrompt() {
+      return systemPromptOf(info)
+    },
+    context: () => history,
+    begin,
+    transactionContext,
+    commit,
+    rollback: (transaction) => Effect.sync(() => finish(transaction)),
+
+    turn: (agent, model, input, options) =>
+      Effect.suspend(() => {
+        const transaction = begin()
+        transaction.add(toInput(input))
+        return agent.execute(transactionContext(transaction, options), model).pipe(
+          Effect.flatMap((produced) => {
+            transaction.extend(produced)
+            return commit(transaction)
+          }),
+          Effect.onExit(() => Effect.sync(() => finish(transaction)))
+        )
+      }),
+
+    turnStream: (agent, model, input, options) =>
+      Stream.suspend(() => {
+        const transaction = begin()
+        transaction.add(toInput(input))
+        const events = agent
+          .executeStream(transactionContext(transaction, options), model)
+          .pipe(
+            Stream.tap((event) =>
+              event.type === "message" ? Effect.sync(() => void transaction.add(event.message)) : Effect.void
+            )
+          )
+        // The commit is the stream's last step: a consumer that stops early never reaches it.
+        return Stream.concat(events, Stream.fromEffectDrain(commit(transaction))).pipe(
+          Stream.onExit(() => Effect.sync(() => finish(transaction)))
+        )
+      }),
+
+    setTitle: (title) => updateInfo({ title }),
+    setSystemPrompt: (prompt) => updateInfo({ metadata: { [systemPromptKey]: prompt ?? null } }),
+
+    reload: () =>
+      Effect.map(store.load(info.id), (stored) => {
+        // Replace in place: views handed out earlier keep reading the live array.
+        committed.length = 0
+        for (const message of stored.messages) committed.push(message)
+        info = stored.info
+      }),
+
+    exportJson: () => exportJson(info, committed),
+    exportMarkdown: () => exportMarkdown(info, committed)
+  }
+  return session
+}
+
+// ---------------------------------------------------------------------------
+// Export
+// ---------------------------------------------------------------------------
+
+/** The JSON export format: `{ format, version, session: info, messages }`. */
+export const exportJson = (info: SessionInfo, messages: Iterable<Message.Message>): string =>
+  JSON.stringify(
+    { format: "noema-session", version: 1, session: info, messages: Array.from(messages) },
+    null,
+    2
+  )
+
+/** A fence longer than any run of backticks in `text`, so the text cannot close it. */
+const fenced = (text: string, language = ""): string => {
+  const longest = Math.max(2, ...Array.from(text.matchAll(/`+/g), (match) => match[0].length))
+  const fence = "`".repeat(longest + 1)
+  return `${fence}${language}\n${text}\n${fence}`
+}
+
+const heading: Record<Message.Role, string> = {
+  system: "System",
+  user: "User",
+  assistant: "Assistant",
+  tool: "Tool"
+}
+
+/** A readable transcript: a title, the session's details, then one section per message. */
+export const exportMarkdown = (info: SessionInfo, messages: Iterable<Message.Message>): string => {
+  const lines: Array<string> = [
+    `# ${info.title ?? "Untitled session"}`,
+    "",
+    `- Session: \`${info.id}\``,
+    `- Created: ${new Date(info.createdAt).toISOString()}`,
+    `- Updated: ${new Date(info.updatedAt).toISOString()}`,
+    `- Messages: ${info.messageCount}`
+  ]
+  const systemPrompt = systemPromptOf(info)
+  if (systemPrompt !== undefined) lines.push("", "## System prompt", "", systemPrompt)
+  for (const message of messages) {
+    lines.push("")
+    switch (message.role) {
+      case "tool":
+        lines.push(
+          `## Tool result: ${message.name}${message.isError ? " (error)" : ""}`,
+          "",
+          `Call \`${message.toolCallId}\`:`,
+          "",
+          fenced(message.content)
+        )
+        break
+      case "assistant":
+        lines.push(`## ${heading.assistant}`)
+        if (message.content.length > 0) lines.push("", message.content)
+        if (message.refusal !== undefined) lines.push("", `> Refused: ${message.refusal}`)
+        for (const call of message.toolCalls ?? []) {
+          lines.push("", `Tool call \`${call.name}\` (\`${call.id}\`):`, "", fenced(call.arguments, "json"))
+        }
+        break
+      default:
+        lines.push(`## ${heading[message.role]}`, "", message.content)
+    }
+  }
+  return `${lines.join("\n")}\n`
+}

@@ -1,0 +1,240 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { DatabaseSync } from "node:sqlite"
+import { fileURLToPath } from "node:url"
+import { Message } from "@noema/core"
+import { Cause, Effect, Exit } from "effect"
+import { afterAll, assert, describe, it } from "vitest"
+import type { SessionStore } from "../src/index.js"
+import { StoreError } from "../src/SessionStore.js"
+import * as SqliteStore from "../src/SqliteStore.js"
+
+const fixture = fileURLToPath(new URL("./fixtures/commit-loop.mjs", import.meta.url))
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-durability-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/** A small seeded generator, so a failing run can be repeated with NOEMA_DURABILITY_SEED. */
+const generator = (seed: number) => {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const delay = (millis: number) => new Promise<void>((resolve) => setTimeout(resolve, millis))
+
+interface Run {
+  readonly child: ChildProcess
+  /** Complete lines printed so far. */
+  readonly lines: Array<string>
+  readonly stderr: Array<string>
+  readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+}
+
+const start = (filename: string, run: number): Run => {
+  const child = spawn(process.execPath, [fixture, filename, String(run)], {
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const lines: Array<string> = []
+  const stderr: Array<string> = []
+  let partial = ""
+  child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+    const parts = (partial + chunk).split("\n")
+    partial = parts.pop() ?? ""
+    lines.push(...parts)
+  })
+  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => void stderr.push(chunk))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal }))
+  )
+  return { child, lines, stderr, exited }
+}
+
+/** Resolves once `run` acknowledged a commit, or rejects if it exits or is silent for too long. */
+const firstAcknowledgement = async (run: Run): Promise<void> => {
+  for (let waited = 0; waited < 15_000; waited += 5) {
+    if (run.lines.length > 0) return
+    if (run.child.exitCode !== null) break
+    await delay(5)
+  }
+  throw new Error(`the commit loop never acknowledged a commit: ${run.stderr.join("")}`)
+}
+
+const withStore = <A>(
+  filename: string,
+  body: (store: SessionStore.Service) => Effect.Effect<A, unknown>
+): Promise<A> => Effect.runPromise(Effect.scoped(Effect.flatMap(SqliteStore.make({ filename }), body)))
+
+const expectedContent = (id: string, index: number) =>
+  `${id} turn ${Math.floor(index / 4)} message ${index % 4}`
+
+// ---------------------------------------------------------------------------
+// Killing a committing process
+// ---------------------------------------------------------------------------
+
+describe("SqliteStore durability", () => {
+  it("acknowledged commits survive SIGKILL, and no session ever holds part of a turn", async () => {
+    const seed = Number(process.env.NOEMA_DURABILITY_SEED ?? Math.floor(Math.random() * 2 ** 31))
+    const random = generator(seed)
+    const context = `(seed ${seed}; rerun with NOEMA_DURABILITY_SEED=${seed})`
+    const filename = path.join(directory, "killed.db")
+    const acknowledged = new Map<string, number>()
+    const kills = 20
+
+    for (let run = 0; run < kills; run++) {
+      const current = start(filename, run)
+      // Half the kills land at any moment from start-up (opening, migrating), half mid-loop.
+      if (run % 2 === 0 && run > 0) await delay(random() * 250)
+      else {
+        await firstAcknowledgement(current)
+        await delay(random() * 60)
+      }
+      current.child.kill("SIGKILL")
+      const exit = await current.exited
+      assert.equal(
+        exit.signal,
+        "SIGKILL",
+        `run ${run} ended by itself: ${current.stderr.join("")} ${context}`
+      )
+
+      for (const line of current.lines) {
+        const [word, id, turn] = line.split(" ")
+        assert.equal(word, "ack", `unexpected output ${JSON.stringify(line)} ${context}`)
+        acknowledged.set(id as string, Math.max(acknowledged.get(id as string) ?? -1, Number(turn)))
+      }
+
+      const sessions = await withStore(filename, (store) =>
+        Effect.flatMap(store.list(), (list) => Effect.forEach(list, (info) => store.load(info.id)))
+      )
+      for (const { info, messages } of sessions) {
+        assert.equal(
+          messages.length % 4,
+          0,
+          `session ${info.id} holds part of a turn after run ${run} ${context}`
+        )
+        assert.equal(info.messageCount, messages.length)
+        messages.forEach((message, index) => {
+          assert.equal(message.content, expectedContent(info.id, index), `${info.id} #${index} ${context}`)
+        })
+      }
+      const stored = new Map(sessions.map(({ info }) => [info.id, info.messageCount / 4]))
+      for (const [id, lastTurn] of acknowledged) {
+        assert.ok(
+          (stored.get(id) ?? 0) > lastTurn,
+          `session ${id}: turn ${lastTurn} was acknowledged but only ${stored.get(id) ?? 0} turns are stored ${context}`
+        )
+      }
+    }
+    const total = Array.from(acknowledged.values()).reduce((sum, turn) => sum + turn + 1, 0)
+    assert.ok(total >= kills, `only ${total} commits were acknowledged in ${kills} runs ${context}`)
+    assert.ok((acknowledged.get("shared") ?? -1) >= 0, "runs continued the shared session")
+  }, 120_000)
+})
+
+// ---------------------------------------------------------------------------
+// Files that are not (or no longer) noema databases
+// ---------------------------------------------------------------------------
+
+const digest = (file: string) => createHash("sha256").update(fs.readFileSync(file)).digest("hex")
+
+/** Opens `file` as a store, expecting a StoreError; returns it after checking the file is unchanged. */
+const refuse = async (file: string): Promise<StoreError> => {
+  const before = digest(file)
+  const exit = await Effect.runPromiseExit(
+    Effect.scoped(Effect.flatMap(SqliteStore.make({ filename: file }), (store) => store.list()))
+  )
+  assert.ok(Exit.isFailure(exit), `${file} was accepted`)
+  const error = Cause.squash(exit.cause)
+  assert.ok(error instanceof StoreError, `expected a StoreError, got ${String(error)}`)
+  assert.ok(error.message.includes(file), `the message names the file: ${error.message}`)
+  assert.ok(!error.message.includes("\n"), `the message is one line: ${error.message}`)
+  assert.ok(!/\bat .+:\d+:\d+/.test(error.message), `no stack trace: ${error.message}`)
+  assert.equal(digest(file), before, `${file} was modified`)
+  return error
+}
+
+/** A noema database with a few sessions, closed cleanly. */
+const noemaDatabase = async (name: string): Promise<string> => {
+  const file = path.join(directory, name)
+  await withStore(file, (store) =>
+    Effect.gen(function* () {
+      for (let session = 0; session < 3; session++) {
+        const { id } = yield* store.create()
+        for (let turn = 0; turn < 40; turn++) {
+          yield* store.append(id, turn * 2, [
+            Message.user(`question ${turn} `.repeat(40)),
+            Message.assistant(`answer ${turn} `.repeat(40))
+          ])
+        }
+      }
+    })
+  )
+  return file
+}
+
+describe("SqliteStore refuses files it must not touch", () => {
+  it("random bytes", async () => {
+    const file = path.join(directory, "random.db")
+    fs.writeFileSync(file, crypto.getRandomValues(new Uint8Array(16_384)))
+    assert.equal((await refuse(file)).reason._tag, "CorruptDatabase")
+  })
+
+  it("a text file", async () => {
+    const file = path.join(directory, "notes.txt")
+    fs.writeFileSync(file, "Shopping list:\n- bread\n- coffee\n".repeat(50))
+    assert.equal((await refuse(file)).reason._tag, "CorruptDatabase")
+  })
+
+  it("a truncated noema database", async () => {
+    const source = await noemaDatabase("whole.db")
+    const bytes = fs.readFileSync(source)
+    assert.ok(bytes.length > 8 * 4096, "the database spans many pages")
+    for (const [name, length] of [
+      ["truncated-mid-page.db", Math.floor(bytes.length / 2) + 123],
+      ["truncated-at-page.db", 4 * 4096]
+    ] as const) {
+      const file = path.join(directory, name)
+      fs.writeFileSync(file, bytes.subarray(0, length))
+      assert.equal((await refuse(file)).reason._tag, "CorruptDatabase")
+    }
+  })
+
+  it("another application's SQLite database", async () => {
+    const file = path.join(directory, "other-app.db")
+    const other = new DatabaseSync(file)
+    other.exec(
+      "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('ada')"
+    )
+    other.close()
+    const error = await refuse(file)
+    assert.equal(error.reason._tag, "ForeignDatabase")
+    assert.ok(error.message.includes("users"), error.message)
+
+    const tagged = path.join(directory, "other-app-id.db")
+    const withId = new DatabaseSync(tagged)
+    withId.exec("PRAGMA application_id = 1234")
+    withId.close()
+    assert.equal((await refuse(tagged)).reason._tag, "ForeignDatabase")
+  })
+
+  it("a noema database written by a newer schema", async () => {
+    const file = await noemaDatabase("future.db")
+    const database = new DatabaseSync(file)
+    database.exec("PRAGMA user_version = 99")
+    database.close()
+    const error = await refuse(file)
+    assert.equal(error.reason._tag, "SchemaTooNew")
+    assert.ok(error.message.includes("99"), error.message)
+  })
+})

@@ -1,0 +1,184 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { DatabaseSync } from "node:sqlite"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Message } from "@noema/core"
+import { Effect, Result } from "effect"
+import * as SessionStore from "../src/SessionStore.js"
+import * as SessionStoreConformance from "../src/SessionStoreConformance.js"
+import * as SqliteStore from "../src/SqliteStore.js"
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-sqlite-store-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+
+let counter = 0
+const freshStore = Effect.suspend(() =>
+  SqliteStore.make({ filename: path.join(directory, `conformance-${counter++}.db`) })
+)
+
+describe("SqliteStore conformance", () => {
+  for (const testCase of SessionStoreConformance.cases) {
+    it.effect(testCase.name, () => testCase.run(freshStore))
+  }
+})
+
+// ---------------------------------------------------------------------------
+// What only a file-backed store can show
+// ---------------------------------------------------------------------------
+
+const pragmas = (filename: string) => {
+  const database = new DatabaseSync(filename, { readOnly: true })
+  try {
+    const value = (name: string) =>
+      (database.prepare(`PRAGMA ${name}`).get() as Record<string, unknown>)[name]
+    return {
+      applicationId: value("application_id"),
+      userVersion: value("user_version"),
+      journalMode: value("journal_mode")
+    }
+  } finally {
+    database.close()
+  }
+}
+
+describe("SqliteStore", () => {
+  it.effect("keeps sessions across close and reopen, in a directory it creates", () =>
+    Effect.gen(function* () {
+      const filename = path.join(directory, "nested", "deeper", "reopen.db")
+      const id = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const store = yield* SqliteStore.make({ filename })
+          assert.strictEqual(store.location, filename)
+          const { id } = yield* store.create({ metadata: { systemPrompt: "Be brief." } })
+          yield* store.append(id, 0, [Message.user("persist me"), Message.assistant("persisted")])
+          return id
+        })
+      )
+      const stored = yield* Effect.scoped(
+        Effect.flatMap(SqliteStore.make({ filename }), (store) => store.load(id))
+      )
+      assert.deepStrictEqual(
+        stored.messages.map((message) => message.content),
+        ["persist me", "persisted"]
+      )
+      assert.deepStrictEqual(stored.info.metadata, { systemPrompt: "Be brief." })
+      assert.strictEqual(stored.info.title, "persist me")
+    })
+  )
+
+  it.effect("marks the file as a noema database in WAL mode at the current schema version", () =>
+    Effect.gen(function* () {
+      const filename = path.join(directory, "marked.db")
+      yield* Effect.scoped(SqliteStore.make({ filename }))
+      assert.deepStrictEqual(pragmas(filename), {
+        applicationId: 0x6e6f656d,
+        userVersion: 1,
+        journalMode: "wal"
+      })
+    })
+  )
+
+  it.effect("two connections to one file: concurrent commits to a session, exactly one wins", () =>
+    Effect.gen(function* () {
+      const filename = path.join(directory, "two-connections.db")
+      const first = yield* SqliteStore.make({ filename })
+      const second = yield* SqliteStore.make({ filename })
+      const { id } = yield* first.create()
+      const attempts = yield* Effect.all(
+        [
+          Effect.result(first.append(id, 0, [Message.user("from first"), Message.assistant("a")])),
+          Effect.result(second.append(id, 0, [Message.user("from second"), Message.assistant("b")]))
+        ],
+        { concurrency: "unbounded" }
+      )
+      const winners = attempts.filter(Result.isSuccess)
+      assert.strictEqual(winners.length, 1)
+      const loser = attempts.find(Result.isFailure)
+      assert.instanceOf(loser?.failure, SessionStore.SessionConflictError)
+      const fromFirst = yield* first.load(id)
+      const fromSecond = yield* second.load(id)
+      assert.deepStrictEqual(fromFirst, fromSecond)
+      assert.strictEqual(fromFirst.messages.length, 2)
+      assert.strictEqual(new Set(fromFirst.messages.map((message) => message.content.slice(5))).size, 2)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "a row that is not a message fails the load with a one-line StoreError naming file and session",
+    () =>
+      Effect.gen(function* () {
+        const filename = path.join(directory, "bad-row.db")
+        const store = yield* SqliteStore.make({ filename })
+        const { id } = yield* store.create({ id: "damaged" })
+        yield* store.append(id, 0, [
+          Message.user("fine"),
+          Message.assistant("to be damaged"),
+          Message.user("fine")
+        ])
+        const other = yield* store.create()
+        yield* store.append(other.id, 0, [Message.user("untouched")])
+
+        const database = new DatabaseSync(filename)
+        database.exec(`UPDATE messages SET message = '{"role":"wizard","content":"x"}' WHERE seq = 1`)
+        const error = yield* Effect.flip(store.load(id))
+        database.exec(
+          `UPDATE messages SET message = '{"role":"user",' WHERE session_id = 'damaged' AND seq = 1`
+        )
+        const invalidJson = yield* Effect.flip(store.load(id))
+        database.exec("DELETE FROM messages WHERE session_id = 'damaged' AND seq = 1")
+        const missing = yield* Effect.flip(store.load(id))
+        database.close()
+
+        for (const failure of [error, invalidJson, missing]) {
+          assert.instanceOf(failure, SessionStore.StoreError)
+          assert.strictEqual(failure.reason._tag, "CorruptDatabase")
+          assert.include(failure.message, filename)
+          assert.include(failure.message, "damaged")
+          assert.notInclude(failure.message, "\n")
+        }
+        assert.include(error.message, "wizard")
+        assert.include(invalidJson.message, "invalid JSON")
+        // Other sessions stay readable.
+        assert.strictEqual((yield* store.load(other.id)).messages.length, 1)
+      }).pipe(Effect.scoped)
+  )
+
+  it.effect("a write blocked by another process's lock fails as Locked (retryable), then succeeds", () =>
+    Effect.gen(function* () {
+      const filename = path.join(directory, "locked.db")
+      const store = yield* SqliteStore.make({ filename, busyTimeout: "50 millis" })
+      const { id } = yield* store.create()
+      const holder = new DatabaseSync(filename)
+      holder.exec("BEGIN IMMEDIATE")
+      const error = yield* Effect.flip(store.append(id, 0, [Message.user("blocked")]))
+      holder.exec("ROLLBACK")
+      holder.close()
+      assert.instanceOf(error, SessionStore.StoreError)
+      assert.strictEqual(error.reason._tag, "Locked")
+      assert.isTrue(error.isRetryable)
+      assert.include(error.message, filename)
+      yield* store.append(id, 0, [Message.user("now")])
+      assert.strictEqual((yield* store.info(id)).messageCount, 1)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a path that cannot be opened is an IoFailure", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(Effect.scoped(SqliteStore.make({ filename: directory })))
+      assert.strictEqual(error.reason._tag, "IoFailure")
+      assert.include(error.message, directory)
+    })
+  )
+
+  it.effect("closes the database when the scope closes", () =>
+    Effect.gen(function* () {
+      const filename = path.join(directory, "closed.db")
+      const store = yield* Effect.scoped(SqliteStore.make({ filename }))
+      const error = yield* Effect.flip(store.list())
+      assert.instanceOf(error, SessionStore.StoreError)
+      // Closing the last connection checkpoints the WAL into the file and removes it.
+      assert.isFalse(fs.existsSync(`${filename}-wal`))
+    })
+  )
+})
