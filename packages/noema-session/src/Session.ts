@@ -291,15 +291,23 @@ export const make = (
       Stream.suspend(() => {
         const transaction = begin()
         transaction.add(toInput(input))
+        // The agent's output joins the transaction only once the agent is done, as in
+        // `turn`: the agent's context is committed + pending, and an agent that reads
+        // its context between steps must not meet its own output there as well.
+        const produced: Array<Message.Message> = []
         const events = agent
           .executeStream(transactionContext(transaction, options), model)
           .pipe(
             Stream.tap((event) =>
-              event.type === "message" ? Effect.sync(() => void transaction.add(event.message)) : Effect.void
+              event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
             )
           )
+        const commitProduced = Effect.suspend(() => {
+          transaction.extend(produced)
+          return commit(transaction)
+        })
         // The commit is the stream's last step: a consumer that stops early never reaches it.
-        return Stream.concat(events, Stream.fromEffectDrain(commit(transaction))).pipe(
+        return Stream.concat(events, Stream.fromEffectDrain(commitProduced)).pipe(
           Stream.onExit(() => Effect.sync(() => finish(transaction)))
         )
       }),

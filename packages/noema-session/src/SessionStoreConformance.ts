@@ -604,6 +604,35 @@ const sessionCases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "turnStream: the agent's context does not grow with its own output while it runs",
+    run: withStore((store) =>
+      Effect.gen(function* () {
+        // A two-step agent, like a tool loop: it emits a message, then reads its context again.
+        const twoStep = Agent.make({
+          name: "two-step",
+          executeStream: (context) =>
+            Stream.suspend(() => {
+              const first = Message.assistant("step one")
+              return Stream.concat(
+                Stream.make({ type: "message" as const, message: first }),
+                Stream.sync(() => ({
+                  type: "message" as const,
+                  message: Message.assistant(`context had ${context.length} messages`)
+                }))
+              )
+            })
+        })
+        const session = yield* Session.create()
+        yield* Stream.runDrain(session.turnStream(twoStep, ScriptedChatModel.make(), "Go"))
+        assert.deepEqual(yield* storedContents(store, session.id), [
+          "user: Go",
+          "assistant: step one",
+          "assistant: context had 1 messages"
+        ])
+      })
+    )
+  },
+  {
     name: "turnStream: interrupting the stream rolls the turn back",
     run: withStore((store) =>
       Effect.gen(function* () {

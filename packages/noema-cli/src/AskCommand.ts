@@ -1,0 +1,125 @@
+/**
+ * AskCommand: `noema ask`, one question and its answer, for scripts and
+ * shells.
+ *
+ * The answer streams to stdout and nothing else goes there (tool activity and
+ * notices go to stderr), so `noema ask ... > answer.txt` keeps just the
+ * answer; `--json` prints the turn's messages instead. The turn is saved as a
+ * session (a new one, or `--session ID`); a failure exits non-zero with one
+ * line on stderr and saves nothing.
+ */
+import { type Message, Message as Messages } from "@noema/core"
+import { Session } from "@noema/session"
+import { Cause, Effect, Exit, Stream } from "effect"
+import type { Io } from "./Cli.js"
+import { type Command, UsageError } from "./CliArguments.js"
+import * as CliConfig from "./CliConfig.js"
+import * as CliError from "./CliError.js"
+import * as Runtime from "./internal/runtime.js"
+import { TurnRenderer } from "./internal/TurnRenderer.js"
+import * as Terminal from "./Terminal.js"
+
+export type Options = Extract<Command, { readonly type: "ask" }>
+
+const readAll = async (input: NodeJS.ReadStream): Promise<string> => {
+  let text = ""
+  input.setEncoding("utf8")
+  for await (const chunk of input) text += chunk as string
+  return text
+}
+
+const question = async (options: Options, io: Io): Promise<string> => {
+  if (options.question !== undefined) {
+    if (options.question.trim() === "") throw new UsageError("noema ask: the question is empty")
+    return options.question
+  }
+  if (io.stdin.isTTY === true && !options.explicitStdin) {
+    throw new UsageError('noema ask: no question given; pass it as an argument or on stdin (noema ask "...")')
+  }
+  const text = (await readAll(io.stdin)).trim()
+  if (text === "") throw new UsageError("noema ask: stdin held no question")
+  return text
+}
+
+/** The turn's messages and the session they were saved in, for `--json`. */
+export interface JsonOutput {
+  readonly sessionId: string
+  readonly messages: ReadonlyArray<Message.Message>
+}
+
+export const run = async (options: Options, io: Io): Promise<number> => {
+  const text = await question(options, io)
+  const config = CliConfig.resolveModel(options.model, io.env)
+  if (config.kind === "offline" && config.reason === "unconfigured")
+    io.stderr.write(`${CliConfig.offlineNotice}\n`)
+  const model = await Runtime.makeModel(config, { interactive: false })
+  const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
+  const runtime = Runtime.openStore(CliConfig.paths(io.env))
+  const controller = new AbortController()
+  const onSignal = () => controller.abort()
+  process.on("SIGINT", onSignal)
+  try {
+    const session =
+      options.session !== undefined
+        ? await Runtime.runOn(
+            runtime,
+            Effect.flatMap(Runtime.resolveSessionId(options.session), (id) => Session.open(id))
+          )
+        : await Runtime.runOn(
+            runtime,
+            Session.create(options.system === undefined ? {} : { systemPrompt: options.system })
+          )
+    if (options.session !== undefined && options.system !== undefined) {
+      await Runtime.runOn(runtime, session.setSystemPrompt(options.system))
+    }
+    const before = session.context().length
+    const input = Messages.user(text)
+    const renderer = new TurnRenderer({
+      text: options.json ? { write: () => undefined } : io.stdout,
+      tools: io.stderr,
+      textStyle: Terminal.plain,
+      toolStyle: Terminal.styleFor(io.stderr, io.env),
+      indicator: false,
+      sameScreen: io.stdout.isTTY === true && io.stderr.isTTY === true
+    })
+    const exit = await runtime.runPromiseExit(
+      Stream.runForEach(session.turnStream(agent, model, input, Runtime.turnOptions(session)), (event) =>
+        Effect.sync(() => renderer.event(event))
+      ),
+      { signal: controller.signal }
+    )
+    renderer.end()
+    if (Exit.isFailure(exit)) {
+      const created = options.session === undefined
+      if (created) {
+        // A new session whose only turn failed holds nothing: do not leave it behind.
+        await Runtime.runOn(runtime, Runtime.deleteSession(session.id)).catch(() => undefined)
+      }
+      if (Cause.hasInterruptsOnly(exit.cause)) {
+        io.stderr.write("noema: cancelled; nothing was saved\n")
+        return 130
+      }
+      const error = Cause.squash(exit.cause)
+      io.stderr.write(
+        `noema: ${CliError.describe(error, { baseUrl: config.kind === "openai" ? config.baseUrl : undefined })}\n`
+      )
+      if (CliError.debugEnabled(io.env)) io.stderr.write(`${CliError.detail(error)}\n`)
+      return 1
+    }
+    if (options.json) {
+      const output: JsonOutput = {
+        sessionId: session.id,
+        messages: session.context().toArray().slice(before)
+      }
+      io.stdout.write(`${JSON.stringify(output, null, 2)}\n`)
+    }
+    if (options.session === undefined && io.stderr.isTTY === true) {
+      const note = `session ${session.id} (continue with: noema ask --session ${Runtime.shortId(session.id)} ...)`
+      io.stderr.write(`${Terminal.styleFor(io.stderr, io.env).dim(note)}\n`)
+    }
+    return 0
+  } finally {
+    process.off("SIGINT", onSignal)
+    await runtime.dispose()
+  }
+}

@@ -1,0 +1,500 @@
+/**
+ * ChatCommand: `noema chat`, the interactive chat.
+ *
+ * A read-eval-print loop over `node:readline` (line editing, arrow-key
+ * history kept in `$NOEMA_HOME/history`). Each message is one session turn,
+ * streamed through `Session.turnStream` and the tool agent's `executeStream`,
+ * and saved in the SQLite store only when it completes. Ctrl-C during a turn
+ * interrupts it: the HTTP request is aborted and the turn rolled back, so
+ * nothing of it is saved. Ctrl-C or Ctrl-D on an empty line, or `/exit`, quit.
+ *
+ * While a turn runs the terminal is switched back to cooked mode and
+ * readline paused: keys typed meanwhile wait in the terminal (and reach the
+ * next prompt), and Ctrl-C arrives as a plain SIGINT whatever readline does.
+ */
+import * as fs from "node:fs"
+import * as readline from "node:readline"
+import { type Agent, type ChatModel, Message } from "@noema/core"
+import { Session } from "@noema/session"
+import { Cause, Effect, Exit, Stream } from "effect"
+import type { Io } from "./Cli.js"
+import type { Command } from "./CliArguments.js"
+import * as CliConfig from "./CliConfig.js"
+import * as CliError from "./CliError.js"
+import * as Help from "./internal/help.js"
+import * as Runtime from "./internal/runtime.js"
+import { TurnRenderer } from "./internal/TurnRenderer.js"
+import * as Terminal from "./Terminal.js"
+import * as BuiltinTools from "./tools/BuiltinTools.js"
+
+export type Options = Extract<Command, { readonly type: "chat" }>
+
+const historyLimit = 1000
+
+const loadHistory = (file: string): Array<string> => {
+  try {
+    const lines = fs
+      .readFileSync(file, "utf8")
+      .split("\n")
+      .filter((line) => line.trim() !== "")
+    // readline wants the newest entry first.
+    return lines.slice(-historyLimit).reverse()
+  } catch {
+    return []
+  }
+}
+
+const firstSentence = (text: string): string => {
+  const match = /^.*?[.!?](?=\s|$)/.exec(text)
+  return match === null ? text : match[0]
+}
+
+class Chat {
+  readonly #io: Io
+  readonly #options: Options
+  readonly #style: Terminal.Style
+  readonly #errorStyle: Terminal.Style
+  readonly #interactive: boolean
+  readonly #paths: CliConfig.Paths
+  readonly #runtime: Runtime.StoreRuntime
+  readonly #agent: Agent.Agent
+  readonly #rl: readline.Interface
+  readonly #lines: Array<string> = []
+  #waiting: ((line: string | undefined) => void) | undefined
+  #closed = false
+  #config: CliConfig.ModelConfig
+  #model: ChatModel.Service
+  #session: Session.Session | undefined
+  /** Sessions this process created, to drop them again if they stay empty. */
+  readonly #created = new Set<string>()
+  /** A system prompt chosen before the session exists (`--system`, `/system`). */
+  #pendingSystemPrompt: string | undefined
+  #running: AbortController | undefined
+  /** A turn failed (reported in the exit status when input is not a terminal). */
+  #failed = false
+  #lastHistoryLine: string | undefined
+
+  constructor(
+    io: Io,
+    options: Options,
+    config: CliConfig.ModelConfig,
+    model: ChatModel.Service,
+    paths: CliConfig.Paths,
+    runtime: Runtime.StoreRuntime
+  ) {
+    this.#io = io
+    this.#options = options
+    this.#config = config
+    this.#model = model
+    this.#paths = paths
+    this.#runtime = runtime
+    this.#pendingSystemPrompt = options.system
+    this.#style = Terminal.styleFor(io.stdout, io.env)
+    this.#errorStyle = Terminal.styleFor(io.stderr, io.env)
+    this.#interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
+    this.#agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
+    const history = this.#interactive ? loadHistory(paths.history) : []
+    this.#lastHistoryLine = history[0]
+    this.#rl = readline.createInterface({
+      input: io.stdin,
+      output: io.stdout,
+      terminal: this.#interactive,
+      history,
+      historySize: historyLimit,
+      removeHistoryDuplicates: true,
+      prompt: this.#style.bold(this.#style.cyan("› "))
+    })
+    this.#rl.on("line", (line) => this.#receive(line))
+    this.#rl.on("close", () => {
+      // Ctrl-D leaves the cursor after the prompt; the shell's prompt belongs on a line of its own.
+      if (this.#interactive && !this.#closed) this.#io.stdout.write("\n")
+      this.#closed = true
+      this.#deliver(undefined)
+    })
+    // At the prompt (raw mode) Ctrl-C reaches readline as a key.
+    this.#rl.on("SIGINT", () => this.#interruptAtPrompt())
+    process.on("SIGINT", this.#onSignal)
+  }
+
+  // -------------------------------------------------------------------------
+  // Input
+  // -------------------------------------------------------------------------
+
+  #receive(line: string): void {
+    if (this.#waiting !== undefined) this.#deliver(line)
+    else this.#lines.push(line)
+  }
+
+  #deliver(line: string | undefined): void {
+    const waiting = this.#waiting
+    this.#waiting = undefined
+    waiting?.(line)
+  }
+
+  #nextLine(): Promise<string | undefined> {
+    const line = this.#lines.shift()
+    if (line !== undefined) return Promise.resolve(line)
+    if (this.#closed) return Promise.resolve(undefined)
+    if (this.#interactive) this.#rl.prompt()
+    return new Promise((resolve) => {
+      this.#waiting = resolve
+    })
+  }
+
+  #interruptAtPrompt(): void {
+    if (this.#rl.line.length > 0) {
+      // Like a shell: Ctrl-C abandons the line being typed, and only an empty line quits.
+      this.#io.stdout.write("^C\n")
+      this.#rl.write(null, { ctrl: true, name: "e" })
+      this.#rl.write(null, { ctrl: true, name: "u" })
+      this.#rl.prompt()
+      return
+    }
+    this.#rl.close()
+  }
+
+  /** SIGINT proper: during a turn (cooked terminal, or input that is not a terminal). */
+  readonly #onSignal = (): void => {
+    if (this.#running !== undefined) this.#running.abort()
+    else this.#rl.close()
+  }
+
+  #remember(line: string): void {
+    if (!this.#interactive || line.trim() === "" || line === this.#lastHistoryLine) return
+    this.#lastHistoryLine = line
+    try {
+      fs.appendFileSync(this.#paths.history, `${line.replace(/\n/g, " ")}\n`, { mode: 0o600 })
+    } catch {
+      // History is a convenience; a read-only home must not break the chat.
+    }
+  }
+
+  // -------------------------------------------------------------------------
+  // Output
+  // -------------------------------------------------------------------------
+
+  #print(text = ""): void {
+    this.#io.stdout.write(`${text}\n`)
+  }
+
+  #note(text: string): void {
+    this.#print(this.#style.dim(text))
+  }
+
+  #error(text: string): void {
+    this.#io.stderr.write(`${this.#errorStyle.red(text)}\n`)
+  }
+
+  #describeModel(): string {
+    return CliConfig.describeModel(this.#config)
+  }
+
+  banner(): void {
+    if (!this.#interactive) return
+    const tools = this.#options.tools ? `${BuiltinTools.all.length} tools` : "no tools"
+    this.#note(`noema chat · ${this.#describeModel()} · ${tools}`)
+    this.#note("/help for commands · Ctrl-C cancels an answer · Ctrl-D quits")
+  }
+
+  #printTurns(session: Session.Session): void {
+    const lines = Terminal.transcript(session.context(), { style: this.#style, maxLines: 6 })
+    if (lines.length === 0) this.#note("(no messages yet)")
+    for (const line of lines) this.#print(line)
+    if (lines.length > 0) this.#print()
+  }
+
+  // -------------------------------------------------------------------------
+  // Sessions
+  // -------------------------------------------------------------------------
+
+  async #currentSession(): Promise<Session.Session> {
+    if (this.#session !== undefined) return this.#session
+    const systemPrompt = this.#pendingSystemPrompt
+    const session = await Runtime.runOn(
+      this.#runtime,
+      Session.create(systemPrompt === undefined ? {} : { systemPrompt })
+    )
+    this.#created.add(session.id)
+    this.#session = session
+    return session
+  }
+
+  async #open(idOrPrefix: string): Promise<Session.Session> {
+    return Runtime.runOn(
+      this.#runtime,
+      Effect.flatMap(Runtime.resolveSessionId(idOrPrefix), (id) => Session.open(id))
+    )
+  }
+
+  async resumeAtStart(): Promise<void> {
+    const id = this.#options.session
+    if (id === undefined) return
+    const session = await this.#open(id)
+    if (this.#options.system !== undefined) {
+      await Runtime.runOn(this.#runtime, session.setSystemPrompt(this.#options.system))
+    }
+    this.#session = session
+    if (this.#interactive) {
+      this.#note(`Resumed session ${Runtime.shortId(session.id)}: ${session.title ?? "(untitled)"}`)
+      this.#printTurns(session)
+    }
+  }
+
+  /** Empty sessions this process created are not worth keeping. */
+  async #dropIfEmpty(session: Session.Session | undefined): Promise<void> {
+    if (session === undefined || !this.#created.has(session.id) || session.context().length > 0) return
+    await Runtime.runOn(this.#runtime, Effect.ignore(Runtime.deleteSession(session.id))).catch(
+      () => undefined
+    )
+  }
+
+  // -------------------------------------------------------------------------
+  // Turns
+  // -------------------------------------------------------------------------
+
+  async #turn(text: string): Promise<void> {
+    let session: Session.Session
+    try {
+      session = await this.#currentSession()
+    } catch (error) {
+      this.#failed = true
+      this.#error(`error: ${CliError.describe(error)}`)
+      return
+    }
+    const controller = new AbortController()
+    const renderer = new TurnRenderer({
+      text: this.#io.stdout,
+      tools: this.#io.stdout,
+      textStyle: this.#style,
+      toolStyle: this.#style,
+      indicator: this.#interactive && this.#style.enabled,
+      sameScreen: true
+    })
+    const input = Message.user(text)
+    const events = session.turnStream(this.#agent, this.#model, input, Runtime.turnOptions(session))
+    this.#running = controller
+    this.#enterTurnMode()
+    renderer.start()
+    let exit: Exit.Exit<void, unknown>
+    try {
+      exit = await this.#runtime.runPromiseExit(
+        Stream.runForEach(events, (event) => Effect.sync(() => renderer.event(event))),
+        { signal: controller.signal }
+      )
+    } finally {
+      this.#running = undefined
+      renderer.end()
+      this.#leaveTurnMode()
+    }
+    if (Exit.isSuccess(exit)) return
+    if (Cause.hasInterruptsOnly(exit.cause)) {
+      this.#note("(cancelled; nothing of this turn was saved)")
+      return
+    }
+    const error = Cause.squash(exit.cause)
+    this.#failed = true
+    this.#error(`error: ${CliError.describe(error, { baseUrl: this.#baseUrl() })}`)
+    if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
+    if (
+      typeof error === "object" &&
+      error !== null &&
+      (error as { _tag?: unknown })._tag === "SessionConflictError"
+    ) {
+      await Runtime.runOn(this.#runtime, session.reload()).catch(() => undefined)
+      this.#note("The session was changed by another noema; it is reloaded, send your message again.")
+    }
+  }
+
+  #baseUrl(): string | undefined {
+    return this.#config.kind === "openai" ? this.#config.baseUrl : undefined
+  }
+
+  #enterTurnMode(): void {
+    if (!this.#interactive) return
+    this.#rl.pause()
+    const stdin = this.#io.stdin
+    if (stdin.isTTY === true) stdin.setRawMode(false)
+  }
+
+  #leaveTurnMode(): void {
+    if (!this.#interactive || this.#closed) return
+    const stdin = this.#io.stdin
+    if (stdin.isTTY === true) stdin.setRawMode(true)
+    this.#rl.resume()
+  }
+
+  // -------------------------------------------------------------------------
+  // Slash commands
+  // -------------------------------------------------------------------------
+
+  /** Runs a slash command; false means quit. */
+  async #command(line: string): Promise<boolean> {
+    const name = (/^\/(\S*)/.exec(line)?.[1] ?? "").toLowerCase()
+    const argument = line.slice(name.length + 1).trim()
+    switch (name) {
+      case "help":
+      case "?":
+        this.#print(Help.slashCommands)
+        return true
+      case "exit":
+      case "quit":
+      case "q":
+        return false
+      case "new": {
+        await this.#dropIfEmpty(this.#session)
+        const previous = this.#session
+        this.#session = undefined
+        this.#pendingSystemPrompt = this.#options.system
+        this.#note(
+          previous === undefined || previous.context().length === 0
+            ? "New session."
+            : `New session. The previous one is saved as ${Runtime.shortId(previous.id)}.`
+        )
+        return true
+      }
+      case "sessions": {
+        const sessions = await Runtime.runOn(this.#runtime, Runtime.listSessions)
+        for (const row of Terminal.sessionTable(sessions, {
+          style: this.#style,
+          current: this.#session?.id
+        })) {
+          this.#print(row)
+        }
+        return true
+      }
+      case "resume": {
+        if (argument === "") {
+          this.#note("Usage: /resume ID (see /sessions)")
+          return true
+        }
+        const session = await this.#open(argument)
+        await this.#dropIfEmpty(this.#session)
+        this.#session = session
+        this.#note(
+          `Resumed session ${Runtime.shortId(session.id)}: ${session.title ?? "(untitled)"} ` +
+            `(${session.context().length} messages)`
+        )
+        this.#printTurns(session)
+        return true
+      }
+      case "history":
+        if (this.#session === undefined) this.#note("(no messages yet)")
+        else this.#printTurns(this.#session)
+        return true
+      case "model":
+        await this.#switchModel(argument)
+        return true
+      case "tools":
+        if (!this.#options.tools) {
+          this.#note("Tools are off (started with --no-tools).")
+          return true
+        }
+        for (const tool of BuiltinTools.all) {
+          this.#print(`  ${this.#style.bold(tool.name.padEnd(12))}  ${firstSentence(tool.description)}`)
+        }
+        return true
+      case "system":
+        await this.#system(argument)
+        return true
+      default:
+        this.#note(`Unknown command /${name}. /help lists the commands.`)
+        return true
+    }
+  }
+
+  async #switchModel(name: string): Promise<void> {
+    if (name === "") {
+      this.#note(`Model: ${this.#describeModel()}`)
+      return
+    }
+    const next = CliConfig.withModel(this.#config, name)
+    if (next === undefined) {
+      this.#note(
+        `No model server is configured, so "${name}" cannot be used. Set OPENAI_API_KEY, or restart with ` +
+          "--api-key / --base-url."
+      )
+      return
+    }
+    this.#model = await Runtime.makeModel(next, { interactive: this.#interactive })
+    this.#config = next
+    this.#note(`Model: ${this.#describeModel()}`)
+  }
+
+  async #system(text: string): Promise<void> {
+    const session = this.#session
+    if (text === "") {
+      const custom = session?.systemPrompt ?? (session === undefined ? this.#pendingSystemPrompt : undefined)
+      this.#note(
+        custom === undefined
+          ? `System prompt (default): ${Runtime.defaultSystemPrompt}`
+          : `System prompt: ${custom}`
+      )
+      return
+    }
+    const prompt = text === "default" ? undefined : text
+    if (session === undefined) this.#pendingSystemPrompt = prompt
+    else await Runtime.runOn(this.#runtime, session.setSystemPrompt(prompt))
+    this.#note(
+      prompt === undefined ? "System prompt reset to the default." : "System prompt set for this session."
+    )
+  }
+
+  // -------------------------------------------------------------------------
+  // Loop
+  // -------------------------------------------------------------------------
+
+  /** Reads and runs lines until the input ends or the user quits; resolves to the exit status. */
+  async loop(): Promise<number> {
+    // A person saw every error as it happened; a script only sees the exit status.
+    const status = () => (this.#failed && !this.#interactive ? 1 : 0)
+    for (;;) {
+      const line = await this.#nextLine()
+      if (line === undefined) return status()
+      this.#remember(line)
+      const text = line.trim()
+      if (text === "") continue
+      if (text.startsWith("/") && !text.startsWith("//")) {
+        try {
+          if (!(await this.#command(text))) return status()
+        } catch (error) {
+          this.#error(`error: ${CliError.describe(error)}`)
+        }
+        continue
+      }
+      // "//text" sends a message that starts with a slash.
+      await this.#turn(text.startsWith("//") ? text.slice(1) : text)
+      if (this.#interactive) this.#print()
+    }
+  }
+
+  async close(): Promise<void> {
+    process.off("SIGINT", this.#onSignal)
+    this.#closed = true
+    this.#rl.close()
+    await this.#dropIfEmpty(this.#session)
+    await this.#runtime.dispose()
+  }
+}
+
+export const run = async (options: Options, io: Io): Promise<number> => {
+  const config = CliConfig.resolveModel(options.model, io.env)
+  if (config.kind === "offline" && config.reason === "unconfigured")
+    io.stderr.write(`${CliConfig.offlineNotice}\n`)
+  const interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
+  const model = await Runtime.makeModel(config, { interactive })
+  const paths = CliConfig.paths(io.env)
+  const runtime = Runtime.openStore(paths)
+  // Opening the store here surfaces a corrupt database before the prompt appears.
+  await Runtime.runOn(runtime, Effect.void).catch(async (error: unknown) => {
+    await runtime.dispose()
+    throw error
+  })
+  const chat = new Chat(io, options, config, model, paths, runtime)
+  try {
+    chat.banner()
+    await chat.resumeAtStart()
+    return await chat.loop()
+  } finally {
+    await chat.close()
+  }
+}

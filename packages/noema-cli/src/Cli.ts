@@ -1,0 +1,92 @@
+/**
+ * Cli: the `noema` program as a function from arguments and streams to an exit
+ * status.
+ *
+ * It parses the command line, answers `--help` and `--version` itself, and
+ * loads the module of the command asked for only then (`import()`), so those
+ * two cost little more than starting Node. Every failure ends here as one line
+ * on stderr and a non-zero status: 2 for a usage error, 1 for anything else.
+ */
+import { readFileSync } from "node:fs"
+import { type Command, parseCommand, UsageError } from "./CliArguments.js"
+import * as CliError from "./CliError.js"
+import * as Help from "./internal/help.js"
+
+export type Environment = Readonly<Record<string, string | undefined>>
+
+/** The process around a command: its streams and environment (replaceable for tests). */
+export interface Io {
+  readonly env: Environment
+  readonly stdin: NodeJS.ReadStream
+  readonly stdout: NodeJS.WriteStream
+  readonly stderr: NodeJS.WriteStream
+  /** Where `read_file` may read; default the working directory. */
+  readonly cwd: string
+}
+
+export const processIo = (): Io => ({
+  env: process.env,
+  stdin: process.stdin,
+  stdout: process.stdout,
+  stderr: process.stderr,
+  cwd: process.cwd()
+})
+
+/** The version in package.json. */
+export const version = (): string => {
+  const text = readFileSync(new URL("../package.json", import.meta.url), "utf8")
+  return (JSON.parse(text) as { readonly version: string }).version
+}
+
+const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string => {
+  switch (topic) {
+    case "main":
+      return Help.main
+    case "chat":
+      return Help.chat
+    case "ask":
+      return Help.ask
+    case "sessions":
+      return Help.sessions
+  }
+}
+
+const dispatch = async (command: Command, io: Io): Promise<number> => {
+  switch (command.type) {
+    case "help":
+      io.stdout.write(helpText(command.topic))
+      return 0
+    case "version":
+      io.stdout.write(`noema ${version()}\n`)
+      return 0
+    case "chat":
+      return (await import("./ChatCommand.js")).run(command, io)
+    case "ask":
+      return (await import("./AskCommand.js")).run(command, io)
+    case "sessions-list":
+    case "sessions-show":
+    case "sessions-delete":
+    case "sessions-export":
+      return (await import("./SessionsCommand.js")).run(command, io)
+  }
+}
+
+/** Reports an error that reached the top: one line, the cause only with NOEMA_DEBUG. */
+export const report = (error: unknown, io: Io, context: CliError.Context = {}): void => {
+  io.stderr.write(`noema: ${CliError.describe(error, context)}\n`)
+  if (CliError.debugEnabled(io.env)) io.stderr.write(`${CliError.detail(error)}\n`)
+}
+
+/** Runs `noema <args>`; resolves to the exit status and never rejects. */
+export const run = async (args: ReadonlyArray<string>, io: Io = processIo()): Promise<number> => {
+  try {
+    return await dispatch(parseCommand(args), io)
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`${error.message}\n`)
+      return error.exitCode
+    }
+    report(error, io)
+    return 1
+  }
+}

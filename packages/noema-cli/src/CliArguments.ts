@@ -1,0 +1,211 @@
+/**
+ * CliArguments: the command line, parsed into the command to run.
+ *
+ * Parsing is `node:util`'s `parseArgs` (strict: an unknown flag is an error,
+ * never silently ignored) and loads nothing else, so `--help` and `--version`
+ * answer before any heavy module is imported. A mistake is a `UsageError`: one
+ * line naming the problem and where to find help, exit status 2.
+ */
+import { type ParseArgsConfig, parseArgs } from "node:util"
+import type { ModelFlags } from "./CliConfig.js"
+
+export class UsageError extends Error {
+  override readonly name = "UsageError"
+  readonly exitCode = 2
+}
+
+export type HelpTopic = "main" | "chat" | "ask" | "sessions"
+
+export interface TurnOptions {
+  readonly model: ModelFlags
+  readonly tools: boolean
+  readonly system: string | undefined
+  readonly session: string | undefined
+}
+
+export type Command =
+  | { readonly type: "help"; readonly topic: HelpTopic }
+  | { readonly type: "version" }
+  | ({ readonly type: "chat" } & TurnOptions)
+  | ({
+      readonly type: "ask"
+      readonly json: boolean
+      /** Undefined: read the question from stdin. */
+      readonly question: string | undefined
+      /** `-` was given: read stdin even when it is a terminal. */
+      readonly explicitStdin: boolean
+    } & TurnOptions)
+  | { readonly type: "sessions-list"; readonly json: boolean }
+  | { readonly type: "sessions-show"; readonly id: string; readonly json: boolean }
+  | { readonly type: "sessions-delete"; readonly id: string }
+  | { readonly type: "sessions-export"; readonly id: string; readonly format: "json" | "markdown" }
+
+const common = {
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean", short: "v" }
+} as const
+
+const turnOptions = {
+  ...common,
+  model: { type: "string", short: "m" },
+  "base-url": { type: "string" },
+  "api-key": { type: "string" },
+  session: { type: "string", short: "s" },
+  system: { type: "string" },
+  "no-tools": { type: "boolean" }
+} as const
+
+const commands = ["chat", "ask", "sessions"] as const
+
+type Options = NonNullable<ParseArgsConfig["options"]>
+
+/** parseArgs, with its multi-sentence errors turned into one line that names the command. */
+const parse = <const O extends Options>(command: string, args: ReadonlyArray<string>, options: O) => {
+  try {
+    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true })
+  } catch (error) {
+    throw new UsageError(`${command}: ${describeParseError(error)} (see ${command} --help)`)
+  }
+}
+
+const describeParseError = (error: unknown): string => {
+  const message = error instanceof Error ? error.message : String(error)
+  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
+  // parseArgs names options as '-m, --model <value>' or '--json'; the long form is the clearer one.
+  const option = /'(?:-\w, )?(--?[^', ]+)/.exec(message)?.[1]
+  switch (code) {
+    case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
+      return `unknown option ${option ?? message}`
+    case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
+      if (option !== undefined && /argument missing/.test(message)) return `${option} needs a value`
+      if (option !== undefined && /does not take an argument/.test(message))
+        return `${option} does not take a value`
+      return message.split(". ")[0] ?? message
+    default:
+      return message.split(". ")[0] ?? message
+  }
+}
+
+const modelFlags = (values: {
+  readonly model?: string | boolean | undefined
+  readonly "base-url"?: string | boolean | undefined
+  readonly "api-key"?: string | boolean | undefined
+}): ModelFlags => ({
+  model: typeof values.model === "string" ? values.model : undefined,
+  baseUrl: typeof values["base-url"] === "string" ? values["base-url"] : undefined,
+  apiKey: typeof values["api-key"] === "string" ? values["api-key"] : undefined
+})
+
+const noPositionals = (command: string, positionals: ReadonlyArray<string>): void => {
+  if (positionals.length > 0) {
+    throw new UsageError(`${command}: unexpected argument "${positionals[0]}" (see ${command} --help)`)
+  }
+}
+
+const parseChat = (args: ReadonlyArray<string>): Command => {
+  const { values, positionals } = parse("noema chat", args, turnOptions)
+  if (values.help) return { type: "help", topic: "chat" }
+  if (values.version) return { type: "version" }
+  noPositionals("noema chat", positionals)
+  return {
+    type: "chat",
+    model: modelFlags(values),
+    tools: values["no-tools"] !== true,
+    system: values.system,
+    session: values.session
+  }
+}
+
+const parseAsk = (args: ReadonlyArray<string>): Command => {
+  const { values, positionals } = parse("noema ask", args, { ...turnOptions, json: { type: "boolean" } })
+  if (values.help) return { type: "help", topic: "ask" }
+  if (values.version) return { type: "version" }
+  const fromStdin = positionals.length === 0 || (positionals.length === 1 && positionals[0] === "-")
+  return {
+    type: "ask",
+    model: modelFlags(values),
+    tools: values["no-tools"] !== true,
+    system: values.system,
+    session: values.session,
+    json: values.json === true,
+    question: fromStdin ? undefined : positionals.join(" "),
+    explicitStdin: positionals.length === 1 && positionals[0] === "-"
+  }
+}
+
+const parseSessions = (args: ReadonlyArray<string>): Command => {
+  const { values, positionals } = parse("noema sessions", args, {
+    ...common,
+    json: { type: "boolean" },
+    format: { type: "string", short: "f" }
+  })
+  if (values.help) return { type: "help", topic: "sessions" }
+  if (values.version) return { type: "version" }
+  const [action = "list", id, ...rest] = positionals
+  const json = values.json === true
+  const needId = (): string => {
+    if (id === undefined || id.trim() === "") {
+      throw new UsageError(`noema sessions ${action}: missing session ID (see noema sessions list)`)
+    }
+    noPositionals(`noema sessions ${action}`, rest)
+    return id
+  }
+  if (values.format !== undefined && action !== "export") {
+    throw new UsageError(`noema sessions ${action}: --format only applies to export`)
+  }
+  switch (action) {
+    case "list":
+    case "ls":
+      noPositionals("noema sessions list", positionals.slice(1))
+      return { type: "sessions-list", json }
+    case "show":
+      return { type: "sessions-show", id: needId(), json }
+    case "delete":
+    case "rm":
+      return { type: "sessions-delete", id: needId() }
+    case "export": {
+      const format = values.format ?? "json"
+      if (format !== "json" && format !== "markdown" && format !== "md") {
+        throw new UsageError(`noema sessions export: unknown format "${format}" (use json or markdown)`)
+      }
+      return { type: "sessions-export", id: needId(), format: format === "json" ? "json" : "markdown" }
+    }
+    default:
+      throw new UsageError(
+        `noema sessions: unknown action "${action}" (use list, show, delete or export; see noema sessions --help)`
+      )
+  }
+}
+
+/** The command `args` (the arguments after `noema`) ask for. Throws `UsageError`. */
+export const parseCommand = (args: ReadonlyArray<string>): Command => {
+  const [first, ...rest] = args
+  if (first === undefined) return { type: "help", topic: "main" }
+  if (first === "--help" || first === "-h" || first === "help") {
+    const topic = rest[0]
+    return {
+      type: "help",
+      topic: topic === "chat" || topic === "ask" || topic === "sessions" ? topic : "main"
+    }
+  }
+  if (first === "--version" || first === "-v") return { type: "version" }
+  switch (first) {
+    case "chat":
+      return parseChat(rest)
+    case "ask":
+      return parseAsk(rest)
+    case "sessions":
+      return parseSessions(rest)
+  }
+  if (first.startsWith("-")) {
+    // Global flags are only --help and --version; anything else belongs after a command.
+    throw new UsageError(
+      `noema: unknown option ${first}; options go after the command, e.g. noema chat ${first} (see noema --help)`
+    )
+  }
+  const suggestion = commands.find((command) => command.startsWith(first.slice(0, 2)))
+  throw new UsageError(
+    `noema: unknown command "${first}"${suggestion === undefined ? "" : ` (did you mean ${suggestion}?)`}; ` +
+      `commands: ${commands.join(", ")} (see noema --help)`
+  )
+}

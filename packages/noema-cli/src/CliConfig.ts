@@ -1,0 +1,119 @@
+/**
+ * CliConfig: where the CLI keeps its files and which model it talks to.
+ *
+ * The model comes from flags, then the environment, in that order:
+ * `--model` / `NOEMA_MODEL`, `--base-url` / `NOEMA_BASE_URL` (then
+ * `OPENAI_BASE_URL`), `--api-key` / `OPENAI_API_KEY`. With neither an API key
+ * nor a base URL there is nothing to talk to, so the CLI falls back to the
+ * built-in offline model and says so. Resolution is a pure function of the
+ * flags and the environment, so it is tested without touching either.
+ */
+import * as os from "node:os"
+import * as path from "node:path"
+
+export type Environment = Readonly<Record<string, string | undefined>>
+
+export interface ModelFlags {
+  readonly model?: string | undefined
+  readonly baseUrl?: string | undefined
+  readonly apiKey?: string | undefined
+}
+
+/** The model used when an API key or base URL is configured but no model name. */
+export const defaultModel = "gpt-4o-mini"
+
+/** The name that selects the offline model explicitly (`--model offline`). */
+export const offlineModelName = "offline"
+
+export type Source = "flag" | "environment" | "default"
+
+export type ModelConfig =
+  | {
+      readonly kind: "offline"
+      /** `unconfigured`: nothing was set; `requested`: `--model offline` / `NOEMA_MODEL=offline`. */
+      readonly reason: "unconfigured" | "requested"
+    }
+  | {
+      readonly kind: "openai"
+      readonly model: string
+      /** Undefined means OpenAI itself. */
+      readonly baseUrl: string | undefined
+      /** Undefined is fine for local servers (Ollama, llama.cpp), which need no key. */
+      readonly apiKey: string | undefined
+      readonly sources: {
+        readonly model: Source
+        readonly baseUrl: Source
+        readonly apiKey: Source
+      }
+    }
+
+/** Empty values count as unset, so `NOEMA_MODEL= noema chat` behaves like leaving it out. */
+const present = (value: string | undefined): string | undefined =>
+  value === undefined || value.trim() === "" ? undefined : value.trim()
+
+const pick = (
+  flag: string | undefined,
+  ...environment: ReadonlyArray<string | undefined>
+): { readonly value: string | undefined; readonly source: Source } => {
+  const fromFlag = present(flag)
+  if (fromFlag !== undefined) return { value: fromFlag, source: "flag" }
+  for (const candidate of environment) {
+    const value = present(candidate)
+    if (value !== undefined) return { value, source: "environment" }
+  }
+  return { value: undefined, source: "default" }
+}
+
+/** Which model to use, from flags over the environment. */
+export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig => {
+  const model = pick(flags.model, env.NOEMA_MODEL)
+  const baseUrl = pick(flags.baseUrl, env.NOEMA_BASE_URL, env.OPENAI_BASE_URL)
+  const apiKey = pick(flags.apiKey, env.OPENAI_API_KEY)
+  if (model.value === offlineModelName) return { kind: "offline", reason: "requested" }
+  if (apiKey.value === undefined && baseUrl.value === undefined)
+    return { kind: "offline", reason: "unconfigured" }
+  return {
+    kind: "openai",
+    model: model.value ?? defaultModel,
+    baseUrl: baseUrl.value,
+    apiKey: apiKey.value,
+    sources: { model: model.source, baseUrl: baseUrl.source, apiKey: apiKey.source }
+  }
+}
+
+/** The same configuration with another model name (the `/model` command). */
+export const withModel = (config: ModelConfig, model: string): ModelConfig | undefined => {
+  if (model === offlineModelName) return { kind: "offline", reason: "requested" }
+  if (config.kind === "offline") return undefined
+  return { ...config, model, sources: { ...config.sources, model: "flag" } }
+}
+
+/** One line for stderr when the offline model is used because nothing is configured. */
+export const offlineNotice =
+  "noema: no model configured, using the built-in offline model (arithmetic, time, files; not an LLM). " +
+  "Set OPENAI_API_KEY, or pass --api-key / --base-url (e.g. http://localhost:11434/v1 for Ollama)."
+
+/** Where the model is, for messages: `gpt-4o-mini at https://api.openai.com/v1`. */
+export const describeModel = (config: ModelConfig): string =>
+  config.kind === "offline"
+    ? "offline model (built in, not an LLM)"
+    : `${config.model} at ${config.baseUrl ?? "https://api.openai.com/v1"}`
+
+// ---------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------
+
+export interface Paths {
+  /** `$NOEMA_HOME`, default `~/.noema`. */
+  readonly home: string
+  /** The SQLite database holding sessions. */
+  readonly database: string
+  /** Input history of `noema chat`, one line per entry. */
+  readonly history: string
+}
+
+export const paths = (env: Environment, homeDirectory: string = os.homedir()): Paths => {
+  const configured = present(env.NOEMA_HOME)
+  const home = path.resolve(configured ?? path.join(homeDirectory, ".noema"))
+  return { home, database: path.join(home, "noema.db"), history: path.join(home, "history") }
+}

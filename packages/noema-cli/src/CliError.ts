@@ -1,0 +1,104 @@
+/**
+ * CliError: every failure the CLI can meet, as one line a person can act on.
+ *
+ * The CLI never shows a stack trace: errors are caught at the top and turned
+ * into `noema: <what happened>` plus, where it helps, what to do about it. The
+ * typed errors of the other packages are recognised by their `_tag`, so this
+ * module imports none of them (it is on the path of every command, including
+ * the cheap ones). `NOEMA_DEBUG=1` adds the full cause below the line.
+ */
+import { inspect } from "node:util"
+
+export interface Context {
+  /** The model server, to name it in connection errors. */
+  readonly baseUrl?: string | undefined
+}
+
+interface Tagged {
+  readonly _tag: string
+  readonly message?: string
+  readonly [key: string]: unknown
+}
+
+const isTagged = (value: unknown): value is Tagged =>
+  typeof value === "object" && value !== null && typeof (value as { _tag?: unknown })._tag === "string"
+
+const messageOf = (value: unknown): string => {
+  if (value instanceof Error || isTagged(value)) {
+    const message = (value as { message?: unknown }).message
+    if (typeof message === "string" && message.length > 0) return message
+  }
+  return String(value)
+}
+
+const flatten = (text: string): string => text.replace(/\s+/g, " ").trim()
+
+const describeModelError = (error: Tagged, context: Context): string => {
+  const reason = error.reason
+  const provider = typeof error.provider === "string" ? error.provider : "the model provider"
+  if (!isTagged(reason)) return messageOf(error)
+  const detail = messageOf(reason)
+  const server = context.baseUrl ?? "https://api.openai.com/v1"
+  switch (reason._tag) {
+    case "Authentication":
+      return `${provider} rejected the credentials (${detail}); check --api-key or OPENAI_API_KEY`
+    case "Network":
+      return `cannot reach the model server at ${server} (${detail}); is it running? (--base-url / NOEMA_BASE_URL)`
+    case "RateLimited":
+      return `${provider} is rate limiting requests and retrying did not help (${detail}); wait a moment and try again`
+    case "Unavailable":
+      return `the model server at ${server} is unavailable (${detail}); try again later`
+    case "InvalidRequest":
+      return `${provider} refused the request (${detail}); check the model name (--model / NOEMA_MODEL)`
+    case "ContentFiltered":
+      return `${provider} filtered the content (${detail})`
+    case "InvalidOutput":
+      return `${provider} sent an answer noema could not read (${detail})`
+    default:
+      return `${provider}: ${detail}`
+  }
+}
+
+/** One line (without the `noema: ` prefix) describing `error`. */
+export const describe = (error: unknown, context: Context = {}): string => {
+  if (isTagged(error)) {
+    switch (error._tag) {
+      case "AgentError": {
+        const reason = error.reason
+        if (isTagged(reason) && reason._tag === "ModelFailed" && isTagged(reason.error)) {
+          return describeModelError(reason.error, context)
+        }
+        return flatten(messageOf(reason))
+      }
+      case "ChatModelError":
+        return flatten(describeModelError(error, context))
+      case "SessionNotFoundError":
+        return `${flatten(messageOf(error))} (see noema sessions list)`
+      case "SessionConflictError":
+        return flatten(messageOf(error))
+      case "StoreError":
+        return flatten(messageOf(error))
+      case "ConfigError":
+        return `configuration: ${flatten(messageOf(error))}`
+    }
+  }
+  if (error instanceof Error && "code" in error) {
+    const code = String(error.code)
+    if (code === "EACCES" || code === "EPERM" || code === "EROFS" || code === "ENOSPC") {
+      return `${flatten(error.message)} (check the permissions of NOEMA_HOME)`
+    }
+  }
+  return flatten(messageOf(error))
+}
+
+/** Whether NOEMA_DEBUG asks for full causes. */
+export const debugEnabled = (env: Readonly<Record<string, string | undefined>>): boolean => {
+  const value = env.NOEMA_DEBUG
+  return value !== undefined && value !== "" && value !== "0" && value !== "false"
+}
+
+/** The full cause, for NOEMA_DEBUG. */
+export const detail = (error: unknown): string =>
+  error instanceof Error && error.stack !== undefined
+    ? `${error.stack}${isTagged(error) ? `\n${inspect(error, { depth: 6 })}` : ""}`
+    : inspect(error, { depth: 6 })

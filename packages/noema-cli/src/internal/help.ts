@@ -1,0 +1,106 @@
+/**
+ * The help texts. Kept in a module of plain strings so `noema --help` loads
+ * nothing else.
+ */
+
+const modelOptions = `Model
+  -m, --model NAME      model name (env NOEMA_MODEL; default gpt-4o-mini; "offline" = built-in model)
+      --base-url URL    OpenAI-compatible server (env NOEMA_BASE_URL), e.g. http://localhost:11434/v1
+      --api-key KEY     API key (env OPENAI_API_KEY); not needed for local servers
+  Flags win over the environment. With no API key and no base URL, noema runs on its
+  built-in offline model (deterministic, not an LLM) so you can try it without an account.`
+
+const commonOptions = `  -h, --help            show this help
+  -v, --version         show the version`
+
+export const main = `noema: conversational agents in your terminal
+
+Usage
+  noema chat [options]              interactive chat, saved as a session
+  noema ask [options] QUESTION      one question; the answer goes to stdout
+  noema sessions [list]             saved sessions, newest first
+  noema sessions show|delete|export ID
+  noema COMMAND --help              help for one command
+
+Options
+${commonOptions}
+
+${modelOptions}
+
+Environment
+  NOEMA_HOME      where sessions (noema.db) and input history live (default ~/.noema)
+  NO_COLOR        plain output without colours
+  NOEMA_DEBUG=1   print the full cause of an error
+
+Examples
+  OPENAI_API_KEY=sk-... noema chat
+  noema ask --base-url http://localhost:11434/v1 --model llama3.2 "Why is the sky blue?"
+  git diff | noema ask "Write a commit message for this diff:"
+`
+
+export const slashCommands = `Commands
+  /help              this list
+  /new               start a new session (the current one stays saved)
+  /sessions          list saved sessions
+  /resume ID         show an earlier session's turns and continue it (an ID prefix is enough)
+  /history           show this session's turns
+  /model [NAME]      show or switch the model ("offline" for the built-in one)
+  /tools             list the tools the model can use
+  /system [TEXT]     show or set this session's system prompt ("/system default" resets it)
+  /exit              quit (also Ctrl-D, or Ctrl-C on an empty line)
+Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.`
+
+export const chat = `noema chat: interactive chat
+
+Usage
+  noema chat [options]
+
+Options
+  -s, --session ID      continue a saved session (see noema sessions list)
+      --system TEXT     the session's system prompt (with --session: replaces that session's)
+      --no-tools        do not give the model the built-in tools (calculator, current_time, read_file)
+${commonOptions}
+
+${modelOptions}
+
+${slashCommands}
+`
+
+export const ask = `noema ask: ask one question and print the answer
+
+Usage
+  noema ask [options] QUESTION...
+  noema ask [options] -            read the question from stdin (also when no QUESTION is given)
+
+The answer streams to stdout; tool activity goes to stderr. Each question is saved as
+a session; its id is printed on stderr when stderr is a terminal.
+
+Options
+  -s, --session ID      continue a saved session instead of starting a new one
+      --json            print the turn's messages as JSON instead of the answer
+      --system TEXT     the session's system prompt (with --session: replaces that session's)
+      --no-tools        do not give the model the built-in tools
+${commonOptions}
+
+${modelOptions}
+
+Exit status: 0 on success, 1 when the model or the store failed, 2 for a usage error,
+130 when interrupted.
+`
+
+export const sessions = `noema sessions: saved conversations
+
+Usage
+  noema sessions [list] [--json]              sessions, newest first
+  noema sessions show ID [--json]             one session's messages
+  noema sessions delete ID                    delete a session
+  noema sessions export ID [--format json|markdown]
+                                              print a session for keeping or sharing (default json)
+
+ID may be any unique prefix of a session id. Sessions live in $NOEMA_HOME/noema.db.
+
+Options
+      --json            machine-readable output
+  -f, --format FORMAT   export format: json or markdown
+${commonOptions}
+`

@@ -1,0 +1,129 @@
+/**
+ * What the commands share: the model from the configuration, the session
+ * store in `$NOEMA_HOME`, the chat agent, and running Effects from the
+ * commands' plain async code (with cancellation through an AbortSignal).
+ */
+import * as fs from "node:fs"
+import { ToolAgent } from "@noema/agents"
+import type { Agent, ChatModel } from "@noema/core"
+import { type Session, SessionStore, SqliteStore } from "@noema/session"
+import { Cause, Effect, Exit, ManagedRuntime, Schema } from "effect"
+import type { ModelConfig, Paths } from "../CliConfig.js"
+import * as OfflineModel from "../OfflineModel.js"
+import * as BuiltinTools from "../tools/BuiltinTools.js"
+
+export const defaultSystemPrompt =
+  "You are noema, a helpful assistant in a terminal chat. Answer concisely; plain text reads best in a terminal. " +
+  "Use the tools when they help: calculator for any arithmetic, current_time for dates and times, " +
+  "read_file to read text files in the user's current directory."
+
+// ---------------------------------------------------------------------------
+// Model and agent
+// ---------------------------------------------------------------------------
+
+export const makeModel = async (
+  config: ModelConfig,
+  options: { readonly interactive: boolean }
+): Promise<ChatModel.Service> => {
+  if (config.kind === "offline") {
+    // A short pause between words shows the stream in a terminal; scripts get the answer at once.
+    return OfflineModel.make(options.interactive ? { wordDelay: "12 millis" } : {})
+  }
+  // The SDK is the heaviest import of all; only a real model pays for it.
+  const { OpenAiChatModel } = await import("@noema/openai")
+  const { Redacted } = await import("effect")
+  return Effect.runPromise(
+    OpenAiChatModel.make({
+      model: config.model,
+      ...(config.baseUrl !== undefined && { baseURL: config.baseUrl }),
+      ...(config.apiKey !== undefined && { apiKey: Redacted.make(config.apiKey) }),
+      // Waiting for the first byte; a local model may need a while to load.
+      timeout: "120 seconds"
+    })
+  )
+}
+
+export const makeAgent = (options: { readonly tools: boolean; readonly cwd: string }): Agent.Agent =>
+  ToolAgent.make({
+    name: "noema",
+    tools: options.tools ? BuiltinTools.make({ root: options.cwd }) : []
+  })
+
+/** The system prompt of a turn: the session's own, else the default. */
+export const systemPromptOf = (session: Session.Session | undefined): string =>
+  session?.systemPrompt ?? defaultSystemPrompt
+
+/** The options of a turn on `session`: its own system prompt, else the default. */
+export const turnOptions = (session: Session.Session): Session.TurnOptions => ({
+  systemPrompt: systemPromptOf(session)
+})
+
+// ---------------------------------------------------------------------------
+// Store
+// ---------------------------------------------------------------------------
+
+export type StoreRuntime = ManagedRuntime.ManagedRuntime<SessionStore.SessionStore, SessionStore.StoreError>
+
+/** The SQLite store at `paths.database` (the directory is created, private to the user). */
+export const openStore = (paths: Paths): StoreRuntime => {
+  fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
+  return ManagedRuntime.make(SqliteStore.layer({ filename: paths.database }))
+}
+
+export class Interrupted extends Error {
+  override readonly name = "Interrupted"
+}
+
+/**
+ * Runs `effect` on the runtime and returns its value; throws its failure, or
+ * `Interrupted` when `signal` aborted it.
+ */
+export const runOn = async <A, E>(
+  runtime: StoreRuntime,
+  effect: Effect.Effect<A, E, SessionStore.SessionStore>,
+  signal?: AbortSignal
+): Promise<A> => {
+  const exit = await runtime.runPromiseExit(effect, signal === undefined ? undefined : { signal })
+  if (Exit.isSuccess(exit)) return exit.value
+  if (Cause.hasInterruptsOnly(exit.cause)) throw new Interrupted("cancelled")
+  throw Cause.squash(exit.cause)
+}
+
+// ---------------------------------------------------------------------------
+// Sessions by id or prefix
+// ---------------------------------------------------------------------------
+
+export class AmbiguousSessionId extends Schema.TaggedError<AmbiguousSessionId>()("AmbiguousSessionId", {
+  prefix: Schema.String,
+  matches: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    return `"${this.prefix}" matches ${this.matches.length} sessions (${this.matches.slice(0, 3).join(", ")}${
+      this.matches.length > 3 ? ", …" : ""
+    }); give more of the id`
+  }
+}
+
+/** The full id of the session `idOrPrefix` names: an exact id, or a unique prefix of one. */
+export const resolveSessionId = (idOrPrefix: string) =>
+  Effect.gen(function* () {
+    const store = yield* SessionStore.SessionStore
+    const sessions = yield* store.list()
+    const wanted = idOrPrefix.trim()
+    if (sessions.some((info) => info.id === wanted)) return wanted
+    const matches = sessions
+      .filter((info) => info.id.startsWith(wanted))
+      .map((info) => info.id)
+      .sort()
+    if (matches.length === 1) return matches[0] as string
+    if (matches.length > 1) return yield* new AmbiguousSessionId({ prefix: wanted, matches })
+    return yield* new SessionStore.SessionNotFoundError({ sessionId: wanted })
+  })
+
+export const deleteSession = (id: string) =>
+  Effect.flatMap(Effect.service(SessionStore.SessionStore), (store) => store.delete(id))
+
+export const listSessions = Effect.flatMap(Effect.service(SessionStore.SessionStore), (store) => store.list())
+
+/** The first characters of a session id: enough to name it in `/resume` and `--session`. */
+export const shortId = (id: string): string => id.slice(0, 8)

@@ -1,0 +1,244 @@
+/**
+ * `noema ask` end to end: the built binary against a local server that speaks
+ * OpenAI's wire format.
+ */
+import * as http from "node:http"
+import { OpenAiTestServer } from "@noema/openai/testing"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { makeHome, removeHome, runCli } from "./support/cli.js"
+
+let server: OpenAiTestServer.TestServer
+let home: string
+
+beforeAll(async () => {
+  server = await OpenAiTestServer.start()
+})
+afterAll(() => server.close())
+
+const setup = () => {
+  home = makeHome()
+}
+afterEach(() => {
+  server.reset()
+  if (home !== undefined) removeHome(home)
+})
+
+const ask = (args: ReadonlyArray<string>, options: { stdin?: string; env?: Record<string, string> } = {}) =>
+  runCli(["ask", "--base-url", server.url, "--api-key", "test", ...args], {
+    env: { NOEMA_HOME: home, ...options.env },
+    ...(options.stdin !== undefined && { stdin: options.stdin })
+  })
+
+interface RequestMessage {
+  readonly role: string
+  readonly content?: string | null
+  readonly tool_call_id?: string
+}
+
+/** The body of the server's request number `index` (which must exist). */
+const bodyOf = <A>(index: number): A => {
+  const request = server.requests[index]
+  if (request === undefined) throw new Error(`the server got no request #${index}`)
+  return request.body as A
+}
+
+const messagesOf = (index: number): ReadonlyArray<RequestMessage> =>
+  bodyOf<{ messages: ReadonlyArray<RequestMessage> }>(index).messages
+
+/** A port nothing listens on: bound by the OS, then released. */
+const freePort = (): Promise<number> =>
+  new Promise((resolve) => {
+    const probe = http.createServer()
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      probe.close(() => resolve(port))
+    })
+  })
+
+describe("noema ask", () => {
+  it("streams the answer to stdout and exits 0", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "The sky is blue because of Rayleigh scattering." })
+    const result = await ask(["Why is the sky blue?"])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("The sky is blue because of Rayleigh scattering.\n")
+    expect(server.requests).toHaveLength(1)
+    expect(server.requests[0]?.stream).toBe(true)
+    expect(messagesOf(0).at(-1)).toMatchObject({ role: "user", content: "Why is the sky blue?" })
+    expect(bodyOf<{ model: string }>(0).model).toBe("gpt-4o-mini")
+    // Not a terminal: no session id chatter, no offline notice, no colour codes.
+    expect(result.stderr).toBe("")
+    expect(result.stdout).not.toContain("\u001b")
+  })
+
+  it("runs a requested tool and sends its result back to the server", async () => {
+    setup()
+    server.enqueue(
+      {
+        type: "tool-calls",
+        calls: [{ id: "call_calc", name: "calculator", arguments: '{"expression":"2+2*3"}' }]
+      },
+      { type: "text", text: "2 + 2 * 3 = 8" }
+    )
+    const result = await ask(["What is 2+2*3?"])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("2 + 2 * 3 = 8\n")
+    expect(result.stderr).toContain("⚙ calculator(2+2*3) → 8")
+    expect(server.requests).toHaveLength(2)
+    const tools = bodyOf<{ tools: ReadonlyArray<{ function: { name: string } }> }>(0).tools
+    expect(tools.map((tool) => tool.function.name)).toEqual(["calculator", "current_time", "read_file"])
+    const second = messagesOf(1)
+    expect(second.at(-1)).toMatchObject({ role: "tool", tool_call_id: "call_calc", content: "8" })
+  })
+
+  it("shows a refusal", async () => {
+    setup()
+    server.enqueue({ type: "refusal", refusal: "I can't help with that." })
+    const result = await ask(["something bad"])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("(refused) I can't help with that.\n")
+  })
+
+  it("sends no tools with --no-tools", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "ok" })
+    const result = await ask(["--no-tools", "hi"])
+    expect(result.code).toBe(0)
+    expect(bodyOf<{ tools?: unknown }>(0).tools).toBeUndefined()
+  })
+
+  it("prints the turn's messages as JSON with --json, and continues a session with --session", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "Nice to meet you, Ada." })
+    const first = await ask(["--json", "My name is Ada."])
+    expect(first.code).toBe(0)
+    const output = JSON.parse(first.stdout) as {
+      sessionId: string
+      messages: ReadonlyArray<{ role: string; content: string; id: string }>
+    }
+    expect(output.messages.map((message) => [message.role, message.content])).toEqual([
+      ["user", "My name is Ada."],
+      ["assistant", "Nice to meet you, Ada."]
+    ])
+    expect(output.messages.every((message) => typeof message.id === "string")).toBe(true)
+
+    server.enqueue({ type: "text", text: "Your name is Ada." })
+    const second = await ask(["--session", output.sessionId.slice(0, 8), "What is my name?"])
+    expect(second.code).toBe(0)
+    expect(second.stdout).toBe("Your name is Ada.\n")
+    expect(messagesOf(1).map((message) => [message.role, message.content])).toEqual([
+      ["system", expect.stringContaining("You are noema")],
+      ["user", "My name is Ada."],
+      ["assistant", "Nice to meet you, Ada."],
+      ["user", "What is my name?"]
+    ])
+  })
+
+  it("reads the question from stdin when none is given, or with -", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "one" }, { type: "text", text: "two" })
+    expect((await ask([], { stdin: "first question\n" })).stdout).toBe("one\n")
+    expect((await ask(["-"], { stdin: "second question" })).stdout).toBe("two\n")
+    expect(messagesOf(0).at(-1)).toMatchObject({ content: "first question" })
+    expect(messagesOf(1).at(-1)).toMatchObject({ content: "second question" })
+    const empty = await ask([], { stdin: "  \n" })
+    expect(empty.code).toBe(2)
+    expect(empty.stderr.trim().split("\n")).toHaveLength(1)
+  })
+
+  it("fails with one line and saves nothing when the API key is rejected", async () => {
+    setup()
+    server.enqueue({ type: "error", status: 401, message: "Incorrect API key provided: test." })
+    const result = await ask(["hello"])
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe("")
+    const lines = result.stderr.trim().split("\n")
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^noema: openai rejected the credentials .*401.*--api-key or OPENAI_API_KEY$/)
+    expect(result.stderr).not.toMatch(/\n\s+at /)
+    const sessions = await runCli(["sessions", "list", "--json"], { env: { NOEMA_HOME: home } })
+    expect(JSON.parse(sessions.stdout)).toEqual([])
+  })
+
+  it("fails with one line when the server is unreachable", async () => {
+    setup()
+    const port = await freePort()
+    const result = await runCli(["ask", "--base-url", `http://127.0.0.1:${port}/v1`, "hello"], {
+      env: { NOEMA_HOME: home }
+    })
+    expect(result.code).toBe(1)
+    const lines = result.stderr.trim().split("\n")
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(
+      new RegExp(`^noema: cannot reach the model server at http://127.0.0.1:${port}/v1`)
+    )
+  })
+
+  it("gives up with one line when rate limited after retries", async () => {
+    setup()
+    const limited = {
+      type: "error" as const,
+      status: 429,
+      message: "Rate limit reached",
+      headers: { "retry-after-ms": "10" }
+    }
+    server.enqueue(limited, limited, limited)
+    const result = await ask(["hello"])
+    expect(result.code).toBe(1)
+    expect(server.requests).toHaveLength(3)
+    const lines = result.stderr.trim().split("\n")
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatch(/^noema: openai is rate limiting requests and retrying did not help/)
+  })
+
+  it("exits 130 on Ctrl-C (SIGINT), aborting the request and saving nothing", async () => {
+    setup()
+    server.enqueue({ type: "hang" })
+    const result = await runCli(["ask", "--base-url", server.url, "--api-key", "test", "hello?"], {
+      env: { NOEMA_HOME: home },
+      onStart: (child) => {
+        void server.waitForRequests(1).then(() => child.kill("SIGINT"))
+      }
+    })
+    expect(result.code).toBe(130)
+    expect(result.stderr).toBe("noema: cancelled; nothing was saved\n")
+    await server.waitForClose(0)
+    const sessions = await runCli(["sessions", "list", "--json"], { env: { NOEMA_HOME: home } })
+    expect(JSON.parse(sessions.stdout)).toEqual([])
+  })
+
+  it("prints the full cause with NOEMA_DEBUG=1", async () => {
+    setup()
+    server.enqueue({ type: "error", status: 401, message: "Incorrect API key provided." })
+    const result = await ask(["hello"], { env: { NOEMA_DEBUG: "1" } })
+    expect(result.code).toBe(1)
+    expect(result.stderr.split("\n").length).toBeGreaterThan(2)
+  })
+})
+
+describe("noema ask with the offline model", () => {
+  it("says it is offline and does arithmetic through the calculator tool", async () => {
+    setup()
+    const result = await runCli(["ask", "--json", "what is 2+2?"], { env: { NOEMA_HOME: home } })
+    expect(result.code).toBe(0)
+    expect(result.stderr).toMatch(/^noema: no model configured, using the built-in offline model/)
+    expect(result.stderr).toContain("OPENAI_API_KEY")
+    const { messages } = JSON.parse(result.stdout) as {
+      messages: ReadonlyArray<{ role: string; content: string; toolCalls?: ReadonlyArray<{ name: string }> }>
+    }
+    expect(messages.map((message) => message.role)).toEqual(["user", "assistant", "tool", "assistant"])
+    expect(messages[1]?.toolCalls?.[0]?.name).toBe("calculator")
+    expect(messages[2]).toMatchObject({ role: "tool", content: "4" })
+    expect(messages[3]).toMatchObject({ role: "assistant", content: "2 + 2 = 4" })
+    expect(server.requests).toHaveLength(0)
+  })
+
+  it("streams plain answers", async () => {
+    setup()
+    const result = await runCli(["ask", "what is 6 times 7"], { env: { NOEMA_HOME: home } })
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("6 * 7 = 42\n")
+    expect(result.stderr).toContain("⚙ calculator(6 * 7) → 42")
+  })
+})

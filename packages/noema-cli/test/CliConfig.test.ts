@@ -1,0 +1,77 @@
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import * as CliConfig from "../src/CliConfig.js"
+
+describe("CliConfig", () => {
+  it("uses the offline model when neither an API key nor a base URL is set", () => {
+    assert.deepStrictEqual(CliConfig.resolveModel({}, {}), { kind: "offline", reason: "unconfigured" })
+    assert.deepStrictEqual(CliConfig.resolveModel({ model: "gpt-4o" }, { NOEMA_MODEL: "x" }), {
+      kind: "offline",
+      reason: "unconfigured"
+    })
+    assert.deepStrictEqual(CliConfig.resolveModel({}, { OPENAI_API_KEY: "  " }), {
+      kind: "offline",
+      reason: "unconfigured"
+    })
+  })
+
+  it("defaults the model name when only a key is set", () => {
+    const config = CliConfig.resolveModel({}, { OPENAI_API_KEY: "sk-env" })
+    assert.deepStrictEqual(config, {
+      kind: "openai",
+      model: "gpt-4o-mini",
+      baseUrl: undefined,
+      apiKey: "sk-env",
+      sources: { model: "default", baseUrl: "default", apiKey: "environment" }
+    })
+  })
+
+  it("takes flags over the environment, one setting at a time", () => {
+    const env = {
+      OPENAI_API_KEY: "sk-env",
+      NOEMA_MODEL: "env-model",
+      NOEMA_BASE_URL: "http://env:1/v1",
+      OPENAI_BASE_URL: "http://openai-env:1/v1"
+    }
+    const flags = CliConfig.resolveModel(
+      { model: "flag-model", baseUrl: "http://flag:2/v1", apiKey: "sk-flag" },
+      env
+    )
+    assert.deepInclude(flags, { model: "flag-model", baseUrl: "http://flag:2/v1", apiKey: "sk-flag" })
+    const mixed = CliConfig.resolveModel({ model: "flag-model" }, env)
+    assert.deepInclude(mixed, { model: "flag-model", baseUrl: "http://env:1/v1", apiKey: "sk-env" })
+    const onlyEnvironment = CliConfig.resolveModel({}, env)
+    assert.deepInclude(onlyEnvironment, { model: "env-model", baseUrl: "http://env:1/v1", apiKey: "sk-env" })
+    const openAiBase = CliConfig.resolveModel({}, { OPENAI_BASE_URL: "http://openai-env:1/v1" })
+    assert.deepInclude(openAiBase, { baseUrl: "http://openai-env:1/v1", apiKey: undefined })
+  })
+
+  it("accepts a base URL without a key (local servers)", () => {
+    const config = CliConfig.resolveModel({ baseUrl: "http://localhost:11434/v1", model: "llama3.2" }, {})
+    assert.deepInclude(config, { kind: "openai", model: "llama3.2", apiKey: undefined })
+  })
+
+  it("selects the offline model explicitly with --model offline, even with a key", () => {
+    assert.deepStrictEqual(CliConfig.resolveModel({ model: "offline" }, { OPENAI_API_KEY: "sk" }), {
+      kind: "offline",
+      reason: "requested"
+    })
+    const configured = CliConfig.resolveModel({}, { OPENAI_API_KEY: "sk" })
+    assert.deepStrictEqual(CliConfig.withModel(configured, "offline"), {
+      kind: "offline",
+      reason: "requested"
+    })
+    assert.deepInclude(CliConfig.withModel(configured, "gpt-4.1"), { kind: "openai", model: "gpt-4.1" })
+    assert.isUndefined(CliConfig.withModel({ kind: "offline", reason: "unconfigured" }, "gpt-4.1"))
+  })
+
+  it("keeps its files in NOEMA_HOME, by default ~/.noema", () => {
+    assert.deepStrictEqual(CliConfig.paths({}, "/home/ada"), {
+      home: "/home/ada/.noema",
+      database: "/home/ada/.noema/noema.db",
+      history: "/home/ada/.noema/history"
+    })
+    const custom = CliConfig.paths({ NOEMA_HOME: "/tmp/noema-x" }, "/home/ada")
+    assert.strictEqual(custom.database, path.join("/tmp/noema-x", "noema.db"))
+  })
+})

@@ -1,0 +1,91 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Message } from "@noema/core"
+import * as Terminal from "../src/Terminal.js"
+
+const call = (name: string, args: string): Message.ToolCall => ({ id: "c1", name, arguments: args })
+const result = (content: string, isError = false) =>
+  Message.toolResult({ toolCallId: "c1", name: "calculator", content, isError })
+
+describe("Terminal", () => {
+  it("uses colour only on a TTY without NO_COLOR and not on a dumb terminal", () => {
+    assert.isTrue(Terminal.colorEnabled({ isTTY: true }, {}))
+    assert.isFalse(Terminal.colorEnabled({ isTTY: false }, {}))
+    assert.isFalse(Terminal.colorEnabled({}, {}))
+    assert.isFalse(Terminal.colorEnabled({ isTTY: true }, { NO_COLOR: "1" }))
+    assert.isTrue(Terminal.colorEnabled({ isTTY: true }, { NO_COLOR: "" }))
+    assert.isFalse(Terminal.colorEnabled({ isTTY: true }, { TERM: "dumb" }))
+    assert.strictEqual(Terminal.style(false).dim("x"), "x")
+    assert.strictEqual(Terminal.style(true).dim("x"), "\u001b[2mx\u001b[22m")
+  })
+
+  it("draws one compact line per tool call", () => {
+    assert.strictEqual(
+      Terminal.toolLine(call("calculator", '{"expression":"2+2"}'), result("4")),
+      "  ⚙ calculator(2+2) → 4"
+    )
+    assert.strictEqual(
+      Terminal.toolLine(call("current_time", ""), result("2025-01-01T00:00:00Z (Wednesday, UTC)")),
+      "  ⚙ current_time() → 2025-01-01T00:00:00Z (Wednesday, UTC)"
+    )
+    assert.strictEqual(
+      Terminal.toolLine(call("search", '{"query":"cats","limit":3}'), result("found")),
+      "  ⚙ search(query=cats, limit=3) → found"
+    )
+    assert.strictEqual(
+      Terminal.toolLine(call("read_file", '{"path":"a.txt"}'), result("one\ntwo\nthree\n")),
+      "  ⚙ read_file(a.txt) → 3 lines, 14 chars"
+    )
+    assert.strictEqual(
+      Terminal.toolLine(
+        call("calculator", '{"expression":"1/0"}'),
+        result("Cannot evaluate: division by zero", true)
+      ),
+      "  ⚙ calculator(1/0) ✗ Cannot evaluate: division by zero"
+    )
+    assert.strictEqual(Terminal.toolLine(call("x", "not json"), result("ok")), "  ⚙ x(not json) → ok")
+    const long = Terminal.toolLine(
+      call("calculator", JSON.stringify({ expression: `${"1+".repeat(100)}1` })),
+      result("101")
+    )
+    assert.isBelow(long.length, 100)
+    assert.include(long, "…")
+  })
+
+  it("replays a conversation compactly, without system messages", () => {
+    const lines = Terminal.transcript(
+      [
+        Message.system("be nice"),
+        Message.user("what is 2+2?"),
+        Message.assistant("", { toolCalls: [call("calculator", '{"expression":"2+2"}')] }),
+        result("4"),
+        Message.assistant("2 + 2 = 4"),
+        Message.user("thanks"),
+        Message.assistant("one\ntwo\nthree")
+      ],
+      { maxLines: 2 }
+    )
+    assert.deepStrictEqual(lines, [
+      "› what is 2+2?",
+      "  ⚙ calculator(2+2) → 4",
+      "2 + 2 = 4",
+      "",
+      "› thanks",
+      "one\ntwo\n… (1 more lines)"
+    ])
+  })
+
+  it("lists sessions as a table with the current one marked", () => {
+    const rows = Terminal.sessionTable(
+      [
+        { id: "aaaa", title: "First", createdAt: 0, updatedAt: 0, messageCount: 4, metadata: {} },
+        { id: "bbbb", createdAt: 0, updatedAt: 0, messageCount: 0, metadata: {} }
+      ],
+      { current: "bbbb" }
+    )
+    assert.strictEqual(rows.length, 3)
+    assert.match(rows[0] ?? "", /^ {2}ID +UPDATED +MSGS +TITLE$/)
+    assert.match(rows[1] ?? "", /^ {2}aaaa +\d{4}-\d\d-\d\d \d\d:\d\d +4 {2}First$/)
+    assert.match(rows[2] ?? "", /^\* bbbb .* {2}\(untitled\)$/)
+    assert.deepStrictEqual(Terminal.sessionTable([]), ["No sessions yet. Start one with: noema chat"])
+  })
+})

@@ -1,0 +1,165 @@
+/**
+ * Runs the BUILT `noema` binary (dist/bin.js) as a child process, the way a
+ * person's shell would: plain pipes for `runCli`, a real pseudo-terminal
+ * (util-linux `script`) for `startTerminal`. Every run gets a clean
+ * environment (no OPENAI_* from the developer's shell) and its own NOEMA_HOME.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const binPath = fileURLToPath(new URL("../../dist/bin.js", import.meta.url))
+
+if (!fs.existsSync(binPath)) {
+  throw new Error(`${binPath} is missing: build the CLI first (npx tsc -b packages/noema-cli)`)
+}
+
+export const makeHome = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "noema-cli-test-"))
+
+export const removeHome = (home: string): void => fs.rmSync(home, { recursive: true, force: true })
+
+/** The parent's environment minus everything that configures noema or OpenAI. */
+export const cleanEnv = (extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (/^(OPENAI_|NOEMA_)/.test(key) || key === "NO_COLOR" || key === "FORCE_COLOR") continue
+    env[key] = value
+  }
+  return { ...env, ...extra }
+}
+
+export interface Result {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+export interface RunOptions {
+  readonly env?: Readonly<Record<string, string>>
+  readonly stdin?: string
+  readonly cwd?: string
+  readonly timeoutMs?: number
+  /** Called with the child once it is spawned (e.g. to signal it). */
+  readonly onStart?: (child: ChildProcess) => void
+}
+
+/** `noema <args>` with pipes; resolves when it exits (kills it after `timeoutMs`). */
+export const runCli = (args: ReadonlyArray<string>, options: RunOptions = {}): Promise<Result> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [binPath, ...args], {
+      env: cleanEnv(options.env ?? {}),
+      cwd: options.cwd ?? process.cwd(),
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk
+    })
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr += chunk
+    })
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`noema ${args.join(" ")} timed out\nstdout: ${stdout}\nstderr: ${stderr}`))
+    }, options.timeoutMs ?? 20_000)
+    child.on("error", reject)
+    child.on("close", (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+    child.stdin.end(options.stdin ?? "")
+    options.onStart?.(child)
+  })
+
+const shellQuote = (value: string): string => `'${value.replace(/'/g, "'\\''")}'`
+
+/** A `noema` running on a pseudo-terminal, as when a person types into it. */
+export interface TerminalSession {
+  /** Everything the terminal showed so far (with `\r\n` line ends and escape codes). */
+  readonly output: () => string
+  /** Output since the last `mark()`. */
+  readonly sinceMark: () => string
+  readonly mark: () => void
+  /** Types `text` (use "\r" for Enter, "\x03" for Ctrl-C, "\x04" for Ctrl-D). */
+  readonly type: (text: string) => void
+  /** Resolves once the output after the last mark, as plain text (`plainText`), matches `pattern`. */
+  readonly waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<string>
+  /** Resolves with the exit status of `noema` (forwarded by `script -e`). */
+  readonly exited: Promise<number | null>
+  readonly kill: () => void
+}
+
+/**
+ * Starts `noema <args>` under util-linux `script`, which gives it a real pty:
+ * stdin and stdout are terminals, Ctrl-C typed as "\x03" becomes SIGINT
+ * through the terminal's line discipline, exactly as for a person.
+ */
+export const startTerminal = (
+  args: ReadonlyArray<string>,
+  options: { readonly env?: Readonly<Record<string, string>>; readonly cwd?: string } = {}
+): TerminalSession => {
+  const command = [process.execPath, binPath, ...args].map(shellQuote).join(" ")
+  // A fixed size: without a controlling terminal of its own, `script` would give the pty 0 columns.
+  const child: ChildProcess = spawn(
+    "script",
+    ["-qfec", `stty cols 120 rows 40; exec ${command}`, "/dev/null"],
+    {
+      env: cleanEnv({ TERM: "xterm-256color", ...options.env }),
+      cwd: options.cwd ?? process.cwd(),
+      stdio: ["pipe", "pipe", "pipe"]
+    }
+  )
+  let output = ""
+  let marked = 0
+  const waiters = new Set<() => void>()
+  const onData = (chunk: string) => {
+    output += chunk
+    for (const waiter of waiters) waiter()
+  }
+  child.stdout?.setEncoding("utf8").on("data", onData)
+  child.stderr?.setEncoding("utf8").on("data", onData)
+  const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+  return {
+    output: () => output,
+    sinceMark: () => output.slice(marked),
+    mark: () => {
+      marked = output.length
+    },
+    type: (text) => {
+      child.stdin?.write(text)
+    },
+    waitFor: (pattern, timeoutMs = 10_000) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          const match = pattern.exec(plainText(output.slice(marked)))
+          if (match === null) return
+          waiters.delete(check)
+          clearTimeout(timer)
+          resolve(match[0])
+        }
+        const timer = setTimeout(() => {
+          waiters.delete(check)
+          reject(
+            new Error(
+              `timed out waiting for ${pattern}; the terminal showed:\n${JSON.stringify(output.slice(marked))}`
+            )
+          )
+        }, timeoutMs)
+        waiters.add(check)
+        check()
+      }),
+    exited,
+    kill: () => {
+      child.kill("SIGKILL")
+    }
+  }
+}
+
+/** Terminal output without escape codes and carriage returns, for matching text. */
+export const plainText = (text: string): string =>
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping terminal escape codes is the point
+  text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "").replace(/\r/g, "")
