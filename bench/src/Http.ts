@@ -1,0 +1,165 @@
+/**
+ * Http: one turn over HTTP against the local OpenAI wire-format server
+ * (`@noema/openai/testing`, run in its own process), every contender getting
+ * the same scripted answer: the `openai` SDK alone (the floor), noema's OpenAI
+ * adapter inside a SimpleAgent, and the AI SDK's `@ai-sdk/openai` chat model
+ * with `generateText`.
+ *
+ * Each contender keeps one client for the whole run (keep-alive connections),
+ * as a real application does, and the contenders take turns in rounds.
+ */
+import { type ChildProcess, fork } from "node:child_process"
+import { createOpenAI } from "@ai-sdk/openai"
+import type { ChatModel } from "@noema/core"
+import { Agent, ConversationContext, Message } from "@noema/core"
+import { generateText } from "ai"
+import { Effect, Redacted } from "effect"
+import OpenAI from "openai"
+import type { Contender, LatencyOptions, ThroughputContender, ThroughputOptions } from "./Harness.ts"
+import { check, latency, now, throughput } from "./Harness.ts"
+import type { Availability } from "./Noema.ts"
+
+const answer = "The weather in Paris is sunny with a light breeze, 21 degrees."
+const question = "What is the weather in Paris?"
+const modelName = "gpt-4o-mini"
+const apiKey = "bench-no-key"
+
+interface Server {
+  readonly url: string
+  reset(): Promise<void>
+  close(): Promise<void>
+}
+
+const startServer = (): Promise<Server> =>
+  new Promise((resolve, reject) => {
+    const child: ChildProcess = fork(new URL("./ServerProcess.ts", import.meta.url), [answer], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"]
+    })
+    const timer = setTimeout(() => {
+      child.kill()
+      reject(new Error("The test server did not start within 15 s"))
+    }, 15_000)
+    child.once("error", reject)
+    child.once("exit", (code) => reject(new Error(`The test server exited early (code ${code})`)))
+    child.once("message", (message) => {
+      clearTimeout(timer)
+      const { url } = message as { url: string }
+      const exited = new Promise<void>((done) => child.once("exit", () => done()))
+      resolve({
+        url,
+        reset: () =>
+          new Promise((done) => {
+            child.once("message", () => done())
+            child.send("reset")
+          }),
+        close: async () => {
+          if (child.exitCode === null) child.send("close")
+          const forced = setTimeout(() => child.kill("SIGKILL"), 5_000)
+          await exited
+          clearTimeout(forced)
+        }
+      })
+    })
+  })
+
+export interface HttpOptions {
+  readonly latency: LatencyOptions
+  readonly throughput: ThroughputOptions
+}
+
+export const run = async (noema: Availability, options: HttpOptions): Promise<Record<string, number>> => {
+  const server = await startServer()
+  try {
+    return await measure(server, noema, options)
+  } finally {
+    await server.close()
+  }
+}
+
+const measure = async (
+  server: Server,
+  noema: Availability,
+  options: HttpOptions
+): Promise<Record<string, number>> => {
+  const reset = () => server.reset()
+
+  // The floor: the official SDK alone. Retries off, as noema's client sets them.
+  const raw = new OpenAI({ apiKey, baseURL: server.url, maxRetries: 0 })
+  const messages = [{ role: "user" as const, content: question }]
+  const rawTurn = () => raw.chat.completions.create({ model: modelName, messages })
+  const rawFirstToken = async (): Promise<number> => {
+    const start = now()
+    let first: number | undefined
+    const stream = await raw.chat.completions.create({
+      model: modelName,
+      messages,
+      stream: true,
+      stream_options: { include_usage: true }
+    })
+    // The rest of the stream is read too, so the connection goes back to the pool.
+    for await (const chunk of stream) {
+      if (first === undefined && (chunk.choices[0]?.delta.content ?? "") !== "") first = now()
+    }
+    check(first !== undefined, "raw stream had a text delta")
+    return ((first as number) - start) * 1000
+  }
+
+  const aiModel = createOpenAI({ apiKey, baseURL: server.url }).chat(modelName)
+  const aiTurn = () => generateText({ model: aiModel, prompt: question, maxRetries: 0 })
+
+  check((await rawTurn()).choices[0]?.message.content === answer, "raw SDK answer")
+  check((await aiTurn()).text === answer, "AI SDK answer")
+  check((await rawFirstToken()) > 0, "raw SDK first token")
+
+  let noemaTurn: (() => Promise<unknown>) | undefined
+  let noemaFirstToken: (() => Promise<number>) | undefined
+  if (noema.openai !== undefined && noema.agents !== undefined) {
+    const model: ChatModel.Service = await Effect.runPromise(
+      noema.openai.OpenAiChatModel.make({
+        model: modelName,
+        baseURL: server.url,
+        apiKey: Redacted.make(apiKey)
+      })
+    )
+    const agent = noema.agents.SimpleAgent.make()
+    const context = ConversationContext.of(Message.user(question))
+    noemaTurn = () => Agent.run(agent, context, model)
+    noemaFirstToken = async () => {
+      const start = now()
+      let first: number | undefined
+      for await (const event of Agent.runStream(agent, context, model)) {
+        if (first === undefined && event.type === "text-delta" && event.delta !== "") first = now()
+      }
+      check(first !== undefined, "noema stream had a text delta")
+      return ((first as number) - start) * 1000
+    }
+    const messages = (await noemaTurn()) as ReadonlyArray<Message.Message>
+    check(messages.length === 1 && messages[0]?.content === answer, "noema answer over HTTP")
+    check((await noemaFirstToken()) > 0, "noema first token")
+  }
+
+  const turns: Array<Contender> = [
+    { figure: "http.turn.raw_us", operation: rawTurn, beforeSample: reset },
+    ...(noemaTurn === undefined
+      ? []
+      : [{ figure: "http.turn.noema_us", operation: noemaTurn, beforeSample: reset }]),
+    { figure: "http.turn.aisdk_us", operation: aiTurn, beforeSample: reset }
+  ]
+  const firstTokens: Array<Contender> = [
+    { figure: "http.ttft.raw_us", operation: rawFirstToken, selfTimed: true, beforeSample: reset },
+    ...(noemaFirstToken === undefined
+      ? []
+      : [{ figure: "http.ttft.noema_us", operation: noemaFirstToken, selfTimed: true, beforeSample: reset }])
+  ]
+  const concurrent: Array<ThroughputContender> = [
+    ...(noemaTurn === undefined
+      ? []
+      : [{ figure: "http.concurrent50.noema_per_s", operation: noemaTurn, beforeSample: reset }]),
+    { figure: "http.concurrent50.raw_per_s", operation: rawTurn, beforeSample: reset }
+  ]
+  return {
+    ...(await latency(turns, options.latency)),
+    ...(await latency(firstTokens, options.latency)),
+    ...(await throughput(concurrent, options.throughput))
+  }
+}

@@ -1,0 +1,284 @@
+/**
+ * Report: the results as a table (one row per workload, one column per
+ * contender, so comparisons read across), and the targets, each computed from
+ * figures of the same run and marked PASS or MISS.
+ */
+import type { Availability } from "./Noema.ts"
+
+type Column = "noema" | "raw" | "aisdk" | "langgraph"
+
+interface Row {
+  readonly workload: string
+  readonly unit: string
+  readonly suite: string
+  readonly cells: Partial<Record<Column, string>>
+  /** Lower is better (latencies, sizes) or higher is better (rates). */
+  readonly better: "lower" | "higher"
+}
+
+const rows: ReadonlyArray<Row> = [
+  {
+    workload: "inproc.plain  (1 model call, text)",
+    unit: "us",
+    suite: "inproc",
+    better: "lower",
+    cells: {
+      noema: "inproc.plain.noema_us",
+      aisdk: "inproc.plain.aisdk_us",
+      langgraph: "inproc.plain.langgraph_us"
+    }
+  },
+  {
+    workload: "inproc.tools  (tool call + answer)",
+    unit: "us",
+    suite: "inproc",
+    better: "lower",
+    cells: {
+      noema: "inproc.tools.noema_us",
+      aisdk: "inproc.tools.aisdk_us",
+      langgraph: "inproc.tools.langgraph_us"
+    }
+  },
+  {
+    workload: "inproc.pipeline3  (3 agents)",
+    unit: "us",
+    suite: "inproc",
+    better: "lower",
+    cells: { noema: "inproc.pipeline3.noema_us" }
+  },
+  {
+    workload: "http.turn  (one completion)",
+    unit: "us",
+    suite: "http",
+    better: "lower",
+    cells: { noema: "http.turn.noema_us", raw: "http.turn.raw_us", aisdk: "http.turn.aisdk_us" }
+  },
+  {
+    workload: "http.ttft  (first text delta)",
+    unit: "us",
+    suite: "http",
+    better: "lower",
+    cells: { noema: "http.ttft.noema_us", raw: "http.ttft.raw_us" }
+  },
+  {
+    workload: "http.concurrent50",
+    unit: "turns/s",
+    suite: "http",
+    better: "higher",
+    cells: { noema: "http.concurrent50.noema_per_s", raw: "http.concurrent50.raw_per_s" }
+  },
+  {
+    workload: "store.commit  (1 turn, 4 msgs)",
+    unit: "us",
+    suite: "store",
+    better: "lower",
+    cells: { noema: "store.commit.sqlite_us" }
+  },
+  {
+    workload: "store.commit sustained",
+    unit: "commits/s",
+    suite: "store",
+    better: "higher",
+    cells: { noema: "store.commit.sqlite_per_s" }
+  },
+  {
+    workload: "store.load100k  (open + read)",
+    unit: "ms",
+    suite: "store",
+    better: "lower",
+    cells: { noema: "store.load100k.sqlite_ms" }
+  },
+  {
+    workload: "store.load100k heap growth",
+    unit: "MB",
+    suite: "store",
+    better: "lower",
+    cells: { noema: "store.load100k.heap_mb" }
+  },
+  {
+    workload: "context.window1m  (window 50)",
+    unit: "us",
+    suite: "context",
+    better: "lower",
+    cells: { noema: "context.window1m.us" }
+  },
+  {
+    workload: "context.window1m heap",
+    unit: "MB",
+    suite: "context",
+    better: "lower",
+    cells: { noema: "context.window1m.heap_mb" }
+  },
+  {
+    workload: "start-up  (noema --version | node -e 0)",
+    unit: "ms",
+    suite: "startup",
+    better: "lower",
+    cells: { noema: "cli.version_ms", raw: "node.baseline_ms" }
+  }
+]
+
+const columns: ReadonlyArray<{ readonly key: Column; readonly title: string }> = [
+  { key: "noema", title: "noema" },
+  { key: "raw", title: "raw SDK / node" },
+  { key: "aisdk", title: "AI SDK" },
+  { key: "langgraph", title: "LangGraph" }
+]
+
+/** The package a noema figure needs. */
+const packageOf = (figure: string): string | undefined => {
+  if (figure.startsWith("inproc.")) return "@noema/agents"
+  if (figure.startsWith("http.") && figure.includes(".noema_")) return "@noema/openai"
+  if (figure.startsWith("store.")) return "@noema/session"
+  if (figure === "cli.version_ms") return "@noema/cli"
+  return undefined
+}
+
+const decimals = (figure: string, value: number): number => {
+  if (figure.endsWith("_mb")) return 4
+  if (figure.endsWith("_per_s")) return 1
+  return Math.abs(value) >= 1000 ? 1 : Math.abs(value) >= 10 ? 2 : 3
+}
+
+/** Figures rounded to what their noise allows; non-finite ones dropped. */
+export const round = (results: Readonly<Record<string, number>>): Record<string, number> => {
+  const out: Record<string, number> = {}
+  for (const [figure, value] of Object.entries(results)) {
+    if (Number.isFinite(value)) out[figure] = Number(value.toFixed(decimals(figure, value)))
+  }
+  return out
+}
+
+interface Target {
+  readonly description: string
+  readonly figures: ReadonlyArray<string>
+  /** The measured quantity and whether it meets the target. */
+  readonly evaluate: (values: ReadonlyArray<number>) => { readonly shown: string; readonly pass: boolean }
+}
+
+const ratio = (limit: number) => (values: ReadonlyArray<number>) => {
+  const [ours = Number.NaN, theirs = Number.NaN] = values
+  const value = ours / theirs
+  return { shown: `${value.toFixed(3)}x`, pass: value <= limit }
+}
+
+const targets: ReadonlyArray<Target> = [
+  {
+    description: "inproc.plain: noema <= 0.5 x AI SDK",
+    figures: ["inproc.plain.noema_us", "inproc.plain.aisdk_us"],
+    evaluate: ratio(0.5)
+  },
+  {
+    description: "inproc.tools: noema <= 0.5 x AI SDK",
+    figures: ["inproc.tools.noema_us", "inproc.tools.aisdk_us"],
+    evaluate: ratio(0.5)
+  },
+  {
+    description: "http.turn: noema <= 1.05 x raw SDK",
+    figures: ["http.turn.noema_us", "http.turn.raw_us"],
+    evaluate: ratio(1.05)
+  },
+  {
+    description: "http.ttft: noema <= raw SDK + 1 ms",
+    figures: ["http.ttft.noema_us", "http.ttft.raw_us"],
+    evaluate: ([ours = Number.NaN, raw = Number.NaN]) => ({
+      shown: `${ours - raw >= 0 ? "+" : ""}${(ours - raw).toFixed(1)} us`,
+      pass: ours - raw <= 1000
+    })
+  },
+  {
+    description: "store.commit: >= 5,000 commits/s",
+    figures: ["store.commit.sqlite_per_s"],
+    evaluate: ([rate = Number.NaN]) => ({ shown: `${rate.toFixed(0)}/s`, pass: rate >= 5000 })
+  },
+  {
+    description: "store.load100k: <= 300 ms",
+    figures: ["store.load100k.sqlite_ms"],
+    evaluate: ([ms = Number.NaN]) => ({ shown: `${ms.toFixed(1)} ms`, pass: ms <= 300 })
+  },
+  {
+    description: "cli --version: <= node -e 0 + 150 ms",
+    figures: ["cli.version_ms", "node.baseline_ms"],
+    evaluate: ([cli = Number.NaN, node = Number.NaN]) => ({
+      shown: `+${(cli - node).toFixed(1)} ms`,
+      pass: cli - node <= 150
+    })
+  }
+]
+
+const pad = (text: string, width: number, right = false) =>
+  right ? text.padStart(width) : text.padEnd(width)
+
+const format = (figure: string, value: number): string => value.toFixed(decimals(figure, value))
+
+/** noema's figure next to each other contender's, as "0.42x AI SDK". */
+const comparison = (row: Row, results: Readonly<Record<string, number>>): string => {
+  const ours = row.cells.noema === undefined ? undefined : results[row.cells.noema]
+  if (ours === undefined) return ""
+  const parts: Array<string> = []
+  for (const { key, title } of columns) {
+    const figure = row.cells[key]
+    if (key === "noema" || figure === undefined) continue
+    const theirs = results[figure]
+    if (theirs === undefined || theirs === 0) continue
+    parts.push(`${(ours / theirs).toFixed(2)}x ${title === "raw SDK / node" ? "raw" : title}`)
+  }
+  return parts.join(", ")
+}
+
+export const render = (
+  results: Readonly<Record<string, number>>,
+  noema: Availability,
+  onlySuites: ReadonlySet<string> | undefined
+): string => {
+  const cell = (row: Row, figure: string | undefined): string => {
+    if (figure === undefined) return ""
+    const value = results[figure]
+    if (value !== undefined) return format(figure, value)
+    const needed = packageOf(figure)
+    if (needed !== undefined && noema.missing[needed] !== undefined) return "not available yet"
+    if (onlySuites !== undefined && !onlySuites.has(row.suite)) return "not run"
+    return "failed"
+  }
+  const header = ["workload", "unit", ...columns.map((column) => column.title), "noema vs others"]
+  const lines = rows.map((row) => [
+    row.workload,
+    row.unit,
+    ...columns.map((column) => cell(row, row.cells[column.key])),
+    comparison(row, results)
+  ])
+  const widths = header.map((title, index) =>
+    Math.max(title.length, ...lines.map((line) => (line[index] ?? "").length))
+  )
+  const numeric = (index: number) => index >= 2 && index < 2 + columns.length
+  const renderLine = (line: ReadonlyArray<string>) =>
+    line.map((text, index) => pad(text, widths[index] ?? 0, numeric(index))).join("  ")
+  const out: Array<string> = [
+    "",
+    renderLine(header),
+    widths.map((width) => "-".repeat(width)).join("  "),
+    ...lines.map(renderLine),
+    "",
+    "Targets (ratios from this run):"
+  ]
+  for (const target of targets) {
+    const values = target.figures.map((figure) => results[figure])
+    if (values.some((value) => value === undefined)) {
+      const missing = target.figures
+        .map(packageOf)
+        .find((name) => name !== undefined && noema.missing[name] !== undefined)
+      out.push(
+        `  n/a   ${pad(target.description, 42)} ${missing === undefined ? "not run" : `${missing} not available yet`}`
+      )
+      continue
+    }
+    const { shown, pass } = target.evaluate(values as ReadonlyArray<number>)
+    out.push(`  ${pass ? "PASS" : "MISS"}  ${pad(target.description, 42)} ${shown}`)
+  }
+  const missing = Object.entries(noema.missing)
+  if (missing.length > 0) {
+    out.push("", "Left out of this run:")
+    for (const [name, reason] of missing) out.push(`  ${name}: ${reason}`)
+  }
+  return out.join("\n")
+}
