@@ -12,7 +12,7 @@ export interface Availability {
   readonly agents: typeof import("@noema/agents") | undefined
   readonly openai: typeof import("@noema/openai") | undefined
   readonly session: typeof import("@noema/session") | undefined
-  /** `packages/noema-cli/dist/bin.js`, when built. */
+  /** The installed `noema` command (`packages/noema-cli/bin/noema.js`), when the CLI is built. */
   readonly cliBin: string | undefined
   /** Package name to why it is not available. */
   readonly missing: Readonly<Record<string, string>>
@@ -36,8 +36,8 @@ export const load = async (): Promise<Availability> => {
   const agents = await attempt("@noema/agents", () => import("@noema/agents"))
   const openai = await attempt("@noema/openai", () => import("@noema/openai"))
   const session = await attempt("@noema/session", () => import("@noema/session"))
-  const cliBin = fileURLToPath(new URL("../../packages/noema-cli/dist/bin.js", import.meta.url))
-  const cliBuilt = existsSync(cliBin)
+  const cliBin = fileURLToPath(new URL("../../packages/noema-cli/bin/noema.js", import.meta.url))
+  const cliBuilt = existsSync(fileURLToPath(new URL("../../packages/noema-cli/dist/bin.js", import.meta.url)))
   if (!cliBuilt) missing["@noema/cli"] = "not available yet (packages/noema-cli/dist/bin.js is not built)"
   return { agents, openai, session, cliBin: cliBuilt ? cliBin : undefined, missing }
 }

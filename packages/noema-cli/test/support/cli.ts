@@ -1,5 +1,5 @@
 /**
- * Runs the BUILT `noema` binary (dist/bin.js) as a child process, the way a
+ * Runs the installed `noema` command (bin/noema.js, which loads the built dist/bin.js) as a child process, the way a
  * person's shell would: plain pipes for `runCli`, a real pseudo-terminal
  * (util-linux `script`) for `startTerminal`. Every run gets a clean
  * environment (no OPENAI_* from the developer's shell) and its own NOEMA_HOME.
@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
-export const binPath = fileURLToPath(new URL("../../dist/bin.js", import.meta.url))
+export const binPath = fileURLToPath(new URL("../../bin/noema.js", import.meta.url))
 
 if (!fs.existsSync(binPath)) {
   throw new Error(`${binPath} is missing: build the CLI first (npx tsc -b packages/noema-cli)`)
