@@ -106,16 +106,12 @@ export type StreamChunk =
 // Errors
 // ---------------------------------------------------------------------------
 
-export class ChatModelError extends Schema.TaggedError<ChatModelError>()("ChatModelError", {
-  provider: Schema.String,
-  model: Schema.optionalKey(Schema.String),
-  reason: ModelError.Reason
-}) {
+export class ChatModelError extends Schema.TaggedError<ChatModelError>()("ChatModelError", ModelError.fields) {
   get isRetryable(): boolean {
     return this.reason.isRetryable
   }
   override get message(): string {
-    return `${this.provider}${this.model === undefined ? "" : ` (${this.model})`}: ${this.reason.message}`
+    return ModelError.describe(this)
   }
 }
 

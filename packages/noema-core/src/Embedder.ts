@@ -15,16 +15,12 @@ export interface EmbedResult {
   readonly usage?: { readonly inputTokens: number }
 }
 
-export class EmbedderError extends Schema.TaggedError<EmbedderError>()("EmbedderError", {
-  provider: Schema.String,
-  model: Schema.optionalKey(Schema.String),
-  reason: ModelError.Reason
-}) {
+export class EmbedderError extends Schema.TaggedError<EmbedderError>()("EmbedderError", ModelError.fields) {
   get isRetryable(): boolean {
     return this.reason.isRetryable
   }
   override get message(): string {
-    return `${this.provider}${this.model === undefined ? "" : ` (${this.model})`}: ${this.reason.message}`
+    return ModelError.describe(this)
   }
 }
 

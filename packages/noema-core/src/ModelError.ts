@@ -92,3 +92,17 @@ export const Reason = Schema.Union([
 ])
 export type Reason = typeof Reason.Type
 export type ReasonTag = Reason["_tag"]
+
+/** The fields every model-call error carries: who failed, on which model, and why. */
+export const fields = {
+  provider: Schema.String,
+  model: Schema.optionalKey(Schema.String),
+  reason: Reason
+}
+
+/** `provider (model): reason`, the one-line message of a model-call error. */
+export const describe = (error: {
+  readonly provider: string
+  readonly model?: string
+  readonly reason: Reason
+}): string => `${error.provider}${error.model === undefined ? "" : ` (${error.model})`}: ${error.reason.message}`
