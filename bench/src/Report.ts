@@ -79,7 +79,7 @@ const rows: ReadonlyArray<Row> = [
     unit: "commits/s",
     suite: "store",
     better: "higher",
-    cells: { noema: "store.commit.sqlite_per_s" }
+    cells: { noema: "store.commit.sqlite_per_s", raw: "store.commit.rawsqlite_per_s" }
   },
   {
     workload: "store.load100k  (open + read)",

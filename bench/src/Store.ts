@@ -4,7 +4,10 @@
  *
  * - commit latency: one turn (user, assistant with two tool calls, two tool
  *   results) committed through `Session.commit`, each commit timed alone;
- * - sustained commits: thousands of such commits back to back, per second;
+ * - sustained commits: thousands of such commits back to back, per second,
+ *   interleaved with the same commits made by plain `node:sqlite` (same schema,
+ *   same pragmas, same statements, nothing else): the disk's ceiling, so noema's
+ *   figure can be read against what this disk allows;
  * - loading: a session of 100,000 messages opened and read in a fresh process
  *   (see `LoadProcess.ts`), its time and heap growth.
  */
@@ -12,7 +15,9 @@ import { spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import { fileURLToPath } from "node:url"
+import type { Message } from "@noema/core"
 import { Effect, Exit, Scope } from "effect"
 import { history, turn } from "./Conversation.ts"
 import { check, median, now } from "./Harness.ts"
@@ -49,9 +54,104 @@ const withStore = async <A>(
   }
 }
 
+// @noema/session's schema (its migration 1), copied so the reference depends on nothing of noema's.
+const rawSchema = `
+  CREATE TABLE sessions (
+    id TEXT PRIMARY KEY NOT NULL,
+    title TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    activity INTEGER NOT NULL,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    metadata TEXT NOT NULL DEFAULT '{}'
+  ) STRICT;
+  CREATE INDEX sessions_by_activity ON sessions (activity);
+  CREATE TABLE messages (
+    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+  ) STRICT, WITHOUT ROWID;
+`
+
+interface RawStore {
+  /** Stores one turn: stamped, serialised, committed in one `BEGIN IMMEDIATE` transaction. */
+  readonly commit: (messages: ReadonlyArray<Message.Message>) => void
+  readonly storedMessages: () => number
+  readonly close: () => void
+}
+
+/**
+ * The reference: what a hand-written `node:sqlite` store does per turn, with the
+ * same settings as `SqliteStore` (WAL, `synchronous=FULL`, foreign keys) and the
+ * same statements (count check inside the transaction, one multi-row insert, the
+ * session row updated), without validation, Effect or a session handle.
+ */
+const openRaw = (filename: string): RawStore => {
+  const db = new DatabaseSync(filename, { timeout: 5_000, enableForeignKeyConstraints: true })
+  db.exec("PRAGMA journal_mode = WAL")
+  db.exec("PRAGMA synchronous = FULL")
+  db.exec(rawSchema)
+  const sessionId = crypto.randomUUID()
+  const created = Date.now()
+  db.prepare(
+    "INSERT INTO sessions (id, title, created_at, updated_at, activity, metadata) VALUES (?, 'bench', ?, ?, 1, '{}')"
+  ).run(sessionId, created, created)
+  const begin = db.prepare("BEGIN IMMEDIATE")
+  const commit = db.prepare("COMMIT")
+  const rollback = db.prepare("ROLLBACK")
+  const selectCount = db.prepare("SELECT message_count FROM sessions WHERE id = ?")
+  selectCount.setReturnArrays(true)
+  const inserts = new Map<number, ReturnType<DatabaseSync["prepare"]>>()
+  const insert = (rows: number) => {
+    let statement = inserts.get(rows)
+    if (statement === undefined) {
+      const values = Array.from({ length: rows }, () => "(?, ?, ?, ?)").join(", ")
+      statement = db.prepare(`INSERT INTO messages (session_id, seq, message, created_at) VALUES ${values}`)
+      inserts.set(rows, statement)
+    }
+    return statement
+  }
+  const update = db.prepare(
+    "UPDATE sessions SET message_count = ?, updated_at = ?, activity = (SELECT max(activity) + 1 FROM sessions) WHERE id = ?"
+  )
+  let stored = 0
+  return {
+    commit: (messages) => {
+      const now = Date.now()
+      const parameters: Array<string | number> = []
+      for (let index = 0; index < messages.length; index++) {
+        const message = messages[index] as Message.Message
+        const stamped = {
+          ...message,
+          id: message.id ?? crypto.randomUUID(),
+          createdAt: message.createdAt ?? now
+        }
+        parameters.push(sessionId, stored + index, JSON.stringify(stamped), stamped.createdAt)
+      }
+      begin.run()
+      try {
+        const [count] = selectCount.get(sessionId) as unknown as [number]
+        check(count === stored, `the raw store holds ${count} messages, expected ${stored}`)
+        insert(messages.length).run(...parameters)
+        update.run(stored + messages.length, now, sessionId)
+        commit.run()
+      } catch (error) {
+        if (db.isTransaction) rollback.run()
+        throw error
+      }
+      stored += messages.length
+    },
+    storedMessages: () => stored,
+    close: () => db.close()
+  }
+}
+
 const commits = async (
   session: SessionPackage,
   filename: string,
+  rawFilename: string,
   options: StoreOptions
 ): Promise<Record<string, number>> =>
   withStore(session, filename, async (store) => {
@@ -66,28 +166,60 @@ const commits = async (
       transaction.extend(turn(index++))
       await Effect.runPromise(handle.commit(transaction))
     }
-    for (let i = 0; i < options.warmupCommits; i++) await commitOne()
+    const raw = openRaw(rawFilename)
+    let rawIndex = 0
+    // Async like noema's, so both loops pay the same await per commit.
+    const commitRaw = async () => raw.commit(turn(rawIndex++))
+    try {
+      for (let i = 0; i < options.warmupCommits; i++) {
+        await commitOne()
+        await commitRaw()
+      }
 
-    const latencies: Array<number> = []
-    const started = now()
-    for (let i = 0; i < options.latencyCommits; i++) {
-      if (i >= 100 && now() - started > options.budgetMs) break
-      const start = now()
-      await commitOne()
-      latencies.push((now() - start) * 1000)
+      const latencies: Array<number> = []
+      const started = now()
+      for (let i = 0; i < options.latencyCommits; i++) {
+        if (i >= 100 && now() - started > options.budgetMs) break
+        const start = now()
+        await commitOne()
+        latencies.push((now() - start) * 1000)
+      }
+
+      // Interleaved, alternating who goes first, so the disk's and the machine's moods hit both.
+      const sustained = async (operation: () => Promise<void>): Promise<number> => {
+        const start = now()
+        for (let i = 0; i < options.sustainedCommits; i++) await operation()
+        return options.sustainedCommits / ((now() - start) / 1000)
+      }
+      const rates: Array<number> = []
+      const rawRates: Array<number> = []
+      for (let round = 0; round < options.sustainedRounds; round++) {
+        if (round >= 1 && now() - started > options.budgetMs * 2) break
+        if (round % 2 === 0) {
+          rates.push(await sustained(commitOne))
+          rawRates.push(await sustained(commitRaw))
+        } else {
+          rawRates.push(await sustained(commitRaw))
+          rates.push(await sustained(commitOne))
+        }
+      }
+
+      const stored = await Effect.runPromise(store.info(handle.id))
+      check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
+      check(raw.storedMessages() === rawIndex * 4, "every raw commit stored")
+      // The table has no cell for the reference yet (src/Report.ts); progress goes to stderr.
+      process.stderr.write(
+        `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
+          `raw node:sqlite ${median(rawRates).toFixed(0)}/s (this disk's ceiling)\n`
+      )
+      return {
+        "store.commit.sqlite_us": median(latencies),
+        "store.commit.sqlite_per_s": median(rates),
+        "store.commit.rawsqlite_per_s": median(rawRates)
+      }
+    } finally {
+      raw.close()
     }
-
-    const rates: Array<number> = []
-    for (let round = 0; round < options.sustainedRounds; round++) {
-      if (round >= 1 && now() - started > options.budgetMs * 2) break
-      const start = now()
-      for (let i = 0; i < options.sustainedCommits; i++) await commitOne()
-      rates.push(options.sustainedCommits / ((now() - start) / 1000))
-    }
-
-    const stored = await Effect.runPromise(store.info(handle.id))
-    check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
-    return { "store.commit.sqlite_us": median(latencies), "store.commit.sqlite_per_s": median(rates) }
   })
 
 /** Writes a session of `loadSize` messages; its id. */
@@ -134,7 +266,7 @@ export const run = async (noema: Availability, options: StoreOptions): Promise<R
   const directory = mkdtempSync(join(tmpdir(), "noema-bench-"))
   try {
     return {
-      ...(await commits(session, join(directory, "commits.sqlite"), options)),
+      ...(await commits(session, join(directory, "commits.sqlite"), join(directory, "raw.sqlite"), options)),
       ...(await loads(session, join(directory, "load100k.sqlite"), options))
     }
   } finally {

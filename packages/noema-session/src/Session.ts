@@ -194,12 +194,19 @@ export const make = (
     return options?.prepareContext === undefined ? composed : options.prepareContext(composed)
   }
 
-  const stamp = (pending: ReadonlyArray<Message.Message>, now: number): Array<Message.Message> =>
-    pending.map((message) =>
-      message.id !== undefined && message.createdAt !== undefined
-        ? message
-        : { ...message, id: message.id ?? crypto.randomUUID(), createdAt: message.createdAt ?? now }
-    )
+  /** The turn to store: the pending messages, each given an id and a time if it has none. */
+  const stamp = (pending: ConversationContext.ConversationContext, now: number): Array<Message.Message> => {
+    const length = pending.length
+    const stamped = new Array<Message.Message>(length)
+    for (let index = 0; index < length; index++) {
+      const message = pending.at(index) as Message.Message
+      stamped[index] =
+        message.id !== undefined && message.createdAt !== undefined
+          ? message
+          : { ...message, id: message.id ?? crypto.randomUUID(), createdAt: message.createdAt ?? now }
+    }
+    return stamped
+  }
 
   const finish = (transaction: Transaction.Transaction) => {
     if (transaction.isOpen) transaction.rollback()
@@ -210,37 +217,48 @@ export const make = (
   ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> =>
     // Uninterruptible: once the store has the turn, the handle must record it too.
     Effect.uninterruptible(
-      Effect.gen(function* () {
-        if (!transaction.isOpen) {
-          return yield* new Transaction.TransactionClosedError({
-            transactionId: transaction.id,
-            state: transaction.state as "committed" | "rolled-back",
-            operation: "commit"
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> => {
+          if (!transaction.isOpen) {
+            return Effect.fail(
+              new Transaction.TransactionClosedError({
+                transactionId: transaction.id,
+                state: transaction.state as "committed" | "rolled-back",
+                operation: "commit"
+              })
+            )
+          }
+          const base = baseCounts.get(transaction) ?? committed.length
+          if (base !== committed.length) {
+            finish(transaction)
+            return Effect.fail(
+              new SessionConflictError({
+                sessionId: info.id,
+                expectedMessageCount: base,
+                actualMessageCount: committed.length
+              })
+            )
+          }
+          const turn = stamp(transaction.pending, now)
+          if (turn.length === 0) {
+            transaction.commit()
+            return Effect.succeed(turn)
+          }
+          return Effect.matchCauseEffect(store.append(info.id, base, turn), {
+            onFailure: (cause) => {
+              finish(transaction)
+              return Effect.failCause(cause)
+            },
+            onSuccess: (updated) => {
+              transaction.commit()
+              for (let index = 0; index < turn.length; index++) committed.push(turn[index] as Message.Message)
+              info = updated
+              return Effect.succeed(turn)
+            }
           })
         }
-        const base = baseCounts.get(transaction) ?? committed.length
-        if (base !== committed.length) {
-          finish(transaction)
-          return yield* new SessionConflictError({
-            sessionId: info.id,
-            expectedMessageCount: base,
-            actualMessageCount: committed.length
-          })
-        }
-        const now = yield* Clock.currentTimeMillis
-        const turn = stamp(transaction.pending.toArray(), now)
-        if (turn.length === 0) {
-          transaction.commit()
-          return turn
-        }
-        const updated = yield* store
-          .append(info.id, base, turn)
-          .pipe(Effect.onError(() => Effect.sync(() => finish(transaction))))
-        transaction.commit()
-        for (const message of turn) committed.push(message)
-        info = updated
-        return turn
-      })
+      )
     )
 
   const begin = () => {

@@ -202,6 +202,51 @@ const storeCases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "append: a batch of hundreds of messages is stored whole and in order, or not at all",
+    run: withStore((store) =>
+      Effect.gen(function* () {
+        const { id } = yield* store.create()
+        const batch = Array.from({ length: 150 }, (_, k) => Message.user(`message ${k}`))
+        const info = yield* store.append(id, 0, batch)
+        assert.equal(info.messageCount, 150)
+        const stale = Array.from({ length: 130 }, (_, k) => Message.assistant(`stale ${k}`))
+        const conflict = yield* Effect.flip(store.append(id, 100, stale))
+        assert.ok(conflict instanceof SessionConflictError, `expected a conflict, got ${String(conflict)}`)
+        const next = Array.from({ length: 70 }, (_, k) => Message.assistant(`next ${k}`))
+        yield* store.append(id, 150, next)
+        assert.deepEqual(yield* storedContents(store, id), contents([...batch, ...next]))
+        assert.equal((yield* store.info(id)).messageCount, 220)
+      })
+    )
+  },
+  {
+    name: "append: answers with what the store then holds, each session with its own metadata",
+    run: withStore((store) =>
+      Effect.gen(function* () {
+        const first = yield* store.create({ metadata: { owner: "first" } })
+        const second = yield* store.create({ title: "Second", metadata: { owner: "second", n: 2 } })
+        for (let turn = 0; turn < 3; turn++) {
+          for (const session of [first, second]) {
+            const answer = yield* store.append(session.id, turn * 2, [
+              Message.user(`question ${turn}`),
+              Message.assistant(`answer ${turn}`)
+            ])
+            assert.deepEqual(answer, yield* store.info(session.id))
+            assert.equal(answer.createdAt, session.createdAt)
+          }
+        }
+        assert.equal((yield* store.info(first.id)).title, "question 0")
+        assert.deepEqual((yield* store.info(first.id)).metadata, { owner: "first" })
+        assert.equal((yield* store.info(second.id)).title, "Second")
+        assert.deepEqual((yield* store.info(second.id)).metadata, { owner: "second", n: 2 })
+        yield* store.updateMetadata(first.id, { metadata: { owner: null, topic: "weather" } })
+        const afterUpdate = yield* store.append(first.id, 6, [Message.user("more")])
+        assert.deepEqual(afterUpdate.metadata, { topic: "weather" })
+        assert.deepEqual(afterUpdate, yield* store.info(first.id))
+      })
+    )
+  },
+  {
     name: "append: a stale expected count is a SessionConflictError and stores nothing",
     run: withStore((store) =>
       Effect.gen(function* () {

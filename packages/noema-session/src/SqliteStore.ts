@@ -17,7 +17,16 @@ import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlit
 import type { Message } from "@noema/core"
 import { Clock, Duration, Effect, Layer, Result, type Scope } from "effect"
 import { parse, problemOf } from "./internal/messageCheck.js"
-import { applicationId, migrations, type SessionRow, schemaVersion, sql } from "./internal/sqliteSchema.js"
+import {
+  type AppendRow,
+  applicationId,
+  insertMessages,
+  migrations,
+  parametersPerMessage,
+  type SessionRow,
+  schemaVersion,
+  sql
+} from "./internal/sqliteSchema.js"
 import {
   CorruptDatabase,
   defaultTitle,
@@ -25,6 +34,7 @@ import {
   InvalidMessage,
   IoFailure,
   Locked,
+  type Metadata,
   mergeMetadata,
   SchemaTooNew,
   type Service,
@@ -173,6 +183,9 @@ const open = (filename: string, busyTimeoutMillis: number): { db: DatabaseSync; 
 
 type Outcome<A, E> = Result.Result<A, E>
 
+/** Rows per multi-row insert: a turn fits in one; a big import is split (SQLite caps bound parameters). */
+const maximumRowsPerInsert = 64
+
 /** Opens (creating or migrating) the database; it is closed when the scope closes. */
 export const make = (options: Options): Effect.Effect<Service, StoreError, Scope.Scope> => {
   const busyTimeoutMillis = Duration.toMillis(options.busyTimeout ?? Duration.seconds(5))
@@ -208,11 +221,21 @@ const makeService = (db: DatabaseSync, location: string, busyTimeoutMillis: numb
   const rollback = statement(sql.rollback)
   const insertSession = statement(sql.insertSession)
   const selectSession = statement(sql.selectSession)
-  const selectMessageCount = statement(sql.selectMessageCount)
+  const selectForAppend = statement(sql.selectForAppend)
+  selectForAppend.setReturnArrays(true)
   const listSessions = statement(sql.listSessions)
   const selectMessages = statement(sql.selectMessages)
   selectMessages.setReturnArrays(true)
-  const insertMessage = statement(sql.insertMessage)
+  // One multi-row insert per batch size, prepared the first time a batch of that size is stored.
+  const insertStatements: Array<StatementSync | undefined> = []
+  const insertStatement = (count: number): StatementSync => {
+    let prepared = insertStatements[count]
+    if (prepared === undefined) {
+      prepared = statement(insertMessages(count))
+      insertStatements[count] = prepared
+    }
+    return prepared
+  }
   const updateAfterAppend = statement(sql.updateAfterAppend)
   const updateMetadata = statement(sql.updateMetadata)
   const deleteMessages = statement(sql.deleteMessages)
@@ -234,32 +257,67 @@ const makeService = (db: DatabaseSync, location: string, busyTimeoutMillis: numb
     }
   }
 
-  /** Runs synchronous database work; SQLite and corruption failures become `StoreError`s. */
-  const run = <A, E>(body: () => Outcome<A, E>): Effect.Effect<A, E | StoreError> =>
-    Effect.flatMap(
-      Effect.try({ try: body, catch: (error) => storeError(location, busyTimeoutMillis, error) }),
-      Effect.fromResult
-    )
+  /** Runs synchronous database work now; SQLite and corruption failures become `StoreError`s. */
+  const settle = <A, E>(body: () => Outcome<A, E>): Effect.Effect<A, E | StoreError> => {
+    let outcome: Outcome<A, E>
+    try {
+      outcome = body()
+    } catch (error) {
+      return Effect.fail(storeError(location, busyTimeoutMillis, error))
+    }
+    return Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : Effect.fail(outcome.failure)
+  }
 
-  const toInfo = (row: SessionRow): SessionInfo => {
+  /** `settle`, when the effect runs. */
+  const run = <A, E>(body: () => Outcome<A, E>): Effect.Effect<A, E | StoreError> =>
+    Effect.suspend(() => settle(body))
+
+  const parseMetadata = (id: string, text: string): Metadata => {
     let metadata: unknown
     try {
-      metadata = JSON.parse(row.metadata)
+      metadata = JSON.parse(text)
     } catch {
       metadata = undefined
     }
     if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
-      throw corrupt(`session "${row.id}" has metadata that is not a JSON object`)
+      throw corrupt(`session "${id}" has metadata that is not a JSON object`)
     }
-    return {
-      id: row.id,
-      ...(row.title !== null && { title: row.title }),
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-      messageCount: row.message_count,
-      metadata: metadata as SessionInfo["metadata"]
-    }
+    return metadata as Metadata
   }
+
+  // Commits rarely change metadata: the last text parsed is kept with its value, so a run of
+  // commits parses it once. The value is shared between the infos returned, as the memory store does.
+  let lastMetadataText: string | undefined
+  let lastMetadata: Metadata = {}
+  const cachedMetadata = (id: string, text: string): Metadata => {
+    if (text !== lastMetadataText) {
+      lastMetadata = parseMetadata(id, text)
+      lastMetadataText = text
+    }
+    return lastMetadata
+  }
+
+  const infoOf = (
+    id: string,
+    title: string | null,
+    createdAt: number,
+    updatedAt: number,
+    messageCount: number,
+    metadata: Metadata
+  ): SessionInfo =>
+    title === null
+      ? { id, createdAt, updatedAt, messageCount, metadata }
+      : { id, title, createdAt, updatedAt, messageCount, metadata }
+
+  const toInfo = (row: SessionRow): SessionInfo =>
+    infoOf(
+      row.id,
+      row.title,
+      row.created_at,
+      row.updated_at,
+      row.message_count,
+      parseMetadata(row.id, row.metadata)
+    )
 
   const notFound = (id: string) => Result.fail(new SessionNotFoundError({ sessionId: id }))
 
@@ -307,9 +365,11 @@ const makeService = (db: DatabaseSync, location: string, busyTimeoutMillis: numb
 
     append: (id, expectedMessageCount, messages) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        // Validate and serialise before taking the write lock, so the lock is held briefly.
-        const rows: Array<readonly [string, number]> = []
-        for (let index = 0; index < messages.length; index++) {
+        // Validate and serialise before taking the write lock, so the lock is held briefly. The
+        // rows' parameters are laid out flat, ready for the multi-row inserts.
+        const count = messages.length
+        const parameters = new Array<SQLInputValue>(count * parametersPerMessage)
+        for (let index = 0; index < count; index++) {
           const message = messages[index] as Message.Message
           const problem = problemOf(message)
           if (problem !== undefined) {
@@ -319,33 +379,37 @@ const makeService = (db: DatabaseSync, location: string, busyTimeoutMillis: numb
               })
             )
           }
-          rows.push([JSON.stringify(message), Math.floor(message.createdAt ?? now)])
+          const offset = index * parametersPerMessage
+          parameters[offset] = id
+          parameters[offset + 1] = expectedMessageCount + index
+          parameters[offset + 2] = JSON.stringify(message)
+          parameters[offset + 3] = Math.floor(message.createdAt ?? now)
         }
-        const title: SQLInputValue = defaultTitle(messages) ?? null
-        return run(() =>
+        return settle(() =>
           transaction(true, (): Outcome<SessionInfo, SessionNotFoundError | SessionConflictError> => {
-            const current = selectMessageCount.get(id) as { readonly message_count: number } | undefined
-            if (current === undefined) return notFound(id)
-            if (current.message_count !== expectedMessageCount) {
+            const row = selectForAppend.get(id) as unknown as AppendRow | undefined
+            if (row === undefined) return notFound(id)
+            const [actualMessageCount, createdAt, storedTitle, metadataText] = row
+            if (actualMessageCount !== expectedMessageCount) {
               return Result.fail(
-                new SessionConflictError({
-                  sessionId: id,
-                  expectedMessageCount,
-                  actualMessageCount: current.message_count
-                })
+                new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount })
               )
             }
-            for (let i = 0; i < rows.length; i++) {
-              const [json, createdAt] = rows[i] as readonly [string, number]
-              insertMessage.run(id, expectedMessageCount + i, json, createdAt)
+            const metadata = cachedMetadata(id, metadataText)
+            for (let first = 0; first < count; first += maximumRowsPerInsert) {
+              const rows = Math.min(maximumRowsPerInsert, count - first)
+              const statement = insertStatement(rows)
+              if (rows === count) statement.run(...parameters)
+              else
+                statement.run(
+                  ...parameters.slice(first * parametersPerMessage, (first + rows) * parametersPerMessage)
+                )
             }
-            const row = updateAfterAppend.get(
-              expectedMessageCount + rows.length,
-              now,
-              title,
-              id
-            ) as unknown as SessionRow
-            return Result.succeed(toInfo(row))
+            // Only an untitled session needs a title worked out from the turn.
+            const title = storedTitle ?? defaultTitle(messages) ?? null
+            const messageCount = expectedMessageCount + count
+            updateAfterAppend.run(messageCount, now, title, id)
+            return Result.succeed(infoOf(id, title, createdAt, now, messageCount, metadata))
           })
         )
       }),

@@ -104,6 +104,28 @@ describe("SqliteStore", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.effect("an append sees what another connection changed: metadata, a deleted and recreated session", () =>
+    Effect.gen(function* () {
+      const filename = path.join(directory, "changed-elsewhere.db")
+      const mine = yield* SqliteStore.make({ filename })
+      const theirs = yield* SqliteStore.make({ filename })
+      const { id } = yield* mine.create({ id: "shared", metadata: { version: 1 } })
+      yield* mine.append(id, 0, [Message.user("first question")])
+      yield* theirs.updateMetadata(id, { metadata: { version: 2 } })
+      const afterUpdate = yield* mine.append(id, 1, [Message.assistant("first answer")])
+      assert.deepStrictEqual(afterUpdate.metadata, { version: 2 })
+      assert.strictEqual(afterUpdate.title, "first question")
+
+      yield* theirs.delete(id)
+      const recreated = yield* theirs.create({ id, metadata: { version: 3 } })
+      const again = yield* mine.append(id, 0, [Message.user("second life")])
+      assert.strictEqual(again.title, "second life", "a recreated, untitled session is named again")
+      assert.deepStrictEqual(again.metadata, { version: 3 })
+      assert.strictEqual(again.createdAt, recreated.createdAt)
+      assert.deepStrictEqual(again, yield* theirs.info(id))
+    }).pipe(Effect.scoped)
+  )
+
   it.effect(
     "a row that is not a message fails the load with a one-line StoreError naming file and session",
     () =>

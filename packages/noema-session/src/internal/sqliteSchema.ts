@@ -57,16 +57,15 @@ export const sql = {
     ON CONFLICT (id) DO NOTHING
     RETURNING ${sessionColumns}`,
   selectSession: `SELECT ${sessionColumns} FROM sessions WHERE id = ?`,
-  selectMessageCount: "SELECT message_count FROM sessions WHERE id = ?",
+  // What an append needs to check the expected count and to answer without reading the row again.
+  selectForAppend: "SELECT message_count, created_at, title, metadata FROM sessions WHERE id = ?",
   listSessions: `SELECT ${sessionColumns} FROM sessions ORDER BY activity DESC`,
   selectMessages: "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq",
-  insertMessage: "INSERT INTO messages (session_id, seq, message, created_at) VALUES (?, ?, ?, ?)",
   // `coalesce(title, ?)`: the first turn names an untitled session, never renames a titled one.
   updateAfterAppend: `UPDATE sessions
     SET message_count = ?, updated_at = ?, title = coalesce(title, ?),
         activity = (SELECT max(activity) + 1 FROM sessions)
-    WHERE id = ?
-    RETURNING ${sessionColumns}`,
+    WHERE id = ?`,
   updateMetadata: `UPDATE sessions
     SET title = ?, metadata = ?, updated_at = ?, activity = (SELECT max(activity) + 1 FROM sessions)
     WHERE id = ?
@@ -76,6 +75,24 @@ export const sql = {
 
   tables: "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
 } as const
+
+/** Parameters of one message row in `insertMessages`: session id, seq, message JSON, created at. */
+export const parametersPerMessage = 4
+
+/**
+ * Inserts `count` messages in one statement (one multi-row VALUES): one
+ * statement per commit instead of one per message.
+ */
+export const insertMessages = (count: number): string =>
+  `INSERT INTO messages (session_id, seq, message, created_at) VALUES ${Array.from({ length: count }, () => "(?, ?, ?, ?)").join(", ")}`
+
+/** `selectForAppend`'s row, read as an array (no object per commit). */
+export type AppendRow = readonly [
+  messageCount: number,
+  createdAt: number,
+  title: string | null,
+  metadata: string
+]
 
 /** Columns of a session row, as `node:sqlite` returns them. */
 export interface SessionRow {
