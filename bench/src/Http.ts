@@ -1,9 +1,10 @@
 /**
  * Http: one turn over HTTP against the local OpenAI wire-format server
  * (`@noema/openai/testing`, run in its own process), every contender getting
- * the same scripted answer: the `openai` SDK alone (the floor), noema's OpenAI
- * adapter inside a SimpleAgent, and the AI SDK's `@ai-sdk/openai` chat model
- * with `generateText`.
+ * the same scripted answer: the `openai` SDK alone (the floor), the same with
+ * an abort signal (a reference: noema must pass one), noema's OpenAI adapter
+ * inside a SimpleAgent, and the AI SDK's `@ai-sdk/openai` chat model with
+ * `generateText`.
  *
  * Each contender keeps one client for the whole run (keep-alive connections),
  * as a real application does, and the contenders take turns in rounds.
@@ -87,6 +88,14 @@ const measure = async (
   const raw = new OpenAI({ apiKey, baseURL: server.url, maxRetries: 0 })
   const messages = [{ role: "user" as const, content: question }]
   const rawTurn = () => raw.chat.completions.create({ model: modelName, messages })
+  // A reference, not a contender: the floor plus the one thing noema must add, an abort signal
+  // on every request (so interrupting a turn aborts it), showing how much of the gap is the signal.
+  const rawWithSignal = new OpenAI({ apiKey, baseURL: server.url, maxRetries: 0 })
+  const rawSignalTurn = () =>
+    rawWithSignal.chat.completions.create(
+      { model: modelName, messages },
+      { signal: new AbortController().signal }
+    )
   const rawFirstToken = async (): Promise<number> => {
     const start = now()
     let first: number | undefined
@@ -108,6 +117,7 @@ const measure = async (
   const aiTurn = () => generateText({ model: aiModel, prompt: question, maxRetries: 0 })
 
   check((await rawTurn()).choices[0]?.message.content === answer, "raw SDK answer")
+  check((await rawSignalTurn()).choices[0]?.message.content === answer, "raw SDK with a signal answer")
   check((await aiTurn()).text === answer, "AI SDK answer")
   check((await rawFirstToken()) > 0, "raw SDK first token")
 
@@ -140,6 +150,7 @@ const measure = async (
 
   const turns: Array<Contender> = [
     { figure: "http.turn.raw_us", operation: rawTurn, beforeSample: reset },
+    { figure: "http.turn.raw_signal_us", operation: rawSignalTurn, beforeSample: reset },
     ...(noemaTurn === undefined
       ? []
       : [{ figure: "http.turn.noema_us", operation: noemaTurn, beforeSample: reset }]),
@@ -157,8 +168,15 @@ const measure = async (
       : [{ figure: "http.concurrent50.noema_per_s", operation: noemaTurn, beforeSample: reset }]),
     { figure: "http.concurrent50.raw_per_s", operation: rawTurn, beforeSample: reset }
   ]
+  const turnFigures = await latency(turns, options.latency)
+  // The table has no cell for the reference (src/Report.ts); it goes to stderr and results.json.
+  const figure = (name: string) => turnFigures[name]?.toFixed(0) ?? "n/a"
+  process.stderr.write(
+    `  http.turn: raw SDK ${figure("http.turn.raw_us")} us, raw SDK + AbortSignal ` +
+      `${figure("http.turn.raw_signal_us")} us, noema ${figure("http.turn.noema_us")} us\n`
+  )
   return {
-    ...(await latency(turns, options.latency)),
+    ...turnFigures,
     ...(await latency(firstTokens, options.latency)),
     ...(await throughput(concurrent, options.throughput))
   }

@@ -54,6 +54,13 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "http.turn.noema_us", raw: "http.turn.raw_us", aisdk: "http.turn.aisdk_us" }
   },
   {
+    workload: "http.turn  raw SDK + AbortSignal (reference)",
+    unit: "us",
+    suite: "http",
+    better: "lower",
+    cells: { raw: "http.turn.raw_signal_us" }
+  },
+  {
     workload: "http.ttft  (first text delta)",
     unit: "us",
     suite: "http",

@@ -7,7 +7,7 @@
  * as a stage of a pipeline (summarise, translate, critique).
  */
 import { Agent, type ChatModel, ConversationContext, type Message } from "@noema/core"
-import { Effect, Stream } from "effect"
+import { Effect } from "effect"
 import * as Turn from "./internal/turn.js"
 
 // ---------------------------------------------------------------------------
@@ -42,6 +42,6 @@ export const make = (options: Options = {}): Agent.Agent => {
     name,
     execute: (context, model) =>
       Effect.map(Turn.complete(name, model, request(context), []), (message) => [message]),
-    executeStream: (context, model) => Stream.suspend(() => Turn.stream(name, model, request(context), []))
+    executeStream: (context, model) => Turn.stream(name, model, request(context))
   })
 }

@@ -100,6 +100,25 @@ describe("SimpleAgent", () => {
     })
   )
 
+  it.effect("each run of the same event stream is its own turn", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({
+        replies: ["First answer", { fail: new ModelError.Unavailable({ message: "down" }) }, "Third answer"]
+      })
+      const events = SimpleAgent.make().executeStream(ConversationContext.of(Message.user("Hi")), model)
+      const messagesOf = (run: ReadonlyArray<Agent.AgentEvent>) =>
+        run.flatMap((event) => (event.type === "message" ? [event.message] : []))
+      assert.deepStrictEqual(messagesOf(yield* Stream.runCollect(events)), [
+        Message.assistant("First answer")
+      ])
+      const error = yield* Effect.flip(Stream.runCollect(events))
+      assert.deepStrictEqual(error.messages, [], "a failed run carries nothing from an earlier run")
+      assert.deepStrictEqual(messagesOf(yield* Stream.runCollect(events)), [
+        Message.assistant("Third answer")
+      ])
+    })
+  )
+
   it.effect("turns a model failure into AgentError(ModelFailed)", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({

@@ -105,4 +105,5 @@ export const describe = (error: {
   readonly provider: string
   readonly model?: string
   readonly reason: Reason
-}): string => `${error.provider}${error.model === undefined ? "" : ` (${error.model})`}: ${error.reason.message}`
+}): string =>
+  `${error.provider}${error.model === undefined ? "" : ` (${error.model})`}: ${error.reason.message}`

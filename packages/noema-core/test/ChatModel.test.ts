@@ -45,6 +45,53 @@ describe("ChatModel.make", () => {
     })
   )
 
+  it.effect("a stream that fails gets no finish, and what came before it still arrives", () =>
+    Effect.gen(function* () {
+      const model = ChatModel.make({
+        provider: "test",
+        model: "m",
+        stream: () =>
+          Stream.concat(
+            Stream.make(
+              { type: "text-delta" as const, delta: "Half" },
+              { type: "tool-call-delta" as const, index: 0, name: "x", argumentsDelta: "{" }
+            ),
+            Stream.fail(ChatModel.error("test", new ModelError.Network({ message: "reset" })))
+          )
+      })
+      const seen: Array<ChatModel.StreamChunk> = []
+      const error = yield* Effect.flip(
+        Stream.runForEach(model.stream(request), (chunk) => Effect.sync(() => seen.push(chunk)))
+      )
+      assert.strictEqual(error.reason._tag, "Network")
+      assert.deepStrictEqual(
+        seen.map((chunk) => chunk.type),
+        ["text-delta", "tool-call-delta"]
+      )
+    })
+  )
+
+  it.effect("normalising twice changes nothing, and every run of a stream starts afresh", () =>
+    Effect.gen(function* () {
+      const chunks: ReadonlyArray<ChatModel.StreamChunk> = [
+        { type: "tool-call-delta", index: 0, id: "a", name: "weather", argumentsDelta: "{}" },
+        { type: "finish", finishReason: "tool-calls" }
+      ]
+      const once = ChatModel.normaliseStream(Stream.fromArray(chunks))
+      const expected = [
+        chunks[0],
+        { type: "tool-call", toolCall: { id: "a", name: "weather", arguments: "{}" } },
+        { type: "finish", finishReason: "tool-calls" }
+      ]
+      assert.deepStrictEqual(yield* Stream.runCollect(once), expected)
+      assert.deepStrictEqual(yield* Stream.runCollect(once), expected, "a second run of the same stream")
+      assert.deepStrictEqual(yield* Stream.runCollect(ChatModel.normaliseStream(once)), expected)
+      assert.deepStrictEqual(yield* Stream.runCollect(ChatModel.normaliseStream(Stream.empty)), [
+        { type: "finish", finishReason: "stop" }
+      ])
+    })
+  )
+
   it.effect("derives stream from complete", () =>
     Effect.gen(function* () {
       const model = ChatModel.make({
@@ -155,6 +202,40 @@ describe("ChatModel.make", () => {
       const error = yield* Fiber.join(fiber)
       assert.strictEqual(error.reason._tag, "Network")
       assert.strictEqual(attempts, 2, "retried the empty failure, not the one after text")
+    })
+  )
+
+  it.effect("retries a stream more than once, waiting the retry-after before each attempt", () =>
+    Effect.gen(function* () {
+      let attempts = 0
+      const model = ChatModel.make({
+        provider: "test",
+        model: "m",
+        retry: { maxAttempts: 3, baseDelay: "10 millis" },
+        stream: () =>
+          Stream.suspend(() => {
+            attempts++
+            return attempts < 3
+              ? Stream.fail(
+                  ChatModel.error(
+                    "test",
+                    new ModelError.RateLimited({ message: "slow down", retryAfterMillis: 5_000 })
+                  )
+                )
+              : Stream.make({ type: "text-delta" as const, delta: "ok" })
+          })
+      })
+      const fiber = yield* Effect.forkChild(ChatModel.collect(model.stream(request)))
+      yield* TestClock.adjust("4 seconds")
+      assert.strictEqual(attempts, 1, "waits at least the retry-after")
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual(attempts, 2)
+      yield* TestClock.adjust("3 seconds")
+      assert.strictEqual(attempts, 2, "waits again before the third attempt")
+      yield* TestClock.adjust("2 seconds")
+      const response = yield* Fiber.join(fiber)
+      assert.strictEqual(response.text, "ok")
+      assert.strictEqual(attempts, 3)
     })
   )
 

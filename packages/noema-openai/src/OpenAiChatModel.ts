@@ -9,9 +9,11 @@
  * either aborts the HTTP request, so the server sees the connection close.
  */
 import { ChatModel } from "@noema/core"
-import { Array as Arr, Clock, type Config, Effect, Layer, Stream } from "effect"
+import { Clock, type Config, Effect, Layer } from "effect"
+import type OpenAI from "openai"
 import { ChunkTranslator, fromCompletion, toParams } from "./internal/chat.js"
-import { IncompleteStream, MalformedResponse, type Phase, toReason } from "./internal/errors.js"
+import { MalformedResponse, type Phase, toReason } from "./internal/errors.js"
+import * as StreamPull from "./internal/streamPull.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
 export interface Options extends OpenAiClient.Options {
@@ -19,19 +21,7 @@ export interface Options extends OpenAiClient.Options {
   readonly model: string
 }
 
-const identity = (cause: unknown): unknown => cause
-
-/** The SDK's SSE chunks as core chunks; a stream that stops before its finish reason was cut off. */
-async function* translate(
-  source: AsyncIterable<unknown>,
-  translator: ChunkTranslator
-): AsyncGenerator<Arr.NonEmptyReadonlyArray<ChatModel.StreamChunk>> {
-  for await (const raw of source) {
-    const chunks = translator.translate(raw)
-    if (Arr.isArrayNonEmpty(chunks)) yield chunks
-  }
-  if (!translator.isFinished) throw new IncompleteStream("the stream ended before a finish reason")
-}
+type StreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming
 
 /** A chat model over an existing client (shares its SDK, credentials and retry policy). */
 export const fromClient = (
@@ -41,59 +31,49 @@ export const fromClient = (
   const { sdk, provider, scrub } = client
   const { model } = options
 
-  const failure = (cause: unknown, phase: Phase, now: number): ChatModel.ChatModelError =>
-    ChatModel.error(provider, toReason(cause, { scrub, now, phase }), model)
-
-  const failWith =
-    (phase: Phase) =>
-    (cause: unknown): Effect.Effect<never, ChatModel.ChatModelError> =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fail(failure(cause, phase, now)))
-
-  const complete: ChatModel.Service["complete"] = (request) =>
-    Effect.suspend(() => {
-      const params = toParams(model, provider, request)
-      return Effect.tryPromise({
-        try: (signal) => sdk.chat.completions.create(params, { signal }),
-        catch: identity
-      })
-    }).pipe(
-      Effect.catch(failWith("request")),
-      Effect.flatMap((body) => {
-        const response = fromCompletion(body)
-        return response instanceof MalformedResponse
-          ? failWith("request")(response)
-          : Effect.succeed(response)
-      })
+  /** Anything the SDK throws as a typed failure; the clock reads a `retry-after` given as a date. */
+  const fail = (cause: unknown, phase: Phase): Effect.Effect<never, ChatModel.ChatModelError> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.fail(ChatModel.error(provider, toReason(cause, { scrub, now, phase }), model))
     )
+
+  // One callback for the whole exchange (not suspend + tryPromise + catch + flatMap): it is
+  // the whole of a turn's work on noema's side, and each Effect step costs per turn.
+  const complete: ChatModel.Service["complete"] = (request) =>
+    Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
+      const controller = new AbortController()
+      const failed = (cause: unknown) => resume(fail(cause, "request"))
+      try {
+        sdk.chat.completions
+          .create(toParams(model, provider, request), { signal: controller.signal })
+          .then((body) => {
+            const response = fromCompletion(body)
+            resume(
+              response instanceof MalformedResponse ? fail(response, "request") : Effect.succeed(response)
+            )
+          }, failed)
+      } catch (cause) {
+        failed(cause)
+      }
+      // Runs only when the effect is interrupted while the request is in flight.
+      return Effect.sync(() => controller.abort())
+    })
 
   const stream: ChatModel.Service["stream"] = (request) =>
-    Stream.unwrap(
-      Effect.gen(function* () {
+    StreamPull.make(() => ({
+      start: (signal) => {
         const params = toParams(model, provider, request)
-        // One controller for the whole exchange: closing the stream's scope (completion,
-        // failure or interruption) aborts the request even while it waits for headers.
-        const controller = new AbortController()
-        yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))
-        const now = yield* Clock.currentTimeMillis
-        const source = yield* Effect.tryPromise({
-          try: () =>
-            sdk.chat.completions.create(
-              {
-                ...params,
-                stream: true,
-                // `stream_options: null` in provider options drops it for servers that reject it.
-                stream_options: "stream_options" in params ? params.stream_options : { include_usage: true }
-              },
-              { signal: controller.signal }
-            ),
-          catch: identity
-        }).pipe(Effect.catch(failWith("request")))
-        return Stream.fromAsyncIterable(translate(source, new ChunkTranslator()), identity).pipe(
-          Stream.flattenArray,
-          Stream.mapError((cause) => failure(cause, "stream", now))
-        )
-      })
-    )
+        const streamed: StreamingParams = {
+          ...params,
+          stream: true,
+          // `stream_options: null` in provider options drops it for servers that reject it.
+          stream_options: "stream_options" in params ? params.stream_options : { include_usage: true }
+        }
+        return sdk.chat.completions.create(streamed, { signal })
+      },
+      translator: new ChunkTranslator(),
+      fail
+    }))
 
   return ChatModel.make({ provider, model, complete, stream, retry: client.retry })
 }

@@ -8,6 +8,7 @@ import { ChatModel, ConversationContext, Message } from "@noema/core"
 import { ChatModelConformance } from "@noema/core/testing"
 import { ConfigProvider, Effect, Exit, Fiber, Layer, Redacted, Stream } from "effect"
 import { TestClock } from "effect/testing"
+import OpenAI from "openai"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import { OpenAiChatModel, OpenAiClient } from "../src/index.js"
 import { OpenAiTestServer } from "../src/testing.js"
@@ -531,6 +532,120 @@ describe("OpenAiChatModel failures", () => {
     })
   )
 
+  it.live("a field of the wrong type anywhere noema reads is InvalidOutput, not a crash", () =>
+    Effect.gen(function* () {
+      const bodies: ReadonlyArray<unknown> = [
+        [],
+        null,
+        { id: 7, choices: [] },
+        { choices: {} },
+        { choices: [{ index: 0 }] },
+        { choices: [{ index: "0", message: { content: "x" } }] },
+        { choices: [{ message: { content: 42 } }] },
+        { choices: [{ message: { content: "x", refusal: false } }] },
+        { choices: [{ message: { content: "x" }, finish_reason: 3 }] },
+        { choices: [{ message: { content: "x", tool_calls: {} } }] },
+        { choices: [{ message: { content: "", tool_calls: [{ id: 1, function: { name: "f" } }] } }] },
+        { choices: [{ message: { content: "", tool_calls: [{ function: { name: "f", arguments: {} } }] } }] },
+        { choices: [{ message: { content: "x" } }], usage: { prompt_tokens: "12" } },
+        { choices: [{ message: { content: "x" } }], usage: { prompt_tokens_details: { cached_tokens: "1" } } }
+      ]
+      server.enqueue(
+        ...bodies.map((body): OpenAiTestServer.Reply => ({ type: "raw", body: JSON.stringify(body) }))
+      )
+      const model = yield* makeModel()
+      for (const body of bodies) {
+        const error = yield* Effect.flip(model.complete(request))
+        expectReason(error, "InvalidOutput")
+        assert.ok(error.message.length > 0, JSON.stringify(body))
+      }
+    })
+  )
+
+  it.live("null and absent fields are tolerated, as compatible servers send them", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        {
+          type: "raw",
+          body: JSON.stringify({
+            id: null,
+            model: null,
+            choices: [
+              {
+                index: null,
+                message: { content: null, refusal: null, tool_calls: null },
+                finish_reason: null,
+                logprobs: { anything: "ignored" }
+              }
+            ],
+            usage: {
+              prompt_tokens: 3,
+              completion_tokens: null,
+              total_tokens: null,
+              prompt_tokens_details: null,
+              completion_tokens_details: { reasoning_tokens: null }
+            }
+          })
+        },
+        sse(
+          {
+            id: null,
+            model: null,
+            choices: [{ index: null, delta: null, finish_reason: null }],
+            usage: null
+          },
+          { choices: [{ delta: { content: "Hi", refusal: null, tool_calls: null } }] },
+          { choices: null },
+          {
+            choices: [
+              { delta: { tool_calls: [{ id: null, type: null, function: null }] }, finish_reason: "stop" }
+            ]
+          },
+          "[DONE]"
+        )
+      )
+      const model = yield* makeModel()
+      assert.deepStrictEqual(yield* model.complete(request), {
+        text: "",
+        toolCalls: [],
+        finishReason: "stop",
+        usage: { inputTokens: 3, outputTokens: 0, totalTokens: 3 }
+      })
+      const streamed = yield* ChatModel.collect(model.stream(request))
+      assert.equal(streamed.text, "Hi")
+      assert.deepStrictEqual(streamed.toolCalls, [{ id: "call_0", name: "", arguments: "" }])
+    })
+  )
+
+  it.live(
+    "a streamed chunk of the wrong shape fails the stream with InvalidOutput after what came before",
+    () =>
+      Effect.gen(function* () {
+        const chunks: ReadonlyArray<unknown> = [
+          [],
+          { choices: [{ delta: { content: 5 } }] },
+          { choices: [{ delta: "text" }] },
+          { choices: [{ delta: { tool_calls: [{ index: "0" }] } }] },
+          { choices: [{ delta: { tool_calls: [{ function: { arguments: 1 } }] } }] },
+          { choices: [{ delta: null, finish_reason: 7 }] },
+          { choices: [], usage: { completion_tokens: [] } }
+        ]
+        server.enqueue(...chunks.map((chunk) => sse(contentChunk("Hello"), chunk)))
+        const model = yield* makeModel()
+        for (const chunk of chunks) {
+          const seen: Array<ChatModel.StreamChunk> = []
+          const error = yield* Effect.flip(
+            Stream.runForEach(model.stream(request), (streamed) => Effect.sync(() => seen.push(streamed)))
+          )
+          expectReason(error, "InvalidOutput")
+          assert.ok(
+            seen.some((streamed) => streamed.type === "text-delta"),
+            `the chunk before ${JSON.stringify(chunk)}`
+          )
+        }
+      })
+  )
+
   it.live("an error event inside the stream is mapped by its type", () =>
     Effect.gen(function* () {
       server.enqueue(
@@ -574,6 +689,60 @@ describe("OpenAiChatModel failures", () => {
       yield* Effect.promise(() => server.waitForClose(0))
       expectReason(yield* Effect.flip(Stream.runDrain(model.stream(request))), "Network")
       yield* Effect.promise(() => server.waitForClose(1))
+    })
+  )
+})
+
+describe("OpenAiChatModel cancellation", () => {
+  /** A model whose SDK records the signal of every request it sends. */
+  const recordingModel = () => {
+    const signals: Array<AbortSignal> = []
+    const sdk = new OpenAI({
+      apiKey,
+      baseURL: server.url,
+      maxRetries: 0,
+      fetch: (input, init) => {
+        if (init?.signal !== undefined && init.signal !== null) signals.push(init.signal)
+        return fetch(input, init)
+      }
+    })
+    const client: OpenAiClient.Client = {
+      sdk,
+      provider: "openai",
+      baseURL: server.url,
+      retry: { maxAttempts: 1 },
+      scrub: (text) => text
+    }
+    return { model: OpenAiChatModel.fromClient(client, { model: "gpt-test" }), signals }
+  }
+
+  it.live("a response read to the end is not aborted, streamed or not", () =>
+    Effect.gen(function* () {
+      server.setFallback({ type: "text", text: "All of it, to the end." })
+      const { model, signals } = recordingModel()
+      const streamed = yield* ChatModel.collect(model.stream(request))
+      assert.equal(streamed.text, "All of it, to the end.")
+      yield* model.complete(request)
+      assert.equal(signals.length, 2)
+      assert.deepStrictEqual(
+        signals.map((signal) => signal.aborted),
+        [false, false]
+      )
+      assert.deepStrictEqual(
+        server.requests.map((recorded) => recorded.clientClosedEarly),
+        [false, false]
+      )
+    })
+  )
+
+  it.live("a consumer that stops reading early aborts the request", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "one two three four five six seven eight", chunkDelayMs: 40 })
+      const { model, signals } = recordingModel()
+      const first = yield* Stream.runCollect(Stream.take(model.stream(request), 1))
+      assert.equal(first.length, 1)
+      yield* Effect.promise(() => server.waitForClose(0))
+      assert.ok(signals[0]?.aborted, "the request's signal is aborted")
     })
   )
 })

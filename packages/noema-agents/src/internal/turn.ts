@@ -4,7 +4,7 @@
  * the same assistant message and a model failure into the same AgentError.
  */
 import { Agent, ChatModel, Message } from "@noema/core"
-import { Effect, Stream } from "effect"
+import { Array as Arr, Cause, Effect, Pull, Stream } from "effect"
 
 /**
  * Calls the model once and appends the assistant message to `produced`. A
@@ -16,38 +16,47 @@ export const complete = (
   request: ChatModel.ChatRequest,
   produced: Array<Message.Message>
 ): Effect.Effect<Message.AssistantMessage, Agent.AgentError> =>
-  model.complete(request).pipe(
-    Effect.map((response) => {
+  Effect.mapBoth(model.complete(request), {
+    onSuccess: (response) => {
       const message = ChatModel.toMessage(response)
       produced.push(message)
       return message
-    }),
-    Effect.mapError((error) => Agent.modelFailed(agent, error, produced.slice()))
-  )
+    },
+    onFailure: (error) => Agent.modelFailed(agent, error, produced.slice())
+  })
 
 class TurnState {
   text = ""
   refusal: string | undefined
   readonly toolCalls: Array<Message.ToolCall> = []
 
-  add(chunk: ChatModel.StreamChunk): ReadonlyArray<Agent.AgentEvent> {
-    switch (chunk.type) {
-      case "text-delta":
-        if (chunk.delta.length === 0) return []
-        this.text += chunk.delta
-        return [{ type: "text-delta", delta: chunk.delta }]
-      case "refusal-delta":
-        this.refusal = (this.refusal ?? "") + chunk.delta
-        return []
-      case "tool-call":
-        this.toolCalls.push(chunk.toolCall)
-        return [{ type: "tool-call", toolCall: chunk.toolCall }]
-      case "usage":
-        return [{ type: "usage", usage: chunk.usage }]
-      default:
-        // Deltas of tool calls are reassembled by ChatModel.make into `tool-call` chunks.
-        return []
+  /** The events one batch of chunks amounts to, in order (often none: metadata, finish). */
+  events(chunks: ReadonlyArray<ChatModel.StreamChunk>): Array<Agent.AgentEvent> {
+    const events: Array<Agent.AgentEvent> = []
+    for (let i = 0; i < chunks.length; i++) {
+      const chunk = chunks[i] as ChatModel.StreamChunk
+      switch (chunk.type) {
+        case "text-delta":
+          if (chunk.delta.length === 0) break
+          this.text += chunk.delta
+          events.push({ type: "text-delta", delta: chunk.delta })
+          break
+        case "refusal-delta":
+          this.refusal = (this.refusal ?? "") + chunk.delta
+          break
+        case "tool-call":
+          this.toolCalls.push(chunk.toolCall)
+          events.push({ type: "tool-call", toolCall: chunk.toolCall })
+          break
+        case "usage":
+          events.push({ type: "usage", usage: chunk.usage })
+          break
+        default:
+          // Deltas of tool calls are reassembled by ChatModel.make into `tool-call` chunks.
+          break
+      }
     }
+    return events
   }
 
   message(): Message.AssistantMessage {
@@ -61,27 +70,49 @@ class TurnState {
 /**
  * Streams one model call as events (text deltas as they arrive, each tool
  * call once complete, usage), then the completed assistant message, which is
- * also appended to `produced` before it is emitted.
+ * also appended to `produced` before it is emitted. `produced` is the run's
+ * messages so far (a tool loop's); a single call leaves it out and gets a
+ * fresh list per run.
+ *
+ * Written as one pull-level layer (batch of chunks in, its events out; the
+ * message once the model is done; model failures as AgentError) rather than
+ * map + concat + mapError: every streamed turn pays for each layer, per run
+ * and per batch.
  */
 export const stream = (
   agent: string,
   model: ChatModel.Service,
   request: ChatModel.ChatRequest,
-  produced: Array<Message.Message>
+  produced?: Array<Message.Message>
 ): Stream.Stream<Agent.AgentEvent, Agent.AgentError> =>
-  Stream.suspend(() => {
-    const state = new TurnState()
-    return model.stream(request).pipe(
-      Stream.map((chunk) => state.add(chunk)),
-      Stream.flattenIterable,
-      // Not `mapAccum`'s `onHalt`: that runs when the model fails too, and a failed call has no message.
-      Stream.concat(
-        Stream.suspend(() => {
-          const message = state.message()
-          produced.push(message)
-          return Stream.succeed<Agent.AgentEvent>({ type: "message", message })
-        })
-      ),
-      Stream.mapError((error) => Agent.modelFailed(agent, error, produced.slice()))
-    )
-  })
+  Stream.transformPull(model.stream(request), (pull) =>
+    Effect.sync(() => {
+      const messages = produced ?? []
+      const state = new TurnState()
+      let ended = false
+      const events: Pull.Pull<
+        Arr.NonEmptyReadonlyArray<Agent.AgentEvent>,
+        ChatModel.ChatModelError
+      > = Effect.flatMap(pull, (chunks) => {
+        const out = state.events(chunks)
+        return Arr.isArrayNonEmpty(out) ? Effect.succeed(out) : events
+      })
+      // Only once the model is done: a failed call has no message.
+      const finish = Effect.sync((): Arr.NonEmptyReadonlyArray<Agent.AgentEvent> => {
+        ended = true
+        const message = state.message()
+        messages.push(message)
+        return [{ type: "message", message }]
+      })
+      const failed = (error: ChatModel.ChatModelError) => Agent.modelFailed(agent, error, messages.slice())
+      return Effect.suspend(
+        (): Pull.Pull<Arr.NonEmptyReadonlyArray<Agent.AgentEvent>, Agent.AgentError> =>
+          ended
+            ? Cause.done()
+            : Effect.mapError(
+                Pull.catchDone(events, () => finish),
+                failed
+              )
+      )
+    })
+  )

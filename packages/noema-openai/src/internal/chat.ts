@@ -1,14 +1,22 @@
 /**
  * Translation between core's normalised chat request/response and OpenAI's
- * Chat Completions wire format. Responses are decoded with schemas that read
- * only what noema uses and tolerate what compatible servers leave out or send
- * as `null`, so a server's quirks become either a sensible default or an
- * `InvalidOutput` failure, never an exception from deep inside the adapter.
+ * Chat Completions wire format. Responses are checked field by field
+ * (`wire.ts`) for only what noema uses, tolerating what compatible servers
+ * leave out or send as `null`, so a server's quirks become either a sensible
+ * default or an `InvalidOutput` failure, never an exception from deep inside
+ * the adapter.
  */
 import type { ChatModel, Message } from "@noema/core"
-import { Exit, Schema } from "effect"
 import type OpenAI from "openai"
 import { MalformedResponse } from "./errors.js"
+import {
+  type ChunkWire,
+  type CompletionWire,
+  chunkProblem,
+  completionProblem,
+  type ToolCallWire,
+  type UsageWire
+} from "./wire.js"
 
 type Params = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam
@@ -109,66 +117,6 @@ export const toParams = (model: string, provider: string, request: ChatModel.Cha
 }
 
 // ---------------------------------------------------------------------------
-// Response schemas
-// ---------------------------------------------------------------------------
-
-/** Absent and `null` mean the same to every field read here. */
-const Maybe = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
-
-const UsageWire = Schema.Struct({
-  prompt_tokens: Maybe(Schema.Number),
-  completion_tokens: Maybe(Schema.Number),
-  total_tokens: Maybe(Schema.Number),
-  prompt_tokens_details: Maybe(Schema.Struct({ cached_tokens: Maybe(Schema.Number) })),
-  completion_tokens_details: Maybe(Schema.Struct({ reasoning_tokens: Maybe(Schema.Number) }))
-})
-type UsageWire = typeof UsageWire.Type
-
-const FunctionWire = Schema.Struct({ name: Maybe(Schema.String), arguments: Maybe(Schema.String) })
-
-const ToolCallWire = Schema.Struct({
-  index: Maybe(Schema.Number),
-  id: Maybe(Schema.String),
-  type: Maybe(Schema.String),
-  function: Maybe(FunctionWire)
-})
-
-const MessageWire = Schema.Struct({
-  content: Maybe(Schema.String),
-  refusal: Maybe(Schema.String),
-  tool_calls: Maybe(Schema.Array(ToolCallWire))
-})
-
-const CompletionWire = Schema.Struct({
-  id: Maybe(Schema.String),
-  model: Maybe(Schema.String),
-  choices: Schema.Array(
-    Schema.Struct({ index: Maybe(Schema.Number), message: MessageWire, finish_reason: Maybe(Schema.String) })
-  ),
-  usage: Maybe(UsageWire)
-})
-
-const ChunkWire = Schema.Struct({
-  id: Maybe(Schema.String),
-  model: Maybe(Schema.String),
-  choices: Maybe(
-    Schema.Array(
-      Schema.Struct({
-        index: Maybe(Schema.Number),
-        delta: Maybe(MessageWire),
-        finish_reason: Maybe(Schema.String)
-      })
-    )
-  ),
-  usage: Maybe(UsageWire)
-})
-
-const decodeCompletion = Schema.decodeUnknownExit(CompletionWire)
-const decodeChunk = Schema.decodeUnknownExit(ChunkWire)
-
-const firstLine = (text: string): string => text.split("\n", 1)[0] ?? text
-
-// ---------------------------------------------------------------------------
 // Response
 // ---------------------------------------------------------------------------
 
@@ -207,20 +155,20 @@ const toUsage = (usage: UsageWire | null | undefined): ChatModel.Usage | undefin
   }
 }
 
-const isFunctionCall = (call: typeof ToolCallWire.Type): boolean =>
+const isFunctionCall = (call: ToolCallWire): boolean =>
   call.type === undefined || call.type === null || call.type === "function"
 
 /** A non-streamed `chat.completion` as core's response; a `MalformedResponse` when it is not one. */
 export const fromCompletion = (body: unknown): ChatModel.ChatResponse | MalformedResponse => {
-  const exit = decodeCompletion(body)
-  if (Exit.isFailure(exit)) {
+  const problem = completionProblem(body)
+  if (problem !== undefined) {
     return new MalformedResponse(
       typeof body === "string"
         ? "expected a JSON chat completion, got text"
-        : `not a chat completion: ${firstLine(String(exit.cause))}`
+        : `not a chat completion: ${problem}`
     )
   }
-  const completion = exit.value
+  const completion = body as CompletionWire
   const choice = completion.choices.find((candidate) => (candidate.index ?? 0) === 0)
   if (choice === undefined) return new MalformedResponse("the completion has no choices")
   const toolCalls = (choice.message.tool_calls ?? []).filter(isFunctionCall).map((call, index) => ({
@@ -258,11 +206,9 @@ export class ChunkTranslator {
 
   /** Throws `MalformedResponse` for a chunk of the wrong shape. */
   translate(raw: unknown): Array<ChatModel.StreamChunk> {
-    const exit = decodeChunk(raw)
-    if (Exit.isFailure(exit)) {
-      throw new MalformedResponse(`not a chat completion chunk: ${firstLine(String(exit.cause))}`)
-    }
-    const chunk = exit.value
+    const problem = chunkProblem(raw)
+    if (problem !== undefined) throw new MalformedResponse(`not a chat completion chunk: ${problem}`)
+    const chunk = raw as ChunkWire
     const out: Array<ChatModel.StreamChunk> = []
     if (!this.metadataSent && (typeof chunk.id === "string" || typeof chunk.model === "string")) {
       this.metadataSent = true
