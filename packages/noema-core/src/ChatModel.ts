@@ -406,11 +406,16 @@ export const normaliseStream = <E, R>(
 export const collect = <E, R>(stream: Stream.Stream<StreamChunk, E, R>): Effect.Effect<ChatResponse, E, R> =>
   Stream.runFold(
     normaliseStream(stream),
-    () => new ResponseBuilder(),
+    () => new ResponseAccumulator(),
     (builder, chunk) => builder.add(chunk)
   ).pipe(Effect.map((builder) => builder.build()))
 
-class ResponseBuilder {
+/**
+ * Folds stream chunks into the response they amount to: text, refusal,
+ * complete tool calls, finish reason, usage. `collect` uses it; so can anyone
+ * who consumes a stream chunk by chunk and needs the response at the end.
+ */
+export class ResponseAccumulator {
   private text = ""
   private refusal: string | undefined
   private readonly toolCalls: Array<ToolCall> = []

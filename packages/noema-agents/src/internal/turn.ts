@@ -3,7 +3,7 @@
  * (`stream`). Shared by SimpleAgent and ToolAgent so both turn a response into
  * the same assistant message and a model failure into the same AgentError.
  */
-import { Agent, ChatModel, Message } from "@noema/core"
+import { Agent, ChatModel, type Message } from "@noema/core"
 import { Array as Arr, Cause, Effect, Pull, Stream } from "effect"
 
 /**
@@ -26,26 +26,19 @@ export const complete = (
   })
 
 class TurnState {
-  text = ""
-  refusal: string | undefined
-  readonly toolCalls: Array<Message.ToolCall> = []
+  readonly response = new ChatModel.ResponseAccumulator()
 
   /** The events one batch of chunks amounts to, in order (often none: metadata, finish). */
   events(chunks: ReadonlyArray<ChatModel.StreamChunk>): Array<Agent.AgentEvent> {
     const events: Array<Agent.AgentEvent> = []
     for (let i = 0; i < chunks.length; i++) {
       const chunk = chunks[i] as ChatModel.StreamChunk
+      this.response.add(chunk)
       switch (chunk.type) {
         case "text-delta":
-          if (chunk.delta.length === 0) break
-          this.text += chunk.delta
-          events.push({ type: "text-delta", delta: chunk.delta })
-          break
-        case "refusal-delta":
-          this.refusal = (this.refusal ?? "") + chunk.delta
+          if (chunk.delta.length > 0) events.push({ type: "text-delta", delta: chunk.delta })
           break
         case "tool-call":
-          this.toolCalls.push(chunk.toolCall)
           events.push({ type: "tool-call", toolCall: chunk.toolCall })
           break
         case "usage":
@@ -60,10 +53,7 @@ class TurnState {
   }
 
   message(): Message.AssistantMessage {
-    return Message.assistant(this.text, {
-      toolCalls: this.toolCalls,
-      ...(this.refusal !== undefined && { refusal: this.refusal })
-    })
+    return ChatModel.toMessage(this.response.build())
   }
 }
 
