@@ -4,16 +4,36 @@
  * When an agent fails (an `AgentError`: the model is down, the loop ran out
  * of steps), the next one runs on the same context; when all fail, the last
  * error is the fallback's error. Interruption is not a failure: a cancelled
- * turn does not fall back. Only the successful agent's messages are returned;
- * a failed attempt's messages stay in its error.
+ * turn does not fall back. A failed attempt's messages are dropped, except
+ * tool calls that already ran: an effect that happened is never hidden, so
+ * those calls and their results are kept (in the output, and in the context
+ * the next agent sees, so it does not run them again).
  */
-import { Agent, type Message } from "@noema/core"
+import { Agent, ConversationContext, type Message } from "@noema/core"
 import { Effect, Stream } from "effect"
 
 export interface Options {
   /** Default `"fallback"`. */
   readonly name?: string
 }
+
+/**
+ * What a failed attempt did that cannot be undone: its messages up to the last
+ * tool result (every call in that prefix is answered, so it is valid history).
+ */
+export const ranTools = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.Message> => {
+  const last = messages.findLastIndex((message) => message.role === "tool")
+  return last < 0 ? [] : messages.slice(0, last + 1)
+}
+
+const withKept = (error: Agent.AgentError, kept: ReadonlyArray<Message.Message>): Agent.AgentError =>
+  kept.length === 0
+    ? error
+    : new Agent.AgentError({
+        agent: error.agent,
+        reason: error.reason,
+        messages: [...kept, ...error.messages]
+      })
 
 // ---------------------------------------------------------------------------
 // Constructors
@@ -28,36 +48,66 @@ export const make = <const Agents extends ReadonlyArray<Agent.Agent<unknown>>>(
   const name = options.name ?? "fallback"
   if (candidates.length === 0) throw new RangeError(`AgentFallback "${name}" needs at least one agent`)
 
-  const execute = (index: number): Agent.Agent<R>["execute"] => {
+  const execute = (
+    index: number,
+    context: ConversationContext.ConversationContext,
+    model: Parameters<Agent.Agent<R>["execute"]>[1],
+    kept: ReadonlyArray<Message.Message>
+  ): ReturnType<Agent.Agent<R>["execute"]> => {
     const agent = candidates[index] as Agent.Agent<R>
-    if (index === candidates.length - 1) return agent.execute
-    const next = execute(index + 1)
-    return (context, model) => Effect.catch(agent.execute(context, model), () => next(context, model))
+    const attempt = Effect.mapBoth(agent.execute(context, model), {
+      onSuccess: (messages) => (kept.length === 0 ? messages : [...kept, ...messages]),
+      onFailure: (error) => withKept(error, kept)
+    })
+    if (index === candidates.length - 1) return attempt
+    return Effect.catch(attempt, (error) => {
+      const effects = ranTools(error.messages.slice(kept.length))
+      return execute(
+        index + 1,
+        effects.length === 0 ? context : ConversationContext.concat(context, effects),
+        model,
+        [...kept, ...effects]
+      )
+    })
   }
 
-  const executeStream = (index: number): Agent.Agent<R>["executeStream"] => {
-    const agent = candidates[index] as Agent.Agent<R>
-    const next = index === candidates.length - 1 ? undefined : executeStream(index + 1)
-    return (context, model) =>
-      Stream.suspend(() => {
-        // Live events (deltas, tool results) pass through; messages wait until the attempt
-        // succeeds, so the streamed messages are exactly what `execute` returns.
-        const messages: Array<Message.Message> = []
-        const attempt = agent.executeStream(context, model).pipe(
-          Stream.filter((event) => {
-            if (event.type !== "message") return true
-            messages.push(event.message)
-            return false
-          }),
-          Stream.concat(
-            Stream.suspend(() =>
-              Stream.fromArray(messages.map((message): Agent.AgentEvent => ({ type: "message", message })))
-            )
-          )
+  const executeStream = (
+    index: number,
+    context: ConversationContext.ConversationContext,
+    model: Parameters<Agent.Agent<R>["execute"]>[1],
+    kept: ReadonlyArray<Message.Message>
+  ): ReturnType<Agent.Agent<R>["executeStream"]> =>
+    Stream.suspend(() => {
+      const agent = candidates[index] as Agent.Agent<R>
+      // Live events (deltas, tool results) pass through; messages wait until the attempt
+      // succeeds, so the streamed messages are exactly what `execute` returns.
+      const messages: Array<Message.Message> = []
+      const attempt = agent.executeStream(context, model).pipe(
+        Stream.filter((event) => {
+          if (event.type !== "message") return true
+          messages.push(event.message)
+          return false
+        }),
+        Stream.concat(Stream.suspend(() => Stream.fromArray(messages.map(messageEvent))))
+      )
+      if (index === candidates.length - 1) return Stream.mapError(attempt, (error) => withKept(error, kept))
+      return Stream.catch(attempt, (error) => {
+        const effects = ranTools(error.messages)
+        const next = executeStream(
+          index + 1,
+          effects.length === 0 ? context : ConversationContext.concat(context, effects),
+          model,
+          [...kept, ...effects]
         )
-        return next === undefined ? attempt : Stream.catch(attempt, () => next(context, model))
+        return effects.length === 0 ? next : Stream.concat(Stream.fromArray(effects.map(messageEvent)), next)
       })
-  }
+    })
 
-  return Agent.make<R>({ name, execute: execute(0), executeStream: executeStream(0) })
+  return Agent.make<R>({
+    name,
+    execute: (context, model) => execute(0, context, model, []),
+    executeStream: (context, model) => executeStream(0, context, model, [])
+  })
 }
+
+const messageEvent = (message: Message.Message): Agent.AgentEvent => ({ type: "message", message })

@@ -114,3 +114,51 @@ describe("AgentFallback", () => {
     assert.throws(() => AgentFallback.make([]), /at least one agent/)
   })
 })
+
+describe("AgentFallback and tools that already ran", () => {
+  const call = { id: "call_1", name: "send_email", arguments: '{"to":"ana"}' }
+  const ran = [
+    Message.assistant("", { toolCalls: [call] }),
+    Message.toolResult({ toolCallId: "call_1", name: "send_email", content: "sent" })
+  ]
+  /** Fails after its tool ran, like a tool loop whose model goes down on the second step. */
+  const failsAfterTool = Agent.make({
+    name: "tools-then-down",
+    execute: () =>
+      Effect.fail(
+        new Agent.AgentError({
+          agent: "tools-then-down",
+          reason: new Agent.Failed({ message: "model down after the tool ran" }),
+          messages: [...ran, Message.assistant("partial")]
+        })
+      )
+  })
+
+  it.effect("keeps the calls that ran, in the output and in the next agent's context", () =>
+    Effect.gen(function* () {
+      const backup = answering("backup", "Done: the email was sent")
+      const agent = AgentFallback.make([failsAfterTool, backup.agent])
+      const messages = yield* agent.execute(question, ScriptedChatModel.make())
+      assert.deepStrictEqual(messages, [...ran, Message.assistant("Done: the email was sent")])
+      assert.deepStrictEqual(backup.model.requests[0]?.messages, [Message.user("Hi"), ...ran])
+      const events = yield* Stream.runCollect(agent.executeStream(question, ScriptedChatModel.make()))
+      assert.deepStrictEqual(
+        events.flatMap((event) => (event.type === "message" ? [event.message] : [])),
+        messages
+      )
+    })
+  )
+
+  it.effect("when every agent fails, the error still carries the calls that ran", () =>
+    Effect.gen(function* () {
+      const down = SimpleAgent.make({ name: "down" })
+      const agent = AgentFallback.make([failsAfterTool, down])
+      const model = ScriptedChatModel.make({ replies: [unavailable, unavailable] })
+      const error = yield* Effect.flip(agent.execute(question, model))
+      assert.deepStrictEqual(error.messages, ran)
+      assert.strictEqual(error.reason._tag, "ModelFailed")
+      const streamed = yield* Effect.flip(Stream.runDrain(agent.executeStream(question, model)))
+      assert.deepStrictEqual(streamed.messages, ran)
+    })
+  )
+})

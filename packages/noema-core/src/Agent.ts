@@ -192,7 +192,11 @@ const iterate = <A, E>(stream: Stream.Stream<A, E>, signal: AbortSignal): AsyncI
     const onAbort = () => void iterator.return?.()
     signal.addEventListener("abort", onAbort, { once: true })
     return {
-      next: () => iterator.next(),
+      next: () =>
+        iterator.next().then((result) => {
+          if (result.done === true) signal.removeEventListener("abort", onAbort)
+          return result
+        }),
       return: (value?: unknown) => {
         signal.removeEventListener("abort", onAbort)
         return iterator.return ? iterator.return(value) : Promise.resolve({ done: true, value: undefined })
@@ -225,9 +229,17 @@ export const fromAsync = (
   make({
     name,
     execute: (context, model) =>
-      Effect.tryPromise({
-        try: (signal) => run({ context, model: asyncModel(model, signal), signal }),
-        catch: (error) => failureOf(name, error)
+      Effect.suspend(() => {
+        // Aborted when the turn is cancelled and also when `run` settles, so a
+        // request or stream the function started and abandoned does not outlive it.
+        const controller = new AbortController()
+        return Effect.tryPromise({
+          try: (signal) => {
+            signal.addEventListener("abort", () => controller.abort(), { once: true })
+            return run({ context, model: asyncModel(model, controller.signal), signal: controller.signal })
+          },
+          catch: (error) => failureOf(name, error)
+        }).pipe(Effect.ensuring(Effect.sync(() => controller.abort())))
       })
   })
 

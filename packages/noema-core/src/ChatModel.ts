@@ -185,7 +185,7 @@ export const make = (options: MakeOptions): Service => {
       : (request) =>
           Stream.unwrap(Effect.map((rawComplete as Service["complete"])(request), responseToStream))
   const complete: Service["complete"] =
-    rawComplete !== undefined ? rawComplete : (request) => collect(stream(request))
+    rawComplete !== undefined ? rawComplete : (request) => fold(stream(request))
   const service: Service = { provider: options.provider, model: options.model, complete, stream }
   return options.retry === undefined ? service : withRetry(service, options.retry)
 }
@@ -404,11 +404,15 @@ export const normaliseStream = <E, R>(
 
 /** Folds a stream into a complete response (what `complete` returns). */
 export const collect = <E, R>(stream: Stream.Stream<StreamChunk, E, R>): Effect.Effect<ChatResponse, E, R> =>
+  fold(normaliseStream(stream))
+
+/** Folds a stream that is already normalised (as every `make`-built model's is). */
+const fold = <E, R>(stream: Stream.Stream<StreamChunk, E, R>): Effect.Effect<ChatResponse, E, R> =>
   Stream.runFold(
-    normaliseStream(stream),
+    stream,
     () => new ResponseAccumulator(),
-    (builder, chunk) => builder.add(chunk)
-  ).pipe(Effect.map((builder) => builder.build()))
+    (accumulator, chunk) => accumulator.add(chunk)
+  ).pipe(Effect.map((accumulator) => accumulator.build()))
 
 /**
  * Folds stream chunks into the response they amount to: text, refusal,

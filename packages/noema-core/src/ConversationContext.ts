@@ -152,6 +152,10 @@ class FilterView extends Base {
     for (const message of this.source) if (this.predicate(message)) count++
     return count
   }
+  override get isEmpty(): boolean {
+    for (const message of this.source) if (this.predicate(message)) return false
+    return true
+  }
   at(index: number): Message | undefined {
     if (index < 0) {
       // Walk backwards over an indexed source so `last` stays cheap on long histories.

@@ -158,7 +158,7 @@ export const make = (options: Options = {}): ScriptedChatModel => {
   }
 
   const next = (kind: RecordedRequest["kind"], request: ChatModel.ChatRequest) =>
-    Effect.sync((): Resolved => {
+    Effect.sync((): readonly [RecordedRequest, Resolved] => {
       const recorded: RecordedRequest = {
         index: requests.length,
         kind,
@@ -169,14 +169,12 @@ export const make = (options: Options = {}): ScriptedChatModel => {
       requests.push(recorded)
       const reply = queue.shift() ?? options.fallback
       if (reply === undefined) {
-        return {
-          _tag: "fail",
-          reason: new ModelError.InvalidRequest({
-            message: `scripted model has no reply left for request #${recorded.index + 1}`
-          })
-        }
+        const reason = new ModelError.InvalidRequest({
+          message: `scripted model has no reply left for request #${recorded.index + 1}`
+        })
+        return [recorded, { _tag: "fail", reason }]
       }
-      return resolve(reply, recorded)
+      return [recorded, resolve(reply, recorded)]
     })
 
   const streamOf = (resolved: Resolved): Stream.Stream<ChatModel.StreamChunk, ChatModel.ChatModelError> => {
@@ -209,10 +207,10 @@ export const make = (options: Options = {}): ScriptedChatModel => {
     }
   }
 
-  const markInterrupted = <A, E>(recorded: RecordedRequest | undefined, effect: Effect.Effect<A, E>) =>
+  const markInterrupted = <A, E>(recorded: RecordedRequest, effect: Effect.Effect<A, E>) =>
     Effect.onInterrupt(effect, () =>
       Effect.sync(() => {
-        if (recorded !== undefined) (recorded as { interrupted: boolean }).interrupted = true
+        ;(recorded as { interrupted: boolean }).interrupted = true
       })
     )
 
@@ -223,9 +221,9 @@ export const make = (options: Options = {}): ScriptedChatModel => {
     provider,
     model,
     complete: (request) =>
-      Effect.flatMap(next("complete", request), (resolved) =>
+      Effect.flatMap(next("complete", request), ([recorded, resolved]) =>
         markInterrupted(
-          requests.at(-1),
+          recorded,
           (() => {
             switch (resolved._tag) {
               case "response":
@@ -242,16 +240,11 @@ export const make = (options: Options = {}): ScriptedChatModel => {
       ),
     stream: (request) =>
       Stream.unwrap(
-        Effect.map(next("stream", request), (resolved) => {
-          const recorded = requests.at(-1)
+        Effect.map(next("stream", request), ([recorded, resolved]) => {
           return delayed(streamOf(resolved)).pipe(
             Stream.onExit((exit) =>
               Effect.sync(() => {
-                if (
-                  recorded !== undefined &&
-                  exit._tag === "Failure" &&
-                  Cause.hasInterruptsOnly(exit.cause)
-                ) {
+                if (exit._tag === "Failure" && Cause.hasInterruptsOnly(exit.cause)) {
                   ;(recorded as { interrupted: boolean }).interrupted = true
                 }
               })

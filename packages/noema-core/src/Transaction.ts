@@ -139,8 +139,12 @@ export class Transaction implements Disposable {
   commit(): ReadonlyArray<Message> {
     this.#ensureOpen("commit")
     this.#finish("committed")
-    // Hand over a copy: the live array stays behind the (now closed) pending view.
-    return this.#internal.messages.slice()
+    // Hand the messages over and empty the live buffer: a pending view taken
+    // earlier (e.g. inside a session's "committed + pending" context) must not
+    // show them a second time next to the history they were committed to.
+    const messages = this.#internal.messages.slice()
+    this.#internal.messages.length = 0
+    return messages
   }
 
   /** Finishes the transaction, discarding its messages. */

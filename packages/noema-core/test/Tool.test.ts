@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Schema } from "effect"
+import { Deferred, Effect, Exit, Fiber, Schema } from "effect"
 import { Message, Tool } from "../src/index.js"
 
 class DivideByZero extends Schema.TaggedError<DivideByZero>()("DivideByZero", { message: Schema.String }) {}
@@ -79,12 +79,14 @@ describe("Tool", () => {
   it.effect("wraps async functions, passing an abort signal that fires on interruption", () =>
     Effect.gen(function* () {
       let aborted = false
+      const started = yield* Deferred.make<void>()
       const slow = Tool.fromAsync({
         name: "slow",
         description: "waits",
         parameters: Schema.Struct({ ms: Schema.Number }),
         execute: ({ ms }, { signal }) =>
           new Promise<string>((resolve) => {
+            if (ms > 1_000) Deferred.doneUnsafe(started, Exit.void)
             const timer = setTimeout(() => resolve("done"), ms)
             signal.addEventListener("abort", () => {
               aborted = true
@@ -95,7 +97,7 @@ describe("Tool", () => {
       const fast = yield* Tool.call(slow, call('{"ms":1}', "slow"))
       assert.strictEqual(fast.content, "done")
       const fiber = yield* Effect.forkChild(Tool.call(slow, call('{"ms":60000}', "slow")))
-      yield* Effect.yieldNow
+      yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)
       assert.isTrue(aborted)
       const throwing = Tool.fromAsync({

@@ -2,7 +2,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
-import { Message, Transaction } from "../src/index.js"
+import { ConversationContext, Message, Transaction } from "../src/index.js"
 
 describe("Transaction", () => {
   it("buffers, exposes a live pending view and commits once", () => {
@@ -78,7 +78,8 @@ describe("Transaction", () => {
         Transaction.make({ id: "forgotten" }).add(Message.user("a")).add(Message.user("b"))
         Transaction.make({ id: "finished" }).commit()
       })()
-      for (let attempt = 0; attempt < 50 && reports.length === 0; attempt++) {
+      // Finalisation callbacks run when V8 gets to them; keep collecting (bounded) until it has.
+      for (let attempt = 0; attempt < 500 && reports.length === 0; attempt++) {
         gc()
         await new Promise((resolve) => setTimeout(resolve, 10))
       }
@@ -88,5 +89,20 @@ describe("Transaction", () => {
     } finally {
       Transaction.setUnfinishedReporter(previous)
     }
+  })
+})
+
+describe("Transaction views", () => {
+  it("a pending view taken before commit does not show the committed messages again", () => {
+    const history: Array<Message.Message> = [Message.user("old")]
+    const tx = Transaction.make()
+    const context = ConversationContext.compose({ history, pending: tx.pending })
+    tx.add(Message.user("new"))
+    assert.strictEqual(context.length, 2)
+    history.push(...tx.commit())
+    assert.deepStrictEqual(
+      Array.from(context, (message) => message.content),
+      ["old", "new"]
+    )
   })
 })
