@@ -89,14 +89,19 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       { signal: controller.signal }
     )
     renderer.end()
+    // A commit runs to its end even when Ctrl-C lands during it: what the store holds decides.
+    const saved = session.context().length > before
     if (Exit.isFailure(exit)) {
-      const created = options.session === undefined
-      if (created) {
+      if (options.session === undefined && !saved) {
         // A new session whose only turn failed holds nothing: do not leave it behind.
         await Runtime.runOn(runtime, Runtime.deleteSession(session.id)).catch(() => undefined)
       }
       if (Cause.hasInterruptsOnly(exit.cause)) {
-        io.stderr.write("noema: cancelled; nothing was saved\n")
+        io.stderr.write(
+          saved
+            ? "noema: interrupted while saving; the turn was saved\n"
+            : "noema: cancelled; nothing was saved\n"
+        )
         return 130
       }
       const error = Cause.squash(exit.cause)

@@ -271,6 +271,7 @@ class Chat {
       sameScreen: true
     })
     const input = Message.user(text)
+    const before = session.context().length
     const events = session.turnStream(this.#agent, this.#model, input, Runtime.turnOptions(session))
     this.#running = controller
     this.#enterTurnMode()
@@ -288,7 +289,12 @@ class Chat {
     }
     if (Exit.isSuccess(exit)) return
     if (Cause.hasInterruptsOnly(exit.cause)) {
-      this.#note("(cancelled; nothing of this turn was saved)")
+      // A commit runs to its end even when Ctrl-C lands during it: what the session holds decides.
+      this.#note(
+        session.context().length > before
+          ? "(interrupted while saving; the turn was saved)"
+          : "(cancelled; nothing of this turn was saved)"
+      )
       return
     }
     const error = Cause.squash(exit.cause)
@@ -368,7 +374,8 @@ class Chat {
           return true
         }
         const session = await this.#open(argument)
-        await this.#dropIfEmpty(this.#session)
+        // Resuming the session already open must not delete it for being empty.
+        if (this.#session?.id !== session.id) await this.#dropIfEmpty(this.#session)
         this.#session = session
         this.#note(
           `Resumed session ${Runtime.shortId(session.id)}: ${session.title ?? "(untitled)"} ` +

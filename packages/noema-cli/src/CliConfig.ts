@@ -32,6 +32,8 @@ export type ModelConfig =
       readonly kind: "offline"
       /** `unconfigured`: nothing was set; `requested`: `--model offline` / `NOEMA_MODEL=offline`. */
       readonly reason: "unconfigured" | "requested"
+      /** The model server configured before `/model offline`, so `/model NAME` can go back to it. */
+      readonly server?: Extract<ModelConfig, { readonly kind: "openai" }>
     }
   | {
       readonly kind: "openai"
@@ -83,9 +85,14 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
 
 /** The same configuration with another model name (the `/model` command). */
 export const withModel = (config: ModelConfig, model: string): ModelConfig | undefined => {
-  if (model === offlineModelName) return { kind: "offline", reason: "requested" }
-  if (config.kind === "offline") return undefined
-  return { ...config, model, sources: { ...config.sources, model: "flag" } }
+  const server = config.kind === "openai" ? config : config.server
+  if (model === offlineModelName) {
+    return server === undefined
+      ? { kind: "offline", reason: "requested" }
+      : { kind: "offline", reason: "requested", server }
+  }
+  if (server === undefined) return undefined
+  return { ...server, model, sources: { ...server.sources, model: "flag" } }
 }
 
 /** One line for stderr when the offline model is used because nothing is configured. */

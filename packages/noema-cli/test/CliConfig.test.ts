@@ -56,12 +56,20 @@ describe("CliConfig", () => {
       kind: "offline",
       reason: "requested"
     })
-    const configured = CliConfig.resolveModel({}, { OPENAI_API_KEY: "sk" })
-    assert.deepStrictEqual(CliConfig.withModel(configured, "offline"), {
-      kind: "offline",
-      reason: "requested"
-    })
+    const configured = CliConfig.resolveModel(
+      { baseUrl: "http://localhost:11434/v1" },
+      { OPENAI_API_KEY: "sk" }
+    )
+    const offline = CliConfig.withModel(configured, "offline")
+    assert.deepInclude(offline, { kind: "offline", reason: "requested" })
     assert.deepInclude(CliConfig.withModel(configured, "gpt-4.1"), { kind: "openai", model: "gpt-4.1" })
+    // `/model offline` then `/model NAME` goes back to the server configured before.
+    assert.deepInclude(CliConfig.withModel(offline as CliConfig.ModelConfig, "llama3.2"), {
+      kind: "openai",
+      model: "llama3.2",
+      baseUrl: "http://localhost:11434/v1",
+      apiKey: "sk"
+    })
     assert.isUndefined(CliConfig.withModel({ kind: "offline", reason: "unconfigured" }, "gpt-4.1"))
   })
 

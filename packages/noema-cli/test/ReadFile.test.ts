@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -22,6 +23,7 @@ beforeAll(() => {
   fs.symlinkSync(path.join(base, "secret.txt"), path.join(root, "link-out.txt"))
   fs.symlinkSync(base, path.join(root, "dir-out"))
   fs.symlinkSync(path.join(root, "README.md"), path.join(root, "link-in.md"))
+  execFileSync("mkfifo", [path.join(root, "pipe")])
 })
 
 afterAll(() => {
@@ -74,6 +76,8 @@ describe("ReadFile", () => {
     Effect.gen(function* () {
       const reasonOf = (result: { ok: boolean; reason?: string }) => result.reason
       assert.strictEqual(reasonOf(yield* read("src")), "NotAFile")
+      // A named pipe would block a plain open until something writes to it.
+      assert.strictEqual(reasonOf(yield* read("pipe")), "NotAFile")
       assert.strictEqual(reasonOf(yield* read("missing.txt")), "NotFound")
       assert.strictEqual(reasonOf(yield* read("image.png")), "Binary")
       assert.strictEqual(reasonOf(yield* read("latin1.txt")), "Binary")

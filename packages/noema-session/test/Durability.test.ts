@@ -56,7 +56,8 @@ const start = (filename: string, run: number): Run => {
   })
   child.stderr?.setEncoding("utf8").on("data", (chunk: string) => void stderr.push(chunk))
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on("exit", (code, signal) => resolve({ code, signal }))
+    // "close", not "exit": it fires once stdout is drained, so no acknowledgement is missed.
+    child.on("close", (code, signal) => resolve({ code, signal }))
   )
   return { child, lines, stderr, exited }
 }

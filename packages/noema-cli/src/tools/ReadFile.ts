@@ -9,6 +9,7 @@
  * byte or invalid UTF-8) is refused rather than fed to the model as noise.
  */
 import { Buffer } from "node:buffer"
+import { constants as fsConstants } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Tool } from "@noema/core"
@@ -80,7 +81,9 @@ export const readText = (requested: string, options: Options = {}): Effect.Effec
       // Open the resolved path and check the opened file itself, so what is checked is what is read.
       let handle: fs.FileHandle | undefined
       try {
-        handle = await fs.open(real, "r")
+        // Non-blocking so a FIFO cannot hang the open (it is then refused as not a regular file);
+        // no-follow so a link swapped in after the check above is refused, not followed.
+        handle = await fs.open(real, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK | fsConstants.O_NOFOLLOW)
       } catch (error) {
         const code = errnoCode(error)
         if (code === "EISDIR") fail("NotAFile", `"${requested}" is a directory, not a file`)
@@ -97,8 +100,9 @@ export const readText = (requested: string, options: Options = {}): Effect.Effec
             `"${requested}" is too large to read (${formatBytes(stat.size)}; the limit is ${formatBytes(maxBytes)})`
           )
         }
-        // Read at most one byte past the limit: a file that grew after stat is still caught.
-        const buffer = Buffer.alloc(Math.min(stat.size, maxBytes) + 1)
+        // Read to the end, or to one byte past the limit: a file that grew after stat is read whole
+        // (or refused as too large), never cut short at its old size.
+        const buffer = Buffer.alloc(maxBytes + 1)
         let length = 0
         while (length < buffer.length) {
           signal.throwIfAborted()
