@@ -911,3 +911,40 @@ describe("OpenAiChatModel configuration", () => {
     })
   )
 })
+
+describe("OpenAiChatModel and loosely compatible servers", () => {
+  it.live("numbers tool calls from a server that sends no index, one call per chunk", () =>
+    Effect.gen(function* () {
+      const callChunk = (call: Record<string, unknown>, finish: string | null = null) => ({
+        choices: [{ index: 0, delta: { tool_calls: [call] }, finish_reason: finish }]
+      })
+      server.enqueue(
+        sse(
+          callChunk({ id: "a", type: "function", function: { name: "f", arguments: '{"x":' } }),
+          callChunk({ function: { arguments: "1}" } }),
+          callChunk(
+            { id: "b", type: "function", function: { name: "g", arguments: '{"y":2}' } },
+            "tool_calls"
+          ),
+          "[DONE]"
+        )
+      )
+      const model = yield* makeModel()
+      const response = yield* ChatModel.collect(model.stream(request))
+      assert.deepStrictEqual(response.toolCalls, [
+        { id: "a", name: "f", arguments: '{"x":1}' },
+        { id: "b", name: "g", arguments: '{"y":2}' }
+      ])
+    })
+  )
+
+  it.live("complete never asks for a stream, whatever the provider options say", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "plain" })
+      const model = yield* makeModel()
+      const response = yield* model.complete({ ...request, providerOptions: { openai: { stream: true } } })
+      assert.equal(response.text, "plain")
+      assert.isFalse("stream" in bodyOf(server.requests.length - 1))
+    })
+  )
+})

@@ -370,7 +370,8 @@ describe("OpenAiTestServer", () => {
 
   it("honours delayMs, firstChunkDelayMs and chunkDelayMs", async () => {
     server.enqueue(
-      { type: "text", text: "slow", delayMs: 150 },
+      // A generous delay: "fast" must overtake "slow" even on a loaded machine.
+      { type: "text", text: "slow", delayMs: 1_000 },
       { type: "text", text: "fast" },
       { type: "text", text: "a b c", firstChunkDelayMs: 60, chunkDelayMs: 20 }
     )

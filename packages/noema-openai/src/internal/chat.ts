@@ -113,7 +113,11 @@ export const toParams = (model: string, provider: string, request: ChatModel.Cha
   const named = provider === "openai" ? undefined : request.providerOptions?.[provider]
   if (own === undefined && named === undefined) return params
   // Provider options are free-form by design: the SDK's types cannot describe them.
-  return { ...params, ...own, ...named } as Params
+  const merged: { [key: string]: unknown } = { ...params, ...own, ...named }
+  // Whether to stream is decided by calling `complete` or `stream`, never by an option:
+  // a streamed body behind `complete` would be left unread.
+  delete merged.stream
+  return merged as unknown as Params
 }
 
 // ---------------------------------------------------------------------------
@@ -198,10 +202,22 @@ export class ChunkTranslator {
   private metadataSent = false
   private sawToolCalls = false
   private finished = false
+  /** For servers that omit `index`: the index of the call being streamed (a new id starts the next). */
+  private unindexedCall = -1
 
   /** True once the server sent a finish reason: a stream that ends before that was cut off. */
   get isFinished(): boolean {
     return this.finished
+  }
+
+  /**
+   * Numbers a call from a server that sends no `index`: a fragment with an id
+   * starts a new call, one without continues the current call. Calls listed
+   * side by side in one chunk are separate calls.
+   */
+  private indexOf(id: string | null | undefined, position: number): number {
+    if (typeof id === "string" || position > 0 || this.unindexedCall < 0) this.unindexedCall++
+    return this.unindexedCall
   }
 
   /** Throws `MalformedResponse` for a chunk of the wrong shape. */
@@ -236,7 +252,7 @@ export class ChunkTranslator {
           const name = call.function?.name
           out.push({
             type: "tool-call-delta",
-            index: call.index ?? position,
+            index: call.index ?? this.indexOf(call.id, position),
             ...(typeof call.id === "string" && { id: call.id }),
             ...(typeof name === "string" && name.length > 0 && { name }),
             argumentsDelta: call.function?.arguments ?? ""
