@@ -49,8 +49,16 @@ const startServer = (): Promise<Server> =>
       resolve({
         url,
         reset: () =>
-          new Promise((done) => {
-            child.once("message", () => done())
+          new Promise((done, fail) => {
+            // Bounded: a server process that died must fail the run, not stall it.
+            const timeout = setTimeout(
+              () => fail(new Error("the test server did not answer a reset within 10 s")),
+              10_000
+            )
+            child.once("message", () => {
+              clearTimeout(timeout)
+              done()
+            })
             child.send("reset")
           }),
         close: async () => {
@@ -169,7 +177,6 @@ const measure = async (
     { figure: "http.concurrent50.raw_per_s", operation: rawTurn, beforeSample: reset }
   ]
   const turnFigures = await latency(turns, options.latency)
-  // The table has no cell for the reference (src/Report.ts); it goes to stderr and results.json.
   const figure = (name: string) => turnFigures[name]?.toFixed(0) ?? "n/a"
   process.stderr.write(
     `  http.turn: raw SDK ${figure("http.turn.raw_us")} us, raw SDK + AbortSignal ` +

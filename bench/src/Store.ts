@@ -207,7 +207,6 @@ const commits = async (
       const stored = await Effect.runPromise(store.info(handle.id))
       check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
       check(raw.storedMessages() === rawIndex * 4, "every raw commit stored")
-      // The table has no cell for the reference yet (src/Report.ts); progress goes to stderr.
       process.stderr.write(
         `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
           `raw node:sqlite ${median(rawRates).toFixed(0)}/s (this disk's ceiling)\n`
