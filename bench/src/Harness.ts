@@ -78,24 +78,24 @@ const warm = async (contender: Contender, options: LatencyOptions): Promise<numb
   return Math.min(Math.max(1, size), options.maximumBatch ?? 100_000)
 }
 
-/** Median microseconds per operation of each contender, measured in interleaved rounds. */
-export const latency = async (
-  contenders: ReadonlyArray<Contender>,
-  options: LatencyOptions
+/**
+ * Samples every contender once per round, rotating who goes first so no
+ * "first in the round" effect favours one; stops after `rounds`, or once the
+ * time budget is spent (but never before `minimumRounds`). Median per figure.
+ */
+const rounds = async <C extends { readonly figure: string }>(
+  contenders: ReadonlyArray<C>,
+  options: { readonly rounds: number; readonly budgetMs: number; readonly minimumRounds?: number },
+  sample: (contender: C, index: number) => Promise<number>
 ): Promise<Record<string, number>> => {
-  const batches: Array<number> = []
-  for (const contender of contenders) batches.push(await warm(contender, options))
   const samples: Array<Array<number>> = contenders.map(() => [])
   const start = now()
   const minimumRounds = options.minimumRounds ?? 3
   for (let round = 0; round < options.rounds; round++) {
     if (round >= minimumRounds && now() - start > options.budgetMs) break
     for (let k = 0; k < contenders.length; k++) {
-      // Rotating the order keeps any "who goes first" effect from favouring one contender.
       const index = (round + k) % contenders.length
-      const contender = contenders[index] as Contender
-      await contender.beforeSample?.()
-      ;(samples[index] as Array<number>).push(await batch(contender, batches[index] as number))
+      ;(samples[index] as Array<number>).push(await sample(contenders[index] as C, index))
     }
   }
   const result: Record<string, number> = {}
@@ -103,6 +103,19 @@ export const latency = async (
     result[contender.figure] = median(samples[index] as Array<number>)
   })
   return result
+}
+
+/** Median microseconds per operation of each contender, measured in interleaved rounds. */
+export const latency = async (
+  contenders: ReadonlyArray<Contender>,
+  options: LatencyOptions
+): Promise<Record<string, number>> => {
+  const batches: Array<number> = []
+  for (const contender of contenders) batches.push(await warm(contender, options))
+  return rounds(contenders, options, async (contender, index) => {
+    await contender.beforeSample?.()
+    return batch(contender, batches[index] as number)
+  })
 }
 
 export interface ThroughputContender {
@@ -146,25 +159,10 @@ export const throughput = async (
     await contender.beforeSample?.()
     await saturate(contender.operation, options.concurrency, options.warmupTotal)
   }
-  const samples: Array<Array<number>> = contenders.map(() => [])
-  const start = now()
-  const minimumRounds = options.minimumRounds ?? 3
-  for (let round = 0; round < options.rounds; round++) {
-    if (round >= minimumRounds && now() - start > options.budgetMs) break
-    for (let k = 0; k < contenders.length; k++) {
-      const index = (round + k) % contenders.length
-      const contender = contenders[index] as ThroughputContender
-      await contender.beforeSample?.()
-      ;(samples[index] as Array<number>).push(
-        await saturate(contender.operation, options.concurrency, options.total)
-      )
-    }
-  }
-  const result: Record<string, number> = {}
-  contenders.forEach((contender, index) => {
-    result[contender.figure] = median(samples[index] as Array<number>)
+  return rounds(contenders, options, async (contender) => {
+    await contender.beforeSample?.()
+    return saturate(contender.operation, options.concurrency, options.total)
   })
-  return result
 }
 
 /** Heap in use after a full collection, in bytes (needs `node --expose-gc`). */

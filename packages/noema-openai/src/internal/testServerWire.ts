@@ -123,29 +123,22 @@ const chunkWriter = (meta: StreamMeta, model: string) => {
   const frame = (value: unknown) => `data: ${JSON.stringify(value)}\n\n`
   // Real streams repeat `usage: null` on every chunk once include_usage is on.
   const usageField = meta.includeUsage ? { usage: null } : {}
+  const header = {
+    id: meta.id,
+    object: "chat.completion.chunk",
+    created: meta.created,
+    model,
+    service_tier: "default",
+    system_fingerprint: FINGERPRINT
+  }
   return {
     delta: (delta: unknown, finishReason: string | null = null) =>
       frame({
-        id: meta.id,
-        object: "chat.completion.chunk",
-        created: meta.created,
-        model,
-        service_tier: "default",
-        system_fingerprint: FINGERPRINT,
+        ...header,
         choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
         ...usageField
       }),
-    usage: (usage: Usage) =>
-      frame({
-        id: meta.id,
-        object: "chat.completion.chunk",
-        created: meta.created,
-        model,
-        service_tier: "default",
-        system_fingerprint: FINGERPRINT,
-        choices: [],
-        usage: usageJson(usage)
-      })
+    usage: (usage: Usage) => frame({ ...header, choices: [], usage: usageJson(usage) })
   }
 }
 
