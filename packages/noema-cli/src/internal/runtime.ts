@@ -70,22 +70,13 @@ export const openStore = (paths: Paths): StoreRuntime => {
   return ManagedRuntime.make(SqliteStore.layer({ filename: paths.database }))
 }
 
-export class Interrupted extends Error {
-  override readonly name = "Interrupted"
-}
-
-/**
- * Runs `effect` on the runtime and returns its value; throws its failure, or
- * `Interrupted` when `signal` aborted it.
- */
+/** Runs `effect` on the runtime and returns its value, or throws its failure. */
 export const runOn = async <A, E>(
   runtime: StoreRuntime,
-  effect: Effect.Effect<A, E, SessionStore.SessionStore>,
-  signal?: AbortSignal
+  effect: Effect.Effect<A, E, SessionStore.SessionStore>
 ): Promise<A> => {
-  const exit = await runtime.runPromiseExit(effect, signal === undefined ? undefined : { signal })
+  const exit = await runtime.runPromiseExit(effect)
   if (Exit.isSuccess(exit)) return exit.value
-  if (Cause.hasInterruptsOnly(exit.cause)) throw new Interrupted("cancelled")
   throw Cause.squash(exit.cause)
 }
 
