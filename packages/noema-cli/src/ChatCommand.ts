@@ -14,9 +14,9 @@
  */
 import * as fs from "node:fs"
 import * as readline from "node:readline"
-import { type Agent, type ChatModel, Message } from "@noema/core"
+import type { Agent, ChatModel } from "@noema/core"
 import { Session } from "@noema/session"
-import { Cause, Effect, Exit, Stream } from "effect"
+import { Effect } from "effect"
 import type { Io } from "./Cli.js"
 import type { Command } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
@@ -25,6 +25,7 @@ import * as Help from "./internal/help.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Terminal from "./Terminal.js"
+import * as TurnRunner from "./TurnRunner.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
 export type Options = Extract<Command, { readonly type: "chat" }>
@@ -67,8 +68,8 @@ class Chat {
   #session: Session.Session | undefined
   /** Sessions this process created, to drop them again if they stay empty. */
   readonly #created = new Set<string>()
-  /** A system prompt chosen before the session exists (`--system`, `/system`). */
-  #pendingSystemPrompt: string | undefined
+  /** The system prompt a new session gets (`--system`, `/system` before the first turn, else the default). */
+  #pendingSystemPrompt: string
   #running: AbortController | undefined
   /** A turn failed (reported in the exit status when input is not a terminal). */
   #failed = false
@@ -88,7 +89,7 @@ class Chat {
     this.#model = model
     this.#paths = paths
     this.#runtime = runtime
-    this.#pendingSystemPrompt = options.system
+    this.#pendingSystemPrompt = options.system ?? Runtime.defaultSystemPrompt
     this.#style = Terminal.styleFor(io.stdout, io.env)
     this.#errorStyle = Terminal.styleFor(io.stderr, io.env)
     this.#interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
@@ -209,10 +210,9 @@ class Chat {
 
   async #currentSession(): Promise<Session.Session> {
     if (this.#session !== undefined) return this.#session
-    const systemPrompt = this.#pendingSystemPrompt
     const session = await Runtime.runOn(
       this.#runtime,
-      Session.create(systemPrompt === undefined ? {} : { systemPrompt })
+      Session.create({ systemPrompt: this.#pendingSystemPrompt })
     )
     this.#created.add(session.id)
     this.#session = session
@@ -256,6 +256,7 @@ class Chat {
     let session: Session.Session
     try {
       session = await this.#currentSession()
+      await Runtime.runOn(this.#runtime, Runtime.adoptDefaultSystemPrompt(session))
     } catch (error) {
       this.#failed = true
       this.#error(`error: ${CliError.describe(error)}`)
@@ -270,44 +271,50 @@ class Chat {
       indicator: this.#interactive && this.#style.enabled,
       sameScreen: true
     })
-    const input = Message.user(text)
-    const before = session.context().length
-    const events = session.turnStream(this.#agent, this.#model, input, Runtime.turnOptions(session))
     this.#running = controller
     this.#enterTurnMode()
-    renderer.start()
-    let exit: Exit.Exit<void, unknown>
+    let outcome: TurnRunner.Outcome
     try {
-      exit = await this.#runtime.runPromiseExit(
-        Stream.runForEach(events, (event) => Effect.sync(() => renderer.event(event))),
-        { signal: controller.signal }
+      outcome = await this.#runtime.runPromise(
+        TurnRunner.run({
+          session,
+          agent: this.#agent,
+          model: this.#model,
+          input: text,
+          renderer,
+          signal: controller.signal
+        })
       )
     } finally {
       this.#running = undefined
-      renderer.end()
       this.#leaveTurnMode()
     }
-    if (Exit.isSuccess(exit)) return
-    if (Cause.hasInterruptsOnly(exit.cause)) {
-      // A commit runs to its end even when Ctrl-C lands during it: what the session holds decides.
-      this.#note(
-        session.context().length > before
-          ? "(interrupted while saving; the turn was saved)"
-          : "(cancelled; nothing of this turn was saved)"
-      )
+    if (TurnRunner.isConflict(outcome)) {
+      this.#failed = true
+      this.#error("error: another noema changed this session meanwhile, so your message was not saved")
+      await Runtime.runOn(this.#runtime, session.reload()).catch(() => undefined)
+      this.#note("The session is reloaded with the other turns; send your message again.")
       return
     }
-    const error = Cause.squash(exit.cause)
-    this.#failed = true
-    this.#error(`error: ${CliError.describe(error, { baseUrl: this.#baseUrl() })}`)
-    if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
-    if (
-      typeof error === "object" &&
-      error !== null &&
-      (error as { _tag?: unknown })._tag === "SessionConflictError"
-    ) {
-      await Runtime.runOn(this.#runtime, session.reload()).catch(() => undefined)
-      this.#note("The session was changed by another noema; it is reloaded, send your message again.")
+    this.#report(outcome)
+  }
+
+  #report(outcome: TurnRunner.Outcome): void {
+    switch (outcome._tag) {
+      case "Committed":
+        if (outcome.cancelRequested) this.#note("(interrupted while saving; the turn was saved)")
+        return
+      case "Cancelled":
+        this.#note("(cancelled; nothing of this turn was saved)")
+        return
+      case "Failed":
+      case "Died": {
+        const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
+        this.#failed = true
+        this.#error(`error: ${CliError.describe(error, { baseUrl: this.#baseUrl() })}`)
+        if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
+        return
+      }
     }
   }
 
@@ -350,7 +357,7 @@ class Chat {
         await this.#dropIfEmpty(this.#session)
         const previous = this.#session
         this.#session = undefined
-        this.#pendingSystemPrompt = this.#options.system
+        this.#pendingSystemPrompt = this.#options.system ?? Runtime.defaultSystemPrompt
         this.#note(
           previous === undefined || previous.context().length === 0
             ? "New session."
@@ -430,19 +437,19 @@ class Chat {
   async #system(text: string): Promise<void> {
     const session = this.#session
     if (text === "") {
-      const custom = session?.systemPrompt ?? (session === undefined ? this.#pendingSystemPrompt : undefined)
+      const current = session === undefined ? this.#pendingSystemPrompt : session.systemPrompt
       this.#note(
-        custom === undefined
-          ? `System prompt (default): ${Runtime.defaultSystemPrompt}`
-          : `System prompt: ${custom}`
+        current === undefined
+          ? "This session has no system prompt of its own; the default is set at its next turn."
+          : `System prompt${current === Runtime.defaultSystemPrompt ? " (default)" : ""}: ${current}`
       )
       return
     }
-    const prompt = text === "default" ? undefined : text
+    const prompt = text === "default" ? Runtime.defaultSystemPrompt : text
     if (session === undefined) this.#pendingSystemPrompt = prompt
     else await Runtime.runOn(this.#runtime, session.setSystemPrompt(prompt))
     this.#note(
-      prompt === undefined ? "System prompt reset to the default." : "System prompt set for this session."
+      text === "default" ? "System prompt reset to the default." : "System prompt set for this session."
     )
   }
 
