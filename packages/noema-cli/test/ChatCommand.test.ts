@@ -330,9 +330,10 @@ describe("noema chat without a terminal", () => {
     })
     expect(result.code).toBe(0)
     const systemOf = (index: number) =>
-      (server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages
+      (server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> } | undefined)?.messages
         .filter((message) => message.role === "system")
         .map((message) => message.content)
+    expect(server.requests).toHaveLength(3)
     expect(systemOf(0)).toEqual([Runtime.defaultSystemPrompt])
     expect(systemOf(1)).toEqual(["Be brief."])
     expect(systemOf(2)).toEqual([Runtime.defaultSystemPrompt])

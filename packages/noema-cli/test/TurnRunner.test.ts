@@ -46,7 +46,14 @@ const holdingStore = Effect.gen(function* () {
           )
         : store.append(id, expected, messages)
   }
-  return { store: service, entered, hold: () => void (holding = true), release: () => released.openUnsafe() }
+  return {
+    store: service,
+    entered,
+    hold: () => {
+      holding = true
+    },
+    release: () => released.openUnsafe()
+  }
 })
 
 const inStore =
