@@ -11,7 +11,9 @@
  * Cancelling goes through an `AbortSignal` (Ctrl-C), handed to the session as
  * `TurnOptions.signal`: it stops the agent and its model request, but once the
  * answer is complete and being saved it no longer stops anything, so a Ctrl-C
- * during the commit yields `Committed` with `cancelRequested: true`.
+ * during the commit yields `Committed` with `cancelRequested: true`. Cancel
+ * through the signal, not by interrupting the runner's fiber: an interruption
+ * landing during the commit stores the turn too, but no outcome reaches anyone.
  */
 import type { Agent, ChatModel, Message } from "@noema/core"
 import { type Session, SessionStore } from "@noema/session"
