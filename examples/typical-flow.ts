@@ -32,7 +32,8 @@ const model = ScriptedChatModel.make({
   ]
 })
 
-const agent = ToolAgent.make({ system: "You add numbers with the add tool.", tools: [add] })
+// No `system` here: the session holds the system prompt (one home), and each turn sends it once.
+const agent = ToolAgent.make({ tools: [add] })
 
 /** Our own rule for this app: a turn must end with a non-empty answer. */
 const isValid = (pending: Iterable<Message.Message>) => {
@@ -61,7 +62,10 @@ const turn = (session: Session.Session, text: string) =>
 
 const directory = mkdtempSync(join(tmpdir(), "noema-example-"))
 const program = Effect.gen(function* () {
-  const session = yield* Session.create({ title: "typical flow" })
+  const session = yield* Session.create({
+    title: "typical flow",
+    systemPrompt: "You add numbers with the add tool."
+  })
   yield* turn(session, "What is 2 + 3?")
   yield* turn(session, "And now?")
   const reopened = yield* Session.open(session.id)

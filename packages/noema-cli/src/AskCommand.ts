@@ -8,9 +8,9 @@
  * session (a new one, or `--session ID`); a failure exits non-zero with one
  * line on stderr and saves nothing.
  */
-import { type Message, Message as Messages } from "@noema/core"
+import type { Message } from "@noema/core"
 import { Session } from "@noema/session"
-import { Cause, Effect, Exit, Stream } from "effect"
+import { Effect } from "effect"
 import type { Io } from "./Cli.js"
 import { type Command, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
@@ -18,6 +18,7 @@ import * as CliError from "./CliError.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Terminal from "./Terminal.js"
+import * as TurnRunner from "./TurnRunner.js"
 
 export type Options = Extract<Command, { readonly type: "ask" }>
 
@@ -67,13 +68,16 @@ export const run = async (options: Options, io: Io): Promise<number> => {
           )
         : await Runtime.runOn(
             runtime,
-            Session.create(options.system === undefined ? {} : { systemPrompt: options.system })
+            Session.create({ systemPrompt: options.system ?? Runtime.defaultSystemPrompt })
           )
-    if (options.session !== undefined && options.system !== undefined) {
-      await Runtime.runOn(runtime, session.setSystemPrompt(options.system))
+    if (options.session !== undefined) {
+      await Runtime.runOn(
+        runtime,
+        options.system !== undefined
+          ? session.setSystemPrompt(options.system)
+          : Runtime.adoptDefaultSystemPrompt(session)
+      )
     }
-    const before = session.context().length
-    const input = Messages.user(text)
     const renderer = new TurnRenderer({
       text: options.json ? { write: () => undefined } : io.stdout,
       tools: io.stderr,
@@ -82,40 +86,34 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       indicator: false,
       sameScreen: io.stdout.isTTY === true && io.stderr.isTTY === true
     })
-    const exit = await runtime.runPromiseExit(
-      Stream.runForEach(session.turnStream(agent, model, input, Runtime.turnOptions(session)), (event) =>
-        Effect.sync(() => renderer.event(event))
-      ),
-      { signal: controller.signal }
+    const outcome = await runtime.runPromise(
+      TurnRunner.run({ session, agent, model, input: text, renderer, signal: controller.signal })
     )
-    renderer.end()
-    // A commit runs to its end even when Ctrl-C lands during it: what the store holds decides.
-    const saved = session.context().length > before
-    if (Exit.isFailure(exit)) {
-      if (options.session === undefined && !saved) {
-        // A new session whose only turn failed holds nothing: do not leave it behind.
+    if (outcome._tag !== "Committed") {
+      if (options.session === undefined) {
+        // A new session whose only turn was not saved holds nothing: do not leave it behind.
         await Runtime.runOn(runtime, Runtime.deleteSession(session.id)).catch(() => undefined)
       }
-      if (Cause.hasInterruptsOnly(exit.cause)) {
-        io.stderr.write(
-          saved
-            ? "noema: interrupted while saving; the turn was saved\n"
-            : "noema: cancelled; nothing was saved\n"
-        )
+      if (outcome._tag === "Cancelled") {
+        io.stderr.write("noema: cancelled; nothing was saved\n")
         return 130
       }
-      const error = Cause.squash(exit.cause)
+      const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
       io.stderr.write(
-        `noema: ${CliError.describe(error, { baseUrl: config.kind === "openai" ? config.baseUrl : undefined })}\n`
+        `noema: ${CliError.describe(error, { baseUrl: config.kind === "openai" ? config.baseUrl : undefined })}${
+          TurnRunner.isConflict(outcome) ? " (the question was not saved)" : ""
+        }\n`
       )
       if (CliError.debugEnabled(io.env)) io.stderr.write(`${CliError.detail(error)}\n`)
       return 1
     }
+    if (outcome.cancelRequested) {
+      // Ctrl-C came while the finished turn was being saved: it is saved, and the exit says it was cancelled.
+      io.stderr.write("noema: interrupted while saving; the turn was saved\n")
+      return 130
+    }
     if (options.json) {
-      const output: JsonOutput = {
-        sessionId: session.id,
-        messages: session.context().toArray().slice(before)
-      }
+      const output: JsonOutput = { sessionId: session.id, messages: outcome.messages }
       io.stdout.write(`${JSON.stringify(output, null, 2)}\n`)
     }
     if (options.session === undefined && io.stderr.isTTY === true) {

@@ -1,48 +1,30 @@
 /**
  * ChatCommand: `noema chat`, the interactive chat.
  *
- * A read-eval-print loop over `node:readline` (line editing, arrow-key
- * history kept in `$NOEMA_HOME/history`). Each message is one session turn,
- * streamed through `Session.turnStream` and the tool agent's `executeStream`,
- * and saved in the SQLite store only when it completes. Ctrl-C during a turn
- * interrupts it: the HTTP request is aborted and the turn rolled back, so
- * nothing of it is saved. Ctrl-C or Ctrl-D on an empty line, or `/exit`, quit.
- *
- * While a turn runs the terminal is switched back to cooked mode and
- * readline paused: keys typed meanwhile wait in the terminal (and reach the
- * next prompt), and Ctrl-C arrives as a plain SIGINT whatever readline does.
+ * A read-eval-print loop: lines come from `ChatInput` (readline, history),
+ * slash commands run here, and each message is one session turn run by
+ * `TurnRunner`, which reports whether the session saved it. Ctrl-C during a
+ * turn cancels it: the HTTP request is aborted and nothing of the turn is
+ * saved (unless the answer was complete and already being saved; then the
+ * turn is saved and the chat says so). Ctrl-C or Ctrl-D on an empty line, or
+ * `/exit`, quit.
  */
-import * as fs from "node:fs"
-import * as readline from "node:readline"
-import { type Agent, type ChatModel, Message } from "@noema/core"
+import type { Agent, ChatModel } from "@noema/core"
 import { Session } from "@noema/session"
-import { Cause, Effect, Exit, Stream } from "effect"
+import { Effect } from "effect"
 import type { Io } from "./Cli.js"
 import type { Command } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
+import { ChatInput } from "./internal/ChatInput.js"
 import * as Help from "./internal/help.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Terminal from "./Terminal.js"
+import * as TurnRunner from "./TurnRunner.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
 export type Options = Extract<Command, { readonly type: "chat" }>
-
-const historyLimit = 1000
-
-const loadHistory = (file: string): Array<string> => {
-  try {
-    const lines = fs
-      .readFileSync(file, "utf8")
-      .split("\n")
-      .filter((line) => line.trim() !== "")
-    // readline wants the newest entry first.
-    return lines.slice(-historyLimit).reverse()
-  } catch {
-    return []
-  }
-}
 
 const firstSentence = (text: string): string => {
   const match = /^.*?[.!?](?=\s|$)/.exec(text)
@@ -55,24 +37,19 @@ class Chat {
   readonly #style: Terminal.Style
   readonly #errorStyle: Terminal.Style
   readonly #interactive: boolean
-  readonly #paths: CliConfig.Paths
   readonly #runtime: Runtime.StoreRuntime
   readonly #agent: Agent.Agent
-  readonly #rl: readline.Interface
-  readonly #lines: Array<string> = []
-  #waiting: ((line: string | undefined) => void) | undefined
-  #closed = false
+  readonly #input: ChatInput
   #config: CliConfig.ModelConfig
   #model: ChatModel.Service
   #session: Session.Session | undefined
   /** Sessions this process created, to drop them again if they stay empty. */
   readonly #created = new Set<string>()
-  /** A system prompt chosen before the session exists (`--system`, `/system`). */
-  #pendingSystemPrompt: string | undefined
+  /** The system prompt a new session gets (`--system`, `/system` before the first turn, else the default). */
+  #pendingSystemPrompt: string
   #running: AbortController | undefined
   /** A turn failed (reported in the exit status when input is not a terminal). */
   #failed = false
-  #lastHistoryLine: string | undefined
 
   constructor(
     io: Io,
@@ -86,87 +63,30 @@ class Chat {
     this.#options = options
     this.#config = config
     this.#model = model
-    this.#paths = paths
     this.#runtime = runtime
-    this.#pendingSystemPrompt = options.system
+    this.#pendingSystemPrompt = options.system ?? Runtime.defaultSystemPrompt
     this.#style = Terminal.styleFor(io.stdout, io.env)
     this.#errorStyle = Terminal.styleFor(io.stderr, io.env)
     this.#interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
     this.#agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
-    const history = this.#interactive ? loadHistory(paths.history) : []
-    this.#lastHistoryLine = history[0]
-    this.#rl = readline.createInterface({
-      input: io.stdin,
-      output: io.stdout,
-      terminal: this.#interactive,
-      history,
-      historySize: historyLimit,
-      removeHistoryDuplicates: true,
+    this.#input = new ChatInput({
+      stdin: io.stdin,
+      stdout: io.stdout,
+      interactive: this.#interactive,
+      historyFile: paths.history,
       prompt: this.#style.bold(this.#style.cyan("› "))
     })
-    this.#rl.on("line", (line) => this.#receive(line))
-    this.#rl.on("close", () => {
-      // Ctrl-D leaves the cursor after the prompt; the shell's prompt belongs on a line of its own.
-      if (this.#interactive && !this.#closed) this.#io.stdout.write("\n")
-      this.#closed = true
-      this.#deliver(undefined)
-    })
-    // At the prompt (raw mode) Ctrl-C reaches readline as a key.
-    this.#rl.on("SIGINT", () => this.#interruptAtPrompt())
     process.on("SIGINT", this.#onSignal)
   }
 
   // -------------------------------------------------------------------------
-  // Input
+  // Signals
   // -------------------------------------------------------------------------
-
-  #receive(line: string): void {
-    if (this.#waiting !== undefined) this.#deliver(line)
-    else this.#lines.push(line)
-  }
-
-  #deliver(line: string | undefined): void {
-    const waiting = this.#waiting
-    this.#waiting = undefined
-    waiting?.(line)
-  }
-
-  #nextLine(): Promise<string | undefined> {
-    const line = this.#lines.shift()
-    if (line !== undefined) return Promise.resolve(line)
-    if (this.#closed) return Promise.resolve(undefined)
-    if (this.#interactive) this.#rl.prompt()
-    return new Promise((resolve) => {
-      this.#waiting = resolve
-    })
-  }
-
-  #interruptAtPrompt(): void {
-    if (this.#rl.line.length > 0) {
-      // Like a shell: Ctrl-C abandons the line being typed, and only an empty line quits.
-      this.#io.stdout.write("^C\n")
-      this.#rl.write(null, { ctrl: true, name: "e" })
-      this.#rl.write(null, { ctrl: true, name: "u" })
-      this.#rl.prompt()
-      return
-    }
-    this.#rl.close()
-  }
 
   /** SIGINT proper: during a turn (cooked terminal, or input that is not a terminal). */
   readonly #onSignal = (): void => {
     if (this.#running !== undefined) this.#running.abort()
-    else this.#rl.close()
-  }
-
-  #remember(line: string): void {
-    if (!this.#interactive || line.trim() === "" || line === this.#lastHistoryLine) return
-    this.#lastHistoryLine = line
-    try {
-      fs.appendFileSync(this.#paths.history, `${line.replace(/\n/g, " ")}\n`, { mode: 0o600 })
-    } catch {
-      // History is a convenience; a read-only home must not break the chat.
-    }
+    else this.#input.close()
   }
 
   // -------------------------------------------------------------------------
@@ -209,10 +129,9 @@ class Chat {
 
   async #currentSession(): Promise<Session.Session> {
     if (this.#session !== undefined) return this.#session
-    const systemPrompt = this.#pendingSystemPrompt
     const session = await Runtime.runOn(
       this.#runtime,
-      Session.create(systemPrompt === undefined ? {} : { systemPrompt })
+      Session.create({ systemPrompt: this.#pendingSystemPrompt })
     )
     this.#created.add(session.id)
     this.#session = session
@@ -256,6 +175,7 @@ class Chat {
     let session: Session.Session
     try {
       session = await this.#currentSession()
+      await Runtime.runOn(this.#runtime, Runtime.adoptDefaultSystemPrompt(session))
     } catch (error) {
       this.#failed = true
       this.#error(`error: ${CliError.describe(error)}`)
@@ -270,63 +190,55 @@ class Chat {
       indicator: this.#interactive && this.#style.enabled,
       sameScreen: true
     })
-    const input = Message.user(text)
-    const before = session.context().length
-    const events = session.turnStream(this.#agent, this.#model, input, Runtime.turnOptions(session))
     this.#running = controller
-    this.#enterTurnMode()
-    renderer.start()
-    let exit: Exit.Exit<void, unknown>
+    this.#input.pauseForTurn()
+    let outcome: TurnRunner.Outcome
     try {
-      exit = await this.#runtime.runPromiseExit(
-        Stream.runForEach(events, (event) => Effect.sync(() => renderer.event(event))),
-        { signal: controller.signal }
+      outcome = await this.#runtime.runPromise(
+        TurnRunner.run({
+          session,
+          agent: this.#agent,
+          model: this.#model,
+          input: text,
+          renderer,
+          signal: controller.signal
+        })
       )
     } finally {
       this.#running = undefined
-      renderer.end()
-      this.#leaveTurnMode()
+      this.#input.resumeAfterTurn()
     }
-    if (Exit.isSuccess(exit)) return
-    if (Cause.hasInterruptsOnly(exit.cause)) {
-      // A commit runs to its end even when Ctrl-C lands during it: what the session holds decides.
-      this.#note(
-        session.context().length > before
-          ? "(interrupted while saving; the turn was saved)"
-          : "(cancelled; nothing of this turn was saved)"
-      )
+    if (TurnRunner.isConflict(outcome)) {
+      this.#failed = true
+      this.#error("error: another noema changed this session meanwhile, so your message was not saved")
+      await Runtime.runOn(this.#runtime, session.reload()).catch(() => undefined)
+      this.#note("The session is reloaded with the other turns; send your message again.")
       return
     }
-    const error = Cause.squash(exit.cause)
-    this.#failed = true
-    this.#error(`error: ${CliError.describe(error, { baseUrl: this.#baseUrl() })}`)
-    if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
-    if (
-      typeof error === "object" &&
-      error !== null &&
-      (error as { _tag?: unknown })._tag === "SessionConflictError"
-    ) {
-      await Runtime.runOn(this.#runtime, session.reload()).catch(() => undefined)
-      this.#note("The session was changed by another noema; it is reloaded, send your message again.")
+    this.#report(outcome)
+  }
+
+  #report(outcome: TurnRunner.Outcome): void {
+    switch (outcome._tag) {
+      case "Committed":
+        if (outcome.cancelRequested) this.#note("(interrupted while saving; the turn was saved)")
+        return
+      case "Cancelled":
+        this.#note("(cancelled; nothing of this turn was saved)")
+        return
+      case "Failed":
+      case "Died": {
+        const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
+        this.#failed = true
+        this.#error(`error: ${CliError.describe(error, { baseUrl: this.#baseUrl() })}`)
+        if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
+        return
+      }
     }
   }
 
   #baseUrl(): string | undefined {
     return this.#config.kind === "openai" ? this.#config.baseUrl : undefined
-  }
-
-  #enterTurnMode(): void {
-    if (!this.#interactive) return
-    this.#rl.pause()
-    const stdin = this.#io.stdin
-    if (stdin.isTTY === true) stdin.setRawMode(false)
-  }
-
-  #leaveTurnMode(): void {
-    if (!this.#interactive || this.#closed) return
-    const stdin = this.#io.stdin
-    if (stdin.isTTY === true) stdin.setRawMode(true)
-    this.#rl.resume()
   }
 
   // -------------------------------------------------------------------------
@@ -350,7 +262,7 @@ class Chat {
         await this.#dropIfEmpty(this.#session)
         const previous = this.#session
         this.#session = undefined
-        this.#pendingSystemPrompt = this.#options.system
+        this.#pendingSystemPrompt = this.#options.system ?? Runtime.defaultSystemPrompt
         this.#note(
           previous === undefined || previous.context().length === 0
             ? "New session."
@@ -430,19 +342,19 @@ class Chat {
   async #system(text: string): Promise<void> {
     const session = this.#session
     if (text === "") {
-      const custom = session?.systemPrompt ?? (session === undefined ? this.#pendingSystemPrompt : undefined)
+      const current = session === undefined ? this.#pendingSystemPrompt : session.systemPrompt
       this.#note(
-        custom === undefined
-          ? `System prompt (default): ${Runtime.defaultSystemPrompt}`
-          : `System prompt: ${custom}`
+        current === undefined
+          ? "This session has no system prompt of its own; the default is set at its next turn."
+          : `System prompt${current === Runtime.defaultSystemPrompt ? " (default)" : ""}: ${current}`
       )
       return
     }
-    const prompt = text === "default" ? undefined : text
+    const prompt = text === "default" ? Runtime.defaultSystemPrompt : text
     if (session === undefined) this.#pendingSystemPrompt = prompt
     else await Runtime.runOn(this.#runtime, session.setSystemPrompt(prompt))
     this.#note(
-      prompt === undefined ? "System prompt reset to the default." : "System prompt set for this session."
+      text === "default" ? "System prompt reset to the default." : "System prompt set for this session."
     )
   }
 
@@ -455,9 +367,9 @@ class Chat {
     // A person saw every error as it happened; a script only sees the exit status.
     const status = () => (this.#failed && !this.#interactive ? 1 : 0)
     for (;;) {
-      const line = await this.#nextLine()
+      const line = await this.#input.nextLine()
       if (line === undefined) return status()
-      this.#remember(line)
+      this.#input.remember(line)
       const text = line.trim()
       if (text === "") continue
       if (text.startsWith("/") && !text.startsWith("//")) {
@@ -476,8 +388,7 @@ class Chat {
 
   async close(): Promise<void> {
     process.off("SIGINT", this.#onSignal)
-    this.#closed = true
-    this.#rl.close()
+    this.#input.dispose()
     await this.#dropIfEmpty(this.#session)
     await this.#runtime.dispose()
   }

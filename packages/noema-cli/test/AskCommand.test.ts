@@ -3,9 +3,14 @@
  * OpenAI's wire format.
  */
 import * as http from "node:http"
+import { Message } from "@noema/core"
 import { OpenAiTestServer } from "@noema/openai/testing"
+import { Session } from "@noema/session"
+import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import * as Runtime from "../src/internal/runtime.js"
 import { makeHome, removeHome, runCli } from "./support/cli.js"
+import { commitElsewhere, proxyAfter, withStore } from "./support/store.js"
 
 let server: OpenAiTestServer.TestServer
 let home: string
@@ -240,5 +245,88 @@ describe("noema ask with the offline model", () => {
     expect(result.code).toBe(0)
     expect(result.stdout).toBe("6 * 7 = 42\n")
     expect(result.stderr).toContain("⚙ calculator(6 * 7) → 42")
+  })
+})
+
+describe("noema ask: the system prompt and the outcome of a turn", () => {
+  const systemMessages = (index: number) =>
+    messagesOf(index)
+      .filter((message) => message.role === "system")
+      .map((message) => message.content)
+
+  it("sends exactly one system message, the CLI default, and keeps it as the session's own", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "Hello." })
+    const result = await ask(["--json", "--no-tools", "hi"])
+    expect(result.code).toBe(0)
+    expect(systemMessages(0)).toEqual([Runtime.defaultSystemPrompt])
+    const { sessionId } = JSON.parse(result.stdout) as { sessionId: string }
+    const session = await withStore(home, Session.open(sessionId))
+    expect(session.systemPrompt).toBe(Runtime.defaultSystemPrompt)
+    expect(
+      session
+        .context()
+        .toArray()
+        .map((message) => message.role)
+    ).toEqual(["user", "assistant"])
+  })
+
+  it("sends exactly one system message with --system: that one", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "Ok." })
+    expect((await ask(["--system", "Be brief.", "hi"])).code).toBe(0)
+    expect(systemMessages(0)).toEqual(["Be brief."])
+  })
+
+  it("gives a session without a prompt of its own (as noema 0.1 made them) the default, once", async () => {
+    setup()
+    const id = await withStore(
+      home,
+      Effect.gen(function* () {
+        const session = yield* Session.create()
+        const transaction = session.begin()
+        transaction.extend([Message.user("earlier"), Message.assistant("before")])
+        yield* session.commit(transaction)
+        return session.id
+      })
+    )
+    server.enqueue({ type: "text", text: "One." }, { type: "text", text: "Two." })
+    expect((await ask(["--session", id, "now"])).code).toBe(0)
+    expect((await ask(["--session", id, "again"])).code).toBe(0)
+    expect(systemMessages(0)).toEqual([Runtime.defaultSystemPrompt])
+    expect(systemMessages(1)).toEqual([Runtime.defaultSystemPrompt])
+    expect((await withStore(home, Session.open(id))).systemPrompt).toBe(Runtime.defaultSystemPrompt)
+  })
+
+  it("reports a turn another noema overtook as not saved, exits 1, and stores nothing of it", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "First answer." })
+    const first = await ask(["--json", "first"])
+    const { sessionId } = JSON.parse(first.stdout) as { sessionId: string }
+    const proxy = await proxyAfter(server.url, () =>
+      commitElsewhere(home, sessionId, [Message.user("elsewhere"), Message.assistant("theirs")])
+    )
+    try {
+      server.enqueue({ type: "text", text: "Mine." })
+      const result = await runCli(
+        ["ask", "--base-url", proxy.url, "--api-key", "test", "--session", sessionId, "mine"],
+        {
+          env: { NOEMA_HOME: home }
+        }
+      )
+      expect(result.code).toBe(1)
+      const lines = result.stderr.trim().split("\n")
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatch(/^noema: .*changed by someone else.*\(the question was not saved\)$/)
+    } finally {
+      await proxy.close()
+    }
+    const stored = await withStore(home, Session.open(sessionId))
+    expect(
+      stored
+        .context()
+        .toArray()
+        .map((message) => message.content)
+    ).toEqual(["first", "First answer.", "elsewhere", "theirs"])
   })
 })

@@ -5,10 +5,12 @@
  * package, so "nothing of a cancelled turn is saved" is checked in the database.
  */
 import * as path from "node:path"
+import { Message } from "@noema/core"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { SqliteStore } from "@noema/session"
 import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import * as Runtime from "../src/internal/runtime.js"
 import {
   makeHome,
   plainText,
@@ -17,6 +19,7 @@ import {
   startTerminal,
   type TerminalSession
 } from "./support/cli.js"
+import { commitElsewhere, proxyAfter } from "./support/store.js"
 
 let server: OpenAiTestServer.TestServer
 let home: string
@@ -271,5 +274,71 @@ describe("noema chat without a terminal", () => {
     expect(result.code).toBe(1)
     expect(result.stdout).toBe("Hi.\n")
     expect(result.stderr).toMatch(/^error: openai rejected the credentials .*401.*\n$/)
+  })
+
+  it("reports a turn another noema overtook as not saved, reloads the session, and the next turn sees both", async () => {
+    server.enqueue({ type: "text", text: "First answer." })
+    const first = await runCli(["ask", "--base-url", server.url, "--api-key", "test", "--json", "first"], {
+      env: { NOEMA_HOME: home }
+    })
+    const { sessionId } = JSON.parse(first.stdout) as { sessionId: string }
+    const proxy = await proxyAfter(server.url, () =>
+      commitElsewhere(home, sessionId, [Message.user("elsewhere"), Message.assistant("theirs")])
+    )
+    try {
+      server.enqueue({ type: "text", text: "Lost." }, { type: "text", text: "Seen both." })
+      const result = await runCli(
+        ["chat", "--base-url", proxy.url, "--api-key", "test", "--session", sessionId],
+        {
+          env: { NOEMA_HOME: home },
+          stdin: "mine\nmine again\n"
+        }
+      )
+      expect(result.code).toBe(1)
+      expect(result.stderr).toBe(
+        "error: another noema changed this session meanwhile, so your message was not saved\n"
+      )
+      expect(result.stdout).toContain(
+        "The session is reloaded with the other turns; send your message again."
+      )
+    } finally {
+      await proxy.close()
+    }
+    expect(messagesOf(2)).toEqual([
+      ["user", "first"],
+      ["assistant", "First answer."],
+      ["user", "elsewhere"],
+      ["assistant", "theirs"],
+      ["user", "mine again"]
+    ])
+    const sessions = await stored()
+    expect(sessions[0]?.messages.map((message) => message.content)).toEqual([
+      "first",
+      "First answer.",
+      "elsewhere",
+      "theirs",
+      "mine again",
+      "Seen both."
+    ])
+  })
+
+  it("sends exactly one system message each turn: the session's, which /system changes", async () => {
+    server.enqueue({ type: "text", text: "a" }, { type: "text", text: "b" }, { type: "text", text: "c" })
+    const result = await runCli(["chat", "--base-url", server.url, "--api-key", "test", "--no-tools"], {
+      env: { NOEMA_HOME: home },
+      stdin: "one\n/system Be brief.\ntwo\n/system default\nthree\n"
+    })
+    expect(result.code).toBe(0)
+    const systemOf = (index: number) =>
+      (server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> } | undefined)?.messages
+        .filter((message) => message.role === "system")
+        .map((message) => message.content)
+    expect(server.requests).toHaveLength(3)
+    expect(systemOf(0)).toEqual([Runtime.defaultSystemPrompt])
+    expect(systemOf(1)).toEqual(["Be brief."])
+    expect(systemOf(2)).toEqual([Runtime.defaultSystemPrompt])
+    const sessions = await stored()
+    expect(sessions[0]?.info.metadata.systemPrompt).toBe(Runtime.defaultSystemPrompt)
+    expect(sessions[0]?.messages.every((message) => message.role !== "system")).toBe(true)
   })
 })

@@ -8,6 +8,11 @@
  * fails, is interrupted, or whose stream is abandoned leaves no trace. If
  * another handle committed to the same session first, the commit fails with
  * `SessionConflictError` instead of appending to a history the agent never saw.
+ *
+ * The session is the one home of its system prompt (kept in its metadata): every
+ * turn puts it ahead of the history, and nothing else adds one. `turnStream`
+ * says how a turn ended with its last event, `committed`, carrying what was
+ * stored; a commit that fails ends the stream with its typed error.
  */
 import { type Agent, type ChatModel, ConversationContext, Message, Transaction } from "@noema/core"
 import { Clock, Effect, Stream } from "effect"
@@ -37,6 +42,16 @@ export type CommitError =
 
 export type TurnError = Agent.AgentError | CommitError
 
+/** The last event of a turn that was stored: exactly the messages the store now holds for it. */
+export interface Committed {
+  readonly type: "committed"
+  /** The turn's messages as stored: the input, then the agent's output, each with `id` and `createdAt`. */
+  readonly messages: ReadonlyArray<Message.Message>
+}
+
+/** What `turnStream` emits: the agent's events, then `committed` once the turn is stored. */
+export type TurnEvent = Agent.AgentEvent | Committed
+
 export interface CreateOptions extends StoreCreateOptions {
   /** Kept in the session's metadata and put ahead of the history in every turn. */
   readonly systemPrompt?: string
@@ -48,15 +63,25 @@ export interface CreateOptions extends StoreCreateOptions {
 }
 
 export interface TurnOptions {
-  /** Used instead of the session's system prompt for this turn only. */
-  readonly systemPrompt?: string
   /**
    * Shapes what the agent sees, e.g. `(context) => context.window(200)` for a
    * long history. It receives system prompt + history + pending; keep it a view.
+   * (There is no per-turn system prompt: the session's own is the one a turn
+   * uses; change it with `setSystemPrompt`.)
    */
   readonly prepareContext?: (
     context: ConversationContext.ConversationContext
   ) => ConversationContext.ConversationContext
+  /**
+   * Cancels the turn while the agent runs: aborting it stops the agent (and its
+   * model request) and the turn is rolled back, as if it had been interrupted.
+   * Once the agent has finished the turn is being stored and aborting no longer
+   * stops it: the commit runs to its end and the turn still reports it
+   * (`turnStream`'s `committed` event, `turn`'s result). This is how a caller
+   * cancels without the race that interrupting during the commit has: an
+   * interrupted commit completes too, but its result never reaches the caller.
+   */
+  readonly signal?: AbortSignal
 }
 
 export interface Session {
@@ -92,16 +117,19 @@ export interface Session {
     options?: TurnOptions
   ): Effect.Effect<ReadonlyArray<Message.Message>, TurnError, R>
   /**
-   * `turn`, streaming the agent's events. The turn is committed when the
-   * stream completes (a commit failure ends the stream with that error);
-   * interrupting or abandoning the stream rolls it back.
+   * `turn`, streaming the agent's events. When the agent is done the turn is
+   * committed and the stream ends with a `committed` event holding the stored
+   * messages; a commit that fails ends the stream with its `CommitError`
+   * instead (e.g. `SessionConflictError`). Interrupting or abandoning the
+   * stream before the commit rolls the turn back; an interruption landing
+   * during the commit does not stop it (see `TurnOptions.signal`).
    */
   turnStream<R>(
     agent: Agent.Agent<R>,
     model: ChatModel.Service,
     input: string | Message.Message,
     options?: TurnOptions
-  ): Stream.Stream<Agent.AgentEvent, TurnError, R>
+  ): Stream.Stream<TurnEvent, TurnError, R>
   setTitle(title: string): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError>
   /** Sets (or with `undefined` removes) the session's system prompt. */
   setSystemPrompt(prompt: string | undefined): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError>
@@ -168,6 +196,15 @@ export const openOrCreate = (
 const toInput = (input: string | Message.Message): Message.Message =>
   typeof input === "string" ? Message.user(input) : input
 
+/** Completes by interrupting once `signal` aborts (at once if it already has). */
+const abortion = (signal: AbortSignal): Effect.Effect<never> =>
+  Effect.callback<never>((resume) => {
+    const onAbort = () => resume(Effect.interrupt)
+    if (signal.aborted) onAbort()
+    else signal.addEventListener("abort", onAbort, { once: true })
+    return Effect.sync(() => signal.removeEventListener("abort", onAbort))
+  })
+
 const systemPromptOf = (info: SessionInfo): string | undefined => {
   const value = info.metadata[systemPromptKey]
   return typeof value === "string" ? value : undefined
@@ -187,7 +224,7 @@ export const make = (
 
   const transactionContext = (transaction: Transaction.Transaction, options?: TurnOptions) => {
     const composed = ConversationContext.compose({
-      system: options?.systemPrompt ?? systemPromptOf(info),
+      system: systemPromptOf(info),
       history,
       pending: transaction.pending
     })
@@ -296,7 +333,9 @@ export const make = (
       Effect.suspend(() => {
         const transaction = begin()
         transaction.add(toInput(input))
-        return agent.execute(transactionContext(transaction, options), model).pipe(
+        const execute = agent.execute(transactionContext(transaction, options), model)
+        const signal = options?.signal
+        return (signal === undefined ? execute : Effect.raceFirst(execute, abortion(signal))).pipe(
           Effect.flatMap((produced) => {
             transaction.extend(produced)
             return commit(transaction)
@@ -313,19 +352,26 @@ export const make = (
         // `turn`: the agent's context is committed + pending, and an agent that reads
         // its context between steps must not meet its own output there as well.
         const produced: Array<Message.Message> = []
-        const events = agent
+        const agentEvents = agent
           .executeStream(transactionContext(transaction, options), model)
           .pipe(
             Stream.tap((event) =>
               event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
             )
           )
+        // The signal cancels the agent only: once the commit begins, the turn is finished and reported.
+        const signal = options?.signal
+        const events =
+          signal === undefined ? agentEvents : Stream.interruptWhen(agentEvents, abortion(signal))
         const commitProduced = Effect.suspend(() => {
           transaction.extend(produced)
           return commit(transaction)
         })
         // The commit is the stream's last step: a consumer that stops early never reaches it.
-        return Stream.concat(events, Stream.fromEffectDrain(commitProduced)).pipe(
+        const committedEvent = Stream.fromEffect(
+          Effect.map(commitProduced, (messages): TurnEvent => ({ type: "committed", messages }))
+        )
+        return Stream.concat(events, committedEvent).pipe(
           Stream.onExit(() => Effect.sync(() => finish(transaction)))
         )
       }),

@@ -569,7 +569,6 @@ const sessionCases: ReadonlyArray<Case> = [
         ])
         const windowed = ScriptedChatModel.make({ replies: ["Third"] })
         yield* session.turn(replyAgent, windowed, "Last", {
-          systemPrompt: "Just this once.",
           prepareContext: (context) => context.window(2)
         })
         assert.deepEqual(contents(windowed.requests[0]?.messages ?? []), [
@@ -627,15 +626,21 @@ const sessionCases: ReadonlyArray<Case> = [
           session
             .turnStream(replyAgent, model, "Stream please")
             .pipe(
-              Stream.tap(() =>
-                Effect.map(store.info(session.id), (info) => void countsDuringStream.push(info.messageCount))
+              Stream.tap((event) =>
+                event.type === "committed"
+                  ? Effect.void
+                  : Effect.map(
+                      store.info(session.id),
+                      (info) => void countsDuringStream.push(info.messageCount)
+                    )
               )
             )
         )
         const deltas = events.flatMap((event) => (event.type === "text-delta" ? [event.delta] : []))
         assert.ok(deltas.length > 1, "text arrives in several deltas")
         assert.equal(deltas.join(""), "Streaming is fun to watch")
-        assert.equal(events.at(-1)?.type, "message")
+        assert.equal(events.at(-2)?.type, "message")
+        assert.equal(events.at(-1)?.type, "committed")
         assert.ok(
           countsDuringStream.every((count) => count === 0),
           "nothing is stored while the stream runs"
@@ -722,7 +727,7 @@ const sessionCases: ReadonlyArray<Case> = [
           ]
         })
         const session = yield* Session.create()
-        const seen: Array<Agent.AgentEvent> = []
+        const seen: Array<Session.TurnEvent> = []
         const error = yield* Effect.flip(
           Stream.runForEach(session.turnStream(replyAgent, model, "Go"), (event) =>
             Effect.sync(() => void seen.push(event))

@@ -49,14 +49,18 @@ export const makeAgent = (options: { readonly tools: boolean; readonly cwd: stri
     tools: options.tools ? BuiltinTools.make({ root: options.cwd }) : []
   })
 
-/** The system prompt of a turn: the session's own, else the default. */
-export const systemPromptOf = (session: Session.Session | undefined): string =>
-  session?.systemPrompt ?? defaultSystemPrompt
-
-/** The options of a turn on `session`: its own system prompt, else the default. */
-export const turnOptions = (session: Session.Session): Session.TurnOptions => ({
-  systemPrompt: systemPromptOf(session)
-})
+/**
+ * The session is the one home of the system prompt; the CLI's default becomes a
+ * session's own prompt when the CLI creates it, and, for a session that has none
+ * (one noema 0.1 made, which relied on the default being added to every turn),
+ * before the CLI runs a turn on it.
+ */
+export const adoptDefaultSystemPrompt = (
+  session: Session.Session
+): Effect.Effect<void, SessionStore.SessionNotFoundError | SessionStore.StoreError> =>
+  session.systemPrompt !== undefined || session.context().at(0)?.role === "system"
+    ? Effect.void
+    : Effect.asVoid(session.setSystemPrompt(defaultSystemPrompt))
 
 // ---------------------------------------------------------------------------
 // Store

@@ -1,0 +1,143 @@
+/**
+ * ChatInput: the lines a person types into `noema chat`.
+ *
+ * `node:readline` with line editing and arrow-key history (kept in
+ * `$NOEMA_HOME/history`) on a terminal, plain lines otherwise. Lines typed
+ * while a turn runs wait their turn. Ctrl-C at the prompt clears the line
+ * being typed, or, on an empty line, ends the input (as Ctrl-D does).
+ *
+ * While a turn runs (`pauseForTurn` .. `resumeAfterTurn`) the terminal is back
+ * in cooked mode and readline paused: keys typed meanwhile wait in the
+ * terminal (and reach the next prompt), and Ctrl-C arrives as a plain SIGINT
+ * whatever readline does.
+ */
+import * as fs from "node:fs"
+import * as readline from "node:readline"
+
+const historyLimit = 1000
+
+const loadHistory = (file: string): Array<string> => {
+  try {
+    const lines = fs
+      .readFileSync(file, "utf8")
+      .split("\n")
+      .filter((line) => line.trim() !== "")
+    // readline wants the newest entry first.
+    return lines.slice(-historyLimit).reverse()
+  } catch {
+    return []
+  }
+}
+
+export interface Options {
+  readonly stdin: NodeJS.ReadStream
+  readonly stdout: NodeJS.WriteStream
+  /** Both ends are terminals: prompt, line editing, history. */
+  readonly interactive: boolean
+  /** The history file. */
+  readonly historyFile: string
+  readonly prompt: string
+}
+
+export class ChatInput {
+  readonly #options: Options
+  readonly #rl: readline.Interface
+  readonly #lines: Array<string> = []
+  #waiting: ((line: string | undefined) => void) | undefined
+  #closed = false
+  #lastHistoryLine: string | undefined
+
+  constructor(options: Options) {
+    this.#options = options
+    const history = options.interactive ? loadHistory(options.historyFile) : []
+    this.#lastHistoryLine = history[0]
+    this.#rl = readline.createInterface({
+      input: options.stdin,
+      output: options.stdout,
+      terminal: options.interactive,
+      history,
+      historySize: historyLimit,
+      removeHistoryDuplicates: true,
+      prompt: options.prompt
+    })
+    this.#rl.on("line", (line) => this.#receive(line))
+    this.#rl.on("close", () => {
+      // Ctrl-D leaves the cursor after the prompt; the shell's prompt belongs on a line of its own.
+      if (options.interactive && !this.#closed) options.stdout.write("\n")
+      this.#closed = true
+      this.#deliver(undefined)
+    })
+    // At the prompt (raw mode) Ctrl-C reaches readline as a key.
+    this.#rl.on("SIGINT", () => this.#interruptAtPrompt())
+  }
+
+  /** The next line (prompting for it on a terminal), or `undefined` once the input ended. */
+  nextLine(): Promise<string | undefined> {
+    const line = this.#lines.shift()
+    if (line !== undefined) return Promise.resolve(line)
+    if (this.#closed) return Promise.resolve(undefined)
+    if (this.#options.interactive) this.#rl.prompt()
+    return new Promise((resolve) => {
+      this.#waiting = resolve
+    })
+  }
+
+  /** Keeps `line` in the history file (terminals only; consecutive repeats once). */
+  remember(line: string): void {
+    if (!this.#options.interactive || line.trim() === "" || line === this.#lastHistoryLine) return
+    this.#lastHistoryLine = line
+    try {
+      fs.appendFileSync(this.#options.historyFile, `${line.replace(/\n/g, " ")}\n`, { mode: 0o600 })
+    } catch {
+      // History is a convenience; a read-only home must not break the chat.
+    }
+  }
+
+  pauseForTurn(): void {
+    if (!this.#options.interactive) return
+    this.#rl.pause()
+    const stdin = this.#options.stdin
+    if (stdin.isTTY === true) stdin.setRawMode(false)
+  }
+
+  resumeAfterTurn(): void {
+    if (!this.#options.interactive || this.#closed) return
+    const stdin = this.#options.stdin
+    if (stdin.isTTY === true) stdin.setRawMode(true)
+    this.#rl.resume()
+  }
+
+  /** Ends the input: a pending `nextLine` resolves to `undefined`. */
+  close(): void {
+    this.#rl.close()
+  }
+
+  /** Ends the input without the newline a Ctrl-D at the prompt gets. */
+  dispose(): void {
+    this.#closed = true
+    this.#rl.close()
+  }
+
+  #receive(line: string): void {
+    if (this.#waiting !== undefined) this.#deliver(line)
+    else this.#lines.push(line)
+  }
+
+  #deliver(line: string | undefined): void {
+    const waiting = this.#waiting
+    this.#waiting = undefined
+    waiting?.(line)
+  }
+
+  #interruptAtPrompt(): void {
+    if (this.#rl.line.length > 0) {
+      // Like a shell: Ctrl-C abandons the line being typed, and only an empty line quits.
+      this.#options.stdout.write("^C\n")
+      this.#rl.write(null, { ctrl: true, name: "e" })
+      this.#rl.write(null, { ctrl: true, name: "u" })
+      this.#rl.prompt()
+      return
+    }
+    this.#rl.close()
+  }
+}
