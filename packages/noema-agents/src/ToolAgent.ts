@@ -158,6 +158,8 @@ interface Loop<R> {
   readonly prepareStep: PrepareStep | undefined
   readonly steering: Steering | undefined
   readonly annotate: Turn.Annotate | undefined
+  /** Whether a hook reads the steps (otherwise they are only counted). */
+  readonly recordSteps: boolean
 }
 
 /** What comes after a step: `undefined` ends the run; an array continues it, after injecting those messages. */
@@ -178,6 +180,8 @@ class Run<R> {
   /** Everything produced so far, in order; the model's view reads through it. */
   readonly produced: Array<Message.Message> = []
   readonly steps: Array<Step> = []
+  /** Model calls completed (`steps.length` when steps are recorded). */
+  count = 0
   readonly messages: ConversationContext.ConversationContext
   readonly base: Prepared<R>
 
@@ -207,7 +211,7 @@ class Run<R> {
     if (prepareStep === undefined) return Effect.succeed(this.base)
     return Effect.suspend(() => {
       const overrides = prepareStep({
-        step: this.steps.length + 1,
+        step: this.count + 1,
         steps: this.steps,
         request: this.base.request,
         messages: this.messages
@@ -278,21 +282,23 @@ class Run<R> {
   ): Effect.Effect<Next, Agent.AgentError> {
     const { loop, produced, steps } = this
     for (let i = 0; i < results.length; i++) produced.push(results[i] as Message.ToolMessage)
-    const step: Step = {
-      number: steps.length + 1,
-      assistant: outcome.message,
-      toolResults: results,
-      finishReason: outcome.finishReason,
-      usage: outcome.usage
+    const number = ++this.count
+    if (loop.recordSteps) {
+      steps.push({
+        number,
+        assistant: outcome.message,
+        toolResults: results,
+        finishReason: outcome.finishReason,
+        usage: outcome.usage
+      })
     }
-    steps.push(step)
     const stopWhen = loop.stopWhen
     if (stopWhen.length > 0) {
-      const input: StopConditionInput = { step: step.number, steps }
+      const input: StopConditionInput = { step: number, steps }
       for (let i = 0; i < stopWhen.length; i++) if ((stopWhen[i] as StopCondition)(input)) return end
     }
     const ranTools = results.length > 0
-    if (step.number >= loop.maxSteps) {
+    if (number >= loop.maxSteps) {
       // The last step's calls were answered, so the produced history answers every call it makes.
       return ranTools
         ? Effect.fail(
@@ -360,6 +366,7 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
     stopWhen: stopWhen === undefined ? [] : typeof stopWhen === "function" ? [stopWhen] : stopWhen,
     prepareStep: options.prepareStep,
     steering: options.steering,
+    recordSteps: stopWhen !== undefined || options.prepareStep !== undefined,
     annotate: annotations.size === 0 ? undefined : (toolName) => annotations.get(toolName)
   }
   const { concurrency } = loop
