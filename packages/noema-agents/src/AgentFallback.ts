@@ -26,15 +26,6 @@ export const ranTools = (messages: ReadonlyArray<Message.Message>): ReadonlyArra
   return last < 0 ? [] : messages.slice(0, last + 1)
 }
 
-const withKept = (error: Agent.AgentError, kept: ReadonlyArray<Message.Message>): Agent.AgentError =>
-  kept.length === 0
-    ? error
-    : new Agent.AgentError({
-        agent: error.agent,
-        reason: error.reason,
-        messages: [...kept, ...error.messages]
-      })
-
 // ---------------------------------------------------------------------------
 // Constructors
 // ---------------------------------------------------------------------------
@@ -57,7 +48,7 @@ export const make = <const Agents extends ReadonlyArray<Agent.Agent<unknown>>>(
     const agent = candidates[index] as Agent.Agent<R>
     const attempt = Effect.mapBoth(agent.execute(context, model), {
       onSuccess: (messages) => (kept.length === 0 ? messages : [...kept, ...messages]),
-      onFailure: (error) => withKept(error, kept)
+      onFailure: (error) => Agent.prependMessages(error, kept)
     })
     if (index === candidates.length - 1) return attempt
     return Effect.catch(attempt, (error) => {
@@ -90,7 +81,8 @@ export const make = <const Agents extends ReadonlyArray<Agent.Agent<unknown>>>(
         }),
         Stream.concat(Stream.suspend(() => Stream.fromArray(messages.map(messageEvent))))
       )
-      if (index === candidates.length - 1) return Stream.mapError(attempt, (error) => withKept(error, kept))
+      if (index === candidates.length - 1)
+        return Stream.mapError(attempt, (error) => Agent.prependMessages(error, kept))
       return Stream.catch(attempt, (error) => {
         const effects = ranTools(error.messages)
         const next = executeStream(

@@ -30,16 +30,6 @@ export interface Options {
 // Constructors
 // ---------------------------------------------------------------------------
 
-/** The failing stage's error, with the earlier stages' messages in front of its own. */
-const withEarlier = (error: Agent.AgentError, earlier: ReadonlyArray<Message.Message>): Agent.AgentError =>
-  earlier.length === 0
-    ? error
-    : new Agent.AgentError({
-        agent: error.agent,
-        reason: error.reason,
-        messages: [...earlier, ...error.messages]
-      })
-
 const build = <R>(name: string, agents: ReadonlyArray<Agent.Agent<R>>): AgentPipeline<R> => {
   const execute: Agent.Agent<R>["execute"] = (context, model) =>
     Effect.gen(function* () {
@@ -47,7 +37,7 @@ const build = <R>(name: string, agents: ReadonlyArray<Agent.Agent<R>>): AgentPip
       const view = ConversationContext.concat(context, produced)
       for (const agent of agents) {
         const messages = yield* Effect.mapError(agent.execute(view, model), (error) =>
-          withEarlier(error, produced)
+          Agent.prependMessages(error, produced)
         )
         for (const message of messages) produced.push(message)
       }
@@ -68,7 +58,7 @@ const build = <R>(name: string, agents: ReadonlyArray<Agent.Agent<R>>): AgentPip
               if (event.type === "message") own.push(event.message)
               return event
             }),
-            Stream.mapError((error) => withEarlier(error, produced)),
+            Stream.mapError((error) => Agent.prependMessages(error, produced)),
             Stream.concat(
               Stream.fromEffectDrain(
                 Effect.sync(() => {

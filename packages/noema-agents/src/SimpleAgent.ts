@@ -41,7 +41,7 @@ export const make = (options: Options = {}): Agent.Agent => {
   return Agent.make({
     name,
     execute: (context, model) =>
-      Effect.map(Turn.complete(name, model, request(context), []), (message) => [message]),
+      Effect.map(Turn.complete(name, model, request(context), []), (outcome) => [outcome.message]),
     executeStream: (context, model) => Turn.stream(name, model, request(context))
   })
 }

@@ -4,16 +4,61 @@
  * Each step calls the model with the tool definitions; when it asks for tool
  * calls, they run (concurrently, up to a limit) and their results are added,
  * and the model is called again. The loop ends when the model answers without
- * tool calls, or fails with `MaxStepsExceeded` after `maxSteps` model calls.
+ * tool calls, when a `stopWhen` condition holds, or fails with
+ * `MaxStepsExceeded` after `maxSteps` model calls that still asked for tools.
  * The model sees the original context followed by everything produced so far
  * through one live view, so no step copies the history. A tool that fails, is
  * unknown or gets bad arguments becomes an error result the model can read
- * (see `Tool.callIn`); only interruption stops the loop, and it stops the
- * running model call and tools with it.
+ * (see `Tool.callIn`); the calls of a response cut off by the length limit are
+ * not run, and each is answered with an error saying so. Only interruption
+ * stops the loop, and it stops the running model call and tools with it.
+ *
+ * Three hooks shape the loop (the event-driven runtime is built on them):
+ * `prepareStep` adjusts each model call (options, active tools, the messages
+ * it sees), `stopWhen` ends the loop normally after a step, and `steering`
+ * injects messages between steps. `execute` and `executeStream` drive one
+ * step machine (`Run` below), so every decision is made in one place.
  */
 import { Agent, type ChatModel, ConversationContext, Message, Tool } from "@noema/core"
-import { Effect, Stream } from "effect"
+import { Effect, Exit, Stream } from "effect"
 import * as Turn from "./internal/turn.js"
+
+// ---------------------------------------------------------------------------
+// Steps
+// ---------------------------------------------------------------------------
+
+/** One completed step: a model call and the tool calls it asked for. */
+export interface Step {
+  /** 1 for the first model call. */
+  readonly number: number
+  readonly assistant: Message.AssistantMessage
+  /** One per tool call of `assistant`, in call order (empty when it asked for none). */
+  readonly toolResults: ReadonlyArray<Message.ToolMessage>
+  readonly finishReason: ChatModel.FinishReason
+  readonly usage: ChatModel.Usage | undefined
+}
+
+/** What a stop condition reads: the steps completed so far (the last one just finished). */
+export interface StopConditionInput {
+  /** The number of the step that just finished (`steps.length`). */
+  readonly step: number
+  readonly steps: ReadonlyArray<Step>
+}
+
+/** True to end the loop normally after the current step. */
+export type StopCondition = (input: StopConditionInput) => boolean
+
+/** Stops once `count` steps (model calls) have completed. */
+export const stepCountIs = (count: number): StopCondition => {
+  positiveInteger("stepCountIs count", count)
+  return ({ steps }) => steps.length >= count
+}
+
+/** Stops after a step in which the model called one of `names` (the call has run). */
+export const hasToolCall = (...names: ReadonlyArray<string>): StopCondition => {
+  if (names.length === 0) throw new RangeError("hasToolCall needs at least one tool name")
+  return ({ steps }) => steps.at(-1)?.assistant.toolCalls?.some((call) => names.includes(call.name)) ?? false
+}
 
 // ---------------------------------------------------------------------------
 // Options
@@ -22,24 +67,68 @@ import * as Turn from "./internal/turn.js"
 /** What a request may set besides its messages and tools (temperature, toolChoice, ...). */
 export type ModelOptions = Omit<ChatModel.ChatRequest, "messages" | "tools">
 
+/** What `prepareStep` is told before a model call. */
+export interface PrepareStepInput {
+  /** The number of the model call about to be made (1 for the first). */
+  readonly step: number
+  /** The steps completed so far. */
+  readonly steps: ReadonlyArray<Step>
+  /** The request this call makes without overrides: the agent's options, every tool, `messages`. */
+  readonly request: ChatModel.ChatRequest
+  /** System prompt + context + everything produced so far: a live view, never a copy. */
+  readonly messages: ConversationContext.ConversationContext
+}
+
+/** What one model call changes; everything left out is as in the base request. */
+export interface StepOverrides {
+  /** Merged over the agent's `options` for this call only. */
+  readonly options?: ModelOptions
+  /** Names of the tools this call offers (and may run); a call to another tool is answered as unknown. */
+  readonly activeTools?: ReadonlyArray<string>
+  /** What the model sees in this call, e.g. `input.messages.window(20)` (a view: do not copy). */
+  readonly messages?: ConversationContext.ConversationContext
+}
+
+export type PrepareStep = (
+  input: PrepareStepInput
+) => StepOverrides | undefined | Effect.Effect<StepOverrides | undefined>
+
+/**
+ * Messages to inject between steps, polled after each step's tool calls have
+ * all been answered and before the next model call. Return what arrived since
+ * the last poll (e.g. `Queue.clear(queue)`), or an empty array.
+ */
+export type Steering = () => Effect.Effect<ReadonlyArray<Message.Message>>
+
 export interface Options<Tools extends ReadonlyArray<Tool.Any<unknown>>> {
   /** Shown in errors and logs. Default `"tool-agent"`. */
   readonly name?: string
   /** Put in front of the conversation for every call. */
   readonly system?: string | Message.SystemMessage
   readonly tools: Tools
-  /** Model calls allowed in one execution. Default 10. */
+  /** Model calls allowed in one execution (a hard limit: exceeding it is an error). Default 10. */
   readonly maxSteps?: number
   /** Tool calls of one step that may run at the same time. Default 4. */
   readonly concurrency?: number
   readonly options?: ModelOptions
+  /** Ends the loop normally after a step when it (or any of them) holds; checked once the step's tools ran. */
+  readonly stopWhen?: StopCondition | ReadonlyArray<StopCondition>
+  /** Called before every model call; its overrides apply to that call only. */
+  readonly prepareStep?: PrepareStep
+  /** Polled between steps; what it returns is added to the output and seen by the next model call. */
+  readonly steering?: Steering
 }
 
 export const defaultMaxSteps = 10
 export const defaultConcurrency = 4
 
+/** The error result of a call that was not run because the response was cut off. */
+export const truncatedCallMessage = (call: Message.ToolCall): string =>
+  `Tool call "${call.name}" was not run: the response was cut off by the length limit, so its arguments ` +
+  "may be incomplete. Make the call again with complete arguments, keeping the response shorter."
+
 // ---------------------------------------------------------------------------
-// Constructors
+// The step machine
 // ---------------------------------------------------------------------------
 
 const positiveInteger = (what: string, value: number): number => {
@@ -49,104 +138,337 @@ const positiveInteger = (what: string, value: number): number => {
   return value
 }
 
+/** What one model call is made with: its request and the tools its calls may run. */
+interface Prepared<R> {
+  readonly request: ChatModel.ChatRequest
+  readonly tools: ReadonlyArray<Tool.Any<R>>
+}
+
+/** The agent's fixed settings, shared by all its runs. */
+interface Loop<R> {
+  readonly name: string
+  readonly maxSteps: number
+  readonly concurrency: number
+  readonly system: string | Message.SystemMessage | undefined
+  readonly options: ModelOptions | undefined
+  readonly tools: ReadonlyArray<Tool.Any<R>>
+  readonly toolsByName: ReadonlyMap<string, Tool.Any<R>>
+  readonly definitions: ReadonlyArray<ChatModel.ToolDefinition>
+  readonly stopWhen: ReadonlyArray<StopCondition>
+  readonly prepareStep: PrepareStep | undefined
+  readonly steering: Steering | undefined
+  readonly annotate: Turn.Annotate | undefined
+  /** Whether a hook reads the steps (otherwise they are only counted). */
+  readonly recordSteps: boolean
+}
+
+/** What comes after a step: `undefined` ends the run; an array continues it, after injecting those messages. */
+type Next = ReadonlyArray<Message.Message> | undefined
+
+const end: Effect.Effect<Next> = Effect.succeed(undefined)
+const proceed: Effect.Effect<Next> = Effect.succeed([])
+
+// Some providers reject an empty tool list; no tools means a plain chat call.
+const requestOf = (
+  options: ModelOptions | undefined,
+  messages: ConversationContext.ConversationContext,
+  definitions: ReadonlyArray<ChatModel.ToolDefinition>
+): ChatModel.ChatRequest => ({ ...options, messages, ...(definitions.length > 0 && { tools: definitions }) })
+
+/** One execution of the loop: the output so far and every decision between model calls. */
+class Run<R> {
+  /** Everything produced so far, in order; the model's view reads through it. */
+  readonly produced: Array<Message.Message> = []
+  readonly steps: Array<Step> = []
+  /** Model calls completed (`steps.length` when steps are recorded). */
+  count = 0
+  readonly messages: ConversationContext.ConversationContext
+  readonly base: Prepared<R>
+
+  constructor(
+    readonly loop: Loop<R>,
+    context: ConversationContext.ConversationContext
+  ) {
+    this.messages = ConversationContext.compose({
+      system: loop.system,
+      history: context,
+      pending: this.produced
+    })
+    this.base = { request: requestOf(loop.options, this.messages, loop.definitions), tools: loop.tools }
+  }
+
+  private failed(message: string): Agent.AgentError {
+    return new Agent.AgentError({
+      agent: this.loop.name,
+      reason: new Agent.Failed({ message }),
+      messages: this.produced.slice()
+    })
+  }
+
+  /** The request and tools of the next model call (the base one unless `prepareStep` overrides it). */
+  prepare(): Effect.Effect<Prepared<R>, Agent.AgentError> {
+    const prepareStep = this.loop.prepareStep
+    if (prepareStep === undefined) return Effect.succeed(this.base)
+    return Effect.suspend(() => {
+      const overrides = prepareStep({
+        step: this.count + 1,
+        steps: this.steps,
+        request: this.base.request,
+        messages: this.messages
+      })
+      return Effect.isEffect(overrides)
+        ? Effect.flatMap(overrides, (value) => this.apply(value))
+        : this.apply(overrides)
+    })
+  }
+
+  private apply(overrides: StepOverrides | undefined): Effect.Effect<Prepared<R>, Agent.AgentError> {
+    if (overrides === undefined) return Effect.succeed(this.base)
+    const loop = this.loop
+    let tools = loop.tools
+    let definitions = loop.definitions
+    if (overrides.activeTools !== undefined) {
+      const active: Array<Tool.Any<R>> = []
+      for (const name of overrides.activeTools) {
+        const tool = loop.toolsByName.get(name)
+        if (tool === undefined) {
+          return Effect.fail(
+            this.failed(
+              `prepareStep made unknown tool "${name}" active (tools: ${[...loop.toolsByName.keys()].join(", ") || "none"})`
+            )
+          )
+        }
+        active.push(tool)
+      }
+      tools = active
+      definitions = Tool.definitions(active)
+    }
+    const options = overrides.options === undefined ? loop.options : { ...loop.options, ...overrides.options }
+    return Effect.succeed({
+      request: requestOf(options, overrides.messages ?? this.messages, definitions),
+      tools
+    })
+  }
+
+  /** Answers one call of a step: runs it, or refuses it when the response was cut off. */
+  call(
+    prepared: Prepared<R>,
+    outcome: Turn.Outcome,
+    call: Message.ToolCall
+  ): Effect.Effect<Message.ToolMessage, never, R> {
+    if (outcome.finishReason === "length") {
+      return Effect.succeed(
+        Message.toolResult({
+          toolCallId: call.id,
+          name: call.name,
+          content: truncatedCallMessage(call),
+          isError: true
+        })
+      )
+    }
+    return Tool.callIn(prepared.tools, call)
+  }
+
+  /**
+   * Ends a step whose calls have all been answered (`results`, in call order):
+   * records it, then decides, in this order: a `stopWhen` condition holds →
+   * end; `maxSteps` reached → fail if the step ran tools, else end; the
+   * model asked for tools → continue, with whatever steering returns; it did
+   * not → continue only if steering returns messages, else end.
+   */
+  next(
+    outcome: Turn.Outcome,
+    results: ReadonlyArray<Message.ToolMessage>
+  ): Effect.Effect<Next, Agent.AgentError> {
+    const { loop, produced, steps } = this
+    for (let i = 0; i < results.length; i++) produced.push(results[i] as Message.ToolMessage)
+    const number = ++this.count
+    if (loop.recordSteps) {
+      steps.push({
+        number,
+        assistant: outcome.message,
+        toolResults: results,
+        finishReason: outcome.finishReason,
+        usage: outcome.usage
+      })
+    }
+    const stopWhen = loop.stopWhen
+    if (stopWhen.length > 0) {
+      const input: StopConditionInput = { step: number, steps }
+      for (let i = 0; i < stopWhen.length; i++) if ((stopWhen[i] as StopCondition)(input)) return end
+    }
+    const ranTools = results.length > 0
+    if (number >= loop.maxSteps) {
+      // The last step's calls were answered, so the produced history answers every call it makes.
+      return ranTools
+        ? Effect.fail(
+            new Agent.AgentError({
+              agent: loop.name,
+              reason: new Agent.MaxStepsExceeded({ maxSteps: loop.maxSteps }),
+              messages: produced.slice()
+            })
+          )
+        : end
+    }
+    if (loop.steering === undefined) return ranTools ? proceed : end
+    return Effect.flatMap(loop.steering(), (messages) => {
+      for (let i = 0; i < messages.length; i++) {
+        const message = messages[i] as Message.Message
+        // Injected messages must keep the history valid: no calls to answer, no answers without calls.
+        if (message.role === "tool" || Message.hasToolCalls(message)) {
+          return Effect.fail(
+            this.failed(
+              `steering returned a ${message.role === "tool" ? "tool result" : "message with tool calls"}; only messages without tool calls or results can be injected`
+            )
+          )
+        }
+      }
+      for (let i = 0; i < messages.length; i++) produced.push(messages[i] as Message.Message)
+      return messages.length > 0 || ranTools ? Effect.succeed(messages) : end
+    })
+  }
+}
+
+const messageEvent = (message: Message.Message): Agent.AgentEvent => ({ type: "message", message })
+
+// ---------------------------------------------------------------------------
+// Constructors
+// ---------------------------------------------------------------------------
+
 /** An agent running the tool loop; it needs the services its tools need. */
 export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
   options: Options<Tools>
 ): Agent.Agent<Tool.Services<Tools[number]>> => {
   type R = Tool.Services<Tools[number]>
   const name = options.name ?? "tool-agent"
-  const maxSteps = positiveInteger("maxSteps", options.maxSteps ?? defaultMaxSteps)
-  const concurrency = positiveInteger("concurrency", options.concurrency ?? defaultConcurrency)
   const tools = options.tools as ReadonlyArray<Tool.Any<R>>
-  const seen = new Set<string>()
+  const toolsByName = new Map<string, Tool.Any<R>>()
+  const annotations = new Map<string, Tool.Annotations>()
   for (const tool of tools) {
     // The model picks a tool by name; a duplicate would silently shadow the other.
-    if (seen.has(tool.name)) throw new TypeError(`ToolAgent "${name}" has two tools named "${tool.name}"`)
-    seen.add(tool.name)
+    if (toolsByName.has(tool.name))
+      throw new TypeError(`ToolAgent "${name}" has two tools named "${tool.name}"`)
+    toolsByName.set(tool.name, tool)
+    if (tool.annotations !== undefined && Object.keys(tool.annotations).length > 0) {
+      annotations.set(tool.name, tool.annotations)
+    }
   }
-  const definitions = Tool.definitions(tools)
-
-  // One request for every step: its messages are a live view over the growing output.
-  const requestFor = (
-    context: ConversationContext.ConversationContext,
-    produced: ReadonlyArray<Message.Message>
-  ): ChatModel.ChatRequest => ({
-    ...options.options,
-    messages: ConversationContext.compose({ system: options.system, history: context, pending: produced }),
-    // Some providers reject an empty tool list; no tools means a plain chat call.
-    ...(definitions.length > 0 && { tools: definitions })
-  })
-
-  const maxStepsExceeded = (produced: ReadonlyArray<Message.Message>) =>
-    new Agent.AgentError({
-      agent: name,
-      reason: new Agent.MaxStepsExceeded({ maxSteps }),
-      messages: produced.slice()
-    })
+  const stopWhen = options.stopWhen
+  const loop: Loop<R> = {
+    name,
+    maxSteps: positiveInteger("maxSteps", options.maxSteps ?? defaultMaxSteps),
+    concurrency: positiveInteger("concurrency", options.concurrency ?? defaultConcurrency),
+    system: options.system,
+    options: options.options,
+    tools,
+    toolsByName,
+    definitions: Tool.definitions(tools),
+    stopWhen: stopWhen === undefined ? [] : typeof stopWhen === "function" ? [stopWhen] : stopWhen,
+    prepareStep: options.prepareStep,
+    steering: options.steering,
+    recordSteps: stopWhen !== undefined || options.prepareStep !== undefined,
+    annotate: annotations.size === 0 ? undefined : (toolName) => annotations.get(toolName)
+  }
+  const { concurrency } = loop
 
   const execute: Agent.Agent<R>["execute"] = (context, model) =>
     Effect.gen(function* () {
-      const produced: Array<Message.Message> = []
-      const request = requestFor(context, produced)
-      for (let step = 1; ; step++) {
-        const assistant = yield* Turn.complete(name, model, request, produced)
-        if (!Message.hasToolCalls(assistant)) return produced
-        const results = yield* Effect.forEach(assistant.toolCalls, (call) => Tool.callIn(tools, call), {
-          concurrency
-        })
-        for (const result of results) produced.push(result)
-        // The last step's calls still ran, so the produced history answers every call it makes.
-        if (step >= maxSteps) return yield* maxStepsExceeded(produced)
+      const run = new Run(loop, context)
+      for (;;) {
+        // Decisions made without an effect (no prepareStep, no steering) are read, not run.
+        const prepared = loop.prepareStep === undefined ? run.base : yield* run.prepare()
+        const outcome = yield* Turn.complete(name, model, prepared.request, run.produced)
+        const calls = outcome.message.toolCalls
+        const results =
+          calls === undefined || calls.length === 0
+            ? []
+            : yield* Effect.forEach(calls, (call) => run.call(prepared, outcome, call), { concurrency })
+        const decision = run.next(outcome, results)
+        const next =
+          Exit.isExit(decision) && Exit.isSuccess(decision) ? (decision.value as Next) : yield* decision
+        if (next === undefined) return run.produced
       }
     })
 
   const executeStream: Agent.Agent<R>["executeStream"] = (context, model) =>
     Stream.suspend(() => {
-      const produced: Array<Message.Message> = []
-      const request = requestFor(context, produced)
+      const run = new Run(loop, context)
 
       // Results are reported as each call finishes, but kept (and emitted as messages) in call order.
-      const runTools = (calls: ReadonlyArray<Message.ToolCall>): Stream.Stream<Agent.AgentEvent, never, R> =>
+      const runTools = (
+        prepared: Prepared<R>,
+        outcome: Turn.Outcome,
+        calls: ReadonlyArray<Message.ToolCall>
+      ): Stream.Stream<Agent.AgentEvent, Agent.AgentError, R> =>
         Stream.suspend(() => {
           const results: Array<Message.ToolMessage> = new Array(calls.length)
           return Stream.fromArray(calls).pipe(
             Stream.mapEffect(
               (call, index) =>
-                Effect.map(Tool.callIn(tools, call), (message): Agent.AgentEvent => {
+                Effect.map(run.call(prepared, outcome, call), (message): Agent.AgentEvent => {
                   results[index] = message
                   return { type: "tool-result", message }
                 }),
               { concurrency, unordered: true }
             ),
             Stream.concat(
-              Stream.suspend(() => {
-                for (const result of results) produced.push(result)
-                return Stream.fromArray(
-                  results.map((message): Agent.AgentEvent => ({ type: "message", message }))
-                )
-              })
+              Stream.suspend(() =>
+                Stream.concat(Stream.fromArray(results.map(messageEvent)), after(outcome, results))
+              )
             )
           )
         })
 
-      const step = (number: number): Stream.Stream<Agent.AgentEvent, Agent.AgentError, R> =>
-        Turn.stream(name, model, request, produced).pipe(
+      const after = (
+        outcome: Turn.Outcome,
+        results: ReadonlyArray<Message.ToolMessage>
+      ): Stream.Stream<Agent.AgentEvent, Agent.AgentError, R> => {
+        const continueWith = (next: Next) =>
+          next === undefined
+            ? Stream.empty
+            : next.length === 0
+              ? step()
+              : Stream.concat(Stream.fromArray(next.map(messageEvent)), step())
+        const decision = run.next(outcome, results)
+        // Without steering the decision is already made: no effect to run.
+        if (Exit.isExit(decision)) {
+          const exit = decision as Exit.Exit<Next, Agent.AgentError>
+          return Exit.isSuccess(exit) ? continueWith(exit.value) : Stream.failCause(exit.cause)
+        }
+        return Stream.unwrap(Effect.map(decision, continueWith))
+      }
+
+      const turn = (prepared: Prepared<R>): Stream.Stream<Agent.AgentEvent, Agent.AgentError, R> => {
+        let outcome: Turn.Outcome | undefined
+        return Turn.stream(
+          name,
+          model,
+          prepared.request,
+          run.produced,
+          (value) => {
+            outcome = value
+          },
+          loop.annotate
+        ).pipe(
           Stream.concat(
             Stream.suspend(() => {
-              const assistant = produced.at(-1)
-              if (assistant === undefined || !Message.hasToolCalls(assistant)) return Stream.empty
-              return runTools(assistant.toolCalls).pipe(
-                Stream.concat(
-                  Stream.suspend(() =>
-                    number >= maxSteps ? Stream.fail(maxStepsExceeded(produced)) : step(number + 1)
-                  )
-                )
-              )
+              // Only reached once the model call succeeded, so its outcome is known.
+              const done = outcome as Turn.Outcome
+              const calls = done.message.toolCalls
+              return calls === undefined || calls.length === 0
+                ? after(done, [])
+                : runTools(prepared, done, calls)
             })
           )
         )
+      }
 
-      return step(1)
+      const step = (): Stream.Stream<Agent.AgentEvent, Agent.AgentError, R> =>
+        loop.prepareStep === undefined
+          ? Stream.suspend(() => turn(run.base))
+          : Stream.unwrap(Effect.map(run.prepare(), turn))
+
+      return step()
     })
 
   return Agent.make<R>({ name, execute, executeStream })

@@ -15,6 +15,7 @@ import { ChatModelError } from "./ChatModel.js"
 import type { ConversationContext } from "./ConversationContext.js"
 import type { Message, ToolCall, ToolMessage } from "./Message.js"
 import { Message as MessageSchema } from "./Message.js"
+import type { Annotations } from "./Tool.js"
 
 // ---------------------------------------------------------------------------
 // Events
@@ -23,8 +24,13 @@ import { Message as MessageSchema } from "./Message.js"
 export type AgentEvent =
   /** A fragment of assistant text, as the model produces it. */
   | { readonly type: "text-delta"; readonly delta: string }
-  /** The model asked for a tool call (complete arguments). */
-  | { readonly type: "tool-call"; readonly toolCall: ToolCall }
+  /**
+   * The model asked for a tool call (complete arguments). `annotations` are the
+   * called tool's (see `Tool.Annotations`), when the agent knows the tool and
+   * its author gave any: a runtime reads them to decide whether the call may be
+   * cancelled.
+   */
+  | { readonly type: "tool-call"; readonly toolCall: ToolCall; readonly annotations?: Annotations }
   /** A tool call finished (successfully or with an error result). */
   | { readonly type: "tool-result"; readonly message: ToolMessage }
   /** Token usage of one model call. */
@@ -80,6 +86,16 @@ export const modelFailed = (
   error: ChatModelError,
   messages: ReadonlyArray<Message> = []
 ): AgentError => new AgentError({ agent, reason: new ModelFailed({ error }), messages })
+
+/**
+ * The error with `earlier` in front of its own messages: what a composition
+ * (a pipeline's earlier stages, a fallback's kept tool calls) had produced
+ * before the failing agent ran, so `error.messages` is the whole output.
+ */
+export const prependMessages = (error: AgentError, earlier: ReadonlyArray<Message>): AgentError =>
+  earlier.length === 0
+    ? error
+    : new AgentError({ agent: error.agent, reason: error.reason, messages: [...earlier, ...error.messages] })
 
 // ---------------------------------------------------------------------------
 // Model

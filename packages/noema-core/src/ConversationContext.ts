@@ -77,56 +77,61 @@ abstract class Base implements ConversationContext {
 
 const normaliseIndex = (index: number, length: number): number => (index < 0 ? length + index : index)
 
+// Every view keeps what it reads through in `#private` fields: a view's public
+// surface reaches no array (nor any other view), so nothing can be pushed into
+// the history it shows.
+
 class ArrayView extends Base {
   readonly indexed = true
-  constructor(readonly messages: ReadonlyArray<Message>) {
+  readonly #messages: ReadonlyArray<Message>
+  constructor(messages: ReadonlyArray<Message>) {
     super()
+    this.#messages = messages
   }
   get length(): number {
-    return this.messages.length
+    return this.#messages.length
   }
   at(index: number): Message | undefined {
-    const messages = this.messages
+    const messages = this.#messages
     const i = normaliseIndex(index, messages.length)
     return i >= 0 && i < messages.length ? messages[i] : undefined
   }
   [Symbol.iterator](): Iterator<Message> {
-    return this.messages[Symbol.iterator]()
+    return this.#messages[Symbol.iterator]()
   }
 }
 
 class WindowView extends Base {
-  readonly count: number
-  constructor(
-    readonly source: ConversationContext,
-    count: number
-  ) {
+  readonly #source: ConversationContext
+  readonly #count: number
+  constructor(source: ConversationContext, count: number) {
     super()
     if (!Number.isInteger(count) || count < 0) {
       throw new RangeError(`A window size must be a non-negative integer, got ${count}`)
     }
-    this.count = count
+    this.#source = source
+    this.#count = count
   }
   get indexed(): boolean {
-    return this.source.indexed
+    return this.#source.indexed
   }
-  private start(sourceLength: number): number {
-    return Math.max(0, sourceLength - this.count)
+  #start(sourceLength: number): number {
+    return Math.max(0, sourceLength - this.#count)
   }
   get length(): number {
-    return Math.min(this.count, this.source.length)
+    return Math.min(this.#count, this.#source.length)
   }
   at(index: number): Message | undefined {
-    const sourceLength = this.source.length
-    const start = this.start(sourceLength)
+    const sourceLength = this.#source.length
+    const start = this.#start(sourceLength)
     const length = sourceLength - start
     const i = normaliseIndex(index, length)
-    return i >= 0 && i < length ? this.source.at(start + i) : undefined
+    return i >= 0 && i < length ? this.#source.at(start + i) : undefined
   }
   *[Symbol.iterator](): Iterator<Message> {
-    const source = this.source
+    const source = this.#source
     const sourceLength = source.length
-    const start = this.start(sourceLength)
+    const start = this.#start(sourceLength)
     if (source.indexed) {
       for (let i = start; i < sourceLength; i++) yield source.at(i) as Message
       return
@@ -141,62 +146,80 @@ class WindowView extends Base {
 
 class FilterView extends Base {
   readonly indexed = false
-  constructor(
-    readonly source: ConversationContext,
-    readonly predicate: (message: Message) => boolean
-  ) {
+  readonly #source: ConversationContext
+  readonly #predicate: (message: Message) => boolean
+  constructor(source: ConversationContext, predicate: (message: Message) => boolean) {
     super()
+    this.#source = source
+    this.#predicate = predicate
   }
   get length(): number {
+    const predicate = this.#predicate
     let count = 0
-    for (const message of this.source) if (this.predicate(message)) count++
+    for (const message of this.#source) if (predicate(message)) count++
     return count
   }
   override get isEmpty(): boolean {
-    for (const message of this.source) if (this.predicate(message)) return false
+    const predicate = this.#predicate
+    for (const message of this.#source) if (predicate(message)) return false
     return true
   }
   at(index: number): Message | undefined {
+    const source = this.#source
+    const predicate = this.#predicate
     if (index < 0) {
       // Walk backwards over an indexed source so `last` stays cheap on long histories.
-      if (this.source.indexed) {
+      if (source.indexed) {
         let seen = 0
-        for (let i = this.source.length - 1; i >= 0; i--) {
-          const message = this.source.at(i) as Message
-          if (this.predicate(message) && --seen === index) return message
+        for (let i = source.length - 1; i >= 0; i--) {
+          const message = source.at(i) as Message
+          if (predicate(message) && --seen === index) return message
         }
         return undefined
       }
       return this.toArray().at(index)
     }
     let i = 0
-    for (const message of this.source) {
-      if (this.predicate(message) && i++ === index) return message
+    for (const message of source) {
+      if (predicate(message) && i++ === index) return message
     }
     return undefined
   }
   *[Symbol.iterator](): Iterator<Message> {
-    const predicate = this.predicate
-    for (const message of this.source) if (predicate(message)) yield message
+    const predicate = this.#predicate
+    for (const message of this.#source) if (predicate(message)) yield message
   }
 }
 
 class ConcatView extends Base {
-  constructor(readonly parts: ReadonlyArray<ConversationContext>) {
+  readonly #parts: ReadonlyArray<ConversationContext>
+  private constructor(parts: ReadonlyArray<ConversationContext>) {
     super()
+    this.#parts = parts
+  }
+  /** The concatenation of `parts`, nested concatenations flattened (so a turn-by-turn build-up stays one level deep). */
+  static of(parts: ReadonlyArray<ConversationContext>): ConversationContext {
+    const flat: Array<ConversationContext> = []
+    for (const part of parts) {
+      if (part instanceof ConcatView) flat.push(...part.#parts)
+      else if (part !== emptyView) flat.push(part)
+    }
+    if (flat.length === 0) return emptyView
+    if (flat.length === 1) return flat[0] as ConversationContext
+    return new ConcatView(flat)
   }
   get indexed(): boolean {
-    return this.parts.every((part) => part.indexed)
+    return this.#parts.every((part) => part.indexed)
   }
   get length(): number {
     let length = 0
-    for (const part of this.parts) length += part.length
+    for (const part of this.#parts) length += part.length
     return length
   }
   at(index: number): Message | undefined {
     let i = normaliseIndex(index, index < 0 ? this.length : 0)
     if (i < 0) return undefined
-    for (const part of this.parts) {
+    for (const part of this.#parts) {
       const length = part.length
       if (i < length) return part.at(i)
       i -= length
@@ -204,23 +227,13 @@ class ConcatView extends Base {
     return undefined
   }
   *[Symbol.iterator](): Iterator<Message> {
-    for (const part of this.parts) yield* part
+    for (const part of this.#parts) yield* part
   }
 }
 
 const emptyView: ConversationContext = new ArrayView([])
 
-const concatAll = (parts: ReadonlyArray<ConversationContext>): ConversationContext => {
-  // Flatten nested concatenations so a turn-by-turn build-up stays one level deep.
-  const flat: Array<ConversationContext> = []
-  for (const part of parts) {
-    if (part instanceof ConcatView) flat.push(...part.parts)
-    else if (part !== emptyView) flat.push(part)
-  }
-  if (flat.length === 0) return emptyView
-  if (flat.length === 1) return flat[0] as ConversationContext
-  return new ConcatView(flat)
-}
+const concatAll = (parts: ReadonlyArray<ConversationContext>): ConversationContext => ConcatView.of(parts)
 
 // ---------------------------------------------------------------------------
 // Constructors

@@ -18,6 +18,24 @@ import * as Messages from "./Message.js"
 // Model
 // ---------------------------------------------------------------------------
 
+/**
+ * What running a tool does to the world, for whoever schedules or cancels its
+ * calls (a runtime may interrupt a read-only or idempotent call and run it
+ * again; any other call must finish, or be recorded as interrupted). They are
+ * the tool author's promises, not checked. Names map to MCP's tool
+ * annotations: `readOnly` = `readOnlyHint`, `destructive` = `destructiveHint`,
+ * `idempotent` = `idempotentHint`. Unset means unknown: treat the tool as
+ * having effects (as MCP's defaults do).
+ */
+export interface Annotations {
+  /** It changes nothing outside itself (reads, computes). */
+  readonly readOnly?: boolean
+  /** It may delete or overwrite something (meaningful when not read-only). */
+  readonly destructive?: boolean
+  /** Calling it again with the same arguments has no further effect. */
+  readonly idempotent?: boolean
+}
+
 /** Schemas a tool can take its parameters from: they must decode without services. */
 export type Parameters = Schema.Constraint & { readonly DecodingServices: never }
 
@@ -32,6 +50,8 @@ export interface Tool<
   readonly parameters: Params
   /** What the model is told about the tool (JSON Schema derived from `parameters`). */
   readonly definition: ToolDefinition
+  /** What calling it does to the world (empty when the author said nothing). */
+  readonly annotations: Annotations
   handler(params: Params["Type"]): Effect.Effect<Success, Failure, R>
   /** The text the model reads for a success. */
   formatSuccess(success: Success): string
@@ -93,6 +113,7 @@ export interface MakeOptions<Params extends Parameters, Success, Failure, R> {
   /** Default: the failure's `message`, or its JSON. */
   readonly formatFailure?: (failure: Failure) => string
   readonly strict?: boolean
+  readonly annotations?: Annotations
 }
 
 export const make = <Params extends Parameters, Success, Failure = never, R = never>(
@@ -114,6 +135,7 @@ export const make = <Params extends Parameters, Success, Failure = never, R = ne
     description: options.description,
     parameters: options.parameters,
     definition,
+    annotations: Object.freeze({ ...options.annotations }),
     handler: options.handler,
     formatSuccess: options.formatSuccess ?? defaultFormat,
     formatFailure: options.formatFailure ?? defaultFormatFailure
@@ -132,6 +154,7 @@ export const fromAsync = <Params extends Parameters, Success>(options: {
   readonly execute: (params: Params["Type"], context: { readonly signal: AbortSignal }) => Promise<Success>
   readonly formatSuccess?: (success: Success) => string
   readonly strict?: boolean
+  readonly annotations?: Annotations
 }): Tool<Params, Success, unknown> =>
   make({
     name: options.name,
@@ -143,8 +166,25 @@ export const fromAsync = <Params extends Parameters, Success>(options: {
         catch: (error) => error
       }),
     ...(options.formatSuccess !== undefined && { formatSuccess: options.formatSuccess }),
-    ...(options.strict !== undefined && { strict: options.strict })
+    ...(options.strict !== undefined && { strict: options.strict }),
+    ...(options.annotations !== undefined && { annotations: options.annotations })
   })
+
+// ---------------------------------------------------------------------------
+// Guards
+// ---------------------------------------------------------------------------
+
+/** The tool said it changes nothing. */
+export const isReadOnly = (tool: { readonly annotations: Annotations }): boolean =>
+  tool.annotations.readOnly === true
+
+/**
+ * A call of this tool may be interrupted (and run again later) without
+ * hiding an effect: the tool is read-only or idempotent. Any other call that
+ * started must finish, or be recorded as interrupted.
+ */
+export const isInterruptible = (tool: { readonly annotations: Annotations }): boolean =>
+  tool.annotations.readOnly === true || tool.annotations.idempotent === true
 
 // ---------------------------------------------------------------------------
 // Calling

@@ -100,4 +100,21 @@ describe("Agent", () => {
     )
     assert.strictEqual(messages[0]?.content, "you said: ping")
   })
+
+  it("prependMessages puts what ran before the failing agent in front of its messages", () => {
+    const error = new Agent.AgentError({
+      agent: "second",
+      reason: new Agent.Failed({ message: "no" }),
+      messages: [Message.assistant("own")]
+    })
+    const earlier = [Message.user("q"), Message.assistant("first")]
+    const combined = Agent.prependMessages(error, earlier)
+    assert.strictEqual(combined.agent, "second")
+    assert.strictEqual(combined.reason, error.reason)
+    assert.deepStrictEqual(
+      combined.messages.map((message) => message.content),
+      ["q", "first", "own"]
+    )
+    assert.strictEqual(Agent.prependMessages(error, []), error)
+  })
 })

@@ -104,4 +104,42 @@ describe("ConversationContext", () => {
       assert.isUndefined(context[method], method)
     }
   })
+
+  it("exposes no array and no underlying view through any view's public surface", () => {
+    const history = numbered(3)
+    const pending = [Message.assistant("pending")]
+    const base = ConversationContext.fromArray(history)
+    const views = {
+      array: base,
+      window: base.window(2),
+      filter: ConversationContext.withoutSystem(base),
+      concat: ConversationContext.concat(base, pending),
+      composed: ConversationContext.compose({ system: "sys", history: base, pending }),
+      nested: ConversationContext.compose({ history: base.window(2).filter(() => true), pending })
+    }
+    for (const [kind, view] of Object.entries(views)) {
+      // Everything reachable from the view's own properties, as a caller (or `any`) would reach it.
+      const reached: Array<unknown> = []
+      const walk = (value: unknown, depth: number) => {
+        if (typeof value !== "object" || value === null || depth > 4) return
+        for (const key of Reflect.ownKeys(value)) {
+          const child = (value as Record<PropertyKey, unknown>)[key]
+          reached.push(child)
+          walk(child, depth + 1)
+        }
+      }
+      walk(view, 0)
+      for (const value of reached) {
+        assert.isFalse(Array.isArray(value), `${kind}: an array is reachable`)
+        assert.isFalse(ConversationContext.isConversationContext(value), `${kind}: a view is reachable`)
+      }
+      // What a caller can get is a copy: changing it leaves the view and the history alone.
+      const length = view.length
+      const copy = view.toArray()
+      copy.push(Message.user("injected"))
+      assert.strictEqual(view.length, length, kind)
+      assert.strictEqual(history.length, 3, kind)
+      assert.isUndefined((view as unknown as { messages?: unknown }).messages, kind)
+    }
+  })
 })

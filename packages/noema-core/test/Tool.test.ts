@@ -125,4 +125,39 @@ describe("Tool", () => {
       /Invalid tool name/
     )
   })
+
+  it("carries annotations, and says which calls may be interrupted", () => {
+    const make = (annotations?: Tool.Annotations) =>
+      Tool.make({
+        name: "t",
+        description: "",
+        parameters: Schema.Struct({}),
+        handler: () => Effect.void,
+        ...(annotations !== undefined && { annotations })
+      })
+    const readOnly = make({ readOnly: true })
+    const idempotent = make({ idempotent: true, destructive: true })
+    const destructive = make({ destructive: true })
+    const unknown = make()
+    assert.deepStrictEqual(readOnly.annotations, { readOnly: true })
+    assert.deepStrictEqual(unknown.annotations, {})
+    assert.isTrue(Tool.isReadOnly(readOnly))
+    assert.isFalse(Tool.isReadOnly(idempotent))
+    assert.deepStrictEqual([readOnly, idempotent, destructive, unknown].map(Tool.isInterruptible), [
+      true,
+      true,
+      false,
+      false
+    ])
+    // The tool's annotations cannot be changed behind the author's back.
+    assert.isTrue(Object.isFrozen(readOnly.annotations))
+    const fromAsync = Tool.fromAsync({
+      name: "a",
+      description: "",
+      parameters: Schema.Struct({}),
+      execute: async () => "",
+      annotations: { readOnly: true }
+    })
+    assert.isTrue(Tool.isInterruptible(fromAsync))
+  })
 })

@@ -3,8 +3,24 @@
  * (`stream`). Shared by SimpleAgent and ToolAgent so both turn a response into
  * the same assistant message and a model failure into the same AgentError.
  */
-import { Agent, ChatModel, type Message } from "@noema/core"
+import { Agent, ChatModel, type Message, type Tool } from "@noema/core"
 import { Array as Arr, Cause, Effect, Pull, Stream } from "effect"
+
+/**
+ * What one model call ended with. The finish reason is read from the response
+ * (not the message): a tool loop must not run calls cut off by the length limit.
+ */
+export interface Outcome {
+  readonly message: Message.AssistantMessage
+  readonly finishReason: ChatModel.FinishReason
+  readonly usage: ChatModel.Usage | undefined
+}
+
+const outcomeOf = (response: ChatModel.ChatResponse): Outcome => ({
+  message: ChatModel.toMessage(response),
+  finishReason: response.finishReason,
+  usage: response.usage
+})
 
 /**
  * Calls the model once and appends the assistant message to `produced`. A
@@ -15,18 +31,22 @@ export const complete = (
   model: ChatModel.Service,
   request: ChatModel.ChatRequest,
   produced: Array<Message.Message>
-): Effect.Effect<Message.AssistantMessage, Agent.AgentError> =>
+): Effect.Effect<Outcome, Agent.AgentError> =>
   Effect.mapBoth(model.complete(request), {
     onSuccess: (response) => {
-      const message = ChatModel.toMessage(response)
-      produced.push(message)
-      return message
+      const outcome = outcomeOf(response)
+      produced.push(outcome.message)
+      return outcome
     },
     onFailure: (error) => Agent.modelFailed(agent, error, produced.slice())
   })
 
+/** The annotations of the tool a call names, for `tool-call` events (undefined: none to report). */
+export type Annotate = (toolName: string) => Tool.Annotations | undefined
+
 class TurnState {
   readonly response = new ChatModel.ResponseAccumulator()
+  constructor(readonly annotate: Annotate | undefined) {}
 
   /** The events one batch of chunks amounts to, in order (often none: metadata, finish). */
   events(chunks: ReadonlyArray<ChatModel.StreamChunk>): Array<Agent.AgentEvent> {
@@ -38,9 +58,15 @@ class TurnState {
         case "text-delta":
           if (chunk.delta.length > 0) events.push({ type: "text-delta", delta: chunk.delta })
           break
-        case "tool-call":
-          events.push({ type: "tool-call", toolCall: chunk.toolCall })
+        case "tool-call": {
+          const annotations = this.annotate?.(chunk.toolCall.name)
+          events.push(
+            annotations === undefined
+              ? { type: "tool-call", toolCall: chunk.toolCall }
+              : { type: "tool-call", toolCall: chunk.toolCall, annotations }
+          )
           break
+        }
         case "usage":
           events.push({ type: "usage", usage: chunk.usage })
           break
@@ -52,8 +78,8 @@ class TurnState {
     return events
   }
 
-  message(): Message.AssistantMessage {
-    return ChatModel.toMessage(this.response.build())
+  outcome(): Outcome {
+    return outcomeOf(this.response.build())
   }
 }
 
@@ -62,7 +88,8 @@ class TurnState {
  * call once complete, usage), then the completed assistant message, which is
  * also appended to `produced` before it is emitted. `produced` is the run's
  * messages so far (a tool loop's); a single call leaves it out and gets a
- * fresh list per run.
+ * fresh list per run. `onOutcome` hears how the call ended, just before the
+ * message is emitted; `annotate` adds tool annotations to `tool-call` events.
  *
  * Written as one pull-level layer (batch of chunks in, its events out; the
  * message once the model is done; model failures as AgentError) rather than
@@ -73,12 +100,14 @@ export const stream = (
   agent: string,
   model: ChatModel.Service,
   request: ChatModel.ChatRequest,
-  produced?: Array<Message.Message>
+  produced?: Array<Message.Message>,
+  onOutcome?: (outcome: Outcome) => void,
+  annotate?: Annotate
 ): Stream.Stream<Agent.AgentEvent, Agent.AgentError> =>
   Stream.transformPull(model.stream(request), (pull) =>
     Effect.sync(() => {
       const messages = produced ?? []
-      const state = new TurnState()
+      const state = new TurnState(annotate)
       let ended = false
       const events: Pull.Pull<
         Arr.NonEmptyReadonlyArray<Agent.AgentEvent>,
@@ -90,9 +119,10 @@ export const stream = (
       // Only once the model is done: a failed call has no message.
       const finish = Effect.sync((): Arr.NonEmptyReadonlyArray<Agent.AgentEvent> => {
         ended = true
-        const message = state.message()
-        messages.push(message)
-        return [{ type: "message", message }]
+        const outcome = state.outcome()
+        messages.push(outcome.message)
+        onOutcome?.(outcome)
+        return [{ type: "message", message: outcome.message }]
       })
       const failed = (error: ChatModel.ChatModelError) => Agent.modelFailed(agent, error, messages.slice())
       return Effect.suspend(

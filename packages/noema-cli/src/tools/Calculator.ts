@@ -350,5 +350,7 @@ export const tool = Tool.make({
     "sqrt, abs, round, floor, ceil, min, max, sin, cos, tan (radians), log (base 10, or log(x, base)), ln, exp, " +
     "and the constants pi and e. Use it for any calculation instead of doing arithmetic yourself.",
   parameters: Parameters,
+  // Pure: the same expression always gives the same answer.
+  annotations: { readOnly: true, idempotent: true },
   handler: ({ expression }) => Effect.map(evaluate(expression), format)
 })

@@ -69,6 +69,8 @@ export const tool = Tool.make({
     "Returns the current date and time (ISO 8601 with UTC offset, weekday and time zone). " +
     "Use it whenever the answer depends on today's date or the time.",
   parameters: Parameters,
+  // Reads the clock: changes nothing (though each call may answer differently).
+  annotations: { readOnly: true },
   handler: ({ timezone }) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
       Effect.try({

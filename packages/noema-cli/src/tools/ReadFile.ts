@@ -146,6 +146,7 @@ export const make = (options: Options = {}) =>
       "Reads a UTF-8 text file under the current working directory and returns its content. " +
       `Files outside that directory, binary files and files over ${formatBytes(options.maxBytes ?? defaultMaxBytes)} are refused.`,
     parameters: Parameters,
+    annotations: { readOnly: true },
     handler: ({ path: requested }) => readText(requested, options)
   })
 
