@@ -54,7 +54,9 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     io.stderr.write(`${CliConfig.offlineNotice}\n`)
   const model = await Runtime.makeModel(config, { interactive: false })
   const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
-  const runtime = Runtime.openStore(CliConfig.paths(io.env))
+  const runtime = Runtime.openStore(
+    CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
+  )
   const controller = new AbortController()
   const onSignal = () => controller.abort()
   process.on("SIGINT", onSignal)

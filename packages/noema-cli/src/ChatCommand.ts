@@ -490,7 +490,9 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   const interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
   const model = await Runtime.makeModel(config, { interactive })
   const paths = CliConfig.paths(io.env)
-  const runtime = Runtime.openStore(paths)
+  // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
+  fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
+  const runtime = Runtime.openStore(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
   // Opening the store here surfaces a corrupt database before the prompt appears.
   await Runtime.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()

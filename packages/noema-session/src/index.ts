@@ -4,5 +4,6 @@
 export * as MemoryStore from "./MemoryStore.js"
 export * as Postgres from "./Postgres.js"
 export * as Session from "./Session.js"
+export * as SessionArchive from "./SessionArchive.js"
 export * as SessionStore from "./SessionStore.js"
 export * as SqliteStore from "./SqliteStore.js"

@@ -4,11 +4,13 @@
  * commands' plain async code (with cancellation through an AbortSignal).
  */
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import type { Agent, ChatModel } from "@noema/core"
 import { type Session, SessionStore, SqliteStore } from "@noema/session"
-import { Cause, Effect, Exit, ManagedRuntime, Schema } from "effect"
-import type { ModelConfig, Paths } from "../CliConfig.js"
+import { Cause, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
+import { UsageError } from "../CliArguments.js"
+import { type DatabaseConfig, describeDatabase, type ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
 
@@ -64,10 +66,34 @@ export const turnOptions = (session: Session.Session): Session.TurnOptions => ({
 
 export type StoreRuntime = ManagedRuntime.ManagedRuntime<SessionStore.SessionStore, SessionStore.StoreError>
 
-/** The SQLite store at `paths.database` (the directory is created, private to the user). */
-export const openStore = (paths: Paths): StoreRuntime => {
-  fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
-  return ManagedRuntime.make(SqliteStore.layer({ filename: paths.database }))
+/**
+ * The session store for `database`: the one place that turns the configured
+ * database into a `SessionStore`, for every command.
+ */
+export const storeLayer = (
+  database: DatabaseConfig
+): Layer.Layer<SessionStore.SessionStore, SessionStore.StoreError> => {
+  switch (database.kind) {
+    case "sqlite":
+      return SqliteStore.layer({ filename: database.path })
+    case "postgres":
+      // PLUG IN THE POSTGRESQL STORE HERE (issue 8): e.g.
+      //   return PostgresStore.layer({ url: database.url })
+      // built on `Postgres.layer({ url })` from @noema/session. Until then a
+      // postgres URL is refused with one line and exit status 2, naming the
+      // server without its password.
+      throw new UsageError(
+        `noema: ${describeDatabase(database)} is a PostgreSQL database, and this build of noema ` +
+          "cannot keep sessions in PostgreSQL yet (give a SQLite file path, or leave --database out)"
+      )
+  }
+}
+
+/** The store for `database` as a runtime (for SQLite, its directory is created, private to the user). */
+export const openStore = (database: DatabaseConfig): StoreRuntime => {
+  const layer = storeLayer(database)
+  if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
+  return ManagedRuntime.make(layer)
 }
 
 /** Runs `effect` on the runtime and returns its value, or throws its failure. */
