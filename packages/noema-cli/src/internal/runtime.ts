@@ -66,19 +66,24 @@ export const turnOptions = (session: Session.Session): Session.TurnOptions => ({
 
 export type StoreRuntime = ManagedRuntime.ManagedRuntime<SessionStore.SessionStore, SessionStore.StoreError>
 
+/** A database's store, not yet opened: what `openStore` runs. */
+export interface StoreLayer {
+  readonly database: DatabaseConfig
+  readonly layer: Layer.Layer<SessionStore.SessionStore, SessionStore.StoreError>
+}
+
 /**
  * The session store for `database`: the one place that turns the configured
- * database into a `SessionStore`, for every command.
+ * database into a `SessionStore`, for every command. Building the layer opens
+ * nothing yet; a database this build cannot use is refused here (UsageError).
  */
-export const storeLayer = (
-  database: DatabaseConfig
-): Layer.Layer<SessionStore.SessionStore, SessionStore.StoreError> => {
+export const storeLayer = (database: DatabaseConfig): StoreLayer => {
   switch (database.kind) {
     case "sqlite":
-      return SqliteStore.layer({ filename: database.path })
+      return { database, layer: SqliteStore.layer({ filename: database.path }) }
     case "postgres":
-      // PLUG IN THE POSTGRESQL STORE HERE (issue 8): e.g.
-      //   return PostgresStore.layer({ url: database.url })
+      // PLUG IN THE POSTGRESQL STORE HERE (issue 8), e.g.
+      //   return { database, layer: PostgresStore.layer({ url: database.url }) }
       // built on `Postgres.layer({ url })` from @noema/session. Until then a
       // postgres URL is refused with one line and exit status 2, naming the
       // server without its password.
@@ -89,9 +94,9 @@ export const storeLayer = (
   }
 }
 
-/** The store for `database` as a runtime (for SQLite, its directory is created, private to the user). */
-export const openStore = (database: DatabaseConfig): StoreRuntime => {
-  const layer = storeLayer(database)
+/** Opens the store (for SQLite, its directory is created, private to the user). */
+export const openStore = (store: StoreLayer | DatabaseConfig): StoreRuntime => {
+  const { database, layer } = "layer" in store ? store : storeLayer(store)
   if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
   return ManagedRuntime.make(layer)
 }
