@@ -89,6 +89,20 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "store.commit.sqlite_per_s", raw: "store.commit.rawsqlite_per_s" }
   },
   {
+    workload: "store.commit pg  (1 turn, 4 msgs)",
+    unit: "us",
+    suite: "postgres",
+    better: "lower",
+    cells: { raw: "store.commit.rawpg_us" }
+  },
+  {
+    workload: "store.commit pg sustained",
+    unit: "commits/s",
+    suite: "postgres",
+    better: "higher",
+    cells: { raw: "store.commit.rawpg_per_s" }
+  },
+  {
     workload: "store.load100k  (open + read)",
     unit: "ms",
     suite: "store",

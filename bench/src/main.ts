@@ -5,7 +5,7 @@
  *
  *   npm run bench                 full run (a few minutes)
  *   npm run bench -- --quick      fewer repetitions (under two minutes)
- *   npm run bench -- --only http  only the suites named (startup, inproc, http, store, context);
+ *   npm run bench -- --only http  only the suites named (startup, inproc, http, store, postgres, context);
  *                                 results.json is then left alone unless --out FILE is given
  */
 import { writeFileSync } from "node:fs"
@@ -20,14 +20,16 @@ import * as Report from "./Report.ts"
 import * as Startup from "./Startup.ts"
 import type { StoreOptions } from "./Store.ts"
 import * as Store from "./Store.ts"
+import * as StorePostgres from "./StorePostgres.ts"
 
-const suites = ["startup", "inproc", "http", "store", "context"] as const
+const suites = ["startup", "inproc", "http", "store", "postgres", "context"] as const
 type Suite = (typeof suites)[number]
 
 interface Settings {
   readonly inProcess: LatencyOptions
   readonly http: { readonly latency: LatencyOptions; readonly throughput: ThroughputOptions }
   readonly store: StoreOptions
+  readonly postgres: StorePostgres.StorePostgresOptions
   readonly context: LatencyOptions
   readonly startup: Startup.StartupOptions
 }
@@ -48,6 +50,13 @@ const settings = (quick: boolean): Settings =>
           loadRuns: 3,
           budgetMs: 5_000
         },
+        postgres: {
+          warmupCommits: 100,
+          latencyCommits: 500,
+          sustainedCommits: 1_000,
+          sustainedRounds: 1,
+          budgetMs: 5_000
+        },
         context: { warmupMs: 300, sampleMs: 10, rounds: 25, budgetMs: 3_000 },
         startup: { runs: 10, warmup: 2 }
       }
@@ -63,6 +72,13 @@ const settings = (quick: boolean): Settings =>
           sustainedCommits: 2_000,
           sustainedRounds: 3,
           loadRuns: 7,
+          budgetMs: 20_000
+        },
+        postgres: {
+          warmupCommits: 200,
+          latencyCommits: 2_000,
+          sustainedCommits: 2_000,
+          sustainedRounds: 3,
           budgetMs: 20_000
         },
         context: { warmupMs: 1_000, sampleMs: 25, rounds: 41, budgetMs: 8_000 },
@@ -110,6 +126,10 @@ const main = async (): Promise<void> => {
   if (selected("store")) {
     log("SQLite sessions")
     Object.assign(results, await Store.run(noema, config.store))
+  }
+  if (selected("postgres")) {
+    log("PostgreSQL sessions (a server started from npm, or NOEMA_TEST_PG_URL's)")
+    Object.assign(results, await StorePostgres.run(config.postgres))
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")

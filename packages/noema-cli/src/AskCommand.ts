@@ -49,13 +49,17 @@ export interface JsonOutput {
 }
 
 export const run = async (options: Options, io: Io): Promise<number> => {
+  // The database first: a URL this build cannot use is refused before anything else is said.
+  const store = Runtime.storeLayer(
+    CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
+  )
   const text = await question(options, io)
   const config = CliConfig.resolveModel(options.model, io.env)
   if (config.kind === "offline" && config.reason === "unconfigured")
     io.stderr.write(`${CliConfig.offlineNotice}\n`)
   const model = await Runtime.makeModel(config, { interactive: false })
   const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
-  const runtime = Runtime.openStore(CliConfig.paths(io.env))
+  const runtime = Runtime.openStore(store)
   const controller = new AbortController()
   const onSignal = () => controller.abort()
   process.on("SIGINT", onSignal)

@@ -395,13 +395,17 @@ class Chat {
 }
 
 export const run = async (options: Options, io: Io): Promise<number> => {
+  const paths = CliConfig.paths(io.env)
+  // The database first: a URL this build cannot use is refused before anything else is said.
+  const store = Runtime.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
   const config = CliConfig.resolveModel(options.model, io.env)
   if (config.kind === "offline" && config.reason === "unconfigured")
     io.stderr.write(`${CliConfig.offlineNotice}\n`)
   const interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
   const model = await Runtime.makeModel(config, { interactive })
-  const paths = CliConfig.paths(io.env)
-  const runtime = Runtime.openStore(paths)
+  // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
+  fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
+  const runtime = Runtime.openStore(store)
   // Opening the store here surfaces a corrupt database before the prompt appears.
   await Runtime.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()

@@ -67,6 +67,8 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     case "sessions-show":
     case "sessions-delete":
     case "sessions-export":
+    case "sessions-export-all":
+    case "sessions-import":
       return (await import("./SessionsCommand.js")).run(command, io)
   }
 }

@@ -16,7 +16,13 @@ export class UsageError extends Error {
 
 export type HelpTopic = "main" | "chat" | "ask" | "sessions"
 
-export interface TurnOptions {
+/** Options every command that touches sessions takes. */
+export interface StoreOptions {
+  /** `--database`: a SQLite file path or a `postgres://` URL; undefined: `NOEMA_DATABASE_URL`, else the default. */
+  readonly database: string | undefined
+}
+
+export interface TurnOptions extends StoreOptions {
   readonly model: ModelFlags
   readonly tools: boolean
   readonly system: string | undefined
@@ -35,18 +41,31 @@ export type Command =
       /** `-` was given: read stdin even when it is a terminal. */
       readonly explicitStdin: boolean
     } & TurnOptions)
-  | { readonly type: "sessions-list"; readonly json: boolean }
-  | { readonly type: "sessions-show"; readonly id: string; readonly json: boolean }
-  | { readonly type: "sessions-delete"; readonly id: string }
-  | { readonly type: "sessions-export"; readonly id: string; readonly format: "json" | "markdown" }
+  | ({ readonly type: "sessions-list"; readonly json: boolean } & StoreOptions)
+  | ({ readonly type: "sessions-show"; readonly id: string; readonly json: boolean } & StoreOptions)
+  | ({ readonly type: "sessions-delete"; readonly id: string } & StoreOptions)
+  | ({
+      readonly type: "sessions-export"
+      readonly id: string
+      readonly format: "json" | "markdown"
+    } & StoreOptions)
+  /** Every session as JSON lines (see SessionArchive). */
+  | ({ readonly type: "sessions-export-all" } & StoreOptions)
+  /** JSON lines from `file`, or stdin when undefined or "-". */
+  | ({ readonly type: "sessions-import"; readonly file: string | undefined } & StoreOptions)
 
 const common = {
   help: { type: "boolean", short: "h" },
   version: { type: "boolean", short: "v" }
 } as const
 
-const turnOptions = {
+const storeOptions = {
   ...common,
+  database: { type: "string" }
+} as const
+
+const turnOptions = {
+  ...storeOptions,
   model: { type: "string", short: "m" },
   "base-url": { type: "string" },
   "api-key": { type: "string" },
@@ -112,7 +131,8 @@ const parseChat = (args: ReadonlyArray<string>): Command => {
     model: modelFlags(values),
     tools: values["no-tools"] !== true,
     system: values.system,
-    session: values.session
+    session: values.session,
+    database: values.database
   }
 }
 
@@ -127,6 +147,7 @@ const parseAsk = (args: ReadonlyArray<string>): Command => {
     tools: values["no-tools"] !== true,
     system: values.system,
     session: values.session,
+    database: values.database,
     json: values.json === true,
     question: fromStdin ? undefined : positionals.join(" "),
     explicitStdin: positionals.length === 1 && positionals[0] === "-"
@@ -135,14 +156,16 @@ const parseAsk = (args: ReadonlyArray<string>): Command => {
 
 const parseSessions = (args: ReadonlyArray<string>): Command => {
   const { values, positionals } = parse("noema sessions", args, {
-    ...common,
+    ...storeOptions,
     json: { type: "boolean" },
+    all: { type: "boolean" },
     format: { type: "string", short: "f" }
   })
   if (values.help) return { type: "help", topic: "sessions" }
   if (values.version) return { type: "version" }
   const [action = "list", id, ...rest] = positionals
   const json = values.json === true
+  const database = values.database
   const needId = (): string => {
     if (id === undefined || id.trim() === "") {
       throw new UsageError(`noema sessions ${action}: missing session ID (see noema sessions list)`)
@@ -153,26 +176,44 @@ const parseSessions = (args: ReadonlyArray<string>): Command => {
   if (values.format !== undefined && action !== "export") {
     throw new UsageError(`noema sessions ${action}: --format only applies to export`)
   }
+  if (values.all === true && action !== "export") {
+    throw new UsageError(`noema sessions ${action}: --all only applies to export`)
+  }
   switch (action) {
     case "list":
     case "ls":
       noPositionals("noema sessions list", positionals.slice(1))
-      return { type: "sessions-list", json }
+      return { type: "sessions-list", json, database }
     case "show":
-      return { type: "sessions-show", id: needId(), json }
+      return { type: "sessions-show", id: needId(), json, database }
     case "delete":
     case "rm":
-      return { type: "sessions-delete", id: needId() }
+      return { type: "sessions-delete", id: needId(), database }
     case "export": {
+      if (values.all === true) {
+        noPositionals("noema sessions export --all", positionals.slice(1))
+        if (values.format !== undefined && values.format !== "jsonl") {
+          throw new UsageError("noema sessions export --all: writes JSON lines only (leave out --format)")
+        }
+        return { type: "sessions-export-all", database }
+      }
       const format = values.format ?? "json"
       if (format !== "json" && format !== "markdown" && format !== "md") {
         throw new UsageError(`noema sessions export: unknown format "${format}" (use json or markdown)`)
       }
-      return { type: "sessions-export", id: needId(), format: format === "json" ? "json" : "markdown" }
+      return {
+        type: "sessions-export",
+        id: needId(),
+        format: format === "json" ? "json" : "markdown",
+        database
+      }
     }
+    case "import":
+      noPositionals("noema sessions import", rest)
+      return { type: "sessions-import", file: id, database }
     default:
       throw new UsageError(
-        `noema sessions: unknown action "${action}" (use list, show, delete or export; see noema sessions --help)`
+        `noema sessions: unknown action "${action}" (use list, show, delete, export or import; see noema sessions --help)`
       )
   }
 }

@@ -7,9 +7,17 @@
  * nor a base URL there is nothing to talk to, so the CLI falls back to the
  * built-in offline model and says so. Resolution is a pure function of the
  * flags and the environment, so it is tested without touching either.
+ *
+ * The session database comes from `--database` / `NOEMA_DATABASE_URL`: a
+ * `postgres://` or `postgresql://` URL, or a SQLite file path; by default
+ * `$NOEMA_HOME/noema.db`. A URL's password stays `Redacted`; `describeDatabase`
+ * is how the database is named in any message.
  */
 import * as os from "node:os"
 import * as path from "node:path"
+import { Postgres } from "@noema/session"
+import { Redacted } from "effect"
+import { UsageError } from "./CliArguments.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
@@ -124,3 +132,41 @@ export const paths = (env: Environment, homeDirectory: string = os.homedir()): P
   const home = path.resolve(configured ?? path.join(homeDirectory, ".noema"))
   return { home, database: path.join(home, "noema.db"), history: path.join(home, "history") }
 }
+
+// ---------------------------------------------------------------------------
+// Session database
+// ---------------------------------------------------------------------------
+
+export type DatabaseConfig =
+  | { readonly kind: "sqlite"; readonly path: string }
+  | { readonly kind: "postgres"; readonly url: Redacted.Redacted<string> }
+
+/**
+ * Which database holds the sessions: `--database`, else `NOEMA_DATABASE_URL`,
+ * else `paths.database`. A relative file path is taken from `cwd`. A URL of
+ * another scheme is a `UsageError` that does not repeat the URL (it may hold
+ * a password).
+ */
+export const resolveDatabase = (
+  flag: string | undefined,
+  env: Environment,
+  files: Paths,
+  cwd: string = process.cwd()
+): DatabaseConfig => {
+  const chosen = pick(flag, env.NOEMA_DATABASE_URL)
+  const value = chosen.value
+  if (value === undefined) return { kind: "sqlite", path: files.database }
+  if (Postgres.isUrl(value)) return { kind: "postgres", url: Redacted.make(value) }
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]
+  if (scheme !== undefined) {
+    const from = chosen.source === "flag" ? "--database" : "NOEMA_DATABASE_URL"
+    throw new UsageError(
+      `noema: ${from}: unsupported database URL scheme "${scheme}:" (use postgres://… or a SQLite file path)`
+    )
+  }
+  return { kind: "sqlite", path: path.resolve(cwd, value) }
+}
+
+/** The database as it may be shown: the file path, or the URL without its password. */
+export const describeDatabase = (config: DatabaseConfig): string =>
+  config.kind === "sqlite" ? config.path : Postgres.redactUrl(Redacted.value(config.url))

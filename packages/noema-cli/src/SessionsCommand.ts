@@ -1,42 +1,150 @@
 /**
- * SessionsCommand: `noema sessions list|show|delete|export`, the saved
- * conversations in `$NOEMA_HOME/noema.db`.
+ * SessionsCommand: `noema sessions list|show|delete|export|import`, the saved
+ * conversations in the session database (`$NOEMA_HOME/noema.db`, or
+ * `--database` / `NOEMA_DATABASE_URL`).
  *
- * These commands only read (or delete), so they never create a database that
- * is not there yet: with no database there are simply no sessions.
+ * The reading commands never create a SQLite database that is not there yet:
+ * with no database there are simply no sessions. `export --all` and `import`
+ * move sessions between databases as JSON lines (see `SessionArchive`), through
+ * the store contract only, so any backend can be the source or the target.
  */
 import * as fs from "node:fs"
-import { Session } from "@noema/session"
-import { Effect } from "effect"
+import * as readline from "node:readline"
+import { Session, SessionArchive } from "@noema/session"
+import { Effect, Stream } from "effect"
 import type { Io } from "./Cli.js"
 import type { Command } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import * as CliError from "./CliError.js"
 import * as Runtime from "./internal/runtime.js"
 import * as Terminal from "./Terminal.js"
 
 export type Options = Extract<
   Command,
-  { readonly type: "sessions-list" | "sessions-show" | "sessions-delete" | "sessions-export" }
+  {
+    readonly type:
+      | "sessions-list"
+      | "sessions-show"
+      | "sessions-delete"
+      | "sessions-export"
+      | "sessions-export-all"
+      | "sessions-import"
+  }
 >
 
 const openSession = (idOrPrefix: string) =>
   Effect.flatMap(Runtime.resolveSessionId(idOrPrefix), (id) => Session.open(id))
 
-export const run = async (options: Options, io: Io): Promise<number> => {
-  const paths = CliConfig.paths(io.env)
-  const style = Terminal.styleFor(io.stdout, io.env)
-  const print = (text: string) => io.stdout.write(`${text}\n`)
-  if (!fs.existsSync(paths.database)) {
-    if (options.type === "sessions-list") {
-      print(options.json ? "[]" : (Terminal.sessionTable([])[0] as string))
-      return 0
+/** Writes `text`, waiting when the stream's buffer is full (a 100k-message export, a slow pipe). */
+const write = (stream: NodeJS.WritableStream, text: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const onError = (error: unknown) => reject(error)
+    stream.once("error", onError)
+    const done = () => {
+      stream.off("error", onError)
+      resolve()
     }
-    io.stderr.write(`noema: no session "${options.id}" (there are no sessions yet in ${paths.home})\n`)
+    if (stream.write(text)) done()
+    else stream.once("drain", done)
+  })
+
+const exportAll = async (runtime: Runtime.StoreRuntime, io: Io): Promise<number> => {
+  let sessions = 0
+  await Runtime.runOn(
+    runtime,
+    Stream.runForEach(SessionArchive.exportAll, (line) =>
+      Effect.promise(() => write(io.stdout, `${line}\n`).then(() => void sessions++))
+    )
+  )
+  io.stderr.write(`noema: exported ${sessions} session${sessions === 1 ? "" : "s"}\n`)
+  return 0
+}
+
+/**
+ * Imports JSON lines from `file` (stdin when undefined or "-"), one session
+ * per line. A line that cannot be read, or a session that cannot be stored,
+ * is reported with its line number and nothing of it is stored; a session
+ * that already exists is skipped and reported. Any of these makes the status 1.
+ */
+const importFrom = async (
+  file: string | undefined,
+  runtime: Runtime.StoreRuntime,
+  database: string,
+  io: Io
+): Promise<number> => {
+  const fromStdin = file === undefined || file === "-"
+  if (!fromStdin && !fs.existsSync(file)) {
+    io.stderr.write(`noema: sessions import: no file "${file}"\n`)
     return 1
   }
-  const runtime = Runtime.openStore(paths)
+  const input = fromStdin ? io.stdin : fs.createReadStream(file, { encoding: "utf8" })
+  const lines = readline.createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })
+  let lineNumber = 0
+  let imported = 0
+  let messages = 0
+  let skipped = 0
+  let failed = 0
+  for await (const text of lines) {
+    lineNumber++
+    if (text.trim() === "") continue
+    const line = lineNumber
+    try {
+      const outcome = await Runtime.runOn(
+        runtime,
+        Effect.flatMap(SessionArchive.decodeLine(text, line), SessionArchive.importSession)
+      )
+      if (outcome._tag === "Imported") {
+        imported++
+        messages += outcome.messages
+      } else {
+        skipped++
+        io.stderr.write(
+          `noema: line ${line}: session ${outcome.id} already exists in ${database}; skipped it (nothing merged)\n`
+        )
+      }
+    } catch (error) {
+      failed++
+      const detail =
+        error instanceof SessionArchive.ArchiveLineError
+          ? error.message
+          : `line ${line}: ${CliError.describe(error)}`
+      io.stderr.write(`noema: ${detail}; nothing of that session was imported\n`)
+    }
+  }
+  io.stderr.write(
+    `noema: imported ${imported} session${imported === 1 ? "" : "s"} (${messages} messages) into ${database}` +
+      (skipped > 0 ? `, skipped ${skipped} that already existed` : "") +
+      (failed > 0 ? `, ${failed} failed` : "") +
+      "\n"
+  )
+  return skipped > 0 || failed > 0 ? 1 : 0
+}
+
+export const run = async (options: Options, io: Io): Promise<number> => {
+  const paths = CliConfig.paths(io.env)
+  const database = CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd)
+  const style = Terminal.styleFor(io.stdout, io.env)
+  const print = (text: string) => io.stdout.write(`${text}\n`)
+  if (database.kind === "sqlite" && options.type !== "sessions-import" && !fs.existsSync(database.path)) {
+    switch (options.type) {
+      case "sessions-list":
+        print(options.json ? "[]" : (Terminal.sessionTable([])[0] as string))
+        return 0
+      case "sessions-export-all":
+        io.stderr.write(`noema: exported 0 sessions (there is no database at ${database.path})\n`)
+        return 0
+      default:
+        io.stderr.write(`noema: no session "${options.id}" (there are no sessions yet in ${database.path})\n`)
+        return 1
+    }
+  }
+  const runtime = Runtime.openStore(database)
   try {
     switch (options.type) {
+      case "sessions-export-all":
+        return await exportAll(runtime, io)
+      case "sessions-import":
+        return await importFrom(options.file, runtime, CliConfig.describeDatabase(database), io)
       case "sessions-list": {
         const sessions = await Runtime.runOn(runtime, Runtime.listSessions)
         if (options.json) print(JSON.stringify(sessions, null, 2))

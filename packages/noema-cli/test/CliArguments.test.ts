@@ -10,7 +10,8 @@ describe("CliArguments", () => {
         model: { model: "gpt-4.1", baseUrl: "http://x/v1", apiKey: undefined },
         tools: false,
         system: undefined,
-        session: "abc"
+        session: "abc",
+        database: undefined
       }
     )
   })
@@ -24,30 +25,75 @@ describe("CliArguments", () => {
   })
 
   it("parses the sessions actions", () => {
-    assert.deepStrictEqual(parseCommand(["sessions"]), { type: "sessions-list", json: false })
+    assert.deepStrictEqual(parseCommand(["sessions"]), {
+      type: "sessions-list",
+      json: false,
+      database: undefined
+    })
     assert.deepStrictEqual(parseCommand(["sessions", "list", "--json"]), {
       type: "sessions-list",
-      json: true
+      json: true,
+      database: undefined
     })
     assert.deepStrictEqual(parseCommand(["sessions", "show", "ab12"]), {
       type: "sessions-show",
       id: "ab12",
-      json: false
+      json: false,
+      database: undefined
     })
     assert.deepStrictEqual(parseCommand(["sessions", "delete", "ab12"]), {
       type: "sessions-delete",
-      id: "ab12"
+      id: "ab12",
+      database: undefined
     })
     assert.deepStrictEqual(parseCommand(["sessions", "export", "ab12", "-f", "markdown"]), {
       type: "sessions-export",
       id: "ab12",
-      format: "markdown"
+      format: "markdown",
+      database: undefined
     })
     assert.deepStrictEqual(parseCommand(["sessions", "export", "ab12"]), {
       type: "sessions-export",
       id: "ab12",
-      format: "json"
+      format: "json",
+      database: undefined
     })
+  })
+
+  it("takes --database on every command that touches sessions", () => {
+    const url = "postgres://noema:pw@db:5432/noema"
+    assert.deepInclude(parseCommand(["chat", "--database", url]), { type: "chat", database: url })
+    assert.deepInclude(parseCommand(["ask", "--database=/tmp/x.db", "hi"]), {
+      type: "ask",
+      database: "/tmp/x.db"
+    })
+    assert.deepInclude(parseCommand(["sessions", "--database", url]), {
+      type: "sessions-list",
+      database: url
+    })
+    assert.deepInclude(parseCommand(["sessions", "show", "ab", "--database", url]), { database: url })
+    assert.throws(() => parseCommand(["sessions", "--database"]), /--database needs a value/)
+  })
+
+  it("parses export --all and import", () => {
+    assert.deepStrictEqual(parseCommand(["sessions", "export", "--all"]), {
+      type: "sessions-export-all",
+      database: undefined
+    })
+    assert.deepStrictEqual(parseCommand(["sessions", "import", "backup.jsonl", "--database", "pg.db"]), {
+      type: "sessions-import",
+      file: "backup.jsonl",
+      database: "pg.db"
+    })
+    assert.deepStrictEqual(parseCommand(["sessions", "import"]), {
+      type: "sessions-import",
+      file: undefined,
+      database: undefined
+    })
+    assert.throws(() => parseCommand(["sessions", "export", "--all", "ab12"]), /unexpected argument "ab12"/)
+    assert.throws(() => parseCommand(["sessions", "export", "--all", "-f", "markdown"]), /JSON lines only/)
+    assert.throws(() => parseCommand(["sessions", "list", "--all"]), /--all only applies to export/)
+    assert.throws(() => parseCommand(["sessions", "import", "a", "b"]), /unexpected argument "b"/)
   })
 
   it("answers help and version before anything else", () => {

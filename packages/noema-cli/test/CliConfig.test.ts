@@ -1,5 +1,7 @@
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
+import { Redacted } from "effect"
+import { UsageError } from "../src/CliArguments.js"
 import * as CliConfig from "../src/CliConfig.js"
 
 describe("CliConfig", () => {
@@ -81,5 +83,70 @@ describe("CliConfig", () => {
     })
     const custom = CliConfig.paths({ NOEMA_HOME: "/tmp/noema-x" }, "/home/ada")
     assert.strictEqual(custom.database, path.join("/tmp/noema-x", "noema.db"))
+  })
+
+  describe("the session database", () => {
+    const files = CliConfig.paths({ NOEMA_HOME: "/srv/noema" })
+    const url = "postgres://noema:S3cret-Pass@db.example:5432/sessions?sslmode=require"
+
+    it("defaults to noema.db in NOEMA_HOME", () => {
+      assert.deepStrictEqual(CliConfig.resolveDatabase(undefined, {}, files, "/work"), {
+        kind: "sqlite",
+        path: path.resolve("/srv/noema/noema.db")
+      })
+      assert.deepStrictEqual(CliConfig.resolveDatabase("  ", { NOEMA_DATABASE_URL: "" }, files, "/work"), {
+        kind: "sqlite",
+        path: path.resolve("/srv/noema/noema.db")
+      })
+    })
+
+    it("takes --database over NOEMA_DATABASE_URL, and file paths from the working directory", () => {
+      assert.deepStrictEqual(
+        CliConfig.resolveDatabase("other.db", { NOEMA_DATABASE_URL: url }, files, "/work"),
+        { kind: "sqlite", path: path.resolve("/work/other.db") }
+      )
+      const fromEnvironment = CliConfig.resolveDatabase(
+        undefined,
+        { NOEMA_DATABASE_URL: url },
+        files,
+        "/work"
+      )
+      assert.strictEqual(fromEnvironment.kind, "postgres")
+      assert.strictEqual(fromEnvironment.kind === "postgres" && Redacted.value(fromEnvironment.url), url)
+      const postgresql = CliConfig.resolveDatabase("postgresql://db/noema", {}, files, "/work")
+      assert.strictEqual(postgresql.kind, "postgres")
+    })
+
+    it("never shows the password: not in describe, not when printed or serialised", () => {
+      const config = CliConfig.resolveDatabase(url, {}, files, "/work")
+      const description = CliConfig.describeDatabase(config)
+      assert.strictEqual(description, "postgres://noema:***@db.example:5432/sessions?sslmode=require")
+      for (const text of [
+        description,
+        String(config),
+        JSON.stringify(config),
+        `${config.kind === "postgres" && config.url}`
+      ]) {
+        assert.notInclude(text, "S3cret-Pass")
+      }
+      assert.strictEqual(CliConfig.describeDatabase({ kind: "sqlite", path: "/a/b.db" }), "/a/b.db")
+    })
+
+    it("refuses a URL of another scheme without repeating it", () => {
+      const attempt = () =>
+        CliConfig.resolveDatabase(
+          undefined,
+          { NOEMA_DATABASE_URL: "mysql://root:Hunter2@db/x" },
+          files,
+          "/work"
+        )
+      assert.throws(attempt, UsageError)
+      assert.throws(attempt, /NOEMA_DATABASE_URL: unsupported database URL scheme "mysql:"/)
+      try {
+        attempt()
+      } catch (error) {
+        assert.notInclude(String(error), "Hunter2")
+      }
+    })
   })
 })

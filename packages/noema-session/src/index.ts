@@ -2,6 +2,8 @@
  * @noema/session: conversations kept in a store, turns committed as transactions.
  */
 export * as MemoryStore from "./MemoryStore.js"
+export * as Postgres from "./Postgres.js"
 export * as Session from "./Session.js"
+export * as SessionArchive from "./SessionArchive.js"
 export * as SessionStore from "./SessionStore.js"
 export * as SqliteStore from "./SqliteStore.js"

@@ -10,6 +10,9 @@ const modelOptions = `Model
   Flags win over the environment. With no API key and no base URL, noema runs on its
   built-in offline model (deterministic, not an LLM) so you can try it without an account.`
 
+const databaseOption = `      --database DB     where sessions live: a SQLite file or postgres://USER:PASSWORD@HOST/DB
+                        (env NOEMA_DATABASE_URL; default $NOEMA_HOME/noema.db)`
+
 const commonOptions = `  -h, --help            show this help
   -v, --version         show the version`
 
@@ -20,15 +23,19 @@ Usage
   noema ask [options] QUESTION      one question; the answer goes to stdout
   noema sessions [list]             saved sessions, newest first
   noema sessions show|delete|export ID
+  noema sessions export --all       every session as JSON lines (for import elsewhere)
+  noema sessions import [FILE]      sessions from JSON lines (stdin by default)
   noema COMMAND --help              help for one command
 
 Options
+${databaseOption}
 ${commonOptions}
 
 ${modelOptions}
 
 Environment
   NOEMA_HOME      where sessions (noema.db) and input history live (default ~/.noema)
+  NOEMA_DATABASE_URL  the session database, as --database (a password in it is never printed)
   NO_COLOR        plain output without colours
   NOEMA_DEBUG=1   print the full cause of an error
 
@@ -59,6 +66,7 @@ Options
   -s, --session ID      continue a saved session (see noema sessions list)
       --system TEXT     the session's system prompt (with --session: replaces that session's)
       --no-tools        do not give the model the built-in tools (calculator, current_time, read_file)
+${databaseOption}
 ${commonOptions}
 
 ${modelOptions}
@@ -80,6 +88,7 @@ Options
       --json            print the turn's messages as JSON instead of the answer
       --system TEXT     the session's system prompt (with --session: replaces that session's)
       --no-tools        do not give the model the built-in tools
+${databaseOption}
 ${commonOptions}
 
 ${modelOptions}
@@ -96,11 +105,19 @@ Usage
   noema sessions delete ID                    delete a session
   noema sessions export ID [--format json|markdown]
                                               print a session for keeping or sharing (default json)
+  noema sessions export --all                 every session, one JSON line each
+  noema sessions import [FILE|-]              add the sessions of such lines (default: stdin);
+                                              a session whose id exists already is skipped
 
-ID may be any unique prefix of a session id. Sessions live in $NOEMA_HOME/noema.db.
+ID may be any unique prefix of a session id. Sessions live in $NOEMA_HOME/noema.db unless
+--database / NOEMA_DATABASE_URL names another. To move them, e.g. to PostgreSQL:
+  noema sessions export --all > sessions.jsonl
+  noema sessions import sessions.jsonl --database postgres://USER:PASSWORD@HOST/DB
 
 Options
       --json            machine-readable output
   -f, --format FORMAT   export format: json or markdown
+      --all             export every session
+${databaseOption}
 ${commonOptions}
 `

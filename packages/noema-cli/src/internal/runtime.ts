@@ -4,11 +4,13 @@
  * commands' plain async code (with cancellation through an AbortSignal).
  */
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import type { Agent, ChatModel } from "@noema/core"
 import { type Session, SessionStore, SqliteStore } from "@noema/session"
-import { Cause, Effect, Exit, ManagedRuntime, Schema } from "effect"
-import type { ModelConfig, Paths } from "../CliConfig.js"
+import { Cause, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
+import { UsageError } from "../CliArguments.js"
+import { type DatabaseConfig, describeDatabase, type ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
 
@@ -68,10 +70,39 @@ export const adoptDefaultSystemPrompt = (
 
 export type StoreRuntime = ManagedRuntime.ManagedRuntime<SessionStore.SessionStore, SessionStore.StoreError>
 
-/** The SQLite store at `paths.database` (the directory is created, private to the user). */
-export const openStore = (paths: Paths): StoreRuntime => {
-  fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
-  return ManagedRuntime.make(SqliteStore.layer({ filename: paths.database }))
+/** A database's store, not yet opened: what `openStore` runs. */
+export interface StoreLayer {
+  readonly database: DatabaseConfig
+  readonly layer: Layer.Layer<SessionStore.SessionStore, SessionStore.StoreError>
+}
+
+/**
+ * The session store for `database`: the one place that turns the configured
+ * database into a `SessionStore`, for every command. Building the layer opens
+ * nothing yet; a database this build cannot use is refused here (UsageError).
+ */
+export const storeLayer = (database: DatabaseConfig): StoreLayer => {
+  switch (database.kind) {
+    case "sqlite":
+      return { database, layer: SqliteStore.layer({ filename: database.path }) }
+    case "postgres":
+      // PLUG IN THE POSTGRESQL STORE HERE (issue 8), e.g.
+      //   return { database, layer: PostgresStore.layer({ url: database.url }) }
+      // built on `Postgres.layer({ url })` from @noema/session. Until then a
+      // postgres URL is refused with one line and exit status 2, naming the
+      // server without its password.
+      throw new UsageError(
+        `noema: ${describeDatabase(database)} is a PostgreSQL database, and this build of noema ` +
+          "cannot keep sessions in PostgreSQL yet (give a SQLite file path, or leave --database out)"
+      )
+  }
+}
+
+/** Opens the store (for SQLite, its directory is created, private to the user). */
+export const openStore = (store: StoreLayer | DatabaseConfig): StoreRuntime => {
+  const { database, layer } = "layer" in store ? store : storeLayer(store)
+  if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
+  return ManagedRuntime.make(layer)
 }
 
 /** Runs `effect` on the runtime and returns its value, or throws its failure. */

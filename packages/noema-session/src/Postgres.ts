@@ -1,0 +1,110 @@
+/**
+ * Postgres: a connection to a PostgreSQL server as effect's `SqlClient`.
+ *
+ * The SQL stores run on `effect/sql`, so the same store code serves SQLite and
+ * PostgreSQL; this module gives them the PostgreSQL side from a
+ * `postgres://` / `postgresql://` URL, through `@effect/sql-pg`. The password
+ * never leaves the `Redacted` it arrives in: `redactUrl` is the form of a URL
+ * for messages to people, and failures name the server by it, so an error, a
+ * status line or a log never shows the password.
+ */
+import type * as PgClient from "@effect/sql-pg/PgClient"
+import { Effect, Layer, Redacted } from "effect"
+import type * as SqlClient from "effect/sql/SqlClient"
+import { IoFailure, StoreError } from "./SessionStore.js"
+
+export interface Options {
+  /** `postgres://user:password@host:port/database?sslmode=...`; a plain string is wrapped in `Redacted`. */
+  readonly url: Redacted.Redacted<string> | string
+  /** Connections in the pool (default 10). */
+  readonly maxConnections?: number
+  /** Shown in `pg_stat_activity` (default "noema"). */
+  readonly applicationName?: string
+}
+
+/** Whether `text` is a PostgreSQL connection URL (rather than, say, a SQLite file path). */
+export const isUrl = (text: string): boolean => /^postgres(?:ql)?:\/\//i.test(text.trim())
+
+/**
+ * `url` as it may be shown to people: without its password (in the user part
+ * or a `password=` parameter). A text that does not parse as a URL is shown as
+ * its scheme only, since where the password sits in it cannot be known.
+ */
+export const redactUrl = (url: string): string => {
+  let parsed: URL
+  try {
+    parsed = new URL(url.trim())
+  } catch {
+    const scheme = /^([a-z][a-z0-9+.-]*:)/i.exec(url.trim())?.[1]
+    return scheme === undefined ? "(unparseable database URL)" : `${scheme}//(unparseable URL)`
+  }
+  if (parsed.password !== "") parsed.password = "***"
+  for (const key of [...parsed.searchParams.keys()]) {
+    if (key.toLowerCase() === "password") parsed.searchParams.set(key, "***")
+  }
+  // `***` percent-encoded by URL would read as %2A%2A%2A; keep it readable.
+  return parsed.toString().replaceAll("%2A%2A%2A", "***")
+}
+
+const secretOf = (url: Options["url"]): Redacted.Redacted<string> =>
+  typeof url === "string" ? Redacted.make(url.trim()) : url
+
+const passwordOf = (url: string): string | undefined => {
+  try {
+    const parsed = new URL(url)
+    return parsed.password === "" ? undefined : decodeURIComponent(parsed.password)
+  } catch {
+    return undefined
+  }
+}
+
+/** The text of a failure, with the password cut out should a driver ever repeat it. */
+const describeFailure = (error: unknown, url: string): string => {
+  const parts: Array<string> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    if (current.message !== "" && !parts.includes(current.message)) parts.push(current.message)
+    current = current.cause
+  }
+  const text = parts.length === 0 ? String(error) : parts.join(": ")
+  const password = passwordOf(url)
+  const hidden = password === undefined ? text : text.replaceAll(password, "***")
+  return hidden.replaceAll(url, redactUrl(url))
+}
+
+/** A failure to reach or use the server, as the session stores report it. */
+export const storeError = (url: Redacted.Redacted<string>, error: unknown): StoreError => {
+  const value = Redacted.value(url)
+  return new StoreError({
+    reason: new IoFailure({ location: redactUrl(value), detail: describeFailure(error, value) })
+  })
+}
+
+/**
+ * `PgClient` and `SqlClient` for the server at `options.url`: a pool of up to
+ * `maxConnections` connections, opened lazily and closed with the layer. The
+ * layer checks that the server answers (`SELECT 1`) before it is built, so a
+ * wrong URL, password or database fails here, as one `StoreError`, rather than
+ * at the first query.
+ */
+export const layer = (options: Options): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, StoreError> => {
+  const url = secretOf(options.url)
+  return Layer.unwrap(
+    // Loaded on demand, so programs that only use SQLite never load the PostgreSQL driver.
+    Effect.map(
+      Effect.promise(() => import("@effect/sql-pg/PgClient")),
+      (Pg) =>
+        Pg.layerFrom(
+          Effect.gen(function* () {
+            const client = yield* Pg.make({
+              url,
+              applicationName: options.applicationName ?? "noema",
+              ...(options.maxConnections !== undefined && { maxConnections: options.maxConnections })
+            })
+            yield* client`SELECT 1`
+            return client
+          }).pipe(Effect.mapError((error) => storeError(url, error)))
+        )
+    )
+  )
+}
