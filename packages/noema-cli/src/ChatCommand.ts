@@ -9,6 +9,7 @@
  * turn is saved and the chat says so). Ctrl-C or Ctrl-D on an empty line, or
  * `/exit`, quit.
  */
+import * as fs from "node:fs"
 import type { Agent, ChatModel } from "@noema/core"
 import { Session } from "@noema/session"
 import { Effect } from "effect"
