@@ -38,6 +38,9 @@ class TurnState {
         case "text-delta":
           if (chunk.delta.length > 0) events.push({ type: "text-delta", delta: chunk.delta })
           break
+        case "reasoning-delta":
+          if (chunk.delta.length > 0) events.push({ type: "reasoning-delta", delta: chunk.delta })
+          break
         case "tool-call":
           events.push({ type: "tool-call", toolCall: chunk.toolCall })
           break
@@ -53,7 +56,7 @@ class TurnState {
   }
 
   message(): Message.AssistantMessage {
-    return ChatModel.toMessage(this.response.build())
+    return this.response.message()
   }
 }
 
