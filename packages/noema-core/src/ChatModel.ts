@@ -13,7 +13,7 @@
  * and are re-exported here.
  */
 import { Context, type Duration, Effect, type Schedule, Schema, Stream } from "effect"
-import { fold, normaliseStream, responseToStream } from "./internal/responseStream.js"
+import { fold, normaliseStream, responseToStream, withUniqueToolCallIds } from "./internal/responseStream.js"
 import type { Message, ToolCall } from "./Message.js"
 import * as Messages from "./Message.js"
 import * as ModelError from "./ModelError.js"
@@ -166,8 +166,10 @@ export type MakeOptions = {
 /**
  * Builds a ChatModel from a provider's `complete` and/or `stream`. The stream
  * is normalised (complete `tool-call` chunks, a `finish` chunk even when the
- * provider forgot one), the missing operation is derived from the other, and
- * retries are applied once here rather than in every adapter.
+ * provider forgot one), tool-call ids are made unique within each response
+ * (a server's empty or repeated ids would make parallel calls share one),
+ * the missing operation is derived from the other, and retries are applied
+ * once here rather than in every adapter.
  */
 export const make = (options: MakeOptions): Service => {
   const rawStream = options.stream
@@ -178,7 +180,9 @@ export const make = (options: MakeOptions): Service => {
       : (request) =>
           Stream.unwrap(Effect.map((rawComplete as Service["complete"])(request), responseToStream))
   const complete: Service["complete"] =
-    rawComplete !== undefined ? rawComplete : (request) => fold(stream(request))
+    rawComplete !== undefined
+      ? (request) => Effect.map(rawComplete(request), withUniqueToolCallIds)
+      : (request) => fold(stream(request))
   const service: Service = { provider: options.provider, model: options.model, complete, stream }
   return options.retry === undefined ? service : Retry.chatModel(service, options.retry)
 }

@@ -278,6 +278,30 @@ describe("ChatModel responses", () => {
     })
   )
 
+  it.effect("makes the ids of a complete (non-streamed) response unique too", () =>
+    Effect.gen(function* () {
+      const model = ChatModel.make({
+        provider: "test",
+        model: "m",
+        complete: () =>
+          Effect.succeed({
+            text: "",
+            toolCalls: [
+              { id: "", name: "a", arguments: "{}" },
+              { id: "same", name: "b", arguments: "{}" },
+              { id: "same", name: "c", arguments: "{}" }
+            ],
+            finishReason: "tool-calls" as const
+          })
+      })
+      const response = yield* model.complete(request)
+      assert.deepStrictEqual(
+        response.toolCalls.map((call) => call.id),
+        ["call_0", "same", "same_2"]
+      )
+    })
+  )
+
   it.effect("keeps two complete calls that share an id, under different ids", () =>
     Effect.gen(function* () {
       const model = fromChunks([

@@ -359,7 +359,10 @@ describe("OpenAiChatModel responses", () => {
       assert.deepStrictEqual(message, {
         role: "assistant",
         content: "",
-        refusal: "I cannot help with that request."
+        refusal: "I cannot help with that request.",
+        finishReason: "stop",
+        rawFinishReason: "stop",
+        usage: message.usage as ChatModel.Usage
       })
     })
   )
@@ -500,7 +503,7 @@ describe("OpenAiChatModel failures", () => {
       assert.ok(typeof fromDate === "number" && fromDate > 100_000 && fromDate <= 120_000, String(fromDate))
       assert.equal(yield* retryAfter, undefined)
       // Out of credit: waiting will not help, so it is not a retryable rate limit.
-      assert.equal(yield* retryAfter, "Authentication")
+      assert.equal(yield* retryAfter, "QuotaExceeded")
     })
   )
 

@@ -73,6 +73,18 @@ const completedCalls = (calls: ReadonlyArray<PartialCall | undefined>): Array<St
   return chunks
 }
 
+/**
+ * A complete response whose tool calls all have ids unique within it (the
+ * same response when they already do, as nearly all do).
+ */
+export const withUniqueToolCallIds = (response: ChatResponse): ChatResponse => {
+  const calls = response.toolCalls
+  if (calls.length === 0) return response
+  const ids = callIds(calls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments })))
+  if (calls.every((call, index) => call.id === ids[index])) return response
+  return { ...response, toolCalls: calls.map((call, index) => ({ ...call, id: ids[index] as string })) }
+}
+
 /** True when `call` is one the state already holds (the same id, once made unique, name and arguments). */
 const isKnown = (state: StreamState, call: ToolCall): boolean => {
   const ids = callIds(state.calls)
