@@ -305,11 +305,14 @@ export const toMessage = (response: ChatResponse): AssistantMessage => {
         ? [Messages.reasoningPart(reasoning), Messages.textPart(response.text)]
         : [Messages.reasoningPart(reasoning)]
   }
-  return Messages.assistant(content, {
-    toolCalls: response.toolCalls,
-    ...(response.refusal !== undefined && { refusal: response.refusal }),
-    finishReason: response.finishReason,
-    ...(response.rawFinishReason !== undefined && { rawFinishReason: response.rawFinishReason }),
-    ...(response.usage !== undefined && { usage: response.usage })
-  })
+  // Built field by field rather than through spreads: one per model call, on the hot path.
+  const message: Mutable<AssistantMessage> = { role: "assistant", content }
+  if (response.toolCalls.length > 0) message.toolCalls = response.toolCalls
+  if (response.refusal !== undefined) message.refusal = response.refusal
+  message.finishReason = response.finishReason
+  if (response.rawFinishReason !== undefined) message.rawFinishReason = response.rawFinishReason
+  if (response.usage !== undefined) message.usage = response.usage
+  return message
 }
+
+type Mutable<A> = { -readonly [K in keyof A]: A[K] }
