@@ -27,7 +27,10 @@ const add = Tool.make({
 const model = ScriptedChatModel.make({
   replies: [
     { toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }] },
-    (request) => `The sum is ${request.messages.at(-1)?.content}.`,
+    (request) => {
+      const last = request.messages.at(-1)
+      return `The sum is ${last === undefined ? "?" : Message.text(last)}.`
+    },
     ""
   ]
 })
@@ -38,7 +41,7 @@ const agent = ToolAgent.make({ tools: [add] })
 /** Our own rule for this app: a turn must end with a non-empty answer. */
 const isValid = (pending: Iterable<Message.Message>) => {
   const last = Array.from(pending).at(-1)
-  return last?.role === "assistant" && last.content.trim().length > 0
+  return last?.role === "assistant" && Message.text(last).trim().length > 0
 }
 
 const turn = (session: Session.Session, text: string) =>

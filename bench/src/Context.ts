@@ -25,7 +25,7 @@ export const run = async (options: LatencyOptions): Promise<Record<string, numbe
     }).window(windowSize)
   const read = (view: ConversationContext.ConversationContext): number => {
     let characters = 0
-    for (const message of view) characters += message.content.length
+    for (const message of view) characters += Message.text(message).length
     return characters
   }
 

@@ -152,7 +152,10 @@ const measure = async (
       return ((first as number) - start) * 1000
     }
     const messages = (await noemaTurn()) as ReadonlyArray<Message.Message>
-    check(messages.length === 1 && messages[0]?.content === answer, "noema answer over HTTP")
+    check(
+      messages.length === 1 && Message.text(messages[0] as Message.Message) === answer,
+      "noema answer over HTTP"
+    )
     check((await noemaFirstToken()) > 0, "noema first token")
   }
 

@@ -71,7 +71,10 @@ const noemaContenders = async (
   ])
 
   const plainMessages = await Agent.run(simple, noemaContext, model)
-  check(plainMessages.length === 1 && plainMessages[0]?.content === answer, "noema plain answer")
+  check(
+    plainMessages.length === 1 && Message.text(plainMessages[0] as Message.Message) === answer,
+    "noema plain answer"
+  )
   const toolMessages = await Agent.run(
     toolAgent,
     noemaContext,
@@ -83,7 +86,7 @@ const noemaContenders = async (
       toolResult?.role === "tool" &&
       !toolResult.isError &&
       toolResult.content === weatherFor("Paris") &&
-      toolMessages[2]?.content === answer,
+      Message.text(toolMessages[2] as Message.Message) === answer,
     "noema tool loop: tool called once, answered from its result"
   )
   const pipelineMessages = await Agent.run(pipeline, noemaContext, model)

@@ -9,6 +9,7 @@
  * after a full collection with the session still held, minus the heap before.
  * Prints one JSON line: `{ "ms", "heapMb", "messages" }`.
  */
+import { Message } from "@noema/core"
 import { Session, SessionStore, SqliteStore } from "@noema/session"
 import { Effect, Exit, Scope } from "effect"
 import { megabytes, now, settledHeap } from "./Harness.ts"
@@ -29,7 +30,7 @@ let messages = 0
 let characters = 0
 for (const message of session.context()) {
   messages++
-  characters += message.content.length
+  characters += Message.text(message).length
 }
 const ms = now() - start
 const heapAfter = settledHeap()

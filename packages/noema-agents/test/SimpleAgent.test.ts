@@ -3,14 +3,16 @@ import { type Agent, ConversationContext, Message, ModelError } from "@noema/cor
 import { ScriptedChatModel } from "@noema/core/testing"
 import { Effect, Stream } from "effect"
 import { SimpleAgent } from "../src/index.js"
+import { withoutCallInfo } from "./support.js"
 
 describe("SimpleAgent", () => {
   it.effect("answers with one assistant message", () =>
     Effect.gen(function* () {
-      const model = ScriptedChatModel.make({ replies: ["Hello there"] })
+      const usage = { inputTokens: 5, outputTokens: 3, totalTokens: 8 }
+      const model = ScriptedChatModel.make({ replies: [{ text: "Hello there", usage }] })
       const agent = SimpleAgent.make()
       const messages = yield* agent.execute(ConversationContext.of(Message.user("Hi")), model)
-      assert.deepStrictEqual(messages, [Message.assistant("Hello there")])
+      assert.deepStrictEqual(messages, [Message.assistant("Hello there", { finishReason: "stop", usage })])
       assert.strictEqual(agent.name, "simple-agent")
       assert.strictEqual(model.requests.length, 1)
       assert.strictEqual(model.requests[0]?.request.tools, undefined)
@@ -65,9 +67,54 @@ describe("SimpleAgent", () => {
         { type: "text-delta", delta: " brave" },
         { type: "text-delta", delta: " new world" },
         { type: "usage", usage },
-        { type: "message", message: Message.assistant("Hello brave new world") }
+        {
+          type: "message",
+          message: Message.assistant("Hello brave new world", { finishReason: "stop", usage })
+        }
       ])
       assert.strictEqual(model.requests[0]?.kind, "stream")
+    })
+  )
+
+  it.effect("streams reasoning apart from the answer and keeps it in its own part", () =>
+    Effect.gen(function* () {
+      const usage = { inputTokens: 5, outputTokens: 9, totalTokens: 14, reasoningTokens: 4 }
+      const model = ScriptedChatModel.make({
+        replies: [
+          {
+            stream: [
+              { type: "reasoning-delta", delta: "They greet " },
+              { type: "reasoning-delta", delta: "me." },
+              { type: "text-delta", delta: "Hello!" },
+              { type: "finish", finishReason: "stop", rawFinishReason: "stop" },
+              { type: "usage", usage }
+            ]
+          }
+        ]
+      })
+      const events = yield* Stream.runCollect(
+        SimpleAgent.make().executeStream(ConversationContext.of(Message.user("Hi")), model)
+      )
+      const message = Message.assistant(
+        [Message.reasoningPart("They greet me."), Message.textPart("Hello!")],
+        {
+          finishReason: "stop",
+          rawFinishReason: "stop",
+          usage
+        }
+      )
+      assert.deepStrictEqual(events, [
+        { type: "reasoning-delta", delta: "They greet " },
+        { type: "reasoning-delta", delta: "me." },
+        { type: "text-delta", delta: "Hello!" },
+        { type: "usage", usage },
+        { type: "message", message }
+      ])
+      // `execute` (the complete path) builds the same message.
+      model.enqueue({ text: "Hello!", reasoning: "They greet me.", usage })
+      const [completed] = yield* SimpleAgent.make().execute(ConversationContext.of(Message.user("Hi")), model)
+      assert.strictEqual(Message.text(completed as Message.Message), "Hello!")
+      assert.strictEqual(Message.reasoning(completed as Message.Message), "They greet me.")
     })
   )
 
@@ -108,12 +155,12 @@ describe("SimpleAgent", () => {
       const events = SimpleAgent.make().executeStream(ConversationContext.of(Message.user("Hi")), model)
       const messagesOf = (run: ReadonlyArray<Agent.AgentEvent>) =>
         run.flatMap((event) => (event.type === "message" ? [event.message] : []))
-      assert.deepStrictEqual(messagesOf(yield* Stream.runCollect(events)), [
+      assert.deepStrictEqual(withoutCallInfo(messagesOf(yield* Stream.runCollect(events))), [
         Message.assistant("First answer")
       ])
       const error = yield* Effect.flip(Stream.runCollect(events))
       assert.deepStrictEqual(error.messages, [], "a failed run carries nothing from an earlier run")
-      assert.deepStrictEqual(messagesOf(yield* Stream.runCollect(events)), [
+      assert.deepStrictEqual(withoutCallInfo(messagesOf(yield* Stream.runCollect(events))), [
         Message.assistant("Third answer")
       ])
     })

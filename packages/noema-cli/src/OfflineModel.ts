@@ -11,7 +11,7 @@
  * through core's `ChatModel.make`, like any provider's.
  */
 
-import { ChatModel, type Message } from "@noema/core"
+import { ChatModel, Message } from "@noema/core"
 import { Duration, Effect, Layer, Stream } from "effect"
 import * as Calculator from "./tools/Calculator.js"
 
@@ -249,11 +249,11 @@ export const decide = (request: ChatModel.ChatRequest): Decision => {
   }
   const user = lastUser >= 0 ? (messages[lastUser] as Message.UserMessage) : undefined
   if (user === undefined) return { type: "text", text: introduction }
-  const text = user.content
+  const text = Message.text(user)
   const earlier = messages
     .slice(0, lastUser)
     .filter((message): message is Message.UserMessage => message.role === "user")
-    .map((message) => message.content)
+    .map(Message.text)
 
   const expression = findExpression(text)
   if (expression !== undefined) {
@@ -284,7 +284,7 @@ const estimateTokens = (text: string): number => Math.ceil(text.length / 4)
 
 const usageOf = (messages: Iterable<Message.Message>, output: string): ChatModel.Usage => {
   let inputTokens = 0
-  for (const message of messages) inputTokens += estimateTokens(message.content) + 4
+  for (const message of messages) inputTokens += estimateTokens(Message.text(message)) + 4
   const outputTokens = estimateTokens(output)
   return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens }
 }

@@ -6,7 +6,7 @@
  * is one dim line per call (`  ⚙ calculator(2+2) → 4`) and earlier turns are
  * replayed compactly; both are pure functions of messages, tested as text.
  */
-import type { Message } from "@noema/core"
+import { Message } from "@noema/core"
 import type { SessionStore } from "@noema/session"
 
 export type Environment = Readonly<Record<string, string | undefined>>
@@ -142,12 +142,12 @@ export const transcript = (
         break
       case "user":
         if (lines.length > 0) lines.push("")
-        lines.push(`${styled.bold(marker)} ${limitLines(message.content, options.maxLines)}`)
+        lines.push(`${styled.bold(marker)} ${limitLines(Message.text(message), options.maxLines)}`)
         break
       case "assistant":
         for (const call of message.toolCalls ?? []) calls.set(call.id, call)
         if (message.refusal !== undefined) lines.push(styled.yellow(`(refused) ${message.refusal}`))
-        if (message.content.length > 0) lines.push(limitLines(message.content, options.maxLines))
+        if (Message.text(message).length > 0) lines.push(limitLines(Message.text(message), options.maxLines))
         break
       case "tool":
         lines.push(toolLine(calls.get(message.toolCallId), message, styled))

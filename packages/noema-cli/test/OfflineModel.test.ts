@@ -118,7 +118,7 @@ describe("OfflineModel", () => {
       const last = events.at(-1)
       assert.strictEqual(last?.type, "message")
       if (last?.type === "message")
-        assert.match(last.message.content, /^I couldn't calculate 1 \/ 0: .*division by zero/)
+        assert.match(Message.text(last.message), /^I couldn't calculate 1 \/ 0: .*division by zero/)
     })
   )
 

@@ -14,7 +14,7 @@ import type * as ChatModel from "./ChatModel.js"
 import { ChatModelError } from "./ChatModel.js"
 import type { ConversationContext } from "./ConversationContext.js"
 import type { Message, ToolCall, ToolMessage } from "./Message.js"
-import { Message as MessageSchema } from "./Message.js"
+import { Message as MessageSchema, reasoning, text } from "./Message.js"
 import type { Annotations } from "./Tool.js"
 
 // ---------------------------------------------------------------------------
@@ -24,6 +24,8 @@ import type { Annotations } from "./Tool.js"
 export type AgentEvent =
   /** A fragment of assistant text, as the model produces it. */
   | { readonly type: "text-delta"; readonly delta: string }
+  /** A fragment of the model's reasoning (not part of the answer), as the model produces it. */
+  | { readonly type: "reasoning-delta"; readonly delta: string }
   /**
    * The model asked for a tool call (complete arguments). `annotations` are the
    * called tool's (see `Tool.Annotations`), when the agent knows the tool and
@@ -125,7 +127,10 @@ export const eventsOf = (messages: ReadonlyArray<Message>): Array<AgentEvent> =>
   const events: Array<AgentEvent> = []
   for (const message of messages) {
     if (message.role === "assistant") {
-      if (message.content.length > 0) events.push({ type: "text-delta", delta: message.content })
+      const thought = reasoning(message)
+      if (thought.length > 0) events.push({ type: "reasoning-delta", delta: thought })
+      const answer = text(message)
+      if (answer.length > 0) events.push({ type: "text-delta", delta: answer })
       for (const toolCall of message.toolCalls ?? []) events.push({ type: "tool-call", toolCall })
     } else if (message.role === "tool") {
       events.push({ type: "tool-result", message })

@@ -161,7 +161,11 @@ export const cases: ReadonlyArray<Case> = [
           "text arrives in several deltas"
         )
         const finishes = chunks.filter((chunk) => chunk.type === "finish")
-        assert.deepEqual(finishes, [{ type: "finish", finishReason: "stop" }])
+        // Providers may add their raw finish reason; the normalised one is the contract.
+        assert.deepEqual(
+          finishes.map((chunk) => chunk.type === "finish" && chunk.finishReason),
+          ["stop"]
+        )
         const usage = chunks.find((chunk) => chunk.type === "usage")
         assert.ok(usage?.type === "usage", "a usage chunk is emitted")
         assert.equal(usage.usage.outputTokens, 9)
@@ -198,7 +202,8 @@ export const cases: ReadonlyArray<Case> = [
         const finishIndex = chunks.findIndex((chunk) => chunk.type === "finish")
         const lastCallIndex = chunks.findLastIndex((chunk) => chunk.type === "tool-call")
         assert.ok(lastCallIndex < finishIndex, "complete calls come before finish")
-        assert.deepEqual(chunks[finishIndex], { type: "finish", finishReason: "tool-calls" })
+        const finish = chunks[finishIndex]
+        assert.equal(finish?.type === "finish" && finish.finishReason, "tool-calls")
       })
     )
   },

@@ -5,6 +5,12 @@
  * assistant, tool). Being plain data keeps them cheap to create, cheap to keep
  * by the hundred thousand, and losslessly encodable to JSON, which is what
  * stores keep. The Schema below is the single source of truth for that JSON.
+ *
+ * A user or assistant message's `content` is either a string (the text-only
+ * form, what `user("hi")` builds and what every release so far stored) or a
+ * list of content parts: text, reasoning (assistant only: the model's
+ * thinking, kept apart from its answer) and references to files. Read it
+ * through `text`, `reasoning`, `files` and `parts`, which accept both forms.
  */
 import { Effect, Schema } from "effect"
 
@@ -24,6 +30,67 @@ export type ToolCall = typeof ToolCall.Type
 export const Metadata = Schema.JsonObject
 export type Metadata = typeof Metadata.Type
 
+// Content parts ------------------------------------------------------------
+
+/** Answer text (or, in a user message, what the user wrote). */
+export const TextPart = Schema.Struct({
+  type: Schema.tag("text"),
+  text: Schema.String
+})
+export type TextPart = typeof TextPart.Type
+
+/**
+ * The model's reasoning ("thinking"), kept apart from its answer: never shown
+ * as the answer and never sent back to a provider as one. Assistant only.
+ */
+export const ReasoningPart = Schema.Struct({
+  type: Schema.tag("reasoning"),
+  text: Schema.String
+})
+export type ReasoningPart = typeof ReasoningPart.Type
+
+/**
+ * A reference to a file or artifact: `uri` says where it is (`https:`,
+ * `file:`, an artifact URN, or a `data:` URI carrying the bytes inline).
+ */
+export const FilePart = Schema.Struct({
+  type: Schema.tag("file"),
+  uri: Schema.String,
+  /** E.g. `image/png`, `application/pdf`. */
+  mediaType: Schema.String,
+  name: Schema.optionalKey(Schema.String),
+  /** Hex SHA-256 of the bytes, when known. */
+  sha256: Schema.optionalKey(Schema.String),
+  /** Size in bytes, when known. */
+  size: Schema.optionalKey(Schema.Number)
+})
+export type FilePart = typeof FilePart.Type
+
+export const ContentPart = Schema.Union([TextPart, ReasoningPart, FilePart])
+export type ContentPart = typeof ContentPart.Type
+
+/** What a user message may hold: text and files (reasoning belongs to the model). */
+export const UserContentPart = Schema.Union([TextPart, FilePart])
+export type UserContentPart = typeof UserContentPart.Type
+
+// Finish reason and usage ----------------------------------------------------
+
+/** Why the model stopped, normalised across providers. */
+export const FinishReason = Schema.Literals(["stop", "length", "tool-calls", "content-filter", "other"])
+export type FinishReason = typeof FinishReason.Type
+
+/** Token usage of one model call. */
+export const Usage = Schema.Struct({
+  inputTokens: Schema.Number,
+  outputTokens: Schema.Number,
+  totalTokens: Schema.Number,
+  cachedInputTokens: Schema.optionalKey(Schema.Number),
+  reasoningTokens: Schema.optionalKey(Schema.Number)
+})
+export type Usage = typeof Usage.Type
+
+// Messages -------------------------------------------------------------------
+
 const common = {
   /** A stable identifier, assigned by whoever needs one (stores, UIs). */
   id: Schema.optionalKey(Schema.String),
@@ -41,7 +108,7 @@ export type SystemMessage = typeof SystemMessage.Type
 
 export const UserMessage = Schema.Struct({
   role: Schema.tag("user"),
-  content: Schema.String,
+  content: Schema.Union([Schema.String, Schema.Array(UserContentPart)]),
   ...common
 })
 export type UserMessage = typeof UserMessage.Type
@@ -49,12 +116,17 @@ export type UserMessage = typeof UserMessage.Type
 /**
  * The model's turn: text, tool calls, or both. `refusal` carries a provider's
  * explicit refusal text, kept apart from `content` so callers can tell them apart.
+ * `finishReason` (normalised), `rawFinishReason` (the provider's own word) and
+ * `usage` say how the call that produced it ended, when a model produced it.
  */
 export const AssistantMessage = Schema.Struct({
   role: Schema.tag("assistant"),
-  content: Schema.String,
+  content: Schema.Union([Schema.String, Schema.Array(ContentPart)]),
   toolCalls: Schema.optionalKey(Schema.Array(ToolCall)),
   refusal: Schema.optionalKey(Schema.String),
+  finishReason: Schema.optionalKey(FinishReason),
+  rawFinishReason: Schema.optionalKey(Schema.String),
+  usage: Schema.optionalKey(Usage),
   ...common
 })
 export type AssistantMessage = typeof AssistantMessage.Type
@@ -97,15 +169,23 @@ export const system = (content: string, options?: Common): SystemMessage => ({
   ...options
 })
 
-export const user = (content: string, options?: Common): UserMessage => ({
+export const user = (content: string | ReadonlyArray<UserContentPart>, options?: Common): UserMessage => ({
   role: "user",
   content,
   ...options
 })
 
+export type AssistantOptions = Common & {
+  readonly toolCalls?: ReadonlyArray<ToolCall>
+  readonly refusal?: string
+  readonly finishReason?: FinishReason
+  readonly rawFinishReason?: string
+  readonly usage?: Usage
+}
+
 export const assistant = (
-  content: string,
-  options?: Common & { readonly toolCalls?: ReadonlyArray<ToolCall>; readonly refusal?: string }
+  content: string | ReadonlyArray<ContentPart>,
+  options?: AssistantOptions
 ): AssistantMessage => {
   if (options === undefined) return { role: "assistant", content }
   const { toolCalls, ...rest } = options
@@ -125,6 +205,59 @@ export const toolResult = (
 ): ToolMessage => {
   const { isError = false, ...rest } = options
   return { role: "tool", isError, ...rest }
+}
+
+/** A text part. */
+export const textPart = (text: string): TextPart => ({ type: "text", text })
+
+/** A reasoning part (assistant messages only). */
+export const reasoningPart = (text: string): ReasoningPart => ({ type: "reasoning", text })
+
+/** A reference to a file or artifact. */
+export const filePart = (file: Omit<FilePart, "type">): FilePart => ({ type: "file", ...file })
+
+// ---------------------------------------------------------------------------
+// Content
+// ---------------------------------------------------------------------------
+
+/**
+ * The message's text: the whole string content, or its text parts joined
+ * (reasoning and files left out). For an assistant message, the answer.
+ */
+export const text = (message: Message): string => {
+  const content = message.content
+  if (typeof content === "string") return content
+  let out = ""
+  for (let i = 0; i < content.length; i++) {
+    const part = content[i] as ContentPart
+    if (part.type === "text") out += part.text
+  }
+  return out
+}
+
+/** The model's reasoning (its reasoning parts joined); `""` when there is none. */
+export const reasoning = (message: Message): string => {
+  const content = message.content
+  if (typeof content === "string") return ""
+  let out = ""
+  for (const part of content) if (part.type === "reasoning") out += part.text
+  return out
+}
+
+/** The files the message refers to, in order. */
+export const files = (message: Message): ReadonlyArray<FilePart> => {
+  const content = message.content
+  if (typeof content === "string") return []
+  const out: Array<FilePart> = []
+  for (const part of content) if (part.type === "file") out.push(part)
+  return out
+}
+
+/** The content as parts, whatever its form (a non-empty string is one text part). */
+export const parts = (message: Message): ReadonlyArray<ContentPart> => {
+  const content = message.content
+  if (typeof content !== "string") return content
+  return content.length === 0 ? [] : [{ type: "text", text: content }]
 }
 
 // ---------------------------------------------------------------------------
@@ -187,12 +320,22 @@ export const toText = (message: Message): string => {
   switch (message.role) {
     case "assistant": {
       const calls = message.toolCalls?.map((call) => `${call.name}(${call.arguments})`).join(", ")
-      const text = message.refusal !== undefined ? `[refused] ${message.refusal}` : message.content
-      return calls ? `assistant: ${text}${text ? " " : ""}[calls ${calls}]` : `assistant: ${text}`
+      const answer = withFiles(
+        message,
+        message.refusal !== undefined ? `[refused] ${message.refusal}` : text(message)
+      )
+      return calls ? `assistant: ${answer}${answer ? " " : ""}[calls ${calls}]` : `assistant: ${answer}`
     }
     case "tool":
       return `tool ${message.name}${message.isError ? " (error)" : ""}: ${message.content}`
     default:
-      return `${message.role}: ${message.content}`
+      return `${message.role}: ${withFiles(message, text(message))}`
   }
+}
+
+/** `text` followed by a `[file name]` marker per file part. */
+const withFiles = (message: Message, body: string): string => {
+  let out = body
+  for (const file of files(message)) out += `${out.length > 0 ? " " : ""}[file ${file.name ?? file.uri}]`
+  return out
 }

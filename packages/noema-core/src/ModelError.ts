@@ -5,7 +5,9 @@
  * adapter maps its SDK's failures onto one of these reasons, and each reason
  * says whether trying again can help (`isRetryable`) and, for rate limits, how
  * long the provider asked us to wait. `ChatModelError` and `EmbedderError`
- * carry a reason from this union.
+ * carry a reason from this union, and the provider's request id when it sent
+ * one (what its support asks for). The retry policy over these reasons lives
+ * in `Retry`.
  */
 import { Schema } from "effect"
 
@@ -22,6 +24,32 @@ export class RateLimited extends Schema.TaggedClass<RateLimited>()("RateLimited"
 export class Authentication extends Schema.TaggedClass<Authentication>()("Authentication", {
   message: Schema.String
 }) {
+  get isRetryable(): boolean {
+    return false
+  }
+}
+
+/**
+ * The account is out of credit or over its spending quota (OpenAI's
+ * `insufficient_quota`): waiting will not help, paying or another key will.
+ */
+export class QuotaExceeded extends Schema.TaggedClass<QuotaExceeded>()("QuotaExceeded", {
+  message: Schema.String
+}) {
+  get isRetryable(): boolean {
+    return false
+  }
+}
+
+/**
+ * The request (history plus tools plus the room asked for the answer) does not
+ * fit the model's context window. Retrying the same request fails again; the
+ * caller can compact the history and try again.
+ */
+export class ContextLengthExceeded extends Schema.TaggedClass<ContextLengthExceeded>()(
+  "ContextLengthExceeded",
+  { message: Schema.String }
+) {
   get isRetryable(): boolean {
     return false
   }
@@ -83,7 +111,9 @@ export class Unknown extends Schema.TaggedClass<Unknown>()("Unknown", {
 export const Reason = Schema.Union([
   RateLimited,
   Authentication,
+  QuotaExceeded,
   InvalidRequest,
+  ContextLengthExceeded,
   ContentFiltered,
   Unavailable,
   Network,
@@ -93,17 +123,28 @@ export const Reason = Schema.Union([
 export type Reason = typeof Reason.Type
 export type ReasonTag = Reason["_tag"]
 
-/** The fields every model-call error carries: who failed, on which model, and why. */
+/** The fields every model-call error carries: who failed, on which model, why, and the provider's request id. */
 export const fields = {
   provider: Schema.String,
   model: Schema.optionalKey(Schema.String),
-  reason: Reason
+  reason: Reason,
+  /** The provider's id for the failed request (OpenAI's `x-request-id`), when it sent one. */
+  requestId: Schema.optionalKey(Schema.String)
 }
 
-/** `provider (model): reason`, the one-line message of a model-call error. */
-export const describe = (error: {
+/** Any model-call failure: a `ChatModelError`, an `EmbedderError`, or a user's own error with these fields. */
+export interface ModelFailure {
   readonly provider: string
   readonly model?: string
   readonly reason: Reason
-}): string =>
-  `${error.provider}${error.model === undefined ? "" : ` (${error.model})`}: ${error.reason.message}`
+  readonly requestId?: string
+}
+
+/** Whether trying the failed call again can help. */
+export const isRetryable = (error: { readonly reason: Reason }): boolean => error.reason.isRetryable
+
+/** `provider (model): reason [request id]`, the one-line message of a model-call error. */
+export const describe = (error: ModelFailure): string =>
+  `${error.provider}${error.model === undefined ? "" : ` (${error.model})`}: ${error.reason.message}${
+    error.requestId === undefined ? "" : ` [request ${error.requestId}]`
+  }`

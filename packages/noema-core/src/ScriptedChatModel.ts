@@ -10,7 +10,7 @@
  */
 import { Cause, Duration, Effect, Layer, Stream } from "effect"
 import * as ChatModel from "./ChatModel.js"
-import type { Message } from "./Message.js"
+import { type Message, text } from "./Message.js"
 import * as ModelError from "./ModelError.js"
 
 // ---------------------------------------------------------------------------
@@ -28,6 +28,8 @@ export type Reply =
   | string
   | {
       readonly text?: string
+      /** Reasoning the model shows before its answer (streamed as `reasoning-delta`s first). */
+      readonly reasoning?: string
       readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
       readonly refusal?: string
       readonly finishReason?: ChatModel.FinishReason
@@ -77,7 +79,7 @@ const estimateTokens = (text: string): number => Math.ceil(text.length / 4)
 
 const defaultUsage = (messages: ReadonlyArray<Message>, output: string): ChatModel.Usage => {
   let input = 0
-  for (const message of messages) input += estimateTokens(message.content) + 4
+  for (const message of messages) input += estimateTokens(text(message)) + 4
   const outputTokens = estimateTokens(output)
   return { inputTokens: input, outputTokens, totalTokens: input + outputTokens }
 }
@@ -134,7 +136,7 @@ export const make = (options: Options = {}): ScriptedChatModel => {
         ? { _tag: "stream", chunks: reply.stream }
         : { _tag: "stream", chunks: reply.stream, failAfter: reply.failAfter }
     }
-    const text = reply.text ?? ""
+    const answer = reply.text ?? ""
     const toolCalls = (reply.toolCalls ?? []).map((call, i) => ({
       id: call.id ?? `call_${recorded.index}_${i}`,
       name: call.name,
@@ -146,10 +148,11 @@ export const make = (options: Options = {}): ScriptedChatModel => {
             : JSON.stringify(call.arguments)
     }))
     const response: ChatModel.ChatResponse = {
-      text,
+      text: answer,
+      ...(reply.reasoning !== undefined && { reasoning: reply.reasoning }),
       toolCalls,
       finishReason: reply.finishReason ?? (toolCalls.length > 0 ? "tool-calls" : "stop"),
-      usage: reply.usage ?? defaultUsage(recorded.messages, text),
+      usage: reply.usage ?? defaultUsage(recorded.messages, answer),
       ...(reply.refusal !== undefined && { refusal: reply.refusal })
     }
     return reply.chunks === undefined
@@ -192,6 +195,9 @@ export const make = (options: Options = {}): ScriptedChatModel => {
       case "response": {
         const { response } = resolved
         const chunks: Array<ChatModel.StreamChunk> = []
+        if (response.reasoning !== undefined) {
+          for (const delta of splitWords(response.reasoning)) chunks.push({ type: "reasoning-delta", delta })
+        }
         for (const delta of resolved.chunks ?? splitWords(response.text))
           chunks.push({ type: "text-delta", delta })
         if (response.refusal !== undefined) chunks.push({ type: "refusal-delta", delta: response.refusal })

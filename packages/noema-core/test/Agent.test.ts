@@ -9,6 +9,15 @@ const echo = Agent.make({
 })
 
 describe("Agent", () => {
+  it("eventsOf replays reasoning apart from the answer text", () => {
+    const message = Message.assistant([Message.reasoningPart("Hmm."), Message.textPart("Yes.")])
+    assert.deepStrictEqual(Agent.eventsOf([message]), [
+      { type: "reasoning-delta", delta: "Hmm." },
+      { type: "text-delta", delta: "Yes." },
+      { type: "message", message }
+    ])
+  })
+
   it.effect("make derives the stream from execute", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make()

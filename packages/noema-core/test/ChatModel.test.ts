@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import { ChatModel, Message, ModelError } from "../src/index.js"
+import { ChatModel, Embedder, Message, ModelError, Retry } from "../src/index.js"
 
 const request: ChatModel.ChatRequest = { messages: [Message.user("hi")] }
 
@@ -110,7 +110,11 @@ describe("ChatModel.make", () => {
       assert.deepStrictEqual(response.toolCalls, [{ id: "1", name: "t", arguments: "{}" }])
       assert.deepStrictEqual(
         ChatModel.toMessage(response),
-        Message.assistant("hello", { toolCalls: response.toolCalls })
+        Message.assistant("hello", {
+          toolCalls: response.toolCalls,
+          finishReason: "tool-calls",
+          usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 }
+        })
       )
     })
   )
@@ -249,4 +253,173 @@ describe("ChatModel.make", () => {
     )
     assert.isUndefined(ChatModel.addUsage(undefined, undefined))
   })
+})
+
+describe("ChatModel responses", () => {
+  it.effect("gives every tool call of a response its own id, whatever the provider sent", () =>
+    Effect.gen(function* () {
+      const model = fromChunks([
+        { type: "tool-call-delta", index: 0, id: "", name: "a", argumentsDelta: "{}" },
+        { type: "tool-call-delta", index: 1, id: "dup", name: "b", argumentsDelta: "{}" },
+        { type: "tool-call-delta", index: 2, id: "dup", name: "c", argumentsDelta: "{}" },
+        { type: "tool-call-delta", index: 3, name: "d", argumentsDelta: "{}" },
+        { type: "tool-call-delta", index: 4, id: "call_0", name: "e", argumentsDelta: "{}" },
+        { type: "finish", finishReason: "tool-calls" }
+      ])
+      const response = yield* model.complete(request)
+      const ids = response.toolCalls.map((call) => call.id)
+      assert.deepStrictEqual(ids, ["call_0", "dup", "dup_2", "call_3", "call_0_2"])
+      // Normalising again (an already normalised stream) neither renames nor duplicates.
+      const again = yield* ChatModel.collect(model.stream(request))
+      assert.deepStrictEqual(
+        again.toolCalls.map((call) => call.id),
+        ids
+      )
+    })
+  )
+
+  it.effect("makes the ids of a complete (non-streamed) response unique too", () =>
+    Effect.gen(function* () {
+      const model = ChatModel.make({
+        provider: "test",
+        model: "m",
+        complete: () =>
+          Effect.succeed({
+            text: "",
+            toolCalls: [
+              { id: "", name: "a", arguments: "{}" },
+              { id: "same", name: "b", arguments: "{}" },
+              { id: "same", name: "c", arguments: "{}" }
+            ],
+            finishReason: "tool-calls" as const
+          })
+      })
+      const response = yield* model.complete(request)
+      assert.deepStrictEqual(
+        response.toolCalls.map((call) => call.id),
+        ["call_0", "same", "same_2"]
+      )
+    })
+  )
+
+  it.effect("keeps two complete calls that share an id, under different ids", () =>
+    Effect.gen(function* () {
+      const model = fromChunks([
+        { type: "tool-call", toolCall: { id: "x", name: "a", arguments: "{}" } },
+        { type: "tool-call", toolCall: { id: "x", name: "b", arguments: "{}" } },
+        { type: "finish", finishReason: "tool-calls" }
+      ])
+      const response = yield* model.complete(request)
+      assert.deepStrictEqual(response.toolCalls, [
+        { id: "x", name: "a", arguments: "{}" },
+        { id: "x_2", name: "b", arguments: "{}" }
+      ])
+    })
+  )
+
+  it.effect("takes id and model from the first chunk where each is non-empty", () =>
+    Effect.gen(function* () {
+      const model = fromChunks([
+        { type: "response-metadata", id: "", model: "" },
+        { type: "response-metadata", id: "chatcmpl-1" },
+        { type: "response-metadata", id: "chatcmpl-2", model: "gpt-4o" },
+        { type: "response-metadata", model: "other" },
+        { type: "text-delta", delta: "hi" },
+        { type: "finish", finishReason: "stop" }
+      ])
+      const response = yield* model.complete(request)
+      assert.strictEqual(response.id, "chatcmpl-1")
+      assert.strictEqual(response.model, "gpt-4o")
+    })
+  )
+
+  it.effect("builds reasoning into a part before the text, and keeps finish reasons and usage", () =>
+    Effect.gen(function* () {
+      const usage = { inputTokens: 4, outputTokens: 6, totalTokens: 10, reasoningTokens: 3 }
+      const model = fromChunks([
+        { type: "reasoning-delta", delta: "The user " },
+        { type: "reasoning-delta", delta: "says hi." },
+        { type: "text-delta", delta: "Hello" },
+        { type: "finish", finishReason: "length", rawFinishReason: "MAX_TOKENS" },
+        { type: "usage", usage }
+      ])
+      const response = yield* model.complete(request)
+      assert.strictEqual(response.text, "Hello")
+      assert.strictEqual(response.reasoning, "The user says hi.")
+      assert.strictEqual(response.rawFinishReason, "MAX_TOKENS")
+      const message = ChatModel.toMessage(response)
+      assert.deepStrictEqual(message, {
+        role: "assistant",
+        content: [
+          { type: "reasoning", text: "The user says hi." },
+          { type: "text", text: "Hello" }
+        ],
+        finishReason: "length",
+        rawFinishReason: "MAX_TOKENS",
+        usage
+      })
+      assert.strictEqual(Message.text(message), "Hello")
+      // A response replayed as a stream keeps all of it.
+      const replayed = yield* ChatModel.collect(ChatModel.responseToStream(response))
+      assert.deepStrictEqual(replayed, response)
+    })
+  )
+})
+
+describe("ModelError", () => {
+  it("has quota and context-length reasons that are not retryable", () => {
+    assert.isFalse(new ModelError.QuotaExceeded({ message: "out of credit" }).isRetryable)
+    assert.isFalse(new ModelError.ContextLengthExceeded({ message: "too long" }).isRetryable)
+  })
+
+  it("carries the provider's request id into the message", () => {
+    const error = ChatModel.error("openai", new ModelError.Network({ message: "dropped" }), "gpt-4o", "req_1")
+    assert.strictEqual(error.requestId, "req_1")
+    assert.strictEqual(error.message, "openai (gpt-4o): dropped [request req_1]")
+  })
+})
+
+describe("Retry", () => {
+  it.effect("retries any failure with a ModelError reason, not only chat-model errors", () =>
+    Effect.gen(function* () {
+      let attempts = 0
+      const call = Effect.suspend(() => {
+        attempts++
+        return attempts < 3
+          ? Effect.fail(
+              new Embedder.EmbedderError({
+                provider: "p",
+                reason: new ModelError.RateLimited({ message: "slow down", retryAfterMillis: 1000 })
+              })
+            )
+          : Effect.succeed("ok")
+      })
+      const fiber = yield* Effect.forkChild(Retry.effect(call, { maxAttempts: 3, baseDelay: "1 milli" }))
+      yield* TestClock.adjust("999 millis")
+      assert.strictEqual(attempts, 1)
+      yield* TestClock.adjust("1 milli")
+      assert.strictEqual(attempts, 2)
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(fiber), "ok")
+      assert.strictEqual(attempts, 3)
+    })
+  )
+
+  it.effect("does not retry a reason that says it would not help", () =>
+    Effect.gen(function* () {
+      let attempts = 0
+      const call = Effect.suspend(() => {
+        attempts++
+        return Effect.fail(
+          new Embedder.EmbedderError({
+            provider: "p",
+            reason: new ModelError.QuotaExceeded({ message: "pay" })
+          })
+        )
+      })
+      const error = yield* Effect.flip(Retry.effect(call, { maxAttempts: 5 }))
+      assert.strictEqual(error.reason._tag, "QuotaExceeded")
+      assert.strictEqual(attempts, 1)
+    })
+  )
 })

@@ -15,6 +15,21 @@ const samples: ReadonlyArray<Message.Message> = [
   Message.assistant("", { refusal: "I can't do that." }),
   Message.toolResult({ toolCallId: "call_1", name: "get_weather", content: "18°C" }),
   Message.toolResult({ toolCallId: "call_2", name: "noop", content: "boom", isError: true }),
+  Message.user([
+    Message.textPart("What is in this picture?"),
+    Message.filePart({
+      uri: "https://example.com/cat.png",
+      mediaType: "image/png",
+      name: "cat.png",
+      sha256: "ab12",
+      size: 2048
+    })
+  ]),
+  Message.assistant([Message.reasoningPart("The user greets me."), Message.textPart("Hello!")], {
+    finishReason: "stop",
+    rawFinishReason: "stop",
+    usage: { inputTokens: 3, outputTokens: 9, totalTokens: 12, reasoningTokens: 5 }
+  }),
   Message.user("with metadata", {
     metadata: { source: "cli", tags: ["a", "b"], nested: { n: 1, ok: true, none: null } }
   })
@@ -57,5 +72,56 @@ describe("Message", () => {
     assert.isTrue(Message.isTool(samples[5] as Message.Message))
     assert.strictEqual(Message.toText(samples[6] as Message.Message), "tool noop (error): boom")
     assert.match(Message.toText(samples[3] as Message.Message), /get_weather\(\{"city":"Zürich"\}\)/)
+  })
+})
+
+describe("Message content", () => {
+  const reasoned = Message.assistant([
+    Message.reasoningPart("Think "),
+    Message.textPart("Hello"),
+    Message.reasoningPart("again."),
+    Message.filePart({ uri: "file:///tmp/out.csv", mediaType: "text/csv", name: "out.csv" }),
+    Message.textPart(", world")
+  ])
+
+  it("keeps the text-only form a plain string", () => {
+    assert.deepStrictEqual(Message.user("hi"), { role: "user", content: "hi" })
+    assert.deepStrictEqual(Message.assistant("hi"), { role: "assistant", content: "hi" })
+  })
+
+  it("reads the answer text without reasoning or files, from either form", () => {
+    assert.strictEqual(Message.text(reasoned), "Hello, world")
+    assert.strictEqual(Message.text(Message.user("plain")), "plain")
+    assert.strictEqual(Message.text(Message.toolResult({ toolCallId: "c", name: "t", content: "42" })), "42")
+  })
+
+  it("reads reasoning and files apart", () => {
+    assert.strictEqual(Message.reasoning(reasoned), "Think again.")
+    assert.strictEqual(Message.reasoning(Message.assistant("no thoughts")), "")
+    assert.deepStrictEqual(Message.files(reasoned), [
+      { type: "file", uri: "file:///tmp/out.csv", mediaType: "text/csv", name: "out.csv" }
+    ])
+    assert.deepStrictEqual(Message.files(Message.user("none")), [])
+  })
+
+  it("gives the content as parts, whatever its form", () => {
+    assert.deepStrictEqual(Message.parts(Message.user("hi")), [{ type: "text", text: "hi" }])
+    assert.deepStrictEqual(Message.parts(Message.assistant("")), [])
+    assert.strictEqual(Message.parts(reasoned), reasoned.content)
+  })
+
+  it("renders files and keeps reasoning out of toText", () => {
+    assert.strictEqual(Message.toText(reasoned), "assistant: Hello, world [file out.csv]")
+  })
+
+  it("rejects reasoning in a user message and malformed parts, with a one-line error", () => {
+    for (const bad of [
+      { role: "user", content: [{ type: "reasoning", text: "no" }] },
+      { role: "assistant", content: [{ type: "file", uri: "x" }] },
+      { role: "assistant", content: [{ type: "video", text: "x" }] },
+      { role: "assistant", content: "x", finishReason: "exploded" }
+    ]) {
+      assert.throws(() => Message.decodeSync(bad), Message.MessageDecodeError)
+    }
   })
 })

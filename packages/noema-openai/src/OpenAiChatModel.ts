@@ -12,7 +12,7 @@ import { ChatModel } from "@noema/core"
 import { Clock, type Config, Effect, Layer } from "effect"
 import type OpenAI from "openai"
 import { ChunkTranslator, fromCompletion, toParams } from "./internal/chat.js"
-import { MalformedResponse, type Phase, toReason } from "./internal/errors.js"
+import { MalformedResponse, type Phase, requestIdOf, toReason } from "./internal/errors.js"
 import * as StreamPull from "./internal/streamPull.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
@@ -31,10 +31,25 @@ export const fromClient = (
   const { sdk, provider, scrub } = client
   const { model } = options
 
-  /** Anything the SDK throws as a typed failure; the clock reads a `retry-after` given as a date. */
-  const fail = (cause: unknown, phase: Phase): Effect.Effect<never, ChatModel.ChatModelError> =>
+  /**
+   * Anything the SDK throws as a typed failure, with the request id when there is one
+   * (`requestId`: a streamed response's, for failures met while reading it); the clock
+   * reads a `retry-after` given as a date.
+   */
+  const fail = (
+    cause: unknown,
+    phase: Phase,
+    requestId?: string
+  ): Effect.Effect<never, ChatModel.ChatModelError> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.fail(ChatModel.error(provider, toReason(cause, { scrub, now, phase }), model))
+      Effect.fail(
+        ChatModel.error(
+          provider,
+          toReason(cause, { scrub, now, phase }),
+          model,
+          requestIdOf(cause, requestId)
+        )
+      )
     )
 
   // One callback for the whole exchange (not suspend + tryPromise + catch + flatMap): it is
@@ -49,7 +64,9 @@ export const fromClient = (
           .then((body) => {
             const response = fromCompletion(body)
             resume(
-              response instanceof MalformedResponse ? fail(response, "request") : Effect.succeed(response)
+              response instanceof MalformedResponse
+                ? fail(response, "request", bodyRequestId(body))
+                : Effect.succeed(response)
             )
           }, failed)
       } catch (cause) {
@@ -60,22 +77,39 @@ export const fromClient = (
     })
 
   const stream: ChatModel.Service["stream"] = (request) =>
-    StreamPull.make(() => ({
-      start: (signal) => {
-        const params = toParams(model, provider, request)
-        const streamed: StreamingParams = {
-          ...params,
-          stream: true,
-          // `stream_options: null` in provider options drops it for servers that reject it.
-          stream_options: "stream_options" in params ? params.stream_options : { include_usage: true }
-        }
-        return sdk.chat.completions.create(streamed, { signal })
-      },
-      translator: new ChunkTranslator(),
-      fail
-    }))
+    StreamPull.make(() => {
+      // The response's request id, once its headers are in: failures while reading the body carry it.
+      let requestId: string | undefined
+      return {
+        start: (signal) => {
+          const params = toParams(model, provider, request)
+          const streamed: StreamingParams = {
+            ...params,
+            stream: true,
+            // `stream_options: null` in provider options drops it for servers that reject it.
+            stream_options: "stream_options" in params ? params.stream_options : { include_usage: true }
+          }
+          return sdk.chat.completions
+            .create(streamed, { signal })
+            .withResponse()
+            .then((answer) => {
+              requestId = answer.request_id ?? undefined
+              return answer.data
+            })
+        },
+        translator: new ChunkTranslator(),
+        fail: (cause, phase) => fail(cause, phase, requestId)
+      }
+    })
 
   return ChatModel.make({ provider, model, complete, stream, retry: client.retry })
+}
+
+/** The request id the SDK attaches to a parsed JSON body (not enumerable, so never part of the data). */
+const bodyRequestId = (body: unknown): string | undefined => {
+  if (typeof body !== "object" || body === null) return undefined
+  const id = (body as { readonly _request_id?: unknown })._request_id
+  return typeof id === "string" && id.length > 0 ? id : undefined
 }
 
 /** A chat model from options, reading what they leave out from the environment (see `OpenAiClient.make`). */

@@ -4,12 +4,12 @@
  *
  * It owns the official `openai` SDK instance and the settings chat models and
  * embedders share: credentials, timeout, extra headers and the retry policy.
- * The SDK's own retries are switched off: core's `ChatModel.withRetry` owns
+ * The SDK's own retries are switched off: core's `Retry` owns
  * retries, so they honour `retry-after` and never replay a stream that already
  * produced output. Secrets stay `Redacted` until the SDK is built, and every
  * error message produced from this client is scrubbed of the key.
  */
-import type { ChatModel } from "@noema/core"
+import type { Retry } from "@noema/core"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import OpenAI from "openai"
 
@@ -55,7 +55,7 @@ export interface Client {
   readonly sdk: OpenAI
   readonly provider: string
   readonly baseURL: string
-  readonly retry: ChatModel.RetryOptions
+  readonly retry: Retry.Options
   /** Removes the API key (and anything that looks like an OpenAI key) from text. */
   readonly scrub: (text: string) => string
 }

@@ -7,9 +7,9 @@
  * them in. Failures carry the same reasons, and retries the same policy, as
  * the chat model's.
  */
-import { ChatModel, Embedder } from "@noema/core"
+import { Embedder, Retry } from "@noema/core"
 import { Clock, type Config, Effect, Exit, Layer, Schema } from "effect"
-import { MalformedResponse, toReason } from "./internal/errors.js"
+import { MalformedResponse, requestIdOf, toReason } from "./internal/errors.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
 export interface Options extends OpenAiClient.Options {
@@ -78,10 +78,17 @@ export const fromClient = (
   const batchSize = Math.max(1, Math.min(2048, Math.floor(options.batchSize ?? 512)))
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? 2))
 
-  const failure = (cause: unknown, now: number) =>
-    ChatModel.error(provider, toReason(cause, { scrub, now, phase: "request" }), model)
+  const failure = (cause: unknown, now: number): Embedder.EmbedderError => {
+    const requestId = requestIdOf(cause, undefined)
+    return new Embedder.EmbedderError({
+      provider,
+      model,
+      reason: toReason(cause, { scrub, now, phase: "request" }),
+      ...(requestId !== undefined && { requestId })
+    })
+  }
 
-  const requestBatch = (texts: ReadonlyArray<string>): Effect.Effect<Batch, ChatModel.ChatModelError> =>
+  const requestBatch = (texts: ReadonlyArray<string>): Effect.Effect<Batch, Embedder.EmbedderError> =>
     Effect.tryPromise({
       try: (signal) =>
         sdk.embeddings.create(
@@ -99,14 +106,8 @@ export const fromClient = (
       )
     )
 
-  // Core's retry policy reads a ChatModelError; the reasons are shared, so batches fail
-  // with one until the end rather than keeping a second copy of the policy here.
-  const retries = (client.retry.maxAttempts ?? 3) - 1
-  const schedule = ChatModel.retrySchedule(client.retry)
-  const withRetry = (texts: ReadonlyArray<string>) =>
-    retries <= 0
-      ? requestBatch(texts)
-      : Effect.retry(requestBatch(texts), { schedule, times: retries, while: (error) => error.isRetryable })
+  // Core's retry policy reads only the ModelError reason, so it applies to embedder failures as is.
+  const withRetry = (texts: ReadonlyArray<string>) => Retry.effect(requestBatch(texts), client.retry)
 
   return Embedder.make({
     provider,
@@ -130,8 +131,7 @@ export const fromClient = (
             vectors: results.flatMap((result) => result.vectors),
             ...(inputTokens !== undefined && { usage: { inputTokens } })
           }
-        }),
-        Effect.mapError((error) => new Embedder.EmbedderError({ provider, model, reason: error.reason }))
+        })
       )
     }
   })

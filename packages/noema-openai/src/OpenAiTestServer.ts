@@ -24,7 +24,8 @@ import {
   embeddingsJson,
   errorJson,
   modelsJson,
-  type StreamMeta
+  type StreamMeta,
+  sseEvents
 } from "./internal/testServerWire.js"
 
 export interface StartOptions {
@@ -49,6 +50,8 @@ interface Delayed {
 export interface TextReply extends Delayed {
   readonly type: "text"
   readonly text: string
+  /** Reasoning sent before the text as `reasoning_content`, the way DeepSeek and Qwen send it. */
+  readonly reasoning?: string
   readonly finishReason?: "stop" | "length" | "content_filter"
   readonly usage?: Usage
   /** How the text is cut into streamed deltas; by default a few characters/words each. */
@@ -110,6 +113,19 @@ export interface RawReply extends Delayed {
   readonly body: string
 }
 
+/**
+ * A stream replayed as given: each event is one `data:` frame (objects as JSON,
+ * strings verbatim), for chunks shaped like a particular provider's. Answers
+ * streamed requests only.
+ */
+export interface SseReply extends Delayed {
+  readonly type: "sse"
+  readonly events: ReadonlyArray<unknown>
+  /** End with `data: [DONE]`. Default true. */
+  readonly done?: boolean
+  readonly chunkDelayMs?: number
+}
+
 export interface DropReply extends Delayed {
   readonly type: "drop"
   /** Streaming: content deltas sent before the socket is destroyed. Ignored when not streaming. */
@@ -144,6 +160,7 @@ export type ScriptedReply =
   | RefusalReply
   | ErrorReply
   | RawReply
+  | SseReply
   | DropReply
   | HangReply
   | EmbeddingsReply
@@ -500,6 +517,16 @@ class Server implements TestServer {
         res.end(reply.body)
         return
       }
+      case "sse":
+        if (route !== "chat") return mismatch(exchange, reply.type)
+        if (!record.stream) {
+          return sendJson(
+            exchange,
+            500,
+            errorJson(500, "OpenAiTestServer: an sse reply answers only streamed requests")
+          )
+        }
+        return this.#stream(exchange, sseEvents(reply), 0, reply.chunkDelayMs ?? 0, false)
       case "drop":
         if (!record.stream) return this.#destroy(exchange)
         return this.#stream(

@@ -12,6 +12,7 @@ import OpenAI from "openai"
 import { afterAll, afterEach, beforeAll } from "vitest"
 import { OpenAiChatModel, OpenAiClient } from "../src/index.js"
 import { OpenAiTestServer } from "../src/testing.js"
+import * as ProviderStreams from "./fixtures/providerStreams.js"
 
 let server: OpenAiTestServer.TestServer
 
@@ -359,7 +360,10 @@ describe("OpenAiChatModel responses", () => {
       assert.deepStrictEqual(message, {
         role: "assistant",
         content: "",
-        refusal: "I cannot help with that request."
+        refusal: "I cannot help with that request.",
+        finishReason: "stop",
+        rawFinishReason: "stop",
+        usage: message.usage as ChatModel.Usage
       })
     })
   )
@@ -500,7 +504,7 @@ describe("OpenAiChatModel failures", () => {
       assert.ok(typeof fromDate === "number" && fromDate > 100_000 && fromDate <= 120_000, String(fromDate))
       assert.equal(yield* retryAfter, undefined)
       // Out of credit: waiting will not help, so it is not a retryable rate limit.
-      assert.equal(yield* retryAfter, "Authentication")
+      assert.equal(yield* retryAfter, "QuotaExceeded")
     })
   )
 
@@ -945,6 +949,216 @@ describe("OpenAiChatModel and loosely compatible servers", () => {
       const response = yield* model.complete({ ...request, providerOptions: { openai: { stream: true } } })
       assert.equal(response.text, "plain")
       assert.isFalse("stream" in bodyOf(server.requests.length - 1))
+    })
+  )
+})
+
+describe("OpenAiChatModel and real providers' streams", () => {
+  const replay = (events: ReadonlyArray<unknown>) =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "sse", events })
+      const model = yield* makeModel()
+      const chunks = yield* Stream.runCollect(model.stream(request))
+      const response = yield* ChatModel.collect(Stream.fromArray(chunks))
+      return { chunks, response, message: ChatModel.toMessage(response) }
+    })
+
+  it.live(
+    "OpenAI: parallel interleaved calls keep their ids; finish reason and usage reach the message",
+    () =>
+      Effect.gen(function* () {
+        const { response, message } = yield* replay(ProviderStreams.openAiParallelCalls)
+        assert.deepStrictEqual(response.toolCalls, [
+          { id: "call_Wx1", name: "get_weather", arguments: '{"city":"Oslo"}' },
+          { id: "call_Tm2", name: "get_time", arguments: '{"tz":"UTC"}' }
+        ])
+        assert.equal(response.id, "chatcmpl-BvOpenAi")
+        assert.equal(response.model, "gpt-4o-2024-08-06")
+        assert.equal(message.finishReason, "tool-calls")
+        assert.equal(message.rawFinishReason, "tool_calls")
+        assert.deepStrictEqual(message.usage, {
+          inputTokens: 82,
+          outputTokens: 44,
+          totalTokens: 126,
+          cachedInputTokens: 0,
+          reasoningTokens: 0
+        })
+      })
+  )
+
+  it.live("Azure: the empty content-filter first chunk does not hide the id and model", () =>
+    Effect.gen(function* () {
+      const { response } = yield* replay(ProviderStreams.azureContentFilterFirst)
+      assert.equal(response.text, "Hello from Azure.")
+      assert.equal(response.id, "chatcmpl-AzR3")
+      assert.equal(response.model, "gpt-4o-2024-11-20")
+      assert.equal(response.usage?.totalTokens, 14)
+    })
+  )
+
+  it.live("DeepSeek: reasoning_content becomes a reasoning part before the answer", () =>
+    Effect.gen(function* () {
+      const { chunks, message } = yield* replay(ProviderStreams.deepSeekReasoning)
+      const reasoningDeltas = chunks.flatMap((chunk) =>
+        chunk.type === "reasoning-delta" ? [chunk.delta] : []
+      )
+      assert.deepStrictEqual(reasoningDeltas, ["The user asks 9.11", " vs 9.8; 9.8 is larger."])
+      assert.deepStrictEqual(message.content, [
+        { type: "reasoning", text: "The user asks 9.11 vs 9.8; 9.8 is larger." },
+        { type: "text", text: "9.8 is larger." }
+      ])
+      assert.equal(Message.text(message), "9.8 is larger.")
+      assert.equal(message.usage?.reasoningTokens, 35)
+      assert.equal(message.rawFinishReason, "stop")
+    })
+  )
+
+  it.live("Qwen: reasoning, then a call whose later fragments repeat an empty id and name", () =>
+    Effect.gen(function* () {
+      const { response, message } = yield* replay(ProviderStreams.qwenThinkingToolCall)
+      assert.equal(response.reasoning, "Need the weather tool.")
+      assert.deepStrictEqual(response.toolCalls, [
+        { id: "call_8f08d2b0fc0c4d8fab7123", name: "get_weather", arguments: '{"city": "Hangzhou"}' }
+      ])
+      assert.equal(message.finishReason, "tool-calls")
+    })
+  )
+
+  it.live(
+    "Ollama: calls side by side without index are numbered apart; stop after calls means tool-calls",
+    () =>
+      Effect.gen(function* () {
+        const { response } = yield* replay(ProviderStreams.ollamaUnindexedCalls)
+        assert.deepStrictEqual(response.toolCalls, [
+          { id: "call_j4k1", name: "get_weather", arguments: '{"city":"Paris"}' },
+          { id: "call_p9q2", name: "get_weather", arguments: '{"city":"Rome"}' }
+        ])
+        assert.equal(response.finishReason, "tool-calls")
+        assert.equal(response.rawFinishReason, "stop")
+      })
+  )
+
+  it.live("Gemini: parallel calls without index and with empty ids get distinct ids", () =>
+    Effect.gen(function* () {
+      const { response } = yield* replay(ProviderStreams.geminiEmptyIds)
+      assert.deepStrictEqual(
+        response.toolCalls.map((call) => call.arguments),
+        ['{"city":"Paris"}', '{"city":"Rome"}']
+      )
+      const ids = response.toolCalls.map((call) => call.id)
+      assert.equal(new Set(ids).size, 2, `distinct ids: ${ids.join(", ")}`)
+      assert.ok(ids.every((id) => id.length > 0))
+    })
+  )
+
+  it.live("a non-streamed answer keeps reasoning and the raw finish reason too", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "Four.", reasoning: "2 + 2 = 4", finishReason: "length" })
+      const model = yield* makeModel()
+      const response = yield* model.complete(request)
+      assert.equal(response.text, "Four.")
+      assert.equal(response.reasoning, "2 + 2 = 4")
+      assert.equal(response.finishReason, "length")
+      assert.equal(response.rawFinishReason, "length")
+    })
+  )
+})
+
+describe("OpenAiChatModel content parts", () => {
+  it.live("sends images as image_url parts, other files as text references, and never the reasoning", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: "ok" })
+      const model = yield* makeModel()
+      const pixel = "data:image/png;base64,iVBORw0KGgo="
+      yield* model.complete({
+        messages: [
+          Message.user([
+            Message.textPart("What is in these?"),
+            Message.filePart({ uri: "https://example.com/cat.jpg", mediaType: "image/jpeg" }),
+            Message.filePart({ uri: pixel, mediaType: "image/png", name: "pixel.png" }),
+            Message.filePart({
+              uri: "file:///tmp/report.pdf",
+              mediaType: "application/pdf",
+              name: "report.pdf"
+            })
+          ]),
+          Message.assistant([Message.reasoningPart("secret thoughts"), Message.textPart("A cat.")]),
+          Message.user([
+            Message.textPart("And this?"),
+            Message.filePart({ uri: "data:text/csv;base64,YSxi", mediaType: "text/csv", name: "t.csv" })
+          ])
+        ]
+      })
+      const messages = bodyOf(0).messages as ReadonlyArray<{ role: string; content: unknown }>
+      assert.deepStrictEqual(messages[0]?.content, [
+        { type: "text", text: "What is in these?" },
+        { type: "image_url", image_url: { url: "https://example.com/cat.jpg" } },
+        { type: "image_url", image_url: { url: pixel } },
+        { type: "text", text: '[file "report.pdf" (application/pdf): file:///tmp/report.pdf]' }
+      ])
+      assert.deepStrictEqual(messages[1], { role: "assistant", content: "A cat." })
+      assert.ok(!JSON.stringify(bodyOf(0)).includes("secret thoughts"))
+      // Without an image, parts go as one string: compatible servers often take only strings.
+      assert.equal(messages[2]?.content, 'And this?\n[file "t.csv" (text/csv): inline data, not sent]')
+    })
+  )
+})
+
+describe("OpenAiChatModel error reasons and request ids", () => {
+  it.live(
+    "a prompt too long for the context window is ContextLengthExceeded, however the server says it",
+    () =>
+      Effect.gen(function* () {
+        server.enqueue(
+          {
+            type: "error",
+            status: 400,
+            code: "context_length_exceeded",
+            message:
+              "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens."
+          },
+          {
+            type: "error",
+            status: 400,
+            errorType: "exceed_context_size_error",
+            message: "the request exceeds the available context size, try increasing it"
+          },
+          {
+            type: "error",
+            status: 400,
+            errorType: "BadRequestError",
+            message: "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
+          }
+        )
+        const model = yield* makeModel({ maxAttempts: 3, retryBaseDelay: "1 milli" })
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const error = yield* Effect.flip(model.complete(request))
+          expectReason(error, "ContextLengthExceeded")
+          assert.isFalse(error.isRetryable)
+        }
+        assert.equal(server.requests.length, 3, "none of them was retried")
+      })
+  )
+
+  it.live("a failure carries the server's x-request-id, also when the stream breaks after the headers", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        { type: "error", status: 503 },
+        { type: "drop", afterChunks: 2 },
+        { type: "raw", body: `{"choices":3}` }
+      )
+      const model = yield* makeModel()
+      // The server numbers responses over its whole life: `req_test<n>`, one more each time.
+      const httpError = yield* Effect.flip(model.complete(request))
+      const first = Number(/^req_test(\d+)$/.exec(httpError.requestId ?? "")?.[1])
+      assert.ok(Number.isInteger(first), String(httpError.requestId))
+      assert.ok(httpError.message.endsWith(`[request req_test${first}]`), httpError.message)
+      const streamError = yield* Effect.flip(Stream.runDrain(model.stream(request)))
+      expectReason(streamError, "Network")
+      assert.equal(streamError.requestId, `req_test${first + 1}`)
+      const malformed = yield* Effect.flip(model.complete(request))
+      expectReason(malformed, "InvalidOutput")
+      assert.equal(malformed.requestId, `req_test${first + 2}`)
     })
   )
 })

@@ -186,6 +186,25 @@ describe("OpenAiEmbedder", () => {
     })
   )
 
+  it.live("out of quota is QuotaExceeded, not retried, and carries the request id", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        {
+          type: "error",
+          status: 429,
+          code: "insufficient_quota",
+          message: "You exceeded your current quota."
+        },
+        { type: "embeddings" }
+      )
+      const embedder = yield* makeEmbedder({ maxAttempts: 3, retryBaseDelay: "1 millis" })
+      const error = yield* Effect.flip(embedder.embed(["x"]))
+      assert.equal(error.reason._tag, "QuotaExceeded")
+      assert.match(error.requestId ?? "", /^req_test\d+$/)
+      assert.equal(server.requests.length, 1)
+    })
+  )
+
   it.live("the layer reads OPENAI_API_KEY and OPENAI_BASE_URL", () =>
     Effect.gen(function* () {
       server.enqueue({ type: "embeddings" })

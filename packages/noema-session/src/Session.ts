@@ -419,6 +419,13 @@ const heading: Record<Message.Role, string> = {
   tool: "Tool"
 }
 
+/** A file part as a Markdown line: a link (unless the bytes are inline), its type and size. */
+const fileLine = (file: Message.FilePart): string => {
+  const name = file.name ?? file.uri.split("/").at(-1) ?? "file"
+  const label = file.uri.startsWith("data:") ? `\`${name}\` (inline)` : `[${name}](<${file.uri}>)`
+  return `Attached file: ${label}, ${file.mediaType}${file.size === undefined ? "" : `, ${file.size} bytes`}`
+}
+
 /** A readable transcript: a title, the session's details, then one section per message. */
 export const exportMarkdown = (info: SessionInfo, messages: Iterable<Message.Message>): string => {
   const lines: Array<string> = [
@@ -443,13 +450,23 @@ export const exportMarkdown = (info: SessionInfo, messages: Iterable<Message.Mes
           fenced(message.content)
         )
         break
-      case "assistant":
+      case "assistant": {
         lines.push(`## ${heading.assistant}`)
-        if (message.content.length > 0) lines.push("", message.content)
+        const reasoning = Message.reasoning(message)
+        if (reasoning.length > 0)
+          lines.push("", "<details><summary>Reasoning</summary>", "", reasoning, "", "</details>")
+        const text = Message.text(message)
+        if (text.length > 0) lines.push("", text)
+        for (const file of Message.files(message)) lines.push("", fileLine(file))
         if (message.refusal !== undefined) lines.push("", `> Refused: ${message.refusal}`)
         for (const call of message.toolCalls ?? []) {
           lines.push("", `Tool call \`${call.name}\` (\`${call.id}\`):`, "", fenced(call.arguments, "json"))
         }
+        break
+      }
+      case "user":
+        lines.push(`## ${heading.user}`, "", Message.text(message))
+        for (const file of Message.files(message)) lines.push("", fileLine(file))
         break
       default:
         lines.push(`## ${heading[message.role]}`, "", message.content)

@@ -8,7 +8,7 @@
  * loaded, and the append succeeds only if the store still holds exactly that
  * many, so two handles can never interleave their turns or lose one.
  */
-import type { Message } from "@noema/core"
+import { Message } from "@noema/core"
 import { Context, type Effect, Schema } from "effect"
 
 // ---------------------------------------------------------------------------
@@ -247,7 +247,7 @@ export const titleFrom = (text: string): string | undefined => {
 export const defaultTitle = (messages: Iterable<Message.Message>): string | undefined => {
   for (const message of messages) {
     if (message.role === "user") {
-      const title = titleFrom(message.content)
+      const title = titleFrom(Message.text(message))
       if (title !== undefined) return title
     }
   }

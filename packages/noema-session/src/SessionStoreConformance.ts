@@ -76,7 +76,7 @@ const replyAgent: Agent.Agent = Agent.make({
 })
 
 const contents = (messages: Iterable<Message.Message>): Array<string> =>
-  Array.from(messages, (message) => `${message.role}: ${message.content}`)
+  Array.from(messages, (message) => `${message.role}: ${Message.text(message)}`)
 
 const storedContents = (store: Service, id: string) =>
   Effect.map(store.load(id), (stored) => contents(stored.messages))

@@ -204,3 +204,51 @@ describe("SqliteStore", () => {
     })
   )
 })
+
+describe("SqliteStore and content parts", () => {
+  it.effect("keeps reasoning, files, finish reasons and usage, and fails a load on malformed parts", () =>
+    Effect.gen(function* () {
+      const filename = path.join(directory, "parts.db")
+      const messages = [
+        Message.user([
+          Message.textPart("Describe this"),
+          Message.filePart({ uri: "https://example.com/a.png", mediaType: "image/png", size: 10 })
+        ]),
+        Message.assistant([Message.reasoningPart("Looks like a cat."), Message.textPart("A cat.")], {
+          finishReason: "stop",
+          rawFinishReason: "stop",
+          usage: { inputTokens: 10, outputTokens: 4, totalTokens: 14, reasoningTokens: 2 }
+        })
+      ]
+      const id = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const store = yield* SqliteStore.make({ filename })
+          const { id } = yield* store.create()
+          const info = yield* store.append(id, 0, messages)
+          assert.strictEqual(info.title, "Describe this")
+          return id
+        })
+      )
+      const stored = yield* Effect.scoped(
+        Effect.flatMap(SqliteStore.make({ filename }), (store) => store.load(id))
+      )
+      assert.deepStrictEqual(stored.messages, messages)
+
+      // A stored part that breaks the schema is caught on load, in one line.
+      const database = new DatabaseSync(filename)
+      for (const bad of [
+        '{"role":"user","content":[{"type":"reasoning","text":"users do not reason here"}]}',
+        '{"role":"assistant","content":[{"type":"file","uri":"x"}]}',
+        '{"role":"assistant","content":"x","finishReason":"exploded"}'
+      ]) {
+        database.prepare("UPDATE messages SET message = ? WHERE seq = 1").run(bad)
+        const error = yield* Effect.flip(
+          Effect.scoped(Effect.flatMap(SqliteStore.make({ filename }), (store) => store.load(id)))
+        )
+        assert.strictEqual(error._tag === "StoreError" && error.reason._tag, "CorruptDatabase", bad)
+        assert.notInclude(error.message, "\n")
+      }
+      database.close()
+    })
+  )
+})

@@ -58,6 +58,9 @@ class TurnState {
         case "text-delta":
           if (chunk.delta.length > 0) events.push({ type: "text-delta", delta: chunk.delta })
           break
+        case "reasoning-delta":
+          if (chunk.delta.length > 0) events.push({ type: "reasoning-delta", delta: chunk.delta })
+          break
         case "tool-call": {
           const annotations = this.annotate?.(chunk.toolCall.name)
           events.push(

@@ -1,7 +1,9 @@
 /**
  * Draws one turn's agent events as they arrive: answer text as it streams,
- * one dim line per finished tool call, and (on a colour terminal) a small
- * "thinking" marker while the model has not said anything yet.
+ * the model's reasoning dim where tool lines go (stderr for `ask`, so stdout
+ * holds only the answer), one dim line per finished tool call, and (on a
+ * colour terminal) a small "thinking" marker while the model has not said
+ * anything yet.
  */
 import type { Agent, Message } from "@noema/core"
 import { type Style, toolLine } from "../Terminal.js"
@@ -30,6 +32,8 @@ export class TurnRenderer {
   readonly #calls = new Map<string, Message.ToolCall>()
   #atLineStart = true
   #indicatorShown = false
+  /** Reasoning is being written and its line is still open. */
+  #reasoningOpen = false
   #text = ""
 
   constructor(options: Options) {
@@ -47,9 +51,20 @@ export class TurnRenderer {
 
   event(event: Agent.AgentEvent): void {
     switch (event.type) {
+      case "reasoning-delta": {
+        if (event.delta.length === 0) return
+        this.#hideIndicator()
+        if (!this.#reasoningOpen && !this.#atLineStart && this.#options.sameScreen)
+          this.#options.text.write("\n")
+        this.#options.tools.write(this.#options.toolStyle.dim(event.delta))
+        this.#reasoningOpen = !event.delta.endsWith("\n")
+        if (this.#options.sameScreen) this.#atLineStart = !this.#reasoningOpen
+        return
+      }
       case "text-delta": {
         if (event.delta.length === 0) return
         this.#hideIndicator()
+        this.#closeReasoning()
         this.#options.text.write(event.delta)
         this.#text += event.delta
         this.#atLineStart = event.delta.endsWith("\n")
@@ -60,6 +75,7 @@ export class TurnRenderer {
         return
       case "tool-result": {
         this.#hideIndicator()
+        this.#closeReasoning()
         // Tool lines share the terminal with the text; start them on a line of their own.
         if (!this.#atLineStart && this.#options.sameScreen) {
           this.#options.text.write("\n")
@@ -89,10 +105,19 @@ export class TurnRenderer {
   /** Ends the turn's output on a fresh line. */
   end(): void {
     this.#hideIndicator()
+    this.#closeReasoning()
     if (!this.#atLineStart) {
       this.#options.text.write("\n")
       this.#atLineStart = true
     }
+  }
+
+  /** Ends the reasoning's line, so the answer or a tool line starts on its own. */
+  #closeReasoning(): void {
+    if (!this.#reasoningOpen) return
+    this.#options.tools.write("\n")
+    this.#reasoningOpen = false
+    if (this.#options.sameScreen) this.#atLineStart = true
   }
 
   #showIndicator(): void {

@@ -14,29 +14,77 @@ import {
   type CompletionWire,
   chunkProblem,
   completionProblem,
+  type MessageWire,
   type ToolCallWire,
   type UsageWire
 } from "./wire.js"
 
 type Params = OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming
 type MessageParam = OpenAI.Chat.Completions.ChatCompletionMessageParam
+type UserPart =
+  | OpenAI.Chat.Completions.ChatCompletionContentPartText
+  | OpenAI.Chat.Completions.ChatCompletionContentPartImage
 
 // ---------------------------------------------------------------------------
 // Request
 // ---------------------------------------------------------------------------
+
+/** Images OpenAI can fetch or read inline: `image_url` takes http(s) URLs and `data:` URIs. */
+const isSendableImage = (file: Message.FilePart): boolean =>
+  file.mediaType.startsWith("image/") &&
+  (file.uri.startsWith("https://") || file.uri.startsWith("http://") || file.uri.startsWith("data:"))
+
+/** How a file the model cannot be sent appears in the text: its name, type and where it is. */
+export const fileReference = (file: Message.FilePart): string => {
+  const where = file.uri.startsWith("data:") ? "inline data, not sent" : file.uri
+  return `[file${file.name === undefined ? "" : ` "${file.name}"`} (${file.mediaType}): ${where}]`
+}
+
+/** Text with a file reference appended on a line of its own. */
+const appendReference = (text: string, file: Message.FilePart): string =>
+  `${text}${text.length > 0 && !text.endsWith("\n") ? "\n" : ""}${fileReference(file)}`
+
+/**
+ * A message's text for the wire: text parts joined, files as references,
+ * reasoning left out (the model's own thinking is never sent back as its answer).
+ */
+const textForWire = (content: ReadonlyArray<Message.ContentPart>): string => {
+  let text = ""
+  for (const part of content) {
+    if (part.type === "text") text += part.text
+    else if (part.type === "file") text = appendReference(text, part)
+  }
+  return text
+}
+
+/** A user's parts: a string unless there is an image to send (compatible servers often take only strings). */
+const userContent = (content: ReadonlyArray<Message.UserContentPart>): string | Array<UserPart> => {
+  if (!content.some((part) => part.type === "file" && isSendableImage(part))) return textForWire(content)
+  const parts: Array<UserPart> = []
+  for (const part of content) {
+    if (part.type === "text") parts.push({ type: "text", text: part.text })
+    else if (isSendableImage(part)) parts.push({ type: "image_url", image_url: { url: part.uri } })
+    else parts.push({ type: "text", text: fileReference(part) })
+  }
+  return parts
+}
 
 const toMessageParam = (message: Message.Message): MessageParam => {
   switch (message.role) {
     case "system":
       return { role: "system", content: message.content }
     case "user":
-      return { role: "user", content: message.content }
+      return {
+        role: "user",
+        content: typeof message.content === "string" ? message.content : userContent(message.content)
+      }
     case "assistant": {
       const toolCalls = message.toolCalls ?? []
+      const text = typeof message.content === "string" ? message.content : textForWire(message.content)
       return {
         role: "assistant",
         // OpenAI wants `null`, not "", next to tool calls; some compatible servers reject "".
-        content: message.content === "" && toolCalls.length > 0 ? null : message.content,
+        content: text === "" && toolCalls.length > 0 ? null : text,
         ...(toolCalls.length > 0 && {
           tool_calls: toolCalls.map((call) => ({
             id: call.id,
@@ -175,31 +223,46 @@ export const fromCompletion = (body: unknown): ChatModel.ChatResponse | Malforme
   const completion = body as CompletionWire
   const choice = completion.choices.find((candidate) => (candidate.index ?? 0) === 0)
   if (choice === undefined) return new MalformedResponse("the completion has no choices")
-  const toolCalls = (choice.message.tool_calls ?? []).filter(isFunctionCall).map((call, index) => ({
-    id: call.id ?? `call_${index}`,
+  // Empty or repeated ids are made unique by core's `ChatModel.make`, for every provider alike.
+  const toolCalls = (choice.message.tool_calls ?? []).filter(isFunctionCall).map((call) => ({
+    id: call.id ?? "",
     name: call.function?.name ?? "",
     arguments: call.function?.arguments ?? ""
   }))
   const usage = toUsage(completion.usage)
-  const refusal = choice.message.refusal
+  const message = choice.message
+  const refusal = message.refusal
+  const reasoning = reasoningOf(message)
+  const raw = choice.finish_reason
   return {
-    text: choice.message.content ?? "",
+    text: message.content ?? "",
+    ...(reasoning !== undefined && { reasoning }),
     toolCalls,
-    finishReason: toFinishReason(choice.finish_reason, toolCalls.length > 0),
+    finishReason: toFinishReason(raw, toolCalls.length > 0),
+    ...(typeof raw === "string" && { rawFinishReason: raw }),
     ...(usage !== undefined && { usage }),
     ...(refusal !== undefined && refusal !== null && { refusal }),
-    ...(typeof completion.id === "string" && { id: completion.id }),
-    ...(typeof completion.model === "string" && { model: completion.model })
+    ...(typeof completion.id === "string" && completion.id.length > 0 && { id: completion.id }),
+    ...(typeof completion.model === "string" && completion.model.length > 0 && { model: completion.model })
   }
+}
+
+/** The reasoning a message or delta carries, under either name servers use; `undefined` when none. */
+const reasoningOf = (message: MessageWire): string | undefined => {
+  const text = message.reasoning_content ?? message.reasoning
+  return typeof text === "string" && text.length > 0 ? text : undefined
 }
 
 /**
  * Turns SSE chunks into core stream chunks, one at a time. Stateful (one per
- * stream): it remembers whether metadata was sent and whether tool calls were
- * seen, and numbers tool calls from servers that omit `index`.
+ * stream): it remembers whether the response id and model were sent and
+ * whether tool calls were seen, and numbers tool calls from servers that omit
+ * `index`.
  */
 export class ChunkTranslator {
-  private metadataSent = false
+  /** Sent once each, from the first chunk where each is non-empty (Azure opens with an empty one). */
+  private idSent = false
+  private modelSent = false
   private sawToolCalls = false
   private finished = false
   /** For servers that omit `index`: the index of the call being streamed (a new id starts the next). */
@@ -211,13 +274,36 @@ export class ChunkTranslator {
   }
 
   /**
-   * Numbers a call from a server that sends no `index`: a fragment with an id
-   * starts a new call, one without continues the current call. Calls listed
-   * side by side in one chunk are separate calls.
+   * Numbers a call from a server that sends no `index` (Ollama, Gemini): a
+   * fragment with an id or a name starts a new call (Gemini sends each call
+   * whole, sometimes with an empty id), one with neither continues the
+   * current call. Calls listed side by side in one chunk are separate calls.
    */
-  private indexOf(id: string | null | undefined, position: number): number {
-    if (typeof id === "string" || position > 0 || this.unindexedCall < 0) this.unindexedCall++
+  private indexOf(id: string | null | undefined, name: string | null | undefined, position: number): number {
+    if (
+      (typeof id === "string" && id.length > 0) ||
+      (typeof name === "string" && name.length > 0) ||
+      position > 0 ||
+      this.unindexedCall < 0
+    ) {
+      this.unindexedCall++
+    }
     return this.unindexedCall
+  }
+
+  /** The id and model not sent yet, from this chunk, when it has non-empty ones. */
+  private metadata(chunk: ChunkWire, out: Array<ChatModel.StreamChunk>): void {
+    const id = !this.idSent && typeof chunk.id === "string" && chunk.id.length > 0 ? chunk.id : undefined
+    const model =
+      !this.modelSent && typeof chunk.model === "string" && chunk.model.length > 0 ? chunk.model : undefined
+    if (id === undefined && model === undefined) return
+    if (id !== undefined) this.idSent = true
+    if (model !== undefined) this.modelSent = true
+    out.push({
+      type: "response-metadata",
+      ...(id !== undefined && { id }),
+      ...(model !== undefined && { model })
+    })
   }
 
   /** Throws `MalformedResponse` for a chunk of the wrong shape. */
@@ -226,18 +312,15 @@ export class ChunkTranslator {
     if (problem !== undefined) throw new MalformedResponse(`not a chat completion chunk: ${problem}`)
     const chunk = raw as ChunkWire
     const out: Array<ChatModel.StreamChunk> = []
-    if (!this.metadataSent && (typeof chunk.id === "string" || typeof chunk.model === "string")) {
-      this.metadataSent = true
-      out.push({
-        type: "response-metadata",
-        ...(typeof chunk.id === "string" && { id: chunk.id }),
-        ...(typeof chunk.model === "string" && { model: chunk.model })
-      })
-    }
+    if (!(this.idSent && this.modelSent)) this.metadata(chunk, out)
     for (const choice of chunk.choices ?? []) {
       if ((choice.index ?? 0) !== 0) continue
       const delta = choice.delta
       if (delta !== null && delta !== undefined) {
+        const reasoning = delta.reasoning_content ?? delta.reasoning
+        if (typeof reasoning === "string" && reasoning.length > 0) {
+          out.push({ type: "reasoning-delta", delta: reasoning })
+        }
         if (typeof delta.content === "string" && delta.content.length > 0) {
           out.push({ type: "text-delta", delta: delta.content })
         }
@@ -252,8 +335,8 @@ export class ChunkTranslator {
           const name = call.function?.name
           out.push({
             type: "tool-call-delta",
-            index: call.index ?? this.indexOf(call.id, position),
-            ...(typeof call.id === "string" && { id: call.id }),
+            index: call.index ?? this.indexOf(call.id, name, position),
+            ...(typeof call.id === "string" && call.id.length > 0 && { id: call.id }),
             ...(typeof name === "string" && name.length > 0 && { name }),
             argumentsDelta: call.function?.arguments ?? ""
           })
@@ -261,7 +344,11 @@ export class ChunkTranslator {
       }
       if (typeof choice.finish_reason === "string") {
         this.finished = true
-        out.push({ type: "finish", finishReason: toFinishReason(choice.finish_reason, this.sawToolCalls) })
+        out.push({
+          type: "finish",
+          finishReason: toFinishReason(choice.finish_reason, this.sawToolCalls),
+          rawFinishReason: choice.finish_reason
+        })
       }
     }
     // With `include_usage`, the last chunk has empty `choices` and the totals.

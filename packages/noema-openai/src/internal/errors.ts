@@ -71,7 +71,34 @@ export const retryAfterMillis = (headers: Headers | undefined, now: number): num
   return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
+/**
+ * The provider's id for the request: the SDK reads OpenAI's `x-request-id`
+ * header into `APIError.requestID`; `fallback` is the id of a streamed
+ * response's headers, for failures met while reading its body.
+ */
+export const requestIdOf = (error: unknown, fallback: string | undefined): string | undefined => {
+  const id = error instanceof APIError ? error.requestID : undefined
+  return typeof id === "string" && id.length > 0 ? id : fallback
+}
+
 const contentFilterCodes = new Set(["content_filter", "content_policy_violation"])
+
+/**
+ * How servers say the request does not fit the context window: OpenAI and
+ * Azure by code, llama.cpp's server by type, vLLM, DeepSeek and others only
+ * in the message.
+ */
+const contextLengthCodes = new Set(["context_length_exceeded", "exceed_context_size_error"])
+const contextLengthMessage =
+  /maximum context length|context length exceeded|context window|exceeds? the (available )?context size|prompt is too long|too many tokens in (the )?(prompt|request)/i
+
+const isContextLength = (error: APIError, detail: string): boolean =>
+  (error.code !== null && error.code !== undefined && contextLengthCodes.has(error.code)) ||
+  (error.type !== undefined && contextLengthCodes.has(error.type)) ||
+  contextLengthMessage.test(detail)
+
+const isQuota = (error: APIError): boolean =>
+  error.code === "insufficient_quota" || error.type === "insufficient_quota"
 
 const isContentFilter = (error: APIError): boolean =>
   (error.code !== null && error.code !== undefined && contentFilterCodes.has(error.code)) ||
@@ -83,11 +110,13 @@ const fromStatus = (error: APIError, status: number, context: Context): ModelErr
   if (isContentFilter(error)) {
     return new ModelError.ContentFiltered({ message: `content filtered (${status}): ${detail}` })
   }
+  // OpenAI answers 429 also when the account is out of credit; waiting will not help then.
+  if (isQuota(error))
+    return new ModelError.QuotaExceeded({ message: `quota exceeded (${status}): ${detail}` })
+  if ((status === 400 || status === 413 || status === 422) && isContextLength(error, detail)) {
+    return new ModelError.ContextLengthExceeded({ message: `context length exceeded (${status}): ${detail}` })
+  }
   if (status === 429) {
-    // OpenAI answers 429 also when the account is out of credit; waiting will not help then.
-    if (error.code === "insufficient_quota") {
-      return new ModelError.Authentication({ message: `quota exceeded (429): ${detail}` })
-    }
     const after = retryAfterMillis(error.headers, context.now)
     return after === undefined
       ? new ModelError.RateLimited({ message: `rate limited (429): ${detail}` })
@@ -120,6 +149,10 @@ const fromStreamedError = (error: APIError, context: Context): ModelError.Reason
   const kind = `${error.type ?? ""} ${error.code ?? ""}`
   if (isContentFilter(error))
     return new ModelError.ContentFiltered({ message: `content filtered: ${detail}` })
+  if (isQuota(error)) return new ModelError.QuotaExceeded({ message: `quota exceeded: ${detail}` })
+  if (isContextLength(error, detail)) {
+    return new ModelError.ContextLengthExceeded({ message: `context length exceeded: ${detail}` })
+  }
   if (kind.includes("rate_limit")) return new ModelError.RateLimited({ message: `rate limited: ${detail}` })
   if (kind.includes("server_error") || kind.includes("overloaded")) {
     return new ModelError.Unavailable({ message: `server error: ${detail}` })

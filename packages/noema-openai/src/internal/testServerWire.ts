@@ -9,6 +9,7 @@ import type {
   DropReply,
   EmbeddingsReply,
   RefusalReply,
+  SseReply,
   TextReply,
   ToolCallsReply,
   Usage
@@ -73,7 +74,7 @@ const usageOf = (reply: ChatReply, meta: StreamMeta): Usage => {
   let chars: number
   switch (reply.type) {
     case "text":
-      chars = reply.text.length
+      chars = reply.text.length + (reply.reasoning?.length ?? 0)
       break
     case "refusal":
       chars = reply.refusal.length
@@ -93,7 +94,13 @@ const finishReasonOf = (reply: ChatReply): string =>
 export const chatCompletionJson = (reply: ChatReply, meta: StreamMeta, ids: ReadonlyArray<string>) => {
   const message =
     reply.type === "text"
-      ? { role: "assistant", content: reply.text, refusal: null, annotations: [] }
+      ? {
+          role: "assistant",
+          content: reply.text,
+          ...(reply.reasoning !== undefined && { reasoning_content: reply.reasoning }),
+          refusal: null,
+          annotations: []
+        }
       : reply.type === "refusal"
         ? { role: "assistant", content: null, refusal: reply.refusal, annotations: [] }
         : {
@@ -155,6 +162,9 @@ export const chatCompletionEvents = (
   switch (reply.type) {
     case "text":
       events.push(w.delta({ role: "assistant", content: "", refusal: null }))
+      for (const piece of splitText(reply.reasoning ?? "")) {
+        events.push(w.delta({ content: null, reasoning_content: piece }))
+      }
       for (const piece of reply.chunks ?? splitText(reply.text)) events.push(w.delta({ content: piece }))
       break
     case "refusal":
@@ -183,6 +193,15 @@ export const chatCompletionEvents = (
   events.push(w.delta({}, finishReasonOf(reply)))
   if (meta.includeUsage) events.push(w.usage(usageOf(reply, meta)))
   events.push(DONE)
+  return events
+}
+
+/** The frames of an `sse` reply: its events as given, then `[DONE]` unless it says not to. */
+export const sseEvents = (reply: SseReply): Array<string> => {
+  const events = reply.events.map(
+    (event) => `data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`
+  )
+  if (reply.done !== false) events.push(DONE)
   return events
 }
 

@@ -31,6 +31,10 @@ export interface ToolCallWire {
 
 export interface MessageWire {
   readonly content?: Maybe<string>
+  /** DeepSeek's, Qwen's and vLLM's reasoning ("thinking") text, apart from the answer. */
+  readonly reasoning_content?: Maybe<string>
+  /** The same under the name Ollama, OpenRouter and newer vLLM use. */
+  readonly reasoning?: Maybe<string>
   readonly refusal?: Maybe<string>
   readonly tool_calls?: Maybe<ReadonlyArray<ToolCallWire>>
 }
@@ -120,7 +124,11 @@ const toolCallProblem = (call: unknown): string | undefined => {
 
 /** `message` of a completion's choice, or `delta` of a chunk's. */
 const messageProblem = (message: Fields): string | undefined => {
-  const problem = maybeString(message, "content", "") ?? maybeString(message, "refusal", "")
+  const problem =
+    maybeString(message, "content", "") ??
+    maybeString(message, "refusal", "") ??
+    maybeString(message, "reasoning_content", "") ??
+    maybeString(message, "reasoning", "")
   if (problem !== undefined) return problem
   const calls = message.tool_calls
   if (isAbsent(calls)) return undefined

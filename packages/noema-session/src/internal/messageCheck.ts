@@ -39,11 +39,72 @@ const checkToolCalls = (toolCalls: unknown): string | undefined => {
   return undefined
 }
 
+/** A string, or a list of content parts (`reasoning` allowed only where the model speaks). */
+const checkContent = (content: unknown, reasoningAllowed: boolean): string | undefined => {
+  if (typeof content === "string") return undefined
+  if (!Array.isArray(content)) return `"content" must be a string or an array of parts`
+  for (let i = 0; i < content.length; i++) {
+    const part: unknown = content[i]
+    if (!isPlainObject(part)) return `content part ${i} must be an object`
+    switch (part.type) {
+      case "text":
+        if (typeof part.text !== "string") return `content part ${i} must have a string "text"`
+        break
+      case "reasoning":
+        if (!reasoningAllowed) return `content part ${i}: only an assistant message holds reasoning`
+        if (typeof part.text !== "string") return `content part ${i} must have a string "text"`
+        break
+      case "file":
+        if (typeof part.uri !== "string" || typeof part.mediaType !== "string") {
+          return `content part ${i} must have string "uri" and "mediaType"`
+        }
+        if (
+          optionalString(part, "name") !== undefined ||
+          optionalString(part, "sha256") !== undefined ||
+          (part.size !== undefined && typeof part.size !== "number")
+        ) {
+          return `content part ${i} has a malformed "name", "sha256" or "size"`
+        }
+        break
+      default:
+        return `content part ${i} has unknown type ${JSON.stringify(part.type) ?? "(missing)"}`
+    }
+  }
+  return undefined
+}
+
+const finishReasons: ReadonlySet<unknown> = new Set([
+  "stop",
+  "length",
+  "tool-calls",
+  "content-filter",
+  "other"
+])
+
+const checkCallInfo = (value: Field): string | undefined => {
+  if (value.finishReason !== undefined && !finishReasons.has(value.finishReason)) {
+    return `"finishReason" must be one of ${[...finishReasons].join(", ")}`
+  }
+  const usage = value.usage
+  if (usage === undefined) return optionalString(value, "rawFinishReason")
+  if (
+    !isPlainObject(usage) ||
+    typeof usage.inputTokens !== "number" ||
+    typeof usage.outputTokens !== "number" ||
+    typeof usage.totalTokens !== "number"
+  ) {
+    return `"usage" must have numeric "inputTokens", "outputTokens" and "totalTokens"`
+  }
+  return optionalString(value, "rawFinishReason")
+}
+
 /** Why `value` is not a message, or `undefined` when it is one. */
 export const problemOf = (value: unknown): string | undefined => {
   if (!isPlainObject(value)) return "not a JSON object"
   const problem =
-    requiredString(value, "content") ??
+    (value.role === "user" || value.role === "assistant"
+      ? checkContent(value.content, value.role === "assistant")
+      : requiredString(value, "content")) ??
     optionalString(value, "id") ??
     (value.createdAt === undefined ||
     (typeof value.createdAt === "number" && Number.isFinite(value.createdAt))
@@ -58,7 +119,7 @@ export const problemOf = (value: unknown): string | undefined => {
     case "user":
       return undefined
     case "assistant":
-      return checkToolCalls(value.toolCalls) ?? optionalString(value, "refusal")
+      return checkToolCalls(value.toolCalls) ?? optionalString(value, "refusal") ?? checkCallInfo(value)
     case "tool":
       return (
         requiredString(value, "toolCallId") ??
