@@ -87,7 +87,10 @@ export const make = (): Effect.Effect<Service> =>
                 // Encoded and decoded through JSON, as a database would store and return it.
                 stored[index] = Message.decodeSync(copy(Message.encode(messages[index] as Message.Message)))
               } catch (error) {
-                const detail = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, "; ")
+                const detail = (error instanceof Error ? error.message : String(error)).replace(
+                  /\s*\n\s*/g,
+                  "; "
+                )
                 return Effect.fail(
                   new StoreError({ reason: new InvalidMessage({ location, sessionId: id, index, detail }) })
                 )

@@ -14,7 +14,7 @@
  * id, schema version) and is refused, untouched, otherwise.
  */
 import { Message } from "@noema/core"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import { applicationId, type Dialect, migrationsTable, pg, sqlite } from "./internal/sqlDialect.js"
 import {
@@ -32,6 +32,7 @@ import {
   SessionConflictError,
   type SessionInfo,
   SessionNotFoundError,
+  SessionStore,
   type StoredSession,
   StoreError
 } from "./SessionStore.js"
@@ -67,7 +68,10 @@ const sqliteCode = (cause: unknown): number | undefined =>
 const SQLITE_CORRUPT = 11
 const SQLITE_NOTADB = 26
 
-export const storeError = (location: string, error: SqlError.SqlError | Migrator.MigrationError): StoreError => {
+export const storeError = (
+  location: string,
+  error: SqlError.SqlError | Migrator.MigrationError
+): StoreError => {
   const cause: unknown = error._tag === "SqlError" ? error.reason.cause : error.cause
   if (cause instanceof StoreError) return cause
   const nested: unknown =
@@ -115,7 +119,11 @@ const sqliteMarks = (sql: SqlClient.SqlClient) =>
   })
 
 /** Refuses a file that is neither an empty database nor one of ours. */
-const checkSqliteMarks = (marks: SqliteMarks, location: string, supported: number): StoreError | undefined => {
+const checkSqliteMarks = (
+  marks: SqliteMarks,
+  location: string,
+  supported: number
+): StoreError | undefined => {
   if (marks.applicationId === applicationId) {
     return marks.version > supported
       ? new StoreError({ reason: new SchemaTooNew({ location, found: marks.version, supported }) })
@@ -150,7 +158,9 @@ const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string) =
       )
       const found = Number(rows[0]?.id ?? 0)
       if (found > supported) {
-        return yield* Effect.fail(new StoreError({ reason: new SchemaTooNew({ location, found, supported }) }))
+        return yield* Effect.fail(
+          new StoreError({ reason: new SchemaTooNew({ location, found, supported }) })
+        )
       }
     })
   }
@@ -158,7 +168,11 @@ const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string) =
     const before = yield* sqliteMarks(sql)
     const refused = checkSqliteMarks(before, location, supported)
     if (refused !== undefined) return yield* Effect.fail(refused)
-    if (before.applicationId === applicationId && before.version === supported) return
+    const current =
+      before.applicationId === applicationId &&
+      before.version === supported &&
+      before.tables.includes(migrationsTable)
+    if (current) return
     yield* sql.unsafe("PRAGMA journal_mode = WAL")
     yield* sql.withTransaction(
       Effect.gen(function* () {
@@ -175,7 +189,10 @@ const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string) =
           const known = yield* loader(dialect)
           for (const [id, name] of known) {
             if (id <= marks.version) {
-              yield* sql.unsafe(`INSERT INTO ${migrationsTable} (migration_id, name) VALUES (?, ?)`, [id, name])
+              yield* sql.unsafe(`INSERT INTO ${migrationsTable} (migration_id, name) VALUES (?, ?)`, [
+                id,
+                name
+              ])
             }
           }
         }
@@ -240,10 +257,17 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
     const dialect: Dialect = options.dialect ?? sql.onDialectOrElse({ pg: () => pg, orElse: () => sqlite })
     const toStoreError = (error: SqlError.SqlError | Migrator.MigrationError) => storeError(location, error)
     yield* migrate(sql, dialect, location).pipe(
-      Effect.catchTags({ SqlError: (error) => Effect.fail(toStoreError(error)), MigrationError: (error) => Effect.fail(toStoreError(error)) })
+      Effect.catchTags({
+        SqlError: (error) => Effect.fail(toStoreError(error)),
+        MigrationError: (error) => Effect.fail(toStoreError(error))
+      })
     )
     return makeService(sql, dialect, location)
   })
+
+/** The SQL store as the `SessionStore` service, over the `SqlClient` the layer is given. */
+export const layer = (options: Options): Layer.Layer<SessionStore, StoreError, SqlClient.SqlClient> =>
+  Layer.effect(SessionStore, make(options))
 
 const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: string): Service => {
   const statements = dialect.statements

@@ -36,7 +36,10 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, Scope
         try: () => fs.mkdirSync(path.dirname(location), { recursive: true }),
         catch: (error) =>
           new StoreError({
-            reason: new IoFailure({ location, detail: error instanceof Error ? error.message : String(error) })
+            reason: new IoFailure({
+              location,
+              detail: error instanceof Error ? error.message : String(error)
+            })
           })
       })
     }

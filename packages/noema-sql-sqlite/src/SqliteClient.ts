@@ -107,7 +107,12 @@ const makeConnection = (db: DatabaseSync, cacheSize: number): SqliteConnection =
     let prepared = cache.get(sql)
     if (prepared === undefined) {
       const statement = db.prepare(sql)
-      prepared = { statement, returnsRows: statement.columns().length > 0, readBigInts: false, returnArrays: false }
+      prepared = {
+        statement,
+        returnsRows: statement.columns().length > 0,
+        readBigInts: false,
+        returnArrays: false
+      }
       if (cache.size >= cacheSize) {
         const oldest = cache.keys().next()
         if (oldest.done !== true) cache.delete(oldest.value)
@@ -165,7 +170,8 @@ const makeConnection = (db: DatabaseSync, cacheSize: number): SqliteConnection =
 
   return {
     isTransaction: () => db.isTransaction,
-    execute: (sql, params, transformRows) => withTransform(execute(prepare, sql, params, false, false), transformRows),
+    execute: (sql, params, transformRows) =>
+      withTransform(execute(prepare, sql, params, false, false), transformRows),
     executeRaw: (sql, params) => execute(prepare, sql, params, false, true),
     executeValues: (sql, params) =>
       execute(prepare, sql, params, true, false) as Effect.Effect<
@@ -193,19 +199,25 @@ const makeConnection = (db: DatabaseSync, cacheSize: number): SqliteConnection =
           }
           const chunkSize = 256
           return Effect.succeed(
-            Stream.paginate(undefined, () =>
-              Effect.try({
-                try: () => {
-                  const rows: Array<object> = []
-                  while (rows.length < chunkSize) {
-                    const next = iterator.next()
-                    if (next.done === true) return [transformRows ? transformRows(rows) : rows, Option.none()] as const
-                    rows.push(next.value as object)
-                  }
-                  return [transformRows ? transformRows(rows) : rows, Option.some(undefined)] as const
-                },
-                catch: (cause) => sqlError(cause, "Failed to read rows", "executeStream")
-              }) as Effect.Effect<readonly [ReadonlyArray<object>, Option.Option<undefined>], SqlError.SqlError>
+            Stream.paginate(
+              undefined,
+              () =>
+                Effect.try({
+                  try: () => {
+                    const rows: Array<object> = []
+                    while (rows.length < chunkSize) {
+                      const next = iterator.next()
+                      if (next.done === true)
+                        return [transformRows ? transformRows(rows) : rows, Option.none()] as const
+                      rows.push(next.value as object)
+                    }
+                    return [transformRows ? transformRows(rows) : rows, Option.some(undefined)] as const
+                  },
+                  catch: (cause) => sqlError(cause, "Failed to read rows", "executeStream")
+                }) as Effect.Effect<
+                  readonly [ReadonlyArray<object>, Option.Option<undefined>],
+                  SqlError.SqlError
+                >
             )
           )
         })

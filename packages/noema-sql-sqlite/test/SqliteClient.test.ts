@@ -82,7 +82,9 @@ describe("SqliteClient", () => {
           Effect.gen(function* () {
             yield* sql`INSERT INTO items (name) VALUES ('outer')`
             yield* Effect.flip(
-              sql.withTransaction(Effect.andThen(sql`INSERT INTO items (name) VALUES ('inner')`, Effect.fail("no")))
+              sql.withTransaction(
+                Effect.andThen(sql`INSERT INTO items (name) VALUES ('inner')`, Effect.fail("no"))
+              )
             )
             yield* sql.withTransaction(sql`INSERT INTO items (name) VALUES ('inner kept')`)
           })
@@ -114,28 +116,35 @@ describe("SqliteClient", () => {
     }).pipe(Effect.provide(SqliteClient.layer({ filename })))
   })
 
-  it.effect("a lock held by another connection fails a write after the busy timeout, as LockTimeoutError", () => {
-    const filename = freshFile()
-    return Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      yield* setup(sql)
-      const holder = new DatabaseSync(filename)
-      holder.exec("BEGIN IMMEDIATE")
-      const error = yield* Effect.flip(sql`INSERT INTO items (name) VALUES ('blocked')`)
-      holder.exec("ROLLBACK")
-      holder.close()
-      assert.strictEqual(error.reason._tag, "LockTimeoutError")
-      yield* sql`INSERT INTO items (name) VALUES ('later')`
-      assert.deepStrictEqual(yield* names(sql), ["later"])
-    }).pipe(Effect.provide(SqliteClient.layer({ filename, busyTimeout: "20 millis" })))
-  })
+  it.effect(
+    "a lock held by another connection fails a write after the busy timeout, as LockTimeoutError",
+    () => {
+      const filename = freshFile()
+      return Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* setup(sql)
+        const holder = new DatabaseSync(filename)
+        holder.exec("BEGIN IMMEDIATE")
+        const error = yield* Effect.flip(sql`INSERT INTO items (name) VALUES ('blocked')`)
+        holder.exec("ROLLBACK")
+        holder.close()
+        assert.strictEqual(error.reason._tag, "LockTimeoutError")
+        yield* sql`INSERT INTO items (name) VALUES ('later')`
+        assert.deepStrictEqual(yield* names(sql), ["later"])
+      }).pipe(Effect.provide(SqliteClient.layer({ filename, busyTimeout: "20 millis" })))
+    }
+  )
 
   it.effect("opens in WAL mode with synchronous=FULL by default, or as configured", () =>
     Effect.gen(function* () {
       const pragmas = (sql: SqlClient.SqlClient) =>
         Effect.all([sql`PRAGMA journal_mode`, sql`PRAGMA synchronous`, sql`PRAGMA foreign_keys`])
       const defaults = yield* withClient(pragmas)
-      assert.deepStrictEqual(defaults, [[{ journal_mode: "wal" }], [{ synchronous: 2 }], [{ foreign_keys: 1 }]])
+      assert.deepStrictEqual(defaults, [
+        [{ journal_mode: "wal" }],
+        [{ synchronous: 2 }],
+        [{ foreign_keys: 1 }]
+      ])
       const configured = yield* withClient(pragmas, { wal: false, synchronous: "NORMAL", foreignKeys: false })
       assert.deepStrictEqual(configured, [
         [{ journal_mode: "delete" }],
@@ -229,7 +238,9 @@ describe("SqliteClient", () => {
             )
           )
         )
-        yield* sql.withTransaction(Reactivity.mutation(sql`INSERT INTO items (name) VALUES ('yes')`, ["items"]))
+        yield* sql.withTransaction(
+          Reactivity.mutation(sql`INSERT INTO items (name) VALUES ('yes')`, ["items"])
+        )
         yield* Fiber.join(reader)
         assert.deepStrictEqual(seen, [0, 1])
       })

@@ -85,7 +85,8 @@ const multiRowInsert = (count: number, placeholder: (index: number) => string): 
   const rows = new Array<string>(count)
   for (let row = 0; row < count; row++) {
     const base = row * 4
-    rows[row] = `(${placeholder(base + 1)}, ${placeholder(base + 2)}, ${placeholder(base + 3)}, ${placeholder(base + 4)})`
+    rows[row] =
+      `(${placeholder(base + 1)}, ${placeholder(base + 2)}, ${placeholder(base + 3)}, ${placeholder(base + 4)})`
   }
   return `INSERT INTO messages (session_id, seq, message, created_at) VALUES ${rows.join(", ")}`
 }
