@@ -69,7 +69,8 @@ export const SqliteClient = Context.Service<SqliteClient>("@noema/sql-sqlite/Sql
 // The connection
 // ---------------------------------------------------------------------------
 
-type Rows = ReadonlyArray<any>
+// Rows are whatever the database returned: objects, or arrays for `values`.
+type Rows = ReadonlyArray<any> // biome-ignore-line
 type TransformRows = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
 
 interface Prepared {
