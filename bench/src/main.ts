@@ -46,6 +46,7 @@ const settings = (quick: boolean): Settings =>
           sustainedCommits: 2_000,
           sustainedRounds: 1,
           loadRuns: 3,
+          concurrentTurns: 200,
           budgetMs: 5_000
         },
         context: { warmupMs: 300, sampleMs: 10, rounds: 25, budgetMs: 3_000 },
@@ -63,6 +64,7 @@ const settings = (quick: boolean): Settings =>
           sustainedCommits: 2_000,
           sustainedRounds: 3,
           loadRuns: 7,
+          concurrentTurns: 500,
           budgetMs: 20_000
         },
         context: { warmupMs: 1_000, sampleMs: 25, rounds: 41, budgetMs: 8_000 },

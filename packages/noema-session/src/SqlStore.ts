@@ -217,12 +217,8 @@ interface SessionRow {
   readonly metadata: string
 }
 
-type AppendRow = readonly [
-  messageCount: number | string,
-  createdAt: number | string,
-  title: string | null,
-  metadata: string
-]
+/** What `appendToSession` returns, read as an array (no object per commit). */
+type AppendRow = readonly [createdAt: number | string, title: string | null, metadata: string]
 
 const infoOf = (
   id: string,
@@ -440,32 +436,61 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
           parameters[offset + 2] = json
           parameters[offset + 3] = Math.floor(message.createdAt ?? now)
         }
+        // Only an untitled session takes a title from the turn (the update keeps an existing one).
+        const title = defaultTitle(messages) ?? null
+        const perInsert = dialect.maximumRowsPerInsert
+        const conflictOrMissing = Effect.flatMap(
+          values(statements.selectMessageCount, [id]),
+          (rows): Effect.Effect<never, SessionNotFoundError | SessionConflictError> => {
+            const row = rows[0]
+            return row === undefined
+              ? notFound(id)
+              : Effect.fail(
+                  new SessionConflictError({
+                    sessionId: id,
+                    expectedMessageCount,
+                    actualMessageCount: Number(row[0])
+                  })
+                )
+          }
+        )
+        const insert = (first: number): Effect.Effect<void, SqlError.SqlError> => {
+          if (first >= count) return Effect.void
+          const rows = Math.min(perInsert, count - first)
+          return Effect.flatMap(
+            query(
+              dialect.insertMessages(rows),
+              rows === count ? parameters : parameters.slice(first * 4, (first + rows) * 4)
+            ),
+            () => insert(first + rows)
+          )
+        }
         return store(
           sql.withTransaction(
-            Effect.gen(function* () {
-              const row = (yield* values(statements.selectForAppend, [id]))[0] as AppendRow | undefined
-              if (row === undefined) return yield* notFound(id)
-              const actualMessageCount = Number(row[0])
-              if (actualMessageCount !== expectedMessageCount) {
-                return yield* Effect.fail(
-                  new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount })
+            Effect.flatMap(
+              values(statements.appendToSession, [count, now, title, id, expectedMessageCount]),
+              (
+                rows
+              ): Effect.Effect<
+                SessionInfo,
+                SqlError.SqlError | SessionNotFoundError | SessionConflictError | StoreError
+              > => {
+                const row = rows[0] as AppendRow | undefined
+                if (row === undefined) return conflictOrMissing
+                return Effect.flatMap(insert(0), () =>
+                  decodeRows(() =>
+                    infoOf(
+                      id,
+                      row[1],
+                      Number(row[0]),
+                      now,
+                      expectedMessageCount + count,
+                      cachedMetadata(id, row[2])
+                    )
+                  )
                 )
               }
-              const metadata = yield* decodeRows(() => cachedMetadata(id, row[3]))
-              const perInsert = dialect.maximumRowsPerInsert
-              for (let first = 0; first < count; first += perInsert) {
-                const rows = Math.min(perInsert, count - first)
-                yield* query(
-                  dialect.insertMessages(rows),
-                  rows === count ? parameters : parameters.slice(first * 4, (first + rows) * 4)
-                )
-              }
-              // Only an untitled session needs a title worked out from the turn.
-              const title = row[2] ?? defaultTitle(messages) ?? null
-              const messageCount = expectedMessageCount + count
-              yield* query(statements.updateAfterAppend, [messageCount, now, title, id])
-              return infoOf(id, title, Number(row[1]), now, messageCount, metadata)
-            })
+            )
           )
         )
       }),

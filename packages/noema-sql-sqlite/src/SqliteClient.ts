@@ -70,7 +70,8 @@ export const SqliteClient = Context.Service<SqliteClient>("@noema/sql-sqlite/Sql
 // ---------------------------------------------------------------------------
 
 // Rows are whatever the database returned: objects, or arrays for `values`.
-type Rows = ReadonlyArray<any> // biome-ignore-line
+// biome-ignore lint/suspicious/noExplicitAny: the Connection contract returns rows as `any`
+type Rows = ReadonlyArray<any>
 type TransformRows = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
 
 interface Prepared {

@@ -22,13 +22,18 @@ export const migrationsTable = "noema_session_migrations"
 export interface Statements {
   readonly insertSession: string
   readonly selectSession: string
-  /** Reads what an append needs and locks the session row against other writers until the commit. */
-  readonly selectForAppend: string
+  /**
+   * The append's check and update in one statement: succeeds (one row back) only while the
+   * session holds the expected count. The update locks the row until the commit, so on
+   * PostgreSQL a second writer waits, then finds the new count and updates nothing.
+   */
+  readonly appendToSession: string
+  /** Why `appendToSession` updated nothing: the count now stored, or no row at all. */
+  readonly selectMessageCount: string
   /** `selectSession`, locking the row (metadata updates). */
   readonly selectSessionForUpdate: string
   readonly listSessions: string
   readonly selectMessages: string
-  readonly updateAfterAppend: string
   readonly updateMetadata: string
   readonly deleteMessages: string
   readonly deleteSession: string
@@ -59,15 +64,15 @@ const statements = (forUpdate: string): Statements => ({
     ON CONFLICT (id) DO NOTHING
     RETURNING ${sessionColumns}`,
   selectSession: `SELECT ${sessionColumns} FROM sessions WHERE id = ?`,
-  selectForAppend: `SELECT message_count, created_at, title, metadata FROM sessions WHERE id = ?${forUpdate}`,
+  appendToSession: `UPDATE sessions
+    SET message_count = message_count + ?, updated_at = ?, title = coalesce(title, ?),
+        activity = (SELECT max(activity) + 1 FROM sessions)
+    WHERE id = ? AND message_count = ?
+    RETURNING created_at, title, metadata`,
+  selectMessageCount: "SELECT message_count FROM sessions WHERE id = ?",
   selectSessionForUpdate: `SELECT ${sessionColumns} FROM sessions WHERE id = ?${forUpdate}`,
   listSessions: `SELECT ${sessionColumns} FROM sessions ORDER BY activity DESC`,
   selectMessages: "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq",
-  // `coalesce(title, ?)`: the first turn names an untitled session, never renames a titled one.
-  updateAfterAppend: `UPDATE sessions
-    SET message_count = ?, updated_at = ?, title = coalesce(title, ?),
-        activity = (SELECT max(activity) + 1 FROM sessions)
-    WHERE id = ?`,
   updateMetadata: `UPDATE sessions
     SET title = ?, metadata = ?, updated_at = ?, activity = (SELECT max(activity) + 1 FROM sessions)
     WHERE id = ?
@@ -133,8 +138,7 @@ const sqliteSessions = `
 
 export const sqlite: Dialect = {
   name: "sqlite",
-  // The client begins writers with BEGIN IMMEDIATE: the write lock serialises appends, so the
-  // count check inside the transaction cannot be raced by another connection or process.
+  // The client begins writers with BEGIN IMMEDIATE: the write lock serialises appends.
   statements: statements(""),
   insertMessages: (count) => multiRowInsert(count, () => "?"),
   maximumRowsPerInsert: 64,
@@ -170,8 +174,8 @@ const pgSessions = `
 
 export const pg: Dialect = {
   name: "pg",
-  // Writers on other machines are serialised by the row lock on the session: the second
-  // append waits for the first to commit, then reads the new count and fails as a conflict.
+  // Writers on other machines are serialised by the row lock the append's UPDATE takes: the
+  // second waits for the first to commit, then no longer matches the count and is a conflict.
   statements: mapStatements(statements(" FOR UPDATE"), numbered),
   insertMessages: (count) => multiRowInsert(count, (index) => `$${index}`),
   maximumRowsPerInsert: 1000,
