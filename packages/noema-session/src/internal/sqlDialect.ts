@@ -86,6 +86,19 @@ const numbered = (text: string): string => {
   return text.replace(/\?/g, () => `$${++index}`)
 }
 
+/** The multi-row insert for each row count, built once (the text is also the driver's cache key). */
+const multiRowInserts = (placeholder: (index: number) => string): ((count: number) => string) => {
+  const built: Array<string | undefined> = []
+  return (count) => {
+    let text = built[count]
+    if (text === undefined) {
+      text = multiRowInsert(count, placeholder)
+      built[count] = text
+    }
+    return text
+  }
+}
+
 const multiRowInsert = (count: number, placeholder: (index: number) => string): string => {
   const rows = new Array<string>(count)
   for (let row = 0; row < count; row++) {
@@ -140,7 +153,7 @@ export const sqlite: Dialect = {
   name: "sqlite",
   // The client begins writers with BEGIN IMMEDIATE: the write lock serialises appends.
   statements: statements(""),
-  insertMessages: (count) => multiRowInsert(count, () => "?"),
+  insertMessages: multiRowInserts(() => "?"),
   maximumRowsPerInsert: 64,
   beginRead: "BEGIN",
   migrations: {
@@ -177,7 +190,7 @@ export const pg: Dialect = {
   // Writers on other machines are serialised by the row lock the append's UPDATE takes: the
   // second waits for the first to commit, then no longer matches the count and is a conflict.
   statements: mapStatements(statements(" FOR UPDATE"), numbered),
-  insertMessages: (count) => multiRowInsert(count, (index) => `$${index}`),
+  insertMessages: multiRowInserts((index) => `$${index}`),
   maximumRowsPerInsert: 1000,
   beginRead: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
   migrations: {
