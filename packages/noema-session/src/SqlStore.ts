@@ -265,7 +265,7 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreError, SqlClient.SqlClient> =>
   Layer.effect(SessionStore, make(options))
 
-const decodeMessages = Schema.decodeUnknownSync(Schema.mutable(Schema.Array(Message.Message)))
+const isMessage = Schema.is(Message.Message)
 
 const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: string): Service => {
   const statements = dialect.statements
@@ -347,23 +347,22 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
         throw corrupt(`session "${id}", message ${i}: invalid JSON (${describe(error)})`)
       }
     }
-    try {
-      // One Schema call for the whole session: a fifth cheaper than one call per message.
-      return decodeMessages(parsed)
-    } catch {
-      // Find the first message that fails, for an error that names it.
-      for (let i = 0; i < parsed.length; i++) {
-        try {
-          Message.decodeSync(parsed[i])
-        } catch (error) {
-          // The stored text, shortened, shows what is there; the Schema's message says what was expected.
-          const text = (rows[i] as readonly [unknown, string])[1]
-          const stored = text.length > 80 ? `${text.slice(0, 79)}…` : text
-          throw corrupt(`session "${id}", message ${i}: ${describe(error)}; stored: ${oneLine(stored)}`)
-        }
+    // Checked with core's Schema in place: the parsed JSON is already the plain data a decode
+    // would return (a message has no transformations), so no copy of 100,000 messages is made.
+    for (let i = 0; i < parsed.length; i++) {
+      if (isMessage(parsed[i])) continue
+      let reason = "not a message"
+      try {
+        Message.decodeSync(parsed[i])
+      } catch (error) {
+        reason = describe(error)
       }
-      throw corrupt(`session "${id}": its messages do not decode`)
+      // The stored text, shortened, shows what is there; the Schema's message says what was expected.
+      const text = (rows[i] as readonly [unknown, string])[1]
+      const stored = text.length > 80 ? `${text.slice(0, 79)}…` : text
+      throw corrupt(`session "${id}", message ${i}: ${reason}; stored: ${oneLine(stored)}`)
     }
+    return parsed as Array<Message.Message>
   }
 
   const notFound = (id: string): Effect.Effect<never, SessionNotFoundError> =>
