@@ -117,6 +117,20 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "store.load100k.heap_mb" }
   },
   {
+    workload: "store.concurrent8  (8 processes)",
+    unit: "turns/s",
+    suite: "store",
+    better: "higher",
+    cells: { noema: "store.concurrent8.sqlite_turns_per_s" }
+  },
+  {
+    workload: "store.concurrent8 lost/interleaved",
+    unit: "messages",
+    suite: "store",
+    better: "lower",
+    cells: { noema: "store.concurrent8.lost_or_interleaved" }
+  },
+  {
     workload: "context.window1m  (window 50)",
     unit: "us",
     suite: "context",

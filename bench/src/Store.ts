@@ -9,10 +9,13 @@
  *   same pragmas, same statements, nothing else): the disk's ceiling, so noema's
  *   figure can be read against what this disk allows;
  * - loading: a session of 100,000 messages opened and read in a fresh process
- *   (see `LoadProcess.ts`), its time and heap growth.
+ *   (see `LoadProcess.ts`), its time and heap growth;
+ * - concurrency: 8 processes committing turns at once to 8 sessions in one file
+ *   (see `CommitProcess.ts`): turns per second over all of them, and then every
+ *   session checked for lost or interleaved turns (any is a failed run).
  */
-import { spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { spawn, spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
@@ -32,6 +35,8 @@ export interface StoreOptions {
   readonly sustainedRounds: number
   /** Fresh processes loading the 100k session. */
   readonly loadRuns: number
+  /** Turns each of the 8 concurrent processes commits. */
+  readonly concurrentTurns: number
   readonly budgetMs: number
 }
 
@@ -259,6 +264,84 @@ const loads = async (
   return { "store.load100k.sqlite_ms": median(times), "store.load100k.heap_mb": median(heaps) }
 }
 
+const concurrentProcesses = 8
+
+const concurrent = async (
+  session: SessionPackage,
+  filename: string,
+  options: StoreOptions
+): Promise<Record<string, number>> => {
+  // The file is created first, so the processes race on commits, not on creating it.
+  await withStore(session, filename, async () => undefined)
+  const script = fileURLToPath(new URL("./CommitProcess.ts", import.meta.url))
+  const ids = Array.from({ length: concurrentProcesses }, (_, index) => `writer-${index}`)
+  const results = ids.map(
+    (id) =>
+      new Promise<{ turns: number; ms: number }>((resolve, reject) => {
+        const child = spawn(process.execPath, [script, filename, id, String(options.concurrentTurns)], {
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        let stdout = ""
+        let stderr = ""
+        child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+          stdout += chunk
+        })
+        child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+          stderr += chunk
+        })
+        child.on("close", (code) =>
+          code === 0
+            ? resolve(JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}"))
+            : reject(new Error(`commit process ${id} exited with ${code}: ${stderr}`))
+        )
+      })
+  )
+  // Every process waits for this file once its session exists, so they all start together.
+  const ready = async () => {
+    for (;;) {
+      const created = await withStore(session, filename, (store) => Effect.runPromise(store.list()))
+      if (created.length === concurrentProcesses) return
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+  await ready()
+  writeFileSync(`${filename}.go`, "")
+  const finished = await Promise.all(results)
+  const wallMs = Math.max(...finished.map((result) => result.ms))
+  const turns = finished.reduce((sum, result) => sum + result.turns, 0)
+
+  // Every turn of every session is whole and in its place: none lost, none interleaved.
+  let damaged = 0
+  await withStore(session, filename, async (store) => {
+    for (const id of ids) {
+      const { messages } = await Effect.runPromise(store.load(id))
+      if (messages.length !== options.concurrentTurns * 4) damaged++
+      messages.forEach((message, index) => {
+        const expected = turn(Math.floor(index / 4))[index % 4] as Message.Message
+        const same =
+          message.role === expected.role &&
+          message.content === expected.content &&
+          JSON.stringify(message.role === "assistant" ? message.toolCalls : undefined) ===
+            JSON.stringify(expected.role === "assistant" ? expected.toolCalls : undefined) &&
+          (message.role !== "tool" ||
+            (expected.role === "tool" && message.toolCallId === expected.toolCallId))
+        if (!same) damaged++
+      })
+    }
+  })
+  check(
+    damaged === 0,
+    `${damaged} lost or interleaved messages with ${concurrentProcesses} concurrent writers`
+  )
+  process.stderr.write(
+    `  store.concurrent8: ${turns} turns from ${concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
+  )
+  return {
+    "store.concurrent8.sqlite_turns_per_s": turns / (wallMs / 1000),
+    "store.concurrent8.lost_or_interleaved": damaged
+  }
+}
+
 export const run = async (noema: Availability, options: StoreOptions): Promise<Record<string, number>> => {
   const session = noema.session
   if (session === undefined) return {}
@@ -266,7 +349,8 @@ export const run = async (noema: Availability, options: StoreOptions): Promise<R
   try {
     return {
       ...(await commits(session, join(directory, "commits.sqlite"), join(directory, "raw.sqlite"), options)),
-      ...(await loads(session, join(directory, "load100k.sqlite"), options))
+      ...(await loads(session, join(directory, "load100k.sqlite"), options)),
+      ...(await concurrent(session, join(directory, "concurrent.sqlite"), options))
     }
   } finally {
     rmSync(directory, { recursive: true, force: true })

@@ -48,6 +48,7 @@ const settings = (quick: boolean): Settings =>
           sustainedCommits: 2_000,
           sustainedRounds: 1,
           loadRuns: 3,
+          concurrentTurns: 200,
           budgetMs: 5_000
         },
         postgres: {
@@ -72,6 +73,7 @@ const settings = (quick: boolean): Settings =>
           sustainedCommits: 2_000,
           sustainedRounds: 3,
           loadRuns: 7,
+          concurrentTurns: 500,
           budgetMs: 20_000
         },
         postgres: {

@@ -4,13 +4,13 @@
  * For tests, demos and throwaway sessions. It behaves like a persistent store
  * in everything but persistence: messages are copied through JSON on the way
  * in (so later changes to the caller's objects do not leak in, and what comes
- * back is what a database would give back), appends are atomic and checked
+ * back is what a database would give back), each validated with core's
+ * `Message` Schema as a SQL store does, appends are atomic and checked
  * against the expected message count, and the same conformance suite runs
  * against it.
  */
-import type { Message } from "@noema/core"
+import { Message } from "@noema/core"
 import { Clock, Effect, Layer } from "effect"
-import { problemOf } from "./internal/messageCheck.js"
 import {
   defaultTitle,
   InvalidMessage,
@@ -81,17 +81,22 @@ export const make = (): Effect.Effect<Service> =>
                 })
               )
             }
+            const stored = new Array<Message.Message>(messages.length)
             for (let index = 0; index < messages.length; index++) {
-              const problem = problemOf(messages[index])
-              if (problem !== undefined) {
+              try {
+                // Encoded and decoded through JSON, as a database would store and return it.
+                stored[index] = Message.decodeSync(copy(Message.encode(messages[index] as Message.Message)))
+              } catch (error) {
+                const detail = (error instanceof Error ? error.message : String(error)).replace(
+                  /\s*\n\s*/g,
+                  "; "
+                )
                 return Effect.fail(
-                  new StoreError({
-                    reason: new InvalidMessage({ location, sessionId: id, index, detail: problem })
-                  })
+                  new StoreError({ reason: new InvalidMessage({ location, sessionId: id, index, detail }) })
                 )
               }
             }
-            for (const message of messages) entry.messages.push(copy(message))
+            for (const message of stored) entry.messages.push(message)
             const title = entry.info.title ?? defaultTitle(messages)
             entry.info = {
               ...entry.info,

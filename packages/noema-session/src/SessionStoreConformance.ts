@@ -13,11 +13,13 @@
  *   it.effect(testCase.name, () => testCase.run(SqliteStore.make({ filename })))
  * }
  * ```
+ *
+ * or, for a backend given as a layer, `testCase.run(SessionStoreConformance.fromLayer(layer))`.
  */
 import assert from "node:assert/strict"
 import { Agent, ChatModel, Message, ModelError } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Effect, Fiber, Latch, Result, type Scope, Stream } from "effect"
+import { Context, Effect, Fiber, Latch, Layer, Result, type Scope, Stream } from "effect"
 import * as Session from "./Session.js"
 import {
   type Service,
@@ -30,6 +32,18 @@ import {
 
 /** Makes a fresh, empty store; it may hold resources until the scope closes. */
 export type MakeStore = Effect.Effect<Service, unknown, Scope.Scope>
+
+/**
+ * A store from a layer, built afresh for each case (so the layer must give an empty
+ * store each time it is built: a new file, a new database or schema):
+ *
+ * ```ts
+ * const makeStore = SessionStoreConformance.fromLayer(Layer.suspend(() => SqliteStore.layer({ filename: fresh() })))
+ * for (const testCase of SessionStoreConformance.cases) it.effect(testCase.name, () => testCase.run(makeStore))
+ * ```
+ */
+export const fromLayer = (layer: Layer.Layer<SessionStore, unknown>): MakeStore =>
+  Effect.map(Layer.build(layer), (context) => Context.get(context, SessionStore))
 
 export interface Case {
   readonly name: string

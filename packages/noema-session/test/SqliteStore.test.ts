@@ -4,7 +4,7 @@ import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
-import { Effect, Result } from "effect"
+import { Effect, Layer, Result } from "effect"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SessionStoreConformance from "../src/SessionStoreConformance.js"
 import * as SqliteStore from "../src/SqliteStore.js"
@@ -13,8 +13,9 @@ const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-sqlite-store-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 
 let counter = 0
-const freshStore = Effect.suspend(() =>
-  SqliteStore.make({ filename: path.join(directory, `conformance-${counter++}.db`) })
+// Through a layer, as a Postgres backend is given: each case builds it again on a fresh file.
+const freshStore = SessionStoreConformance.fromLayer(
+  Layer.suspend(() => SqliteStore.layer({ filename: path.join(directory, `conformance-${counter++}.db`) }))
 )
 
 describe("SqliteStore conformance", () => {

@@ -1,0 +1,545 @@
+/**
+ * SqlStore: the session store on effect's `SqlClient`, for SQLite and PostgreSQL.
+ *
+ * One implementation for every SQL database: the statements that differ live
+ * in `internal/sqlDialect.ts`, the rest is here. An append is one transaction
+ * that locks the session (SQLite: the client's `BEGIN IMMEDIATE` write lock;
+ * PostgreSQL: `SELECT ... FOR UPDATE` on the session row), checks the expected
+ * message count, inserts the turn's messages in one multi-row insert and
+ * updates the session row, so concurrent writers in other processes or on
+ * other machines get a `SessionConflictError`, never interleaved turns.
+ * Messages are validated with core's `Message` Schema on the way in and out.
+ * The schema is migrated by effect's `Migrator` when the store is made; a
+ * SQLite file is first checked to be an empty database or noema's (application
+ * id, schema version) and is refused, untouched, otherwise.
+ */
+import { Message } from "@noema/core"
+import { Clock, Effect, Layer, Schema } from "effect"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { applicationId, type Dialect, migrationsTable, pg, sqlite } from "./internal/sqlDialect.js"
+import {
+  CorruptDatabase,
+  defaultTitle,
+  ForeignDatabase,
+  InvalidMessage,
+  IoFailure,
+  Locked,
+  type Metadata,
+  mergeMetadata,
+  SchemaTooNew,
+  type Service,
+  SessionAlreadyExistsError,
+  SessionConflictError,
+  type SessionInfo,
+  SessionNotFoundError,
+  SessionStore,
+  type StoredSession,
+  StoreError
+} from "./SessionStore.js"
+
+export interface Options {
+  /** Where the sessions live, for messages to people: a file path or a database name. */
+  readonly location: string
+  /** Defaults to the client's dialect. */
+  readonly dialect?: Dialect
+}
+
+/** The migrations this code knows; a database with a later one is refused as too new. */
+const loader = (dialect: Dialect) => Migrator.fromRecord(dialect.migrations)
+const runMigrations = Migrator.make({})
+
+export const latestMigration = (dialect: Dialect): number =>
+  Math.max(0, ...Object.keys(dialect.migrations).map((key) => Number.parseInt(key, 10)))
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+const oneLine = (text: string): string => text.replace(/\s*\n\s*/g, "; ").trim()
+
+const describe = (error: unknown): string => oneLine(error instanceof Error ? error.message : String(error))
+
+/** SQLite's primary result code, when the cause is a SQLite error. */
+const sqliteCode = (cause: unknown): number | undefined =>
+  typeof cause === "object" && cause !== null && "errcode" in cause && typeof cause.errcode === "number"
+    ? cause.errcode & 0xff
+    : undefined
+
+const SQLITE_CORRUPT = 11
+const SQLITE_NOTADB = 26
+
+export const storeError = (
+  location: string,
+  error: SqlError.SqlError | Migrator.MigrationError
+): StoreError => {
+  const cause: unknown = error._tag === "SqlError" ? error.reason.cause : error.cause
+  if (cause instanceof StoreError) return cause
+  const nested: unknown =
+    typeof cause === "object" && cause !== null && "reason" in cause
+      ? (cause as { reason: { cause?: unknown } }).reason.cause
+      : cause
+  const detail = describe(nested ?? error)
+  const code = sqliteCode(nested)
+  if (code === SQLITE_CORRUPT || code === SQLITE_NOTADB) {
+    return new StoreError({ reason: new CorruptDatabase({ location, detail }) })
+  }
+  const tag = error._tag === "SqlError" ? error.reason._tag : undefined
+  if (tag === "LockTimeoutError" || tag === "DeadlockError" || tag === "SerializationError") {
+    return new StoreError({ reason: new Locked({ location, detail }) })
+  }
+  return new StoreError({ reason: new IoFailure({ location, detail }) })
+}
+
+// ---------------------------------------------------------------------------
+// Opening: recognise the database, then migrate
+// ---------------------------------------------------------------------------
+
+const pragma = (sql: SqlClient.SqlClient, name: string) =>
+  Effect.map(sql.unsafe<Record<string, unknown>>(`PRAGMA ${name}`), (rows) => {
+    const value = rows[0]?.[name]
+    return typeof value === "number" ? value : 0
+  })
+
+interface SqliteMarks {
+  readonly applicationId: number
+  readonly version: number
+  readonly tables: ReadonlyArray<string>
+}
+
+const sqliteMarks = (sql: SqlClient.SqlClient) =>
+  Effect.all({
+    applicationId: pragma(sql, "application_id"),
+    version: pragma(sql, "user_version"),
+    tables: Effect.map(
+      sql.unsafe<{ name: string }>(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+      ),
+      (rows) => rows.map((row) => row.name)
+    )
+  })
+
+/** Refuses a file that is neither an empty database nor one of ours. */
+const checkSqliteMarks = (
+  marks: SqliteMarks,
+  location: string,
+  supported: number
+): StoreError | undefined => {
+  if (marks.applicationId === applicationId) {
+    return marks.version > supported
+      ? new StoreError({ reason: new SchemaTooNew({ location, found: marks.version, supported }) })
+      : undefined
+  }
+  if (marks.applicationId === 0 && marks.tables.length === 0 && marks.version === 0) return undefined
+  const owner =
+    marks.applicationId !== 0
+      ? `application id 0x${(marks.applicationId >>> 0).toString(16).padStart(8, "0")}`
+      : "no noema application id"
+  const shown = marks.tables.slice(0, 5).join(", ")
+  const more = marks.tables.length > 5 ? `, and ${marks.tables.length - 5} more` : ""
+  const detail = marks.tables.length > 0 ? `${owner}, tables ${shown}${more}` : owner
+  return new StoreError({ reason: new ForeignDatabase({ location, detail }) })
+}
+
+/**
+ * Brings the database to the latest schema. On SQLite the file is inspected
+ * read-only first, then switched to WAL, then everything (the re-check under
+ * the write lock, the migrations, the marks) happens in one transaction, so a
+ * crash leaves either the old file or the migrated one.
+ */
+const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string) => {
+  const supported = latestMigration(dialect)
+  const migrations = runMigrations({ loader: loader(dialect), table: migrationsTable })
+  if (dialect.name !== "sqlite") {
+    // PostgreSQL: the Migrator locks its table; a database migrated by a newer noema is refused.
+    return Effect.gen(function* () {
+      yield* migrations
+      const rows = yield* sql.unsafe<{ id: number | string | null }>(
+        `SELECT max(migration_id) AS id FROM ${migrationsTable}`
+      )
+      const found = Number(rows[0]?.id ?? 0)
+      if (found > supported) {
+        return yield* Effect.fail(
+          new StoreError({ reason: new SchemaTooNew({ location, found, supported }) })
+        )
+      }
+    })
+  }
+  return Effect.gen(function* () {
+    const before = yield* sqliteMarks(sql)
+    const refused = checkSqliteMarks(before, location, supported)
+    if (refused !== undefined) return yield* Effect.fail(refused)
+    const current =
+      before.applicationId === applicationId &&
+      before.version === supported &&
+      before.tables.includes(migrationsTable)
+    if (current) return
+    yield* sql.unsafe("PRAGMA journal_mode = WAL")
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        // Read again under the write lock: another process may have migrated meanwhile.
+        const marks = yield* sqliteMarks(sql)
+        const refusedNow = checkSqliteMarks(marks, location, supported)
+        if (refusedNow !== undefined) return yield* Effect.fail(refusedNow)
+        if (marks.version > 0 && !marks.tables.includes(migrationsTable)) {
+          // Release 0.1.0 migrated by hand up to `user_version`: record those as applied.
+          yield* sql.unsafe(`CREATE TABLE ${migrationsTable} (
+            migration_id integer PRIMARY KEY NOT NULL,
+            created_at datetime NOT NULL DEFAULT current_timestamp,
+            name VARCHAR(255) NOT NULL)`)
+          const known = yield* loader(dialect)
+          for (const [id, name] of known) {
+            if (id <= marks.version) {
+              yield* sql.unsafe(`INSERT INTO ${migrationsTable} (migration_id, name) VALUES (?, ?)`, [
+                id,
+                name
+              ])
+            }
+          }
+        }
+        yield* migrations
+        yield* sql.unsafe(`PRAGMA application_id = ${applicationId}`)
+        yield* sql.unsafe(`PRAGMA user_version = ${supported}`)
+      })
+    )
+  })
+}
+
+// ---------------------------------------------------------------------------
+// Rows
+// ---------------------------------------------------------------------------
+
+interface SessionRow {
+  readonly id: string
+  readonly title: string | null
+  readonly created_at: number | string
+  readonly updated_at: number | string
+  readonly message_count: number | string
+  readonly metadata: string
+}
+
+/** What `appendToSession` returns, read as an array (no object per commit). */
+type AppendRow = readonly [createdAt: number | string, title: string | null, metadata: string]
+
+const infoOf = (
+  id: string,
+  title: string | null,
+  createdAt: number,
+  updatedAt: number,
+  messageCount: number,
+  metadata: Metadata
+): SessionInfo =>
+  title === null
+    ? { id, createdAt, updatedAt, messageCount, metadata }
+    : { id, title, createdAt, updatedAt, messageCount, metadata }
+
+/** A message's JSON text, validated by core's Schema; a one-line reason when it is not a message. */
+const encodeMessage = (message: Message.Message): string | { readonly problem: string } => {
+  try {
+    return JSON.stringify(Message.encode(message))
+  } catch (error) {
+    return { problem: describe(error) }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Constructor
+// ---------------------------------------------------------------------------
+
+/** The store over the `SqlClient` in context; migrates the database first. */
+export const make = (options: Options): Effect.Effect<Service, StoreError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const location = options.location
+    const dialect: Dialect = options.dialect ?? sql.onDialectOrElse({ pg: () => pg, orElse: () => sqlite })
+    const toStoreError = (error: SqlError.SqlError | Migrator.MigrationError) => storeError(location, error)
+    yield* migrate(sql, dialect, location).pipe(
+      Effect.catchTags({
+        SqlError: (error) => Effect.fail(toStoreError(error)),
+        MigrationError: (error) => Effect.fail(toStoreError(error))
+      })
+    )
+    return makeService(sql, dialect, location)
+  })
+
+/** The SQL store as the `SessionStore` service, over the `SqlClient` the layer is given. */
+export const layer = (options: Options): Layer.Layer<SessionStore, StoreError, SqlClient.SqlClient> =>
+  Layer.effect(SessionStore, make(options))
+
+const isMessage = Schema.is(Message.Message)
+
+const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: string): Service => {
+  const statements = dialect.statements
+  const query = <A extends object>(text: string, params: ReadonlyArray<unknown>) =>
+    sql.unsafe<A>(text, params as Array<unknown>)
+  const values = (text: string, params: ReadonlyArray<unknown>) =>
+    sql.unsafe(text, params as Array<unknown>).values
+
+  const corrupt = (detail: string) => new StoreError({ reason: new CorruptDatabase({ location, detail }) })
+
+  /** Runs `effect`, turning the client's errors into `StoreError`s. */
+  const store = <A, E>(effect: Effect.Effect<A, E | SqlError.SqlError>): Effect.Effect<A, E | StoreError> =>
+    Effect.catchIf(
+      effect,
+      (error): error is SqlError.SqlError =>
+        typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "SqlError",
+      (error) => Effect.fail(storeError(location, error))
+    ) as Effect.Effect<A, E | StoreError>
+
+  const parseMetadata = (id: string, text: string): Metadata => {
+    let metadata: unknown
+    try {
+      metadata = JSON.parse(text)
+    } catch {
+      metadata = undefined
+    }
+    if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
+      throw corrupt(`session "${id}" has metadata that is not a JSON object`)
+    }
+    return metadata as Metadata
+  }
+
+  // Commits rarely change metadata: the last text parsed is kept with its value, so a run of
+  // commits parses it once. The value is shared between the infos returned, as the memory store does.
+  let lastMetadataText: string | undefined
+  let lastMetadata: Metadata = {}
+  const cachedMetadata = (id: string, text: string): Metadata => {
+    if (text !== lastMetadataText) {
+      lastMetadata = parseMetadata(id, text)
+      lastMetadataText = text
+    }
+    return lastMetadata
+  }
+
+  const toInfo = (row: SessionRow): SessionInfo =>
+    infoOf(
+      row.id,
+      row.title,
+      Number(row.created_at),
+      Number(row.updated_at),
+      Number(row.message_count),
+      parseMetadata(row.id, row.metadata)
+    )
+
+  /** Synchronous row work that may find damage: a thrown `StoreError` becomes the failure. */
+  const decodeRows = <A>(body: () => A): Effect.Effect<A, StoreError> => {
+    try {
+      return Effect.succeed(body())
+    } catch (error) {
+      return Effect.fail(error instanceof StoreError ? error : corrupt(describe(error)))
+    }
+  }
+
+  const readMessages = (
+    id: string,
+    expectedCount: number,
+    rows: ReadonlyArray<ReadonlyArray<unknown>>
+  ): Array<Message.Message> => {
+    if (rows.length !== expectedCount) {
+      throw corrupt(`session "${id}" should hold ${expectedCount} messages but ${rows.length} were found`)
+    }
+    const parsed = new Array<unknown>(rows.length)
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i] as readonly [number | string, string]
+      if (Number(row[0]) !== i) throw corrupt(`session "${id}" is missing message ${i}`)
+      try {
+        parsed[i] = JSON.parse(row[1])
+      } catch (error) {
+        throw corrupt(`session "${id}", message ${i}: invalid JSON (${describe(error)})`)
+      }
+    }
+    // Checked with core's Schema in place: the parsed JSON is already the plain data a decode
+    // would return (a message has no transformations), so no copy of 100,000 messages is made.
+    for (let i = 0; i < parsed.length; i++) {
+      if (isMessage(parsed[i])) continue
+      let reason = "not a message"
+      try {
+        Message.decodeSync(parsed[i])
+      } catch (error) {
+        reason = describe(error)
+      }
+      // The stored text, shortened, shows what is there; the Schema's message says what was expected.
+      const text = (rows[i] as readonly [unknown, string])[1]
+      const stored = text.length > 80 ? `${text.slice(0, 79)}…` : text
+      throw corrupt(`session "${id}", message ${i}: ${reason}; stored: ${oneLine(stored)}`)
+    }
+    return parsed as Array<Message.Message>
+  }
+
+  const notFound = (id: string): Effect.Effect<never, SessionNotFoundError> =>
+    Effect.fail(new SessionNotFoundError({ sessionId: id }))
+
+  const sessionRow = (id: string, text: string) =>
+    Effect.map(query<SessionRow>(text, [id]), (rows) => rows[0])
+
+  return {
+    location,
+
+    create: (options) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const id = options?.id ?? crypto.randomUUID()
+        const metadata = JSON.stringify(options?.metadata ?? {})
+        return store(
+          Effect.gen(function* () {
+            const rows = yield* query<SessionRow>(statements.insertSession, [
+              id,
+              options?.title ?? null,
+              now,
+              now,
+              metadata
+            ])
+            const row = rows[0]
+            if (row === undefined) return yield* Effect.fail(new SessionAlreadyExistsError({ sessionId: id }))
+            return yield* decodeRows(() => toInfo(row))
+          })
+        )
+      }),
+
+    load: (id) =>
+      store(
+        sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const row = yield* sessionRow(id, statements.selectSession)
+              if (row === undefined) return yield* notFound(id)
+              const rows = yield* values(statements.selectMessages, [id])
+              return yield* decodeRows(
+                (): StoredSession => ({
+                  info: toInfo(row),
+                  messages: readMessages(id, Number(row.message_count), rows)
+                })
+              )
+            })
+          )
+          .pipe(Effect.provideService(SqlClient.BeginTransaction, dialect.beginRead))
+      ),
+
+    append: (id, expectedMessageCount, messages) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        // Validate and serialise before taking the write lock, so the lock is held briefly. The
+        // rows' parameters are laid out flat, ready for the multi-row inserts.
+        const count = messages.length
+        const parameters = new Array<unknown>(count * 4)
+        for (let index = 0; index < count; index++) {
+          const message = messages[index] as Message.Message
+          const json = encodeMessage(message)
+          if (typeof json !== "string") {
+            return Effect.fail(
+              new StoreError({
+                reason: new InvalidMessage({ location, sessionId: id, index, detail: json.problem })
+              })
+            )
+          }
+          const offset = index * 4
+          parameters[offset] = id
+          parameters[offset + 1] = expectedMessageCount + index
+          parameters[offset + 2] = json
+          parameters[offset + 3] = Math.floor(message.createdAt ?? now)
+        }
+        // Only an untitled session takes a title from the turn (the update keeps an existing one).
+        const title = defaultTitle(messages) ?? null
+        const perInsert = dialect.maximumRowsPerInsert
+        const conflictOrMissing = Effect.flatMap(
+          values(statements.selectMessageCount, [id]),
+          (rows): Effect.Effect<never, SessionNotFoundError | SessionConflictError> => {
+            const row = rows[0]
+            return row === undefined
+              ? notFound(id)
+              : Effect.fail(
+                  new SessionConflictError({
+                    sessionId: id,
+                    expectedMessageCount,
+                    actualMessageCount: Number(row[0])
+                  })
+                )
+          }
+        )
+        const insert = (first: number): Effect.Effect<void, SqlError.SqlError> => {
+          if (first >= count) return Effect.void
+          const rows = Math.min(perInsert, count - first)
+          return Effect.flatMap(
+            query(
+              dialect.insertMessages(rows),
+              rows === count ? parameters : parameters.slice(first * 4, (first + rows) * 4)
+            ),
+            () => insert(first + rows)
+          )
+        }
+        return store(
+          sql.withTransaction(
+            Effect.flatMap(
+              values(statements.appendToSession, [count, now, title, id, expectedMessageCount]),
+              (
+                rows
+              ): Effect.Effect<
+                SessionInfo,
+                SqlError.SqlError | SessionNotFoundError | SessionConflictError | StoreError
+              > => {
+                const row = rows[0] as AppendRow | undefined
+                if (row === undefined) return conflictOrMissing
+                return Effect.flatMap(insert(0), () =>
+                  decodeRows(() =>
+                    infoOf(
+                      id,
+                      row[1],
+                      Number(row[0]),
+                      now,
+                      expectedMessageCount + count,
+                      cachedMetadata(id, row[2])
+                    )
+                  )
+                )
+              }
+            )
+          )
+        )
+      }),
+
+    list: () =>
+      store(
+        Effect.flatMap(query<SessionRow>(statements.listSessions, []), (rows) =>
+          decodeRows(() => rows.map(toInfo))
+        )
+      ),
+
+    info: (id) =>
+      store(
+        Effect.gen(function* () {
+          const row = yield* sessionRow(id, statements.selectSession)
+          if (row === undefined) return yield* notFound(id)
+          return yield* decodeRows(() => toInfo(row))
+        })
+      ),
+
+    delete: (id) =>
+      store(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* query(statements.deleteMessages, [id])
+            const deleted = yield* query<{ id: string }>(`${statements.deleteSession} RETURNING id`, [id])
+            if (deleted.length === 0) return yield* notFound(id)
+          })
+        )
+      ),
+
+    updateMetadata: (id, update) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        store(
+          sql.withTransaction(
+            Effect.gen(function* () {
+              const row = yield* sessionRow(id, statements.selectSessionForUpdate)
+              if (row === undefined) return yield* notFound(id)
+              const current = yield* decodeRows(() => toInfo(row))
+              const metadata = JSON.stringify(mergeMetadata(current.metadata, update.metadata))
+              const updated = yield* query<SessionRow>(statements.updateMetadata, [
+                update.title ?? current.title ?? null,
+                metadata,
+                now,
+                id
+              ])
+              return yield* decodeRows(() => toInfo(updated[0] as SessionRow))
+            })
+          )
+        )
+      )
+  }
+}

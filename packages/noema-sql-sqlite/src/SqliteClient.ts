@@ -1,0 +1,309 @@
+/**
+ * SqliteClient: Node's built-in `node:sqlite` as a driver for effect's `SqlClient`.
+ *
+ * Effect's own SQLite drivers target older effect releases; this one is built
+ * on `effect/sql` of effect 4.1 and depends on nothing else. One connection per
+ * client, shared through a semaphore (node:sqlite is synchronous, so a
+ * statement runs to completion inside the effect that runs it, and no other
+ * fiber can slip a statement into someone else's transaction). Prepared
+ * statements are cached by their SQL text. Top-level transactions start with
+ * `BEGIN IMMEDIATE`, so a writer takes SQLite's write lock up front and two
+ * writers never deadlock half-way through; nested `withTransaction`s are
+ * savepoints. The file is opened in WAL mode with `synchronous = FULL` (a
+ * commit that returned has reached the disk) and a busy timeout for locks
+ * held by other processes. `stream` iterates rows without loading them all.
+ */
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
+import { Context, Duration, Effect, Layer, Option, type Scope, Semaphore, Stream } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient, type SqlConnection, SqlError, Statement } from "effect/sql"
+
+// ---------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------
+
+export type Synchronous = "OFF" | "NORMAL" | "FULL" | "EXTRA"
+
+export interface Config {
+  /** The database file, or ":memory:". */
+  readonly filename: string
+  readonly readonly?: boolean | undefined
+  /** How long a statement waits for another connection's lock before failing. Default 5 seconds. */
+  readonly busyTimeout?: Duration.Input | undefined
+  /**
+   * Switch the file to WAL mode when opening it. Default true. Turning WAL on
+   * writes to the file, so a caller that must inspect a file before changing it
+   * passes false and runs `PRAGMA journal_mode = WAL` itself.
+   */
+  readonly wal?: boolean | undefined
+  /** `PRAGMA synchronous`. Default "FULL": in WAL mode "NORMAL" may lose the last commits on power loss. */
+  readonly synchronous?: Synchronous | undefined
+  /** `PRAGMA foreign_keys`. Default true. */
+  readonly foreignKeys?: boolean | undefined
+  /**
+   * The statement that starts a top-level transaction. Default "BEGIN IMMEDIATE":
+   * the write lock is taken at the start, so a transaction that reads then
+   * writes cannot fail half-way with SQLITE_BUSY. One transaction can still ask
+   * for another with `SqlClient.BeginTransaction` (e.g. "BEGIN" for a read).
+   */
+  readonly beginTransaction?: string | undefined
+  /** How many prepared statements are kept. Default 200. */
+  readonly prepareCacheSize?: number | undefined
+  readonly spanAttributes?: Record<string, unknown> | undefined
+  readonly transformResultNames?: ((name: string) => string) | undefined
+  readonly transformQueryNames?: ((name: string) => string) | undefined
+}
+
+const TypeId = "~@noema/sql-sqlite/SqliteClient" as const
+
+export interface SqliteClient extends SqlClient.SqlClient {
+  readonly [TypeId]: typeof TypeId
+  readonly config: Config
+  /** Not supported by SQLite. */
+  readonly updateValues: never
+}
+
+export const SqliteClient = Context.Service<SqliteClient>("@noema/sql-sqlite/SqliteClient")
+
+// ---------------------------------------------------------------------------
+// The connection
+// ---------------------------------------------------------------------------
+
+// Rows are whatever the database returned: objects, or arrays for `values`.
+// biome-ignore lint/suspicious/noExplicitAny: the Connection contract returns rows as `any`
+type Rows = ReadonlyArray<any>
+type TransformRows = (<A extends object>(rows: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+
+interface Prepared {
+  readonly statement: StatementSync
+  /** Whether the statement yields rows (a SELECT, or a write with RETURNING). */
+  readonly returnsRows: boolean
+  readBigInts: boolean
+  returnArrays: boolean
+}
+
+interface SqliteConnection extends SqlConnection.Connection {
+  readonly isTransaction: () => boolean
+}
+
+/** A node:sqlite error as a `SqlError`; `errcode` is kept on the cause for callers that need SQLite's code. */
+const sqlError = (cause: unknown, message: string, operation: string): SqlError.SqlError => {
+  if (
+    typeof cause === "object" &&
+    cause !== null &&
+    "errcode" in cause &&
+    typeof cause.errcode === "number" &&
+    !("errno" in cause)
+  ) {
+    Object.assign(cause, { errno: cause.errcode })
+  }
+  return new SqlError.SqlError({ reason: SqlError.classifySqliteError(cause, { message, operation }) })
+}
+
+const makeConnection = (db: DatabaseSync, cacheSize: number): SqliteConnection => {
+  // Insertion-ordered: the oldest entry is evicted first. Hits are not reordered, which keeps a
+  // hit to one Map lookup; the store's few statements stay well below the capacity.
+  const cache = new Map<string, Prepared>()
+
+  const prepare = (sql: string): Prepared => {
+    let prepared = cache.get(sql)
+    if (prepared === undefined) {
+      const statement = db.prepare(sql)
+      prepared = {
+        statement,
+        returnsRows: statement.columns().length > 0,
+        readBigInts: false,
+        returnArrays: false
+      }
+      if (cache.size >= cacheSize) {
+        const oldest = cache.keys().next()
+        if (oldest.done !== true) cache.delete(oldest.value)
+      }
+      cache.set(sql, prepared)
+    }
+    return prepared
+  }
+
+  const unprepared = (sql: string): Prepared => {
+    const statement = db.prepare(sql)
+    return { statement, returnsRows: statement.columns().length > 0, readBigInts: false, returnArrays: false }
+  }
+
+  const run = (
+    prepared: Prepared,
+    params: ReadonlyArray<unknown>,
+    readBigInts: boolean,
+    returnArrays: boolean,
+    raw: boolean
+  ): Rows => {
+    const { statement } = prepared
+    if (prepared.readBigInts !== readBigInts) {
+      statement.setReadBigInts(readBigInts)
+      prepared.readBigInts = readBigInts
+    }
+    if (prepared.returnArrays !== returnArrays) {
+      statement.setReturnArrays(returnArrays)
+      prepared.returnArrays = returnArrays
+    }
+    const values = params as Array<SQLInputValue>
+    if (prepared.returnsRows) return statement.all(...values)
+    const result = statement.run(...values)
+    return raw ? (result as unknown as Rows) : []
+  }
+
+  const execute = (
+    get: (sql: string) => Prepared,
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    returnArrays: boolean,
+    raw: boolean
+  ): Effect.Effect<Rows, SqlError.SqlError> =>
+    Effect.withFiber((fiber) => {
+      const readBigInts = fiber.getRef(SqlClient.SafeIntegers)
+      try {
+        return Effect.succeed(run(get(sql), params, readBigInts, returnArrays, raw))
+      } catch (cause) {
+        return Effect.fail(sqlError(cause, "Failed to execute statement", "execute"))
+      }
+    })
+
+  const withTransform = (effect: Effect.Effect<Rows, SqlError.SqlError>, transformRows: TransformRows) =>
+    transformRows === undefined ? effect : Effect.map(effect, transformRows)
+
+  return {
+    isTransaction: () => db.isTransaction,
+    execute: (sql, params, transformRows) =>
+      withTransform(execute(prepare, sql, params, false, false), transformRows),
+    executeRaw: (sql, params) => execute(prepare, sql, params, false, true),
+    executeValues: (sql, params) =>
+      execute(prepare, sql, params, true, false) as Effect.Effect<
+        ReadonlyArray<ReadonlyArray<unknown>>,
+        SqlError.SqlError
+      >,
+    executeValuesUnprepared: (sql, params) =>
+      execute(unprepared, sql, params, true, false) as Effect.Effect<
+        ReadonlyArray<ReadonlyArray<unknown>>,
+        SqlError.SqlError
+      >,
+    executeUnprepared: (sql, params, transformRows) =>
+      withTransform(execute(unprepared, sql, params, false, false), transformRows),
+    executeStream: (sql, params, transformRows) =>
+      // A statement of its own: a cached one could be reset by a query run while the stream is read.
+      Stream.unwrap(
+        Effect.withFiber((fiber) => {
+          let iterator: Iterator<unknown>
+          try {
+            const statement = db.prepare(sql)
+            statement.setReadBigInts(fiber.getRef(SqlClient.SafeIntegers))
+            iterator = statement.iterate(...(params as Array<SQLInputValue>))
+          } catch (cause) {
+            return Effect.fail(sqlError(cause, "Failed to execute statement", "executeStream"))
+          }
+          const chunkSize = 256
+          return Effect.succeed(
+            Stream.paginate(
+              undefined,
+              () =>
+                Effect.try({
+                  try: () => {
+                    const rows: Array<object> = []
+                    while (rows.length < chunkSize) {
+                      const next = iterator.next()
+                      if (next.done === true)
+                        return [transformRows ? transformRows(rows) : rows, Option.none()] as const
+                      rows.push(next.value as object)
+                    }
+                    return [transformRows ? transformRows(rows) : rows, Option.some(undefined)] as const
+                  },
+                  catch: (cause) => sqlError(cause, "Failed to read rows", "executeStream")
+                }) as Effect.Effect<
+                  readonly [ReadonlyArray<object>, Option.Option<undefined>],
+                  SqlError.SqlError
+                >
+            )
+          )
+        })
+      )
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Constructors
+// ---------------------------------------------------------------------------
+
+const pragmas = (db: DatabaseSync, options: Config): void => {
+  if (options.readonly !== true) {
+    if (options.wal !== false) db.exec("PRAGMA journal_mode = WAL")
+    db.exec(`PRAGMA synchronous = ${options.synchronous ?? "FULL"}`)
+  }
+  db.exec(`PRAGMA foreign_keys = ${options.foreignKeys === false ? "OFF" : "ON"}`)
+}
+
+/** Opens the database; it is closed when the scope closes. */
+export const make = (
+  options: Config
+): Effect.Effect<SqliteClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.gen(function* () {
+    const db = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          const db = new DatabaseSync(options.filename, {
+            readOnly: options.readonly ?? false,
+            timeout: Duration.toMillis(options.busyTimeout ?? Duration.seconds(5))
+          })
+          try {
+            pragmas(db, options)
+          } catch (error) {
+            db.close()
+            throw error
+          }
+          return db
+        },
+        catch: (cause) => sqlError(cause, `Failed to open ${options.filename}`, "open")
+      }),
+      (db) =>
+        Effect.sync(() => {
+          if (db.isOpen) db.close()
+        })
+    )
+    const connection = makeConnection(db, options.prepareCacheSize ?? 200)
+    const semaphore = yield* Semaphore.make(1)
+    const acquirers = SqlClient.makeSqliteAcquirers({
+      connection: Effect.succeed(connection),
+      semaphore,
+      isTransaction: (conn) => conn.isTransaction()
+    })
+    const compiler = Statement.makeCompilerSqlite(options.transformQueryNames)
+    const transformRows = options.transformResultNames
+      ? Statement.defaultTransforms(options.transformResultNames).array
+      : undefined
+    const client = yield* SqlClient.make({
+      ...acquirers,
+      compiler,
+      driver: "noema-sqlite-node",
+      spanAttributes: [
+        ...(options.spanAttributes ? Object.entries(options.spanAttributes) : []),
+        ["db.system.name", "sqlite"]
+      ],
+      transformRows,
+      prepareTransactionControls: true,
+      beginTransaction: options.beginTransaction ?? "BEGIN IMMEDIATE",
+      savepoint: (name) => `SAVEPOINT ${name}`,
+      releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
+      rollbackSavepoint: (name) => `ROLLBACK TO SAVEPOINT ${name}`
+    })
+    return Object.assign(client, { [TypeId]: TypeId, config: options }) as unknown as SqliteClient
+  })
+
+/**
+ * The client as both `SqliteClient` and the generic `SqlClient`, with the `Reactivity` its
+ * reactive queries use (provided too, so mutations can invalidate them).
+ */
+export const layer = (
+  config: Config
+): Layer.Layer<SqliteClient | SqlClient.SqlClient | Reactivity.Reactivity, SqlError.SqlError> =>
+  Layer.effectContext(
+    Effect.map(make(config), (client) =>
+      Context.make(SqliteClient, client).pipe(Context.add(SqlClient.SqlClient, client))
+    )
+  ).pipe(Layer.provideMerge(Reactivity.layer))
