@@ -93,14 +93,42 @@ const rows: ReadonlyArray<Row> = [
     unit: "us",
     suite: "postgres",
     better: "lower",
-    cells: { raw: "store.commit.rawpg_us" }
+    cells: { noema: "store.commit.pg_us", raw: "store.commit.rawpg_us" }
   },
   {
     workload: "store.commit pg sustained",
     unit: "commits/s",
     suite: "postgres",
     better: "higher",
-    cells: { raw: "store.commit.rawpg_per_s" }
+    cells: { noema: "store.commit.pg_per_s", raw: "store.commit.rawpg_per_s" }
+  },
+  {
+    workload: "store.load100k pg  (open + read)",
+    unit: "ms",
+    suite: "postgres",
+    better: "lower",
+    cells: { noema: "store.load100k.pg_ms" }
+  },
+  {
+    workload: "store.load100k pg heap growth",
+    unit: "MB",
+    suite: "postgres",
+    better: "lower",
+    cells: { noema: "store.load100k.pg_heap_mb" }
+  },
+  {
+    workload: "store.concurrent8 pg  (8 processes)",
+    unit: "turns/s",
+    suite: "postgres",
+    better: "higher",
+    cells: { noema: "store.concurrent8.pg_turns_per_s" }
+  },
+  {
+    workload: "store.concurrent8 pg lost/interleaved",
+    unit: "messages",
+    suite: "postgres",
+    better: "lower",
+    cells: { noema: "store.concurrent8.pg_lost_or_interleaved" }
   },
   {
     workload: "store.load100k  (open + read)",

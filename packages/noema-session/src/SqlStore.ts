@@ -3,11 +3,14 @@
  *
  * One implementation for every SQL database: the statements that differ live
  * in `internal/sqlDialect.ts`, the rest is here. An append is one transaction
- * that locks the session (SQLite: the client's `BEGIN IMMEDIATE` write lock;
- * PostgreSQL: `SELECT ... FOR UPDATE` on the session row), checks the expected
- * message count, inserts the turn's messages in one multi-row insert and
- * updates the session row, so concurrent writers in other processes or on
- * other machines get a `SessionConflictError`, never interleaved turns.
+ * whose first statement updates the session row only if it still holds the
+ * expected message count (`UPDATE ... WHERE message_count = ? RETURNING`),
+ * then inserts the turn's messages in one multi-row insert. The update locks
+ * the session (SQLite: the client's `BEGIN IMMEDIATE` write lock; PostgreSQL:
+ * the row lock, under READ COMMITTED, so a waiting writer re-reads the count
+ * once the first commits and matches nothing), so concurrent writers in other
+ * processes or on other machines get a `SessionConflictError`, never
+ * interleaved turns.
  * Messages are validated with core's `Message` Schema on the way in and out.
  * The schema is migrated by effect's `Migrator` when the store is made; a
  * SQLite file is first checked to be an empty database or noema's (application
@@ -141,6 +144,27 @@ const checkSqliteMarks = (
 }
 
 /**
+ * Refuses a PostgreSQL schema holding a `sessions` or `messages` table that noema's
+ * migrations did not create (another application's), before the Migrator touches it.
+ */
+const checkPgTables = (sql: SqlClient.SqlClient, location: string) =>
+  Effect.map(
+    sql.unsafe<{ table: string }>(
+      `SELECT t.name AS "table" FROM unnest(ARRAY['sessions', 'messages']) AS t (name)
+       WHERE to_regclass(t.name) IS NOT NULL AND to_regclass('${migrationsTable}') IS NULL`
+    ),
+    (rows): StoreError | undefined =>
+      rows.length === 0
+        ? undefined
+        : new StoreError({
+            reason: new ForeignDatabase({
+              location,
+              detail: `tables ${rows.map((row) => row.table).join(", ")} without noema's ${migrationsTable}`
+            })
+          })
+  )
+
+/**
  * Brings the database to the latest schema. On SQLite the file is inspected
  * read-only first, then switched to WAL, then everything (the re-check under
  * the write lock, the migrations, the marks) happens in one transaction, so a
@@ -152,6 +176,8 @@ const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string) =
   if (dialect.name !== "sqlite") {
     // PostgreSQL: the Migrator locks its table; a database migrated by a newer noema is refused.
     return Effect.gen(function* () {
+      const refused = yield* checkPgTables(sql, location)
+      if (refused !== undefined) return yield* Effect.fail(refused)
       yield* migrations
       const rows = yield* sql.unsafe<{ id: number | string | null }>(
         `SELECT max(migration_id) AS id FROM ${migrationsTable}`
@@ -269,6 +295,13 @@ const isMessage = Schema.is(Message.Message)
 
 const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: string): Service => {
   const statements = dialect.statements
+  // PostgreSQL's writers name their isolation level; SQLite's keep the client's BEGIN IMMEDIATE.
+  const beginWrite = dialect.beginWrite
+  const writeTransaction: typeof sql.withTransaction =
+    beginWrite === undefined
+      ? sql.withTransaction
+      : (effect) =>
+          sql.withTransaction(effect).pipe(Effect.provideService(SqlClient.BeginTransaction, beginWrite))
   const query = <A extends object>(text: string, params: ReadonlyArray<unknown>) =>
     sql.unsafe<A>(text, params as Array<unknown>)
   const values = (text: string, params: ReadonlyArray<unknown>) =>
@@ -465,7 +498,7 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
           )
         }
         return store(
-          sql.withTransaction(
+          writeTransaction(
             Effect.flatMap(
               values(statements.appendToSession, [count, now, title, id, expectedMessageCount]),
               (
@@ -512,7 +545,7 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
 
     delete: (id) =>
       store(
-        sql.withTransaction(
+        writeTransaction(
           Effect.gen(function* () {
             yield* query(statements.deleteMessages, [id])
             const deleted = yield* query<{ id: string }>(`${statements.deleteSession} RETURNING id`, [id])
@@ -524,7 +557,7 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
     updateMetadata: (id, update) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
         store(
-          sql.withTransaction(
+          writeTransaction(
             Effect.gen(function* () {
               const row = yield* sessionRow(id, statements.selectSessionForUpdate)
               if (row === undefined) return yield* notFound(id)

@@ -3,6 +3,7 @@
  */
 export * as MemoryStore from "./MemoryStore.js"
 export * as Postgres from "./Postgres.js"
+export * as PostgresStore from "./PostgresStore.js"
 export * as Session from "./Session.js"
 export * as SessionArchive from "./SessionArchive.js"
 export * as SessionStore from "./SessionStore.js"

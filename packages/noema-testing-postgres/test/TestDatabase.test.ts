@@ -29,6 +29,20 @@ describe("TestDatabase", () => {
     assert.strictEqual(current?.name, first.name)
   })
 
+  it("schema() gives fresh, empty schemas whose URLs create and find tables in them", async () => {
+    const database = await TestDatabase.make({ prefix: "schemas" })
+    made.push(database)
+    const first = await database.schema("case")
+    const second = await database.schema("case")
+    assert.notStrictEqual(first, second)
+    await query(first, "CREATE TABLE sessions (x integer)")
+    const [inFirst] = await query(first, "SELECT current_schema() AS name, to_regclass('sessions') AS found")
+    assert.match(String(inFirst?.name), /^case_[0-9a-f]{16}$/)
+    assert.strictEqual(inFirst?.found, "sessions")
+    const [inSecond] = await query(second, "SELECT to_regclass('sessions') IS NULL AS absent")
+    assert.strictEqual(inSecond?.absent, true)
+  })
+
   it("drops the database, once, however often drop is called", async () => {
     const database = await TestDatabase.make()
     await Promise.all([database.drop(), database.drop()])

@@ -7,10 +7,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import type { Agent, ChatModel } from "@noema/core"
-import { type Session, SessionStore, SqliteStore } from "@noema/session"
+import { PostgresStore, type Session, SessionStore, SqliteStore } from "@noema/session"
 import { Cause, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
-import { UsageError } from "../CliArguments.js"
-import { type DatabaseConfig, describeDatabase, type ModelConfig } from "../CliConfig.js"
+import type { DatabaseConfig, ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
 
@@ -78,23 +77,17 @@ export interface StoreLayer {
 
 /**
  * The session store for `database`: the one place that turns the configured
- * database into a `SessionStore`, for every command. Building the layer opens
- * nothing yet; a database this build cannot use is refused here (UsageError).
+ * database into a `SessionStore`, for every command: a SQLite file, or a
+ * PostgreSQL server (`PostgresStore`, whose errors name the server without its
+ * password). Building the layer opens nothing yet.
  */
 export const storeLayer = (database: DatabaseConfig): StoreLayer => {
   switch (database.kind) {
     case "sqlite":
       return { database, layer: SqliteStore.layer({ filename: database.path }) }
     case "postgres":
-      // PLUG IN THE POSTGRESQL STORE HERE (issue 8), e.g.
-      //   return { database, layer: PostgresStore.layer({ url: database.url }) }
-      // built on `Postgres.layer({ url })` from @noema/session. Until then a
-      // postgres URL is refused with one line and exit status 2, naming the
-      // server without its password.
-      throw new UsageError(
-        `noema: ${describeDatabase(database)} is a PostgreSQL database, and this build of noema ` +
-          "cannot keep sessions in PostgreSQL yet (give a SQLite file path, or leave --database out)"
-      )
+      // The pool is small: a command runs one turn or one listing at a time.
+      return { database, layer: PostgresStore.layer({ url: database.url, maxConnections: 2 }) }
   }
 }
 

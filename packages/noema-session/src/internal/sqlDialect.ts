@@ -47,6 +47,12 @@ export interface Dialect {
   /** Rows per multi-row insert: a turn fits in one; a big import is split (bound parameters are capped). */
   readonly maximumRowsPerInsert: number
   /**
+   * The statement that starts a writing transaction, or undefined for the client's own
+   * (SQLite: `BEGIN IMMEDIATE`). PostgreSQL names READ COMMITTED, whatever the server's
+   * default: the append's conflict check relies on it (see `appendToSession`).
+   */
+  readonly beginWrite: string | undefined
+  /**
    * The statement that starts a read-only transaction (a consistent snapshot for `load`),
    * or undefined for the client's own `BEGIN`.
    */
@@ -57,16 +63,25 @@ export interface Dialect {
 
 const sessionColumns = "id, title, created_at, updated_at, message_count, metadata"
 
+interface Variant {
+  /** Appended to the `SELECT` that reads a session before updating its metadata. */
+  readonly forUpdate: string
+  /** The `activity` of a new session. */
+  readonly firstActivity: string
+  /** The `activity` of a changed session: higher than every other. */
+  readonly nextActivity: string
+}
+
 /** The statements with `?` placeholders; PostgreSQL numbers them. */
-const statements = (forUpdate: string): Statements => ({
+const statements = ({ forUpdate, firstActivity, nextActivity }: Variant): Statements => ({
   insertSession: `INSERT INTO sessions (id, title, created_at, updated_at, activity, message_count, metadata)
-    VALUES (?, ?, ?, ?, (SELECT coalesce(max(activity), 0) + 1 FROM sessions), 0, ?)
+    VALUES (?, ?, ?, ?, ${firstActivity}, 0, ?)
     ON CONFLICT (id) DO NOTHING
     RETURNING ${sessionColumns}`,
   selectSession: `SELECT ${sessionColumns} FROM sessions WHERE id = ?`,
   appendToSession: `UPDATE sessions
     SET message_count = message_count + ?, updated_at = ?, title = coalesce(title, ?),
-        activity = (SELECT max(activity) + 1 FROM sessions)
+        activity = ${nextActivity}
     WHERE id = ? AND message_count = ?
     RETURNING created_at, title, metadata`,
   selectMessageCount: "SELECT message_count FROM sessions WHERE id = ?",
@@ -74,7 +89,7 @@ const statements = (forUpdate: string): Statements => ({
   listSessions: `SELECT ${sessionColumns} FROM sessions ORDER BY activity DESC`,
   selectMessages: "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq",
   updateMetadata: `UPDATE sessions
-    SET title = ?, metadata = ?, updated_at = ?, activity = (SELECT max(activity) + 1 FROM sessions)
+    SET title = ?, metadata = ?, updated_at = ?, activity = ${nextActivity}
     WHERE id = ?
     RETURNING ${sessionColumns}`,
   deleteMessages: "DELETE FROM messages WHERE session_id = ?",
@@ -151,10 +166,16 @@ const sqliteSessions = `
 
 export const sqlite: Dialect = {
   name: "sqlite",
-  // The client begins writers with BEGIN IMMEDIATE: the write lock serialises appends.
-  statements: statements(""),
+  // The client begins writers with BEGIN IMMEDIATE: the write lock serialises appends, and the
+  // store-wide maximum read under it is the latest.
+  statements: statements({
+    forUpdate: "",
+    firstActivity: "(SELECT coalesce(max(activity), 0) + 1 FROM sessions)",
+    nextActivity: "(SELECT max(activity) + 1 FROM sessions)"
+  }),
   insertMessages: multiRowInserts(() => "?"),
   maximumRowsPerInsert: 64,
+  beginWrite: undefined,
   beginRead: "BEGIN",
   migrations: {
     "1_sessions": migration(sqliteSessions)
@@ -165,7 +186,13 @@ export const sqlite: Dialect = {
 // PostgreSQL
 // ---------------------------------------------------------------------------
 
+/**
+ * Times are milliseconds in BIGINT (the driver returns them as strings; the store reads them
+ * with `Number`). `activity` comes from a sequence: writers to different sessions run at
+ * once here, and `max(activity) + 1` would give two of them the same value.
+ */
 const pgSessions = `
+  CREATE SEQUENCE session_activity AS BIGINT;
   CREATE TABLE sessions (
     id TEXT PRIMARY KEY NOT NULL,
     title TEXT,
@@ -187,11 +214,22 @@ const pgSessions = `
 
 export const pg: Dialect = {
   name: "pg",
-  // Writers on other machines are serialised by the row lock the append's UPDATE takes: the
-  // second waits for the first to commit, then no longer matches the count and is a conflict.
-  statements: mapStatements(statements(" FOR UPDATE"), numbered),
+  // Writers on other machines are serialised by the row lock the append's UPDATE takes: under
+  // READ COMMITTED the second waits for the first to commit, re-evaluates its WHERE on the new
+  // row version, no longer matches the count, updates nothing and is a conflict. (Under
+  // REPEATABLE READ or SERIALIZABLE it would fail with a serialisation error instead, hence
+  // `beginWrite`.) Metadata updates read, merge and write, so they lock the row first.
+  statements: mapStatements(
+    statements({
+      forUpdate: " FOR UPDATE",
+      firstActivity: "nextval('session_activity')",
+      nextActivity: "nextval('session_activity')"
+    }),
+    numbered
+  ),
   insertMessages: multiRowInserts((index) => `$${index}`),
   maximumRowsPerInsert: 1000,
+  beginWrite: "BEGIN ISOLATION LEVEL READ COMMITTED",
   beginRead: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
   migrations: {
     "1_sessions": migration(pgSessions)
