@@ -255,6 +255,14 @@ const targets: ReadonlyArray<Target> = [
     evaluate: ([rate = Number.NaN]) => ({ shown: `${rate.toFixed(0)}/s`, pass: rate >= 5000 })
   },
   {
+    description: "store.commit: noema >= 0.9 x raw node:sqlite",
+    figures: ["store.commit.sqlite_per_s", "store.commit.rawsqlite_per_s"],
+    evaluate: ([ours = Number.NaN, raw = Number.NaN]) => ({
+      shown: `${(ours / raw).toFixed(3)}x`,
+      pass: ours >= 0.9 * raw
+    })
+  },
+  {
     description: "store.load100k: <= 300 ms",
     figures: ["store.load100k.sqlite_ms"],
     evaluate: ([ms = Number.NaN]) => ({ shown: `${ms.toFixed(1)} ms`, pass: ms <= 300 })
