@@ -246,7 +246,8 @@ class Run<R> {
             )
           )
         }
-        active.push(tool)
+        // Named twice, offered once: providers reject a request with two tools of one name.
+        if (!active.includes(tool)) active.push(tool)
       }
       tools = active
       definitions = Tool.definitions(active)

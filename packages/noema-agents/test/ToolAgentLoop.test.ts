@@ -242,6 +242,19 @@ describe("ToolAgent: prepareStep", () => {
       })
   )
 
+  it.effect("a tool named twice in activeTools is offered once", () =>
+    Effect.gen(function* () {
+      const { make } = counted()
+      const search = make("search")
+      const agent = ToolAgent.make({
+        tools: [search, make("answer")],
+        prepareStep: () => ({ activeTools: ["search", "search"] })
+      })
+      const { model } = yield* both(agent, () => ({ replies: ["x"] }))
+      assert.deepStrictEqual(model.requests[0]?.request.tools, [search.definition])
+    })
+  )
+
   it.effect("naming a tool the agent lacks fails with a clear error", () =>
     Effect.gen(function* () {
       const { make } = counted()
