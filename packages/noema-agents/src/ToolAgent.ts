@@ -54,10 +54,18 @@ export const stepCountIs = (count: number): StopCondition => {
   return ({ steps }) => steps.length >= count
 }
 
-/** Stops after a step in which the model called one of `names` (the call has run). */
+/**
+ * Stops after a step in which the model called one of `names` (the call has
+ * run). A call cut off by the length limit does not count: it was not run,
+ * and the model is asked to make it again.
+ */
 export const hasToolCall = (...names: ReadonlyArray<string>): StopCondition => {
   if (names.length === 0) throw new RangeError("hasToolCall needs at least one tool name")
-  return ({ steps }) => steps.at(-1)?.assistant.toolCalls?.some((call) => names.includes(call.name)) ?? false
+  return ({ steps }) => {
+    const last = steps.at(-1)
+    if (last === undefined || last.finishReason === "length") return false
+    return last.assistant.toolCalls?.some((call) => names.includes(call.name)) ?? false
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -238,7 +246,8 @@ class Run<R> {
             )
           )
         }
-        active.push(tool)
+        // Named twice, offered once: providers reject a request with two tools of one name.
+        if (!active.includes(tool)) active.push(tool)
       }
       tools = active
       definitions = Tool.definitions(active)

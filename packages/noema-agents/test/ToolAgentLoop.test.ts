@@ -151,6 +151,23 @@ describe("ToolAgent: stopWhen", () => {
     })
   )
 
+  it.effect("hasToolCall does not count a call cut off by the length limit (it was not run)", () =>
+    Effect.gen(function* () {
+      const { calls, make } = counted()
+      const agent = ToolAgent.make({ tools: [make("answer")], stopWhen: ToolAgent.hasToolCall("answer") })
+      const { messages, model } = yield* both(agent, () => ({
+        replies: [
+          { toolCalls: [{ name: "answer", arguments: '{"n": 4' }], finishReason: "length" },
+          { toolCalls: [{ name: "answer", arguments: { n: 42 } }] },
+          "unreachable"
+        ]
+      }))
+      assert.strictEqual(model.requests.length, 2)
+      assert.deepStrictEqual(calls, ["answer", "answer"])
+      assert.strictEqual(messages.at(-1)?.content, "answer ran with 42")
+    })
+  )
+
   it.effect("maxSteps stays the hard limit with its error", () =>
     Effect.gen(function* () {
       const { make } = counted()
@@ -223,6 +240,19 @@ describe("ToolAgent: prepareStep", () => {
         // search in step 1, answer in step 2; twice over (execute, executeStream).
         assert.deepStrictEqual(calls, ["search", "answer", "search", "answer"])
       })
+  )
+
+  it.effect("a tool named twice in activeTools is offered once", () =>
+    Effect.gen(function* () {
+      const { make } = counted()
+      const search = make("search")
+      const agent = ToolAgent.make({
+        tools: [search, make("answer")],
+        prepareStep: () => ({ activeTools: ["search", "search"] })
+      })
+      const { model } = yield* both(agent, () => ({ replies: ["x"] }))
+      assert.deepStrictEqual(model.requests[0]?.request.tools, [search.definition])
+    })
   )
 
   it.effect("naming a tool the agent lacks fails with a clear error", () =>

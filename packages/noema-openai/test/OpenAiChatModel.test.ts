@@ -1013,6 +1013,23 @@ describe("OpenAiChatModel and real providers' streams", () => {
     })
   )
 
+  it.live("reasoning under either name: an empty reasoning_content beside reasoning loses nothing", () =>
+    Effect.gen(function* () {
+      const { response } = yield* replay([
+        ProviderStreams.deepSeekDelta({
+          role: "assistant",
+          content: null,
+          reasoning_content: "",
+          reasoning: "Think "
+        }),
+        ProviderStreams.deepSeekDelta({ content: null, reasoning: "twice." }),
+        ProviderStreams.deepSeekDelta({ content: "Done.", reasoning_content: null }, "stop")
+      ])
+      assert.equal(response.reasoning, "Think twice.")
+      assert.equal(response.text, "Done.")
+    })
+  )
+
   it.live("Qwen: reasoning, then a call whose later fragments repeat an empty id and name", () =>
     Effect.gen(function* () {
       const { response, message } = yield* replay(ProviderStreams.qwenThinkingToolCall)

@@ -247,9 +247,15 @@ export const fromCompletion = (body: unknown): ChatModel.ChatResponse | Malforme
   }
 }
 
-/** The reasoning a message or delta carries, under either name servers use; `undefined` when none. */
+/**
+ * The reasoning a message or delta carries, under either name servers use (the
+ * first that is non-empty: a server may send one as "" beside the other);
+ * `undefined` when none.
+ */
 const reasoningOf = (message: MessageWire): string | undefined => {
-  const text = message.reasoning_content ?? message.reasoning
+  const named = message.reasoning_content
+  if (typeof named === "string" && named.length > 0) return named
+  const text = message.reasoning
   return typeof text === "string" && text.length > 0 ? text : undefined
 }
 
@@ -317,10 +323,8 @@ export class ChunkTranslator {
       if ((choice.index ?? 0) !== 0) continue
       const delta = choice.delta
       if (delta !== null && delta !== undefined) {
-        const reasoning = delta.reasoning_content ?? delta.reasoning
-        if (typeof reasoning === "string" && reasoning.length > 0) {
-          out.push({ type: "reasoning-delta", delta: reasoning })
-        }
+        const reasoning = reasoningOf(delta)
+        if (reasoning !== undefined) out.push({ type: "reasoning-delta", delta: reasoning })
         if (typeof delta.content === "string" && delta.content.length > 0) {
           out.push({ type: "text-delta", delta: delta.content })
         }
