@@ -5,9 +5,10 @@
  * of steps), the next one runs on the same context; when all fail, the last
  * error is the fallback's error. Interruption is not a failure: a cancelled
  * turn does not fall back. A failed attempt's messages are dropped, except
- * tool calls that already ran: an effect that happened is never hidden, so
- * those calls and their results are kept (in the output, and in the context
- * the next agent sees, so it does not run them again).
+ * tool calls that already ran and input steering injected: an effect that
+ * happened is never hidden and input is never lost, so those messages are kept
+ * (in the output, and in the context the next agent sees, so it does not run
+ * the calls again).
  */
 import { Agent, ConversationContext, type Message } from "@noema/core"
 import { Effect, Stream } from "effect"
@@ -19,10 +20,13 @@ export interface Options {
 
 /**
  * What a failed attempt did that cannot be undone: its messages up to the last
- * tool result (every call in that prefix is answered, so it is valid history).
+ * one that is not the model's own, that is the last tool result (a call that
+ * ran) or the last message steering injected (input already taken off its
+ * queue). Only model output after it is dropped, which the next agent
+ * produces again. Every call in that prefix is answered, so it is valid history.
  */
-export const ranTools = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.Message> => {
-  const last = messages.findLastIndex((message) => message.role === "tool")
+export const irrevocable = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.Message> => {
+  const last = messages.findLastIndex((message) => message.role !== "assistant")
   return last < 0 ? [] : messages.slice(0, last + 1)
 }
 
@@ -52,7 +56,7 @@ export const make = <const Agents extends ReadonlyArray<Agent.Agent<unknown>>>(
     })
     if (index === candidates.length - 1) return attempt
     return Effect.catch(attempt, (error) => {
-      const effects = ranTools(error.messages.slice(kept.length))
+      const effects = irrevocable(error.messages.slice(kept.length))
       return execute(
         index + 1,
         effects.length === 0 ? context : ConversationContext.concat(context, effects),
@@ -84,7 +88,7 @@ export const make = <const Agents extends ReadonlyArray<Agent.Agent<unknown>>>(
       if (index === candidates.length - 1)
         return Stream.mapError(attempt, (error) => Agent.prependMessages(error, kept))
       return Stream.catch(attempt, (error) => {
-        const effects = ranTools(error.messages)
+        const effects = irrevocable(error.messages)
         const next = executeStream(
           index + 1,
           effects.length === 0 ? context : ConversationContext.concat(context, effects),

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, ConversationContext, Message, ModelError } from "@noema/core"
+import { Agent, ConversationContext, Message, ModelError, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Deferred, Effect, Fiber, Stream } from "effect"
-import { AgentFallback, SimpleAgent } from "../src/index.js"
+import { Deferred, Effect, Fiber, Schema, Stream } from "effect"
+import { AgentFallback, SimpleAgent, ToolAgent } from "../src/index.js"
 import { withoutCallInfo } from "./support.js"
 
 const question = ConversationContext.of(Message.user("Hi"))
@@ -163,6 +163,43 @@ describe("AgentFallback and tools that already ran", () => {
       assert.strictEqual(error.reason._tag, "ModelFailed")
       const streamed = yield* Effect.flip(Stream.runDrain(agent.executeStream(question, model)))
       assert.deepStrictEqual(streamed.messages, ran)
+    })
+  )
+})
+
+describe("AgentFallback and steering input a failed attempt took", () => {
+  it.effect("keeps the injected message after the calls that ran, so the next agent answers it", () =>
+    Effect.gen(function* () {
+      const sent: Array<string> = []
+      const email = Tool.make({
+        name: "send_email",
+        description: "Sends an email",
+        parameters: Schema.Struct({ to: Schema.String }),
+        handler: ({ to }) => Effect.sync(() => void sent.push(to)).pipe(Effect.as("sent"))
+      })
+      const inbox = [Message.user("Also copy Bob.")]
+      const primary = ToolAgent.make({
+        name: "primary",
+        tools: [email],
+        steering: () => Effect.sync(() => inbox.splice(0))
+      })
+      // The tool call, then the model is down on the step that would read the steering input.
+      const model = ScriptedChatModel.make({
+        replies: [{ toolCalls: [{ name: "send_email", arguments: { to: "ana" } }] }, unavailable]
+      })
+      const backup = answering("backup", "Sent to Ana; copying Bob next.")
+      const messages = yield* AgentFallback.make([primary, backup.agent]).execute(question, model)
+      assert.deepStrictEqual(sent, ["ana"])
+      assert.deepStrictEqual(
+        withoutCallInfo(messages).map((message) => `${message.role}: ${Message.text(message)}`),
+        ["assistant: ", "tool: sent", "user: Also copy Bob.", "assistant: Sent to Ana; copying Bob next."]
+      )
+      const seen = backup.model.requests[0]?.messages ?? []
+      assert.deepStrictEqual(
+        Array.from(seen, (message) => message.role),
+        ["user", "assistant", "tool", "user"]
+      )
+      assert.strictEqual(Message.text(Array.from(seen).at(-1) as Message.Message), "Also copy Bob.")
     })
   )
 })
