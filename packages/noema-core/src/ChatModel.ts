@@ -12,7 +12,7 @@
  * The stream normaliser and the accumulator live in `internal/responseStream`
  * and are re-exported here.
  */
-import { Context, type Duration, Effect, type Schedule, Schema, Stream } from "effect"
+import { Context, Effect, Schema, Stream } from "effect"
 import { fold, normaliseStream, responseToStream, withUniqueToolCallIds } from "./internal/responseStream.js"
 import type { Message, ToolCall } from "./Message.js"
 import * as Messages from "./Message.js"
@@ -191,13 +191,6 @@ export const make = (options: MakeOptions): Service => {
 // Combinators
 // ---------------------------------------------------------------------------
 
-/** The retry policy, typed on `ModelError` reasons (see `Retry`); kept here for existing callers. */
-export type RetryOptions = Retry.Options
-export const retrySchedule: (
-  options?: Retry.Options
-) => Schedule.Schedule<Duration.Duration, ChatModelError> = Retry.schedule
-/** Retries a chat model's retryable failures (`Retry.chatModel`). */
-export const withRetry: (model: Service, options?: Retry.Options) => Service = Retry.chatModel
 
 export {
   collect,
