@@ -8,7 +8,8 @@ import { ToolAgent } from "@noema/agents"
 import { Agent, type Message } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { MemoryStore, Session, SessionStore } from "@noema/session"
-import { Effect, Fiber, Latch } from "effect"
+import { SessionTesting } from "@noema/session/testing"
+import { Effect, Fiber } from "effect"
 import * as TurnRunner from "../src/TurnRunner.js"
 
 const agent = ToolAgent.make({ name: "test", tools: [] })
@@ -27,52 +28,14 @@ const recorder = () => {
   return { calls, renderer }
 }
 
-/** A memory store whose `append` waits (once `hold` was called) until `release`; `entered` opens when one waits. */
-const holdingStore = Effect.gen(function* () {
-  const store = yield* MemoryStore.make()
-  const entered = Latch.makeUnsafe(false)
-  const released = Latch.makeUnsafe(false)
-  let holding = false
-  const service: SessionStore.Service = {
-    ...store,
-    append: (id, expected, messages) =>
-      holding
-        ? Effect.andThen(
-            Effect.andThen(
-              Effect.sync(() => entered.openUnsafe()),
-              released.await
-            ),
-            store.append(id, expected, messages)
-          )
-        : store.append(id, expected, messages)
-  }
-  return {
-    store: service,
-    entered,
-    hold: () => {
-      holding = true
-    },
-    release: () => released.openUnsafe()
-  }
-})
+const holdingStore = Effect.map(MemoryStore.make(), SessionTesting.holdingStore)
 
 const inStore =
   (store: SessionStore.Service) =>
   <A, E>(effect: Effect.Effect<A, E, SessionStore.SessionStore>) =>
     Effect.provideService(effect, SessionStore.SessionStore, store)
 
-const hangingModel = () => {
-  const received = Latch.makeUnsafe(false)
-  const model = ScriptedChatModel.make({
-    replies: [
-      () => {
-        received.openUnsafe()
-        return { hang: true }
-      }
-    ]
-  })
-  return { model, received }
-}
+const { hangingModel } = SessionTesting
 
 describe("TurnRunner.run", () => {
   it.effect(

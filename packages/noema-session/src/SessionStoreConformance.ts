@@ -17,9 +17,9 @@
  * or, for a backend given as a layer, `testCase.run(SessionStoreConformance.fromLayer(layer))`.
  */
 import assert from "node:assert/strict"
-import { Agent, ChatModel, Message, ModelError } from "@noema/core"
+import { Agent, Message, ModelError } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Context, Effect, Fiber, Latch, Layer, Result, type Scope, Stream } from "effect"
+import { Context, Effect, Fiber, Layer, Result, type Scope, Stream } from "effect"
 import * as Session from "./Session.js"
 import {
   type Service,
@@ -29,6 +29,7 @@ import {
   SessionStore,
   StoreError
 } from "./SessionStore.js"
+import * as SessionTesting from "./SessionTesting.js"
 
 /** Makes a fresh, empty store; it may hold resources until the scope closes. */
 export type MakeStore = Effect.Effect<Service, unknown, Scope.Scope>
@@ -61,33 +62,8 @@ const withStore =
       Effect.flatMap(makeStore, (store) => Effect.provideService(body(store), SessionStore, store))
     )
 
-const agentName = "conformance-agent"
-
 /** An agent that answers with the model's text, streaming it as it comes. */
-const replyAgent: Agent.Agent = Agent.make({
-  name: agentName,
-  execute: (context, model) =>
-    model.complete({ messages: context }).pipe(
-      Effect.map((response): ReadonlyArray<Message.Message> => [ChatModel.toMessage(response)]),
-      Effect.mapError((error) => Agent.modelFailed(agentName, error))
-    ),
-  executeStream: (context, model) =>
-    Stream.suspend(() => {
-      let text = ""
-      const deltas = model.stream({ messages: context }).pipe(
-        Stream.mapError((error) => Agent.modelFailed(agentName, error)),
-        Stream.flatMap((chunk): Stream.Stream<Agent.AgentEvent> => {
-          if (chunk.type !== "text-delta") return Stream.empty
-          text += chunk.delta
-          return Stream.make({ type: "text-delta", delta: chunk.delta })
-        })
-      )
-      return Stream.concat(
-        deltas,
-        Stream.sync((): Agent.AgentEvent => ({ type: "message", message: Message.assistant(text) }))
-      )
-    })
-})
+const replyAgent = SessionTesting.replyAgent("conformance-agent")
 
 const contents = (messages: Iterable<Message.Message>): Array<string> =>
   Array.from(messages, (message) => `${message.role}: ${Message.text(message)}`)
@@ -95,19 +71,7 @@ const contents = (messages: Iterable<Message.Message>): Array<string> =>
 const storedContents = (store: Service, id: string) =>
   Effect.map(store.load(id), (stored) => contents(stored.messages))
 
-/** A model whose first reply never comes; `received` opens once the request reached it. */
-const hangingModel = () => {
-  const received = Latch.makeUnsafe(false)
-  const model = ScriptedChatModel.make({
-    replies: [
-      () => {
-        received.openUnsafe()
-        return { hang: true }
-      }
-    ]
-  })
-  return { model, received }
-}
+const { hangingModel } = SessionTesting
 
 /**
  * Lets the forked turn run on from the model's reply to where it waits (the reply

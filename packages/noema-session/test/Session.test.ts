@@ -5,89 +5,25 @@
  * system prompt. (Store behaviour is the conformance suite's.)
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, ChatModel, Message } from "@noema/core"
+import type { Message } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Cause, Effect, Exit, Fiber, Latch, Stream } from "effect"
+import { Cause, Effect, Exit, Fiber, Stream } from "effect"
 import * as MemoryStore from "../src/MemoryStore.js"
 import * as Session from "../src/Session.js"
-import { type Service, SessionConflictError, SessionStore } from "../src/SessionStore.js"
+import { SessionConflictError, SessionStore } from "../src/SessionStore.js"
+import * as SessionTesting from "../src/SessionTesting.js"
 
-const agentName = "test-agent"
-
-/** Answers with the model's text, streaming it. */
-const replyAgent: Agent.Agent = Agent.make({
-  name: agentName,
-  execute: (context, model) =>
-    model.complete({ messages: context }).pipe(
-      Effect.map((response): ReadonlyArray<Message.Message> => [ChatModel.toMessage(response)]),
-      Effect.mapError((error) => Agent.modelFailed(agentName, error))
-    ),
-  executeStream: (context, model) =>
-    Stream.suspend(() => {
-      let text = ""
-      const deltas = model.stream({ messages: context }).pipe(
-        Stream.mapError((error) => Agent.modelFailed(agentName, error)),
-        Stream.flatMap((chunk): Stream.Stream<Agent.AgentEvent> => {
-          if (chunk.type !== "text-delta") return Stream.empty
-          text += chunk.delta
-          return Stream.make({ type: "text-delta", delta: chunk.delta })
-        })
-      )
-      return Stream.concat(
-        deltas,
-        Stream.sync((): Agent.AgentEvent => ({ type: "message", message: Message.assistant(text) }))
-      )
-    })
-})
+const replyAgent = SessionTesting.replyAgent("test-agent")
 
 const contents = (messages: Iterable<Message.Message>): Array<string> =>
   Array.from(messages, (message) => `${message.role}: ${message.content}`)
 
-/** A memory store whose `append` waits, once `hold` is called, until `release`; `entered` opens when one waits. */
-const holdingStore = Effect.gen(function* () {
-  const store = yield* MemoryStore.make()
-  const entered = Latch.makeUnsafe(false)
-  const released = Latch.makeUnsafe(false)
-  let holding = false
-  const service: Service = {
-    ...store,
-    append: (id, expected, messages) =>
-      holding
-        ? Effect.andThen(
-            Effect.andThen(
-              Effect.sync(() => entered.openUnsafe()),
-              released.await
-            ),
-            store.append(id, expected, messages)
-          )
-        : store.append(id, expected, messages)
-  }
-  return {
-    store: service,
-    entered,
-    hold: () => {
-      holding = true
-    },
-    release: () => released.openUnsafe()
-  }
-})
+const holdingStore = Effect.map(MemoryStore.make(), SessionTesting.holdingStore)
 
 const withMemoryStore = <A, E>(body: Effect.Effect<A, E, SessionStore>) =>
   Effect.flatMap(MemoryStore.make(), (store) => Effect.provideService(body, SessionStore, store))
 
-/** A model whose first reply never comes; `received` opens once the request reached it. */
-const hangingModel = () => {
-  const received = Latch.makeUnsafe(false)
-  const model = ScriptedChatModel.make({
-    replies: [
-      () => {
-        received.openUnsafe()
-        return { hang: true }
-      }
-    ]
-  })
-  return { model, received }
-}
+const { hangingModel } = SessionTesting
 
 const settle = Effect.repeat(Effect.yieldNow, { times: 20 })
 

@@ -200,6 +200,9 @@ const makeConnection = (db: DatabaseSync, cacheSize: number): SqliteConnection =
             return Effect.fail(sqlError(cause, "Failed to execute statement", "executeStream"))
           }
           const chunkSize = 256
+          // A statement left mid-iteration keeps its read lock (and blocks other connections' writes
+          // outside WAL): reset it however the stream ends, also when a consumer stops early.
+          const release = Effect.sync(() => void iterator.return?.())
           return Effect.succeed(
             Stream.paginate(
               undefined,
@@ -220,7 +223,7 @@ const makeConnection = (db: DatabaseSync, cacheSize: number): SqliteConnection =
                   readonly [ReadonlyArray<object>, Option.Option<undefined>],
                   SqlError.SqlError
                 >
-            )
+            ).pipe(Stream.ensuring(release))
           )
         })
       )

@@ -198,6 +198,33 @@ describe("SqliteClient", () => {
     )
   )
 
+  it.effect("a stream left after its first rows releases its read lock", () => {
+    const filename = freshFile()
+    return Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE numbers (n INTEGER NOT NULL)`
+      yield* sql`WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000)
+        INSERT INTO numbers SELECT n FROM c`
+      const first = yield* Stream.runCollect(
+        Stream.take(sql<{ n: number }>`SELECT n FROM numbers ORDER BY n`.stream, 1)
+      )
+      assert.deepStrictEqual(first, [{ n: 1 }])
+      // Without WAL a reader's lock blocks every writer: another connection must be able to write now.
+      const other = new DatabaseSync(filename, { timeout: 0 })
+      const written = (() => {
+        try {
+          other.exec("INSERT INTO numbers VALUES (1001)")
+          return "written"
+        } catch (error) {
+          return (error as Error).message
+        } finally {
+          other.close()
+        }
+      })()
+      assert.strictEqual(written, "written")
+    }).pipe(Effect.provide(SqliteClient.layer({ filename, wal: false })))
+  })
+
   it.effect("Migrator runs migrations once, in order", () =>
     withClient((sql) =>
       Effect.gen(function* () {
