@@ -191,7 +191,6 @@ export const make = (options: MakeOptions): Service => {
 // Combinators
 // ---------------------------------------------------------------------------
 
-
 export {
   collect,
   normaliseStream,
