@@ -53,13 +53,8 @@ export interface Committed {
 export type TurnEvent = Agent.AgentEvent | Committed
 
 export interface CreateOptions extends StoreCreateOptions {
-  /** Kept in the session's metadata and put ahead of the history in every turn. */
+  /** Kept in the session's metadata (its one home) and put ahead of the history in every turn. */
   readonly systemPrompt?: string
-  /**
-   * Store the system prompt as the session's first message instead, so the
-   * history itself records it (it is then not composed in a second time).
-   */
-  readonly recordSystemPrompt?: boolean
 }
 
 export interface TurnOptions {
@@ -163,18 +158,13 @@ export const create = (
 > =>
   Effect.gen(function* () {
     const store = yield* SessionStore
-    const { systemPrompt, recordSystemPrompt, ...storeOptions } = options
-    const inMetadata = systemPrompt !== undefined && recordSystemPrompt !== true
+    const { systemPrompt, ...storeOptions } = options
     const info = yield* store.create(
-      inMetadata
-        ? { ...storeOptions, metadata: { ...storeOptions.metadata, [systemPromptKey]: systemPrompt } }
-        : storeOptions
+      systemPrompt === undefined
+        ? storeOptions
+        : { ...storeOptions, metadata: { ...storeOptions.metadata, [systemPromptKey]: systemPrompt } }
     )
-    if (systemPrompt === undefined || inMetadata) return make(store, info, [])
-    const now = yield* Clock.currentTimeMillis
-    const first = Message.system(systemPrompt, { id: crypto.randomUUID(), createdAt: now })
-    const updated = yield* store.append(info.id, 0, [first])
-    return make(store, updated, [first])
+    return make(store, info, [])
   })
 
 /** A handle on the session `id`, created (with `options`) if it does not exist yet. */

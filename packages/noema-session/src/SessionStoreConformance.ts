@@ -744,16 +744,25 @@ const sessionCases: ReadonlyArray<Case> = [
     )
   },
   {
-    name: "session: recordSystemPrompt keeps the prompt as the first message and composes it once",
+    name: "session: a system message in the history (as release 0.1 recorded prompts) is sent once, as history",
     run: withStore((store) =>
       Effect.gen(function* () {
-        const session = yield* Session.create({ systemPrompt: "Recorded prompt", recordSystemPrompt: true })
-        assert.deepEqual(contents(session.context()), ["system: Recorded prompt"])
+        const session = yield* Session.create()
+        const recorded = session.begin()
+        recorded.add(Message.system("Recorded prompt"))
+        yield* session.commit(recorded)
         assert.equal(session.systemPrompt, undefined)
-        const model = ScriptedChatModel.make({ replies: ["ok"] })
+        const model = ScriptedChatModel.make({ replies: ["ok", "ok"] })
         yield* session.turn(replyAgent, model, "Hi")
         assert.deepEqual(contents(model.requests[0]?.messages ?? []), ["system: Recorded prompt", "user: Hi"])
         assert.equal((yield* store.info(session.id)).messageCount, 3)
+        // The session's own prompt (its one home) goes first; the recorded message stays history.
+        yield* session.setSystemPrompt("Current prompt")
+        yield* session.turn(replyAgent, model, "Again")
+        assert.deepEqual(contents(model.requests[1]?.messages ?? []).slice(0, 2), [
+          "system: Current prompt",
+          "system: Recorded prompt"
+        ])
       })
     )
   },
