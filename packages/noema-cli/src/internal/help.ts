@@ -80,6 +80,9 @@ Usage
   noema ask [options] QUESTION...
   noema ask [options] -            read the question from stdin (also when no QUESTION is given)
 
+With a QUESTION and piped stdin both, the model gets the question followed by the piped
+text in a fenced block (git diff | noema ask "Write a commit message for this diff:").
+
 The answer streams to stdout; tool activity goes to stderr. Each question is saved as
 a session; its id is printed on stderr when stderr is a terminal.
 
