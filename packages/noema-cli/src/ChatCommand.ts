@@ -273,6 +273,10 @@ class Chat {
       }
       case "sessions": {
         const sessions = await Runtime.runOn(this.#runtime, Runtime.listSessions)
+        if (sessions.length === 0) {
+          this.#note("No sessions yet; your first message starts one.")
+          return true
+        }
         for (const row of Terminal.sessionTable(sessions, {
           style: this.#style,
           current: this.#session?.id
@@ -377,7 +381,7 @@ class Chat {
         try {
           if (!(await this.#command(text))) return status()
         } catch (error) {
-          this.#error(`error: ${CliError.describe(error)}`)
+          this.#error(`error: ${CliError.describe(error, { inChat: true })}`)
         }
         continue
       }

@@ -262,6 +262,17 @@ describe("noema chat without a terminal", () => {
     expect(result.stdout + result.stderr).not.toContain("\u001b")
   })
 
+  it("gives hints in chat's own terms: slash commands, not shell commands", async () => {
+    const result = await runCli(["chat"], {
+      env: { NOEMA_HOME: home },
+      stdin: "/resume zzzz\n/sessions\n/exit\n"
+    })
+    expect(result.code).toBe(0)
+    expect(result.stderr).toContain('error: No session with id "zzzz" (/sessions lists them)\n')
+    expect(result.stdout).toBe("No sessions yet; your first message starts one.\n")
+    expect(result.stdout + result.stderr).not.toMatch(/noema (sessions|chat)/)
+  })
+
   it("reports a failed turn in one line, goes on, and exits 1 at the end", async () => {
     server.enqueue(
       { type: "error", status: 401, message: "Incorrect API key provided." },
