@@ -101,6 +101,8 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       tools: io.stderr,
       textStyle: Terminal.plain,
       toolStyle: Terminal.styleFor(io.stderr, io.env),
+      textOnTerminal: io.stdout.isTTY === true,
+      toolsOnTerminal: io.stderr.isTTY === true,
       indicator: false,
       sameScreen: io.stdout.isTTY === true && io.stderr.isTTY === true
     })

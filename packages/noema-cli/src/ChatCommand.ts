@@ -117,6 +117,10 @@ class Chat {
     this.#note("/help for commands · Ctrl-C cancels an answer · Ctrl-D quits")
   }
 
+  #title(session: Session.Session): string {
+    return session.title === undefined ? "(untitled)" : Terminal.oneLine(session.title, 80)
+  }
+
   #printTurns(session: Session.Session): void {
     const lines = Terminal.transcript(session.context(), { style: this.#style, maxLines: 6 })
     if (lines.length === 0) this.#note("(no messages yet)")
@@ -155,7 +159,7 @@ class Chat {
     }
     this.#session = session
     if (this.#interactive) {
-      this.#note(`Resumed session ${Runtime.shortId(session.id)}: ${session.title ?? "(untitled)"}`)
+      this.#note(`Resumed session ${Runtime.shortId(session.id)}: ${this.#title(session)}`)
       this.#printTurns(session)
     }
   }
@@ -188,6 +192,8 @@ class Chat {
       tools: this.#io.stdout,
       textStyle: this.#style,
       toolStyle: this.#style,
+      textOnTerminal: this.#io.stdout.isTTY === true,
+      toolsOnTerminal: this.#io.stdout.isTTY === true,
       indicator: this.#interactive && this.#style.enabled,
       sameScreen: true
     })
@@ -295,7 +301,7 @@ class Chat {
         if (this.#session?.id !== session.id) await this.#dropIfEmpty(this.#session)
         this.#session = session
         this.#note(
-          `Resumed session ${Runtime.shortId(session.id)}: ${session.title ?? "(untitled)"} ` +
+          `Resumed session ${Runtime.shortId(session.id)}: ${this.#title(session)} ` +
             `(${session.context().length} messages)`
         )
         this.#printTurns(session)
@@ -351,7 +357,7 @@ class Chat {
       this.#note(
         current === undefined
           ? "This session has no system prompt of its own; the default is set at its next turn."
-          : `System prompt${current === Runtime.defaultSystemPrompt ? " (default)" : ""}: ${current}`
+          : `System prompt${current === Runtime.defaultSystemPrompt ? " (default)" : ""}: ${Terminal.sanitize(current)}`
       )
       return
     }

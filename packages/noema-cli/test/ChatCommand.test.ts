@@ -228,6 +228,30 @@ describe("noema chat", () => {
     expect(await stored()).toEqual([])
   })
 
+  it("shows an answer without its terminal control sequences, and stores it intact", async () => {
+    const answer = "Hello\u001b]0;pwned\u0007 there\u001b[2J, friend."
+    server.enqueue({
+      type: "text",
+      text: answer,
+      chunks: ["Hello\u001b]0;pw", "ned\u0007 there\u001b[", "2J, friend."]
+    })
+    const session = chat([], { NO_COLOR: "1" })
+    await session.waitFor(prompt)
+    session.mark()
+    session.type("hi\r")
+    await session.waitFor(/friend\.[\s\S]*› $/)
+    expect(session.sinceMark()).toContain("Hello there, friend.")
+    session.mark()
+    session.type("/history\r")
+    await session.waitFor(/friend\.[\s\S]*› $/)
+    session.type("/exit\r")
+    expect(await session.exited).toBe(0)
+    expect(session.output()).not.toContain("pwned")
+    expect(session.output()).not.toContain("\u001b[2J")
+    const [saved] = await stored()
+    expect(saved?.messages.map((message) => message.content)).toEqual(["hi", answer])
+  })
+
   it("uses no colour codes with NO_COLOR, and colour without it", async () => {
     const colourless = startTerminal(["chat"], { env: { NOEMA_HOME: home, NO_COLOR: "1" } })
     terminal = colourless
