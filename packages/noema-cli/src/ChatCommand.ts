@@ -75,7 +75,8 @@ class Chat {
       stdout: io.stdout,
       interactive: this.#interactive,
       historyFile: paths.history,
-      prompt: this.#style.bold(this.#style.cyan("› "))
+      prompt: this.#style.bold(this.#style.cyan("› ")),
+      continuationPrompt: this.#style.dim("… ")
     })
     process.on("SIGINT", this.#onSignal)
   }

@@ -286,6 +286,23 @@ describe("noema chat without a terminal", () => {
     expect(result.stdout + result.stderr).not.toContain("\u001b")
   })
 
+  it("sends a pasted block as one message and one model call, and joins lines ended by a backslash", async () => {
+    server.enqueue({ type: "text", text: "One." }, { type: "text", text: "Two." })
+    const paste = "\u001b[200~line one\nline two\nline three\n\u001b[201~"
+    const result = await runCli(["chat", "--base-url", server.url, "--api-key", "test", "--no-tools"], {
+      env: { NOEMA_HOME: home },
+      stdin: `${paste}\nfirst\\\nsecond\n/exit\n`
+    })
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("One.\nTwo.\n")
+    expect(server.requests).toHaveLength(2)
+    expect(messagesOf(1)).toEqual([
+      ["user", "line one\nline two\nline three"],
+      ["assistant", "One."],
+      ["user", "first\nsecond"]
+    ])
+  })
+
   it("gives hints in chat's own terms: slash commands, not shell commands", async () => {
     const result = await runCli(["chat"], {
       env: { NOEMA_HOME: home },

@@ -55,7 +55,8 @@ export const slashCommands = `Commands
   /tools             list the tools the model can use
   /system [TEXT]     show or set this session's system prompt ("/system default" resets it)
   /exit              quit (also Ctrl-D, or Ctrl-C on an empty line)
-Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.`
+Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.
+A pasted block is one message. To type several lines, end each but the last with \\.`
 
 export const chat = `noema chat: interactive chat
 
