@@ -29,10 +29,24 @@ const readAll = async (input: NodeJS.ReadStream): Promise<string> => {
   return text
 }
 
+/**
+ * The question when both an argument and piped stdin are given: the instruction, then the piped text in a fence longer than any run of
+ * backticks inside it, so the model can tell where the text starts and ends.
+ */
+export const withPipedText = (instruction: string, piped: string): string => {
+  let longestRun = 0
+  for (const match of piped.matchAll(/`+/g)) longestRun = Math.max(longestRun, match[0].length)
+  const fence = "`".repeat(Math.max(3, longestRun + 1))
+  return `${instruction}\n\n${fence}\n${piped.replace(/\n+$/, "")}\n${fence}`
+}
+
 const question = async (options: Options, io: Io): Promise<string> => {
   if (options.question !== undefined) {
     if (options.question.trim() === "") throw new UsageError("noema ask: the question is empty")
-    return options.question
+    // `git diff | noema ask "Write a commit message:"`: the argument is the instruction, stdin its material.
+    if (io.stdin.isTTY === true) return options.question
+    const piped = await readAll(io.stdin)
+    return piped.trim() === "" ? options.question : withPipedText(options.question, piped)
   }
   if (io.stdin.isTTY === true && !options.explicitStdin) {
     throw new UsageError('noema ask: no question given; pass it as an argument or on stdin (noema ask "...")')
@@ -87,6 +101,8 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       tools: io.stderr,
       textStyle: Terminal.plain,
       toolStyle: Terminal.styleFor(io.stderr, io.env),
+      textOnTerminal: io.stdout.isTTY === true,
+      toolsOnTerminal: io.stderr.isTTY === true,
       indicator: false,
       sameScreen: io.stdout.isTTY === true && io.stderr.isTTY === true
     })

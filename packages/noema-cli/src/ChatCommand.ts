@@ -75,7 +75,8 @@ class Chat {
       stdout: io.stdout,
       interactive: this.#interactive,
       historyFile: paths.history,
-      prompt: this.#style.bold(this.#style.cyan("› "))
+      prompt: this.#style.bold(this.#style.cyan("› ")),
+      continuationPrompt: this.#style.dim("… ")
     })
     process.on("SIGINT", this.#onSignal)
   }
@@ -117,6 +118,10 @@ class Chat {
     this.#note("/help for commands · Ctrl-C cancels an answer · Ctrl-D quits")
   }
 
+  #title(session: Session.Session): string {
+    return session.title === undefined ? "(untitled)" : Terminal.oneLine(session.title, 80)
+  }
+
   #printTurns(session: Session.Session): void {
     const lines = Terminal.transcript(session.context(), { style: this.#style, maxLines: 6 })
     if (lines.length === 0) this.#note("(no messages yet)")
@@ -155,7 +160,7 @@ class Chat {
     }
     this.#session = session
     if (this.#interactive) {
-      this.#note(`Resumed session ${Runtime.shortId(session.id)}: ${session.title ?? "(untitled)"}`)
+      this.#note(`Resumed session ${Runtime.shortId(session.id)}: ${this.#title(session)}`)
       this.#printTurns(session)
     }
   }
@@ -188,6 +193,8 @@ class Chat {
       tools: this.#io.stdout,
       textStyle: this.#style,
       toolStyle: this.#style,
+      textOnTerminal: this.#io.stdout.isTTY === true,
+      toolsOnTerminal: this.#io.stdout.isTTY === true,
       indicator: this.#interactive && this.#style.enabled,
       sameScreen: true
     })
@@ -273,6 +280,10 @@ class Chat {
       }
       case "sessions": {
         const sessions = await Runtime.runOn(this.#runtime, Runtime.listSessions)
+        if (sessions.length === 0) {
+          this.#note("No sessions yet; your first message starts one.")
+          return true
+        }
         for (const row of Terminal.sessionTable(sessions, {
           style: this.#style,
           current: this.#session?.id
@@ -291,7 +302,7 @@ class Chat {
         if (this.#session?.id !== session.id) await this.#dropIfEmpty(this.#session)
         this.#session = session
         this.#note(
-          `Resumed session ${Runtime.shortId(session.id)}: ${session.title ?? "(untitled)"} ` +
+          `Resumed session ${Runtime.shortId(session.id)}: ${this.#title(session)} ` +
             `(${session.context().length} messages)`
         )
         this.#printTurns(session)
@@ -347,7 +358,7 @@ class Chat {
       this.#note(
         current === undefined
           ? "This session has no system prompt of its own; the default is set at its next turn."
-          : `System prompt${current === Runtime.defaultSystemPrompt ? " (default)" : ""}: ${current}`
+          : `System prompt${current === Runtime.defaultSystemPrompt ? " (default)" : ""}: ${Terminal.sanitize(current)}`
       )
       return
     }
@@ -377,7 +388,7 @@ class Chat {
         try {
           if (!(await this.#command(text))) return status()
         } catch (error) {
-          this.#error(`error: ${CliError.describe(error)}`)
+          this.#error(`error: ${CliError.describe(error, { inChat: true })}`)
         }
         continue
       }

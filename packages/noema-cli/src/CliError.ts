@@ -12,6 +12,8 @@ import { inspect } from "node:util"
 export interface Context {
   /** The model server, to name it in connection errors. */
   readonly baseUrl?: string | undefined
+  /** Inside `noema chat`: hints name slash commands, not shell commands. */
+  readonly inChat?: boolean
 }
 
 interface Tagged {
@@ -73,7 +75,7 @@ export const describe = (error: unknown, context: Context = {}): string => {
       case "ChatModelError":
         return flatten(describeModelError(error, context))
       case "SessionNotFoundError":
-        return `${flatten(messageOf(error))} (see noema sessions list)`
+        return `${flatten(messageOf(error))} (${context.inChat === true ? "/sessions lists them" : "see noema sessions list"})`
       case "SessionConflictError":
         return flatten(messageOf(error))
       case "StoreError":

@@ -158,14 +158,15 @@ export const run = async (options: Options, io: Io): Promise<number> => {
           return 0
         }
         const info = session.info
-        print(style.bold(info.title ?? "(untitled)"))
+        print(style.bold(info.title === undefined ? "(untitled)" : Terminal.sanitize(info.title)))
         print(
           style.dim(
             `session ${info.id} · created ${Terminal.formatTimestamp(info.createdAt)} · ` +
               `updated ${Terminal.formatTimestamp(info.updatedAt)} · ${info.messageCount} messages`
           )
         )
-        if (session.systemPrompt !== undefined) print(style.dim(`system prompt: ${session.systemPrompt}`))
+        if (session.systemPrompt !== undefined)
+          print(style.dim(`system prompt: ${Terminal.sanitize(session.systemPrompt)}`))
         print("")
         for (const line of Terminal.transcript(session.context(), { style })) print(line)
         return 0

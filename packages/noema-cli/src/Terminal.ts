@@ -47,12 +47,68 @@ export const styleFor = (stream: { readonly isTTY?: boolean }, env: Environment)
   style(colorEnabled(stream, env))
 
 // ---------------------------------------------------------------------------
+// Text from elsewhere on a terminal
+// ---------------------------------------------------------------------------
+
+// Whole escape sequences: strings (OSC, DCS, SOS, PM, APC) up to BEL or ST, CSI, and two-byte escapes.
+const escapeSequence =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal escape sequences is the point
+  /\u001b(?:[\]PX^_][\s\S]*?(?:\u0007|\u001b\\)|\[[0-?]*[ -/]*[@-~]|[ -/]*[0-OQ-WYZ\\`-~])/g
+// C0 controls but tab and newline, DEL, and the C1 controls (8-bit CSI, OSC, ...).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point
+const controlCharacter = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g
+
+/**
+ * Text a model, a tool or the database supplied, made safe to print on a
+ * terminal: escape sequences (a window title, a screen clear) and control
+ * characters are removed, newlines and tabs kept. Only what is shown changes;
+ * stored text stays as it was. noema styles the result afterwards.
+ */
+export const sanitize = (text: string): string =>
+  text.replace(escapeSequence, "").replace(controlCharacter, "")
+
+/** An unfinished escape sequence this long is not waited for any more. */
+const maxHeldSequence = 256
+
+/**
+ * `sanitize` for text that arrives in pieces: an escape sequence cut between
+ * two pieces is held back until it is complete, so no part of it leaks.
+ */
+export class StreamSanitizer {
+  #held = ""
+
+  /** The printable part of `piece` (and of what was held back before it). */
+  push(piece: string): string {
+    const text = this.#held + piece
+    this.#held = ""
+    const start = text.lastIndexOf("\u001b")
+    if (start >= 0 && text.length - start < maxHeldSequence) {
+      const tail = text.slice(start)
+      escapeSequence.lastIndex = 0
+      const match = escapeSequence.exec(tail)
+      if (match === null || match.index !== 0) {
+        this.#held = tail
+        return sanitize(text.slice(0, start))
+      }
+    }
+    return sanitize(text)
+  }
+
+  /** What is still held back, made safe (the stream ended). */
+  flush(): string {
+    const rest = sanitize(this.#held)
+    this.#held = ""
+    return rest
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Text helpers
 // ---------------------------------------------------------------------------
 
 /** One line of at most `max` characters (whitespace collapsed, an ellipsis when cut). */
 export const oneLine = (text: string, max: number): string => {
-  const single = text.replace(/\s+/g, " ").trim()
+  const single = sanitize(text).replace(/\s+/g, " ").trim()
   return single.length <= max ? single : `${single.slice(0, Math.max(0, max - 1))}…`
 }
 
@@ -97,7 +153,7 @@ export const toolLine = (
   result: Message.ToolMessage,
   styled: Style = plain
 ): string => {
-  const name = call?.name ?? result.name
+  const name = sanitize(call?.name ?? result.name)
   const args = call === undefined ? "" : formatArguments(call.arguments)
   const outcome = result.isError ? `✗ ${oneLine(result.content, 100)}` : `→ ${formatResult(result.content)}`
   const line = `  ⚙ ${name}(${args}) ${outcome}`
@@ -126,7 +182,9 @@ const limitLines = (text: string, maxLines: number | undefined): string => {
 /**
  * A conversation as the chat showed it: user lines after the prompt marker,
  * answers as text, tool calls as one dim line each. System messages are left
- * out (they are configuration, not conversation).
+ * out (they are configuration, not conversation). Like every summary here
+ * (tool lines, titles), it is `sanitize`d whatever the output: it is for
+ * reading, and `sessions export` has the exact text.
  */
 export const transcript = (
   messages: Iterable<Message.Message>,
@@ -142,12 +200,13 @@ export const transcript = (
         break
       case "user":
         if (lines.length > 0) lines.push("")
-        lines.push(`${styled.bold(marker)} ${limitLines(Message.text(message), options.maxLines)}`)
+        lines.push(`${styled.bold(marker)} ${limitLines(sanitize(Message.text(message)), options.maxLines)}`)
         break
       case "assistant":
         for (const call of message.toolCalls ?? []) calls.set(call.id, call)
-        if (message.refusal !== undefined) lines.push(styled.yellow(`(refused) ${message.refusal}`))
-        if (Message.text(message).length > 0) lines.push(limitLines(Message.text(message), options.maxLines))
+        if (message.refusal !== undefined) lines.push(styled.yellow(`(refused) ${sanitize(message.refusal)}`))
+        if (Message.text(message).length > 0)
+          lines.push(limitLines(sanitize(Message.text(message)), options.maxLines))
         break
       case "tool":
         lines.push(toolLine(calls.get(message.toolCallId), message, styled))

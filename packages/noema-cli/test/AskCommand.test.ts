@@ -152,6 +152,23 @@ describe("noema ask", () => {
     expect(empty.stderr.trim().split("\n")).toHaveLength(1)
   })
 
+  it("sends the argument and piped stdin together: the instruction, then the text in a fence", async () => {
+    setup()
+    server.enqueue({ type: "text", text: "Add the greeting" })
+    const diff = "diff --git a/x b/x\n+hello ```code```\n"
+    const result = await ask(["Write a commit message for this diff:"], { stdin: diff })
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("Add the greeting\n")
+    expect(messagesOf(0).at(-1)).toMatchObject({
+      role: "user",
+      content: "Write a commit message for this diff:\n\n````\ndiff --git a/x b/x\n+hello ```code```\n````"
+    })
+    // Empty stdin (a script's closed pipe) leaves the argument alone.
+    server.enqueue({ type: "text", text: "ok" })
+    expect((await ask(["just this"], { stdin: "" })).code).toBe(0)
+    expect(messagesOf(1).at(-1)).toMatchObject({ content: "just this" })
+  })
+
   it("fails with one line and saves nothing when the API key is rejected", async () => {
     setup()
     server.enqueue({ type: "error", status: 401, message: "Incorrect API key provided: test." })

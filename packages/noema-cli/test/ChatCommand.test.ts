@@ -228,6 +228,30 @@ describe("noema chat", () => {
     expect(await stored()).toEqual([])
   })
 
+  it("shows an answer without its terminal control sequences, and stores it intact", async () => {
+    const answer = "Hello\u001b]0;pwned\u0007 there\u001b[2J, friend."
+    server.enqueue({
+      type: "text",
+      text: answer,
+      chunks: ["Hello\u001b]0;pw", "ned\u0007 there\u001b[", "2J, friend."]
+    })
+    const session = chat([], { NO_COLOR: "1" })
+    await session.waitFor(prompt)
+    session.mark()
+    session.type("hi\r")
+    await session.waitFor(/friend\.[\s\S]*› $/)
+    expect(session.sinceMark()).toContain("Hello there, friend.")
+    session.mark()
+    session.type("/history\r")
+    await session.waitFor(/friend\.[\s\S]*› $/)
+    session.type("/exit\r")
+    expect(await session.exited).toBe(0)
+    expect(session.output()).not.toContain("pwned")
+    expect(session.output()).not.toContain("\u001b[2J")
+    const [saved] = await stored()
+    expect(saved?.messages.map((message) => message.content)).toEqual(["hi", answer])
+  })
+
   it("uses no colour codes with NO_COLOR, and colour without it", async () => {
     const colourless = startTerminal(["chat"], { env: { NOEMA_HOME: home, NO_COLOR: "1" } })
     terminal = colourless
@@ -260,6 +284,34 @@ describe("noema chat without a terminal", () => {
     )
     expect(result.stderr).toMatch(/^noema: no model configured, using the built-in offline model/)
     expect(result.stdout + result.stderr).not.toContain("\u001b")
+  })
+
+  it("sends a pasted block as one message and one model call, and joins lines ended by a backslash", async () => {
+    server.enqueue({ type: "text", text: "One." }, { type: "text", text: "Two." })
+    const paste = "\u001b[200~line one\nline two\nline three\n\u001b[201~"
+    const result = await runCli(["chat", "--base-url", server.url, "--api-key", "test", "--no-tools"], {
+      env: { NOEMA_HOME: home },
+      stdin: `${paste}\nfirst\\\nsecond\n/exit\n`
+    })
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("One.\nTwo.\n")
+    expect(server.requests).toHaveLength(2)
+    expect(messagesOf(1)).toEqual([
+      ["user", "line one\nline two\nline three"],
+      ["assistant", "One."],
+      ["user", "first\nsecond"]
+    ])
+  })
+
+  it("gives hints in chat's own terms: slash commands, not shell commands", async () => {
+    const result = await runCli(["chat"], {
+      env: { NOEMA_HOME: home },
+      stdin: "/resume zzzz\n/sessions\n/exit\n"
+    })
+    expect(result.code).toBe(0)
+    expect(result.stderr).toContain('error: No session with id "zzzz" (/sessions lists them)\n')
+    expect(result.stdout).toBe("No sessions yet; your first message starts one.\n")
+    expect(result.stdout + result.stderr).not.toMatch(/noema (sessions|chat)/)
   })
 
   it("reports a failed turn in one line, goes on, and exits 1 at the end", async () => {

@@ -88,4 +88,36 @@ describe("Terminal", () => {
     assert.match(rows[2] ?? "", /^\* bbbb .* {2}\(untitled\)$/)
     assert.deepStrictEqual(Terminal.sessionTable([]), ["No sessions yet. Start one with: noema chat"])
   })
+  it("drops escape sequences and control characters from shown text, keeping newlines and tabs", () => {
+    const hostile =
+      "Hi\u001b]0;pwned\u0007 there\u001b[2J\u001b[31m!\u001b[0m\r\n\tok\u0008\u009b2J\u001b]8;;http://x\u001b\\"
+    assert.strictEqual(Terminal.sanitize(hostile), "Hi there!\n\tok2J")
+    assert.strictEqual(Terminal.sanitize("plain text\n"), "plain text\n")
+    const tool = Message.toolResult({ toolCallId: "c1", name: "calculator", content: "4\u001b[2J" })
+    assert.strictEqual(
+      Terminal.toolLine(call("calculator\u001b]0;x\u0007", "{}"), tool),
+      "  ⚙ calculator() → 4"
+    )
+    const lines = Terminal.transcript([Message.user("a\u001b[2J"), Message.assistant("b\u001b]0;t\u0007")])
+    assert.deepStrictEqual(lines, ["› a", "b"])
+    const table = Terminal.sessionTable([
+      {
+        id: "s1",
+        title: "\u001b]0;pwned\u0007Title",
+        createdAt: 0,
+        updatedAt: 0,
+        messageCount: 2,
+        metadata: {}
+      }
+    ])
+    assert.isTrue(table[1]?.endsWith("  Title"))
+  })
+
+  it("holds back an escape sequence cut between streamed pieces until it is complete", () => {
+    const sanitizer = new Terminal.StreamSanitizer()
+    const pieces = ["He\u001b]0;pw", "ned\u0007llo \u001b", "[2", "J!", " end\u001b"]
+    const shown = pieces.map((piece) => sanitizer.push(piece))
+    assert.deepStrictEqual(shown, ["He", "llo ", "", "!", " end"])
+    assert.strictEqual(sanitizer.flush(), "")
+  })
 })

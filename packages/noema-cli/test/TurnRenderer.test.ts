@@ -45,4 +45,29 @@ describe("TurnRenderer and reasoning", () => {
     renderer.end()
     expect(screen.all()).toBe("<dim>Hmm.</dim>\nYes.\n")
   })
+  it("drops control sequences from an answer shown on a terminal, and keeps the text it got", () => {
+    const answer = ["Hi\u001b]0;pw", "ned\u0007 there\u001b[2J", "!"]
+    const render = (onTerminal: boolean) => {
+      const screen = sink()
+      const renderer = new TurnRenderer({
+        text: screen,
+        tools: screen,
+        textStyle: plain,
+        toolStyle: plain,
+        textOnTerminal: onTerminal,
+        toolsOnTerminal: onTerminal,
+        indicator: false,
+        sameScreen: true
+      })
+      renderer.event({ type: "reasoning-delta", delta: "think\u001b]0;x\u0007\n" })
+      for (const delta of answer) renderer.event({ type: "text-delta", delta })
+      renderer.end()
+      return { shown: screen.all(), text: renderer.text }
+    }
+    const terminal = render(true)
+    expect(terminal.shown).toBe("think\nHi there!\n")
+    expect(terminal.text).toBe(answer.join(""))
+    // A pipe or a file gets the answer exactly as the model sent it.
+    expect(render(false).shown).toBe(`think\u001b]0;x\u0007\n${answer.join("")}\n`)
+  })
 })

@@ -10,9 +10,13 @@
  * in cooked mode and readline paused: keys typed meanwhile wait in the
  * terminal (and reach the next prompt), and Ctrl-C arrives as a plain SIGINT
  * whatever readline does.
+ *
+ * A message may span lines: a paste is one message (bracketed paste, see
+ * `BracketedPaste`), and a line ending in a backslash continues on the next.
  */
 import * as fs from "node:fs"
 import * as readline from "node:readline"
+import * as BracketedPaste from "./BracketedPaste.js"
 
 const historyLimit = 1000
 
@@ -37,6 +41,8 @@ export interface Options {
   /** The history file. */
   readonly historyFile: string
   readonly prompt: string
+  /** The prompt for the lines after one ending in a backslash. */
+  readonly continuationPrompt?: string
 }
 
 export class ChatInput {
@@ -46,13 +52,31 @@ export class ChatInput {
   #waiting: ((line: string | undefined) => void) | undefined
   #closed = false
   #lastHistoryLine: string | undefined
+  readonly #paste = new BracketedPaste.Filter()
+  #pasteModeOn = false
 
   constructor(options: Options) {
     this.#options = options
     const history = options.interactive ? loadHistory(options.historyFile) : []
     this.#lastHistoryLine = history[0]
+    const stdin = options.stdin
+    if (stdin.isTTY === true) {
+      // readline puts its input in raw mode; the filter passes that on to the terminal.
+      Object.assign(this.#paste, {
+        isTTY: true,
+        setRawMode: (mode: boolean) => {
+          stdin.setRawMode(mode)
+          return this.#paste
+        }
+      })
+    }
+    stdin.pipe(this.#paste)
+    if (options.interactive) {
+      options.stdout.write(BracketedPaste.enable)
+      this.#pasteModeOn = true
+    }
     this.#rl = readline.createInterface({
-      input: options.stdin,
+      input: this.#paste,
       output: options.stdout,
       terminal: options.interactive,
       history,
@@ -65,18 +89,40 @@ export class ChatInput {
       // Ctrl-D leaves the cursor after the prompt; the shell's prompt belongs on a line of its own.
       if (options.interactive && !this.#closed) options.stdout.write("\n")
       this.#closed = true
+      this.#endPasteMode()
       this.#deliver(undefined)
     })
     // At the prompt (raw mode) Ctrl-C reaches readline as a key.
     this.#rl.on("SIGINT", () => this.#interruptAtPrompt())
   }
 
-  /** The next line (prompting for it on a terminal), or `undefined` once the input ended. */
-  nextLine(): Promise<string | undefined> {
+  /**
+   * The next message (prompting for it on a terminal), or `undefined` once
+   * the input ended. A line ending in a backslash continues on the next one;
+   * a pasted block arrives whole.
+   */
+  async nextLine(): Promise<string | undefined> {
+    let line = await this.#nextLine(this.#options.prompt)
+    if (line === undefined) return undefined
+    const lines: Array<string> = []
+    while (line.endsWith("\\")) {
+      lines.push(line.slice(0, -1))
+      const next = await this.#nextLine(this.#options.continuationPrompt ?? "… ")
+      if (next === undefined) break
+      line = next
+    }
+    if (!line.endsWith("\\")) lines.push(line)
+    return lines.join("\n")
+  }
+
+  #nextLine(prompt: string): Promise<string | undefined> {
     const line = this.#lines.shift()
     if (line !== undefined) return Promise.resolve(line)
     if (this.#closed) return Promise.resolve(undefined)
-    if (this.#options.interactive) this.#rl.prompt()
+    if (this.#options.interactive) {
+      this.#rl.setPrompt(prompt)
+      this.#rl.prompt()
+    }
     return new Promise((resolve) => {
       this.#waiting = resolve
     })
@@ -116,9 +162,19 @@ export class ChatInput {
   dispose(): void {
     this.#closed = true
     this.#rl.close()
+    this.#endPasteMode()
   }
 
-  #receive(line: string): void {
+  #endPasteMode(): void {
+    this.#options.stdin.unpipe(this.#paste)
+    this.#options.stdin.pause()
+    if (!this.#pasteModeOn) return
+    this.#pasteModeOn = false
+    this.#options.stdout.write(BracketedPaste.disable)
+  }
+
+  #receive(raw: string): void {
+    const line = BracketedPaste.restore(raw)
     if (this.#waiting !== undefined) this.#deliver(line)
     else this.#lines.push(line)
   }

@@ -3,10 +3,11 @@
  * the model's reasoning dim where tool lines go (stderr for `ask`, so stdout
  * holds only the answer), one dim line per finished tool call, and (on a
  * colour terminal) a small "thinking" marker while the model has not said
- * anything yet.
+ * anything yet. What goes to a terminal is `sanitize`d: a model cannot set
+ * the window title or clear the screen; `text` keeps what the model sent.
  */
 import type { Agent, Message } from "@noema/core"
-import { type Style, toolLine } from "../Terminal.js"
+import { StreamSanitizer, type Style, sanitize, toolLine } from "../Terminal.js"
 
 export interface Output {
   write(text: string): unknown
@@ -19,6 +20,10 @@ export interface Options {
   readonly tools: Output
   readonly textStyle: Style
   readonly toolStyle: Style
+  /** `text` is a terminal: control sequences in the answer are dropped. */
+  readonly textOnTerminal?: boolean
+  /** `tools` is a terminal: control sequences in the reasoning are dropped. */
+  readonly toolsOnTerminal?: boolean
   /** Show a transient "thinking" marker (needs cursor control: colour terminals only). */
   readonly indicator: boolean
   /** Text and tool lines end up on the same screen (one stream, or two streams on one terminal). */
@@ -35,9 +40,13 @@ export class TurnRenderer {
   /** Reasoning is being written and its line is still open. */
   #reasoningOpen = false
   #text = ""
+  readonly #textSanitizer: StreamSanitizer | undefined
+  readonly #reasoningSanitizer: StreamSanitizer | undefined
 
   constructor(options: Options) {
     this.#options = options
+    this.#textSanitizer = options.textOnTerminal === true ? new StreamSanitizer() : undefined
+    this.#reasoningSanitizer = options.toolsOnTerminal === true ? new StreamSanitizer() : undefined
   }
 
   /** The answer text written so far. */
@@ -52,22 +61,19 @@ export class TurnRenderer {
   event(event: Agent.AgentEvent): void {
     switch (event.type) {
       case "reasoning-delta": {
-        if (event.delta.length === 0) return
+        const delta = this.#reasoningSanitizer?.push(event.delta) ?? event.delta
+        if (delta.length === 0) return
         this.#hideIndicator()
         if (!this.#reasoningOpen && !this.#atLineStart && this.#options.sameScreen)
           this.#options.text.write("\n")
-        this.#options.tools.write(this.#options.toolStyle.dim(event.delta))
-        this.#reasoningOpen = !event.delta.endsWith("\n")
+        this.#options.tools.write(this.#options.toolStyle.dim(delta))
+        this.#reasoningOpen = !delta.endsWith("\n")
         if (this.#options.sameScreen) this.#atLineStart = !this.#reasoningOpen
         return
       }
       case "text-delta": {
-        if (event.delta.length === 0) return
-        this.#hideIndicator()
-        this.#closeReasoning()
-        this.#options.text.write(event.delta)
         this.#text += event.delta
-        this.#atLineStart = event.delta.endsWith("\n")
+        this.#writeText(this.#textSanitizer?.push(event.delta) ?? event.delta)
         return
       }
       case "tool-call":
@@ -92,7 +98,8 @@ export class TurnRenderer {
         if (message.role === "assistant" && message.refusal !== undefined) {
           this.#hideIndicator()
           if (!this.#atLineStart) this.#options.text.write("\n")
-          this.#options.text.write(`${this.#options.textStyle.yellow(`(refused) ${message.refusal}`)}\n`)
+          const refusal = this.#options.textOnTerminal === true ? sanitize(message.refusal) : message.refusal
+          this.#options.text.write(`${this.#options.textStyle.yellow(`(refused) ${refusal}`)}\n`)
           this.#atLineStart = true
         }
         return
@@ -104,12 +111,21 @@ export class TurnRenderer {
 
   /** Ends the turn's output on a fresh line. */
   end(): void {
+    this.#writeText(this.#textSanitizer?.flush() ?? "")
     this.#hideIndicator()
     this.#closeReasoning()
     if (!this.#atLineStart) {
       this.#options.text.write("\n")
       this.#atLineStart = true
     }
+  }
+
+  #writeText(text: string): void {
+    if (text.length === 0) return
+    this.#hideIndicator()
+    this.#closeReasoning()
+    this.#options.text.write(text)
+    this.#atLineStart = text.endsWith("\n")
   }
 
   /** Ends the reasoning's line, so the answer or a tool line starts on its own. */

@@ -55,7 +55,8 @@ export const slashCommands = `Commands
   /tools             list the tools the model can use
   /system [TEXT]     show or set this session's system prompt ("/system default" resets it)
   /exit              quit (also Ctrl-D, or Ctrl-C on an empty line)
-Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.`
+Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.
+A pasted block is one message. To type several lines, end each but the last with \\.`
 
 export const chat = `noema chat: interactive chat
 
@@ -79,6 +80,9 @@ export const ask = `noema ask: ask one question and print the answer
 Usage
   noema ask [options] QUESTION...
   noema ask [options] -            read the question from stdin (also when no QUESTION is given)
+
+With a QUESTION and piped stdin both, the model gets the question followed by the piped
+text in a fenced block (git diff | noema ask "Write a commit message for this diff:").
 
 The answer streams to stdout; tool activity goes to stderr. Each question is saved as
 a session; its id is printed on stderr when stderr is a terminal.
