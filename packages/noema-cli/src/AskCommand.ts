@@ -15,6 +15,7 @@ import type { Io } from "./Cli.js"
 import { type Command, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
+import { RetryNotice } from "./internal/RetryNotice.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Terminal from "./Terminal.js"
@@ -71,7 +72,9 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   const config = CliConfig.resolveModel(options.model, io.env)
   if (config.kind === "offline" && config.reason === "unconfigured")
     io.stderr.write(`${CliConfig.offlineNotice}\n`)
-  const model = await Runtime.makeModel(config, { interactive: false })
+  const maxRetryWait = CliConfig.resolveMaxRetryWait(options.model, io.env)
+  const notice = new RetryNotice(io.stderr, io.env)
+  const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
   const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
   const runtime = Runtime.openStore(store)
   const controller = new AbortController()
@@ -120,9 +123,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       }
       const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
       io.stderr.write(
-        `noema: ${CliError.describe(error, { baseUrl: config.kind === "openai" ? config.baseUrl : undefined })}${
-          TurnRunner.isConflict(outcome) ? " (the question was not saved)" : ""
-        }\n`
+        `noema: ${CliError.describe(error, { baseUrl: config.kind === "openai" ? config.baseUrl : undefined, maxRetryWait })}\n`
       )
       if (CliError.debugEnabled(io.env)) io.stderr.write(`${CliError.detail(error)}\n`)
       return 1
@@ -142,6 +143,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     }
     return 0
   } finally {
+    notice.dispose()
     process.off("SIGINT", onSignal)
     await runtime.dispose()
   }

@@ -19,6 +19,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import { ChatInput } from "./internal/ChatInput.js"
 import * as Help from "./internal/help.js"
+import { RetryNotice } from "./internal/RetryNotice.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Terminal from "./Terminal.js"
@@ -43,6 +44,7 @@ class Chat {
   readonly #input: ChatInput
   #config: CliConfig.ModelConfig
   #model: ChatModel.Service
+  readonly #modelOptions: Runtime.ModelOptions
   #session: Session.Session | undefined
   /** Sessions this process created, to drop them again if they stay empty. */
   readonly #created = new Set<string>()
@@ -58,8 +60,10 @@ class Chat {
     config: CliConfig.ModelConfig,
     model: ChatModel.Service,
     paths: CliConfig.Paths,
-    runtime: Runtime.StoreRuntime
+    runtime: Runtime.StoreRuntime,
+    modelOptions: Runtime.ModelOptions
   ) {
+    this.#modelOptions = modelOptions
     this.#io = io
     this.#options = options
     this.#config = config
@@ -238,7 +242,9 @@ class Chat {
       case "Died": {
         const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
         this.#failed = true
-        this.#error(`error: ${CliError.describe(error, { baseUrl: this.#baseUrl() })}`)
+        this.#error(
+          `error: ${CliError.describe(error, { baseUrl: this.#baseUrl(), maxRetryWait: this.#modelOptions.maxRetryWait })}`
+        )
         if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
         return
       }
@@ -346,7 +352,7 @@ class Chat {
       )
       return
     }
-    this.#model = await Runtime.makeModel(next, { interactive: this.#interactive })
+    this.#model = await Runtime.makeModel(next, this.#modelOptions)
     this.#config = next
     this.#note(`Model: ${this.#describeModel()}`)
   }
@@ -414,7 +420,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   if (config.kind === "offline" && config.reason === "unconfigured")
     io.stderr.write(`${CliConfig.offlineNotice}\n`)
   const interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
-  const model = await Runtime.makeModel(config, { interactive })
+  const notice = new RetryNotice(io.stderr, io.env)
+  const modelOptions: Runtime.ModelOptions = {
+    interactive,
+    maxRetryWait: CliConfig.resolveMaxRetryWait(options.model, io.env),
+    onRetry: notice.onRetry
+  }
+  const model = await Runtime.makeModel(config, modelOptions)
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
   const runtime = Runtime.openStore(store)
@@ -423,12 +435,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     await runtime.dispose()
     throw error
   })
-  const chat = new Chat(io, options, config, model, paths, runtime)
+  const chat = new Chat(io, options, config, model, paths, runtime, modelOptions)
   try {
     chat.banner()
     await chat.resumeAtStart()
     return await chat.loop()
   } finally {
+    notice.dispose()
     await chat.close()
   }
 }

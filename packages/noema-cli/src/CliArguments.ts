@@ -69,6 +69,7 @@ const turnOptions = {
   model: { type: "string", short: "m" },
   "base-url": { type: "string" },
   "api-key": { type: "string" },
+  "max-retry-wait": { type: "string" },
   session: { type: "string", short: "s" },
   system: { type: "string" },
   "no-tools": { type: "boolean" }
@@ -109,10 +110,12 @@ const modelFlags = (values: {
   readonly model?: string | boolean | undefined
   readonly "base-url"?: string | boolean | undefined
   readonly "api-key"?: string | boolean | undefined
+  readonly "max-retry-wait"?: string | boolean | undefined
 }): ModelFlags => ({
   model: typeof values.model === "string" ? values.model : undefined,
   baseUrl: typeof values["base-url"] === "string" ? values["base-url"] : undefined,
-  apiKey: typeof values["api-key"] === "string" ? values["api-key"] : undefined
+  apiKey: typeof values["api-key"] === "string" ? values["api-key"] : undefined,
+  maxRetryWait: typeof values["max-retry-wait"] === "string" ? values["max-retry-wait"] : undefined
 })
 
 const noPositionals = (command: string, positionals: ReadonlyArray<string>): void => {

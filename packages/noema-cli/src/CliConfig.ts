@@ -25,6 +25,8 @@ export interface ModelFlags {
   readonly model?: string | undefined
   readonly baseUrl?: string | undefined
   readonly apiKey?: string | undefined
+  /** `--max-retry-wait SECONDS`. */
+  readonly maxRetryWait?: string | undefined
 }
 
 /** The model used when an API key or base URL is configured but no model name. */
@@ -74,11 +76,26 @@ const pick = (
   return { value: undefined, source: "default" }
 }
 
-/** Which model to use, from flags over the environment. */
+const isHttpUrl = (value: string): boolean => {
+  try {
+    const url = new URL(value)
+    return (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== ""
+  } catch {
+    return false
+  }
+}
+
+/** Which model to use, from flags over the environment; a base URL that is not a URL is a `UsageError`. */
 export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig => {
   const model = pick(flags.model, env.NOEMA_MODEL)
   const baseUrl = pick(flags.baseUrl, env.NOEMA_BASE_URL, env.OPENAI_BASE_URL)
   const apiKey = pick(flags.apiKey, env.OPENAI_API_KEY)
+  if (baseUrl.value !== undefined && !isHttpUrl(baseUrl.value)) {
+    const from = baseUrl.source === "flag" ? "--base-url" : "NOEMA_BASE_URL / OPENAI_BASE_URL"
+    throw new UsageError(
+      `noema: ${from}: "${baseUrl.value}" is not an http(s) URL (e.g. http://localhost:11434/v1)`
+    )
+  }
   if (model.value === offlineModelName) return { kind: "offline", reason: "requested" }
   if (apiKey.value === undefined && baseUrl.value === undefined)
     return { kind: "offline", reason: "unconfigured" }
@@ -89,6 +106,25 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
     apiKey: apiKey.value,
     sources: { model: model.source, baseUrl: baseUrl.source, apiKey: apiKey.source }
   }
+}
+
+/** How long, in seconds, the retries of one model call may wait in all, unless configured. */
+export const defaultMaxRetryWait = 60
+
+/**
+ * The cap on retry waits: `--max-retry-wait` / `NOEMA_MAX_RETRY_WAIT`, in
+ * seconds (0 means a server's `retry-after` is never waited for). A value that
+ * is not a number of seconds is a `UsageError`.
+ */
+export const resolveMaxRetryWait = (flags: ModelFlags, env: Environment): number => {
+  const chosen = pick(flags.maxRetryWait, env.NOEMA_MAX_RETRY_WAIT)
+  if (chosen.value === undefined) return defaultMaxRetryWait
+  const seconds = Number(chosen.value)
+  if (!Number.isFinite(seconds) || seconds < 0) {
+    const from = chosen.source === "flag" ? "--max-retry-wait" : "NOEMA_MAX_RETRY_WAIT"
+    throw new UsageError(`noema: ${from}: "${chosen.value}" is not a number of seconds (e.g. 60)`)
+  }
+  return seconds
 }
 
 /** The same configuration with another model name (the `/model` command). */

@@ -14,6 +14,8 @@ export interface Context {
   readonly baseUrl?: string | undefined
   /** Inside `noema chat`: hints name slash commands, not shell commands. */
   readonly inChat?: boolean
+  /** The cap on retry waits, in seconds, to name it when a server asked for more. */
+  readonly maxRetryWait?: number | undefined
 }
 
 interface Tagged {
@@ -35,6 +37,21 @@ const messageOf = (value: unknown): string => {
 
 const flatten = (text: string): string => text.replace(/\s+/g, " ").trim()
 
+/** Whether `baseUrl`'s path ends in `/v1`, where OpenAI-compatible servers keep their API. */
+const endsInV1 = (baseUrl: string): boolean => {
+  try {
+    return /\/v1$/.test(new URL(baseUrl).pathname.replace(/\/+$/, ""))
+  } catch {
+    return true
+  }
+}
+
+/** The server's 404 names a path it does not have: for a base URL without `/v1`, that is the likely cause. */
+const notFoundHint = (status: unknown, baseUrl: string | undefined): string | undefined =>
+  status === 404 && baseUrl !== undefined && !endsInV1(baseUrl)
+    ? `; the API is usually under /v1: try --base-url ${baseUrl.replace(/\/+$/, "")}/v1`
+    : undefined
+
 const describeModelError = (error: Tagged, context: Context): string => {
   const reason = error.reason
   const provider = typeof error.provider === "string" ? error.provider : "the model provider"
@@ -45,21 +62,39 @@ const describeModelError = (error: Tagged, context: Context): string => {
     case "Authentication":
       return `${provider} rejected the credentials (${detail}); check --api-key or OPENAI_API_KEY`
     case "Network":
-      return `cannot reach the model server at ${server} (${detail}); is it running? (--base-url / NOEMA_BASE_URL)`
-    case "RateLimited":
+      // The adapter's message says which: no connection at all, no answer in time, or an answer cut short.
+      if (/^connection failed/.test(detail))
+        return `cannot reach the model server at ${server} (${detail}); is it running? (--base-url / NOEMA_BASE_URL)`
+      if (/timed out/.test(detail))
+        return `the model server at ${server} did not answer in time (${detail}); try again`
+      return `the model server at ${server} stopped before the answer was complete (${detail}); try again`
+    case "RateLimited": {
+      const asked =
+        typeof reason.retryAfterMillis === "number" ? Math.ceil(reason.retryAfterMillis / 1000) : undefined
+      if (asked !== undefined && context.maxRetryWait !== undefined && asked > context.maxRetryWait) {
+        return `${provider} is rate limiting requests and asked to wait ${asked} s before retrying, more than noema waits (${context.maxRetryWait} s); try again later, or allow longer waits with --max-retry-wait / NOEMA_MAX_RETRY_WAIT`
+      }
       return `${provider} is rate limiting requests and retrying did not help (${detail}); wait a moment and try again`
+    }
     case "Unavailable":
       return `the model server at ${server} is unavailable (${detail}); try again later`
     case "InvalidRequest":
-      return `${provider} refused the request (${detail}); check the model name (--model / NOEMA_MODEL)`
+      return `${provider} refused the request (${detail})${
+        notFoundHint(reason.status, context.baseUrl) ?? "; check the model name (--model / NOEMA_MODEL)"
+      }`
+    case "InvalidOutput":
+      return `${provider} sent an answer noema could not read (${detail})${notFoundHint(404, context.baseUrl) ?? ""}`
     case "ContentFiltered":
       return `${provider} filtered the content (${detail})`
-    case "InvalidOutput":
-      return `${provider} sent an answer noema could not read (${detail})`
     default:
       return `${provider}: ${detail}`
   }
 }
+
+/** A turn lost the race to another noema on the same session, in the user's terms. */
+export const conflictMessage =
+  "another noema added to this session while this answer was being written; the answer was not saved. " +
+  "Run the question again to answer on the updated conversation"
 
 /** One line (without the `noema: ` prefix) describing `error`. */
 export const describe = (error: unknown, context: Context = {}): string => {
@@ -77,7 +112,7 @@ export const describe = (error: unknown, context: Context = {}): string => {
       case "SessionNotFoundError":
         return `${flatten(messageOf(error))} (${context.inChat === true ? "/sessions lists them" : "see noema sessions list"})`
       case "SessionConflictError":
-        return flatten(messageOf(error))
+        return conflictMessage
       case "StoreError":
         return flatten(messageOf(error))
       case "ConfigError":

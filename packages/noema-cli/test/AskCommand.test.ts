@@ -191,8 +191,12 @@ describe("noema ask", () => {
     })
     expect(result.code).toBe(1)
     const lines = result.stderr.trim().split("\n")
-    expect(lines).toHaveLength(1)
+    // Each retry says so before its wait; the last line is the failure.
+    expect(lines).toHaveLength(3)
     expect(lines[0]).toMatch(
+      /^noema: the connection to the model server failed; retrying in \d+ s \(attempt 2 of 3\)$/
+    )
+    expect(lines[2]).toMatch(
       new RegExp(`^noema: cannot reach the model server at http://127.0.0.1:${port}/v1`)
     )
   })
@@ -209,9 +213,14 @@ describe("noema ask", () => {
     const result = await ask(["hello"])
     expect(result.code).toBe(1)
     expect(server.requests).toHaveLength(3)
+    expect(result.stdout).toBe("")
     const lines = result.stderr.trim().split("\n")
-    expect(lines).toHaveLength(1)
-    expect(lines[0]).toMatch(/^noema: openai is rate limiting requests and retrying did not help/)
+    // Not a terminal: one plain line per retry, before its wait, then the failure.
+    expect(lines).toHaveLength(3)
+    expect(lines[0]).toMatch(/^noema: rate limited by the server; retrying in \d+ s \(attempt 2 of 3\)$/)
+    expect(lines[1]).toMatch(/^noema: rate limited by the server; retrying in \d+ s \(attempt 3 of 3\)$/)
+    expect(lines[2]).toMatch(/^noema: openai is rate limiting requests and retrying did not help/)
+    expect(result.stderr).not.toContain("\u001b")
   })
 
   it("exits 130 on Ctrl-C (SIGINT), aborting the request and saving nothing", async () => {
@@ -334,7 +343,10 @@ describe("noema ask: the system prompt and the outcome of a turn", () => {
       expect(result.code).toBe(1)
       const lines = result.stderr.trim().split("\n")
       expect(lines).toHaveLength(1)
-      expect(lines[0]).toMatch(/^noema: .*changed by someone else.*\(the question was not saved\)$/)
+      expect(lines[0]).toBe(
+        "noema: another noema added to this session while this answer was being written; the answer was not saved. " +
+          "Run the question again to answer on the updated conversation"
+      )
     } finally {
       await proxy.close()
     }
@@ -345,5 +357,142 @@ describe("noema ask: the system prompt and the outcome of a turn", () => {
         .toArray()
         .map((message) => message.content)
     ).toEqual(["first", "First answer.", "elsewhere", "theirs"])
+  })
+})
+
+describe("noema ask: retries shown and capped", () => {
+  it("shows the retry on stderr and keeps stdout for the answer when the retry succeeds", async () => {
+    setup()
+    server.enqueue(
+      { type: "error", status: 429, message: "Rate limit reached", headers: { "retry-after-ms": "10" } },
+      { type: "text", text: "Answer." }
+    )
+    const result = await ask(["hello"])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe("Answer.\n")
+    expect(result.stderr).toMatch(/^noema: rate limited by the server; retrying in 1 s \(attempt 2 of 3\)\n$/)
+  })
+
+  it("fails at once when the server asks to wait longer than the cap (60 s by default)", async () => {
+    setup()
+    server.enqueue({ type: "error", status: 429, message: "Slow down", headers: { "retry-after": "120" } })
+    const result = await ask(["hello"])
+    expect(result.code).toBe(1)
+    expect(server.requests).toHaveLength(1)
+    expect(result.stderr.trim().split("\n")).toEqual([
+      "noema: openai is rate limiting requests and asked to wait 120 s before retrying, more than noema waits (60 s); " +
+        "try again later, or allow longer waits with --max-retry-wait / NOEMA_MAX_RETRY_WAIT"
+    ])
+  })
+
+  it("takes the cap from --max-retry-wait and NOEMA_MAX_RETRY_WAIT, and refuses one that is not seconds", async () => {
+    setup()
+    server.enqueue({ type: "error", status: 429, message: "Slow down", headers: { "retry-after": "3" } })
+    const flagged = await ask(["--max-retry-wait", "2", "hello"])
+    expect(flagged.code).toBe(1)
+    expect(flagged.stderr).toMatch(/asked to wait 3 s before retrying, more than noema waits \(2 s\)/)
+    server.enqueue({ type: "error", status: 429, message: "Slow down", headers: { "retry-after": "3" } })
+    const fromEnv = await ask(["hello"], { env: { NOEMA_MAX_RETRY_WAIT: "1" } })
+    expect(fromEnv.stderr).toMatch(/more than noema waits \(1 s\)/)
+    expect(server.requests).toHaveLength(2)
+    const wrong = await ask(["hello"], { env: { NOEMA_MAX_RETRY_WAIT: "soon" } })
+    expect(wrong.code).toBe(2)
+    expect(wrong.stderr).toBe('noema: NOEMA_MAX_RETRY_WAIT: "soon" is not a number of seconds (e.g. 60)\n')
+    expect(server.requests).toHaveLength(2)
+  })
+})
+
+describe("noema ask: errors name the real cause", () => {
+  const html = (title: string) =>
+    `<!DOCTYPE html>\n<html><head><title>${title}</title></head><body><h1>${title}</h1></body></html>\n`
+
+  it("an HTML page answered with 200 is not a connection failure", async () => {
+    setup()
+    const page = {
+      type: "raw" as const,
+      status: 200,
+      headers: { "content-type": "text/html; charset=utf-8" },
+      body: html("Welcome to nginx!")
+    }
+    server.enqueue(page, page, page)
+    const result = await ask(["hello"])
+    expect(result.code).toBe(1)
+    const last = result.stderr.trim().split("\n").at(-1)
+    expect(last).toMatch(/^noema: openai sent an answer noema could not read \(.*HTML page \(text\/html\)/)
+    expect(result.stderr).not.toMatch(/cannot reach/)
+  })
+
+  it("an HTML error page is summarised, not dumped", async () => {
+    setup()
+    const page = {
+      type: "raw" as const,
+      status: 502,
+      headers: { "content-type": "text/html" },
+      body: html("502 Bad Gateway")
+    }
+    server.enqueue(page, page, page)
+    const result = await ask(["hello"])
+    expect(result.code).toBe(1)
+    const last = result.stderr.trim().split("\n").at(-1)
+    expect(last).toMatch(
+      /unavailable \(server error \(502\): an HTML page titled "502 Bad Gateway", not an API response\)/
+    )
+    expect(result.stderr).not.toContain("<")
+  })
+
+  it("a stream that ends without a finish reason says the answer was cut short", async () => {
+    setup()
+    server.enqueue({
+      type: "sse",
+      events: [{ id: "c1", model: "m", choices: [{ index: 0, delta: { content: "Half an" } }] }]
+    })
+    const result = await ask(["hello"])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(/stopped before the answer was complete \(.*finish reason\)/)
+    expect(result.stderr).not.toMatch(/cannot reach|is it running/)
+  })
+
+  it("a 404 from a base URL without /v1 suggests adding it, not checking the model name", async () => {
+    setup()
+    const origin = new URL(server.url).origin
+    const result = await runCli(["ask", "--base-url", origin, "--api-key", "test", "hello"], {
+      env: { NOEMA_HOME: home }
+    })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(new RegExp(`\\(invalid request \\(404\\).*try --base-url ${origin}/v1\\n$`))
+    expect(result.stderr).not.toMatch(/model name/)
+  })
+
+  it("an invalid key reported inside a 200 event stream is an authentication failure", async () => {
+    setup()
+    server.enqueue({
+      type: "sse",
+      events: [
+        {
+          error: {
+            message: "Incorrect API key provided: sk-bad.",
+            type: "invalid_request_error",
+            code: "invalid_api_key"
+          }
+        }
+      ],
+      done: false
+    })
+    const result = await ask(["hello"])
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(
+      /^noema: openai rejected the credentials \(authentication failed: Incorrect API key/
+    )
+    expect(server.requests).toHaveLength(1)
+  })
+
+  it("--base-url that is not a URL is a usage error before any request", async () => {
+    setup()
+    const result = await runCli(["ask", "--base-url", "notaurl", "hello"], { env: { NOEMA_HOME: home } })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toBe(
+      'noema: --base-url: "notaurl" is not an http(s) URL (e.g. http://localhost:11434/v1)\n'
+    )
+    expect(server.requests).toHaveLength(0)
   })
 })

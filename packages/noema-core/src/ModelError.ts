@@ -57,7 +57,9 @@ export class ContextLengthExceeded extends Schema.TaggedClass<ContextLengthExcee
 
 export class InvalidRequest extends Schema.TaggedClass<InvalidRequest>()("InvalidRequest", {
   message: Schema.String,
-  parameter: Schema.optionalKey(Schema.String)
+  parameter: Schema.optionalKey(Schema.String),
+  /** The HTTP status, when the provider answered with one (a 404 may mean a wrong address, not a wrong model). */
+  status: Schema.optionalKey(Schema.Number)
 }) {
   get isRetryable(): boolean {
     return false

@@ -6,7 +6,9 @@
  * jitter, capped, never shorter than a rate limit's `retry-after`, and only
  * for reasons that say `isRetryable`. `chatModel` applies it to a whole
  * `ChatModel` (what `ChatModel.make` does with its `retry` option); `effect`
- * to any one call.
+ * to any one call. A retry is never silent unless the caller wants it so:
+ * `onRetry` hears of each one before its wait, and `maxTotalDelay` caps the
+ * waiting (a provider asking for longer fails at once instead).
  */
 import { Channel, Duration, Effect, Schedule, Stream } from "effect"
 import type { ChatRequest, ChatResponse, Service, StreamChunk } from "./ChatModel.js"
@@ -23,6 +25,24 @@ export interface Options {
   readonly baseDelay?: Duration.Input
   /** Upper bound for one delay (a provider's retry-after above it is still honoured). Default 30 s. */
   readonly maxDelay?: Duration.Input
+  /**
+   * Upper bound for all the waits of one call together. A wait that would go
+   * beyond it (e.g. a `retry-after` longer than the cap) is not made: the call
+   * fails at once with the failure that asked for it. Default: no bound.
+   */
+  readonly maxTotalDelay?: Duration.Input
+  /** Told of each retry before its wait (e.g. to show it); it should not fail or take long. */
+  readonly onRetry?: (info: RetryInfo) => Effect.Effect<void>
+}
+
+/** What `onRetry` hears: the failure being retried and the wait before the next attempt. */
+export interface RetryInfo {
+  readonly error: Failure
+  /** The attempt about to be made after the wait: 2 for the first retry. */
+  readonly attempt: number
+  /** Attempts in all, the first included. */
+  readonly maxAttempts: number
+  readonly delay: Duration.Duration
 }
 
 /** What the policy reads of a failure: its reason. */
@@ -64,19 +84,60 @@ export const schedule = <E extends Failure = Failure>(
   )
 }
 
+/**
+ * Waits before the next attempt after `error`, as the policy says: tells
+ * `onRetry`, then sleeps; fails with `error` instead when the wait would take
+ * the call beyond `maxTotalDelay`. One per call, as the policy has state.
+ */
+type Wait<E> = (error: E) => Effect.Effect<void, E>
+
+const makeWait = <E extends Failure>(options: Options): Effect.Effect<Wait<E>> => {
+  const maxAttempts = options.maxAttempts ?? defaults.maxAttempts
+  const cap =
+    options.maxTotalDelay === undefined ? undefined : Duration.fromInputUnsafe(options.maxTotalDelay)
+  const onRetry = options.onRetry
+  return Effect.map(Schedule.toStep(schedule<E>(options)), (step) => {
+    let total = Duration.zero
+    let attempt = 1
+    return (error) =>
+      Effect.flatMap(
+        // The schedule never ends by itself (attempts are counted here), so its end is a defect.
+        Effect.orDie(
+          Effect.clockWith((clock) => Effect.flatMap(clock.currentTimeMillis, (now) => step(now, error)))
+        ),
+        ([, delay]) => {
+          const after = Duration.sum(total, delay)
+          if (cap !== undefined && Duration.isGreaterThan(after, cap)) return Effect.fail(error)
+          total = after
+          attempt++
+          const sleep = Effect.sleep(delay)
+          return onRetry === undefined
+            ? sleep
+            : Effect.andThen(onRetry({ error, attempt, maxAttempts, delay }), sleep)
+        }
+      )
+  })
+}
+
 /** Retries one call's retryable failures with the policy (at most `maxAttempts` attempts in all). */
 export const effect = <A, E extends Failure, R>(
   call: Effect.Effect<A, E, R>,
   options: Options = {}
 ): Effect.Effect<A, E, R> => {
   const times = (options.maxAttempts ?? defaults.maxAttempts) - 1
-  return times <= 0
-    ? call
-    : Effect.retry(call, {
-        schedule: schedule<E>(options),
-        times,
-        while: (error) => error.reason.isRetryable
-      })
+  if (times <= 0) return call
+  const again = (wait: Wait<E>, error: E, left: number): Effect.Effect<A, E, R> =>
+    Effect.andThen(
+      wait(error),
+      Effect.catch(call, (next) =>
+        next.reason.isRetryable && left > 1 ? again(wait, next, left - 1) : Effect.fail(next)
+      )
+    )
+  return Effect.catch(call, (error) =>
+    error.reason.isRetryable
+      ? Effect.flatMap(makeWait<E>(options), (wait) => again(wait, error, times))
+      : Effect.fail(error)
+  )
 }
 
 // ---------------------------------------------------------------------------
@@ -92,8 +153,7 @@ const suspendStream = <A, E, R>(evaluate: () => Stream.Stream<A, E, R>): Stream.
 
 type ChatFailure = Effect.Error<ReturnType<Service["complete"]>>
 
-/** Sleeps for the policy's next delay after `error`; one per retried call, as the policy has state. */
-type RetryStep = (error: ChatFailure) => Effect.Effect<unknown>
+type RetryStep = Wait<ChatFailure>
 
 /**
  * A chat model whose retryable failures are retried. A stream is retried only
@@ -107,11 +167,7 @@ type RetryStep = (error: ChatFailure) => Effect.Effect<unknown>
 export const chatModel = (model: Service, options: Options = {}): Service => {
   const times = (options.maxAttempts ?? defaults.maxAttempts) - 1
   if (times <= 0) return model
-  const policy = schedule<ChatFailure>(options)
-  const makeStep: Effect.Effect<RetryStep> = Effect.map(
-    Schedule.toStepWithSleep(policy),
-    (step) => (error) => Effect.orDie(step(error))
-  )
+  const makeStep: Effect.Effect<RetryStep> = makeWait<ChatFailure>(options)
 
   /** Waits, then calls again; `left` counts the retries still allowed, this one included. */
   const retryComplete = (

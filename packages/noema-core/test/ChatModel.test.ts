@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Stream } from "effect"
+import { Duration, Effect, Fiber, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { ChatModel, Embedder, Message, ModelError, Retry } from "../src/index.js"
 
@@ -402,6 +402,100 @@ describe("Retry", () => {
       yield* TestClock.adjust("1 second")
       assert.strictEqual(yield* Fiber.join(fiber), "ok")
       assert.strictEqual(attempts, 3)
+    })
+  )
+
+  const rateLimited = (retryAfterMillis: number) =>
+    ChatModel.error("test", new ModelError.RateLimited({ message: "slow down", retryAfterMillis }))
+
+  it.effect("tells onRetry of each retry before its wait, with the reason, the attempt and the delay", () =>
+    Effect.gen(function* () {
+      let attempts = 0
+      const told: Array<{ reason: string; attempt: number; maxAttempts: number; millis: number }> = []
+      const model = ChatModel.make({
+        provider: "test",
+        model: "m",
+        retry: {
+          maxAttempts: 3,
+          baseDelay: "1 milli",
+          onRetry: (info) =>
+            Effect.sync(() => {
+              told.push({
+                reason: info.error.reason._tag,
+                attempt: info.attempt,
+                maxAttempts: info.maxAttempts,
+                millis: Duration.toMillis(info.delay)
+              })
+            })
+        },
+        stream: () =>
+          Stream.suspend(() => {
+            attempts++
+            return attempts < 3
+              ? Stream.fail(rateLimited(5_000))
+              : Stream.fromArray<ChatModel.StreamChunk>([
+                  { type: "text-delta", delta: "ok" },
+                  { type: "finish", finishReason: "stop" }
+                ])
+          })
+      })
+      const fiber = yield* Effect.forkChild(ChatModel.collect(model.stream(request)))
+      yield* TestClock.adjust("1 milli")
+      // Told before the wait: the second attempt has not been made yet.
+      assert.deepStrictEqual(told, [{ reason: "RateLimited", attempt: 2, maxAttempts: 3, millis: 5_000 }])
+      assert.strictEqual(attempts, 1)
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(attempts, 2)
+      assert.strictEqual(told.length, 2)
+      assert.strictEqual(told[1]?.attempt, 3)
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual((yield* Fiber.join(fiber)).text, "ok")
+    })
+  )
+
+  it.effect("fails at once when a retry-after is beyond maxTotalDelay, without waiting or retrying", () =>
+    Effect.gen(function* () {
+      let attempts = 0
+      let told = 0
+      const model = ChatModel.make({
+        provider: "test",
+        model: "m",
+        retry: { maxAttempts: 3, maxTotalDelay: "60 seconds", onRetry: () => Effect.sync(() => told++) },
+        complete: () =>
+          Effect.suspend(() => {
+            attempts++
+            return Effect.fail(rateLimited(120_000))
+          })
+      })
+      const fiber = yield* Effect.forkChild(model.complete(request))
+      yield* TestClock.adjust("1 milli")
+      const exit = fiber.pollUnsafe()
+      assert.isDefined(exit, "the call ended without waiting")
+      const error = yield* Effect.flip(Fiber.join(fiber))
+      assert.strictEqual(error.reason._tag, "RateLimited")
+      if (error.reason._tag === "RateLimited") assert.strictEqual(error.reason.retryAfterMillis, 120_000)
+      assert.strictEqual(attempts, 1)
+      assert.strictEqual(told, 0)
+    })
+  )
+
+  it.effect("maxTotalDelay bounds the waits together: a wait that would pass it is not made", () =>
+    Effect.gen(function* () {
+      let attempts = 0
+      const call = Effect.suspend(() => {
+        attempts++
+        return Effect.fail(rateLimited(40_000))
+      })
+      const fiber = yield* Effect.forkChild(
+        Retry.effect(call, { maxAttempts: 5, maxTotalDelay: "60 seconds" })
+      )
+      yield* TestClock.adjust("39 seconds")
+      assert.strictEqual(attempts, 1)
+      yield* TestClock.adjust("1 second")
+      // The second failure asks for 40 s more: 80 s in all, beyond the 60 s cap.
+      assert.strictEqual(attempts, 2)
+      assert.isDefined(fiber.pollUnsafe())
+      assert.strictEqual((yield* Effect.flip(Fiber.join(fiber))).reason._tag, "RateLimited")
     })
   )
 

@@ -94,6 +94,13 @@ export const fromClient = (
             .withResponse()
             .then((answer) => {
               requestId = answer.request_id ?? undefined
+              // Read as a stream, a page has no events and would look like a connection cut short.
+              const type = answer.response.headers.get("content-type") ?? ""
+              if (/^text\/html\b/i.test(type)) {
+                throw new MalformedResponse(
+                  `the server answered with an HTML page (${type.split(";")[0]}), not an event stream`
+                )
+              }
               return answer.data
             })
         },

@@ -6,10 +6,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
-import type { Agent, ChatModel } from "@noema/core"
+import { type Agent, type ChatModel, Retry } from "@noema/core"
 import { PostgresStore, type Session, SessionStore, SqliteStore } from "@noema/session"
-import { Cause, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
-import type { DatabaseConfig, ModelConfig } from "../CliConfig.js"
+import { Cause, Duration, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
+import { type DatabaseConfig, defaultMaxRetryWait, type ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
 
@@ -22,10 +22,15 @@ export const defaultSystemPrompt =
 // Model and agent
 // ---------------------------------------------------------------------------
 
-export const makeModel = async (
-  config: ModelConfig,
-  options: { readonly interactive: boolean }
-): Promise<ChatModel.Service> => {
+export interface ModelOptions {
+  readonly interactive: boolean
+  /** The cap on one call's retry waits, in seconds (`CliConfig.resolveMaxRetryWait`). */
+  readonly maxRetryWait?: number
+  /** Told of each retry before its wait (`RetryNotice`). */
+  readonly onRetry?: Retry.Options["onRetry"]
+}
+
+export const makeModel = async (config: ModelConfig, options: ModelOptions): Promise<ChatModel.Service> => {
   if (config.kind === "offline") {
     // A short pause between words shows the stream in a terminal; scripts get the answer at once.
     return OfflineModel.make(options.interactive ? { wordDelay: "12 millis" } : {})
@@ -33,15 +38,22 @@ export const makeModel = async (
   // The SDK is the heaviest import of all; only a real model pays for it.
   const { OpenAiChatModel } = await import("@noema/openai")
   const { Redacted } = await import("effect")
-  return Effect.runPromise(
+  const model = await Effect.runPromise(
     OpenAiChatModel.make({
       model: config.model,
       ...(config.baseUrl !== undefined && { baseURL: config.baseUrl }),
       ...(config.apiKey !== undefined && { apiKey: Redacted.make(config.apiKey) }),
       // Waiting for the first byte; a local model may need a while to load.
-      timeout: "120 seconds"
+      timeout: "120 seconds",
+      // Retried here instead, with the waits shown and capped.
+      maxAttempts: 1
     })
   )
+  return Retry.chatModel(model, {
+    maxAttempts: 3,
+    maxTotalDelay: Duration.seconds(options.maxRetryWait ?? defaultMaxRetryWait),
+    ...(options.onRetry !== undefined && { onRetry: options.onRetry })
+  })
 }
 
 export const makeAgent = (options: { readonly tools: boolean; readonly cwd: string }): Agent.Agent =>

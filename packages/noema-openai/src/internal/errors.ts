@@ -104,8 +104,19 @@ const isContentFilter = (error: APIError): boolean =>
   (error.code !== null && error.code !== undefined && contentFilterCodes.has(error.code)) ||
   (error.type !== undefined && contentFilterCodes.has(error.type))
 
+/**
+ * What an HTML page is, in one line: a web server, proxy or login page
+ * answered instead of the API (often a base URL without its `/v1`).
+ */
+export const htmlSummary = (text: string, scrub: (text: string) => string): string | undefined => {
+  if (!/<(!doctype\s+html|html|head|body)[\s>]/i.test(text)) return undefined
+  const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text)?.[1]?.trim()
+  return `an HTML page${title === undefined || title === "" ? "" : ` titled "${oneLine(title, scrub)}"`}, not an API response`
+}
+
 const fromStatus = (error: APIError, status: number, context: Context): ModelError.Reason => {
-  const detail = oneLine(providerMessage(error) ?? error.message, context.scrub)
+  const raw = providerMessage(error) ?? error.message
+  const detail = htmlSummary(raw, context.scrub) ?? oneLine(raw, context.scrub)
   const parameter = error.param ?? undefined
   if (isContentFilter(error)) {
     return new ModelError.ContentFiltered({ message: `content filtered (${status}): ${detail}` })
@@ -130,10 +141,11 @@ const fromStatus = (error: APIError, status: number, context: Context): ModelErr
   }
   if (status === 400 || status === 404 || status === 409 || status === 413 || status === 422) {
     return parameter === undefined
-      ? new ModelError.InvalidRequest({ message: `invalid request (${status}): ${detail}` })
+      ? new ModelError.InvalidRequest({ message: `invalid request (${status}): ${detail}`, status })
       : new ModelError.InvalidRequest({
           message: `invalid request (${status}, ${oneLine(parameter, context.scrub)}): ${detail}`,
-          parameter
+          parameter,
+          status
         })
   }
   if (status === 408) return new ModelError.Network({ message: `request timed out (408): ${detail}` })
@@ -157,11 +169,12 @@ const fromStreamedError = (error: APIError, context: Context): ModelError.Reason
   if (kind.includes("server_error") || kind.includes("overloaded")) {
     return new ModelError.Unavailable({ message: `server error: ${detail}` })
   }
-  if (kind.includes("invalid_request"))
-    return new ModelError.InvalidRequest({ message: `invalid request: ${detail}` })
+  // Before invalid_request: OpenAI sends a bad key as type invalid_request_error, code invalid_api_key.
   if (kind.includes("authentication") || kind.includes("api_key")) {
     return new ModelError.Authentication({ message: `authentication failed: ${detail}` })
   }
+  if (kind.includes("invalid_request"))
+    return new ModelError.InvalidRequest({ message: `invalid request: ${detail}` })
   return new ModelError.Unknown({ message: `error in stream: ${detail}` })
 }
 
