@@ -243,7 +243,7 @@ class Chat {
         const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
         this.#failed = true
         this.#error(
-          `error: ${CliError.describe(error, { baseUrl: this.#baseUrl(), maxRetryWait: this.#modelOptions.maxRetryWait })}`
+          `error: ${CliError.describe(error, { baseUrl: this.#baseUrl(), maxRetryWait: this.#modelOptions.maxRetryWait, inChat: true })}`
         )
         if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
         return

@@ -80,7 +80,10 @@ const describeModelError = (error: Tagged, context: Context): string => {
       return `the model server at ${server} is unavailable (${detail}); try again later`
     case "InvalidRequest":
       return `${provider} refused the request (${detail})${
-        notFoundHint(reason.status, context.baseUrl) ?? "; check the model name (--model / NOEMA_MODEL)"
+        notFoundHint(reason.status, context.baseUrl) ??
+        (context.inChat === true
+          ? "; check the model name (/model NAME switches it)"
+          : "; check the model name (--model / NOEMA_MODEL)")
       }`
     case "InvalidOutput":
       return `${provider} sent an answer noema could not read (${detail})${notFoundHint(404, context.baseUrl) ?? ""}`

@@ -1,0 +1,30 @@
+import { ChatModel, ModelError } from "@noema/core"
+import { SessionStore } from "@noema/session"
+import { describe, expect, it } from "vitest"
+import * as CliError from "../src/CliError.js"
+
+describe("CliError.describe", () => {
+  const unknownModel = ChatModel.error(
+    "openai",
+    new ModelError.InvalidRequest({ message: "The model `gpt-9` does not exist", status: 404 }),
+    "gpt-9"
+  )
+  const baseUrl = "http://127.0.0.1:1234/v1"
+
+  it("names the flag for an unknown model on the command line", () => {
+    const text = CliError.describe(unknownModel, { baseUrl })
+    expect(text).toMatch(/check the model name \(--model \/ NOEMA_MODEL\)$/)
+  })
+
+  it("names the slash command for an unknown model inside chat", () => {
+    const text = CliError.describe(unknownModel, { baseUrl, inChat: true })
+    expect(text).toMatch(/check the model name \(\/model NAME switches it\)$/)
+    expect(text).not.toMatch(/--model/)
+  })
+
+  it("names /sessions for an unknown session inside chat, the shell command outside", () => {
+    const missing = new SessionStore.SessionNotFoundError({ sessionId: "zzzz" })
+    expect(CliError.describe(missing, { inChat: true })).toMatch(/\/sessions lists them\)$/)
+    expect(CliError.describe(missing)).toMatch(/see noema sessions list\)$/)
+  })
+})
