@@ -155,6 +155,36 @@ export const openStore = (store: StoreLayer | DatabaseConfig): StoreRuntime => {
   return ManagedRuntime.make(layer)
 }
 
+/**
+ * Opens the store for a command that only reads (`sessions list`, `show`,
+ * `export`): a SQLite file read-only, so a database the user may only read
+ * (mode 0444, a read-only directory) can be listed, and nothing is written. A
+ * file of an earlier noema that needs migrating is migrated by opening it with
+ * write access instead; if that is not allowed either, the read-only open's
+ * one-line `NeedsMigration` error says why. PostgreSQL opens as usual.
+ */
+export const openForReading = async (database: DatabaseConfig): Promise<StoreRuntime> => {
+  if (database.kind !== "sqlite") return openStore(database)
+  const opened = async (runtime: StoreRuntime) => {
+    const exit = await runtime.runPromiseExit(Effect.void)
+    if (Exit.isSuccess(exit)) return runtime
+    await runtime.dispose()
+    throw Cause.squash(exit.cause)
+  }
+  try {
+    return await opened(
+      ManagedRuntime.make(SqliteStore.layer({ filename: database.path, readonly: true }))
+    )
+  } catch (error) {
+    const needsMigration =
+      error instanceof SessionStore.StoreError && error.reason._tag === "NeedsMigration"
+    if (!needsMigration) throw error
+    return opened(openStore(database)).catch(() => {
+      throw error
+    })
+  }
+}
+
 /** Runs `effect` on the runtime and returns its value, or throws its failure. */
 export const runOn = async <A, E>(
   runtime: StoreRuntime,
