@@ -172,12 +172,9 @@ export const openForReading = async (database: DatabaseConfig): Promise<StoreRun
     throw Cause.squash(exit.cause)
   }
   try {
-    return await opened(
-      ManagedRuntime.make(SqliteStore.layer({ filename: database.path, readonly: true }))
-    )
+    return await opened(ManagedRuntime.make(SqliteStore.layer({ filename: database.path, readonly: true })))
   } catch (error) {
-    const needsMigration =
-      error instanceof SessionStore.StoreError && error.reason._tag === "NeedsMigration"
+    const needsMigration = error instanceof SessionStore.StoreError && error.reason._tag === "NeedsMigration"
     if (!needsMigration) throw error
     return opened(openStore(database)).catch(() => {
       throw error
