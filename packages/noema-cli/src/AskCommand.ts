@@ -8,6 +8,7 @@
  * session (a new one, or `--session ID`); a failure exits non-zero with one
  * line on stderr and saves nothing.
  */
+import * as os from "node:os"
 import type { Message } from "@noema/core"
 import { Session } from "@noema/session"
 import { Effect } from "effect"
@@ -22,6 +23,9 @@ import * as Terminal from "./Terminal.js"
 import * as TurnRunner from "./TurnRunner.js"
 
 export type Options = Extract<Command, { readonly type: "ask" }>
+
+/** The signals that cancel the turn (nothing of it is saved) instead of killing the process. */
+const cancelSignals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
 
 const readAll = async (input: NodeJS.ReadStream): Promise<string> => {
   let text = ""
@@ -77,9 +81,16 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
   const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
   const runtime = Runtime.openStore(store)
+  // SIGTERM (`timeout`, `kill`) and SIGHUP (a closed terminal) cancel the turn as Ctrl-C does;
+  // the exit status is 128 + the signal's number, as if it had killed the process.
   const controller = new AbortController()
-  const onSignal = () => controller.abort()
-  process.on("SIGINT", onSignal)
+  let signalled: NodeJS.Signals = "SIGINT"
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!controller.signal.aborted) signalled = signal
+    controller.abort()
+  }
+  const cancelledStatus = () => 128 + (os.constants.signals[signalled] ?? 2)
+  for (const signal of cancelSignals) process.on(signal, onSignal)
   try {
     const session =
       options.session !== undefined
@@ -87,9 +98,10 @@ export const run = async (options: Options, io: Io): Promise<number> => {
             runtime,
             Effect.flatMap(Runtime.resolveSessionId(options.session), (id) => Session.open(id))
           )
-        : await Runtime.runOn(
+        : // Stored with its first turn: a question that is cancelled or fails leaves no session.
+          await Runtime.runOn(
             runtime,
-            Session.create({ systemPrompt: options.system ?? Runtime.defaultSystemPrompt })
+            Runtime.newSession({ systemPrompt: options.system ?? Runtime.defaultSystemPrompt })
           )
     if (options.session !== undefined) {
       await Runtime.runOn(
@@ -113,13 +125,9 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       TurnRunner.run({ session, agent, model, input: text, renderer, signal: controller.signal })
     )
     if (outcome._tag !== "Committed") {
-      if (options.session === undefined) {
-        // A new session whose only turn was not saved holds nothing: do not leave it behind.
-        await Runtime.runOn(runtime, Runtime.deleteSession(session.id)).catch(() => undefined)
-      }
       if (outcome._tag === "Cancelled") {
         io.stderr.write("noema: cancelled; nothing was saved\n")
-        return 130
+        return cancelledStatus()
       }
       const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
       io.stderr.write(
@@ -131,7 +139,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     if (outcome.cancelRequested) {
       // Ctrl-C came while the finished turn was being saved: it is saved, and the exit says it was cancelled.
       io.stderr.write("noema: interrupted while saving; the turn was saved\n")
-      return 130
+      return cancelledStatus()
     }
     if (options.json) {
       const output: JsonOutput = { sessionId: session.id, messages: outcome.messages }
@@ -144,7 +152,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     return 0
   } finally {
     notice.dispose()
-    process.off("SIGINT", onSignal)
+    for (const signal of cancelSignals) process.off(signal, onSignal)
     await runtime.dispose()
   }
 }

@@ -141,7 +141,8 @@ class Chat {
     if (this.#session !== undefined) return this.#session
     const session = await Runtime.runOn(
       this.#runtime,
-      Session.create({ systemPrompt: this.#pendingSystemPrompt })
+      // Stored with its first turn: a chat killed before that (a closed terminal) leaves no empty session.
+      Runtime.newSession({ systemPrompt: this.#pendingSystemPrompt })
     )
     this.#created.add(session.id)
     this.#session = session

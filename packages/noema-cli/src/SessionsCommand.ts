@@ -138,7 +138,11 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         return 1
     }
   }
-  const runtime = Runtime.openStore(database)
+  // Only `delete` and `import` write: the others open a SQLite file read-only.
+  const runtime =
+    options.type === "sessions-delete" || options.type === "sessions-import"
+      ? Runtime.openStore(database)
+      : await Runtime.openForReading(database)
   try {
     switch (options.type) {
       case "sessions-export-all":

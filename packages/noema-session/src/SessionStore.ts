@@ -131,6 +131,26 @@ export class SchemaTooNew extends Schema.TaggedClass<SchemaTooNew>()("SchemaTooN
   }
 }
 
+/**
+ * The database was opened read-only but needs migrating (written by an earlier
+ * noema, or not set up yet), which would write to it: it was left untouched.
+ */
+export class NeedsMigration extends Schema.TaggedClass<NeedsMigration>()("NeedsMigration", {
+  location: Schema.String,
+  found: Schema.Number,
+  supported: Schema.Number
+}) {
+  get message(): string {
+    return (
+      `${this.location} needs migrating to this noema's session schema (version ${this.supported}), ` +
+      `which a read-only open does not do; open it once with write access to migrate it`
+    )
+  }
+  get isRetryable(): boolean {
+    return false
+  }
+}
+
 /** Reading or writing failed: permissions, a full disk, a missing directory. */
 export class IoFailure extends Schema.TaggedClass<IoFailure>()("IoFailure", {
   location: Schema.String,
@@ -176,6 +196,7 @@ export const StoreErrorReason = Schema.Union([
   CorruptDatabase,
   ForeignDatabase,
   SchemaTooNew,
+  NeedsMigration,
   IoFailure,
   Locked,
   InvalidMessage

@@ -29,6 +29,7 @@ import {
   Locked,
   type Metadata,
   mergeMetadata,
+  NeedsMigration,
   SchemaTooNew,
   type Service,
   SessionAlreadyExistsError,
@@ -45,6 +46,11 @@ export interface Options {
   readonly location: string
   /** Defaults to the client's dialect. */
   readonly dialect?: Dialect
+  /**
+   * The client is read-only (SQLite): the schema is checked but never migrated; a
+   * database that needs migrating fails with `NeedsMigration` and is left untouched.
+   */
+  readonly readonly?: boolean
 }
 
 /** The migrations this code knows; a database with a later one is refused as too new. */
@@ -170,7 +176,7 @@ const checkPgTables = (sql: SqlClient.SqlClient, location: string) =>
  * the write lock, the migrations, the marks) happens in one transaction, so a
  * crash leaves either the old file or the migrated one.
  */
-const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string) => {
+const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string, readonly: boolean) => {
   const supported = latestMigration(dialect)
   const migrations = runMigrations({ loader: loader(dialect), table: migrationsTable })
   if (dialect.name !== "sqlite") {
@@ -199,6 +205,11 @@ const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string) =
       before.version === supported &&
       before.tables.includes(migrationsTable)
     if (current) return
+    if (readonly) {
+      return yield* Effect.fail(
+        new StoreError({ reason: new NeedsMigration({ location, found: before.version, supported }) })
+      )
+    }
     yield* sql.unsafe("PRAGMA journal_mode = WAL")
     yield* sql.withTransaction(
       Effect.gen(function* () {
@@ -278,7 +289,7 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
     const location = options.location
     const dialect: Dialect = options.dialect ?? sql.onDialectOrElse({ pg: () => pg, orElse: () => sqlite })
     const toStoreError = (error: SqlError.SqlError | Migrator.MigrationError) => storeError(location, error)
-    yield* migrate(sql, dialect, location).pipe(
+    yield* migrate(sql, dialect, location, options.readonly === true).pipe(
       Effect.catchTags({
         SqlError: (error) => Effect.fail(toStoreError(error)),
         MigrationError: (error) => Effect.fail(toStoreError(error))
