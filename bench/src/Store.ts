@@ -14,17 +14,16 @@
  *   (see `CommitProcess.ts`): turns per second over all of them, and then every
  *   session checked for lost or interleaved turns (any is a failed run).
  */
-import { spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
-import { fileURLToPath } from "node:url"
 import type { Message } from "@noema/core"
 import { Effect, Exit, Scope } from "effect"
-import { history, turn } from "./Conversation.ts"
+import { turn } from "./Conversation.ts"
 import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
+import * as Workloads from "./StoreWorkloads.ts"
 
 export interface StoreOptions {
   readonly warmupCommits: number
@@ -41,9 +40,6 @@ export interface StoreOptions {
 }
 
 type SessionPackage = NonNullable<Availability["session"]>
-
-const loadSize = 100_000
-const appendBatch = 1_000
 
 const withStore = async <A>(
   session: SessionPackage,
@@ -226,115 +222,31 @@ const commits = async (
     }
   })
 
-/** Writes a session of `loadSize` messages; its id. */
-const prepareLarge = (session: SessionPackage, filename: string): Promise<string> =>
-  withStore(session, filename, async (store) => {
-    const info = await Effect.runPromise(store.create({ title: "100k" }))
-    const messages = history(loadSize, true)
-    for (let offset = 0; offset < messages.length; offset += appendBatch) {
-      await Effect.runPromise(store.append(info.id, offset, messages.slice(offset, offset + appendBatch)))
-    }
-    return info.id
-  })
-
 const loads = async (
   session: SessionPackage,
   filename: string,
   options: StoreOptions
 ): Promise<Record<string, number>> => {
-  const id = await prepareLarge(session, filename)
-  const script = fileURLToPath(new URL("./LoadProcess.ts", import.meta.url))
-  const times: Array<number> = []
-  const heaps: Array<number> = []
-  for (let run = 0; run < options.loadRuns; run++) {
-    const child = spawnSync(process.execPath, ["--expose-gc", script, filename, id], {
-      encoding: "utf8",
-      timeout: 120_000
-    })
-    check(child.status === 0, `the load process exited with ${child.status}: ${child.stderr}`)
-    const result = JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as {
-      ms: number
-      heapMb: number
-      messages: number
-    }
-    check(result.messages === loadSize, `the load read ${result.messages} of ${loadSize} messages`)
-    times.push(result.ms)
-    heaps.push(result.heapMb)
-  }
-  return { "store.load100k.sqlite_ms": median(times), "store.load100k.heap_mb": median(heaps) }
+  const { ms, heapMb } = await Workloads.loads(
+    (target, use) => withStore(session, target, use),
+    filename,
+    options.loadRuns
+  )
+  return { "store.load100k.sqlite_ms": ms, "store.load100k.heap_mb": heapMb }
 }
-
-const concurrentProcesses = 8
 
 const concurrent = async (
   session: SessionPackage,
   filename: string,
   options: StoreOptions
 ): Promise<Record<string, number>> => {
-  // The file is created first, so the processes race on commits, not on creating it.
-  await withStore(session, filename, async () => undefined)
-  const script = fileURLToPath(new URL("./CommitProcess.ts", import.meta.url))
-  const ids = Array.from({ length: concurrentProcesses }, (_, index) => `writer-${index}`)
-  const results = ids.map(
-    (id) =>
-      new Promise<{ turns: number; ms: number }>((resolve, reject) => {
-        const child = spawn(process.execPath, [script, filename, id, String(options.concurrentTurns)], {
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-        let stdout = ""
-        let stderr = ""
-        child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-          stdout += chunk
-        })
-        child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-          stderr += chunk
-        })
-        child.on("close", (code) =>
-          code === 0
-            ? resolve(JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}"))
-            : reject(new Error(`commit process ${id} exited with ${code}: ${stderr}`))
-        )
-      })
-  )
-  // Every process waits for this file once its session exists, so they all start together.
-  const ready = async () => {
-    for (;;) {
-      const created = await withStore(session, filename, (store) => Effect.runPromise(store.list()))
-      if (created.length === concurrentProcesses) return
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-  }
-  await ready()
-  writeFileSync(`${filename}.go`, "")
-  const finished = await Promise.all(results)
-  const wallMs = Math.max(...finished.map((result) => result.ms))
-  const turns = finished.reduce((sum, result) => sum + result.turns, 0)
-
-  // Every turn of every session is whole and in its place: none lost, none interleaved.
-  let damaged = 0
-  await withStore(session, filename, async (store) => {
-    for (const id of ids) {
-      const { messages } = await Effect.runPromise(store.load(id))
-      if (messages.length !== options.concurrentTurns * 4) damaged++
-      messages.forEach((message, index) => {
-        const expected = turn(Math.floor(index / 4))[index % 4] as Message.Message
-        const same =
-          message.role === expected.role &&
-          message.content === expected.content &&
-          JSON.stringify(message.role === "assistant" ? message.toolCalls : undefined) ===
-            JSON.stringify(expected.role === "assistant" ? expected.toolCalls : undefined) &&
-          (message.role !== "tool" ||
-            (expected.role === "tool" && message.toolCallId === expected.toolCallId))
-        if (!same) damaged++
-      })
-    }
-  })
-  check(
-    damaged === 0,
-    `${damaged} lost or interleaved messages with ${concurrentProcesses} concurrent writers`
+  const { turns, wallMs, damaged } = await Workloads.concurrent(
+    (target, use) => withStore(session, target, use),
+    filename,
+    options.concurrentTurns
   )
   process.stderr.write(
-    `  store.concurrent8: ${turns} turns from ${concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
+    `  store.concurrent8: ${turns} turns from ${Workloads.concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
   )
   return {
     "store.concurrent8.sqlite_turns_per_s": turns / (wallMs / 1000),

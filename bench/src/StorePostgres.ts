@@ -20,18 +20,14 @@
  *   once, each to its own session, then every session checked for lost or
  *   interleaved turns (any fails the run).
  */
-import { spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import type { Message } from "@noema/core"
 import { EmbeddedPostgres, TestDatabase } from "@noema/testing-postgres"
 import { Effect, Exit, Scope } from "effect"
 import pg from "pg"
-import { history, turn } from "./Conversation.ts"
+import { turn } from "./Conversation.ts"
 import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
+import * as Workloads from "./StoreWorkloads.ts"
 
 export interface StorePostgresOptions {
   readonly warmupCommits: number
@@ -270,123 +266,35 @@ const commits = async (
   }
 }
 
-const loadSize = 100_000
-const appendBatch = 1_000
-
 const loads = async (
   session: SessionPackage,
   url: string,
   options: StorePostgresOptions
 ): Promise<Record<string, number>> => {
-  const id = await withStore(session, url, async (store) => {
-    const info = await Effect.runPromise(store.create({ title: "100k" }))
-    const messages = history(loadSize, true)
-    for (let offset = 0; offset < messages.length; offset += appendBatch) {
-      await Effect.runPromise(store.append(info.id, offset, messages.slice(offset, offset + appendBatch)))
-    }
-    return info.id
-  })
-  const script = fileURLToPath(new URL("./LoadProcess.ts", import.meta.url))
-  const times: Array<number> = []
-  const heaps: Array<number> = []
-  for (let run = 0; run < options.loadRuns; run++) {
-    const child = spawnSync(process.execPath, ["--expose-gc", script, url, id], {
-      encoding: "utf8",
-      timeout: 120_000
-    })
-    check(child.status === 0, `the load process exited with ${child.status}: ${child.stderr}`)
-    const result = JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as {
-      ms: number
-      heapMb: number
-      messages: number
-    }
-    check(result.messages === loadSize, `the load read ${result.messages} of ${loadSize} messages`)
-    times.push(result.ms)
-    heaps.push(result.heapMb)
-  }
-  return { "store.load100k.pg_ms": median(times), "store.load100k.pg_heap_mb": median(heaps) }
+  const { ms, heapMb } = await Workloads.loads(
+    (target, use) => withStore(session, target, use),
+    url,
+    options.loadRuns
+  )
+  return { "store.load100k.pg_ms": ms, "store.load100k.pg_heap_mb": heapMb }
 }
-
-const concurrentProcesses = 8
 
 const concurrent = async (
   session: SessionPackage,
   url: string,
   options: StorePostgresOptions
 ): Promise<Record<string, number>> => {
-  // The schema is migrated first, so the processes race on commits, not on creating tables.
-  await withStore(session, url, async () => undefined)
-  const directory = mkdtempSync(join(tmpdir(), "noema-bench-pg-"))
-  const goFile = join(directory, "go")
-  try {
-    const script = fileURLToPath(new URL("./CommitProcess.ts", import.meta.url))
-    const ids = Array.from({ length: concurrentProcesses }, (_, index) => `writer-${index}`)
-    const results = ids.map(
-      (id) =>
-        new Promise<{ turns: number; ms: number }>((resolve, reject) => {
-          const child = spawn(process.execPath, [script, url, id, String(options.concurrentTurns), goFile], {
-            stdio: ["ignore", "pipe", "pipe"]
-          })
-          let stdout = ""
-          let stderr = ""
-          child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-            stdout += chunk
-          })
-          child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-            stderr += chunk
-          })
-          child.on("close", (code) =>
-            code === 0
-              ? resolve(JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}"))
-              : reject(new Error(`commit process ${id} exited with ${code}: ${stderr}`))
-          )
-        })
-    )
-    // Every process waits for the go file once its session exists, so they all start together.
-    await withStore(session, url, async (store) => {
-      for (;;) {
-        const created = await Effect.runPromise(store.list())
-        if (created.length === concurrentProcesses) return
-        await new Promise((resolve) => setTimeout(resolve, 20))
-      }
-    })
-    writeFileSync(goFile, "")
-    const finished = await Promise.all(results)
-    const wallMs = Math.max(...finished.map((result) => result.ms))
-    const turns = finished.reduce((sum, result) => sum + result.turns, 0)
-
-    // Every turn of every session is whole and in its place: none lost, none interleaved.
-    let damaged = 0
-    await withStore(session, url, async (store) => {
-      for (const id of ids) {
-        const { messages } = await Effect.runPromise(store.load(id))
-        if (messages.length !== options.concurrentTurns * 4) damaged++
-        messages.forEach((message, index) => {
-          const expected = turn(Math.floor(index / 4))[index % 4] as Message.Message
-          const same =
-            message.role === expected.role &&
-            message.content === expected.content &&
-            JSON.stringify(message.role === "assistant" ? message.toolCalls : undefined) ===
-              JSON.stringify(expected.role === "assistant" ? expected.toolCalls : undefined) &&
-            (message.role !== "tool" ||
-              (expected.role === "tool" && message.toolCallId === expected.toolCallId))
-          if (!same) damaged++
-        })
-      }
-    })
-    check(
-      damaged === 0,
-      `${damaged} lost or interleaved messages with ${concurrentProcesses} concurrent PostgreSQL writers`
-    )
-    process.stderr.write(
-      `  store.concurrent8 pg: ${turns} turns from ${concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
-    )
-    return {
-      "store.concurrent8.pg_turns_per_s": turns / (wallMs / 1000),
-      "store.concurrent8.pg_lost_or_interleaved": damaged
-    }
-  } finally {
-    rmSync(directory, { recursive: true, force: true })
+  const { turns, wallMs, damaged } = await Workloads.concurrent(
+    (target, use) => withStore(session, target, use),
+    url,
+    options.concurrentTurns
+  )
+  process.stderr.write(
+    `  store.concurrent8 pg: ${turns} turns from ${Workloads.concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
+  )
+  return {
+    "store.concurrent8.pg_turns_per_s": turns / (wallMs / 1000),
+    "store.concurrent8.pg_lost_or_interleaved": damaged
   }
 }
 
