@@ -101,7 +101,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         : // Stored with its first turn: a question that is cancelled or fails leaves no session.
           await Runtime.runOn(
             runtime,
-            Runtime.newSession({ systemPrompt: options.system ?? Runtime.defaultSystemPrompt })
+            Session.draft({ systemPrompt: options.system ?? Runtime.defaultSystemPrompt })
           )
     if (options.session !== undefined) {
       await Runtime.runOn(

@@ -142,7 +142,7 @@ class Chat {
     const session = await Runtime.runOn(
       this.#runtime,
       // Stored with its first turn: a chat killed before that (a closed terminal) leaves no empty session.
-      Runtime.newSession({ systemPrompt: this.#pendingSystemPrompt })
+      Session.draft({ systemPrompt: this.#pendingSystemPrompt })
     )
     this.#created.add(session.id)
     this.#session = session

@@ -48,23 +48,60 @@ export const make = (): Effect.Effect<Service> =>
           : Effect.succeed(entry)
       })
 
+    /** The messages as a database would store and return them (through JSON), or why one cannot be stored. */
+    const storable = (
+      id: string,
+      messages: ReadonlyArray<Message.Message>
+    ): Array<Message.Message> | StoreError => {
+      const stored = new Array<Message.Message>(messages.length)
+      for (let index = 0; index < messages.length; index++) {
+        try {
+          stored[index] = Message.decodeSync(copy(Message.encode(messages[index] as Message.Message)))
+        } catch (error) {
+          const detail = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, "; ")
+          return new StoreError({ reason: new InvalidMessage({ location, sessionId: id, index, detail }) })
+        }
+      }
+      return stored
+    }
+
+    const appendTo = (entry: Entry, stored: ReadonlyArray<Message.Message>, now: number): void => {
+      for (const message of stored) entry.messages.push(message)
+      const title = entry.info.title ?? defaultTitle(stored)
+      entry.info = {
+        ...entry.info,
+        ...(title !== undefined && { title }),
+        updatedAt: now,
+        messageCount: entry.messages.length
+      }
+      entry.activity = ++activity
+    }
+
     const service: Service = {
       location,
       create: (options) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const id = options?.id ?? crypto.randomUUID()
-          if (sessions.has(id)) return Effect.fail(new SessionAlreadyExistsError({ sessionId: id }))
-          const info: SessionInfo = {
-            id,
-            ...(options?.title !== undefined && { title: options.title }),
-            createdAt: now,
-            updatedAt: now,
-            messageCount: 0,
-            metadata: copy(options?.metadata ?? {})
+        Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now): Effect.Effect<SessionInfo, SessionAlreadyExistsError | StoreError> => {
+            const id = options?.id ?? crypto.randomUUID()
+            if (sessions.has(id)) return Effect.fail(new SessionAlreadyExistsError({ sessionId: id }))
+            // Checked before anything is stored: the session exists with its first messages or not at all.
+            const first = storable(id, options?.messages ?? [])
+            if (first instanceof StoreError) return Effect.fail(first)
+            const info: SessionInfo = {
+              id,
+              ...(options?.title !== undefined && { title: options.title }),
+              createdAt: now,
+              updatedAt: now,
+              messageCount: 0,
+              metadata: copy(options?.metadata ?? {})
+            }
+            const entry: Entry = { info, messages: [], activity: ++activity }
+            sessions.set(id, entry)
+            if (first.length > 0) appendTo(entry, first, now)
+            return Effect.succeed(entry.info)
           }
-          sessions.set(id, { info, messages: [], activity: ++activity })
-          return Effect.succeed(info)
-        }),
+        ),
 
       load: (id) => Effect.map(find(id), (entry) => ({ info: entry.info, messages: entry.messages.slice() })),
 
@@ -81,30 +118,9 @@ export const make = (): Effect.Effect<Service> =>
                 })
               )
             }
-            const stored = new Array<Message.Message>(messages.length)
-            for (let index = 0; index < messages.length; index++) {
-              try {
-                // Encoded and decoded through JSON, as a database would store and return it.
-                stored[index] = Message.decodeSync(copy(Message.encode(messages[index] as Message.Message)))
-              } catch (error) {
-                const detail = (error instanceof Error ? error.message : String(error)).replace(
-                  /\s*\n\s*/g,
-                  "; "
-                )
-                return Effect.fail(
-                  new StoreError({ reason: new InvalidMessage({ location, sessionId: id, index, detail }) })
-                )
-              }
-            }
-            for (const message of stored) entry.messages.push(message)
-            const title = entry.info.title ?? defaultTitle(messages)
-            entry.info = {
-              ...entry.info,
-              ...(title !== undefined && { title }),
-              updatedAt: now,
-              messageCount: entry.messages.length
-            }
-            entry.activity = ++activity
+            const stored = storable(id, messages)
+            if (stored instanceof StoreError) return Effect.fail(stored)
+            appendTo(entry, stored, now)
             return Effect.succeed(entry.info)
           })
         ),

@@ -17,6 +17,7 @@
 import { type Agent, type ChatModel, ConversationContext, Message, Transaction } from "@noema/core"
 import { Clock, Effect, Stream } from "effect"
 import {
+  mergeMetadata,
   type SessionAlreadyExistsError,
   SessionConflictError,
   type SessionInfo,
@@ -167,6 +168,30 @@ export const create = (
     return make(store, info, [])
   })
 
+/**
+ * A new session that is stored with its first committed turn, not before:
+ * until then it is in no list, and a process that stops before that commit
+ * (killed, cancelled, failed) leaves nothing behind. The session and its first
+ * turn are stored in one step (`SessionStore.create` with `messages`). A title
+ * or prompt set before the first commit is stored with it. Its id is random.
+ */
+export const draft = (options: Omit<CreateOptions, "id"> = {}): Effect.Effect<Session, never, SessionStore> =>
+  Effect.gen(function* () {
+    const store = yield* SessionStore
+    const now = yield* Clock.currentTimeMillis
+    const { systemPrompt, title, metadata } = options
+    const info: SessionInfo = {
+      id: crypto.randomUUID(),
+      ...(title !== undefined && { title }),
+      createdAt: now,
+      updatedAt: now,
+      messageCount: 0,
+      metadata:
+        systemPrompt === undefined ? { ...metadata } : { ...metadata, [systemPromptKey]: systemPrompt }
+    }
+    return make(store, info, [], { stored: false })
+  })
+
 /** A handle on the session `id`, created (with `options`) if it does not exist yet. */
 export const openOrCreate = (
   id: string,
@@ -200,13 +225,19 @@ const systemPromptOf = (info: SessionInfo): string | undefined => {
   return typeof value === "string" ? value : undefined
 }
 
-/** A handle over `messages` (which it takes over: they are its committed history). */
+/**
+ * A handle over `messages` (which it takes over: they are its committed
+ * history). `stored: false` makes a draft: the store has no such session yet,
+ * and the first commit creates it with its turn (see `draft`).
+ */
 export const make = (
   store: SessionStoreService,
   initialInfo: SessionInfo,
-  messages: Array<Message.Message>
+  messages: Array<Message.Message>,
+  options?: { readonly stored?: boolean }
 ): Session => {
   let info = initialInfo
+  let stored = options?.stored ?? true
   const committed = messages
   const history = ConversationContext.fromArray(committed)
   // How much history each transaction was begun on: committing it on top of more is a conflict.
@@ -272,12 +303,13 @@ export const make = (
             transaction.commit()
             return Effect.succeed(turn)
           }
-          return Effect.matchCauseEffect(store.append(info.id, base, turn), {
+          return Effect.matchCauseEffect(stored ? store.append(info.id, base, turn) : createWith(turn), {
             onFailure: (cause) => {
               finish(transaction)
               return Effect.failCause(cause)
             },
             onSuccess: (updated) => {
+              stored = true
               transaction.commit()
               for (let index = 0; index < turn.length; index++) committed.push(turn[index] as Message.Message)
               info = updated
@@ -294,11 +326,33 @@ export const make = (
     return transaction
   }
 
+  /** A draft's first commit: the session and its turn, stored in one step. */
+  const createWith = (turn: ReadonlyArray<Message.Message>) =>
+    store
+      .create({
+        id: info.id,
+        ...(info.title !== undefined && { title: info.title }),
+        metadata: info.metadata,
+        messages: turn
+      })
+      // A random UUID that is already taken is nothing a caller could act on.
+      .pipe(Effect.catchTag("SessionAlreadyExistsError", Effect.die))
+
   const updateInfo = (update: Parameters<SessionStoreService["updateMetadata"]>[1]) =>
-    Effect.map(store.updateMetadata(info.id, update), (updated) => {
-      info = updated
-      return updated
-    })
+    stored
+      ? Effect.map(store.updateMetadata(info.id, update), (updated) => {
+          info = updated
+          return updated
+        })
+      : Effect.sync(() => {
+          // A draft keeps its changes until its first commit stores them with it.
+          info = {
+            ...info,
+            ...(update.title !== undefined && { title: update.title }),
+            metadata: mergeMetadata(info.metadata, update.metadata)
+          }
+          return info
+        })
 
   const session: Session = {
     get id() {
@@ -370,12 +424,15 @@ export const make = (
     setSystemPrompt: (prompt) => updateInfo({ metadata: { [systemPromptKey]: prompt ?? null } }),
 
     reload: () =>
-      Effect.map(store.load(info.id), (stored) => {
-        // Replace in place: views handed out earlier keep reading the live array.
-        committed.length = 0
-        for (const message of stored.messages) committed.push(message)
-        info = stored.info
-      }),
+      // A draft has nothing stored to read back.
+      stored
+        ? Effect.map(store.load(info.id), (loaded) => {
+            // Replace in place: views handed out earlier keep reading the live array.
+            committed.length = 0
+            for (const message of loaded.messages) committed.push(message)
+            info = loaded.info
+          })
+        : Effect.void,
 
     exportJson: () => exportJson(info, committed),
     exportMarkdown: () => exportMarkdown(info, committed)

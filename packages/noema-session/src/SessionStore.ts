@@ -40,6 +40,12 @@ export interface CreateOptions {
   readonly id?: string
   readonly title?: string
   readonly metadata?: Metadata
+  /**
+   * The session's first messages, stored with it in one step: the session
+   * exists with them or not at all (see `Session.draft`). The title comes
+   * from them as from an `append`.
+   */
+  readonly messages?: ReadonlyArray<Message.Message>
 }
 
 export interface MetadataUpdate {

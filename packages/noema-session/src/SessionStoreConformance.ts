@@ -257,6 +257,36 @@ const storeCases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "create with messages: the session and its first turn are stored together, or nothing is",
+    run: withStore((store) =>
+      Effect.gen(function* () {
+        const info = yield* store.create({
+          id: "with-turn",
+          metadata: { source: "test" },
+          messages: [Message.user("Is this stored at once?"), Message.assistant("Yes.")]
+        })
+        assert.equal(info.messageCount, 2)
+        assert.equal(info.title, "Is this stored at once?")
+        assert.deepEqual(info.metadata, { source: "test" })
+        assert.deepEqual(yield* storedContents(store, "with-turn"), [
+          "user: Is this stored at once?",
+          "assistant: Yes."
+        ])
+        const broken = { role: "user", content: 42 } as unknown as Message.Message
+        const error = yield* Effect.flip(
+          store.create({ id: "refused", messages: [Message.user("fine"), broken] })
+        )
+        assert.ok(error instanceof StoreError, `expected a StoreError, got ${String(error)}`)
+        assert.equal(error.reason._tag, "InvalidMessage")
+        assert.ok((yield* Effect.flip(store.info("refused"))) instanceof SessionNotFoundError)
+        assert.deepEqual(
+          (yield* store.list()).map((session) => session.id),
+          ["with-turn"]
+        )
+      })
+    )
+  },
+  {
     name: "missing sessions: every operation fails with SessionNotFoundError",
     run: withStore((store) =>
       Effect.gen(function* () {
@@ -521,6 +551,40 @@ const sessionCases: ReadonlyArray<Case> = [
         next.add(Message.user("real"))
         yield* session.commit(next)
         assert.deepEqual(yield* storedContents(store, session.id), ["user: real"])
+      })
+    )
+  },
+  {
+    name: "draft: stored with its first committed turn, not before; a failed or rolled-back turn leaves nothing",
+    run: withStore((store) =>
+      Effect.gen(function* () {
+        const session = yield* Session.draft({ systemPrompt: "Be brief." })
+        yield* session.setTitle("Planned")
+        const failing = ScriptedChatModel.make({
+          replies: [{ fail: new ModelError.Unavailable({ message: "down" }) }, "Stored now."]
+        })
+        yield* Effect.flip(session.turn(replyAgent, failing, "First try"))
+        const rolledBack = session.begin()
+        rolledBack.add(Message.user("never mind"))
+        yield* session.rollback(rolledBack)
+        assert.deepEqual(yield* store.list(), [])
+        assert.ok((yield* Effect.flip(store.info(session.id))) instanceof SessionNotFoundError)
+        yield* session.turn(replyAgent, failing, "Second try")
+        assert.deepEqual(
+          failing.requests[1]?.messages.map((message) => message.role),
+          ["system", "user"]
+        )
+        const stored = yield* store.info(session.id)
+        assert.equal(stored.title, "Planned")
+        assert.equal(stored.metadata[Session.systemPromptKey], "Be brief.")
+        assert.deepEqual(yield* storedContents(store, session.id), [
+          "user: Second try",
+          "assistant: Stored now."
+        ])
+        // From then on it is an ordinary session: later turns append.
+        yield* session.turn(replyAgent, ScriptedChatModel.make({ replies: ["Again."] }), "Third")
+        assert.equal((yield* store.info(session.id)).messageCount, 4)
+        assert.equal((yield* store.list()).length, 1)
       })
     )
   },

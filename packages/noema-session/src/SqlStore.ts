@@ -415,14 +415,14 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
   const sessionRow = (id: string, text: string) =>
     Effect.map(query<SessionRow>(text, [id]), (rows) => rows[0])
 
-  return {
+  const service: Service = {
     location,
 
     create: (options) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const id = options?.id ?? crypto.randomUUID()
         const metadata = JSON.stringify(options?.metadata ?? {})
-        return store(
+        const insert = store(
           Effect.gen(function* () {
             const rows = yield* query<SessionRow>(statements.insertSession, [
               id,
@@ -435,6 +435,22 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
             if (row === undefined) return yield* Effect.fail(new SessionAlreadyExistsError({ sessionId: id }))
             return yield* decodeRows(() => toInfo(row))
           })
+        )
+        const first = options?.messages
+        if (first === undefined || first.length === 0) return insert
+        // The session and its first messages in one transaction (the append's nests as a savepoint).
+        return store(
+          writeTransaction(
+            Effect.flatMap(insert, () =>
+              service.append(id, 0, first).pipe(
+                Effect.catchTags({
+                  // The session was created a moment ago in this very transaction.
+                  SessionNotFoundError: Effect.die,
+                  SessionConflictError: Effect.die
+                })
+              )
+            )
+          )
         )
       }),
 
@@ -586,4 +602,5 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
         )
       )
   }
+  return service
 }

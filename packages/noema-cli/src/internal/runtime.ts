@@ -6,9 +6,9 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
-import { type Agent, type ChatModel, type Message, Retry } from "@noema/core"
-import { PostgresStore, Session, SessionStore, SqliteStore } from "@noema/session"
-import { Cause, Clock, Duration, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
+import { type Agent, type ChatModel, Retry } from "@noema/core"
+import { PostgresStore, type Session, SessionStore, SqliteStore } from "@noema/session"
+import { Cause, Duration, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
 import { type DatabaseConfig, defaultMaxRetryWait, type ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
@@ -74,63 +74,6 @@ export const adoptDefaultSystemPrompt = (
   session.systemPrompt !== undefined || session.context().at(0)?.role === "system"
     ? Effect.void
     : Effect.asVoid(session.setSystemPrompt(defaultSystemPrompt))
-
-/**
- * A new session that reaches the store only with its first turn. Until then it
- * is a handle in memory (its title and system prompt too), so a noema that is
- * killed or cancelled before a turn is saved leaves no empty "(untitled)"
- * session behind, on any backend: the row is created right before the first
- * append, through the store contract (`create`, then `append`; an append that
- * fails removes the row again). Only a SIGKILL in the instant between the two
- * could leave an empty row; SIGINT, SIGTERM and SIGHUP let the commit finish.
- */
-export const newSession = (options: {
-  readonly systemPrompt: string
-}): Effect.Effect<Session.Session, never, SessionStore.SessionStore> =>
-  Effect.gen(function* () {
-    const store = yield* SessionStore.SessionStore
-    const now = yield* Clock.currentTimeMillis
-    const id = crypto.randomUUID()
-    let info: SessionStore.SessionInfo = {
-      id,
-      createdAt: now,
-      updatedAt: now,
-      messageCount: 0,
-      metadata: { [Session.systemPromptKey]: options.systemPrompt }
-    }
-    let stored = false
-    const firstAppend = (expected: number, messages: ReadonlyArray<Message.Message>) =>
-      store
-        .create({ id, metadata: info.metadata, ...(info.title !== undefined && { title: info.title }) })
-        .pipe(
-          // A random UUID that is already taken is not a condition anyone can act on.
-          Effect.catchTag("SessionAlreadyExistsError", (error) => Effect.die(error)),
-          Effect.flatMap(() =>
-            store.append(id, expected, messages).pipe(Effect.onError(() => Effect.ignore(store.delete(id))))
-          ),
-          Effect.tap(() =>
-            Effect.sync(() => {
-              stored = true
-            })
-          )
-        )
-    const lazy: SessionStore.Service = {
-      ...store,
-      append: (sessionId, expected, messages) =>
-        stored || sessionId !== id
-          ? store.append(sessionId, expected, messages)
-          : firstAppend(expected, messages),
-      updateMetadata: (sessionId, update) =>
-        stored || sessionId !== id
-          ? store.updateMetadata(sessionId, update)
-          : Effect.sync(() => {
-              const metadata = SessionStore.mergeMetadata(info.metadata, update.metadata)
-              info = { ...info, metadata, ...(update.title !== undefined && { title: update.title }) }
-              return info
-            })
-    }
-    return Session.make(lazy, info, [])
-  })
 
 // ---------------------------------------------------------------------------
 // Store
