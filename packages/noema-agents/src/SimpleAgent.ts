@@ -9,7 +9,7 @@
  * With `output`, the answer is structured (`StructuredOutput.run`: JSON
  * Schema or a forced tool, bounded repairs): the one message returned is an
  * assistant message whose text is the JSON, read back with
- * `StructuredOutput.valueOf(messages, schema)`. Its stream emits that message
+ * `StructuredOutput.fromMessages(messages, schema)`. Its stream emits that message
  * when it is decoded (partial objects: `StructuredOutput.stream`); output that
  * stays invalid fails the agent with reason `Failed`, whose `cause` is the
  * `StructuredOutputError` with the raw text.

@@ -8,7 +8,7 @@ const Verdict = Schema.Struct({ label: Schema.Literals(["spam", "ham"]), confide
 const context = ConversationContext.of(Message.user("Buy now!!!"))
 
 describe("SimpleAgent with output", () => {
-  it.effect("returns one message carrying the JSON, read back with valueOf, after a repair", () =>
+  it.effect("returns one message carrying the JSON, read back with fromMessages, after a repair", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({
         replies: ['{"label": "eggs", "confidence": 1}', '{"label": "spam", "confidence": 0.9}']
@@ -16,7 +16,7 @@ describe("SimpleAgent with output", () => {
       const agent = SimpleAgent.make({ system: "Classify.", output: { schema: Verdict, name: "verdict" } })
       const messages = yield* agent.execute(context, model)
       assert.equal(messages.length, 1)
-      assert.deepStrictEqual(yield* StructuredOutput.valueOf(messages, Verdict), {
+      assert.deepStrictEqual(yield* StructuredOutput.fromMessages(messages, Verdict), {
         label: "spam",
         confidence: 0.9
       })

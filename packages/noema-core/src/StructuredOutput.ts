@@ -18,7 +18,7 @@
  * `stream` yields partial objects (the growing JSON parsed leniently) for
  * UIs, then the decoded value. `run` also returns the assistant message that
  * carries the JSON as its text (the failed attempts are left out of it; their
- * usage is added in), which is what agents keep; `valueOf` reads the value
+ * usage is added in), which is what agents keep; `fromMessages` reads the value
  * back from such messages.
  */
 import { Effect, Schema, Stream } from "effect"
@@ -490,7 +490,7 @@ export const stream = <S extends OutputSchema>(
  * The value carried by the last assistant message of `messages` (what an
  * agent with structured output returns), decoded with `schema`.
  */
-export const valueOf = <S extends OutputSchema>(
+export const fromMessages = <S extends OutputSchema>(
   messages: Iterable<Message>,
   schema: S,
   options: { readonly name?: string } = {}

@@ -239,15 +239,15 @@ describe("StructuredOutput.stream", () => {
   )
 })
 
-describe("StructuredOutput.valueOf", () => {
+describe("StructuredOutput.fromMessages", () => {
   it.effect("reads the value from the last assistant message, or fails typed", () =>
     Effect.gen(function* () {
-      const value = yield* StructuredOutput.valueOf(
+      const value = yield* StructuredOutput.fromMessages(
         [Message.user("q"), Message.assistant("{}"), Message.assistant(JSON.stringify(valid))],
         Person
       )
       assert.deepStrictEqual(value, valid)
-      const error = failureOf(yield* Effect.exit(StructuredOutput.valueOf([Message.user("q")], Person)))
+      const error = failureOf(yield* Effect.exit(StructuredOutput.fromMessages([Message.user("q")], Person)))
       assert.ok(error instanceof StructuredOutput.StructuredOutputError)
       assert.equal(error.reason, "no-output")
     })

@@ -90,8 +90,8 @@ class Parser {
       if (this.atEnd()) {
         // Drop a dangling escape, then close the string to parse it.
         let body = this.text.slice(start + 1)
-        const escape = body.match(/\\(u[0-9a-fA-F]{0,3})?$/)
-        if (escape !== null) body = body.slice(0, escape.index)
+        const dangling = body.match(/\\(u[0-9a-fA-F]{0,3})?$/)
+        if (dangling !== null) body = body.slice(0, dangling.index)
         try {
           return JSON.parse(`"${body}"`) as string
         } catch {
