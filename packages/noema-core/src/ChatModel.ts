@@ -134,9 +134,21 @@ export class ChatModelError extends Schema.TaggedError<ChatModelError>()(
 // Service
 // ---------------------------------------------------------------------------
 
+/**
+ * What a model can do beyond the contract's minimum, as its adapter declares
+ * it. Unset fields mean "assumed yes": most providers and OpenAI-compatible
+ * servers accept these, and an adapter (or its user) says so when one does not.
+ */
+export interface Capabilities {
+  /** It honours `responseFormat: { type: "json-schema" }` (structured output's `"auto"` mode reads this). */
+  readonly jsonSchema?: boolean
+}
+
 export interface Service {
   readonly provider: string
   readonly model: string
+  /** Omitted means every capability is assumed (see `Capabilities`). */
+  readonly capabilities?: Capabilities
   readonly complete: (request: ChatRequest) => Effect.Effect<ChatResponse, ChatModelError>
   readonly stream: (request: ChatRequest) => Stream.Stream<StreamChunk, ChatModelError>
 }
@@ -150,6 +162,7 @@ export class ChatModel extends Context.Service<ChatModel, Service>()("@noema/cor
 export type MakeOptions = {
   readonly provider: string
   readonly model: string
+  readonly capabilities?: Capabilities
   /** Retries of retryable failures; omitted means no retries. */
   readonly retry?: Retry.Options
 } & (
@@ -183,7 +196,13 @@ export const make = (options: MakeOptions): Service => {
     rawComplete !== undefined
       ? (request) => Effect.map(rawComplete(request), withUniqueToolCallIds)
       : (request) => fold(stream(request))
-  const service: Service = { provider: options.provider, model: options.model, complete, stream }
+  const service: Service = {
+    provider: options.provider,
+    model: options.model,
+    ...(options.capabilities !== undefined && { capabilities: options.capabilities }),
+    complete,
+    stream
+  }
   return options.retry === undefined ? service : Retry.chatModel(service, options.retry)
 }
 

@@ -67,6 +67,8 @@ export interface Options {
   readonly fallback?: Reply
   readonly provider?: string
   readonly model?: string
+  /** Declared capabilities (e.g. `{ jsonSchema: false }` to test a provider without JSON Schema output). */
+  readonly capabilities?: ChatModel.Capabilities
   /** Pause before each streamed chunk (uses the Effect clock, so `TestClock` controls it). */
   readonly chunkDelay?: Duration.Input
 }
@@ -226,6 +228,7 @@ export const make = (options: Options = {}): ScriptedChatModel => {
   const service = ChatModel.make({
     provider,
     model,
+    ...(options.capabilities !== undefined && { capabilities: options.capabilities }),
     complete: (request) =>
       Effect.flatMap(next("complete", request), ([recorded, resolved]) =>
         markInterrupted(

@@ -19,6 +19,12 @@ import * as OpenAiClient from "./OpenAiClient.js"
 export interface Options extends OpenAiClient.Options {
   /** The model to ask, e.g. `"gpt-4.1-mini"`, or a local model's name (`"llama3.2"`). */
   readonly model: string
+  /**
+   * What the server behind the client can do; e.g. `{ jsonSchema: false }` for an
+   * OpenAI-compatible server that ignores `response_format: json_schema`, so
+   * structured output's `"auto"` mode uses a forced tool call instead.
+   */
+  readonly capabilities?: ChatModel.Capabilities
 }
 
 type StreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming
@@ -26,7 +32,7 @@ type StreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreami
 /** A chat model over an existing client (shares its SDK, credentials and retry policy). */
 export const fromClient = (
   client: OpenAiClient.Client,
-  options: { readonly model: string }
+  options: { readonly model: string; readonly capabilities?: ChatModel.Capabilities }
 ): ChatModel.Service => {
   const { sdk, provider, scrub } = client
   const { model } = options
@@ -109,7 +115,14 @@ export const fromClient = (
       }
     })
 
-  return ChatModel.make({ provider, model, complete, stream, retry: client.retry })
+  return ChatModel.make({
+    provider,
+    model,
+    complete,
+    stream,
+    retry: client.retry,
+    ...(options.capabilities !== undefined && { capabilities: options.capabilities })
+  })
 }
 
 /** The request id the SDK attaches to a parsed JSON body (not enumerable, so never part of the data). */

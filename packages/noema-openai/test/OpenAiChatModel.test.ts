@@ -4,9 +4,9 @@
  * finish reasons, error mapping, retries, timeouts, configuration).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ChatModel, ConversationContext, Message } from "@noema/core"
+import { ChatModel, ConversationContext, Message, StructuredOutput } from "@noema/core"
 import { ChatModelConformance } from "@noema/core/testing"
-import { ConfigProvider, Effect, Exit, Fiber, Layer, Redacted, Stream } from "effect"
+import { ConfigProvider, Effect, Exit, Fiber, Layer, Redacted, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import OpenAI from "openai"
 import { afterAll, afterEach, beforeAll } from "vitest"
@@ -1176,6 +1176,57 @@ describe("OpenAiChatModel error reasons and request ids", () => {
       const malformed = yield* Effect.flip(model.complete(request))
       expectReason(malformed, "InvalidOutput")
       assert.equal(malformed.requestId, `req_test${first + 2}`)
+    })
+  )
+})
+
+describe("structured output over the wire", () => {
+  const City = Schema.Struct({ city: Schema.String, population: Schema.Number })
+
+  it.live("json-schema mode sends response_format and decodes the streamed text", () =>
+    Effect.gen(function* () {
+      server.enqueue({ type: "text", text: '{"city": "Oslo", "population": 700000}' })
+      const model = yield* makeModel()
+      const events = yield* Stream.runCollect(
+        StructuredOutput.stream(model, {
+          schema: City,
+          messages: [Message.user("Capital of Norway?")],
+          name: "city"
+        })
+      )
+      const last = events.at(-1)
+      assert.ok(last?.type === "value")
+      assert.deepStrictEqual(last.value, { city: "Oslo", population: 700000 })
+      assert.ok(events.some((event) => event.type === "partial"))
+      const format = bodyOf(0).response_format as { type: string; json_schema: Record<string, unknown> }
+      assert.equal(format.type, "json_schema")
+      assert.equal(format.json_schema.name, "city")
+      assert.equal(format.json_schema.strict, true)
+      assert.deepStrictEqual((format.json_schema.schema as { required: unknown }).required, [
+        "city",
+        "population"
+      ])
+      assert.equal(bodyOf(0).tools, undefined)
+    })
+  )
+
+  it.live("tool mode forces the tool with tool_choice and reads its arguments", () =>
+    Effect.gen(function* () {
+      server.enqueue({
+        type: "tool-calls",
+        calls: [{ name: "city", arguments: '{"city":"Oslo","population":7}' }]
+      })
+      const model = yield* makeModel({ capabilities: { jsonSchema: false } })
+      const value = yield* StructuredOutput.generate(model, {
+        schema: City,
+        messages: [Message.user("Capital of Norway?")],
+        name: "city"
+      })
+      assert.deepStrictEqual(value, { city: "Oslo", population: 7 })
+      assert.deepStrictEqual(bodyOf(0).tool_choice, { type: "function", function: { name: "city" } })
+      assert.equal(bodyOf(0).response_format, undefined)
+      const tools = bodyOf(0).tools as ReadonlyArray<{ function: { name: string } }>
+      assert.equal(tools[0]?.function.name, "city")
     })
   )
 })
