@@ -48,6 +48,18 @@ interface RequestMessage {
   readonly tool_call_id?: string
 }
 
+/** The body of the server's request number `index` (which must exist). */
+const bodyOf = <A>(index: number): A => {
+  const request = server.requests[index]
+  if (request === undefined) throw new Error(`the server got no request #${index}`)
+  return request.body as A
+}
+const toolNames = (index: number) =>
+  bodyOf<{ tools: ReadonlyArray<{ function: { name: string } }> }>(index).tools.map(
+    (tool) => tool.function.name
+  )
+const messagesOf = (index: number) => bodyOf<{ messages: ReadonlyArray<RequestMessage> }>(index).messages
+
 describe("noema ask --mcp", () => {
   it("gives the model the server's tools, runs the call, and ends the server", async () => {
     const file = config(calcServer)
@@ -68,8 +80,7 @@ describe("noema ask --mcp", () => {
     expect(result.stderr).not.toContain("    at ")
     expect(result.code).toBe(0)
     expect(result.stdout).toBe("It is 42.\n")
-    const tools = (server.requests[0]?.body as { tools: ReadonlyArray<{ function: { name: string } }> }).tools
-    expect(tools.map((tool) => tool.function.name)).toEqual([
+    expect(toolNames(0)).toEqual([
       "calculator",
       "current_time",
       "read_file",
@@ -79,7 +90,7 @@ describe("noema ask --mcp", () => {
       "calc__picture",
       "calc__pid"
     ])
-    const second = (server.requests[1]?.body as { messages: ReadonlyArray<RequestMessage> }).messages
+    const second = messagesOf(1)
     expect(second.find((message) => message.tool_call_id === "call_add")).toMatchObject({
       role: "tool",
       content: "42"
@@ -103,10 +114,9 @@ describe("noema ask --mcp", () => {
       { env: { NOEMA_HOME: home } }
     )
     expect(result.code).toBe(0)
-    const second = (server.requests[1]?.body as { messages: ReadonlyArray<RequestMessage> }).messages
+    const second = messagesOf(1)
     expect(second.at(-1)?.content).toContain("failed on purpose: why not")
-    const tools = (server.requests[0]?.body as { tools: ReadonlyArray<{ function: { name: string } }> }).tools
-    expect(tools.map((tool) => tool.function.name)).not.toContain("calculator")
+    expect(toolNames(0)).not.toContain("calculator")
   })
 
   it("refuses a bad config file in one line naming the file and key, exit 2", async () => {
