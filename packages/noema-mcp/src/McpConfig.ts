@@ -69,8 +69,16 @@ const decodeServer = (
   return Schema.decodeUnknownEffect(schema)(value).pipe(
     Effect.mapError((error) => {
       const issue = formatter(error.issue).issues[0]
-      const where = [key, ...(issue?.path ?? []).map(String)].join(".")
-      return new McpConfigError({ file, message: `${file}: ${where}: ${issue?.message ?? error.message}` })
+      const issuePath = (issue?.path ?? []).map(String)
+      const where = [key, ...issuePath].join(".")
+      // "Expected array | undefined" reads better as what was expected and what was there.
+      const expected = (issue?.message ?? error.message).replace(/ \| undefined$/, "")
+      const found = issuePath.reduce<unknown>(
+        (at, segment) => (isRecord(at) ? at[segment] : undefined),
+        value
+      )
+      const got = /, got /.test(expected) || found === undefined ? "" : `, got ${JSON.stringify(found)}`
+      return new McpConfigError({ file, message: `${file}: ${where}: ${expected}${got}` })
     }),
     Effect.flatMap((server) => {
       if (isHttp(server)) {

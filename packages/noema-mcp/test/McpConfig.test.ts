@@ -44,9 +44,12 @@ describe("McpConfig", () => {
       const cases: ReadonlyArray<readonly [unknown, RegExp]> = [
         [
           { mcpServers: { fs: { command: "x", args: "not-an-array" } } },
-          /^mcp\.json: mcpServers\.fs\.args: /
+          /^mcp\.json: mcpServers\.fs\.args: Expected array, got "not-an-array"$/
         ],
-        [{ mcpServers: { fs: { command: "x", env: { A: 1 } } } }, /^mcp\.json: mcpServers\.fs\.env\.A: /],
+        [
+          { mcpServers: { fs: { command: "x", env: { A: 1 } } } },
+          /^mcp\.json: mcpServers\.fs\.env\.A: Expected string, got 1$/
+        ],
         [
           { mcpServers: { fs: { args: [] } } },
           /^mcp\.json: mcpServers\.fs: needs "command" \(stdio\) or "url"/
