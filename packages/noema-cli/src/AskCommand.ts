@@ -79,8 +79,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   const maxRetryWait = CliConfig.resolveMaxRetryWait(options.model, io.env)
   const notice = new RetryNotice(io.stderr, io.env)
   const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
-  const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
   const runtime = Runtime.openStore(store)
+  const mcp = await Runtime.openMcp(options.mcp, io.cwd).catch(async (error: unknown) => {
+    notice.dispose()
+    await runtime.dispose()
+    throw error
+  })
+  const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools: mcp.tools })
   // SIGTERM (`timeout`, `kill`) and SIGHUP (a closed terminal) cancel the turn as Ctrl-C does;
   // the exit status is 128 + the signal's number, as if it had killed the process.
   const controller = new AbortController()
@@ -154,5 +159,6 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     notice.dispose()
     for (const signal of cancelSignals) process.off(signal, onSignal)
     await runtime.dispose()
+    await mcp.close()
   }
 }

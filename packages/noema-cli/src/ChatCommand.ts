@@ -10,7 +10,7 @@
  * `/exit`, quit.
  */
 import * as fs from "node:fs"
-import type { Agent, ChatModel } from "@noema/core"
+import type { Agent, ChatModel, Tool } from "@noema/core"
 import { Session } from "@noema/session"
 import { Effect } from "effect"
 import type { Io } from "./Cli.js"
@@ -41,6 +41,8 @@ class Chat {
   readonly #interactive: boolean
   readonly #runtime: Runtime.StoreRuntime
   readonly #agent: Agent.Agent
+  /** The tools of the `--mcp` servers, after the built-in ones. */
+  readonly #mcpTools: ReadonlyArray<Tool.Any>
   readonly #input: ChatInput
   #config: CliConfig.ModelConfig
   #model: ChatModel.Service
@@ -61,8 +63,10 @@ class Chat {
     model: ChatModel.Service,
     paths: CliConfig.Paths,
     runtime: Runtime.StoreRuntime,
-    modelOptions: Runtime.ModelOptions
+    modelOptions: Runtime.ModelOptions,
+    mcpTools: ReadonlyArray<Tool.Any> = []
   ) {
+    this.#mcpTools = mcpTools
     this.#modelOptions = modelOptions
     this.#io = io
     this.#options = options
@@ -73,7 +77,7 @@ class Chat {
     this.#style = Terminal.styleFor(io.stdout, io.env)
     this.#errorStyle = Terminal.styleFor(io.stderr, io.env)
     this.#interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
-    this.#agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd })
+    this.#agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools })
     this.#input = new ChatInput({
       stdin: io.stdin,
       stdout: io.stdout,
@@ -117,7 +121,8 @@ class Chat {
 
   banner(): void {
     if (!this.#interactive) return
-    const tools = this.#options.tools ? `${BuiltinTools.all.length} tools` : "no tools"
+    const count = (this.#options.tools ? BuiltinTools.all.length : 0) + this.#mcpTools.length
+    const tools = count === 0 ? "no tools" : `${count} tools`
     this.#note(`noema chat · ${this.#describeModel()} · ${tools}`)
     this.#note("/help for commands · Ctrl-C cancels an answer · Ctrl-D quits")
   }
@@ -323,13 +328,15 @@ class Chat {
         await this.#switchModel(argument)
         return true
       case "tools":
-        if (!this.#options.tools) {
+        if (!this.#options.tools && this.#mcpTools.length === 0) {
           this.#note("Tools are off (started with --no-tools).")
           return true
         }
-        for (const tool of BuiltinTools.all) {
+        for (const tool of [...(this.#options.tools ? BuiltinTools.all : []), ...this.#mcpTools]) {
           this.#print(`  ${this.#style.bold(tool.name.padEnd(12))}  ${firstSentence(tool.description)}`)
         }
+        if (this.#mcpTools.length > 0 && !this.#options.tools)
+          this.#note("Built-in tools are off (--no-tools).")
         return true
       case "system":
         await this.#system(argument)
@@ -428,15 +435,20 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     onRetry: notice.onRetry
   }
   const model = await Runtime.makeModel(config, modelOptions)
+  const mcp = await Runtime.openMcp(options.mcp, io.cwd).catch((error: unknown) => {
+    notice.dispose()
+    throw error
+  })
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
   const runtime = Runtime.openStore(store)
   // Opening the store here surfaces a corrupt database before the prompt appears.
   await Runtime.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()
+    await mcp.close()
     throw error
   })
-  const chat = new Chat(io, options, config, model, paths, runtime, modelOptions)
+  const chat = new Chat(io, options, config, model, paths, runtime, modelOptions, mcp.tools)
   try {
     chat.banner()
     await chat.resumeAtStart()
@@ -444,5 +456,6 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   } finally {
     notice.dispose()
     await chat.close()
+    await mcp.close()
   }
 }

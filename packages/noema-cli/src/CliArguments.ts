@@ -25,6 +25,8 @@ export interface StoreOptions {
 export interface TurnOptions extends StoreOptions {
   readonly model: ModelFlags
   readonly tools: boolean
+  /** `--mcp`: a file of MCP servers (`{ "mcpServers": ... }`) whose tools the model also gets. */
+  readonly mcp: string | undefined
   readonly system: string | undefined
   readonly session: string | undefined
 }
@@ -72,7 +74,8 @@ const turnOptions = {
   "max-retry-wait": { type: "string" },
   session: { type: "string", short: "s" },
   system: { type: "string" },
-  "no-tools": { type: "boolean" }
+  "no-tools": { type: "boolean" },
+  mcp: { type: "string" }
 } as const
 
 const commands = ["chat", "ask", "sessions"] as const
@@ -133,6 +136,7 @@ const parseChat = (args: ReadonlyArray<string>): Command => {
     type: "chat",
     model: modelFlags(values),
     tools: values["no-tools"] !== true,
+    mcp: values.mcp,
     system: values.system,
     session: values.session,
     database: values.database
@@ -148,6 +152,7 @@ const parseAsk = (args: ReadonlyArray<string>): Command => {
     type: "ask",
     model: modelFlags(values),
     tools: values["no-tools"] !== true,
+    mcp: values.mcp,
     system: values.system,
     session: values.session,
     database: values.database,

@@ -9,6 +9,7 @@ describe("CliArguments", () => {
         type: "chat",
         model: { model: "gpt-4.1", baseUrl: "http://x/v1", apiKey: undefined, maxRetryWait: undefined },
         tools: false,
+        mcp: undefined,
         system: undefined,
         session: "abc",
         database: undefined
@@ -22,6 +23,12 @@ describe("CliArguments", () => {
     assert.deepInclude(parseCommand(["ask"]), { question: undefined })
     assert.deepInclude(parseCommand(["ask", "-"]), { question: undefined })
     assert.deepInclude(parseCommand(["ask", "--", "--not-a-flag"]), { question: "--not-a-flag" })
+  })
+
+  it("takes an MCP servers file for chat and ask", () => {
+    assert.deepInclude(parseCommand(["chat", "--mcp", "mcp.json"]), { type: "chat", mcp: "mcp.json" })
+    assert.deepInclude(parseCommand(["ask", "--mcp", "mcp.json", "hi"]), { type: "ask", mcp: "mcp.json" })
+    assert.throws(() => parseCommand(["ask", "--mcp"]), /--mcp needs a value/)
   })
 
   it("parses the sessions actions", () => {

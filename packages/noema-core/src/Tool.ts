@@ -170,6 +170,31 @@ export const fromAsync = <Params extends Parameters, Success>(options: {
     ...(options.annotations !== undefined && { annotations: options.annotations })
   })
 
+/**
+ * The parameters of a tool described by JSON Schema rather than an Effect
+ * Schema: any JSON object. The tool's own side (e.g. an MCP server) validates
+ * the arguments against its schema and reports a mismatch as an error result.
+ */
+export const JsonObjectParameters = Schema.Record(Schema.String, Schema.Unknown)
+export type JsonObjectParameters = typeof JsonObjectParameters
+
+/**
+ * A tool whose parameters come as a JSON Schema (from another system: an MCP
+ * server, an OpenAPI operation). The model sees `parameters` unchanged; noema
+ * only checks that the arguments are a JSON object before the handler runs.
+ */
+export const fromJsonSchema = <Success, Failure = never, R = never>(
+  options: Omit<MakeOptions<JsonObjectParameters, Success, Failure, R>, "parameters"> & {
+    readonly parameters: JsonSchema
+  }
+): Tool<JsonObjectParameters, Success, Failure, R> => {
+  const tool = make({ ...options, parameters: JsonObjectParameters })
+  return {
+    ...tool,
+    definition: { ...tool.definition, parameters: options.parameters }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Guards
 // ---------------------------------------------------------------------------

@@ -160,4 +160,40 @@ describe("Tool", () => {
     })
     assert.isTrue(Tool.isInterruptible(fromAsync))
   })
+  describe("fromJsonSchema", () => {
+    const schema = {
+      type: "object",
+      properties: { city: { type: "string", description: "A city" } },
+      required: ["city"]
+    }
+    const weather = Tool.fromJsonSchema({
+      name: "weather",
+      description: "The weather in a city",
+      parameters: schema,
+      annotations: { readOnly: true },
+      handler: (args) => Effect.succeed(`sunny in ${String(args.city)}`)
+    })
+
+    it("shows the model the JSON Schema as given", () => {
+      assert.deepStrictEqual(weather.definition.parameters, schema)
+      assert.strictEqual(weather.definition.description, "The weather in a city")
+      assert.isTrue(Tool.isReadOnly(weather))
+    })
+
+    it.effect("passes a JSON object to the handler", () =>
+      Effect.gen(function* () {
+        const result = yield* Tool.call(weather, { id: "c1", name: "weather", arguments: '{"city":"Oslo"}' })
+        assert.strictEqual(result.content, "sunny in Oslo")
+        assert.isFalse(result.isError)
+      })
+    )
+
+    it.effect("rejects arguments that are not a JSON object", () =>
+      Effect.gen(function* () {
+        const result = yield* Tool.call(weather, { id: "c1", name: "weather", arguments: "[1,2]" })
+        assert.isTrue(result.isError)
+        assert.match(result.content, /Invalid arguments for tool "weather"/)
+      })
+    )
+  })
 })

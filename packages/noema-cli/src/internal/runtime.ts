@@ -6,9 +6,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
-import { type Agent, type ChatModel, Retry } from "@noema/core"
+import { type Agent, type ChatModel, Retry, type Tool } from "@noema/core"
 import { PostgresStore, type Session, SessionStore, SqliteStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
+import { UsageError } from "../CliArguments.js"
 import { type DatabaseConfig, defaultMaxRetryWait, type ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
@@ -56,11 +57,44 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
   })
 }
 
-export const makeAgent = (options: { readonly tools: boolean; readonly cwd: string }): Agent.Agent =>
+/** The built-in tools (unless `--no-tools`) and the MCP servers' tools (`--mcp`). */
+export const makeAgent = (options: {
+  readonly tools: boolean
+  readonly cwd: string
+  readonly mcpTools?: ReadonlyArray<Tool.Any>
+}): Agent.Agent =>
   ToolAgent.make({
     name: "noema",
-    tools: options.tools ? BuiltinTools.make({ root: options.cwd }) : []
+    tools: [...(options.tools ? BuiltinTools.make({ root: options.cwd }) : []), ...(options.mcpTools ?? [])]
   })
+
+// ---------------------------------------------------------------------------
+// MCP servers
+// ---------------------------------------------------------------------------
+
+export interface McpConnections {
+  readonly tools: ReadonlyArray<Tool.Any>
+  /** Closes the connections; the stdio servers' processes end. */
+  close(): Promise<void>
+}
+
+const noMcp: McpConnections = { tools: [], close: async () => undefined }
+
+/**
+ * Starts the servers of `--mcp FILE` (relative to `cwd`). A bad file is a
+ * `UsageError` (exit 2) naming the file and key; a server that fails to start
+ * rejects with the `McpError` line (exit 1). Nothing is loaded without `--mcp`.
+ */
+export const openMcp = async (file: string | undefined, cwd: string): Promise<McpConnections> => {
+  if (file === undefined) return noMcp
+  const { McpConfig, McpTools } = await import("@noema/mcp")
+  const exit = await Effect.runPromiseExit(McpConfig.load(path.resolve(cwd, file)))
+  if (Exit.isFailure(exit)) {
+    const error = Cause.squash(exit.cause)
+    throw new UsageError(`noema: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  return McpTools.open(exit.value, { clientName: "noema" })
+}
 
 /**
  * The session is the one home of the system prompt; the CLI's default becomes a

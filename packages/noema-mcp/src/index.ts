@@ -1,0 +1,2 @@
+export * as McpConfig from "./McpConfig.js"
+export * as McpTools from "./McpTools.js"
