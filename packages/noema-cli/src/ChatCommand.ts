@@ -332,8 +332,12 @@ class Chat {
           this.#note("Tools are off (started with --no-tools).")
           return true
         }
-        for (const tool of [...(this.#options.tools ? BuiltinTools.all : []), ...this.#mcpTools]) {
-          this.#print(`  ${this.#style.bold(tool.name.padEnd(12))}  ${firstSentence(tool.description)}`)
+        {
+          const tools = [...(this.#options.tools ? BuiltinTools.all : []), ...this.#mcpTools]
+          const width = Math.max(...tools.map((tool) => tool.name.length))
+          for (const tool of tools) {
+            this.#print(`  ${this.#style.bold(tool.name.padEnd(width))}  ${firstSentence(tool.description)}`)
+          }
         }
         if (this.#mcpTools.length > 0 && !this.#options.tools)
           this.#note("Built-in tools are off (--no-tools).")
