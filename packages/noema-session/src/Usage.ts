@@ -90,7 +90,8 @@ const count = (value: number, singular: string, plural = `${singular}s`) =>
 
 /**
  * One line for people: `1,200 in (800 cached) · 300 out (120 reasoning) · 3 calls`,
- * with `, 1 without usage report` when some call reported nothing.
+ * with `, 1 without usage report` when some call reported nothing. Zero cached
+ * or reasoning tokens are left out (the `Summary` keeps them).
  */
 export const format = (summary: Summary): string => {
   if (summary.calls === 0) return "no model calls"
@@ -99,10 +100,11 @@ export const format = (summary: Summary): string => {
     summary.unreportedCalls > 0 ? `, ${tokens(summary.unreportedCalls)} without usage report` : ""
   if (summary.unreportedCalls === summary.calls)
     return `tokens unknown · ${count(summary.calls, "call")}${unreported}`
+  // Servers report zero cached or reasoning tokens on every call; only a number says something.
   const cached =
-    summary.cachedInputTokens !== undefined ? ` (${tokens(summary.cachedInputTokens)} cached)` : ""
+    (summary.cachedInputTokens ?? 0) > 0 ? ` (${tokens(summary.cachedInputTokens ?? 0)} cached)` : ""
   const reasoning =
-    summary.reasoningTokens !== undefined ? ` (${tokens(summary.reasoningTokens)} reasoning)` : ""
+    (summary.reasoningTokens ?? 0) > 0 ? ` (${tokens(summary.reasoningTokens ?? 0)} reasoning)` : ""
   return (
     `${tokens(summary.inputTokens)} in${cached} · ${tokens(summary.outputTokens)} out${reasoning} · ` +
     `${count(summary.calls, "call")}${unreported}`

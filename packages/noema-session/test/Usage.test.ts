@@ -112,6 +112,14 @@ describe("Usage.format", () => {
       Usage.format(Usage.ofMessages([Message.assistant("x")])),
       "tokens unknown · 1 call, 1 without usage report"
     )
+    assert.strictEqual(
+      Usage.format(
+        Usage.ofMessages([
+          Message.assistant("x", { usage: usage(5, 1, { cachedInputTokens: 0, reasoningTokens: 0 }) })
+        ])
+      ),
+      "5 in · 1 out · 1 call"
+    )
     assert.strictEqual(Usage.format(Usage.ofMessages([])), "no model calls")
   })
 })
