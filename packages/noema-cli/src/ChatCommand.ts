@@ -11,7 +11,7 @@
  */
 import * as fs from "node:fs"
 import type { Agent, ChatModel, Tool } from "@noema/core"
-import { Session } from "@noema/session"
+import { Session, Usage } from "@noema/session"
 import { Effect } from "effect"
 import type { Io } from "./Cli.js"
 import type { Command } from "./CliArguments.js"
@@ -345,10 +345,28 @@ class Chat {
       case "system":
         await this.#system(argument)
         return true
+      case "usage":
+        this.#usage()
+        return true
       default:
         this.#note(`Unknown command /${name}. /help lists the commands.`)
         return true
     }
+  }
+
+  /** This session's tokens, and its last turn's. */
+  #usage(): void {
+    const messages = this.#session?.context() ?? []
+    const turns = Usage.byTurn(messages)
+    const last = turns.at(-1)
+    if (last === undefined) {
+      this.#note("(no messages yet)")
+      return
+    }
+    this.#print(
+      `Session:   ${Usage.format(Usage.ofMessages(messages))} over ${turns.length} turn${turns.length === 1 ? "" : "s"}`
+    )
+    this.#print(`Last turn: ${Usage.format(last.usage)}`)
   }
 
   async #switchModel(name: string): Promise<void> {

@@ -10,7 +10,7 @@
  */
 import * as fs from "node:fs"
 import * as readline from "node:readline"
-import { Session, SessionArchive } from "@noema/session"
+import { Session, SessionArchive, Usage } from "@noema/session"
 import { Effect, Stream } from "effect"
 import type { Io } from "./Cli.js"
 import type { Command } from "./CliArguments.js"
@@ -157,8 +157,12 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       }
       case "sessions-show": {
         const session = await Runtime.runOn(runtime, openSession(options.id))
+        const turns = Usage.byTurn(session.context())
+        const total = Usage.ofMessages(session.context())
         if (options.json) {
-          print(session.exportJson())
+          // The export format plus the usage figures, which are derived from the messages.
+          const usage = { total, turns: turns.map((turn) => ({ turn: turn.number, ...turn.usage })) }
+          print(JSON.stringify({ ...JSON.parse(session.exportJson()), usage }, null, 2))
           return 0
         }
         const info = session.info
@@ -171,8 +175,12 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         )
         if (session.systemPrompt !== undefined)
           print(style.dim(`system prompt: ${Terminal.sanitize(session.systemPrompt)}`))
-        print("")
-        for (const line of Terminal.transcript(session.context(), { style })) print(line)
+        print(style.dim(`usage: ${Usage.format(total)}`))
+        for (const turn of turns) {
+          print("")
+          print(style.dim(`── turn ${turn.number} · ${Usage.format(turn.usage)}`))
+          for (const line of Terminal.transcript(turn.messages, { style })) print(line)
+        }
         return 0
       }
       case "sessions-delete": {

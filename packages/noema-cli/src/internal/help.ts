@@ -57,6 +57,7 @@ export const slashCommands = `Commands
   /model [NAME]      show or switch the model ("offline" for the built-in one)
   /tools             list the tools the model can use
   /system [TEXT]     show or set this session's system prompt ("/system default" resets it)
+  /usage             tokens used by this session and by its last turn
   /exit              quit (also Ctrl-D, or Ctrl-C on an empty line)
 Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.
 A pasted block is one message. To type several lines, end each but the last with \\.`
