@@ -314,26 +314,25 @@ export const callIn = <R>(
   } else {
     result = call(tool, toolCall)
   }
-  return Effect.withSpan(
-    Effect.flatMap(Tracing.RecordContent, (record) =>
-      record
-        ? Effect.annotateCurrentSpan(Tracing.Attributes.toolCallArguments, toolCall.arguments).pipe(
-            Effect.andThen(result),
-            Effect.tap((message) => annotateResult(message, true))
-          )
-        : Effect.tap(result, (message) => annotateResult(message, false))
-    ),
+  return Tracing.withSpan(
+    result,
     `execute_tool ${toolCall.name}`,
     {
-      kind: "internal",
       attributes: {
         [Tracing.Attributes.operationName]: "execute_tool",
         [Tracing.Attributes.toolName]: toolCall.name,
         [Tracing.Attributes.toolCallId]: toolCall.id
-      },
-      // A stack trace per call costs more than the span itself.
-      captureStackTrace: false
-    }
+      }
+    },
+    () =>
+      Effect.flatMap(Tracing.RecordContent, (record) =>
+        record
+          ? Effect.annotateCurrentSpan(Tracing.Attributes.toolCallArguments, toolCall.arguments).pipe(
+              Effect.andThen(result),
+              Effect.tap((message) => annotateResult(message, true))
+            )
+          : Effect.tap(result, (message) => annotateResult(message, false))
+      )
   )
 }
 

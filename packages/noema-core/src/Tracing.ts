@@ -12,7 +12,7 @@
  * Spans never carry message content, tool arguments or tool results unless
  * `RecordContent` is set to `true`; they never carry keys.
  */
-import { Context } from "effect"
+import { Context, Effect, type Fiber, Stream, Tracer } from "effect"
 
 /** Whether spans record content (messages, tool arguments and results); off unless set. */
 export const RecordContent = Context.Reference<boolean>("@noema/core/Tracing/RecordContent", {
@@ -52,3 +52,61 @@ export const Attributes = {
   sessionId: "noema.session.id",
   messageCount: "noema.session.message_count"
 } as const
+
+// ---------------------------------------------------------------------------
+// Spans
+// ---------------------------------------------------------------------------
+
+/**
+ * A tracer other than Effect's default one is installed. Without one a span
+ * would go nowhere, so noema opens none and spends nothing on it (a span on
+ * Effect's default tracer costs microseconds per model call).
+ */
+export const isTracing = (fiber: Fiber.Fiber<unknown, unknown>): boolean =>
+  fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+
+export interface SpanOptions {
+  readonly attributes?: Record<string, unknown>
+  readonly kind?: Tracer.SpanKind
+}
+
+const toSpanOptions = (options: SpanOptions | undefined): Tracer.SpanOptions => ({
+  ...(options?.attributes !== undefined && { attributes: options.attributes }),
+  ...(options?.kind !== undefined && { kind: options.kind }),
+  // A stack trace per call costs more than the span itself.
+  captureStackTrace: false
+})
+
+/**
+ * `effect` in a span named `name` when a tracer is installed; otherwise
+ * `effect` unchanged. `traced` (default: `effect`) is what runs inside the
+ * span: `effect` plus whatever annotates the span.
+ */
+export const withSpan = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  name: string,
+  options?: SpanOptions,
+  traced?: () => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.withFiber((fiber) =>
+    isTracing(fiber)
+      ? Effect.withSpan(traced === undefined ? effect : traced(), name, toSpanOptions(options))
+      : effect
+  )
+
+/** `withSpan` for a stream: one span over the whole stream, when a tracer is installed. */
+export const withSpanStream = <A, E, R>(
+  stream: Stream.Stream<A, E, R>,
+  name: string,
+  options?: SpanOptions,
+  traced?: () => Stream.Stream<A, E, R>
+): Stream.Stream<A, E, R> =>
+  Stream.unwrap(
+    Effect.withFiber((fiber) =>
+      Effect.succeed(
+        isTracing(fiber)
+          ? Stream.withSpan(traced === undefined ? stream : traced(), name, toSpanOptions(options))
+          : stream
+      )
+    )
+  )

@@ -272,20 +272,14 @@ export const make = (
 
   const commit = (
     transaction: Transaction.Transaction
-  ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> =>
-    Effect.withSpan(
-      Effect.tap(commitUntraced(transaction), (turn) =>
-        Effect.annotateCurrentSpan(Tracing.Attributes.messageCount, turn.length)
-      ),
-      Tracing.SpanNames.commit,
-      spanOptions()
+  ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> => {
+    const effect = commitUntraced(transaction)
+    return Tracing.withSpan(effect, Tracing.SpanNames.commit, spanOptions(), () =>
+      Effect.tap(effect, (turn) => Effect.annotateCurrentSpan(Tracing.Attributes.messageCount, turn.length))
     )
+  }
 
-  const spanOptions = () => ({
-    attributes: { [Tracing.Attributes.sessionId]: info.id },
-    // A stack trace per call costs more than the span itself.
-    captureStackTrace: false
-  })
+  const spanOptions = (): Tracing.SpanOptions => ({ attributes: { [Tracing.Attributes.sessionId]: info.id } })
 
   const commitUntraced = (
     transaction: Transaction.Transaction
@@ -437,10 +431,10 @@ export const make = (
     rollback: (transaction) => Effect.sync(() => finish(transaction)),
 
     turn: (agent, model, input, options) =>
-      Effect.withSpan(turnUntraced(agent, model, input, options), Tracing.SpanNames.turn, spanOptions()),
+      Tracing.withSpan(turnUntraced(agent, model, input, options), Tracing.SpanNames.turn, spanOptions()),
 
     turnStream: (agent, model, input, options) =>
-      Stream.withSpan(
+      Tracing.withSpanStream(
         turnStreamUntraced(agent, model, input, options),
         Tracing.SpanNames.turn,
         spanOptions()

@@ -4,7 +4,7 @@
  */
 import { Effect, Stream } from "effect"
 import type { ChatRequest, ChatResponse, Service, StreamChunk } from "../ChatModel.js"
-import { Attributes, RecordContent } from "../Tracing.js"
+import { Attributes, RecordContent, type SpanOptions, withSpan, withSpanStream } from "../Tracing.js"
 
 const requestAttributes = (service: Service, request: ChatRequest): Record<string, unknown> => {
   const attributes: Record<string, unknown> = {
@@ -20,11 +20,9 @@ const requestAttributes = (service: Service, request: ChatRequest): Record<strin
   return attributes
 }
 
-const spanOptions = (service: Service, request: ChatRequest) => ({
-  kind: "client" as const,
-  attributes: requestAttributes(service, request),
-  // A stack trace per call costs more than the span itself.
-  captureStackTrace: false
+const spanOptions = (service: Service, request: ChatRequest): SpanOptions => ({
+  kind: "client",
+  attributes: requestAttributes(service, request)
 })
 
 const annotateInput = (request: ChatRequest): Effect.Effect<void> =>
@@ -75,25 +73,22 @@ const annotateChunk = (chunk: StreamChunk): Effect.Effect<void> => {
   }
 }
 
-/** `service` with a span around each `complete` and each whole `stream`. */
+/** `service` with a span around each `complete` and each whole `stream` (when a tracer is installed). */
 export const traceChatModel = (service: Service): Service => {
   const name = `chat ${service.model}`
   return {
     ...service,
-    complete: (request) =>
-      Effect.withSpan(
-        annotateInput(request).pipe(Effect.andThen(service.complete(request)), Effect.tap(annotateResponse)),
-        name,
-        spanOptions(service, request)
-      ),
-    stream: (request) =>
-      Stream.withSpan(
-        Stream.concat(
-          Stream.fromEffectDrain(annotateInput(request)),
-          Stream.tap(service.stream(request), annotateChunk)
-        ),
-        name,
-        spanOptions(service, request)
+    complete: (request) => {
+      const effect = service.complete(request)
+      return withSpan(effect, name, spanOptions(service, request), () =>
+        annotateInput(request).pipe(Effect.andThen(effect), Effect.tap(annotateResponse))
       )
+    },
+    stream: (request) => {
+      const stream = service.stream(request)
+      return withSpanStream(stream, name, spanOptions(service, request), () =>
+        Stream.concat(Stream.fromEffectDrain(annotateInput(request)), Stream.tap(stream, annotateChunk))
+      )
+    }
   }
 }
