@@ -19,6 +19,7 @@ import * as CliError from "./CliError.js"
 import { RetryNotice } from "./internal/RetryNotice.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
+import * as Tracing from "./internal/tracing.js"
 import * as Terminal from "./Terminal.js"
 import * as TurnRunner from "./TurnRunner.js"
 
@@ -79,7 +80,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   const maxRetryWait = CliConfig.resolveMaxRetryWait(options.model, io.env)
   const notice = new RetryNotice(io.stderr, io.env)
   const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
-  const runtime = Runtime.openStore(store)
+  const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
   const mcp = await Runtime.openMcp(options.mcp, io.cwd).catch(async (error: unknown) => {
     notice.dispose()
     await runtime.dispose()

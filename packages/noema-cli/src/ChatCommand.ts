@@ -22,6 +22,7 @@ import * as Help from "./internal/help.js"
 import { RetryNotice } from "./internal/RetryNotice.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
+import * as Tracing from "./internal/tracing.js"
 import * as Terminal from "./Terminal.js"
 import * as TurnRunner from "./TurnRunner.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
@@ -463,7 +464,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   })
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
-  const runtime = Runtime.openStore(store)
+  const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
   // Opening the store here surfaces a corrupt database before the prompt appears.
   await Runtime.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()

@@ -14,6 +14,7 @@
  */
 import { Context, Effect, Schema, Stream } from "effect"
 import { fold, normaliseStream, responseToStream, withUniqueToolCallIds } from "./internal/responseStream.js"
+import { traceChatModel } from "./internal/tracing.js"
 import type { Message, ToolCall } from "./Message.js"
 import * as Messages from "./Message.js"
 import * as ModelError from "./ModelError.js"
@@ -182,7 +183,8 @@ export type MakeOptions = {
  * provider forgot one), tool-call ids are made unique within each response
  * (a server's empty or repeated ids would make parallel calls share one),
  * the missing operation is derived from the other, and retries are applied
- * once here rather than in every adapter.
+ * once here rather than in every adapter. Each call, retries included, is one
+ * `chat {model}` span (see `Tracing`).
  */
 export const make = (options: MakeOptions): Service => {
   const rawStream = options.stream
@@ -203,7 +205,7 @@ export const make = (options: MakeOptions): Service => {
     complete,
     stream
   }
-  return options.retry === undefined ? service : Retry.chatModel(service, options.retry)
+  return traceChatModel(options.retry === undefined ? service : Retry.chatModel(service, options.retry))
 }
 
 // ---------------------------------------------------------------------------

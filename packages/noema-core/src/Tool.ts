@@ -13,6 +13,7 @@ import { Cause, Effect, Schema } from "effect"
 import type { JsonSchema, ToolDefinition } from "./ChatModel.js"
 import type { ToolCall, ToolMessage } from "./Message.js"
 import * as Messages from "./Message.js"
+import * as Tracing from "./Tracing.js"
 
 // ---------------------------------------------------------------------------
 // Model
@@ -291,22 +292,57 @@ export const call = <Params extends Parameters, Success, Failure, R>(
     })
   )
 
-/** Runs a call against a set of tools; an unknown tool name is reported to the model. */
+/**
+ * Runs a call against a set of tools; an unknown tool name is reported to the
+ * model. Each call is one `execute_tool {name}` span (see `Tracing`); its
+ * arguments and result are recorded only with `Tracing.RecordContent`.
+ */
 export const callIn = <R>(
   tools: ReadonlyArray<Any<R>>,
   toolCall: ToolCall
 ): Effect.Effect<ToolMessage, never, R> => {
   const tool = tools.find((candidate) => candidate.name === toolCall.name)
+  let result: Effect.Effect<ToolMessage, never, R>
   if (tool === undefined) {
     const available = tools.map((candidate) => candidate.name).join(", ")
-    return Effect.succeed(
+    result = Effect.succeed(
       errorMessage(
         toolCall,
         `Unknown tool "${toolCall.name}". Available tools: ${available === "" ? "none" : available}.`
       )
     )
+  } else {
+    result = call(tool, toolCall)
   }
-  return call(tool, toolCall)
+  return Tracing.withSpan(
+    result,
+    `execute_tool ${toolCall.name}`,
+    {
+      attributes: {
+        [Tracing.Attributes.operationName]: "execute_tool",
+        [Tracing.Attributes.toolName]: toolCall.name,
+        [Tracing.Attributes.toolCallId]: toolCall.id
+      }
+    },
+    () =>
+      Effect.flatMap(Tracing.RecordContent, (record) =>
+        record
+          ? Effect.annotateCurrentSpan(Tracing.Attributes.toolCallArguments, toolCall.arguments).pipe(
+              Effect.andThen(result),
+              Effect.tap((message) => annotateResult(message, true))
+            )
+          : Effect.tap(result, (message) => annotateResult(message, false))
+      )
+  )
+}
+
+const annotateResult = (message: ToolMessage, record: boolean): Effect.Effect<void> => {
+  if (!message.isError && !record) return Effect.void
+  const attributes: Record<string, unknown> = {}
+  // The result is reported to the model, so the span itself succeeds; `error.type` says it failed.
+  if (message.isError) attributes[Tracing.Attributes.errorType] = "tool_error"
+  if (record) attributes[Tracing.Attributes.toolCallResult] = message.content
+  return Effect.annotateCurrentSpan(attributes)
 }
 
 export const definitions = (tools: ReadonlyArray<Any<unknown>>): ReadonlyArray<ToolDefinition> =>

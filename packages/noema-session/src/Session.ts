@@ -14,7 +14,7 @@
  * says how a turn ended with its last event, `committed`, carrying what was
  * stored; a commit that fails ends the stream with its typed error.
  */
-import { type Agent, type ChatModel, ConversationContext, Message, Transaction } from "@noema/core"
+import { type Agent, type ChatModel, ConversationContext, Message, Tracing, Transaction } from "@noema/core"
 import { Clock, Effect, Stream } from "effect"
 import {
   mergeMetadata,
@@ -272,6 +272,17 @@ export const make = (
 
   const commit = (
     transaction: Transaction.Transaction
+  ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> => {
+    const effect = commitUntraced(transaction)
+    return Tracing.withSpan(effect, Tracing.SpanNames.commit, spanOptions(), () =>
+      Effect.tap(effect, (turn) => Effect.annotateCurrentSpan(Tracing.Attributes.messageCount, turn.length))
+    )
+  }
+
+  const spanOptions = (): Tracing.SpanOptions => ({ attributes: { [Tracing.Attributes.sessionId]: info.id } })
+
+  const commitUntraced = (
+    transaction: Transaction.Transaction
   ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> =>
     // Uninterruptible: once the store has the turn, the handle must record it too.
     Effect.uninterruptible(
@@ -354,6 +365,52 @@ export const make = (
           return info
         })
 
+  const turnUntraced: Session["turn"] = (agent, model, input, options) =>
+    Effect.suspend(() => {
+      const transaction = begin()
+      transaction.add(toInput(input))
+      const execute = agent.execute(transactionContext(transaction, options), model)
+      const signal = options?.signal
+      return (signal === undefined ? execute : Effect.raceFirst(execute, abortion(signal))).pipe(
+        Effect.flatMap((produced) => {
+          transaction.extend(produced)
+          return commit(transaction)
+        }),
+        Effect.onExit(() => Effect.sync(() => finish(transaction)))
+      )
+    })
+
+  const turnStreamUntraced: Session["turnStream"] = (agent, model, input, options) =>
+    Stream.suspend(() => {
+      const transaction = begin()
+      transaction.add(toInput(input))
+      // The agent's output joins the transaction only once the agent is done, as in
+      // `turn`: the agent's context is committed + pending, and an agent that reads
+      // its context between steps must not meet its own output there as well.
+      const produced: Array<Message.Message> = []
+      const agentEvents = agent
+        .executeStream(transactionContext(transaction, options), model)
+        .pipe(
+          Stream.tap((event) =>
+            event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
+          )
+        )
+      // The signal cancels the agent only: once the commit begins, the turn is finished and reported.
+      const signal = options?.signal
+      const events = signal === undefined ? agentEvents : Stream.interruptWhen(agentEvents, abortion(signal))
+      const commitProduced = Effect.suspend(() => {
+        transaction.extend(produced)
+        return commit(transaction)
+      })
+      // The commit is the stream's last step: a consumer that stops early never reaches it.
+      const committedEvent = Stream.fromEffect(
+        Effect.map(commitProduced, (messages): TurnEvent => ({ type: "committed", messages }))
+      )
+      return Stream.concat(events, committedEvent).pipe(
+        Stream.onExit(() => Effect.sync(() => finish(transaction)))
+      )
+    })
+
   const session: Session = {
     get id() {
       return info.id
@@ -374,51 +431,14 @@ export const make = (
     rollback: (transaction) => Effect.sync(() => finish(transaction)),
 
     turn: (agent, model, input, options) =>
-      Effect.suspend(() => {
-        const transaction = begin()
-        transaction.add(toInput(input))
-        const execute = agent.execute(transactionContext(transaction, options), model)
-        const signal = options?.signal
-        return (signal === undefined ? execute : Effect.raceFirst(execute, abortion(signal))).pipe(
-          Effect.flatMap((produced) => {
-            transaction.extend(produced)
-            return commit(transaction)
-          }),
-          Effect.onExit(() => Effect.sync(() => finish(transaction)))
-        )
-      }),
+      Tracing.withSpan(turnUntraced(agent, model, input, options), Tracing.SpanNames.turn, spanOptions()),
 
     turnStream: (agent, model, input, options) =>
-      Stream.suspend(() => {
-        const transaction = begin()
-        transaction.add(toInput(input))
-        // The agent's output joins the transaction only once the agent is done, as in
-        // `turn`: the agent's context is committed + pending, and an agent that reads
-        // its context between steps must not meet its own output there as well.
-        const produced: Array<Message.Message> = []
-        const agentEvents = agent
-          .executeStream(transactionContext(transaction, options), model)
-          .pipe(
-            Stream.tap((event) =>
-              event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
-            )
-          )
-        // The signal cancels the agent only: once the commit begins, the turn is finished and reported.
-        const signal = options?.signal
-        const events =
-          signal === undefined ? agentEvents : Stream.interruptWhen(agentEvents, abortion(signal))
-        const commitProduced = Effect.suspend(() => {
-          transaction.extend(produced)
-          return commit(transaction)
-        })
-        // The commit is the stream's last step: a consumer that stops early never reaches it.
-        const committedEvent = Stream.fromEffect(
-          Effect.map(commitProduced, (messages): TurnEvent => ({ type: "committed", messages }))
-        )
-        return Stream.concat(events, committedEvent).pipe(
-          Stream.onExit(() => Effect.sync(() => finish(transaction)))
-        )
-      }),
+      Tracing.withSpanStream(
+        turnStreamUntraced(agent, model, input, options),
+        Tracing.SpanNames.turn,
+        spanOptions()
+      ),
 
     setTitle: (title) => updateInfo({ title }),
     setSystemPrompt: (prompt) => updateInfo({ metadata: { [systemPromptKey]: prompt ?? null } }),

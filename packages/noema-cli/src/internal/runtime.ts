@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, type Tool } from "@noema/core"
 import { PostgresStore, type Session, SessionStore, SqliteStore } from "@noema/session"
-import { Cause, Duration, Effect, Exit, type Layer, ManagedRuntime, Schema } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
 import { UsageError } from "../CliArguments.js"
 import { type DatabaseConfig, defaultMaxRetryWait, type ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
@@ -137,11 +137,15 @@ export const storeLayer = (database: DatabaseConfig): StoreLayer => {
   }
 }
 
-/** Opens the store (for SQLite, its directory is created, private to the user). */
-export const openStore = (store: StoreLayer | DatabaseConfig): StoreRuntime => {
+/** Opens the store (for SQLite, its directory is created, private to the user), with the tracer if there is one. */
+export const openStore = <Tracer = never>(
+  store: StoreLayer | DatabaseConfig,
+  tracer?: Layer.Layer<Tracer>
+): StoreRuntime => {
   const { database, layer } = "layer" in store ? store : storeLayer(store)
   if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
-  return ManagedRuntime.make(layer)
+  // The tracer lives as long as the runtime: disposing it flushes the spans.
+  return ManagedRuntime.make(tracer === undefined ? layer : Layer.merge(layer, tracer))
 }
 
 /**

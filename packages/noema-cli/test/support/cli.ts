@@ -24,7 +24,7 @@ export const removeHome = (home: string): void => fs.rmSync(home, { recursive: t
 export const cleanEnv = (extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = {}
   for (const [key, value] of Object.entries(process.env)) {
-    if (/^(OPENAI_|NOEMA_)/.test(key) || key === "NO_COLOR" || key === "FORCE_COLOR") continue
+    if (/^(OPENAI_|NOEMA_|OTEL_)/.test(key) || key === "NO_COLOR" || key === "FORCE_COLOR") continue
     env[key] = value
   }
   return { ...env, ...extra }
