@@ -29,19 +29,8 @@ import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 import * as Workloads from "./StoreWorkloads.ts"
 
-export interface StorePostgresOptions {
-  readonly warmupCommits: number
-  /** Commits timed one by one for the latency figure. */
-  readonly latencyCommits: number
-  /** Commits per sample of the sustained figure. */
-  readonly sustainedCommits: number
-  readonly sustainedRounds: number
-  /** Fresh processes loading the 100k session. */
-  readonly loadRuns: number
-  /** Turns each of the 8 concurrent processes commits. */
-  readonly concurrentTurns: number
-  readonly budgetMs: number
-}
+/** The store suites' repetitions (the same for every backend). */
+export type StorePostgresOptions = Workloads.Options
 
 type SessionPackage = NonNullable<Availability["session"]>
 type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]

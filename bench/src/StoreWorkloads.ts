@@ -26,6 +26,21 @@ type StoreService = NonNullable<Availability["session"]>["SessionStore"]["Sessio
 /** Runs `use` on the backend's store at `target`, closing it afterwards. */
 export type WithStore = <A>(target: string, use: (store: StoreService) => Promise<A>) => Promise<A>
 
+/** How much each store suite does; one shape for every backend. */
+export interface Options {
+  readonly warmupCommits: number
+  /** Commits timed one by one for the latency figure. */
+  readonly latencyCommits: number
+  /** Commits per sample of the sustained figure. */
+  readonly sustainedCommits: number
+  readonly sustainedRounds: number
+  /** Fresh processes loading the 100k session. */
+  readonly loadRuns: number
+  /** Turns each of the 8 concurrent processes commits. */
+  readonly concurrentTurns: number
+  readonly budgetMs: number
+}
+
 export const loadSize = 100_000
 const appendBatch = 1_000
 export const concurrentProcesses = 8
