@@ -59,24 +59,30 @@ const dump = async (database: string) => {
   )
 }
 
+/** Two sessions in `source` (one with two turns, one with its own system prompt); their dump. */
+const twoSessions = async (source: string) => {
+  const first = await ask(source, "what is 2+2?")
+  await ask(source, "and 3*7?", first)
+  await run([
+    "ask",
+    "--model",
+    "offline",
+    "--database",
+    source,
+    "--system",
+    "answer in French",
+    "my name is Ada"
+  ])
+  const sessions = await dump(source)
+  expect(sessions.map((session) => session.messageCount)).toEqual([2, 8])
+  return sessions
+}
+
 describe("noema sessions export --all / import", () => {
   it("moves every session from one SQLite database to another without losing a message", async () => {
     const source = path.join(home, "source.db")
     const target = path.join(home, "nested", "target.db")
-    const first = await ask(source, "what is 2+2?")
-    await ask(source, "and 3*7?", first)
-    await run([
-      "ask",
-      "--model",
-      "offline",
-      "--database",
-      source,
-      "--system",
-      "answer in French",
-      "my name is Ada"
-    ])
-    const before = await dump(source)
-    expect(before.map((session) => session.messageCount)).toEqual([2, 8])
+    const before = await twoSessions(source)
 
     const exported = await run(["sessions", "export", "--all", "--database", source])
     expect(exported.code).toBe(0)
@@ -226,20 +232,7 @@ describe("noema on PostgreSQL (--database postgres://…)", () => {
 
   it("export --all from SQLite, import into PostgreSQL and back: no message lost", async () => {
     const source = path.join(home, "source.db")
-    const first = await ask(source, "what is 2+2?")
-    await ask(source, "and 3*7?", first)
-    await run([
-      "ask",
-      "--model",
-      "offline",
-      "--database",
-      source,
-      "--system",
-      "answer in French",
-      "my name is Ada"
-    ])
-    const before = await dump(source)
-    expect(before.map((session) => session.messageCount)).toEqual([2, 8])
+    const before = await twoSessions(source)
 
     const exported = await run(["sessions", "export", "--all", "--database", source])
     expect(exported.code).toBe(0)
