@@ -17,20 +17,18 @@
  * is never shown: `location` and every error name the server by
  * `Postgres.redactUrl`.
  */
-import { Effect, Layer, Redacted, type Scope } from "effect"
-import * as Postgres from "./Postgres.js"
+import { Effect, Layer, type Scope } from "effect"
+import * as Database from "./Database.js"
+import type * as Postgres from "./Postgres.js"
 import { type Service, SessionStore, type StoreError } from "./SessionStore.js"
 import * as SqlStore from "./SqlStore.js"
 
 export type Options = Postgres.Options
 
-const locationOf = (url: Options["url"]): string =>
-  Postgres.redactUrl(typeof url === "string" ? url : Redacted.value(url))
-
 /** Connects (checking the server answers) and migrates; the pool is closed when the scope closes. */
 export const make = (options: Options): Effect.Effect<Service, StoreError, Scope.Scope> =>
-  Effect.flatMap(Layer.build(Postgres.layer(options)), (context) =>
-    Effect.provideContext(SqlStore.make({ location: locationOf(options.url) }), context)
+  Effect.flatMap(Layer.build(Database.layer({ kind: "postgres", ...options })), (context) =>
+    Effect.provideContext(SqlStore.fromDatabase, context)
   )
 
 /** The PostgreSQL store as the `SessionStore` service. */

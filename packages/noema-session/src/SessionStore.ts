@@ -113,7 +113,7 @@ export class ForeignDatabase extends Schema.TaggedClass<ForeignDatabase>()("Fore
   detail: Schema.String
 }) {
   get message(): string {
-    return `${this.location} is not a noema session database (${this.detail}); it was left untouched`
+    return `${this.location} is not a noema database (${this.detail}); it was left untouched`
   }
   get isRetryable(): boolean {
     return false

@@ -19,14 +19,22 @@
 import { Message } from "@noema/core"
 import { Clock, Effect, Layer, Schema } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
-import { applicationId, type Dialect, migrationsTable, pg, sqlite } from "./internal/sqlDialect.js"
+import * as Database from "./Database.js"
+import * as databaseFile from "./internal/databaseFile.js"
+import {
+  applicationId,
+  checkOwner,
+  describe,
+  oneLine,
+  type SqliteMarks,
+  sqliteMarks
+} from "./internal/databaseFile.js"
+import { type Dialect, migrationsTable, pg, sqlite } from "./internal/sqlDialect.js"
 import {
   CorruptDatabase,
   defaultTitle,
   ForeignDatabase,
   InvalidMessage,
-  IoFailure,
-  Locked,
   type Metadata,
   mergeMetadata,
   NeedsMigration,
@@ -61,93 +69,17 @@ export const latestMigration = (dialect: Dialect): number =>
   Math.max(0, ...Object.keys(dialect.migrations).map((key) => Number.parseInt(key, 10)))
 
 // ---------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------
-
-const oneLine = (text: string): string => text.replace(/\s*\n\s*/g, "; ").trim()
-
-const describe = (error: unknown): string => oneLine(error instanceof Error ? error.message : String(error))
-
-/** SQLite's primary result code, when the cause is a SQLite error. */
-const sqliteCode = (cause: unknown): number | undefined =>
-  typeof cause === "object" && cause !== null && "errcode" in cause && typeof cause.errcode === "number"
-    ? cause.errcode & 0xff
-    : undefined
-
-const SQLITE_CORRUPT = 11
-const SQLITE_NOTADB = 26
-
-export const storeError = (
-  location: string,
-  error: SqlError.SqlError | Migrator.MigrationError
-): StoreError => {
-  const cause: unknown = error._tag === "SqlError" ? error.reason.cause : error.cause
-  if (cause instanceof StoreError) return cause
-  const nested: unknown =
-    typeof cause === "object" && cause !== null && "reason" in cause
-      ? (cause as { reason: { cause?: unknown } }).reason.cause
-      : cause
-  const detail = describe(nested ?? error)
-  const code = sqliteCode(nested)
-  if (code === SQLITE_CORRUPT || code === SQLITE_NOTADB) {
-    return new StoreError({ reason: new CorruptDatabase({ location, detail }) })
-  }
-  const tag = error._tag === "SqlError" ? error.reason._tag : undefined
-  if (tag === "LockTimeoutError" || tag === "DeadlockError" || tag === "SerializationError") {
-    return new StoreError({ reason: new Locked({ location, detail }) })
-  }
-  return new StoreError({ reason: new IoFailure({ location, detail }) })
-}
-
-// ---------------------------------------------------------------------------
 // Opening: recognise the database, then migrate
 // ---------------------------------------------------------------------------
 
-const pragma = (sql: SqlClient.SqlClient, name: string) =>
-  Effect.map(sql.unsafe<Record<string, unknown>>(`PRAGMA ${name}`), (rows) => {
-    const value = rows[0]?.[name]
-    return typeof value === "number" ? value : 0
-  })
+/** A SQL or migration failure as a one-line `StoreError` naming `location`. */
+export const storeError = databaseFile.storeError
 
-interface SqliteMarks {
-  readonly applicationId: number
-  readonly version: number
-  readonly tables: ReadonlyArray<string>
-}
-
-const sqliteMarks = (sql: SqlClient.SqlClient) =>
-  Effect.all({
-    applicationId: pragma(sql, "application_id"),
-    version: pragma(sql, "user_version"),
-    tables: Effect.map(
-      sql.unsafe<{ name: string }>(
-        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-      ),
-      (rows) => rows.map((row) => row.name)
-    )
-  })
-
-/** Refuses a file that is neither an empty database nor one of ours. */
-const checkSqliteMarks = (
-  marks: SqliteMarks,
-  location: string,
-  supported: number
-): StoreError | undefined => {
-  if (marks.applicationId === applicationId) {
-    return marks.version > supported
-      ? new StoreError({ reason: new SchemaTooNew({ location, found: marks.version, supported }) })
-      : undefined
-  }
-  if (marks.applicationId === 0 && marks.tables.length === 0 && marks.version === 0) return undefined
-  const owner =
-    marks.applicationId !== 0
-      ? `application id 0x${(marks.applicationId >>> 0).toString(16).padStart(8, "0")}`
-      : "no noema application id"
-  const shown = marks.tables.slice(0, 5).join(", ")
-  const more = marks.tables.length > 5 ? `, and ${marks.tables.length - 5} more` : ""
-  const detail = marks.tables.length > 0 ? `${owner}, tables ${shown}${more}` : owner
-  return new StoreError({ reason: new ForeignDatabase({ location, detail }) })
-}
+/** Refuses a file that is neither an empty database nor one of ours, or one of a newer noema. */
+const checkSqliteMarks = (marks: SqliteMarks, location: string, supported: number): StoreError | undefined =>
+  marks.applicationId === applicationId && marks.version > supported
+    ? new StoreError({ reason: new SchemaTooNew({ location, found: marks.version, supported }) })
+    : checkOwner(marks, location)
 
 /**
  * Refuses a PostgreSQL schema holding a `sessions` or `messages` table that noema's
@@ -301,6 +233,19 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
 /** The SQL store as the `SessionStore` service, over the `SqlClient` the layer is given. */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreError, SqlClient.SqlClient> =>
   Layer.effect(SessionStore, make(options))
+
+/** The store in the shared database the context holds: named, and migrated or only checked, as `Database` says. */
+export const fromDatabase: Effect.Effect<Service, StoreError, SqlClient.SqlClient | Database.Database> =
+  Effect.flatMap(Database.Database, (database) =>
+    make({ location: database.location, readonly: database.readonly })
+  )
+
+/** `fromDatabase` as the `SessionStore` service: sessions beside the other stores of the database. */
+export const layerFromDatabase: Layer.Layer<
+  SessionStore,
+  StoreError,
+  SqlClient.SqlClient | Database.Database
+> = Layer.effect(SessionStore, fromDatabase)
 
 const isMessage = Schema.is(Message.Message)
 

@@ -7,8 +7,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, type Tool } from "@noema/core"
-import { PostgresStore, type Session, SessionStore, SqliteStore } from "@noema/session"
+import { Database, type Session, SessionStore, SqlStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
+import type { SqlClient } from "effect/sql"
 import { UsageError } from "../CliArguments.js"
 import { type DatabaseConfig, defaultMaxRetryWait, type ModelConfig } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
@@ -122,20 +123,33 @@ export interface StoreLayer {
 }
 
 /**
- * The session store for `database`: the one place that turns the configured
- * database into a `SessionStore`, for every command: a SQLite file, or a
- * PostgreSQL server (`PostgresStore`, whose errors name the server without its
- * password). Building the layer opens nothing yet.
+ * The configured database as the shared `SqlClient` (with `Database`): the one
+ * place that turns `--database` / `NOEMA_DATABASE_URL` into a connection, for
+ * every command and every store in it (sessions, and the systems above them),
+ * so one process holds one client per database. A PostgreSQL pool is small: a
+ * command runs one turn or one listing at a time. Building the layer opens nothing yet.
  */
-export const storeLayer = (database: DatabaseConfig): StoreLayer => {
-  switch (database.kind) {
-    case "sqlite":
-      return { database, layer: SqliteStore.layer({ filename: database.path }) }
-    case "postgres":
-      // The pool is small: a command runs one turn or one listing at a time.
-      return { database, layer: PostgresStore.layer({ url: database.url, maxConnections: 2 }) }
-  }
-}
+export const databaseLayer = (
+  database: DatabaseConfig,
+  options: { readonly readonly?: boolean } = {}
+): Layer.Layer<SqlClient.SqlClient | Database.Database, SessionStore.StoreError> =>
+  Database.layer(
+    database.kind === "sqlite"
+      ? { kind: "sqlite", filename: database.path, ...(options.readonly === true && { readonly: true }) }
+      : { kind: "postgres", url: database.url, maxConnections: 2 }
+  )
+
+/**
+ * The session store for `database`, in the database's shared client (errors
+ * name a PostgreSQL server without its password). Building the layer opens nothing yet.
+ */
+export const storeLayer = (
+  database: DatabaseConfig,
+  options: { readonly readonly?: boolean } = {}
+): StoreLayer => ({
+  database,
+  layer: SqlStore.layerFromDatabase.pipe(Layer.provide(databaseLayer(database, options)))
+})
 
 /** Opens the store (for SQLite, its directory is created, private to the user), with the tracer if there is one. */
 export const openStore = <Tracer = never>(
@@ -165,7 +179,7 @@ export const openForReading = async (database: DatabaseConfig): Promise<StoreRun
     throw Cause.squash(exit.cause)
   }
   try {
-    return await opened(ManagedRuntime.make(SqliteStore.layer({ filename: database.path, readonly: true })))
+    return await opened(ManagedRuntime.make(storeLayer(database, { readonly: true }).layer))
   } catch (error) {
     const needsMigration = error instanceof SessionStore.StoreError && error.reason._tag === "NeedsMigration"
     if (!needsMigration) throw error

@@ -13,9 +13,6 @@ import { SqlClient } from "effect/sql"
 
 export type DialectName = "sqlite" | "pg"
 
-/** `PRAGMA application_id`: the bytes "noem", marking a SQLite file as a noema database. */
-export const applicationId = 0x6e6f656d
-
 /** The table effect's `Migrator` records applied migrations in. */
 export const migrationsTable = "noema_session_migrations"
 
