@@ -159,6 +159,27 @@ export type Skipped =
   | { readonly _tag: "WithinBudget"; readonly tokens: number; readonly budget: number }
   | { readonly _tag: "NothingToSummarise"; readonly tokens: number }
 
+/**
+ * Each message's tokens, remembered per counter: messages are immutable and a
+ * session keeps the same objects, so a long history is tokenised once, not
+ * before every turn.
+ */
+const counted = new WeakMap<TokenCounter.TokenCounter, WeakMap<Message.Message, number>>()
+
+const tokensOf = (counter: TokenCounter.TokenCounter, message: Message.Message): number => {
+  let cache = counted.get(counter)
+  if (cache === undefined) {
+    cache = new WeakMap()
+    counted.set(counter, cache)
+  }
+  let tokens = cache.get(message)
+  if (tokens === undefined) {
+    tokens = counter.countMessages([message]) - TokenCounter.perRequestOverhead
+    cache.set(message, tokens)
+  }
+  return tokens
+}
+
 const defaultKeep = (options: Options): number => options.keepTokens ?? Math.floor(options.budget / 3)
 
 /**
