@@ -197,9 +197,7 @@ export const plan = (
   const messages = positions.map((index) => history.at(index) as Message.Message)
   const systemTokens =
     options.system === undefined ? 0 : counter.countMessages([Message.system(options.system)])
-  const perMessage = messages.map(
-    (message) => counter.countMessages([message]) - TokenCounter.perRequestOverhead
-  )
+  const perMessage = messages.map((message) => tokensOf(counter, message))
   const tokens =
     systemTokens + perMessage.reduce((sum, value) => sum + value, 0) + TokenCounter.perRequestOverhead
   if (tokens <= options.budget && options.force !== true) {
