@@ -78,6 +78,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   if (config.kind === "offline" && config.reason === "unconfigured")
     io.stderr.write(`${CliConfig.offlineNotice}\n`)
   const maxRetryWait = CliConfig.resolveMaxRetryWait(options.model, io.env)
+  const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
   const notice = new RetryNotice(io.stderr, io.env)
   const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
   const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
@@ -127,8 +128,21 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       indicator: false,
       sameScreen: io.stdout.isTTY === true && io.stderr.isTTY === true
     })
+    // Only a session with history can need compacting: a new one skips loading the tokenizer.
+    const compaction =
+      session.context().length === 0 || (contextBudget.kind === "tokens" && contextBudget.tokens === 0)
+        ? undefined
+        : Runtime.turnCompaction(await Runtime.makeCompaction(config, contextBudget))
     const outcome = await runtime.runPromise(
-      TurnRunner.run({ session, agent, model, input: text, renderer, signal: controller.signal })
+      TurnRunner.run({
+        session,
+        agent,
+        model,
+        input: text,
+        renderer,
+        signal: controller.signal,
+        ...(compaction !== undefined && { compaction })
+      })
     )
     if (outcome._tag !== "Committed") {
       if (outcome._tag === "Cancelled") {

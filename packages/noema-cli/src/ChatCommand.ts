@@ -54,6 +54,9 @@ class Chat {
   /** The system prompt a new session gets (`--system`, `/system` before the first turn, else the default). */
   #pendingSystemPrompt: string
   #running: AbortController | undefined
+  /** When to compact (`--context-budget`), and the settings for the current model once loaded. */
+  readonly #contextBudget: CliConfig.ContextBudget
+  #compaction: Promise<Runtime.CompactionSettings> | undefined
   /** A turn failed (reported in the exit status when input is not a terminal). */
   #failed = false
 
@@ -65,8 +68,10 @@ class Chat {
     paths: CliConfig.Paths,
     runtime: Runtime.StoreRuntime,
     modelOptions: Runtime.ModelOptions,
+    contextBudget: CliConfig.ContextBudget,
     mcpTools: ReadonlyArray<Tool.Any> = []
   ) {
+    this.#contextBudget = contextBudget
     this.#mcpTools = mcpTools
     this.#modelOptions = modelOptions
     this.#io = io
@@ -188,6 +193,29 @@ class Chat {
   // Turns
   // -------------------------------------------------------------------------
 
+  /** The current model's compaction settings, loaded (tokenizer included) at the first turn that needs them. */
+  #compactionSettings(): Promise<Runtime.CompactionSettings> {
+    this.#compaction ??= Runtime.makeCompaction(this.#config, this.#contextBudget)
+    return this.#compaction
+  }
+
+  /** `/compact`: summarises older turns now, whatever the budget. */
+  async #compact(): Promise<void> {
+    const session = this.#session
+    if (session === undefined || session.context().length === 0) {
+      this.#note("(no messages yet)")
+      return
+    }
+    const settings = (await this.#compactionSettings()) ?? { budget: CliConfig.defaultContextBudget }
+    this.#note("Summarising older turns…")
+    const result = await Runtime.runOn(
+      this.#runtime,
+      session.compact(this.#model, { ...settings, force: true })
+    )
+    if (result.compacted) this.#note(Terminal.compactionLine(result.info))
+    else this.#note("Nothing to summarise yet: the session holds only its latest turn.")
+  }
+
   async #turn(text: string): Promise<void> {
     let session: Session.Session
     try {
@@ -213,6 +241,8 @@ class Chat {
     this.#input.pauseForTurn()
     let outcome: TurnRunner.Outcome
     try {
+      const compaction =
+        session.context().length === 0 ? undefined : Runtime.turnCompaction(await this.#compactionSettings())
       outcome = await this.#runtime.runPromise(
         TurnRunner.run({
           session,
@@ -220,7 +250,8 @@ class Chat {
           model: this.#model,
           input: text,
           renderer,
-          signal: controller.signal
+          signal: controller.signal,
+          ...(compaction !== undefined && { compaction })
         })
       )
     } finally {
@@ -349,6 +380,9 @@ class Chat {
       case "usage":
         this.#usage()
         return true
+      case "compact":
+        await this.#compact()
+        return true
       default:
         this.#note(`Unknown command /${name}. /help lists the commands.`)
         return true
@@ -385,6 +419,7 @@ class Chat {
     }
     this.#model = await Runtime.makeModel(next, this.#modelOptions)
     this.#config = next
+    this.#compaction = undefined
     this.#note(`Model: ${this.#describeModel()}`)
   }
 
@@ -457,6 +492,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     maxRetryWait: CliConfig.resolveMaxRetryWait(options.model, io.env),
     onRetry: notice.onRetry
   }
+  const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
   const model = await Runtime.makeModel(config, modelOptions)
   const mcp = await Runtime.openMcp(options.mcp, io.cwd).catch((error: unknown) => {
     notice.dispose()
@@ -471,7 +507,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     await mcp.close()
     throw error
   })
-  const chat = new Chat(io, options, config, model, paths, runtime, modelOptions, mcp.tools)
+  const chat = new Chat(io, options, config, model, paths, runtime, modelOptions, contextBudget, mcp.tools)
   try {
     chat.banner()
     await chat.resumeAtStart()

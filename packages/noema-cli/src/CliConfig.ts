@@ -27,6 +27,8 @@ export interface ModelFlags {
   readonly apiKey?: string | undefined
   /** `--max-retry-wait SECONDS`. */
   readonly maxRetryWait?: string | undefined
+  /** `--context-budget TOKENS`. */
+  readonly contextBudget?: string | undefined
 }
 
 /** The model used when an API key or base URL is configured but no model name. */
@@ -125,6 +127,32 @@ export const resolveMaxRetryWait = (flags: ModelFlags, env: Environment): number
     throw new UsageError(`noema: ${from}: "${chosen.value}" is not a number of seconds (e.g. 60)`)
   }
   return seconds
+}
+
+/** The budget when the model's context window is not known (an estimate's worth of tokens). */
+export const defaultContextBudget = 32_000
+
+/** The share of a known context window a turn may fill before compaction (the rest is for the answer). */
+export const contextWindowShare = 0.75
+
+/** When to compact: at a number of tokens (0: never), or from the model's context window. */
+export type ContextBudget = { readonly kind: "auto" } | { readonly kind: "tokens"; readonly tokens: number }
+
+/**
+ * `--context-budget` / `NOEMA_CONTEXT_BUDGET`: a whole number of tokens (0
+ * turns compaction off), or `auto` (the default). Anything else is a `UsageError`.
+ */
+export const resolveContextBudget = (flags: ModelFlags, env: Environment): ContextBudget => {
+  const chosen = pick(flags.contextBudget, env.NOEMA_CONTEXT_BUDGET)
+  if (chosen.value === undefined || chosen.value === "auto") return { kind: "auto" }
+  const tokens = Number(chosen.value)
+  if (!Number.isInteger(tokens) || tokens < 0) {
+    const from = chosen.source === "flag" ? "--context-budget" : "NOEMA_CONTEXT_BUDGET"
+    throw new UsageError(
+      `noema: ${from}: "${chosen.value}" is not a number of tokens (e.g. 100000; 0 turns compaction off)`
+    )
+  }
+  return { kind: "tokens", tokens }
 }
 
 /** The same configuration with another model name (the `/model` command). */

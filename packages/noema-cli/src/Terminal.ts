@@ -7,7 +7,7 @@
  * replayed compactly; both are pure functions of messages, tested as text.
  */
 import { Message } from "@noema/core"
-import type { SessionStore } from "@noema/session"
+import { Compaction, type SessionStore } from "@noema/session"
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
@@ -182,7 +182,8 @@ const limitLines = (text: string, maxLines: number | undefined): string => {
 /**
  * A conversation as the chat showed it: user lines after the prompt marker,
  * answers as text, tool calls as one dim line each. System messages are left
- * out (they are configuration, not conversation). Like every summary here
+ * out (they are configuration, not conversation), except a compaction's
+ * summary, which is one dim line where it was made. Like every summary here
  * (tool lines, titles), it is `sanitize`d whatever the output: it is for
  * reading, and `sessions export` has the exact text.
  */
@@ -196,8 +197,16 @@ export const transcript = (
   const lines: Array<string> = []
   for (const message of messages) {
     switch (message.role) {
-      case "system":
+      case "system": {
+        const summary = Compaction.summaryOf(message)
+        if (summary !== undefined) {
+          if (lines.length > 0) lines.push("")
+          lines.push(
+            styled.dim(`(here the ${summary.replaced} messages before were summarised for the model)`)
+          )
+        }
         break
+      }
       case "user":
         if (lines.length > 0) lines.push("")
         lines.push(`${styled.bold(marker)} ${limitLines(sanitize(Message.text(message)), options.maxLines)}`)
@@ -245,3 +254,16 @@ export const sessionTable = (
   })
   return [styled.dim(header), ...rows]
 }
+
+/** Numbers as people read them: 12,345. */
+const count = (value: number): string => value.toLocaleString("en-US")
+
+/** What a compaction did, in one line: how much it replaced, and the tokens before and after. */
+export const compactionLine = (info: {
+  readonly replaced: number
+  readonly tokensBefore: number
+  readonly tokensAfter: number
+  readonly exact: boolean
+}): string =>
+  `(compacted: ${count(info.replaced)} earlier messages summarised, ${count(info.tokensBefore)} -> ` +
+  `${count(info.tokensAfter)} tokens${info.exact ? "" : " (estimated)"}; the originals stay saved)`

@@ -28,6 +28,8 @@ export interface Renderer {
   /** Before the first event. */
   start(): void
   event(event: Agent.AgentEvent): void
+  /** Older turns were summarised before this one (`TurnOptions.compaction`). */
+  compacted?(event: Session.Compacted): void
   /** After the last event, however the turn ended. */
   end(): void
 }
@@ -68,6 +70,8 @@ export interface Options<R> {
   readonly renderer?: Renderer
   /** Aborting it cancels the turn unless it is already being saved. */
   readonly signal?: AbortSignal
+  /** Compact the session first when it passes this budget (see `Session.TurnOptions.compaction`). */
+  readonly compaction?: Session.TurnOptions["compaction"]
 }
 
 // ---------------------------------------------------------------------------
@@ -77,18 +81,17 @@ export interface Options<R> {
 /** Runs one turn; never fails: every ending is an `Outcome`. */
 export const run = <R>(options: Options<R>): Effect.Effect<Outcome, never, R> =>
   Effect.suspend(() => {
-    const { renderer, signal } = options
+    const { renderer, signal, compaction } = options
     let committed: ReadonlyArray<Message.Message> | undefined
-    const events = options.session.turnStream(
-      options.agent,
-      options.model,
-      options.input,
-      signal === undefined ? {} : { signal }
-    )
+    const events = options.session.turnStream(options.agent, options.model, options.input, {
+      ...(signal !== undefined && { signal }),
+      ...(compaction !== undefined && { compaction })
+    })
     renderer?.start()
     return Stream.runForEach(events, (event) =>
       Effect.sync(() => {
         if (event.type === "committed") committed = event.messages
+        else if (event.type === "compacted") renderer?.compacted?.(event)
         else renderer?.event(event)
       })
     ).pipe(

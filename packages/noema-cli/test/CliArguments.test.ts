@@ -7,7 +7,13 @@ describe("CliArguments", () => {
       parseCommand(["chat", "-m", "gpt-4.1", "--base-url", "http://x/v1", "--no-tools", "-s", "abc"]),
       {
         type: "chat",
-        model: { model: "gpt-4.1", baseUrl: "http://x/v1", apiKey: undefined, maxRetryWait: undefined },
+        model: {
+          model: "gpt-4.1",
+          baseUrl: "http://x/v1",
+          apiKey: undefined,
+          maxRetryWait: undefined,
+          contextBudget: undefined
+        },
         tools: false,
         mcp: undefined,
         system: undefined,

@@ -85,6 +85,28 @@ describe("CliConfig", () => {
     assert.strictEqual(custom.database, path.join("/tmp/noema-x", "noema.db"))
   })
 
+  describe("the context budget", () => {
+    it("is auto unless a number of tokens is given, by flag over environment; 0 is off", () => {
+      assert.deepStrictEqual(CliConfig.resolveContextBudget({}, {}), { kind: "auto" })
+      assert.deepStrictEqual(CliConfig.resolveContextBudget({}, { NOEMA_CONTEXT_BUDGET: "auto" }), {
+        kind: "auto"
+      })
+      assert.deepStrictEqual(CliConfig.resolveContextBudget({}, { NOEMA_CONTEXT_BUDGET: "8000" }), {
+        kind: "tokens",
+        tokens: 8000
+      })
+      assert.deepStrictEqual(
+        CliConfig.resolveContextBudget({ contextBudget: "0" }, { NOEMA_CONTEXT_BUDGET: "8000" }),
+        { kind: "tokens", tokens: 0 }
+      )
+      assert.throws(
+        () => CliConfig.resolveContextBudget({}, { NOEMA_CONTEXT_BUDGET: "-5" }),
+        /NOEMA_CONTEXT_BUDGET: "-5" is not a number of tokens/
+      )
+      assert.throws(() => CliConfig.resolveContextBudget({ contextBudget: "1.5" }, {}), /--context-budget/)
+    })
+  })
+
   describe("the session database", () => {
     const files = CliConfig.paths({ NOEMA_HOME: "/srv/noema" })
     const url = "postgres://noema:S3cret-Pass@db.example:5432/sessions?sslmode=require"

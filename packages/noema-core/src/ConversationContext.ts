@@ -31,6 +31,8 @@ export interface ConversationContext extends Iterable<Message> {
   readonly indexed: boolean
   /** The last `count` messages (a view). */
   window(count: number): ConversationContext
+  /** All but the first `count` messages (a view; live: it grows as its source does). */
+  skip(count: number): ConversationContext
   /** Only the messages matching `predicate` (a view). */
   filter(predicate: (message: Message) => boolean): ConversationContext
   /** This view followed by `others` (a view). */
@@ -60,6 +62,9 @@ abstract class Base implements ConversationContext {
   }
   window(count: number): ConversationContext {
     return new WindowView(this, count)
+  }
+  skip(count: number): ConversationContext {
+    return new SkipView(this, count)
   }
   filter(predicate: (message: Message) => boolean): ConversationContext {
     return new FilterView(this, predicate)
@@ -140,6 +145,43 @@ class WindowView extends Base {
     let i = 0
     for (const message of source) {
       if (i++ >= start) yield message
+    }
+  }
+}
+
+class SkipView extends Base {
+  readonly #source: ConversationContext
+  readonly #count: number
+  constructor(source: ConversationContext, count: number) {
+    super()
+    if (!Number.isInteger(count) || count < 0) {
+      throw new RangeError(`A skip count must be a non-negative integer, got ${count}`)
+    }
+    this.#source = source
+    this.#count = count
+  }
+  get indexed(): boolean {
+    return this.#source.indexed
+  }
+  get length(): number {
+    return Math.max(0, this.#source.length - this.#count)
+  }
+  at(index: number): Message | undefined {
+    const length = this.length
+    const i = normaliseIndex(index, length)
+    return i >= 0 && i < length ? this.#source.at(this.#count + i) : undefined
+  }
+  *[Symbol.iterator](): Iterator<Message> {
+    const source = this.#source
+    const count = this.#count
+    if (source.indexed) {
+      const length = source.length
+      for (let i = count; i < length; i++) yield source.at(i) as Message
+      return
+    }
+    let i = 0
+    for (const message of source) {
+      if (i++ >= count) yield message
     }
   }
 }
@@ -262,6 +304,12 @@ export const window: {
   (count: number): (self: ConversationContext) => ConversationContext
   (self: ConversationContext, count: number): ConversationContext
 } = dual(2, (self: ConversationContext, count: number) => new WindowView(self, count))
+
+/** All but the first `count` messages. */
+export const skip: {
+  (count: number): (self: ConversationContext) => ConversationContext
+  (self: ConversationContext, count: number): ConversationContext
+} = dual(2, (self: ConversationContext, count: number) => new SkipView(self, count))
 
 export const filter: {
   (predicate: (message: Message) => boolean): (self: ConversationContext) => ConversationContext

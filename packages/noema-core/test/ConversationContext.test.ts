@@ -18,6 +18,24 @@ const countingArray = (messages: Array<Message.Message>) => {
 const contents = (context: Iterable<Message.Message>) => Array.from(context, (message) => message.content)
 
 describe("ConversationContext", () => {
+  it("skip drops the first messages, stays live, and reads only what it shows", () => {
+    const { proxy, counter } = countingArray(numbered(1_000_000))
+    const skipped = ConversationContext.fromArray(proxy).skip(999_998)
+    assert.strictEqual(skipped.length, 2)
+    assert.isTrue(skipped.indexed)
+    assert.deepStrictEqual(contents(skipped), ["m999998", "m999999"])
+    assert.strictEqual(skipped.at(-1)?.content, "m999999")
+    assert.isUndefined(skipped.at(2))
+    assert.isBelow(counter.reads, 10)
+    proxy.push(Message.user("late"))
+    assert.deepStrictEqual(contents(skipped), ["m999998", "m999999", "late"])
+    // Over a filter (not indexed), and past the end.
+    const filtered = ConversationContext.fromArray(numbered(6)).filter((message) => message.content !== "m1")
+    assert.deepStrictEqual(contents(ConversationContext.skip(filtered, 2)), ["m3", "m4", "m5"])
+    assert.isTrue(ConversationContext.fromArray(numbered(2)).skip(5).isEmpty)
+    assert.throws(() => ConversationContext.fromArray([]).skip(-1), RangeError)
+  })
+
   it("wraps an array without copying and reflects later changes", () => {
     const messages = numbered(3)
     const context = ConversationContext.fromArray(messages)

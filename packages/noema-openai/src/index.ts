@@ -5,3 +5,4 @@
 export * as OpenAiChatModel from "./OpenAiChatModel.js"
 export * as OpenAiClient from "./OpenAiClient.js"
 export * as OpenAiEmbedder from "./OpenAiEmbedder.js"
+export * as OpenAiTokens from "./OpenAiTokens.js"

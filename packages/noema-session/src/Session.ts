@@ -16,6 +16,7 @@
  */
 import { type Agent, type ChatModel, ConversationContext, Message, Tracing, Transaction } from "@noema/core"
 import { Clock, Effect, Stream } from "effect"
+import * as Compaction from "./Compaction.js"
 import {
   mergeMetadata,
   type SessionAlreadyExistsError,
@@ -41,7 +42,8 @@ export type CommitError =
   | StoreError
   | Transaction.TransactionClosedError
 
-export type TurnError = Agent.AgentError | CommitError
+/** A turn's failures: the agent's, the commit's, and a compaction's before it (see `TurnOptions.compaction`). */
+export type TurnError = Agent.AgentError | CommitError | ChatModel.ChatModelError | Compaction.CompactionError
 
 /** The last event of a turn that was stored: exactly the messages the store now holds for it. */
 export interface Committed {
@@ -50,8 +52,31 @@ export interface Committed {
   readonly messages: ReadonlyArray<Message.Message>
 }
 
-/** What `turnStream` emits: the agent's events, then `committed` once the turn is stored. */
-export type TurnEvent = Agent.AgentEvent | Committed
+/** Before a turn: older turns were summarised and the summary committed (see `TurnOptions.compaction`). */
+export interface Compacted {
+  readonly type: "compacted"
+  /** The summary message as stored; `Compaction.summaryOf` reads what it replaced. */
+  readonly summary: Message.Message
+  readonly info: Compaction.SummaryInfo
+}
+
+/**
+ * What `turnStream` emits: `compacted` if the history was compacted first, the
+ * agent's events, then `committed` once the turn is stored.
+ */
+export type TurnEvent = Compacted | Agent.AgentEvent | Committed
+
+/** How `compact` ended: a summary committed, or why there was nothing to do. */
+export type CompactResult =
+  | { readonly compacted: true; readonly summary: Message.Message; readonly info: Compaction.SummaryInfo }
+  | { readonly compacted: false; readonly skipped: Compaction.Skipped }
+
+export type CompactError = CommitError | ChatModel.ChatModelError | Compaction.CompactionError
+
+export interface CompactOptions extends Compaction.Options {
+  /** Compact even when the history is within the budget (e.g. a user's `/compact`). */
+  readonly force?: boolean
+}
 
 export interface CreateOptions extends StoreCreateOptions {
   /** Kept in the session's metadata (its one home) and put ahead of the history in every turn. */
@@ -78,6 +103,13 @@ export interface TurnOptions {
    * interrupted commit completes too, but its result never reaches the caller.
    */
   readonly signal?: AbortSignal
+  /**
+   * Before the agent runs, compacts the history if system prompt + compacted
+   * history pass `budget` tokens: older turns are summarised by `model` (the
+   * turn's own model unless given) and the summary is committed on its own
+   * (see `Compaction`). A failed summary fails the turn; nothing of it is stored.
+   */
+  readonly compaction?: Compaction.Options & { readonly model?: ChatModel.Service }
 }
 
 export interface Session {
@@ -86,11 +118,17 @@ export interface Session {
   readonly info: SessionInfo
   readonly title: string | undefined
   readonly systemPrompt: string | undefined
-  /** The committed history: a live, read-only view of the handle's messages (no copy). */
+  /** The committed history, all of it (summaries and what they replaced): a live, read-only view (no copy). */
   context(): ConversationContext.ConversationContext
+  /**
+   * What a turn's agent sees of the history: `context()` once compacted (the
+   * latest summary, then what it kept and everything after); `context()` itself
+   * when the session was never compacted. A live view.
+   */
+  compactedContext(): ConversationContext.ConversationContext
   /** A transaction for a turn; commit it with `commit` or discard it with `rollback`. */
   begin(): Transaction.Transaction
-  /** What an agent sees during the turn: system prompt + committed + pending, all live views. */
+  /** What an agent sees during the turn: system prompt + compacted history + pending, all live views. */
   transactionContext(
     transaction: Transaction.Transaction,
     options?: TurnOptions
@@ -101,6 +139,12 @@ export interface Session {
    */
   commit(transaction: Transaction.Transaction): Effect.Effect<ReadonlyArray<Message.Message>, CommitError>
   rollback(transaction: Transaction.Transaction): Effect.Effect<void>
+  /**
+   * Summarises older turns with `model` and commits the summary, if system
+   * prompt + compacted history pass `options.budget` tokens (or always, with
+   * `force`). The originals stay in the store; see `Compaction`.
+   */
+  compact(model: ChatModel.Service, options: CompactOptions): Effect.Effect<CompactResult, CompactError>
   /**
    * Adds `input` (text is a user message), runs the agent on the history plus
    * the turn so far and commits everything it produced. On failure or
@@ -240,13 +284,25 @@ export const make = (
   let stored = options?.stored ?? true
   const committed = messages
   const history = ConversationContext.fromArray(committed)
+  // The latest summary's position, and the compacted view it gives (rebuilt only when it moves).
+  let summaryIndex = Compaction.latestSummary(history)
+  let compacted = Compaction.view(history, summaryIndex)
+  const noteSummaries = (from: number) => {
+    for (let index = committed.length - 1; index >= from; index--) {
+      if (Compaction.isSummary(committed[index] as Message.Message)) {
+        summaryIndex = index
+        compacted = Compaction.view(history, summaryIndex)
+        return
+      }
+    }
+  }
   // How much history each transaction was begun on: committing it on top of more is a conflict.
   const baseCounts = new WeakMap<Transaction.Transaction, number>()
 
   const transactionContext = (transaction: Transaction.Transaction, options?: TurnOptions) => {
     const composed = ConversationContext.compose({
       system: systemPromptOf(info),
-      history,
+      history: compacted,
       pending: transaction.pending
     })
     return options?.prepareContext === undefined ? composed : options.prepareContext(composed)
@@ -322,7 +378,9 @@ export const make = (
             onSuccess: (updated) => {
               stored = true
               transaction.commit()
+              const from = committed.length
               for (let index = 0; index < turn.length; index++) committed.push(turn[index] as Message.Message)
+              noteSummaries(from)
               info = updated
               return Effect.succeed(turn)
             }
@@ -365,7 +423,39 @@ export const make = (
           return info
         })
 
-  const turnUntraced: Session["turn"] = (agent, model, input, options) =>
+  const compact: Session["compact"] = (model, options) =>
+    Effect.suspend(() => {
+      const system = systemPromptOf(info)
+      const planned = Compaction.plan(history, { ...options, system })
+      if ("_tag" in planned) return Effect.succeed<CompactResult>({ compacted: false, skipped: planned })
+      return Effect.flatMap(Compaction.summarise(model, planned, { ...options, system }), (summary) => {
+        const transaction = begin()
+        transaction.add(summary)
+        return Effect.map(commit(transaction), (stored): CompactResult => {
+          const message = stored[0] as Message.Message
+          return {
+            compacted: true,
+            summary: message,
+            info: Compaction.summaryOf(message) as Compaction.SummaryInfo
+          }
+        })
+      })
+    })
+
+  /** The compaction a turn asks for, before it begins; `undefined` when it asks for none. */
+  const compactBeforeTurn = (model: ChatModel.Service, options: TurnOptions | undefined) => {
+    const compaction = options?.compaction
+    if (compaction === undefined) return undefined
+    return compact(compaction.model ?? model, compaction)
+  }
+
+  const turnUntraced: Session["turn"] = (agent, model, input, options) => {
+    const compaction = compactBeforeTurn(model, options)
+    const run = turnAfterCompaction(agent, model, input, options)
+    return compaction === undefined ? run : Effect.andThen(compaction, run)
+  }
+
+  const turnAfterCompaction: Session["turn"] = (agent, model, input, options) =>
     Effect.suspend(() => {
       const transaction = begin()
       transaction.add(toInput(input))
@@ -380,7 +470,19 @@ export const make = (
       )
     })
 
-  const turnStreamUntraced: Session["turnStream"] = (agent, model, input, options) =>
+  const turnStreamUntraced: Session["turnStream"] = (agent, model, input, options) => {
+    const compaction = compactBeforeTurn(model, options)
+    const run = turnStreamAfterCompaction(agent, model, input, options)
+    if (compaction === undefined) return run
+    const compactedEvent = Stream.flatMap(Stream.fromEffect(compaction), (result) =>
+      result.compacted
+        ? Stream.succeed<TurnEvent>({ type: "compacted", summary: result.summary, info: result.info })
+        : Stream.empty
+    )
+    return Stream.concat(compactedEvent, run)
+  }
+
+  const turnStreamAfterCompaction: Session["turnStream"] = (agent, model, input, options) =>
     Stream.suspend(() => {
       const transaction = begin()
       transaction.add(toInput(input))
@@ -425,10 +527,12 @@ export const make = (
       return systemPromptOf(info)
     },
     context: () => history,
+    compactedContext: () => compacted,
     begin,
     transactionContext,
     commit,
     rollback: (transaction) => Effect.sync(() => finish(transaction)),
+    compact,
 
     turn: (agent, model, input, options) =>
       Tracing.withSpan(turnUntraced(agent, model, input, options), Tracing.SpanNames.turn, spanOptions()),
@@ -450,6 +554,8 @@ export const make = (
             // Replace in place: views handed out earlier keep reading the live array.
             committed.length = 0
             for (const message of loaded.messages) committed.push(message)
+            summaryIndex = Compaction.latestSummary(history)
+            compacted = Compaction.view(history, summaryIndex)
             info = loaded.info
           })
         : Effect.void,

@@ -7,7 +7,8 @@
  * the window title or clear the screen; `text` keeps what the model sent.
  */
 import type { Agent, Message } from "@noema/core"
-import { StreamSanitizer, type Style, sanitize, toolLine } from "../Terminal.js"
+import type { Session } from "@noema/session"
+import { compactionLine, StreamSanitizer, type Style, sanitize, toolLine } from "../Terminal.js"
 
 export interface Output {
   write(text: string): unknown
@@ -107,6 +108,18 @@ export class TurnRenderer {
       case "usage":
         return
     }
+  }
+
+  /** Older turns were summarised before this one: one dim line where tool lines go. */
+  compacted(event: Session.Compacted): void {
+    this.#hideIndicator()
+    this.#closeReasoning()
+    if (!this.#atLineStart && this.#options.sameScreen) {
+      this.#options.text.write("\n")
+      this.#atLineStart = true
+    }
+    this.#options.tools.write(`${this.#options.toolStyle.dim(compactionLine(event.info))}\n`)
+    this.#showIndicator()
   }
 
   /** Ends the turn's output on a fresh line. */

@@ -10,6 +10,10 @@ const modelOptions = `Model
       --max-retry-wait SECONDS
                         longest wait for retries of one model call (env NOEMA_MAX_RETRY_WAIT;
                         default 60); a server asking for longer fails at once
+      --context-budget TOKENS
+                        compact the session when a turn would send more (env NOEMA_CONTEXT_BUDGET;
+                        default 3/4 of the model's context window when known, else 32000; 0 = never):
+                        older turns are summarised by the model, the originals stay saved
   Flags win over the environment. With no API key and no base URL, noema runs on its
   built-in offline model (deterministic, not an LLM) so you can try it without an account.`
 
@@ -58,6 +62,7 @@ export const slashCommands = `Commands
   /tools             list the tools the model can use
   /system [TEXT]     show or set this session's system prompt ("/system default" resets it)
   /usage             tokens used by this session and by its last turn
+  /compact           summarise older turns now (the originals stay saved)
   /exit              quit (also Ctrl-D, or Ctrl-C on an empty line)
 Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.
 A pasted block is one message. To type several lines, end each but the last with \\.`

@@ -11,7 +11,14 @@ import { Database, type Session, SessionStore, SqlStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { UsageError } from "../CliArguments.js"
-import { type DatabaseConfig, defaultMaxRetryWait, type ModelConfig } from "../CliConfig.js"
+import {
+  type ContextBudget,
+  contextWindowShare,
+  type DatabaseConfig,
+  defaultContextBudget,
+  defaultMaxRetryWait,
+  type ModelConfig
+} from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
 
@@ -57,6 +64,41 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
     ...(options.onRetry !== undefined && { onRetry: options.onRetry })
   })
 }
+
+/** What a turn's compaction needs (`Session.TurnOptions["compaction"]`); a budget of 0 means never automatically. */
+export type CompactionSettings = NonNullable<Session.TurnOptions["compaction"]>
+
+/**
+ * When and how the CLI compacts a session for `config`'s model: at the
+ * configured budget (0: never before a turn, only on `/compact`), or (`auto`)
+ * at `contextWindowShare` of the model's context window when OpenAI's
+ * catalogue knows it, else at `defaultContextBudget`. Tokens are counted with
+ * the model's own encoding when there is one, else estimated. The tokenizer is
+ * loaded here, when first needed, not at start-up.
+ */
+export const makeCompaction = async (
+  config: ModelConfig,
+  budget: ContextBudget
+): Promise<CompactionSettings> => {
+  if (config.kind === "offline") {
+    return { budget: budget.kind === "tokens" ? budget.tokens : defaultContextBudget }
+  }
+  const { OpenAiTokens } = await import("@noema/openai")
+  const [counter, limits] = await Effect.runPromise(
+    Effect.all([OpenAiTokens.counter(config.model), OpenAiTokens.limits(config.model)])
+  )
+  const tokens =
+    budget.kind === "tokens"
+      ? budget.tokens
+      : limits === undefined
+        ? defaultContextBudget
+        : Math.floor(limits.contextWindow * contextWindowShare)
+  return { budget: tokens, counter }
+}
+
+/** The settings as a turn takes them: none when compaction before turns is off. */
+export const turnCompaction = (settings: CompactionSettings): CompactionSettings | undefined =>
+  settings.budget > 0 ? settings : undefined
 
 /** The built-in tools (unless `--no-tools`) and the MCP servers' tools (`--mcp`). */
 export const makeAgent = (options: {

@@ -1,0 +1,107 @@
+/**
+ * TokenCounter: how many tokens a conversation costs a model.
+ *
+ * Budgets (compaction, context windows) are in tokens, and only a model's own
+ * tokenizer knows them exactly. A counter says whether it is exact
+ * (`exact: true`, e.g. the OpenAI adapter's, with the model's real BPE
+ * encoding) or an estimate, so a caller never mistakes one for the other.
+ * `estimate` is the default for any model without a tokenizer: about four
+ * characters of English text per token, plus a few tokens per message for
+ * the role and framing. It is an estimate, said so, and errs slightly high
+ * for English prose; code, non-Latin scripts and JSON cost more per character
+ * and are counted at a denser rate.
+ */
+import type { Message } from "./Message.js"
+import * as Messages from "./Message.js"
+
+export interface TokenCounter {
+  /** What counts: an encoding's or a model's name, or "estimate". */
+  readonly name: string
+  /** True when the count is the model's own tokenizer's; false for an estimate. */
+  readonly exact: boolean
+  /** Tokens of a piece of text alone. */
+  readonly countText: (text: string) => number
+  /**
+   * Tokens of these messages as a request sends them: each message's text, tool
+   * calls and framing, plus the few tokens that prime the answer.
+   */
+  readonly countMessages: (messages: Iterable<Message>) => number
+}
+
+/** Tokens a chat request adds per message (role and delimiters) in OpenAI's chat format. */
+export const perMessageOverhead = 3
+/** Tokens every chat request adds once, to prime the answer. */
+export const perRequestOverhead = 3
+/** What a file part is counted as when its size in tokens cannot be known (an image's low-detail cost). */
+export const filePartTokens = 85
+
+/** The texts a message sends: content, reasoning, tool call names and arguments, tool results. */
+export const textsOf = (message: Message): Array<string> => {
+  switch (message.role) {
+    case "system":
+      return [message.content]
+    case "tool":
+      return [message.name, message.content]
+    case "user":
+      return typeof message.content === "string"
+        ? [message.content]
+        : message.content.flatMap((part) => (part.type === "text" ? [part.text] : []))
+    case "assistant": {
+      const texts = typeof message.content === "string" ? [message.content] : []
+      if (typeof message.content !== "string") {
+        for (const part of message.content) {
+          if (part.type === "text") texts.push(part.text)
+          else if (part.type === "reasoning") texts.push(part.text)
+        }
+      }
+      if (message.refusal !== undefined) texts.push(message.refusal)
+      for (const call of message.toolCalls ?? []) texts.push(call.name, call.arguments)
+      return texts
+    }
+  }
+}
+
+const fileParts = (message: Message): number => Messages.files(message).length
+
+/**
+ * A counter from a text tokenizer: every message is its texts' tokens plus
+ * `perMessageOverhead` (and a tool call's framing), every request `perRequestOverhead`.
+ */
+export const make = (options: {
+  readonly name: string
+  readonly exact: boolean
+  readonly countText: (text: string) => number
+}): TokenCounter => {
+  const countText = options.countText
+  return {
+    name: options.name,
+    exact: options.exact,
+    countText,
+    countMessages: (messages) => {
+      let total = perRequestOverhead
+      for (const message of messages) {
+        total += perMessageOverhead + fileParts(message) * filePartTokens
+        for (const text of textsOf(message)) total += countText(text)
+        if (message.role === "assistant") total += (message.toolCalls?.length ?? 0) * perMessageOverhead
+      }
+      return total
+    }
+  }
+}
+
+/** Characters that tokenizers split finely: anything outside ASCII letters, digits and spaces. */
+const dense = /[^A-Za-z0-9\s]/g
+
+/**
+ * About four characters per token for plain text, one per token for
+ * punctuation, symbols and non-Latin characters (code, JSON, CJK). An
+ * estimate, not a count: use a model's own counter where there is one.
+ */
+export const estimateText = (text: string): number => {
+  if (text.length === 0) return 0
+  const denseCount = text.match(dense)?.length ?? 0
+  return Math.ceil((text.length - denseCount) / 4 + denseCount)
+}
+
+/** The default counter for models without a tokenizer: `estimateText` per text. */
+export const estimate: TokenCounter = make({ name: "estimate", exact: false, countText: estimateText })

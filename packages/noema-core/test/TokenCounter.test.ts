@@ -1,0 +1,43 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Message, TokenCounter } from "../src/index.js"
+
+describe("TokenCounter", () => {
+  it("estimates about four characters a token for prose, denser for symbols, and says it is an estimate", () => {
+    assert.isFalse(TokenCounter.estimate.exact)
+    assert.strictEqual(TokenCounter.estimate.name, "estimate")
+    assert.strictEqual(TokenCounter.estimateText(""), 0)
+    assert.strictEqual(TokenCounter.estimateText("abcd efgh"), 3)
+    // Punctuation and JSON cost a token each.
+    assert.strictEqual(TokenCounter.estimateText('{"a":1}'), 6)
+    assert.isAbove(TokenCounter.estimateText("東京は晴れ"), 4)
+  })
+
+  it("counts every text a request sends, with per-message and per-request framing", () => {
+    const letters = TokenCounter.make({ name: "letters", exact: true, countText: (text) => text.length })
+    const messages = [
+      Message.system("ab"),
+      Message.user([
+        { type: "text", text: "cd" },
+        { type: "file", uri: "data:image/png;base64,AAAA", mediaType: "image/png" }
+      ]),
+      Message.assistant(
+        [
+          { type: "reasoning", text: "ef" },
+          { type: "text", text: "gh" }
+        ],
+        {
+          toolCalls: [{ id: "c1", name: "ij", arguments: "kl" }]
+        }
+      ),
+      Message.toolResult({ toolCallId: "c1", name: "ij", content: "mn" })
+    ]
+    const expected =
+      TokenCounter.perRequestOverhead +
+      4 * TokenCounter.perMessageOverhead +
+      TokenCounter.filePartTokens +
+      TokenCounter.perMessageOverhead + // the tool call's framing
+      2 * 8 // ab cd ef gh ij kl ij mn
+    assert.strictEqual(letters.countMessages(messages), expected)
+    assert.strictEqual(letters.countMessages([]), TokenCounter.perRequestOverhead)
+  })
+})
