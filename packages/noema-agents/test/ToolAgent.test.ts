@@ -313,7 +313,9 @@ describe("ToolAgent", () => {
               return "usage"
             case "reasoning-delta":
               return `reasoning ${event.delta}`
-            default:
+            case "data":
+              return `data ${event.name}`
+            case "message":
               return `message ${event.message.role}`
           }
         }),

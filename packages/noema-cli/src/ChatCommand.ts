@@ -41,7 +41,9 @@ class Chat {
   readonly #errorStyle: Terminal.Style
   readonly #interactive: boolean
   readonly #runtime: Runtime.StoreRuntime
-  readonly #agent: Agent.Agent
+  #agent: Agent.Agent
+  /** `/plan on`: turns run the plan workflow. */
+  #planning = false
   /** The tools of the `--mcp` servers, after the built-in ones. */
   readonly #mcpTools: ReadonlyArray<Tool.Any>
   readonly #input: ChatInput
@@ -383,10 +385,33 @@ class Chat {
       case "compact":
         await this.#compact()
         return true
+      case "plan":
+        this.#plan(argument)
+        return true
       default:
         this.#note(`Unknown command /${name}. /help lists the commands.`)
         return true
     }
+  }
+
+  /** `/plan on|off`: the plan workflow (plan, steps, reviews, shown as they change) or the tool loop. */
+  #plan(argument: string): void {
+    if (argument !== "on" && argument !== "off") {
+      this.#note(`Plan workflow: ${this.#planning ? "on" : "off"} (/plan on, /plan off)`)
+      return
+    }
+    this.#planning = argument === "on"
+    this.#agent = Runtime.makeAgent({
+      tools: this.#options.tools,
+      cwd: this.#io.cwd,
+      mcpTools: this.#mcpTools,
+      plan: this.#planning
+    })
+    this.#note(
+      this.#planning
+        ? "Plan workflow on: each message is planned, done step by step with the tools, and reviewed."
+        : "Plan workflow off."
+    )
   }
 
   /** This session's tokens, and its last turn's. */

@@ -39,6 +39,12 @@ export type AgentEvent =
   | { readonly type: "usage"; readonly usage: ChatModel.Usage }
   /** A message the agent produced, complete. The messages of `execute` are exactly these. */
   | { readonly type: "message"; readonly message: Message }
+  /**
+   * Structured progress an agent shows beside its messages, under a `name` its
+   * UIs know (e.g. `PlanAgent`'s `"plan"`: the plan as it changes). Not part of
+   * the conversation: a UI that does not know the name ignores it.
+   */
+  | { readonly type: "data"; readonly name: string; readonly data: unknown }
 
 // ---------------------------------------------------------------------------
 // Errors

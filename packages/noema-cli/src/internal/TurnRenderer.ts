@@ -6,6 +6,7 @@
  * anything yet. What goes to a terminal is `sanitize`d: a model cannot set
  * the window title or clear the screen; `text` keeps what the model sent.
  */
+import { PlanAgent } from "@noema/agents"
 import type { Agent, Message } from "@noema/core"
 import type { Session } from "@noema/session"
 import { compactionLine, StreamSanitizer, type Style, sanitize, toolLine } from "../Terminal.js"
@@ -41,6 +42,8 @@ export class TurnRenderer {
   /** Reasoning is being written and its line is still open. */
   #reasoningOpen = false
   #text = ""
+  /** The plan last shown (`PlanAgent`'s `plan` data events). */
+  #shownPlan: PlanAgent.Plan | undefined
   readonly #textSanitizer: StreamSanitizer | undefined
   readonly #reasoningSanitizer: StreamSanitizer | undefined
 
@@ -107,7 +110,42 @@ export class TurnRenderer {
       }
       case "usage":
         return
+      case "data":
+        if (event.name === PlanAgent.planEvent) this.#plan(event.data as PlanAgent.Plan)
+        return
     }
+  }
+
+  /** The plan as it changes: all of it when it is made or replanned, then one line per step that changed. */
+  #plan(plan: PlanAgent.Plan): void {
+    const previous = this.#shownPlan
+    this.#shownPlan = plan
+    const style = this.#options.toolStyle
+    const lines: Array<string> = []
+    const line = (step: PlanAgent.PlanStep) => {
+      const mark = { pending: "·", running: "›", done: "✓", failed: "✗", skipped: "–" }[step.status]
+      const result = step.result === undefined || step.status === "running" ? "" : ` — ${step.result}`
+      return `  ${mark} ${step.id}. ${sanitize(step.title)}${sanitize(result)}`
+    }
+    const known = new Map(previous?.steps.map((step) => [step.id, step]))
+    if (previous === undefined || plan.steps.some((step) => !known.has(step.id))) {
+      lines.push(`  Plan: ${sanitize(plan.goal)}${previous === undefined ? "" : " (revised)"}`)
+      for (const step of plan.steps) lines.push(line(step))
+    } else {
+      for (const step of plan.steps) {
+        const before = known.get(step.id)
+        if (before?.status !== step.status) lines.push(line(step))
+      }
+    }
+    if (lines.length === 0) return
+    this.#hideIndicator()
+    this.#closeReasoning()
+    if (!this.#atLineStart && this.#options.sameScreen) {
+      this.#options.text.write("\n")
+      this.#atLineStart = true
+    }
+    for (const text of lines) this.#options.tools.write(`${style.dim(text)}\n`)
+    this.#showIndicator()
   }
 
   /** Older turns were summarised before this one: one dim line where tool lines go. */

@@ -63,6 +63,7 @@ export const slashCommands = `Commands
   /system [TEXT]     show or set this session's system prompt ("/system default" resets it)
   /usage             tokens used by this session and by its last turn
   /compact           summarise older turns now (the originals stay saved)
+  /plan on|off       plan each message, do it step by step with the tools, show the plan as it changes
   /exit              quit (also Ctrl-D, or Ctrl-C on an empty line)
 Ctrl-C while an answer is streaming cancels that turn; nothing of it is saved.
 A pasted block is one message. To type several lines, end each but the last with \\.`

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { ToolAgent } from "@noema/agents"
+import { PlanAgent, ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, type Tool } from "@noema/core"
 import { Database, type Session, SessionStore, SqlStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
@@ -105,11 +105,17 @@ export const makeAgent = (options: {
   readonly tools: boolean
   readonly cwd: string
   readonly mcpTools?: ReadonlyArray<Tool.Any>
-}): Agent.Agent =>
-  ToolAgent.make({
-    name: "noema",
-    tools: [...(options.tools ? BuiltinTools.make({ root: options.cwd }) : []), ...(options.mcpTools ?? [])]
-  })
+  /** The plan workflow (`PlanAgent`, `/plan on`) instead of the tool loop. */
+  readonly plan?: boolean
+}): Agent.Agent => {
+  const tools = [
+    ...(options.tools ? BuiltinTools.make({ root: options.cwd }) : []),
+    ...(options.mcpTools ?? [])
+  ]
+  return options.plan === true
+    ? PlanAgent.make({ name: "noema", tools })
+    : ToolAgent.make({ name: "noema", tools })
+}
 
 // ---------------------------------------------------------------------------
 // MCP servers
