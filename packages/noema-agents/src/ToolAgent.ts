@@ -376,8 +376,12 @@ class Run<R> {
 const messageEvent = (message: Message.Message): Agent.AgentEvent => ({ type: "message", message })
 
 /** The answered calls of a step, in call order (`undefined`: waiting for approval). */
-const answered = (answers: ReadonlyArray<Message.ToolMessage | undefined>): ReadonlyArray<Message.ToolMessage> =>
-  answers.includes(undefined) ? answers.filter((answer) => answer !== undefined) : (answers as ReadonlyArray<Message.ToolMessage>)
+const answered = (
+  answers: ReadonlyArray<Message.ToolMessage | undefined>
+): ReadonlyArray<Message.ToolMessage> =>
+  answers.includes(undefined)
+    ? answers.filter((answer) => answer !== undefined)
+    : (answers as ReadonlyArray<Message.ToolMessage>)
 
 // ---------------------------------------------------------------------------
 // Constructors
@@ -425,7 +429,9 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
       const run = new Run(loop, context)
       const pending = run.pendingFrom(context)
       if (pending.length > 0) {
-        const answers = yield* Effect.forEach(pending, (call) => run.answer(loop.tools, call), { concurrency })
+        const answers = yield* Effect.forEach(pending, (call) => run.answer(loop.tools, call), {
+          concurrency
+        })
         const results = answered(answers)
         for (const result of results) run.produced.push(result)
         if (results.length < answers.length) return run.produced

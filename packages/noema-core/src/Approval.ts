@@ -19,8 +19,8 @@
  */
 import { Context, Effect } from "effect"
 import type { ConversationContext } from "./ConversationContext.js"
-import * as Messages from "./Message.js"
 import type { Message, ToolCall, ToolMessage } from "./Message.js"
+import * as Messages from "./Message.js"
 
 export type Decision =
   | { readonly approved: true }
@@ -44,7 +44,9 @@ export interface Service {
 export class Approvals extends Context.Service<Approvals, Service>()("@noema/core/Approvals") {}
 
 /** Decisions known in advance, by tool call id (what a person said about the pending calls). */
-export const fromDecisions = (decisions: ReadonlyMap<string, Decision> | Record<string, Decision>): Service => {
+export const fromDecisions = (
+  decisions: ReadonlyMap<string, Decision> | Record<string, Decision>
+): Service => {
   const byId = decisions instanceof Map ? decisions : new Map(Object.entries(decisions))
   return { decide: (toolCall) => Effect.succeed(byId.get(toolCall.id)) }
 }

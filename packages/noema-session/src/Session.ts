@@ -517,7 +517,8 @@ export const make = (
     Effect.suspend(() => {
       const transaction = beginTurn(input)
       const run = agent.execute(transactionContext(transaction, options), model)
-      const execute = approvals === undefined ? run : Effect.provideService(run, Approval.Approvals, approvals)
+      const execute =
+        approvals === undefined ? run : Effect.provideService(run, Approval.Approvals, approvals)
       const signal = options?.signal
       return (signal === undefined ? execute : Effect.raceFirst(execute, abortion(signal))).pipe(
         Effect.flatMap((produced) => {
@@ -557,10 +558,10 @@ export const make = (
       const agentEvents = (
         approvals === undefined ? stream : Stream.provideService(stream, Approval.Approvals, approvals)
       ).pipe(
-          Stream.tap((event) =>
-            event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
-          )
+        Stream.tap((event) =>
+          event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
         )
+      )
       // The signal cancels the agent only: once the commit begins, the turn is finished and reported.
       const signal = options?.signal
       const events = signal === undefined ? agentEvents : Stream.interruptWhen(agentEvents, abortion(signal))
@@ -635,7 +636,11 @@ export const make = (
     pendingApprovals: () => Approval.pendingCalls(history),
 
     resume: (agent, model, decisions, options) =>
-      Tracing.withSpan(resumeUntraced(agent, model, decisions, options), Tracing.SpanNames.turn, spanOptions()),
+      Tracing.withSpan(
+        resumeUntraced(agent, model, decisions, options),
+        Tracing.SpanNames.turn,
+        spanOptions()
+      ),
 
     resumeStream: (agent, model, decisions, options) =>
       Tracing.withSpanStream(
