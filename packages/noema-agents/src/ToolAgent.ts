@@ -19,7 +19,7 @@
  * injects messages between steps. `execute` and `executeStream` drive one
  * step machine (`Run` below), so every decision is made in one place.
  */
-import { Agent, type ChatModel, ConversationContext, Message, Tool } from "@noema/core"
+import { Agent, Approval, type ChatModel, ConversationContext, Message, Tool } from "@noema/core"
 import { Effect, Exit, Stream } from "effect"
 import * as Turn from "./internal/turn.js"
 
@@ -166,6 +166,8 @@ interface Loop<R> {
   readonly prepareStep: PrepareStep | undefined
   readonly steering: Steering | undefined
   readonly annotate: Turn.Annotate | undefined
+  /** Whether any tool may need approval (otherwise no call is checked for it). */
+  readonly gated: boolean
   /** Whether a hook reads the steps (otherwise they are only counted). */
   readonly recordSteps: boolean
 }
@@ -259,12 +261,16 @@ class Run<R> {
     })
   }
 
-  /** Answers one call of a step: runs it, or refuses it when the response was cut off. */
+  /**
+   * Answers one call of a step: runs it, refuses it when the response was cut
+   * off, or (a call that needs approval) runs or rejects it as `Approvals`
+   * decides; `undefined` when no decision is there yet (the call waits).
+   */
   call(
     prepared: Prepared<R>,
     outcome: Turn.Outcome,
     call: Message.ToolCall
-  ): Effect.Effect<Message.ToolMessage, never, R> {
+  ): Effect.Effect<Message.ToolMessage | undefined, never, R> {
     if (outcome.finishReason === "length") {
       return Effect.succeed(
         Message.toolResult({
@@ -275,7 +281,33 @@ class Run<R> {
         })
       )
     }
-    return Tool.callIn(prepared.tools, call)
+    return this.answer(prepared.tools, call)
+  }
+
+  /** Runs a call, through the approval gate when its tool needs one. */
+  answer(
+    tools: ReadonlyArray<Tool.Any<R>>,
+    call: Message.ToolCall
+  ): Effect.Effect<Message.ToolMessage | undefined, never, R> {
+    if (!this.loop.gated) return Tool.callIn(tools, call)
+    const tool = tools.find((candidate) => candidate.name === call.name)
+    if (tool === undefined || !Tool.requiresApproval(tool, call)) return Tool.callIn(tools, call)
+    return Effect.flatMap(Approval.decide(call), (decision) =>
+      decision === undefined
+        ? Effect.succeed(undefined)
+        : decision.approved
+          ? Tool.callIn(tools, call)
+          : Effect.succeed(Approval.rejected(call, decision.reason))
+    )
+  }
+
+  /**
+   * The calls the context ends with unanswered (a turn that stopped for
+   * approval), answered before the first model call: run, rejected, or still
+   * waiting (`undefined`). Their results join the output.
+   */
+  pendingFrom(context: ConversationContext.ConversationContext): ReadonlyArray<Message.ToolCall> {
+    return this.loop.gated ? Approval.pendingCalls(context) : []
   }
 
   /**
@@ -287,10 +319,13 @@ class Run<R> {
    */
   next(
     outcome: Turn.Outcome,
-    results: ReadonlyArray<Message.ToolMessage>
+    answers: ReadonlyArray<Message.ToolMessage | undefined>
   ): Effect.Effect<Next, Agent.AgentError> {
     const { loop, produced, steps } = this
+    const results = answered(answers)
     for (let i = 0; i < results.length; i++) produced.push(results[i] as Message.ToolMessage)
+    // A call waits for approval: the run stops here, that call unanswered (see `Approval`).
+    if (results.length < answers.length) return end
     const number = ++this.count
     if (loop.recordSteps) {
       steps.push({
@@ -340,6 +375,14 @@ class Run<R> {
 
 const messageEvent = (message: Message.Message): Agent.AgentEvent => ({ type: "message", message })
 
+/** The answered calls of a step, in call order (`undefined`: waiting for approval). */
+const answered = (
+  answers: ReadonlyArray<Message.ToolMessage | undefined>
+): ReadonlyArray<Message.ToolMessage> =>
+  answers.includes(undefined)
+    ? answers.filter((answer) => answer !== undefined)
+    : (answers as ReadonlyArray<Message.ToolMessage>)
+
 // ---------------------------------------------------------------------------
 // Constructors
 // ---------------------------------------------------------------------------
@@ -376,6 +419,7 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
     prepareStep: options.prepareStep,
     steering: options.steering,
     recordSteps: stopWhen !== undefined || options.prepareStep !== undefined,
+    gated: tools.some((tool) => tool.needsApproval !== undefined && tool.needsApproval !== false),
     annotate: annotations.size === 0 ? undefined : (toolName) => annotations.get(toolName)
   }
   const { concurrency } = loop
@@ -383,6 +427,15 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
   const execute: Agent.Agent<R>["execute"] = (context, model) =>
     Effect.gen(function* () {
       const run = new Run(loop, context)
+      const pending = run.pendingFrom(context)
+      if (pending.length > 0) {
+        const answers = yield* Effect.forEach(pending, (call) => run.answer(loop.tools, call), {
+          concurrency
+        })
+        const results = answered(answers)
+        for (const result of results) run.produced.push(result)
+        if (results.length < answers.length) return run.produced
+      }
       for (;;) {
         // Decisions made without an effect (no prepareStep, no steering) are read, not run.
         const prepared = loop.prepareStep === undefined ? run.base : yield* run.prepare()
@@ -410,27 +463,34 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
         calls: ReadonlyArray<Message.ToolCall>
       ): Stream.Stream<Agent.AgentEvent, Agent.AgentError, R> =>
         Stream.suspend(() => {
-          const results: Array<Message.ToolMessage> = new Array(calls.length)
+          const results: Array<Message.ToolMessage | undefined> = new Array(calls.length)
           return Stream.fromArray(calls).pipe(
             Stream.mapEffect(
               (call, index) =>
                 Effect.map(run.call(prepared, outcome, call), (message): Agent.AgentEvent => {
                   results[index] = message
-                  return { type: "tool-result", message }
+                  return message === undefined ? approvalRequest(call) : { type: "tool-result", message }
                 }),
               { concurrency, unordered: true }
             ),
             Stream.concat(
               Stream.suspend(() =>
-                Stream.concat(Stream.fromArray(results.map(messageEvent)), after(outcome, results))
+                Stream.concat(Stream.fromArray(answered(results).map(messageEvent)), after(outcome, results))
               )
             )
           )
         })
 
+      const approvalRequest = (call: Message.ToolCall): Agent.AgentEvent => {
+        const annotations = loop.annotate?.(call.name)
+        return annotations === undefined
+          ? { type: "approval-request", toolCall: call }
+          : { type: "approval-request", toolCall: call, annotations }
+      }
+
       const after = (
         outcome: Turn.Outcome,
-        results: ReadonlyArray<Message.ToolMessage>
+        results: ReadonlyArray<Message.ToolMessage | undefined>
       ): Stream.Stream<Agent.AgentEvent, Agent.AgentError, R> => {
         const continueWith = (next: Next) =>
           next === undefined
@@ -477,7 +537,28 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
           ? Stream.suspend(() => turn(run.base))
           : Stream.unwrap(Effect.map(run.prepare(), turn))
 
-      return step()
+      // A turn that stopped for approval goes on: its waiting calls are answered first.
+      const pending = run.pendingFrom(context)
+      if (pending.length === 0) return step()
+      const answers: Array<Message.ToolMessage | undefined> = new Array(pending.length)
+      return Stream.fromArray(pending).pipe(
+        Stream.mapEffect(
+          (call, index) =>
+            Effect.map(run.answer(loop.tools, call), (message): Agent.AgentEvent => {
+              answers[index] = message
+              return message === undefined ? approvalRequest(call) : { type: "tool-result", message }
+            }),
+          { concurrency, unordered: true }
+        ),
+        Stream.concat(
+          Stream.suspend(() => {
+            const results = answered(answers)
+            for (const result of results) run.produced.push(result)
+            const messages = Stream.fromArray(results.map(messageEvent))
+            return results.length < answers.length ? messages : Stream.concat(messages, step())
+          })
+        )
+      )
     })
 
   return Agent.make<R>({ name, execute, executeStream })

@@ -82,11 +82,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   const notice = new RetryNotice(io.stderr, io.env)
   const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
   const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
-  const mcp = await Runtime.openMcp(options.mcp, io.cwd).catch(async (error: unknown) => {
-    notice.dispose()
-    await runtime.dispose()
-    throw error
-  })
+  const mcp = await Runtime.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
+    async (error: unknown) => {
+      notice.dispose()
+      await runtime.dispose()
+      throw error
+    }
+  )
   const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools: mcp.tools })
   // SIGTERM (`timeout`, `kill`) and SIGHUP (a closed terminal) cancel the turn as Ctrl-C does;
   // the exit status is 128 + the signal's number, as if it had killed the process.
@@ -164,6 +166,16 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     if (options.json) {
       const output: JsonOutput = { sessionId: session.id, messages: outcome.messages }
       io.stdout.write(`${JSON.stringify(output, null, 2)}\n`)
+    }
+    const waiting = session.pendingApprovals()
+    if (waiting.length > 0) {
+      // `ask` asks nobody: the calls wait in the session for a person (`noema chat --session`) or `--yes`.
+      const calls = waiting.map(Terminal.callLine).join(", ")
+      io.stderr.write(
+        `noema: ${calls} ${waiting.length === 1 ? "waits" : "wait"} for approval and did not run; ` +
+          `decide with: noema chat --session ${Runtime.shortId(session.id)} (or run with --yes)\n`
+      )
+      return 3
     }
     if (options.session === undefined && io.stderr.isTTY === true) {
       const note = `session ${session.id} (continue with: noema ask --session ${Runtime.shortId(session.id)} ...)`

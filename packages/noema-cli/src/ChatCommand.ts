@@ -10,7 +10,7 @@
  * `/exit`, quit.
  */
 import * as fs from "node:fs"
-import type { Agent, ChatModel, Tool } from "@noema/core"
+import { type Agent, Approval, type ChatModel, type Tool } from "@noema/core"
 import { Session, Usage } from "@noema/session"
 import { Effect } from "effect"
 import type { Io } from "./Cli.js"
@@ -181,6 +181,7 @@ class Chat {
       this.#note(`Resumed session ${Runtime.shortId(session.id)}: ${this.#title(session)}`)
       this.#printTurns(session)
     }
+    await this.#settleApprovals(session)
   }
 
   /** Empty sessions this process created are not worth keeping. */
@@ -228,6 +229,14 @@ class Chat {
       this.#error(`error: ${CliError.describe(error)}`)
       return
     }
+    await this.#runTurn(session, { input: text })
+  }
+
+  /** Runs a turn (a message, or decisions on calls that wait) and reports it; then asks about what waits. */
+  async #runTurn(
+    session: Session.Session,
+    what: { readonly input: string } | { readonly resume: Session.Decisions }
+  ): Promise<void> {
     const controller = new AbortController()
     const renderer = new TurnRenderer({
       text: this.#io.stdout,
@@ -250,9 +259,10 @@ class Chat {
           session,
           agent: this.#agent,
           model: this.#model,
-          input: text,
+          input: "input" in what ? what.input : "",
           renderer,
           signal: controller.signal,
+          ...("resume" in what && { resume: what.resume }),
           ...(compaction !== undefined && { compaction })
         })
       )
@@ -262,12 +272,37 @@ class Chat {
     }
     if (TurnRunner.isConflict(outcome)) {
       this.#failed = true
-      this.#error("error: another noema changed this session meanwhile, so your message was not saved")
+      this.#error(
+        `error: another noema changed this session meanwhile, so your ${"input" in what ? "message" : "decision"} was not saved`
+      )
       await Runtime.runOn(this.#runtime, session.reload()).catch(() => undefined)
       this.#note("The session is reloaded with the other turns; send your message again.")
       return
     }
     this.#report(outcome)
+    if (outcome._tag === "Committed") await this.#settleApprovals(session)
+  }
+
+  /**
+   * Asks about each tool call the session has waiting for approval (y/N), then
+   * goes on with the turn. The calls stay waiting in the session until answered:
+   * a chat that ends first asks again when the session is resumed.
+   */
+  async #settleApprovals(session: Session.Session): Promise<void> {
+    const pending = session.pendingApprovals()
+    if (pending.length === 0) return
+    const decisions: Record<string, Approval.Decision> = {}
+    for (const call of pending) {
+      const answer = await this.#input.ask(this.#style.yellow(`Allow ${Terminal.callLine(call)}? [y/N] `))
+      if (answer === undefined) {
+        this.#note("(not answered: the call keeps waiting in the session; resume it to decide)")
+        return
+      }
+      const approved = /^\s*y(es)?\s*$/i.test(answer)
+      decisions[call.id] = approved ? Approval.approve : Approval.reject()
+      if (!this.#interactive) this.#note(`${approved ? "Allowed" : "Refused"} ${Terminal.callLine(call)}.`)
+    }
+    await this.#runTurn(session, { resume: decisions })
   }
 
   #report(outcome: TurnRunner.Outcome): void {
@@ -352,6 +387,7 @@ class Chat {
             `(${session.context().length} messages)`
         )
         this.#printTurns(session)
+        await this.#settleApprovals(session)
         return true
       }
       case "history":
@@ -519,10 +555,12 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   }
   const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
   const model = await Runtime.makeModel(config, modelOptions)
-  const mcp = await Runtime.openMcp(options.mcp, io.cwd).catch((error: unknown) => {
-    notice.dispose()
-    throw error
-  })
+  const mcp = await Runtime.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
+    (error: unknown) => {
+      notice.dispose()
+      throw error
+    }
+  )
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
   const runtime = Runtime.openStore(store, await Tracing.layer(io.env))

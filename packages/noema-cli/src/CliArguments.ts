@@ -27,6 +27,8 @@ export interface TurnOptions extends StoreOptions {
   readonly tools: boolean
   /** `--mcp`: a file of MCP servers (`{ "mcpServers": ... }`) whose tools the model also gets. */
   readonly mcp: string | undefined
+  /** `--yes`: run every tool call without asking (no call waits for approval). */
+  readonly approveAll: boolean
   readonly system: string | undefined
   readonly session: string | undefined
 }
@@ -76,7 +78,8 @@ const turnOptions = {
   session: { type: "string", short: "s" },
   system: { type: "string" },
   "no-tools": { type: "boolean" },
-  mcp: { type: "string" }
+  mcp: { type: "string" },
+  yes: { type: "boolean", short: "y" }
 } as const
 
 const commands = ["chat", "ask", "sessions"] as const
@@ -140,6 +143,7 @@ const parseChat = (args: ReadonlyArray<string>): Command => {
     model: modelFlags(values),
     tools: values["no-tools"] !== true,
     mcp: values.mcp,
+    approveAll: values.yes === true,
     system: values.system,
     session: values.session,
     database: values.database
@@ -156,6 +160,7 @@ const parseAsk = (args: ReadonlyArray<string>): Command => {
     model: modelFlags(values),
     tools: values["no-tools"] !== true,
     mcp: values.mcp,
+    approveAll: values.yes === true,
     system: values.system,
     session: values.session,
     database: values.database,

@@ -160,6 +160,10 @@ export const toolLine = (
   return result.isError ? styled.dim(styled.red(line)) : styled.dim(line)
 }
 
+/** A call that waits for approval, as the chat asks about it: `delete_file(path: "a.txt")`. */
+export const callLine = (call: Message.ToolCall): string =>
+  `${sanitize(call.name)}(${formatArguments(call.arguments)})`
+
 // ---------------------------------------------------------------------------
 // Transcripts
 // ---------------------------------------------------------------------------

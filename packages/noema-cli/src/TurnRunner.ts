@@ -65,8 +65,10 @@ export interface Options<R> {
   readonly session: Session.Session
   readonly agent: Agent.Agent<R>
   readonly model: ChatModel.Service
-  /** The user's message (a string is a user message). */
+  /** The user's message (a string is a user message); ignored with `resume`. */
   readonly input: string | Message.Message
+  /** Go on with the calls the last turn left waiting, with these decisions (`Session.resumeStream`). */
+  readonly resume?: Session.Decisions
   readonly renderer?: Renderer
   /** Aborting it cancels the turn unless it is already being saved. */
   readonly signal?: AbortSignal
@@ -83,10 +85,14 @@ export const run = <R>(options: Options<R>): Effect.Effect<Outcome, never, R> =>
   Effect.suspend(() => {
     const { renderer, signal, compaction } = options
     let committed: ReadonlyArray<Message.Message> | undefined
-    const events = options.session.turnStream(options.agent, options.model, options.input, {
+    const turnOptions = {
       ...(signal !== undefined && { signal }),
       ...(compaction !== undefined && { compaction })
-    })
+    }
+    const events =
+      options.resume === undefined
+        ? options.session.turnStream(options.agent, options.model, options.input, turnOptions)
+        : options.session.resumeStream(options.agent, options.model, options.resume, turnOptions)
     renderer?.start()
     return Stream.runForEach(events, (event) =>
       Effect.sync(() => {

@@ -16,6 +16,7 @@ describe("CliArguments", () => {
         },
         tools: false,
         mcp: undefined,
+        approveAll: false,
         system: undefined,
         session: "abc",
         database: undefined
@@ -35,6 +36,12 @@ describe("CliArguments", () => {
     assert.deepInclude(parseCommand(["chat", "--mcp", "mcp.json"]), { type: "chat", mcp: "mcp.json" })
     assert.deepInclude(parseCommand(["ask", "--mcp", "mcp.json", "hi"]), { type: "ask", mcp: "mcp.json" })
     assert.throws(() => parseCommand(["ask", "--mcp"]), /--mcp needs a value/)
+  })
+
+  it("takes --yes / -y: run every tool call without asking", () => {
+    assert.deepInclude(parseCommand(["chat", "--yes"]), { approveAll: true })
+    assert.deepInclude(parseCommand(["ask", "-y", "hi"]), { approveAll: true })
+    assert.deepInclude(parseCommand(["ask", "hi"]), { approveAll: false })
   })
 
   it("parses the sessions actions", () => {

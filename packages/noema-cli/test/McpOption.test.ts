@@ -74,7 +74,7 @@ describe("noema ask --mcp", () => {
       { type: "text", text: "It is 42." }
     )
     const result = await runCli(
-      ["ask", "--base-url", server.url, "--api-key", "test", "--mcp", file, "What is 2+40?"],
+      ["ask", "--base-url", server.url, "--api-key", "test", "--mcp", file, "--yes", "What is 2+40?"],
       { env: { NOEMA_HOME: home } }
     )
     expect(result.stderr).not.toContain("    at ")
@@ -110,7 +110,7 @@ describe("noema ask --mcp", () => {
       { type: "text", text: "It failed." }
     )
     const result = await runCli(
-      ["ask", "--base-url", server.url, "--api-key", "test", "--no-tools", "--mcp", file, "try it"],
+      ["ask", "--base-url", server.url, "--api-key", "test", "--no-tools", "--mcp", file, "--yes", "try it"],
       { env: { NOEMA_HOME: home } }
     )
     expect(result.code).toBe(0)

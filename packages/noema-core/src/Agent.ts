@@ -33,6 +33,12 @@ export type AgentEvent =
    * cancelled.
    */
   | { readonly type: "tool-call"; readonly toolCall: ToolCall; readonly annotations?: Annotations }
+  /**
+   * A tool call waits for a person's approval (its tool's `needsApproval`): the
+   * agent stops, leaving the call unanswered in its output, until it is run
+   * again with a decision (see `Approval`).
+   */
+  | { readonly type: "approval-request"; readonly toolCall: ToolCall; readonly annotations?: Annotations }
   /** A tool call finished (successfully or with an error result). */
   | { readonly type: "tool-result"; readonly message: ToolMessage }
   /** Token usage of one model call. */

@@ -53,12 +53,23 @@ export interface Tool<
   readonly definition: ToolDefinition
   /** What calling it does to the world (empty when the author said nothing). */
   readonly annotations: Annotations
+  /**
+   * Whether a call must be approved by a person before it runs: always (`true`),
+   * or when a predicate on the decoded arguments says so. Unset: never. See `Approval`.
+   */
+  readonly needsApproval?: boolean | ApprovalPredicate<Params["Type"]>
   handler(params: Params["Type"]): Effect.Effect<Success, Failure, R>
   /** The text the model reads for a success. */
   formatSuccess(success: Success): string
   /** The text the model reads for a failure. */
   formatFailure(failure: Failure): string
 }
+
+/**
+ * Whether a call with these arguments needs approval. (Declared as a method, so
+ * a tool with a predicate on its own arguments is still an `Any` tool.)
+ */
+export type ApprovalPredicate<A> = { check(params: A): boolean }["check"]
 
 /** Any tool whose handler needs services `R`. */
 export type Any<R = never> = Tool<Parameters, unknown, unknown, R>
@@ -115,6 +126,8 @@ export interface MakeOptions<Params extends Parameters, Success, Failure, R> {
   readonly formatFailure?: (failure: Failure) => string
   readonly strict?: boolean
   readonly annotations?: Annotations
+  /** Calls wait for a person's approval: always, or when this predicate on the arguments holds. */
+  readonly needsApproval?: boolean | ((params: Params["Type"]) => boolean)
 }
 
 export const make = <Params extends Parameters, Success, Failure = never, R = never>(
@@ -137,6 +150,7 @@ export const make = <Params extends Parameters, Success, Failure = never, R = ne
     parameters: options.parameters,
     definition,
     annotations: Object.freeze({ ...options.annotations }),
+    ...(options.needsApproval !== undefined && { needsApproval: options.needsApproval }),
     handler: options.handler,
     formatSuccess: options.formatSuccess ?? defaultFormat,
     formatFailure: options.formatFailure ?? defaultFormatFailure
@@ -156,6 +170,7 @@ export const fromAsync = <Params extends Parameters, Success>(options: {
   readonly formatSuccess?: (success: Success) => string
   readonly strict?: boolean
   readonly annotations?: Annotations
+  readonly needsApproval?: boolean | ((params: Params["Type"]) => boolean)
 }): Tool<Params, Success, unknown> =>
   make({
     name: options.name,
@@ -168,7 +183,8 @@ export const fromAsync = <Params extends Parameters, Success>(options: {
       }),
     ...(options.formatSuccess !== undefined && { formatSuccess: options.formatSuccess }),
     ...(options.strict !== undefined && { strict: options.strict }),
-    ...(options.annotations !== undefined && { annotations: options.annotations })
+    ...(options.annotations !== undefined && { annotations: options.annotations }),
+    ...(options.needsApproval !== undefined && { needsApproval: options.needsApproval })
   })
 
 /**
@@ -211,6 +227,34 @@ export const isReadOnly = (tool: { readonly annotations: Annotations }): boolean
  */
 export const isInterruptible = (tool: { readonly annotations: Annotations }): boolean =>
   tool.annotations.readOnly === true || tool.annotations.idempotent === true
+
+/** The same tool, with calls that need a person's approval (e.g. an MCP server's tools a user wants to watch). */
+export const withApproval = <Params extends Parameters, Success, Failure, R>(
+  tool: Tool<Params, Success, Failure, R>,
+  needsApproval: boolean | ((params: Params["Type"]) => boolean) = true
+): Tool<Params, Success, Failure, R> => ({ ...tool, needsApproval })
+
+/**
+ * Whether this call of `tool` must wait for approval. Arguments that do not
+ * decode need none: the call fails with an error result for the model anyway.
+ */
+export const requiresApproval = <Params extends Parameters>(
+  tool: Tool<Params, unknown, unknown, unknown>,
+  toolCall: ToolCall
+): boolean => {
+  const rule = tool.needsApproval
+  if (rule === undefined || rule === false) return false
+  if (rule === true) return true
+  const text = toolCall.arguments.trim() === "" ? "{}" : toolCall.arguments
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return false
+  }
+  const decoded = Schema.decodeUnknownOption(tool.parameters)(parsed)
+  return decoded._tag === "Some" && rule(decoded.value)
+}
 
 // ---------------------------------------------------------------------------
 // Calling

@@ -2,6 +2,7 @@
  * @noema/core: the contracts every noema package builds on.
  */
 export * as Agent from "./Agent.js"
+export * as Approval from "./Approval.js"
 export * as ChatModel from "./ChatModel.js"
 export * as ConversationContext from "./ConversationContext.js"
 export * as Embedder from "./Embedder.js"

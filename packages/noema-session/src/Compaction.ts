@@ -158,6 +158,8 @@ export interface Plan {
 export type Skipped =
   | { readonly _tag: "WithinBudget"; readonly tokens: number; readonly budget: number }
   | { readonly _tag: "NothingToSummarise"; readonly tokens: number }
+  /** The last turn left tool calls waiting for approval: the history ends unanswered, so it is not cut now. */
+  | { readonly _tag: "WaitingForApproval" }
 
 /**
  * Each message's tokens, remembered per counter: messages are immutable and a

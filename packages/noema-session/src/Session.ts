@@ -14,7 +14,15 @@
  * says how a turn ended with its last event, `committed`, carrying what was
  * stored; a commit that fails ends the stream with its typed error.
  */
-import { type Agent, type ChatModel, ConversationContext, Message, Tracing, Transaction } from "@noema/core"
+import {
+  type Agent,
+  Approval,
+  type ChatModel,
+  ConversationContext,
+  Message,
+  Tracing,
+  Transaction
+} from "@noema/core"
 import { Clock, Effect, Stream } from "effect"
 import * as Compaction from "./Compaction.js"
 import {
@@ -112,6 +120,9 @@ export interface TurnOptions {
   readonly compaction?: Compaction.Options & { readonly model?: ChatModel.Service }
 }
 
+/** Decisions on waiting tool calls, by tool call id. */
+export type Decisions = ReadonlyMap<string, Approval.Decision> | Readonly<Record<string, Approval.Decision>>
+
 export interface Session {
   readonly id: string
   /** What the handle knows about the session (refreshed by its own commits and `reload`). */
@@ -168,6 +179,31 @@ export interface Session {
     agent: Agent.Agent<R>,
     model: ChatModel.Service,
     input: string | Message.Message,
+    options?: TurnOptions
+  ): Stream.Stream<TurnEvent, TurnError, R>
+  /**
+   * The tool calls the last turn left waiting for a person's approval (its
+   * agent stopped at them; see core's `Approval`). Empty when nothing waits.
+   */
+  pendingApprovals(): ReadonlyArray<Message.ToolCall>
+  /**
+   * Goes on with a turn that stopped for approval: runs `agent` on the history
+   * (no new input) with `decisions` for the waiting calls, by tool call id, and
+   * commits what it produces (the calls' results, then the rest of the loop).
+   * A call without a decision keeps waiting. Nothing waiting: nothing runs, `[]`.
+   * (A new `turn` instead rejects what was waiting, so the history stays valid.)
+   */
+  resume<R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    decisions: Decisions,
+    options?: TurnOptions
+  ): Effect.Effect<ReadonlyArray<Message.Message>, TurnError, R>
+  /** `resume`, streaming the agent's events; ends with `committed`, as `turnStream`. */
+  resumeStream<R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    decisions: Decisions,
     options?: TurnOptions
   ): Stream.Stream<TurnEvent, TurnError, R>
   setTitle(title: string): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError>
@@ -425,6 +461,9 @@ export const make = (
 
   const compact: Session["compact"] = (model, options) =>
     Effect.suspend(() => {
+      if (Approval.pendingCalls(history).length > 0) {
+        return Effect.succeed<CompactResult>({ compacted: false, skipped: { _tag: "WaitingForApproval" } })
+      }
       const system = systemPromptOf(info)
       const planned = Compaction.plan(history, { ...options, system })
       if ("_tag" in planned) return Effect.succeed<CompactResult>({ compacted: false, skipped: planned })
@@ -455,11 +494,31 @@ export const make = (
     return compaction === undefined ? run : Effect.andThen(compaction, run)
   }
 
-  const turnAfterCompaction: Session["turn"] = (agent, model, input, options) =>
-    Effect.suspend(() => {
-      const transaction = begin()
+  /**
+   * A new turn's transaction: the input, after rejecting what was left waiting
+   * for approval (the user moved on); or, resuming (`input` undefined), nothing.
+   */
+  const beginTurn = (input: string | Message.Message | undefined) => {
+    const transaction = begin()
+    if (input !== undefined) {
+      for (const call of Approval.pendingCalls(history)) transaction.add(Approval.superseded(call))
       transaction.add(toInput(input))
-      const execute = agent.execute(transactionContext(transaction, options), model)
+    }
+    return transaction
+  }
+
+  const turnAfterCompaction = <R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    input: string | Message.Message | undefined,
+    options: TurnOptions | undefined,
+    approvals?: Approval.Service
+  ): Effect.Effect<ReadonlyArray<Message.Message>, TurnError, R> =>
+    Effect.suspend(() => {
+      const transaction = beginTurn(input)
+      const run = agent.execute(transactionContext(transaction, options), model)
+      const execute =
+        approvals === undefined ? run : Effect.provideService(run, Approval.Approvals, approvals)
       const signal = options?.signal
       return (signal === undefined ? execute : Effect.raceFirst(execute, abortion(signal))).pipe(
         Effect.flatMap((produced) => {
@@ -482,21 +541,27 @@ export const make = (
     return Stream.concat(compactedEvent, run)
   }
 
-  const turnStreamAfterCompaction: Session["turnStream"] = (agent, model, input, options) =>
+  const turnStreamAfterCompaction = <R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    input: string | Message.Message | undefined,
+    options: TurnOptions | undefined,
+    approvals?: Approval.Service
+  ): Stream.Stream<TurnEvent, TurnError, R> =>
     Stream.suspend(() => {
-      const transaction = begin()
-      transaction.add(toInput(input))
+      const transaction = beginTurn(input)
       // The agent's output joins the transaction only once the agent is done, as in
       // `turn`: the agent's context is committed + pending, and an agent that reads
       // its context between steps must not meet its own output there as well.
       const produced: Array<Message.Message> = []
-      const agentEvents = agent
-        .executeStream(transactionContext(transaction, options), model)
-        .pipe(
-          Stream.tap((event) =>
-            event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
-          )
+      const stream = agent.executeStream(transactionContext(transaction, options), model)
+      const agentEvents = (
+        approvals === undefined ? stream : Stream.provideService(stream, Approval.Approvals, approvals)
+      ).pipe(
+        Stream.tap((event) =>
+          event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
         )
+      )
       // The signal cancels the agent only: once the commit begins, the turn is finished and reported.
       const signal = options?.signal
       const events = signal === undefined ? agentEvents : Stream.interruptWhen(agentEvents, abortion(signal))
@@ -512,6 +577,30 @@ export const make = (
         Stream.onExit(() => Effect.sync(() => finish(transaction)))
       )
     })
+
+  const resumeUntraced = <R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    decisions: Decisions,
+    options: TurnOptions | undefined
+  ): Effect.Effect<ReadonlyArray<Message.Message>, TurnError, R> =>
+    Effect.suspend(() =>
+      Approval.pendingCalls(history).length === 0
+        ? Effect.succeed([])
+        : turnAfterCompaction(agent, model, undefined, options, Approval.fromDecisions(decisions))
+    )
+
+  const resumeStreamUntraced = <R>(
+    agent: Agent.Agent<R>,
+    model: ChatModel.Service,
+    decisions: Decisions,
+    options: TurnOptions | undefined
+  ): Stream.Stream<TurnEvent, TurnError, R> =>
+    Stream.suspend(() =>
+      Approval.pendingCalls(history).length === 0
+        ? Stream.succeed<TurnEvent>({ type: "committed", messages: [] })
+        : turnStreamAfterCompaction(agent, model, undefined, options, Approval.fromDecisions(decisions))
+    )
 
   const session: Session = {
     get id() {
@@ -540,6 +629,22 @@ export const make = (
     turnStream: (agent, model, input, options) =>
       Tracing.withSpanStream(
         turnStreamUntraced(agent, model, input, options),
+        Tracing.SpanNames.turn,
+        spanOptions()
+      ),
+
+    pendingApprovals: () => Approval.pendingCalls(history),
+
+    resume: (agent, model, decisions, options) =>
+      Tracing.withSpan(
+        resumeUntraced(agent, model, decisions, options),
+        Tracing.SpanNames.turn,
+        spanOptions()
+      ),
+
+    resumeStream: (agent, model, decisions, options) =>
+      Tracing.withSpanStream(
+        resumeStreamUntraced(agent, model, decisions, options),
         Tracing.SpanNames.turn,
         spanOptions()
       ),

@@ -115,6 +115,11 @@ export class ChatInput {
     return lines.join("\n")
   }
 
+  /** One line answering a question (`prompt` on a terminal), or `undefined` once the input ended. */
+  ask(prompt: string): Promise<string | undefined> {
+    return this.#nextLine(prompt)
+  }
+
   #nextLine(prompt: string): Promise<string | undefined> {
     const line = this.#lines.shift()
     if (line !== undefined) return Promise.resolve(line)

@@ -9,7 +9,7 @@
 import { PlanAgent } from "@noema/agents"
 import type { Agent, Message } from "@noema/core"
 import type { Session } from "@noema/session"
-import { compactionLine, StreamSanitizer, type Style, sanitize, toolLine } from "../Terminal.js"
+import { callLine, compactionLine, StreamSanitizer, type Style, sanitize, toolLine } from "../Terminal.js"
 
 export interface Output {
   write(text: string): unknown
@@ -110,6 +110,18 @@ export class TurnRenderer {
       }
       case "usage":
         return
+      case "approval-request": {
+        this.#hideIndicator()
+        this.#closeReasoning()
+        if (!this.#atLineStart && this.#options.sameScreen) {
+          this.#options.text.write("\n")
+          this.#atLineStart = true
+        }
+        this.#options.tools.write(
+          `${this.#options.toolStyle.yellow(`  ⏸ ${callLine(event.toolCall)} waits for your approval`)}\n`
+        )
+        return
+      }
       case "data":
         if (event.name === PlanAgent.planEvent) this.#plan(event.data as PlanAgent.Plan)
         return

@@ -77,7 +77,9 @@ Options
   -s, --session ID      continue a saved session (see noema sessions list)
       --system TEXT     the session's system prompt (with --session: replaces that session's)
       --no-tools        do not give the model the built-in tools (calculator, current_time, read_file)
-      --mcp FILE        also give it the tools of the MCP servers in FILE ({ "mcpServers": ... })
+      --mcp FILE        also give it the tools of the MCP servers in FILE ({ "mcpServers": ... });
+                        a server's tool not marked read-only asks for approval before each call
+  -y, --yes             run every tool call without asking
 ${databaseOption}
 ${commonOptions}
 
@@ -103,7 +105,9 @@ Options
       --json            print the turn's messages as JSON instead of the answer
       --system TEXT     the session's system prompt (with --session: replaces that session's)
       --no-tools        do not give the model the built-in tools
-      --mcp FILE        also give it the tools of the MCP servers in FILE ({ "mcpServers": ... })
+      --mcp FILE        also give it the tools of the MCP servers in FILE ({ "mcpServers": ... });
+                        a server's tool not marked read-only asks for approval before each call
+  -y, --yes             run every tool call without asking
 ${databaseOption}
 ${commonOptions}
 

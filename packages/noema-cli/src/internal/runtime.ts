@@ -6,7 +6,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { PlanAgent, ToolAgent } from "@noema/agents"
-import { type Agent, type ChatModel, Retry, type Tool } from "@noema/core"
+import { type Agent, type ChatModel, Retry, Tool } from "@noema/core"
 import { Database, type Session, SessionStore, SqlStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -134,7 +134,11 @@ const noMcp: McpConnections = { tools: [], close: async () => undefined }
  * `UsageError` (exit 2) naming the file and key; a server that fails to start
  * rejects with the `McpError` line (exit 1). Nothing is loaded without `--mcp`.
  */
-export const openMcp = async (file: string | undefined, cwd: string): Promise<McpConnections> => {
+export const openMcp = async (
+  file: string | undefined,
+  cwd: string,
+  options: { readonly approveAll?: boolean } = {}
+): Promise<McpConnections> => {
   if (file === undefined) return noMcp
   const { McpConfig, McpTools } = await import("@noema/mcp")
   const exit = await Effect.runPromiseExit(McpConfig.load(path.resolve(cwd, file)))
@@ -142,8 +146,18 @@ export const openMcp = async (file: string | undefined, cwd: string): Promise<Mc
     const error = Cause.squash(exit.cause)
     throw new UsageError(`noema: ${error instanceof Error ? error.message : String(error)}`)
   }
-  return McpTools.open(exit.value, { clientName: "noema" })
+  const connections = await McpTools.open(exit.value, { clientName: "noema" })
+  return options.approveAll === true
+    ? connections
+    : { ...connections, tools: connections.tools.map(withApprovalUnlessReadOnly) }
 }
+
+/**
+ * A server's tool that may change something (not annotated read-only) asks
+ * before each call; `--yes` turns that off. The built-in tools only read.
+ */
+export const withApprovalUnlessReadOnly = (tool: Tool.Any): Tool.Any =>
+  Tool.isReadOnly(tool) ? tool : Tool.withApproval(tool)
 
 /**
  * The session is the one home of the system prompt; the CLI's default becomes a
