@@ -301,7 +301,11 @@ export const openOrCreate = (
 // ---------------------------------------------------------------------------
 
 const toInput = (input: TurnInput): ReadonlyArray<Message.Message> =>
-  typeof input === "string" ? [Message.user(input)] : Array.isArray(input) ? input : [input as Message.Message]
+  typeof input === "string"
+    ? [Message.user(input)]
+    : Array.isArray(input)
+      ? input
+      : [input as Message.Message]
 
 /** The result a call gets when its turn was interrupted after it started. */
 export const interruptedCallResult = (call: Message.ToolCall): Message.ToolMessage =>
@@ -631,7 +635,8 @@ export const make = (
       const keepSeen = options?.onInterrupt === "keep-seen"
       return Stream.concat(events, committedEvent).pipe(
         Stream.onExit((exit) => {
-          if (!keepSeen || !transaction.isOpen || !Exit.hasInterrupts(exit)) return Effect.sync(() => finish(transaction))
+          if (!keepSeen || !transaction.isOpen || !Exit.hasInterrupts(exit))
+            return Effect.sync(() => finish(transaction))
           // Interrupted: what was seen (and what started) is kept, honestly marked; nothing seen, nothing kept.
           const seen = seenOfInterrupted(produced, partialText)
           if (seen.length === 0) return Effect.sync(() => finish(transaction))
