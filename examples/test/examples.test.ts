@@ -28,4 +28,11 @@ describe("examples", () => {
     expect(lines[2]).toBe("assistant: Resumo: as abelhas dançam para indicar direções.")
     expect(lines[3]).toBe("the model saw 2, 3, 4 messages")
   })
+
+  it("runtime-timer reacts to a person's message and to each timer tick, losing nothing", () => {
+    const output = run("runtime-timer.ts")
+    expect(output).toContain("turn 1: I read: start the report")
+    expect(output).toContain("I read: (timer) tick 3: report progress")
+    expect(output).toContain("stored: 8 messages; left unprocessed: 0")
+  })
 })

@@ -101,12 +101,23 @@ export type PrepareStep = (
   input: PrepareStepInput
 ) => StepOverrides | undefined | Effect.Effect<StepOverrides | undefined>
 
+/** What steering is told when it is polled. */
+export interface SteeringInput {
+  /** The number of the step that just finished. */
+  readonly step: number
+  /**
+   * The model answered without tool calls: the loop ends unless steering returns
+   * messages (what a runtime injects "in the end" belongs here).
+   */
+  readonly final: boolean
+}
+
 /**
  * Messages to inject between steps, polled after each step's tool calls have
  * all been answered and before the next model call. Return what arrived since
  * the last poll (e.g. `Queue.clear(queue)`), or an empty array.
  */
-export type Steering = () => Effect.Effect<ReadonlyArray<Message.Message>>
+export type Steering = (input: SteeringInput) => Effect.Effect<ReadonlyArray<Message.Message>>
 
 export interface Options<Tools extends ReadonlyArray<Tool.Any<unknown>>> {
   /** Shown in errors and logs. Default `"tool-agent"`. */
@@ -355,7 +366,7 @@ class Run<R> {
         : end
     }
     if (loop.steering === undefined) return ranTools ? proceed : end
-    return Effect.flatMap(loop.steering(), (messages) => {
+    return Effect.flatMap(loop.steering({ step: number, final: !ranTools }), (messages) => {
       for (let i = 0; i < messages.length; i++) {
         const message = messages[i] as Message.Message
         // Injected messages must keep the history valid: no calls to answer, no answers without calls.

@@ -23,7 +23,7 @@ import {
   Tracing,
   Transaction
 } from "@noema/core"
-import { Clock, Effect, Stream } from "effect"
+import { Clock, Effect, Exit, Stream } from "effect"
 import * as Compaction from "./Compaction.js"
 import {
   mergeMetadata,
@@ -118,7 +118,19 @@ export interface TurnOptions {
    * (see `Compaction`). A failed summary fails the turn; nothing of it is stored.
    */
   readonly compaction?: Compaction.Options & { readonly model?: ChatModel.Service }
+  /**
+   * What an interrupted `turnStream` leaves (default `"rollback"`: nothing).
+   * `"keep-seen"` commits what already happened: the input, the complete
+   * messages, the text streamed so far as an assistant message marked
+   * `metadata.interrupted`, and for each tool call that started without a
+   * result an error result saying it was interrupted and may have partially
+   * run. A turn interrupted before anything was produced still leaves nothing.
+   */
+  readonly onInterrupt?: "rollback" | "keep-seen"
 }
+
+/** A turn's input: text (a user message), a message, or several messages (e.g. a runtime's context items). */
+export type TurnInput = string | Message.Message | ReadonlyArray<Message.Message>
 
 /** Decisions on waiting tool calls, by tool call id. */
 export type Decisions = ReadonlyMap<string, Approval.Decision> | Readonly<Record<string, Approval.Decision>>
@@ -164,7 +176,7 @@ export interface Session {
   turn<R>(
     agent: Agent.Agent<R>,
     model: ChatModel.Service,
-    input: string | Message.Message,
+    input: TurnInput,
     options?: TurnOptions
   ): Effect.Effect<ReadonlyArray<Message.Message>, TurnError, R>
   /**
@@ -178,7 +190,7 @@ export interface Session {
   turnStream<R>(
     agent: Agent.Agent<R>,
     model: ChatModel.Service,
-    input: string | Message.Message,
+    input: TurnInput,
     options?: TurnOptions
   ): Stream.Stream<TurnEvent, TurnError, R>
   /**
@@ -288,8 +300,49 @@ export const openOrCreate = (
 // Implementation
 // ---------------------------------------------------------------------------
 
-const toInput = (input: string | Message.Message): Message.Message =>
-  typeof input === "string" ? Message.user(input) : input
+const toInput = (input: TurnInput): ReadonlyArray<Message.Message> =>
+  typeof input === "string"
+    ? [Message.user(input)]
+    : Array.isArray(input)
+      ? input
+      : [input as Message.Message]
+
+/** The result a call gets when its turn was interrupted after it started. */
+export const interruptedCallResult = (call: Message.ToolCall): Message.ToolMessage =>
+  Message.toolResult({
+    toolCallId: call.id,
+    name: call.name,
+    content: `The call of "${call.name}" was interrupted; it may have partially run.`,
+    isError: true,
+    metadata: { interrupted: true }
+  })
+
+/**
+ * What an interrupted turn showed: its completed messages, the text streamed
+ * since the last one as an assistant message marked `interrupted`, and an
+ * "interrupted; may have partially run" result for every call that started
+ * without an answer. Valid history: every call answered, in order.
+ */
+export const seenOfInterrupted = (
+  produced: ReadonlyArray<Message.Message>,
+  partialText: string
+): Array<Message.Message> => {
+  const seen: Array<Message.Message> = []
+  const open = new Map<string, Message.ToolCall>()
+  const closeCalls = () => {
+    for (const call of open.values()) seen.push(interruptedCallResult(call))
+    open.clear()
+  }
+  for (const message of produced) {
+    if (message.role === "tool") open.delete(message.toolCallId)
+    else closeCalls()
+    seen.push(message)
+    if (message.role === "assistant") for (const call of message.toolCalls ?? []) open.set(call.id, call)
+  }
+  closeCalls()
+  if (partialText.length > 0) seen.push(Message.assistant(partialText, { metadata: { interrupted: true } }))
+  return seen
+}
 
 /** Completes by interrupting once `signal` aborts (at once if it already has). */
 const abortion = (signal: AbortSignal): Effect.Effect<never> =>
@@ -498,11 +551,11 @@ export const make = (
    * A new turn's transaction: the input, after rejecting what was left waiting
    * for approval (the user moved on); or, resuming (`input` undefined), nothing.
    */
-  const beginTurn = (input: string | Message.Message | undefined) => {
+  const beginTurn = (input: TurnInput | undefined) => {
     const transaction = begin()
     if (input !== undefined) {
       for (const call of Approval.pendingCalls(history)) transaction.add(Approval.superseded(call))
-      transaction.add(toInput(input))
+      transaction.extend(toInput(input))
     }
     return transaction
   }
@@ -510,7 +563,7 @@ export const make = (
   const turnAfterCompaction = <R>(
     agent: Agent.Agent<R>,
     model: ChatModel.Service,
-    input: string | Message.Message | undefined,
+    input: TurnInput | undefined,
     options: TurnOptions | undefined,
     approvals?: Approval.Service
   ): Effect.Effect<ReadonlyArray<Message.Message>, TurnError, R> =>
@@ -544,7 +597,7 @@ export const make = (
   const turnStreamAfterCompaction = <R>(
     agent: Agent.Agent<R>,
     model: ChatModel.Service,
-    input: string | Message.Message | undefined,
+    input: TurnInput | undefined,
     options: TurnOptions | undefined,
     approvals?: Approval.Service
   ): Stream.Stream<TurnEvent, TurnError, R> =>
@@ -554,13 +607,19 @@ export const make = (
       // `turn`: the agent's context is committed + pending, and an agent that reads
       // its context between steps must not meet its own output there as well.
       const produced: Array<Message.Message> = []
+      // Text streamed since the last complete message: seen, if the turn is interrupted now.
+      let partialText = ""
       const stream = agent.executeStream(transactionContext(transaction, options), model)
       const agentEvents = (
         approvals === undefined ? stream : Stream.provideService(stream, Approval.Approvals, approvals)
       ).pipe(
-        Stream.tap((event) =>
-          event.type === "message" ? Effect.sync(() => void produced.push(event.message)) : Effect.void
-        )
+        Stream.tap((event) => {
+          if (event.type === "message") {
+            produced.push(event.message)
+            partialText = ""
+          } else if (event.type === "text-delta") partialText += event.delta
+          return Effect.void
+        })
       )
       // The signal cancels the agent only: once the commit begins, the turn is finished and reported.
       const signal = options?.signal
@@ -573,8 +632,17 @@ export const make = (
       const committedEvent = Stream.fromEffect(
         Effect.map(commitProduced, (messages): TurnEvent => ({ type: "committed", messages }))
       )
+      const keepSeen = options?.onInterrupt === "keep-seen"
       return Stream.concat(events, committedEvent).pipe(
-        Stream.onExit(() => Effect.sync(() => finish(transaction)))
+        Stream.onExit((exit) => {
+          if (!keepSeen || !transaction.isOpen || !Exit.hasInterrupts(exit))
+            return Effect.sync(() => finish(transaction))
+          // Interrupted: what was seen (and what started) is kept, honestly marked; nothing seen, nothing kept.
+          const seen = seenOfInterrupted(produced, partialText)
+          if (seen.length === 0) return Effect.sync(() => finish(transaction))
+          transaction.extend(seen)
+          return Effect.ignore(commit(transaction))
+        })
       )
     })
 

@@ -1,0 +1,365 @@
+/**
+ * Runtime: an agent that reacts to what happens while it works.
+ *
+ * Three operations drive it: `start`, `stop`, `receiveTrigger(trigger)`.
+ * Each trigger goes to every submind (`Submind.onTrigger`, in registration
+ * order), which may turn it into context items with a priority. The items wait
+ * in the runtime's bucket (internal, not configurable):
+ *
+ * - idle + an item: a cycle (one turn of the agent on the session) starts at
+ *   once, carrying every waiting `Interruption` and `ForNextTurn` item (or, if
+ *   only `InTheEnd` items wait, those);
+ * - running + `Interruption`: the running turn is interrupted (and waited for),
+ *   then a new cycle starts with that item first;
+ * - running + `ForNextTurn`: injected at the next model-call boundary, after
+ *   every result of the tool calls already requested (the agent's steering);
+ * - running + `InTheEnd`: injected when the agent's loop would finish.
+ *
+ * An item leaves the bucket only when the turn that carried it is committed.
+ * An interrupted turn keeps what was seen (`onInterrupt: "keep-seen"`: the
+ * input, complete messages, streamed text marked interrupted, an "interrupted;
+ * may have partially run" result for a started tool call); its items that were
+ * not stored go back to the front. A turn that fails is rolled back and its
+ * items are dropped, reported in a `cycle-failed` event (retrying them would
+ * fail the same way).
+ *
+ * `stop` cancels the running cycle (`running: "cancel"`, the default: as an
+ * interruption) or lets it finish (`"finish"`), then reports every item still
+ * queued, in its result and a `stopped` event: nothing is lost silently.
+ *
+ * What happens is published as `RuntimeEvent`s (`events`), for UIs and logs;
+ * observing drives nothing.
+ */
+import type { Agent, ChatModel, Message } from "@noema/core"
+import type { Session } from "@noema/session"
+import { Deferred, Duration, Effect, Exit, Fiber, PubSub, Queue, Schema, Scope, Stream } from "effect"
+import type * as ContextItem from "./ContextItem.js"
+import { Bucket } from "./internal/bucket.js"
+import type * as Submind from "./Submind.js"
+import type * as TriggerEvent from "./TriggerEvent.js"
+
+// ---------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------
+
+export type RuntimeEvent =
+  | { readonly type: "started" }
+  /** A trigger arrived; `items` is what the subminds made of it. */
+  | {
+      readonly type: "trigger"
+      readonly trigger: TriggerEvent.TriggerEvent
+      readonly items: ReadonlyArray<ContextItem.ContextItem>
+      /** Whether a cycle was running (its items then wait, or join it, or interrupt it). */
+      readonly running: boolean
+    }
+  | { readonly type: "cycle-started"; readonly cycle: Submind.Cycle }
+  /** An event of the cycle's turn (the agent's events, `compacted`, `committed`). */
+  | { readonly type: "turn"; readonly cycle: number; readonly event: Session.TurnEvent }
+  /** Items joined the running turn at a model-call boundary (or at its end, for `InTheEnd`). */
+  | {
+      readonly type: "injected"
+      readonly cycle: number
+      readonly items: ReadonlyArray<ContextItem.ContextItem>
+    }
+  | {
+      readonly type: "cycle-completed"
+      readonly cycle: Submind.Cycle
+      readonly committed: ReadonlyArray<Message.Message>
+    }
+  /** The turn was interrupted; `kept` is what was stored of it (what was seen), maybe nothing. */
+  | {
+      readonly type: "cycle-interrupted"
+      readonly cycle: Submind.Cycle
+      readonly kept: ReadonlyArray<Message.Message>
+    }
+  /** The turn failed and nothing of it was stored; its items are dropped (listed here). */
+  | {
+      readonly type: "cycle-failed"
+      readonly cycle: Submind.Cycle
+      readonly error: unknown
+      readonly dropped: ReadonlyArray<ContextItem.ContextItem>
+    }
+  | { readonly type: "hook-failed"; readonly submind: string; readonly hook: string; readonly reason: string }
+  | { readonly type: "idle" }
+  | { readonly type: "stopped"; readonly unprocessed: ReadonlyArray<ContextItem.ContextItem> }
+
+export interface StopReport {
+  /** Items still queued when the runtime stopped (never run, or returned by a cancelled cycle). */
+  readonly unprocessed: ReadonlyArray<ContextItem.ContextItem>
+}
+
+export class RuntimeNotRunning extends Schema.TaggedError<RuntimeNotRunning>()("RuntimeNotRunning", {
+  state: Schema.Literals(["new", "stopped"])
+}) {
+  override get message(): string {
+    return this.state === "new" ? "the runtime has not been started" : "the runtime has stopped"
+  }
+}
+
+export interface Runtime {
+  readonly start: Effect.Effect<void>
+  /** Stops the runtime (see the module comment); stopping twice reports nothing the second time. */
+  readonly stop: (options?: { readonly running?: "cancel" | "finish" }) => Effect.Effect<StopReport>
+  readonly receiveTrigger: (trigger: TriggerEvent.TriggerEvent) => Effect.Effect<void, RuntimeNotRunning>
+  /** Everything that happens from now on (subscribe before `start` to see it all). */
+  readonly events: Stream.Stream<RuntimeEvent>
+}
+
+/** What the agent is made from: the runtime's steering, to give to a `ToolAgent`. */
+export type AgentFactory = (
+  steering: (input: { readonly final: boolean }) => Effect.Effect<ReadonlyArray<Message.Message>>
+) => Agent.Agent
+
+export interface Options {
+  readonly session: Session.Session
+  readonly model: ChatModel.Service
+  /** The agent of every cycle, built with the runtime's steering (see `RuntimeBuilder`). */
+  readonly agent: AgentFactory
+  readonly subminds: ReadonlyArray<Submind.Submind>
+  /** How long a submind's hook may run before it is reported as hanging and abandoned. Default 5 seconds. */
+  readonly hookTimeout?: Duration.Input
+  /** Options for every turn (compaction, ...); `onInterrupt` is always "keep-seen". */
+  readonly turnOptions?: Omit<Session.TurnOptions, "onInterrupt" | "signal">
+}
+
+// ---------------------------------------------------------------------------
+// The runtime
+// ---------------------------------------------------------------------------
+
+const describe = (value: unknown): string => (value instanceof Error ? value.message : String(value))
+
+/** A runtime over `options.session`; it does nothing until `start`. Its resources end with `stop`. */
+export const make = (options: Options): Effect.Effect<Runtime> =>
+  Effect.gen(function* () {
+    const { session, model, subminds } = options
+    const hookTimeout = Duration.fromInputUnsafe(options.hookTimeout ?? Duration.seconds(5))
+    const pubsub = yield* PubSub.unbounded<RuntimeEvent>()
+    const publish = (event: RuntimeEvent) => Effect.asVoid(PubSub.publish(pubsub, event))
+    const bucket = new Bucket()
+    // Sliding, one slot: "something changed"; the loop looks at the bucket itself.
+    const wakeups = yield* Queue.sliding<void>(1)
+    const wake = Effect.asVoid(Queue.offer(wakeups, undefined))
+    const scope = yield* Scope.make()
+
+    let state: "new" | "running" | "stopped" = "new"
+    let cycleNumber = 0
+    let current:
+      | {
+          readonly cycle: Submind.Cycle
+          readonly items: Array<ContextItem.ContextItem>
+          fiber: Fiber.Fiber<void, unknown> | undefined
+        }
+      | undefined
+    let loopFiber: Fiber.Fiber<void> | undefined
+
+    // --- hooks, isolated ------------------------------------------------------
+
+    const guard = <A>(submind: Submind.Submind, hook: string, effect: Effect.Effect<A>, fallback: A) =>
+      effect.pipe(
+        Effect.timeoutOrElse({
+          duration: hookTimeout,
+          orElse: () =>
+            Effect.as(
+              publish({
+                type: "hook-failed",
+                submind: submind.name,
+                hook,
+                reason: `did not finish within ${Duration.format(hookTimeout)}`
+              }),
+              fallback
+            )
+        }),
+        Effect.catchCause((cause) =>
+          Effect.as(
+            publish({ type: "hook-failed", submind: submind.name, hook, reason: describe(cause) }),
+            fallback
+          )
+        )
+      )
+
+    /** Tells every submind (beside the cycle: not awaited). */
+    const tell = (hook: string, call: (submind: Submind.Submind) => Effect.Effect<void> | undefined) =>
+      Effect.forEach(
+        subminds,
+        (submind) => {
+          const effect = call(submind)
+          return effect === undefined
+            ? Effect.void
+            : Effect.forkIn(guard(submind, hook, effect, undefined), scope)
+        },
+        { discard: true }
+      )
+
+    // --- steering: items joining the running turn ------------------------------
+
+    const steering = (input: { readonly final: boolean }) =>
+      Effect.suspend(() => {
+        const running = current
+        if (running === undefined) return Effect.succeed([])
+        const taken = bucket.take(
+          running.cycle.number,
+          input.final ? ["ForNextTurn", "InTheEnd"] : ["ForNextTurn"]
+        )
+        if (taken.length === 0) return Effect.succeed([])
+        running.items.push(...taken)
+        return Effect.as(
+          publish({ type: "injected", cycle: running.cycle.number, items: taken }),
+          taken.flatMap((item) => item.messages)
+        )
+      })
+    const agent = options.agent(steering)
+
+    // --- cycles ----------------------------------------------------------------
+
+    /** Runs one turn for the waiting items; settles the bucket by how it ended. */
+    const runCycle = Effect.gen(function* () {
+      const number = ++cycleNumber
+      const initial = bucket.hasWaiting(["Interruption", "ForNextTurn"])
+        ? bucket.take(number, ["Interruption", "ForNextTurn"])
+        : bucket.take(number, ["InTheEnd"])
+      const running = {
+        cycle: { number, items: initial },
+        items: [...initial],
+        fiber: undefined as Fiber.Fiber<void, unknown> | undefined
+      }
+      current = running
+      yield* publish({ type: "cycle-started", cycle: running.cycle })
+      yield* tell("onCycleStarted", (submind) => submind.onCycleStarted?.(running.cycle))
+      const before = session.context().length
+      let committed: ReadonlyArray<Message.Message> | undefined
+      const turn = Stream.runForEach(
+        session.turnStream(
+          agent,
+          model,
+          initial.flatMap((item) => item.messages),
+          {
+            ...options.turnOptions,
+            onInterrupt: "keep-seen"
+          }
+        ),
+        (event) => {
+          if (event.type === "committed") committed = event.messages
+          return publish({ type: "turn", cycle: number, event })
+        }
+      )
+      const fiber = yield* Effect.forkIn(turn, scope)
+      running.fiber = fiber
+      const exit = yield* Fiber.await(fiber)
+      current = undefined
+      const cycle: Submind.Cycle = { number, items: running.items }
+      if (Exit.isSuccess(exit) && committed !== undefined) {
+        bucket.commit(number)
+        const stored = committed
+        yield* publish({ type: "cycle-completed", cycle, committed: stored })
+        yield* tell("onCycleCompleted", (submind) => submind.onCycleCompleted?.(cycle, stored))
+      } else if (Exit.isFailure(exit) && !Exit.hasInterrupts(exit)) {
+        const dropped = bucket.drop(number)
+        yield* publish({ type: "cycle-failed", cycle, error: exit.cause, dropped })
+      } else {
+        // Interrupted: what was kept is in the session; the items it holds leave, the others wait again.
+        const kept = session.context().toArray().slice(before)
+        const keptIds = new Set(kept.flatMap((message) => (message.id === undefined ? [] : [message.id])))
+        bucket.commit(number, (item) =>
+          item.messages.every((message) => message.id !== undefined && keptIds.has(message.id))
+        )
+        yield* publish({ type: "cycle-interrupted", cycle, kept })
+        yield* tell("onCycleInterrupted", (submind) => submind.onCycleInterrupted?.(cycle))
+      }
+    })
+
+    /** Runs cycles while items wait, until the runtime stops (it then ends after the cycle it is in). */
+    const loop = (ready: Deferred.Deferred<void>) =>
+      Effect.gen(function* () {
+        for (;;) {
+          if (state !== "running") return
+          if (bucket.hasWaiting()) {
+            yield* runCycle
+            continue
+          }
+          yield* publish({ type: "idle" })
+          yield* Deferred.succeed(ready, undefined)
+          yield* tell("onIdle", (submind) => submind.onIdle?.())
+          yield* Queue.take(wakeups)
+        }
+      })
+
+    // --- operations ------------------------------------------------------------
+
+    const start = Effect.suspend(() => {
+      if (state !== "new") return Effect.void
+      state = "running"
+      return Effect.gen(function* () {
+        yield* publish({ type: "started" })
+        yield* Effect.forEach(
+          subminds,
+          (submind) =>
+            submind.onStarted === undefined
+              ? Effect.void
+              : guard(submind, "onStarted", submind.onStarted(), undefined),
+          { discard: true }
+        )
+        const ready = yield* Deferred.make<void>()
+        loopFiber = yield* Effect.forkIn(loop(ready), scope)
+        // Started means listening: the loop is waiting for items.
+        yield* Deferred.await(ready)
+      })
+    })
+
+    const receiveTrigger = (trigger: TriggerEvent.TriggerEvent) =>
+      Effect.suspend(() => {
+        if (state !== "running") return Effect.fail(new RuntimeNotRunning({ state }))
+        return Effect.gen(function* () {
+          const items: Array<ContextItem.ContextItem> = []
+          for (const submind of subminds) {
+            if (submind.onTrigger === undefined) continue
+            items.push(...(yield* guard(submind, "onTrigger", submind.onTrigger(trigger), [])))
+          }
+          // Stopped while the subminds thought about it: the items are reported with the rest.
+          for (const item of items) bucket.add(item)
+          const running = current
+          yield* publish({ type: "trigger", trigger, items, running: running !== undefined })
+          if (running !== undefined && items.some((item) => item.priority === "Interruption")) {
+            const fiber = running.fiber
+            if (fiber !== undefined) yield* Fiber.interrupt(fiber)
+          }
+          yield* wake
+        })
+      })
+
+    const stop = (stopOptions: { readonly running?: "cancel" | "finish" } = {}) =>
+      Effect.suspend(() => {
+        if (state === "stopped") return Effect.succeed<StopReport>({ unprocessed: [] })
+        const wasRunning = state === "running"
+        state = "stopped"
+        return Effect.gen(function* () {
+          const fiber = current?.fiber
+          if (fiber !== undefined && loopFiber !== undefined) {
+            if (stopOptions.running === "finish") yield* Fiber.await(fiber)
+            else yield* Fiber.interrupt(fiber)
+            // The loop settles the bucket for that cycle, sees the runtime stopped, and ends.
+            yield* Fiber.await(loopFiber)
+          } else if (loopFiber !== undefined) yield* Fiber.interrupt(loopFiber)
+          const unprocessed = bucket.remaining()
+          yield* publish({ type: "stopped", unprocessed })
+          if (wasRunning) {
+            yield* Effect.forEach(
+              subminds,
+              (submind) =>
+                submind.onStopped === undefined
+                  ? Effect.void
+                  : guard(submind, "onStopped", submind.onStopped(), undefined),
+              { discard: true }
+            )
+          }
+          yield* Scope.close(scope, Exit.void)
+          return { unprocessed }
+        })
+      })
+
+    return {
+      start,
+      stop,
+      receiveTrigger,
+      events: Stream.fromPubSub(pubsub)
+    } satisfies Runtime
+  })

@@ -1,0 +1,48 @@
+/**
+ * TriggerEvent: anything that happens to a runtime, in one generic envelope.
+ *
+ * A line typed in a chat, a timer, a webhook, a file that changed: each is a
+ * `TriggerEvent` with an id, a `type` (a dotted name such as
+ * `"user.message"` or `"timer.tick"`), the `source` that sent it, the time it
+ * happened and a JSON payload. There are no trigger classes per kind: the
+ * subminds read `type` and `payload` and decide what, if anything, the agent
+ * should see.
+ */
+import { Schema } from "effect"
+
+export const TriggerEvent = Schema.Struct({
+  id: Schema.String,
+  type: Schema.String,
+  source: Schema.String,
+  /** Epoch milliseconds. */
+  time: Schema.Number,
+  payload: Schema.Unknown
+})
+export type TriggerEvent = typeof TriggerEvent.Type
+
+/** The type of the triggers the built-in `UserMessages` submind reads: `{ text, interrupt? }`. */
+export const userMessage = "user.message"
+
+/** A trigger of `type` with `payload`; id, source and time are filled in unless given. */
+export const make = (
+  type: string,
+  payload: unknown,
+  options: { readonly id?: string; readonly source?: string; readonly time?: number } = {}
+): TriggerEvent => ({
+  id: options.id ?? crypto.randomUUID(),
+  type,
+  source: options.source ?? "app",
+  time: options.time ?? Date.now(),
+  payload
+})
+
+/** A `user.message` trigger: text a person typed; `interrupt` asks to stop the running turn for it. */
+export const fromUser = (
+  text: string,
+  options: { readonly interrupt?: boolean; readonly source?: string } = {}
+): TriggerEvent =>
+  make(
+    userMessage,
+    { text, ...(options.interrupt === true && { interrupt: true }) },
+    { source: options.source ?? "user" }
+  )

@@ -1,0 +1,273 @@
+/**
+ * The runtime's transitions, each with the scripted model: what each model
+ * request contained, what the session stored, and the history's validity.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Message, Tool } from "@noema/core"
+import { ScriptedChatModel } from "@noema/core/testing"
+import { Deferred, Effect, Schema } from "effect"
+import * as ContextItem from "../src/ContextItem.js"
+import type * as Submind from "../src/Submind.js"
+import * as TriggerEvent from "../src/TriggerEvent.js"
+import { assertValidHistory, count, setup, waitFor } from "./support.js"
+
+const roles = (messages: ReadonlyArray<Message.Message>) => messages.map((message) => message.role)
+const texts = (messages: ReadonlyArray<Message.Message>) =>
+  messages.map((message) => `${message.role}:${Message.text(message)}`)
+
+/** A tool that waits for the test to open its gate. */
+const gatedTool = (gate: Deferred.Deferred<void>, started: Deferred.Deferred<void>) =>
+  Tool.make({
+    name: "slow",
+    description: "Takes a while",
+    parameters: Schema.Struct({}),
+    handler: () =>
+      Effect.gen(function* () {
+        yield* Deferred.succeed(started, undefined)
+        yield* Deferred.await(gate)
+        return "slow done"
+      })
+  })
+
+const slowCall = { toolCalls: [{ id: "call_slow", name: "slow", arguments: {} }] }
+
+/** A submind turning `note` triggers into items of the given priority. */
+const notes = (priority: ContextItem.ContextPriority): Submind.Submind => ({
+  name: "notes",
+  onTrigger: (trigger) =>
+    Effect.succeed(
+      trigger.type === "note"
+        ? [ContextItem.make(priority, [Message.user(`note: ${String(trigger.payload)}`)], { trigger })]
+        : []
+    )
+})
+
+describe("Runtime", () => {
+  it.live("idle + a message: a cycle starts at once and its turn is committed", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: ["Hello!"] })
+      const { runtime, events, stored } = yield* setup({ model })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("hi"))
+      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+      assert.deepStrictEqual(texts(yield* stored()), ["user:hi", "assistant:Hello!"])
+      const report = yield* runtime.stop()
+      assert.deepStrictEqual(report.unprocessed, [])
+      assert.deepStrictEqual(
+        events.map((event) => event.type).filter((type) => type !== "turn"),
+        ["started", "idle", "trigger", "cycle-started", "cycle-completed", "idle", "stopped"]
+      )
+    })
+  )
+
+  it.live(
+    "running + ForNextTurn: joins at the next model call, after the results of the calls already made",
+    () =>
+      Effect.gen(function* () {
+        const gate = yield* Deferred.make<void>()
+        const started = yield* Deferred.make<void>()
+        const model = ScriptedChatModel.make({ replies: [slowCall, "Both done."] })
+        const { runtime, events, stored } = yield* setup({ model, tools: [gatedTool(gate, started)] })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("do the slow thing"))
+        yield* Deferred.await(started)
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("and then this"))
+        yield* Deferred.succeed(gate, undefined)
+        yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+        // One cycle, two model calls; the second saw the tool's result, then the new message.
+        assert.strictEqual(count(events, "cycle-started"), 1)
+        assert.strictEqual(count(events, "injected"), 1)
+        assert.deepStrictEqual(roles(model.requests[1]?.messages ?? []), [
+          "user",
+          "assistant",
+          "tool",
+          "user"
+        ])
+        const history = yield* stored()
+        assert.deepStrictEqual(texts(history), [
+          "user:do the slow thing",
+          "assistant:",
+          "tool:slow done",
+          "user:and then this",
+          "assistant:Both done."
+        ])
+        assertValidHistory(history)
+        yield* runtime.stop()
+      })
+  )
+
+  it.live("running + InTheEnd: joins when the loop would finish, which then goes on", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      const model = ScriptedChatModel.make({ replies: [slowCall, "Slow is done.", "Noted the note."] })
+      const { runtime, events, stored } = yield* setup({
+        model,
+        tools: [gatedTool(gate, started)],
+        subminds: [notes("InTheEnd")]
+      })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("go"))
+      yield* Deferred.await(started)
+      yield* runtime.receiveTrigger(TriggerEvent.make("note", "remember milk"))
+      yield* Deferred.succeed(gate, undefined)
+      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+      // Not at the tool boundary: only once the model answered without tools.
+      assert.deepStrictEqual(roles(model.requests[1]?.messages ?? []), ["user", "assistant", "tool"])
+      assert.deepStrictEqual(texts(yield* stored()), [
+        "user:go",
+        "assistant:",
+        "tool:slow done",
+        "assistant:Slow is done.",
+        "user:note: remember milk",
+        "assistant:Noted the note."
+      ])
+      yield* runtime.stop()
+    })
+  )
+
+  it.live(
+    "running + Interruption: the turn stops, the started call is recorded as interrupted, a new cycle starts with the item first",
+    () =>
+      Effect.gen(function* () {
+        const gate = yield* Deferred.make<void>()
+        const started = yield* Deferred.make<void>()
+        const model = ScriptedChatModel.make({ replies: [slowCall, "Stopped; what now?"] })
+        const { runtime, events, stored } = yield* setup({ model, tools: [gatedTool(gate, started)] })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("do the slow thing"))
+        yield* Deferred.await(started)
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("stop that!", { interrupt: true }))
+        yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+        assert.strictEqual(count(events, "cycle-interrupted"), 1)
+        const history = yield* stored()
+        assert.deepStrictEqual(roles(history), ["user", "assistant", "tool", "user", "assistant"])
+        const interrupted = history[2] as Message.ToolMessage
+        assert.isTrue(interrupted.isError)
+        assert.include(interrupted.content, "interrupted; it may have partially run")
+        assert.strictEqual(Message.text(history[3] as Message.Message), "stop that!")
+        assertValidHistory(history)
+        yield* runtime.stop()
+      })
+  )
+
+  it.live(
+    "an interruption before anything was seen rolls the turn back: its items go back to the front",
+    () =>
+      Effect.gen(function* () {
+        const model = ScriptedChatModel.make({ replies: [{ hang: true }, "Answering both."] })
+        const { runtime, events, stored } = yield* setup({ model })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
+        yield* waitFor(events, () => model.requests.length === 1, "the first model call")
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("urgent", { interrupt: true }))
+        yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+        const interrupted = events.find((event) => event.type === "cycle-interrupted")
+        assert.deepStrictEqual(interrupted?.type === "cycle-interrupted" && interrupted.kept, [])
+        // The interruption first, then the rolled-back item.
+        assert.deepStrictEqual(texts(yield* stored()), [
+          "user:urgent",
+          "user:first",
+          "assistant:Answering both."
+        ])
+        yield* runtime.stop()
+      })
+  )
+
+  it.live("text already streamed is kept, marked interrupted", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({
+        replies: ["one two three four five six seven eight nine ten", "OK."],
+        chunkDelay: "20 millis"
+      })
+      const { runtime, events, stored } = yield* setup({ model })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("count"))
+      yield* waitFor(
+        events,
+        (all) =>
+          all.filter((event) => event.type === "turn" && event.event.type === "text-delta").length >= 2,
+        "some text"
+      )
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("enough", { interrupt: true }))
+      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+      const history = yield* stored()
+      assert.deepStrictEqual(roles(history), ["user", "assistant", "user", "assistant"])
+      const partial = history[1] as Message.AssistantMessage
+      assert.match(Message.text(partial), /^one two/)
+      assert.notInclude(Message.text(partial), "ten")
+      assert.deepStrictEqual(partial.metadata, { interrupted: true })
+      yield* runtime.stop()
+    })
+  )
+
+  it.live("stop cancels the running cycle and reports every item left; triggers after stop are refused", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [{ hang: true }] })
+      const { runtime, events } = yield* setup({ model, subminds: [notes("InTheEnd")] })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
+      yield* waitFor(events, () => model.requests.length === 1, "the model call")
+      yield* runtime.receiveTrigger(TriggerEvent.make("note", "later"))
+      const report = yield* runtime.stop()
+      assert.deepStrictEqual(
+        report.unprocessed.map((item) => Message.text(item.messages[0] as Message.Message)),
+        ["first", "note: later"]
+      )
+      assert.strictEqual(events.at(-1)?.type, "stopped")
+      const refused = yield* Effect.flip(runtime.receiveTrigger(TriggerEvent.fromUser("too late")))
+      assert.strictEqual(refused._tag, "RuntimeNotRunning")
+      assert.deepStrictEqual(yield* runtime.stop(), { unprocessed: [] })
+    })
+  )
+
+  it.live("a failing or hanging hook is reported and harms no other submind", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: ["fine"] })
+      const seen: Array<string> = []
+      const { runtime, events, stored } = yield* setup({
+        model,
+        hookTimeout: "50 millis",
+        subminds: [
+          { name: "broken", onTrigger: () => Effect.die(new Error("boom")) },
+          { name: "stuck", onTrigger: () => Effect.never, onCycleStarted: () => Effect.never },
+          {
+            name: "healthy",
+            onTrigger: (trigger) => Effect.sync(() => void seen.push(trigger.type)).pipe(Effect.as([])),
+            onCycleCompleted: () => Effect.sync(() => void seen.push("completed"))
+          }
+        ]
+      })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("hi"))
+      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+      yield* waitFor(events, () => seen.includes("completed"), "the healthy hook")
+      const failures = events.flatMap((event) =>
+        event.type === "hook-failed" ? [`${event.submind}.${event.hook}`] : []
+      )
+      assert.includeMembers(failures, ["broken.onTrigger", "stuck.onTrigger"])
+      assert.include(seen, "user.message")
+      assert.deepStrictEqual(texts(yield* stored()), ["user:hi", "assistant:fine"])
+      yield* runtime.stop()
+    })
+  )
+
+  it.live("a failed turn drops its items and says which", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({
+        replies: [{ fail: { _tag: "Unavailable", message: "down" } as never }, "Back."]
+      })
+      const { runtime, events, stored } = yield* setup({ model })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("are you there?"))
+      yield* waitFor(events, (all) => count(all, "cycle-failed") === 1, "the failure")
+      const failed = events.find((event) => event.type === "cycle-failed")
+      assert.strictEqual(failed?.type === "cycle-failed" && failed.dropped.length, 1)
+      assert.deepStrictEqual(yield* stored(), [])
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("now?"))
+      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the next cycle")
+      assert.deepStrictEqual(texts(yield* stored()), ["user:now?", "assistant:Back."])
+      yield* runtime.stop()
+    })
+  )
+})

@@ -1,0 +1,134 @@
+/**
+ * A property over random interleavings: triggers of all three priorities
+ * arrive at random moments, with random interruptions, while turns stream and
+ * call tools. Whatever the interleaving: no item is lost (each is stored once,
+ * or reported by `stop` or a failed cycle), none is duplicated, each cycle
+ * takes its items in priority then arrival order, and the stored history is
+ * valid (every tool call answered, results right after their call).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Message, Tool } from "@noema/core"
+import { ScriptedChatModel } from "@noema/core/testing"
+import { Effect, Schema } from "effect"
+import fc from "fast-check"
+import * as ContextItem from "../src/ContextItem.js"
+import type * as Runtime from "../src/Runtime.js"
+import type * as Submind from "../src/Submind.js"
+import * as TriggerEvent from "../src/TriggerEvent.js"
+import { assertValidHistory, setup, waitFor } from "./support.js"
+
+const rank: Record<ContextItem.ContextPriority, number> = { Interruption: 0, ForNextTurn: 1, InTheEnd: 2 }
+
+/** `note` triggers become InTheEnd items (`user.message` ones are ForNextTurn or Interruption). */
+const inTheEnd: Submind.Submind = {
+  name: "in-the-end",
+  onTrigger: (trigger) =>
+    Effect.succeed(
+      trigger.type === "note"
+        ? [ContextItem.make("InTheEnd", [Message.user(String(trigger.payload))], { trigger })]
+        : []
+    )
+}
+
+const quick = Tool.make({
+  name: "quick",
+  description: "Quick",
+  parameters: Schema.Struct({}),
+  handler: () => Effect.as(Effect.sleep("2 millis"), "done")
+})
+
+const step = fc.record({
+  kind: fc.constantFrom("ForNextTurn", "Interruption", "InTheEnd"),
+  pauseMs: fc.integer({ min: 0, max: 6 })
+})
+
+const scenario = (steps: ReadonlyArray<{ readonly kind: string; readonly pauseMs: number }>, seed: number) =>
+  Effect.gen(function* () {
+    let requests = 0
+    // The model answers with text, or asks for the quick tool, depending on the request's number.
+    const model = ScriptedChatModel.make({
+      chunkDelay: "1 millis",
+      fallback: () => {
+        requests++
+        return (requests + seed) % 3 === 0
+          ? { toolCalls: [{ name: "quick", arguments: {} }] }
+          : `answer number ${requests} in several words`
+      }
+    })
+    const { runtime, events, stored } = yield* setup({ model, tools: [quick], subminds: [inTheEnd] })
+    yield* runtime.start
+    const texts: Array<string> = []
+    for (const [index, { kind, pauseMs }] of steps.entries()) {
+      yield* Effect.sleep(`${pauseMs} millis`)
+      const text = `item-${index}`
+      texts.push(text)
+      yield* runtime.receiveTrigger(
+        kind === "InTheEnd"
+          ? TriggerEvent.make("note", text)
+          : TriggerEvent.fromUser(text, { interrupt: kind === "Interruption" })
+      )
+    }
+    // Let it finish whatever is queued, then stop.
+    yield* waitFor(
+      events,
+      (all) =>
+        all.at(-1)?.type === "idle" &&
+        all.filter((event) => event.type === "trigger").length === steps.length,
+      "the runtime to go idle"
+    )
+    const report = yield* runtime.stop()
+    const history = yield* stored()
+    assertValidHistory(history)
+
+    // Nothing lost, nothing duplicated.
+    const storedTexts = history
+      .filter((message) => message.role === "user")
+      .map((message) => Message.text(message))
+    const dropped = events.flatMap((event: Runtime.RuntimeEvent) =>
+      event.type === "cycle-failed"
+        ? event.dropped.flatMap((item) => item.messages.map((m) => Message.text(m)))
+        : []
+    )
+    const unprocessed = report.unprocessed.flatMap((item) => item.messages.map((m) => Message.text(m)))
+    for (const text of texts) {
+      const times = storedTexts.filter((candidate) => candidate === text).length
+      assert.isAtMost(times, 1, `${text} stored twice`)
+      assert.strictEqual(
+        times +
+          dropped.filter((candidate) => candidate === text).length +
+          unprocessed.filter((c) => c === text).length,
+        1,
+        `${text} lost or duplicated (stored ${times}, dropped, or unprocessed)`
+      )
+    }
+    // Each cycle took its items in priority order, and first in first out within one.
+    for (const event of events) {
+      if (event.type !== "cycle-started") continue
+      const items = event.cycle.items
+      for (let index = 1; index < items.length; index++) {
+        const before = items[index - 1] as ContextItem.ContextItem
+        const after = items[index] as ContextItem.ContextItem
+        assert.isAtMost(rank[before.priority], rank[after.priority], "priority order")
+        if (before.priority === after.priority) {
+          const number = (item: ContextItem.ContextItem) =>
+            Number(Message.text(item.messages[0] as Message.Message).slice("item-".length))
+          assert.isBelow(number(before), number(after), "arrival order within a priority")
+        }
+      }
+    }
+  })
+
+describe("Runtime under random interleavings", () => {
+  it.live("loses nothing, duplicates nothing, keeps priority order and a valid history", () =>
+    Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(
+          fc.array(step, { minLength: 1, maxLength: 12 }),
+          fc.integer({ min: 0, max: 2 }),
+          (steps, seed) => Effect.runPromise(scenario(steps, seed))
+        ),
+        { numRuns: 40 }
+      )
+    )
+  )
+})

@@ -1,0 +1,77 @@
+import { assert } from "@effect/vitest"
+import { ToolAgent } from "@noema/agents"
+import type { ChatModel, Message, Tool } from "@noema/core"
+import { MemoryStore, Session, SessionStore } from "@noema/session"
+import { Effect, Fiber, Stream } from "effect"
+import * as Runtime from "../src/Runtime.js"
+import * as Submind from "../src/Submind.js"
+
+/** A runtime on a fresh memory session, its events recorded from the start. */
+export const setup = (options: {
+  readonly model: ChatModel.Service
+  readonly tools?: ReadonlyArray<Tool.Any>
+  readonly subminds?: ReadonlyArray<Submind.Submind>
+  readonly hookTimeout?: string
+}) =>
+  Effect.gen(function* () {
+    const store = yield* MemoryStore.make()
+    const session = yield* Effect.provideService(Session.create(), SessionStore.SessionStore, store)
+    const runtime = yield* Runtime.make({
+      session,
+      model: options.model,
+      subminds: [Submind.userMessages, ...(options.subminds ?? [])],
+      agent: (steering) => ToolAgent.make({ name: "runtime", tools: options.tools ?? [], steering }),
+      ...(options.hookTimeout !== undefined && { hookTimeout: options.hookTimeout as never })
+    })
+    const events: Array<Runtime.RuntimeEvent> = []
+    const recorder = yield* Effect.forkChild(
+      Stream.runForEach(runtime.events, (event) => Effect.sync(() => void events.push(event)))
+    )
+    // Let the recorder subscribe before anything is published.
+    yield* Effect.repeat(Effect.yieldNow, { times: 10 })
+    const stored = () => Effect.map(store.load(session.id), (loaded) => loaded.messages)
+    return { runtime, session, store, events, recorder, stored }
+  })
+
+/** Waits (real time, bounded) until `predicate` holds of the recorded events. */
+export const waitFor = (
+  events: ReadonlyArray<Runtime.RuntimeEvent>,
+  predicate: (events: ReadonlyArray<Runtime.RuntimeEvent>) => boolean,
+  what: string
+) =>
+  Effect.gen(function* () {
+    for (let attempt = 0; attempt < 400; attempt++) {
+      if (predicate(events)) return
+      yield* Effect.sleep("5 millis")
+    }
+    assert.fail(`timed out waiting for ${what}; events: ${events.map((event) => event.type).join(", ")}`)
+  })
+
+export const count = (events: ReadonlyArray<Runtime.RuntimeEvent>, type: Runtime.RuntimeEvent["type"]) =>
+  events.filter((event) => event.type === type).length
+
+/**
+ * The invariant of every stored history: tool results follow their assistant
+ * message (only other results between), and every call is answered.
+ */
+export const assertValidHistory = (messages: ReadonlyArray<Message.Message>) => {
+  let open = new Set<string>()
+  for (const message of messages) {
+    if (message.role === "tool") {
+      assert.isTrue(
+        open.delete(message.toolCallId),
+        `tool result ${message.toolCallId} not right after its call`
+      )
+      continue
+    }
+    assert.strictEqual(
+      open.size,
+      0,
+      `calls ${[...open].join(", ")} unanswered before a ${message.role} message`
+    )
+    open = new Set(message.role === "assistant" ? (message.toolCalls ?? []).map((call) => call.id) : [])
+  }
+  assert.strictEqual(open.size, 0, "every call answered")
+}
+
+export const stopRecorder = (recorder: Fiber.Fiber<void>) => Fiber.interrupt(recorder)
