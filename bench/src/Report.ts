@@ -159,6 +159,27 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "store.concurrent8.lost_or_interleaved" }
   },
   {
+    workload: "runtime.interrupt  (trigger -> request aborted)",
+    unit: "us",
+    suite: "runtime",
+    better: "lower",
+    cells: { noema: "runtime.interrupt_us", raw: "runtime.interrupt_raw_us" }
+  },
+  {
+    workload: "runtime.triggers  (delivered, scripted model)",
+    unit: "per s",
+    suite: "runtime",
+    better: "higher",
+    cells: { noema: "runtime.triggers_per_s" }
+  },
+  {
+    workload: "runtime.triggers lost",
+    unit: "triggers",
+    suite: "runtime",
+    better: "lower",
+    cells: { noema: "runtime.triggers_lost" }
+  },
+  {
     workload: "context.window1m  (window 50)",
     unit: "us",
     suite: "context",
@@ -193,6 +214,7 @@ const packageOf = (figure: string): string | undefined => {
   if (figure.startsWith("inproc.")) return "@noema/agents"
   if (figure.startsWith("http.") && figure.includes(".noema_")) return "@noema/openai"
   if (figure.startsWith("store.")) return "@noema/session"
+  if (figure.startsWith("runtime.") && !figure.includes("_raw_")) return "@noema/runtime"
   if (figure === "cli.version_ms") return "@noema/cli"
   return undefined
 }

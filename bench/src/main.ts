@@ -5,7 +5,7 @@
  *
  *   npm run bench                 full run (a few minutes)
  *   npm run bench -- --quick      fewer repetitions (under two minutes)
- *   npm run bench -- --only http  only the suites named (startup, inproc, http, store, postgres, context);
+ *   npm run bench -- --only http  only the suites named (startup, inproc, http, store, postgres, runtime, context);
  *                                 results.json is then left alone unless --out FILE is given
  */
 import { writeFileSync } from "node:fs"
@@ -17,12 +17,13 @@ import * as Http from "./Http.ts"
 import * as InProcess from "./InProcess.ts"
 import * as Noema from "./Noema.ts"
 import * as Report from "./Report.ts"
+import * as RuntimeBench from "./Runtime.ts"
 import * as Startup from "./Startup.ts"
 import type { StoreOptions } from "./Store.ts"
 import * as Store from "./Store.ts"
 import * as StorePostgres from "./StorePostgres.ts"
 
-const suites = ["startup", "inproc", "http", "store", "postgres", "context"] as const
+const suites = ["startup", "inproc", "http", "store", "postgres", "runtime", "context"] as const
 type Suite = (typeof suites)[number]
 
 interface Settings {
@@ -32,6 +33,7 @@ interface Settings {
   readonly postgres: StorePostgres.StorePostgresOptions
   readonly context: LatencyOptions
   readonly startup: Startup.StartupOptions
+  readonly runtime: RuntimeBench.RuntimeOptions
 }
 
 const settings = (quick: boolean): Settings =>
@@ -61,7 +63,8 @@ const settings = (quick: boolean): Settings =>
           budgetMs: 5_000
         },
         context: { warmupMs: 300, sampleMs: 10, rounds: 25, budgetMs: 3_000 },
-        startup: { runs: 10, warmup: 2 }
+        startup: { runs: 10, warmup: 2 },
+        runtime: { interrupts: 15, triggers: 1_000 }
       }
     : {
         inProcess: { warmupMs: 1_500, sampleMs: 25, rounds: 101, budgetMs: 30_000 },
@@ -88,7 +91,8 @@ const settings = (quick: boolean): Settings =>
           budgetMs: 20_000
         },
         context: { warmupMs: 1_000, sampleMs: 25, rounds: 41, budgetMs: 8_000 },
-        startup: { runs: 25, warmup: 3 }
+        startup: { runs: 25, warmup: 3 },
+        runtime: { interrupts: 41, triggers: 5_000 }
       }
 
 const main = async (): Promise<void> => {
@@ -136,6 +140,10 @@ const main = async (): Promise<void> => {
   if (selected("postgres")) {
     log("PostgreSQL sessions (a server started from npm, or NOEMA_TEST_PG_URL's)")
     Object.assign(results, await StorePostgres.run(noema, config.postgres))
+  }
+  if (selected("runtime")) {
+    log("the runtime: interruption against the local server, triggers delivered")
+    Object.assign(results, await RuntimeBench.run(config.runtime))
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")

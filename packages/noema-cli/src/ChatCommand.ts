@@ -1,18 +1,22 @@
 /**
- * ChatCommand: `noema chat`, the interactive chat.
+ * ChatCommand: `noema chat`, the interactive chat, a client of the runtime.
  *
- * A read-eval-print loop: lines come from `ChatInput` (readline, history),
- * slash commands run here, and each message is one session turn run by
- * `TurnRunner`, which reports whether the session saved it. Ctrl-C during a
- * turn cancels it: the HTTP request is aborted and nothing of the turn is
- * saved (unless the answer was complete and already being saved; then the
- * turn is saved and the chat says so). Ctrl-C or Ctrl-D on an empty line, or
- * `/exit`, quit.
+ * Lines come from `ChatInput` (readline, history); slash commands run here;
+ * each message is a trigger for the session's runtime (`@noema/runtime`),
+ * whose events draw the answers. On a terminal, typing while an answer
+ * streams is not echoed into it: a line sent then is queued (`ForNextTurn`:
+ * it joins the answer at its next model call, shown as queued), a line
+ * starting with `!` interrupts the answer for it, and Ctrl-C (read as a key)
+ * cancels the answer; what was already shown is kept, marked interrupted.
+ * When input is not a terminal (a script), each line waits for the previous
+ * answer. `/exit` (also during an answer), or Ctrl-C / Ctrl-D on an empty
+ * line, stops the runtime and quits with status 0.
  */
 import * as fs from "node:fs"
-import { type Agent, Approval, type ChatModel, type Tool } from "@noema/core"
-import { Session, Usage } from "@noema/session"
-import { Effect } from "effect"
+import { type Agent, Approval, type ChatModel, Message, type Tool } from "@noema/core"
+import { Runtime as AgentRuntime, Submind, TriggerEvent } from "@noema/runtime"
+import { Session, SessionStore, Usage } from "@noema/session"
+import { Cause, Effect, Stream } from "effect"
 import type { Io } from "./Cli.js"
 import type { Command } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
@@ -56,6 +60,15 @@ class Chat {
   /** The system prompt a new session gets (`--system`, `/system` before the first turn, else the default). */
   #pendingSystemPrompt: string
   #running: AbortController | undefined
+  /** The runtime of the current session, once a message was sent to it. */
+  #agentRuntime: { readonly runtime: AgentRuntime.Runtime; readonly session: Session.Session } | undefined
+  /** The answer being drawn (a runtime cycle). */
+  #renderer: TurnRenderer | undefined
+  /** A cycle runs, or a message was sent and its cycle has not ended yet. */
+  #busy = false
+  readonly #idleWaiters: Array<() => void> = []
+  /** The last turn stopped at calls that wait for approval: the loop asks before reading on. */
+  #approvalsWaiting = false
   /** When to compact (`--context-budget`), and the settings for the current model once loaded. */
   readonly #contextBudget: CliConfig.ContextBudget
   #compaction: Promise<Runtime.CompactionSettings> | undefined
@@ -92,7 +105,8 @@ class Chat {
       interactive: this.#interactive,
       historyFile: paths.history,
       prompt: this.#style.bold(this.#style.cyan("› ")),
-      continuationPrompt: this.#style.dim("… ")
+      continuationPrompt: this.#style.dim("… "),
+      onCancel: () => this.#cancel()
     })
     process.on("SIGINT", this.#onSignal)
   }
@@ -101,10 +115,21 @@ class Chat {
   // Signals
   // -------------------------------------------------------------------------
 
-  /** SIGINT proper: during a turn (cooked terminal, or input that is not a terminal). */
+  /** SIGINT proper (input that is not a terminal): cancels the answer, or quits when there is none. */
   readonly #onSignal = (): void => {
-    if (this.#running !== undefined) this.#running.abort()
-    else this.#input.close()
+    if (!this.#cancel()) this.#input.close()
+  }
+
+  /** Cancels the answer being drawn, if there is one (Ctrl-C); true if there was. */
+  #cancel(): boolean {
+    if (this.#running !== undefined) {
+      this.#running.abort()
+      return true
+    }
+    const current = this.#agentRuntime
+    if (!this.#busy || current === undefined) return false
+    this.#runtime.runFork(Effect.ignore(current.runtime.receiveTrigger(TriggerEvent.cancel())))
+    return true
   }
 
   // -------------------------------------------------------------------------
@@ -219,26 +244,163 @@ class Chat {
     else this.#note("Nothing to summarise yet: the session holds only its latest turn.")
   }
 
-  async #turn(text: string): Promise<void> {
+  /** Sends a message to the session's runtime; a script (input not a terminal) waits for its answer. */
+  async #send(text: string, interrupt: boolean): Promise<void> {
     let session: Session.Session
+    let runtime: AgentRuntime.Runtime
     try {
       session = await this.#currentSession()
       await Runtime.runOn(this.#runtime, Runtime.adoptDefaultSystemPrompt(session))
+      runtime = await this.#runtimeFor(session)
     } catch (error) {
       this.#failed = true
       this.#error(`error: ${CliError.describe(error)}`)
       return
     }
-    await this.#runTurn(session, { input: text })
+    const queued = this.#busy && !interrupt
+    this.#busy = true
+    // The answer comes next: no prompt in between.
+    this.#input.beginAnswer()
+    await this.#runtime.runPromise(
+      Effect.ignore(runtime.receiveTrigger(TriggerEvent.fromUser(text, { interrupt })))
+    )
+    if (queued) this.#renderer?.note(`(queued: ${Terminal.oneLine(text, 60)})`)
+    if (!this.#interactive) await this.#whenIdle()
   }
 
-  /** Runs a turn (a message, or decisions on calls that wait) and reports it; then asks about what waits. */
-  async #runTurn(
-    session: Session.Session,
-    what: { readonly input: string } | { readonly resume: Session.Decisions }
-  ): Promise<void> {
-    const controller = new AbortController()
-    const renderer = new TurnRenderer({
+  /** Resolves once no cycle runs and nothing waits. */
+  #whenIdle(): Promise<void> {
+    if (!this.#busy) return Promise.resolve()
+    return new Promise((resolve) => this.#idleWaiters.push(resolve))
+  }
+
+  /** The runtime of `session`, started on first use (and again after `/new`, `/resume`, `/model`, `/plan`). */
+  async #runtimeFor(session: Session.Session): Promise<AgentRuntime.Runtime> {
+    const current = this.#agentRuntime
+    if (current !== undefined && current.session === session) return current.runtime
+    await this.#stopRuntime()
+    const compaction = Runtime.turnCompaction(await this.#compactionSettings())
+    const runtime = await this.#runtime.runPromise(
+      AgentRuntime.make({
+        session,
+        model: this.#model,
+        subminds: [Submind.userMessages],
+        agent: (steering) =>
+          Runtime.makeAgent({
+            tools: this.#options.tools,
+            cwd: this.#io.cwd,
+            mcpTools: this.#mcpTools,
+            plan: this.#planning,
+            steering
+          }),
+        ...(compaction !== undefined && { turnOptions: { compaction } })
+      })
+    )
+    this.#runtime.runFork(
+      Stream.runForEach(runtime.events, (event) => Effect.sync(() => this.#onEvent(session, event)))
+    )
+    // Let the subscription above begin before anything is published.
+    await this.#runtime.runPromise(Effect.repeat(Effect.yieldNow, { times: 10 }))
+    await this.#runtime.runPromise(runtime.start)
+    this.#agentRuntime = { runtime, session }
+    return runtime
+  }
+
+  /** Stops the runtime (cancelling its answer: what was shown is kept) and says what was left unsent. */
+  async #stopRuntime(): Promise<void> {
+    const current = this.#agentRuntime
+    if (current === undefined) return
+    this.#agentRuntime = undefined
+    const report = await this.#runtime.runPromise(current.runtime.stop())
+    if (report.unprocessed.length > 0) {
+      const texts = report.unprocessed.flatMap((item) =>
+        item.messages.map((message) => Terminal.oneLine(Message.text(message), 40))
+      )
+      this.#note(`(not sent: ${texts.join("; ")})`)
+    }
+    this.#settleIdle()
+  }
+
+  #settleIdle(): void {
+    this.#busy = false
+    this.#input.endAnswer()
+    for (const resolve of this.#idleWaiters.splice(0)) resolve()
+  }
+
+  /** Draws the runtime's cycles: each one's answer, and how it ended. */
+  #onEvent(session: Session.Session, event: AgentRuntime.RuntimeEvent): void {
+    switch (event.type) {
+      case "cycle-started": {
+        this.#busy = true
+        this.#input.beginAnswer()
+        this.#renderer = this.#newRenderer()
+        this.#renderer.start()
+        return
+      }
+      case "turn": {
+        const turnEvent = event.event
+        if (turnEvent.type === "compacted") this.#renderer?.compacted(turnEvent)
+        else if (turnEvent.type !== "committed") this.#renderer?.event(turnEvent)
+        return
+      }
+      case "injected":
+        // A line typed during the answer joined it: shown where it now is in the conversation.
+        for (const item of event.items) {
+          for (const message of item.messages) {
+            if (message.role === "user")
+              this.#renderer?.note(`› ${Terminal.oneLine(Message.text(message), 100)}`)
+          }
+        }
+        return
+      case "cycle-completed":
+        this.#renderer?.end()
+        this.#renderer = undefined
+        if (this.#interactive) this.#print()
+        if (session.pendingApprovals().length > 0) this.#approvalsWaiting = true
+        return
+      case "cycle-interrupted":
+        this.#renderer?.end()
+        this.#renderer = undefined
+        this.#note(
+          event.kept.length > 0
+            ? "(interrupted; what was shown is kept, marked interrupted)"
+            : "(cancelled; nothing of this turn was saved)"
+        )
+        return
+      case "cycle-failed": {
+        this.#renderer?.end()
+        this.#renderer = undefined
+        this.#failed = true
+        const error = Cause.squash(event.error as Cause.Cause<unknown>)
+        if (error instanceof SessionStore.SessionConflictError) {
+          this.#error("error: another noema changed this session meanwhile, so your message was not saved")
+          this.#runtime.runFork(Effect.ignore(session.reload()))
+          this.#note("The session is reloaded with the other turns; send your message again.")
+          return
+        }
+        this.#error(
+          `error: ${CliError.describe(error, { baseUrl: this.#baseUrl(), maxRetryWait: this.#modelOptions.maxRetryWait, inChat: true })}`
+        )
+        if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
+        return
+      }
+      case "hook-failed":
+        if (CliError.debugEnabled(this.#io.env))
+          this.#error(`${event.submind}.${event.hook} failed: ${event.reason}`)
+        return
+      case "idle":
+        if (this.#agentRuntime?.runtime === undefined) return
+        this.#settleIdle()
+        // The loop asks about waiting calls before it reads on.
+        if (this.#approvalsWaiting) this.#input.wake()
+        return
+      default:
+        return
+    }
+  }
+
+  #newRenderer(): TurnRenderer {
+    return new TurnRenderer({
       text: this.#io.stdout,
       tools: this.#io.stdout,
       textStyle: this.#style,
@@ -248,8 +410,17 @@ class Chat {
       indicator: this.#interactive && this.#style.enabled,
       sameScreen: true
     })
+  }
+
+  /** Runs a turn (a message, or decisions on calls that wait) and reports it; then asks about what waits. */
+  async #runTurn(
+    session: Session.Session,
+    what: { readonly input: string } | { readonly resume: Session.Decisions }
+  ): Promise<void> {
+    const controller = new AbortController()
+    const renderer = this.#newRenderer()
     this.#running = controller
-    this.#input.pauseForTurn()
+    this.#input.beginAnswer()
     let outcome: TurnRunner.Outcome
     try {
       const compaction =
@@ -268,7 +439,7 @@ class Chat {
       )
     } finally {
       this.#running = undefined
-      this.#input.resumeAfterTurn()
+      this.#input.endAnswer()
     }
     if (TurnRunner.isConflict(outcome)) {
       this.#failed = true
@@ -348,6 +519,7 @@ class Chat {
       case "q":
         return false
       case "new": {
+        await this.#stopRuntime()
         await this.#dropIfEmpty(this.#session)
         const previous = this.#session
         this.#session = undefined
@@ -379,6 +551,7 @@ class Chat {
           return true
         }
         const session = await this.#open(argument)
+        await this.#stopRuntime()
         // Resuming the session already open must not delete it for being empty.
         if (this.#session?.id !== session.id) await this.#dropIfEmpty(this.#session)
         this.#session = session
@@ -437,6 +610,8 @@ class Chat {
       return
     }
     this.#planning = argument === "on"
+    // The next message starts a runtime with the other agent.
+    if (this.#agentRuntime !== undefined) void this.#stopRuntime()
     this.#agent = Runtime.makeAgent({
       tools: this.#options.tools,
       cwd: this.#io.cwd,
@@ -481,6 +656,7 @@ class Chat {
     this.#model = await Runtime.makeModel(next, this.#modelOptions)
     this.#config = next
     this.#compaction = undefined
+    await this.#stopRuntime()
     this.#note(`Model: ${this.#describeModel()}`)
   }
 
@@ -512,12 +688,22 @@ class Chat {
     // A person saw every error as it happened; a script only sees the exit status.
     const status = () => (this.#failed && !this.#interactive ? 1 : 0)
     for (;;) {
+      if (this.#approvalsWaiting && !this.#busy && this.#session !== undefined) {
+        this.#approvalsWaiting = false
+        await this.#settleApprovals(this.#session)
+      }
       const line = await this.#input.nextLine()
       if (line === undefined) return status()
       this.#input.remember(line)
       const text = line.trim()
       if (text === "") continue
       if (text.startsWith("/") && !text.startsWith("//")) {
+        const name = (/^\/(\S*)/.exec(text)?.[1] ?? "").toLowerCase()
+        // During an answer only quitting is taken at once; the rest would act on a turn in flight.
+        if (this.#busy && !["exit", "quit", "q"].includes(name)) {
+          this.#renderer?.note(`(/${name} waits: the answer is still coming; Ctrl-C cancels it)`)
+          continue
+        }
         try {
           if (!(await this.#command(text))) return status()
         } catch (error) {
@@ -525,14 +711,15 @@ class Chat {
         }
         continue
       }
-      // "//text" sends a message that starts with a slash.
-      await this.#turn(text.startsWith("//") ? text.slice(1) : text)
-      if (this.#interactive) this.#print()
+      // "!text" interrupts the answer for it; "//text" sends a message that starts with a slash.
+      if (text.startsWith("!") && text.length > 1) await this.#send(text.slice(1).trim(), true)
+      else await this.#send(text.startsWith("//") ? text.slice(1) : text, false)
     }
   }
 
   async close(): Promise<void> {
     process.off("SIGINT", this.#onSignal)
+    await this.#stopRuntime()
     this.#input.dispose()
     await this.#dropIfEmpty(this.#session)
     await this.#runtime.dispose()

@@ -224,9 +224,64 @@ const answerUser = (text: string, earlierUserTexts: ReadonlyArray<string>): stri
 const toolsOff = (tool: string): string =>
   `That needs the ${tool} tool, but tools are turned off (--no-tools), and I'm only the offline model.`
 
+/** The last assistant text in `messages` (a step's report, for the plan workflow's review and notice). */
+const lastAssistantText = (messages: ReadonlyArray<Message.Message>): string => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i] as Message.Message
+    if (message.role === "assistant" && Message.text(message).trim() !== "") return Message.text(message)
+  }
+  return ""
+}
+
+/**
+ * The plan workflow's calls (`PlanAgent`): a one-step plan for the request, a
+ * review that accepts the step's report, and the report sent to the user. The
+ * step itself is answered by the usual rules (tools included).
+ */
+const planWorkflow = (
+  request: ChatModel.ChatRequest,
+  messages: ReadonlyArray<Message.Message>
+): Decision | undefined => {
+  const format = request.responseFormat
+  const lastUser = messages.findLast((message) => message.role === "user")
+  const asked = lastUser === undefined ? "" : Message.text(lastUser)
+  if (format?.type === "json-schema" && format.name === "plan") {
+    return {
+      type: "text",
+      text: JSON.stringify({
+        thoughts: "I am the offline model: one step, answered by my usual rules.",
+        goal: shorten(asked, 100),
+        steps: [{ title: "Answer the request", detail: shorten(asked, 200) }]
+      })
+    }
+  }
+  if (format?.type === "json-schema" && format.name === "review") {
+    const report = lastAssistantText(messages)
+    return {
+      type: "text",
+      text: JSON.stringify({
+        thoughts: "The step answered the request.",
+        outcome: report === "" ? "failed" : "done",
+        summary: shorten(report === "" ? "no answer" : report, 120),
+        decision: "finish",
+        remainingSteps: null
+      })
+    }
+  }
+  if ((request.tools ?? []).some((tool) => tool.name === "user_sendMessage")) {
+    const report = lastAssistantText(messages)
+    return report === ""
+      ? { type: "text", text: "" }
+      : { type: "tool-call", name: "user_sendMessage", arguments: { text: report } }
+  }
+  return undefined
+}
+
 /** The offline model's whole behaviour: a pure function of the request. */
 export const decide = (request: ChatModel.ChatRequest): Decision => {
   const messages = Array.from(request.messages)
+  const workflow = planWorkflow(request, messages)
+  if (workflow !== undefined) return workflow
   const available = new Set((request.tools ?? []).map((tool) => tool.name))
   let lastUser = -1
   for (let i = messages.length - 1; i >= 0; i--) {

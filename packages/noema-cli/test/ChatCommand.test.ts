@@ -125,7 +125,7 @@ describe("noema chat", () => {
     expect(saved?.info.title).toBe("hi there")
   })
 
-  it("cancels a streaming turn on Ctrl-C: the request is aborted and nothing of the turn is saved", async () => {
+  it("cancels a streaming turn on Ctrl-C: the request is aborted, what was shown is kept marked interrupted", async () => {
     server.enqueue(
       { type: "text", text: "First answer." },
       {
@@ -144,28 +144,37 @@ describe("noema chat", () => {
     session.type("second\r")
     await session.waitFor(/very /)
     session.type("\u0003")
-    await session.waitFor(/cancelled; nothing of this turn was saved[\s\S]*› $/)
+    await session.waitFor(/interrupted; what was shown is kept, marked interrupted[\s\S]*› $/)
     await server.waitForClose(1)
     expect(server.requests[1]?.clientClosedEarly).toBe(true)
 
     session.mark()
     session.type("third\r")
     await session.waitFor(/Third answer\.[\s\S]*› $/)
-    // The model never sees the cancelled turn again.
-    expect(messagesOf(2)).toEqual([
+    // The model sees what the user saw of the cancelled answer, and no more.
+    const sent = messagesOf(2)
+    expect(sent.slice(0, 3)).toEqual([
       ["user", "first"],
       ["assistant", "First answer."],
-      ["user", "third"]
+      ["user", "second"]
     ])
+    expect(sent[3]?.[0]).toBe("assistant")
+    expect(sent[3]?.[1]).toMatch(/^A very /)
+    expect(sent[3]?.[1]).not.toContain("to the end.")
+    expect(sent[4]).toEqual(["user", "third"])
 
     session.type("\u0004")
     expect(await session.exited).toBe(0)
     const [saved] = await stored()
-    expect(saved?.messages.map((message) => message.content)).toEqual([
-      "first",
-      "First answer.",
-      "third",
-      "Third answer."
+    const partial = saved?.messages[3]
+    expect(partial?.metadata).toEqual({ interrupted: true })
+    expect(saved?.messages.map((message) => message.role)).toEqual([
+      "user",
+      "assistant",
+      "user",
+      "assistant",
+      "user",
+      "assistant"
     ])
   })
 

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ToolAgent } from "@noema/agents"
+import { PlanAgent, ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, ConversationContext, Message } from "@noema/core"
 import { Effect, Stream } from "effect"
 import * as OfflineModel from "../src/OfflineModel.js"
@@ -126,4 +126,30 @@ describe("OfflineModel", () => {
     const model: ChatModel.Service = OfflineModel.make()
     assert.isTrue(OfflineModel.isOffline(model))
   })
+
+  it.effect(
+    "drives the plan workflow offline: a one-step plan, the step with the tools, the review, the answer",
+    () =>
+      Effect.gen(function* () {
+        const agent = PlanAgent.make({ tools })
+        const events = Array.from(
+          yield* Stream.runCollect(
+            agent.executeStream(
+              ConversationContext.of(Message.user("what is 6 times 7?")),
+              OfflineModel.make()
+            )
+          )
+        )
+        const messages = events.flatMap((event) => (event.type === "message" ? [event.message] : []))
+        const answer = messages.at(-1) as Message.Message
+        assert.strictEqual(Message.text(answer), "6 * 7 = 42")
+        const plan = PlanAgent.planOf(answer)
+        assert.deepInclude(plan, { goal: "what is 6 times 7?", stopReason: "finished", notified: true })
+        assert.deepStrictEqual(
+          plan?.steps.map((step) => [step.title, step.status]),
+          [["Answer the request", "done"]]
+        )
+        assert.isTrue(messages.some((message) => message.role === "tool" && message.content === "42"))
+      })
+  )
 })

@@ -10,7 +10,8 @@
  *   once, carrying every waiting `Interruption` and `ForNextTurn` item (or, if
  *   only `InTheEnd` items wait, those);
  * - running + `Interruption`: the running turn is interrupted (and waited for),
- *   then a new cycle starts with that item first;
+ *   then a new cycle starts with that item first (an `Interruption` without
+ *   messages, such as a person's cancel, only stops the turn);
  * - running + `ForNextTurn`: injected at the next model-call boundary, after
  *   every result of the tool calls already requested (the agent's steering);
  * - running + `InTheEnd`: injected when the agent's loop would finish.
@@ -315,7 +316,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
             items.push(...(yield* guard(submind, "onTrigger", submind.onTrigger(trigger), [])))
           }
           // Stopped while the subminds thought about it: the items are reported with the rest.
-          for (const item of items) bucket.add(item)
+          // An item without messages only interrupts: there is nothing to queue.
+          for (const item of items) if (item.messages.length > 0) bucket.add(item)
           const running = current
           yield* publish({ type: "trigger", trigger, items, running: running !== undefined })
           if (running !== undefined && items.some((item) => item.priority === "Interruption")) {

@@ -44,12 +44,14 @@ export const make = (submind: Submind): Submind => submind
 /**
  * The built-in submind for people's messages: a `user.message` trigger
  * (`{ text, interrupt? }`) becomes a user message, `ForNextTurn`, or
- * `Interruption` when it asks to interrupt.
+ * `Interruption` when it asks to interrupt; a `user.cancel` trigger becomes
+ * an `Interruption` with no messages, which only stops the running turn.
  */
 export const userMessages: Submind = {
   name: "user-messages",
   onTrigger: (trigger) =>
     E.sync(() => {
+      if (trigger.type === TriggerEvent.userCancel) return [ContextItem.make("Interruption", [], { trigger })]
       if (trigger.type !== TriggerEvent.userMessage) return []
       const payload = trigger.payload as { readonly text?: unknown; readonly interrupt?: unknown } | null
       if (payload === null || typeof payload !== "object" || typeof payload.text !== "string") return []

@@ -36,6 +36,13 @@ export const make = (
   payload
 })
 
+/** The type of the triggers that stop the running turn and add nothing (a person's Ctrl-C). */
+export const userCancel = "user.cancel"
+
+/** A `user.cancel` trigger: stop the running turn (what was seen is kept), queue nothing. */
+export const cancel = (options: { readonly source?: string } = {}): TriggerEvent =>
+  make(userCancel, null, { source: options.source ?? "user" })
+
 /** A `user.message` trigger: text a person typed; `interrupt` asks to stop the running turn for it. */
 export const fromUser = (
   text: string,

@@ -6,10 +6,13 @@
  * while a turn runs wait their turn. Ctrl-C at the prompt clears the line
  * being typed, or, on an empty line, ends the input (as Ctrl-D does).
  *
- * While a turn runs (`pauseForTurn` .. `resumeAfterTurn`) the terminal is back
- * in cooked mode and readline paused: keys typed meanwhile wait in the
- * terminal (and reach the next prompt), and Ctrl-C arrives as a plain SIGINT
- * whatever readline does.
+ * While an answer is shown (`beginAnswer` .. `endAnswer`) the terminal stays
+ * in raw mode and readline keeps reading, its output muted: keys typed
+ * meanwhile are not echoed into the answer, a line finished with Enter is
+ * delivered at once (the chat queues it, or interrupts with it), and Ctrl-C
+ * arrives as a key (`onCancel`), never as a signal: no wrapper (`npx`, a
+ * shell script) ever sees it. When the answer ends, the prompt comes back with
+ * whatever was typed since.
  *
  * A message may span lines: a paste is one message (bracketed paste, see
  * `BracketedPaste`), and a line ending in a backslash continues on the next.
@@ -43,6 +46,8 @@ export interface Options {
   readonly prompt: string
   /** The prompt for the lines after one ending in a backslash. */
   readonly continuationPrompt?: string
+  /** Ctrl-C while an answer is shown (terminals): cancel it. */
+  readonly onCancel?: () => void
 }
 
 export class ChatInput {
@@ -54,6 +59,8 @@ export class ChatInput {
   #lastHistoryLine: string | undefined
   readonly #paste = new BracketedPaste.Filter()
   #pasteModeOn = false
+  /** An answer is being shown: readline's output is muted. */
+  #answering = false
 
   constructor(options: Options) {
     this.#options = options
@@ -75,9 +82,21 @@ export class ChatInput {
       options.stdout.write(BracketedPaste.enable)
       this.#pasteModeOn = true
     }
+    // readline writes through this: muted while an answer is shown, so typing is not echoed into it.
+    const stdout = options.stdout
+    const output = new Proxy(stdout, {
+      get: (target, key) => {
+        if (key === "write") {
+          return (...args: Parameters<NodeJS.WriteStream["write"]>) =>
+            this.#answering ? true : target.write(...args)
+        }
+        const value = Reflect.get(target, key, target)
+        return typeof value === "function" ? value.bind(target) : value
+      }
+    })
     this.#rl = readline.createInterface({
       input: this.#paste,
-      output: options.stdout,
+      output,
       terminal: options.interactive,
       history,
       historySize: historyLimit,
@@ -144,18 +163,22 @@ export class ChatInput {
     }
   }
 
-  pauseForTurn(): void {
-    if (!this.#options.interactive) return
-    this.#rl.pause()
-    const stdin = this.#options.stdin
-    if (stdin.isTTY === true) stdin.setRawMode(false)
+  /** An answer is shown from now on: typing is not echoed, Ctrl-C cancels (see the module comment). */
+  beginAnswer(): void {
+    if (!this.#options.interactive || this.#answering) return
+    this.#answering = true
   }
 
-  resumeAfterTurn(): void {
-    if (!this.#options.interactive || this.#closed) return
-    const stdin = this.#options.stdin
-    if (stdin.isTTY === true) stdin.setRawMode(true)
-    this.#rl.resume()
+  /** The answer ended: the prompt comes back, with what was typed meanwhile. */
+  endAnswer(): void {
+    if (!this.#options.interactive || !this.#answering) return
+    this.#answering = false
+    if (!this.#closed) this.#rl.prompt(true)
+  }
+
+  /** A waiting `nextLine` resolves to "" (the chat has something to do between lines). */
+  wake(): void {
+    if (this.#waiting !== undefined) this.#deliver("")
   }
 
   /** Ends the input: a pending `nextLine` resolves to `undefined`. */
@@ -191,6 +214,10 @@ export class ChatInput {
   }
 
   #interruptAtPrompt(): void {
+    if (this.#answering) {
+      this.#options.onCancel?.()
+      return
+    }
     if (this.#rl.line.length > 0) {
       // Like a shell: Ctrl-C abandons the line being typed, and only an empty line quits.
       this.#options.stdout.write("^C\n")

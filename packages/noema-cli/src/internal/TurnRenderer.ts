@@ -160,6 +160,18 @@ export class TurnRenderer {
     this.#showIndicator()
   }
 
+  /** A note on a line of its own, where tool lines go (e.g. a message queued while the answer streams). */
+  note(text: string): void {
+    this.#hideIndicator()
+    this.#closeReasoning()
+    if (!this.#atLineStart && this.#options.sameScreen) {
+      this.#options.text.write("\n")
+      this.#atLineStart = true
+    }
+    this.#options.tools.write(`${this.#options.toolStyle.dim(sanitize(text))}\n`)
+    this.#showIndicator()
+  }
+
   /** Older turns were summarised before this one: one dim line where tool lines go. */
   compacted(event: Session.Compacted): void {
     this.#hideIndicator()

@@ -107,6 +107,8 @@ export const makeAgent = (options: {
   readonly mcpTools?: ReadonlyArray<Tool.Any>
   /** The plan workflow (`PlanAgent`, `/plan on`) instead of the tool loop. */
   readonly plan?: boolean
+  /** The runtime's steering: messages typed during an answer join it between steps. */
+  readonly steering?: ToolAgent.Steering
 }): Agent.Agent => {
   const tools = [
     ...(options.tools ? BuiltinTools.make({ root: options.cwd }) : []),
@@ -114,7 +116,11 @@ export const makeAgent = (options: {
   ]
   return options.plan === true
     ? PlanAgent.make({ name: "noema", tools })
-    : ToolAgent.make({ name: "noema", tools })
+    : ToolAgent.make({
+        name: "noema",
+        tools,
+        ...(options.steering !== undefined && { steering: options.steering })
+      })
 }
 
 // ---------------------------------------------------------------------------

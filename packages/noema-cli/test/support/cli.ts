@@ -75,7 +75,10 @@ export const runCli = (args: ReadonlyArray<string>, options: RunOptions = {}): P
     options.onStart?.(child)
   })
 
-const shellQuote = (value: string): string => `'${value.replace(/'/g, "'\\''")}'`
+/** The repository's root, where `npx noema` finds the workspace's `noema`. */
+export const repositoryRoot = fileURLToPath(new URL("../../../../", import.meta.url))
+
+export const shellQuote = (value: string): string => `'${value.replace(/'/g, "'\\''")}'`
 
 /** A `noema` running on a pseudo-terminal, as when a person types into it. */
 export interface TerminalSession {
@@ -100,9 +103,14 @@ export interface TerminalSession {
  */
 export const startTerminal = (
   args: ReadonlyArray<string>,
-  options: { readonly env?: Readonly<Record<string, string>>; readonly cwd?: string } = {}
+  options: {
+    readonly env?: Readonly<Record<string, string>>
+    readonly cwd?: string
+    /** A shell command line to run instead of `noema <args>` (e.g. through `npx`, inside `sh -c`). */
+    readonly command?: string
+  } = {}
 ): TerminalSession => {
-  const command = [process.execPath, binPath, ...args].map(shellQuote).join(" ")
+  const command = options.command ?? [process.execPath, binPath, ...args].map(shellQuote).join(" ")
   // A fixed size: without a controlling terminal of its own, `script` would give the pty 0 columns.
   const child: ChildProcess = spawn(
     "script",

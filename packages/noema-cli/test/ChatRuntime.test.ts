@@ -1,0 +1,153 @@
+/**
+ * `noema chat` as a client of the runtime, on a real pseudo-terminal: typing
+ * while an answer streams (queued, not echoed into the answer), `!` to
+ * interrupt, `/exit` during an answer, and Ctrl-C read as a key, so a shell
+ * that started `npx noema chat` never sees the signal.
+ */
+import * as path from "node:path"
+import { OpenAiTestServer } from "@noema/openai/testing"
+import { SqliteStore } from "@noema/session"
+import { Effect } from "effect"
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import {
+  makeHome,
+  plainText,
+  removeHome,
+  repositoryRoot,
+  shellQuote,
+  startTerminal,
+  type TerminalSession
+} from "./support/cli.js"
+
+let server: OpenAiTestServer.TestServer
+let home: string
+let terminal: TerminalSession | undefined
+
+beforeAll(async () => {
+  server = await OpenAiTestServer.start()
+})
+afterAll(() => server.close())
+beforeEach(() => {
+  home = makeHome()
+})
+afterEach(() => {
+  terminal?.kill()
+  terminal = undefined
+  server.reset()
+  removeHome(home)
+})
+
+const chat = (): TerminalSession => {
+  terminal = startTerminal(["chat", "--base-url", server.url, "--api-key", "test", "--no-tools"], {
+    env: { NOEMA_HOME: home }
+  })
+  return terminal
+}
+
+const prompt = /› $/
+const slow = (text: string) => ({ type: "text" as const, text, chunkDelayMs: 120 })
+
+interface RequestMessage {
+  readonly role: string
+  readonly content?: string | null
+}
+const messagesOf = (index: number) =>
+  ((server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages ?? [])
+    .filter((message) => message.role !== "system")
+    .map((message) => [message.role, message.content] as const)
+
+const stored = () =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const store = yield* SqliteStore.make({ filename: path.join(home, "noema.db") })
+        const sessions = yield* store.list()
+        return yield* Effect.forEach(sessions, (info) => store.load(info.id))
+      })
+    )
+  )
+
+describe("noema chat on the runtime", () => {
+  it("a line typed during an answer is queued (not echoed into it) and joins the turn when the answer ends", async () => {
+    server.enqueue(slow("One two three four five six seven."), { type: "text", text: "Got the second one." })
+    const session = chat()
+    await session.waitFor(prompt)
+    session.type("first\r")
+    await session.waitFor(/One two/)
+    session.type("second\r")
+    await session.waitFor(/\(queued: second\)/)
+    await session.waitFor(/Got the second one\.[\s\S]*› $/)
+    // The typed keys never went into the answer's text; the line shows where it joined.
+    expect(plainText(session.output())).not.toMatch(/seven\.\s*second|second\s*three/)
+    expect(plainText(session.output())).toMatch(/seven\.\n› second\n…?Got the second one\./)
+    // One turn: the queued line joined when the first answer ended, and the model went on.
+    expect(messagesOf(1)).toEqual([
+      ["user", "first"],
+      ["assistant", "One two three four five six seven."],
+      ["user", "second"]
+    ])
+    session.type("/exit\r")
+    expect(await session.exited).toBe(0)
+    const [saved] = await stored()
+    expect(saved?.messages.map((message) => message.role)).toEqual(["user", "assistant", "user", "assistant"])
+  })
+
+  it("a line starting with ! interrupts the answer; the new turn starts with it", async () => {
+    server.enqueue(slow("A long answer that goes on and on and on and on."), {
+      type: "text",
+      text: "Stopped."
+    })
+    const session = chat()
+    await session.waitFor(prompt)
+    session.type("tell me a story\r")
+    await session.waitFor(/A long/)
+    session.type("!stop please\r")
+    await session.waitFor(/Stopped\.[\s\S]*› $/)
+    await server.waitForClose(0)
+    expect(server.requests[0]?.clientClosedEarly).toBe(true)
+    const sent = messagesOf(1)
+    expect(sent[0]).toEqual(["user", "tell me a story"])
+    expect(sent[1]?.[0]).toBe("assistant")
+    expect(sent[1]?.[1]).toMatch(/^A long/)
+    expect(sent[1]?.[1]).not.toContain("on and on and on and on.")
+    expect(sent[2]).toEqual(["user", "stop please"])
+    session.type("/exit\r")
+    expect(await session.exited).toBe(0)
+  })
+
+  it("/exit typed during an answer stops the runtime and exits 0, keeping what was shown", async () => {
+    server.enqueue(slow("Words keep coming one by one for quite a while here."))
+    const session = chat()
+    await session.waitFor(prompt)
+    session.type("talk\r")
+    await session.waitFor(/Words keep/)
+    session.type("/exit\r")
+    expect(await session.exited).toBe(0)
+    const [saved] = await stored()
+    expect(saved?.messages[1]?.metadata).toEqual({ interrupted: true })
+  })
+
+  it("through npx in a shell: Ctrl-C during an answer, later /exit, and the shell goes on", async () => {
+    server.enqueue(slow("An answer that will be cut short by Ctrl-C before it ends."), {
+      type: "text",
+      text: "Fine."
+    })
+    const npx = `npx --no-install noema chat --base-url ${shellQuote(server.url)} --api-key test --no-tools`
+    terminal = startTerminal([], {
+      env: { NOEMA_HOME: home },
+      cwd: repositoryRoot,
+      command: `sh -c ${shellQuote(`${npx}; echo "shell went on: $?"`)}`
+    })
+    const session = terminal
+    await session.waitFor(prompt, 30_000)
+    session.type("go\r")
+    await session.waitFor(/An answer/)
+    session.type("\u0003")
+    await session.waitFor(/interrupted; what was shown is kept[\s\S]*› $/)
+    session.type("next\r")
+    await session.waitFor(/Fine\.[\s\S]*› $/)
+    session.type("/exit\r")
+    await session.waitFor(/shell went on: 0/)
+    expect(await session.exited).toBe(0)
+  })
+})
