@@ -235,7 +235,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           initial.flatMap((item) => item.messages),
           {
             ...options.turnOptions,
-            onInterrupt: "keep-seen"
+            onInterrupt: "keep-seen",
+            checkpointToolCalls: true
           }
         ),
         (event) => {

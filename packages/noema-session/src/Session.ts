@@ -44,6 +44,13 @@ import {
 /** The metadata key holding a session's system prompt. */
 export const systemPromptKey = "systemPrompt"
 
+/**
+ * The metadata key listing the tool calls the last turn left waiting for
+ * approval. Calls left without a result and not listed there (a turn stored
+ * ahead, whose process died) were interrupted, not waiting.
+ */
+export const awaitingApprovalKey = "awaitingApproval"
+
 export type CommitError =
   | SessionConflictError
   | SessionNotFoundError
@@ -127,6 +134,16 @@ export interface TurnOptions {
    * run. A turn interrupted before anything was produced still leaves nothing.
    */
   readonly onInterrupt?: "rollback" | "keep-seen"
+  /**
+   * Store a tool call before it runs (`turnStream`): when the agent produces an
+   * assistant message with tool calls, the turn so far is written to the store
+   * at once, so a process killed while the tool runs leaves the call on record.
+   * The turn still reads as one: the handle shows it when it ends, and a call
+   * left without a result (the process died, the turn failed or was
+   * interrupted) is answered "interrupted; may have partially run" (at once,
+   * or before the next turn of any handle).
+   */
+  readonly checkpointToolCalls?: boolean
 }
 
 /** A turn's input: text (a user message), a message, or several messages (e.g. a runtime's context items). */
@@ -415,6 +432,43 @@ export const make = (
     if (transaction.isOpen) transaction.rollback()
   }
 
+  // What a transaction already wrote to the store ahead of its commit (stamped), by transaction.
+  const storedAhead = new WeakMap<Transaction.Transaction, Array<Message.Message>>()
+
+  /**
+   * Writes `messages` (the transaction's pending messages, then what the agent
+   * produced so far) to the store now, beyond what was written ahead before.
+   * The handle's history does not change until the commit: the agent running
+   * the turn must not meet its own output twice.
+   */
+  const storeAhead = (
+    transaction: Transaction.Transaction,
+    messages: ReadonlyArray<Message.Message>
+  ): Effect.Effect<void, CommitError> =>
+    Effect.uninterruptible(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const prefix = storedAhead.get(transaction) ?? []
+        const base = baseCounts.get(transaction) ?? committed.length
+        if (base !== committed.length) {
+          return Effect.fail(
+            new SessionConflictError({
+              sessionId: info.id,
+              expectedMessageCount: base,
+              actualMessageCount: committed.length
+            })
+          )
+        }
+        const fresh = stamp(ConversationContext.fromArray(messages).skip(prefix.length), now)
+        if (fresh.length === 0) return Effect.void
+        const write = stored ? store.append(info.id, base + prefix.length, fresh) : createWith(fresh)
+        return Effect.map(write, (updated) => {
+          stored = true
+          info = updated
+          storedAhead.set(transaction, [...prefix, ...fresh])
+        })
+      })
+    )
+
   const commit = (
     transaction: Transaction.Transaction
   ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> => {
@@ -454,12 +508,21 @@ export const make = (
               })
             )
           }
-          const turn = stamp(transaction.pending, now)
+          // Messages written ahead keep their ids; only the rest is stamped and written now.
+          const ahead = storedAhead.get(transaction) ?? []
+          const rest = stamp(transaction.pending.skip(ahead.length), now)
+          const turn = ahead.length === 0 ? rest : [...ahead, ...rest]
           if (turn.length === 0) {
             transaction.commit()
             return Effect.succeed(turn)
           }
-          return Effect.matchCauseEffect(stored ? store.append(info.id, base, turn) : createWith(turn), {
+          const write =
+            rest.length === 0
+              ? Effect.succeed(info)
+              : stored
+                ? store.append(info.id, base + ahead.length, rest)
+                : createWith(rest)
+          return Effect.matchCauseEffect(write, {
             onFailure: (cause) => {
               finish(transaction)
               return Effect.failCause(cause)
@@ -547,17 +610,49 @@ export const make = (
     return compaction === undefined ? run : Effect.andThen(compaction, run)
   }
 
+  /** The ids the session lists as waiting for approval; `undefined` when it keeps no list (older turns). */
+  const awaitingIds = (): ReadonlyArray<string> | undefined => {
+    const value = info.metadata[awaitingApprovalKey]
+    return Array.isArray(value) ? value.filter((id): id is string => typeof id === "string") : undefined
+  }
+
+  /** The calls without a result at the end of the history that wait for approval (not interrupted ones). */
+  const waitingForApproval = (): ReadonlyArray<Message.ToolCall> => {
+    const calls = Approval.pendingCalls(history)
+    const ids = awaitingIds()
+    return ids === undefined ? calls : calls.filter((call) => ids.includes(call.id))
+  }
+
   /**
-   * A new turn's transaction: the input, after rejecting what was left waiting
-   * for approval (the user moved on); or, resuming (`input` undefined), nothing.
+   * A new turn's transaction: the input, after answering what the last turn
+   * left without a result: rejected if it waited for approval (the user moved
+   * on), "interrupted; may have partially run" if its turn never ended (stored
+   * ahead, then the process died). Resuming (`input` undefined): nothing.
    */
   const beginTurn = (input: TurnInput | undefined) => {
     const transaction = begin()
     if (input !== undefined) {
-      for (const call of Approval.pendingCalls(history)) transaction.add(Approval.superseded(call))
+      const waiting = new Set(waitingForApproval().map((call) => call.id))
+      for (const call of Approval.pendingCalls(history)) {
+        transaction.add(waiting.has(call.id) ? Approval.superseded(call) : interruptedCallResult(call))
+      }
       transaction.extend(toInput(input))
     }
     return transaction
+  }
+
+  /**
+   * Records which calls the turn left waiting for approval, when that changes.
+   * `keepList`: write the (empty) list even where the session keeps none yet,
+   * so a call stored ahead and left open reads as interrupted, not waiting.
+   */
+  const noteAwaiting = (ids: ReadonlyArray<string>, keepList = false) => {
+    const current = awaitingIds()
+    if (ids.length === 0 && current === undefined && !keepList) return Effect.void
+    if (ids.length === 0 && current !== undefined && current.length === 0) return Effect.void
+    if (current !== undefined && current.length === ids.length && ids.every((id) => current.includes(id)))
+      return Effect.void
+    return Effect.asVoid(updateInfo({ metadata: { [awaitingApprovalKey]: [...ids] } }))
   }
 
   const turnAfterCompaction = <R>(
@@ -609,14 +704,26 @@ export const make = (
       const produced: Array<Message.Message> = []
       // Text streamed since the last complete message: seen, if the turn is interrupted now.
       let partialText = ""
+      // Calls the agent stopped at, waiting for approval.
+      const awaiting: Array<string> = []
+      const checkpoint = options?.checkpointToolCalls === true
       const stream = agent.executeStream(transactionContext(transaction, options), model)
       const agentEvents = (
         approvals === undefined ? stream : Stream.provideService(stream, Approval.Approvals, approvals)
       ).pipe(
         Stream.tap((event) => {
+          if (event.type === "approval-request") awaiting.push(event.toolCall.id)
           if (event.type === "message") {
             produced.push(event.message)
             partialText = ""
+            // A call is on record before it runs (the agent runs it after this event).
+            if (checkpoint && Message.hasToolCalls(event.message)) {
+              return Effect.andThen(
+                storeAhead(transaction, [...transaction.pending, ...produced]),
+                // Until the turn ends, nothing of it waits for approval: a call left open was interrupted.
+                noteAwaiting([], true)
+              )
+            }
           } else if (event.type === "text-delta") partialText += event.delta
           return Effect.void
         })
@@ -626,7 +733,7 @@ export const make = (
       const events = signal === undefined ? agentEvents : Stream.interruptWhen(agentEvents, abortion(signal))
       const commitProduced = Effect.suspend(() => {
         transaction.extend(produced)
-        return commit(transaction)
+        return Effect.tap(commit(transaction), () => noteAwaiting(awaiting))
       })
       // The commit is the stream's last step: a consumer that stops early never reaches it.
       const committedEvent = Stream.fromEffect(
@@ -635,10 +742,13 @@ export const make = (
       const keepSeen = options?.onInterrupt === "keep-seen"
       return Stream.concat(events, committedEvent).pipe(
         Stream.onExit((exit) => {
-          if (!keepSeen || !transaction.isOpen || !Exit.hasInterrupts(exit))
+          if (!transaction.isOpen) return Effect.void
+          // Part of the turn is in the store already: it is closed there, its open calls answered.
+          const ahead = storedAhead.get(transaction) !== undefined
+          if (!ahead && (!keepSeen || !Exit.hasInterrupts(exit)))
             return Effect.sync(() => finish(transaction))
           // Interrupted: what was seen (and what started) is kept, honestly marked; nothing seen, nothing kept.
-          const seen = seenOfInterrupted(produced, partialText)
+          const seen = seenOfInterrupted(produced, keepSeen && Exit.hasInterrupts(exit) ? partialText : "")
           if (seen.length === 0) return Effect.sync(() => finish(transaction))
           transaction.extend(seen)
           return Effect.ignore(commit(transaction))
@@ -701,7 +811,7 @@ export const make = (
         spanOptions()
       ),
 
-    pendingApprovals: () => Approval.pendingCalls(history),
+    pendingApprovals: () => waitingForApproval(),
 
     resume: (agent, model, decisions, options) =>
       Tracing.withSpan(
