@@ -1,15 +1,17 @@
 /**
- * The runtime's transitions, each with the scripted model: what each model
- * request contained, what the session stored, and the history's validity.
+ * The runtime's transitions, each with the scripted model and the TestClock
+ * (time moves only when a test says so): what each model request contained,
+ * what the session stored, and the history's validity.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Message, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Deferred, Effect, Schema } from "effect"
+import { Deferred, Effect, Fiber, Schema } from "effect"
+import { TestClock } from "effect/testing"
 import * as ContextItem from "../src/ContextItem.js"
 import type * as Submind from "../src/Submind.js"
 import * as TriggerEvent from "../src/TriggerEvent.js"
-import { assertValidHistory, count, setup, waitFor } from "./support.js"
+import { assertValidHistory, count, settle, setup } from "./support.js"
 
 const roles = (messages: ReadonlyArray<Message.Message>) => messages.map((message) => message.role)
 const texts = (messages: ReadonlyArray<Message.Message>) =>
@@ -43,13 +45,13 @@ const notes = (priority: ContextItem.ContextPriority): Submind.Submind => ({
 })
 
 describe("Runtime", () => {
-  it.live("idle + a message: a cycle starts at once and its turn is committed", () =>
+  it.effect("idle + a message: a cycle starts at once and its turn is committed", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({ replies: ["Hello!"] })
       const { runtime, events, stored } = yield* setup({ model })
       yield* runtime.start
       yield* runtime.receiveTrigger(TriggerEvent.fromUser("hi"))
-      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+      yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
       assert.deepStrictEqual(texts(yield* stored()), ["user:hi", "assistant:Hello!"])
       const report = yield* runtime.stop()
       assert.deepStrictEqual(report.unprocessed, [])
@@ -60,7 +62,7 @@ describe("Runtime", () => {
     })
   )
 
-  it.live(
+  it.effect(
     "running + ForNextTurn: joins at the next model call, after the results of the calls already made",
     () =>
       Effect.gen(function* () {
@@ -73,7 +75,7 @@ describe("Runtime", () => {
         yield* Deferred.await(started)
         yield* runtime.receiveTrigger(TriggerEvent.fromUser("and then this"))
         yield* Deferred.succeed(gate, undefined)
-        yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+        yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
         // One cycle, two model calls; the second saw the tool's result, then the new message.
         assert.strictEqual(count(events, "cycle-started"), 1)
         assert.strictEqual(count(events, "injected"), 1)
@@ -96,7 +98,7 @@ describe("Runtime", () => {
       })
   )
 
-  it.live("running + InTheEnd: joins when the loop would finish, which then goes on", () =>
+  it.effect("running + InTheEnd: joins when the loop would finish, which then goes on", () =>
     Effect.gen(function* () {
       const gate = yield* Deferred.make<void>()
       const started = yield* Deferred.make<void>()
@@ -111,7 +113,7 @@ describe("Runtime", () => {
       yield* Deferred.await(started)
       yield* runtime.receiveTrigger(TriggerEvent.make("note", "remember milk"))
       yield* Deferred.succeed(gate, undefined)
-      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+      yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
       // Not at the tool boundary: only once the model answered without tools.
       assert.deepStrictEqual(roles(model.requests[1]?.messages ?? []), ["user", "assistant", "tool"])
       assert.deepStrictEqual(texts(yield* stored()), [
@@ -126,7 +128,7 @@ describe("Runtime", () => {
     })
   )
 
-  it.live(
+  it.effect(
     "running + Interruption: the turn stops, the started call is recorded as interrupted, a new cycle starts with the item first",
     () =>
       Effect.gen(function* () {
@@ -138,7 +140,7 @@ describe("Runtime", () => {
         yield* runtime.receiveTrigger(TriggerEvent.fromUser("do the slow thing"))
         yield* Deferred.await(started)
         yield* runtime.receiveTrigger(TriggerEvent.fromUser("stop that!", { interrupt: true }))
-        yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+        yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
         assert.strictEqual(count(events, "cycle-interrupted"), 1)
         const history = yield* stored()
         assert.deepStrictEqual(roles(history), ["user", "assistant", "tool", "user", "assistant"])
@@ -151,7 +153,7 @@ describe("Runtime", () => {
       })
   )
 
-  it.live(
+  it.effect(
     "an interruption before anything was seen rolls the turn back: its items go back to the front",
     () =>
       Effect.gen(function* () {
@@ -159,9 +161,9 @@ describe("Runtime", () => {
         const { runtime, events, stored } = yield* setup({ model })
         yield* runtime.start
         yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
-        yield* waitFor(events, () => model.requests.length === 1, "the first model call")
+        yield* settle(events, () => model.requests.length === 1, "the first model call")
         yield* runtime.receiveTrigger(TriggerEvent.fromUser("urgent", { interrupt: true }))
-        yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+        yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
         const interrupted = events.find((event) => event.type === "cycle-interrupted")
         assert.deepStrictEqual(interrupted?.type === "cycle-interrupted" && interrupted.kept, [])
         // The interruption first, then the rolled-back item.
@@ -174,7 +176,7 @@ describe("Runtime", () => {
       })
   )
 
-  it.live("text already streamed is kept, marked interrupted", () =>
+  it.effect("text already streamed is kept, marked interrupted", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({
         replies: ["one two three four five six seven eight nine ten", "OK."],
@@ -183,14 +185,21 @@ describe("Runtime", () => {
       const { runtime, events, stored } = yield* setup({ model })
       yield* runtime.start
       yield* runtime.receiveTrigger(TriggerEvent.fromUser("count"))
-      yield* waitFor(
-        events,
-        (all) =>
-          all.filter((event) => event.type === "turn" && event.event.type === "text-delta").length >= 2,
-        "some text"
-      )
+      // Time passes a word at a time until two words have streamed; the rest has not.
+      const deltas = () =>
+        events.filter((event) => event.type === "turn" && event.event.type === "text-delta").length
+      for (let tick = 0; tick < 10 && deltas() < 2; tick++) {
+        yield* TestClock.adjust("20 millis")
+        yield* Effect.repeat(Effect.yieldNow, { times: 50 })
+      }
+      assert.isAtLeast(deltas(), 2)
       yield* runtime.receiveTrigger(TriggerEvent.fromUser("enough", { interrupt: true }))
-      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+      // The second answer streams as time passes too.
+      for (let tick = 0; tick < 20 && count(events, "cycle-completed") === 0; tick++) {
+        yield* TestClock.adjust("20 millis")
+        yield* Effect.repeat(Effect.yieldNow, { times: 50 })
+      }
+      yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
       const history = yield* stored()
       assert.deepStrictEqual(roles(history), ["user", "assistant", "user", "assistant"])
       const partial = history[1] as Message.AssistantMessage
@@ -201,27 +210,29 @@ describe("Runtime", () => {
     })
   )
 
-  it.live("stop cancels the running cycle and reports every item left; triggers after stop are refused", () =>
-    Effect.gen(function* () {
-      const model = ScriptedChatModel.make({ replies: [{ hang: true }] })
-      const { runtime, events } = yield* setup({ model, subminds: [notes("InTheEnd")] })
-      yield* runtime.start
-      yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
-      yield* waitFor(events, () => model.requests.length === 1, "the model call")
-      yield* runtime.receiveTrigger(TriggerEvent.make("note", "later"))
-      const report = yield* runtime.stop()
-      assert.deepStrictEqual(
-        report.unprocessed.map((item) => Message.text(item.messages[0] as Message.Message)),
-        ["first", "note: later"]
-      )
-      assert.strictEqual(events.at(-1)?.type, "stopped")
-      const refused = yield* Effect.flip(runtime.receiveTrigger(TriggerEvent.fromUser("too late")))
-      assert.strictEqual(refused._tag, "RuntimeNotRunning")
-      assert.deepStrictEqual(yield* runtime.stop(), { unprocessed: [] })
-    })
+  it.effect(
+    "stop cancels the running cycle and reports every item left; triggers after stop are refused",
+    () =>
+      Effect.gen(function* () {
+        const model = ScriptedChatModel.make({ replies: [{ hang: true }] })
+        const { runtime, events } = yield* setup({ model, subminds: [notes("InTheEnd")] })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
+        yield* settle(events, () => model.requests.length === 1, "the model call")
+        yield* runtime.receiveTrigger(TriggerEvent.make("note", "later"))
+        const report = yield* runtime.stop()
+        assert.deepStrictEqual(
+          report.unprocessed.map((item) => Message.text(item.messages[0] as Message.Message)),
+          ["first", "note: later"]
+        )
+        assert.strictEqual(events.at(-1)?.type, "stopped")
+        const refused = yield* Effect.flip(runtime.receiveTrigger(TriggerEvent.fromUser("too late")))
+        assert.strictEqual(refused._tag, "RuntimeNotRunning")
+        assert.deepStrictEqual(yield* runtime.stop(), { unprocessed: [] })
+      })
   )
 
-  it.live("a failing or hanging hook is reported and harms no other submind", () =>
+  it.effect("a failing or hanging hook is reported and harms no other submind", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({ replies: ["fine"] })
       const seen: Array<string> = []
@@ -239,9 +250,14 @@ describe("Runtime", () => {
         ]
       })
       yield* runtime.start
-      yield* runtime.receiveTrigger(TriggerEvent.fromUser("hi"))
-      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
-      yield* waitFor(events, () => seen.includes("completed"), "the healthy hook")
+      // The stuck submind holds the trigger until its hook times out: time must pass for that.
+      const sent = yield* Effect.forkChild(runtime.receiveTrigger(TriggerEvent.fromUser("hi")))
+      yield* settle(events, () => true, "")
+      yield* TestClock.adjust("60 millis")
+      yield* Fiber.join(sent)
+      yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the cycle")
+      yield* TestClock.adjust("60 millis")
+      yield* settle(events, () => seen.includes("completed"), "the healthy hook")
       const failures = events.flatMap((event) =>
         event.type === "hook-failed" ? [`${event.submind}.${event.hook}`] : []
       )
@@ -252,7 +268,7 @@ describe("Runtime", () => {
     })
   )
 
-  it.live("a failed turn drops its items and says which", () =>
+  it.effect("a failed turn drops its items and says which", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({
         replies: [{ fail: { _tag: "Unavailable", message: "down" } as never }, "Back."]
@@ -260,12 +276,12 @@ describe("Runtime", () => {
       const { runtime, events, stored } = yield* setup({ model })
       yield* runtime.start
       yield* runtime.receiveTrigger(TriggerEvent.fromUser("are you there?"))
-      yield* waitFor(events, (all) => count(all, "cycle-failed") === 1, "the failure")
+      yield* settle(events, (all) => count(all, "cycle-failed") === 1, "the failure")
       const failed = events.find((event) => event.type === "cycle-failed")
       assert.strictEqual(failed?.type === "cycle-failed" && failed.dropped.length, 1)
       assert.deepStrictEqual(yield* stored(), [])
       yield* runtime.receiveTrigger(TriggerEvent.fromUser("now?"))
-      yield* waitFor(events, (all) => count(all, "cycle-completed") === 1, "the next cycle")
+      yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the next cycle")
       assert.deepStrictEqual(texts(yield* stored()), ["user:now?", "assistant:Back."])
       yield* runtime.stop()
     })

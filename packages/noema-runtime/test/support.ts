@@ -33,6 +33,23 @@ export const setup = (options: {
     return { runtime, session, store, events, recorder, stored }
   })
 
+/**
+ * Lets the runtime's fibers run (no time passes: under `TestClock` only
+ * `TestClock.adjust` moves time) until `predicate` holds of the recorded events.
+ */
+export const settle = (
+  events: ReadonlyArray<Runtime.RuntimeEvent>,
+  predicate: (events: ReadonlyArray<Runtime.RuntimeEvent>) => boolean,
+  what: string
+) =>
+  Effect.gen(function* () {
+    for (let attempt = 0; attempt < 5_000; attempt++) {
+      if (predicate(events)) return
+      yield* Effect.yieldNow
+    }
+    assert.fail(`never reached: ${what}; events: ${events.map((event) => event.type).join(", ")}`)
+  })
+
 /** Waits (real time, bounded) until `predicate` holds of the recorded events. */
 export const waitFor = (
   events: ReadonlyArray<Runtime.RuntimeEvent>,
