@@ -1055,6 +1055,20 @@ describe("OpenAiChatModel and real providers' streams", () => {
       })
   )
 
+  it.live("vLLM: reasoning_content, an indexed call, stop_reason, and usage alone in the last chunk", () =>
+    Effect.gen(function* () {
+      const { response, message } = yield* replay(ProviderStreams.vllmReasoningToolCall)
+      assert.equal(response.reasoning, "The user wants the weather.")
+      assert.equal(response.text, "")
+      assert.deepStrictEqual(response.toolCalls, [
+        { id: "chatcmpl-tool-5b6c", name: "get_weather", arguments: '{"city": "Lyon"}' }
+      ])
+      assert.equal(response.model, "Qwen/Qwen3-8B")
+      assert.equal(message.finishReason, "tool-calls")
+      assert.deepStrictEqual(message.usage, { inputTokens: 158, outputTokens: 43, totalTokens: 201 })
+    })
+  )
+
   it.live("Gemini: parallel calls without index and with empty ids get distinct ids", () =>
     Effect.gen(function* () {
       const { response } = yield* replay(ProviderStreams.geminiEmptyIds)
