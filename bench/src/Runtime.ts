@@ -14,6 +14,7 @@
  *   by `stop` (must be 0; any fails the run).
  */
 import { type ChildProcess, fork } from "node:child_process"
+import type { ChatModel } from "@noema/core"
 import { Effect, Fiber, Redacted, Stream } from "effect"
 import OpenAI from "openai"
 import { check, median, now } from "./Harness.ts"
@@ -82,19 +83,34 @@ const startServer = async () => {
   }
 }
 
-const microsSince = (start: bigint, end: bigint): number => Number(end - start) / 1000
-
-const interrupts = async (options: RuntimeOptions): Promise<Record<string, number>> => {
-  const [
-    { OpenAiChatModel },
-    { Runtime, Submind, TriggerEvent },
-    { MemoryStore, Session, SessionStore },
-    { ToolAgent }
-  ] = await Promise.all([
-    import("@noema/openai"),
+/** A runtime over a fresh memory session, with the built-in user-messages submind and no tools. */
+const makeRuntime = async (model: ChatModel.Service) => {
+  const [{ Runtime, Submind }, { MemoryStore, Session, SessionStore }, { ToolAgent }] = await Promise.all([
     import("@noema/runtime"),
     import("@noema/session"),
     import("@noema/agents")
+  ])
+  const store = await Effect.runPromise(MemoryStore.make())
+  const session = await Effect.runPromise(
+    Effect.provideService(Session.create(), SessionStore.SessionStore, store)
+  )
+  const runtime = await Effect.runPromise(
+    Runtime.make({
+      session,
+      model,
+      subminds: [Submind.userMessages],
+      agent: (steering) => ToolAgent.make({ name: "bench", tools: [], steering })
+    })
+  )
+  return { runtime, session }
+}
+
+const microsSince = (start: bigint, end: bigint): number => Number(end - start) / 1000
+
+const interrupts = async (options: RuntimeOptions): Promise<Record<string, number>> => {
+  const [{ OpenAiChatModel }, { TriggerEvent }] = await Promise.all([
+    import("@noema/openai"),
+    import("@noema/runtime")
   ])
   const server = await startServer()
   try {
@@ -125,18 +141,7 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
         maxAttempts: 1
       })
     )
-    const store = await Effect.runPromise(MemoryStore.make())
-    const session = await Effect.runPromise(
-      Effect.provideService(Session.create(), SessionStore.SessionStore, store)
-    )
-    const runtime = await Effect.runPromise(
-      Runtime.make({
-        session,
-        model,
-        subminds: [Submind.userMessages],
-        agent: (steering) => ToolAgent.make({ name: "bench", tools: [], steering })
-      })
-    )
+    const { runtime } = await makeRuntime(model)
     let completed = 0
     let textDeltas = 0
     const events = Effect.runFork(
@@ -176,30 +181,11 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
 }
 
 const triggers = async (options: RuntimeOptions): Promise<Record<string, number>> => {
-  const [
-    { Runtime, Submind, TriggerEvent },
-    { MemoryStore, Session, SessionStore },
-    { ToolAgent },
-    { ScriptedChatModel }
-  ] = await Promise.all([
+  const [{ TriggerEvent }, { ScriptedChatModel }] = await Promise.all([
     import("@noema/runtime"),
-    import("@noema/session"),
-    import("@noema/agents"),
     import("@noema/core/testing")
   ])
-  const model = ScriptedChatModel.make({ fallback: "ok" })
-  const store = await Effect.runPromise(MemoryStore.make())
-  const session = await Effect.runPromise(
-    Effect.provideService(Session.create(), SessionStore.SessionStore, store)
-  )
-  const runtime = await Effect.runPromise(
-    Runtime.make({
-      session,
-      model,
-      subminds: [Submind.userMessages],
-      agent: (steering) => ToolAgent.make({ name: "bench", tools: [], steering })
-    })
-  )
+  const { runtime, session } = await makeRuntime(ScriptedChatModel.make({ fallback: "ok" }))
   await Effect.runPromise(runtime.start)
   const userMessages = () =>
     session

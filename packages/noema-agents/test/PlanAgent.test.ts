@@ -46,16 +46,8 @@ const lookupCall = (city: string) => ({ toolCalls: [{ name: "lookup", arguments:
 const context = ConversationContext.of(Message.user("Which is bigger, Paris or Rome?"))
 
 /** Tool calls answered, and tool results after their calls: the history a model may be sent. */
-const assertValidHistory = (messages: ReadonlyArray<Message.Message>) => {
-  const open = new Set<string>()
-  for (const message of messages) {
-    if (message.role === "assistant") for (const call of message.toolCalls ?? []) open.add(call.id)
-    if (message.role === "tool") {
-      assert.isTrue(open.delete(message.toolCallId), `tool result ${message.toolCallId} without its call`)
-    }
-  }
-  assert.strictEqual(open.size, 0, "every tool call answered")
-}
+const assertValidHistory = (messages: Iterable<Message.Message>) =>
+  assert.deepStrictEqual(ConversationContext.problems(messages), [])
 
 const plans = (events: ReadonlyArray<Agent.AgentEvent>): Array<PlanAgent.Plan> =>
   events.flatMap((event) =>

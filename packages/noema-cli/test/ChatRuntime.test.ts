@@ -5,41 +5,28 @@
  * that started `npx noema chat` never sees the signal.
  */
 import * as path from "node:path"
-import { OpenAiTestServer } from "@noema/openai/testing"
 import { SqliteStore } from "@noema/session"
 import { Effect } from "effect"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it } from "vitest"
 import {
-  makeHome,
   plainText,
-  removeHome,
   repositoryRoot,
   shellQuote,
   startTerminal,
-  type TerminalSession
+  type TerminalSession,
+  useServerAndHome
 } from "./support/cli.js"
 
-let server: OpenAiTestServer.TestServer
-let home: string
+const suite = useServerAndHome()
 let terminal: TerminalSession | undefined
-
-beforeAll(async () => {
-  server = await OpenAiTestServer.start()
-})
-afterAll(() => server.close())
-beforeEach(() => {
-  home = makeHome()
-})
 afterEach(() => {
   terminal?.kill()
   terminal = undefined
-  server.reset()
-  removeHome(home)
 })
 
 const chat = (): TerminalSession => {
-  terminal = startTerminal(["chat", "--base-url", server.url, "--api-key", "test", "--no-tools"], {
-    env: { NOEMA_HOME: home }
+  terminal = startTerminal(["chat", "--base-url", suite.server.url, "--api-key", "test", "--no-tools"], {
+    env: { NOEMA_HOME: suite.home }
   })
   return terminal
 }
@@ -52,7 +39,7 @@ interface RequestMessage {
   readonly content?: string | null
 }
 const messagesOf = (index: number) =>
-  ((server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages ?? [])
+  ((suite.server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages ?? [])
     .filter((message) => message.role !== "system")
     .map((message) => [message.role, message.content] as const)
 
@@ -60,7 +47,7 @@ const stored = () =>
   Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
-        const store = yield* SqliteStore.make({ filename: path.join(home, "noema.db") })
+        const store = yield* SqliteStore.make({ filename: path.join(suite.home, "noema.db") })
         const sessions = yield* store.list()
         return yield* Effect.forEach(sessions, (info) => store.load(info.id))
       })
@@ -69,7 +56,10 @@ const stored = () =>
 
 describe("noema chat on the runtime", () => {
   it("a line typed during an answer is queued (not echoed into it) and joins the turn when the answer ends", async () => {
-    server.enqueue(slow("One two three four five six seven."), { type: "text", text: "Got the second one." })
+    suite.server.enqueue(slow("One two three four five six seven."), {
+      type: "text",
+      text: "Got the second one."
+    })
     const session = chat()
     await session.waitFor(prompt)
     session.type("first\r")
@@ -93,7 +83,7 @@ describe("noema chat on the runtime", () => {
   })
 
   it("a line starting with ! interrupts the answer; the new turn starts with it", async () => {
-    server.enqueue(slow("A long answer that goes on and on and on and on."), {
+    suite.server.enqueue(slow("A long answer that goes on and on and on and on."), {
       type: "text",
       text: "Stopped."
     })
@@ -103,8 +93,8 @@ describe("noema chat on the runtime", () => {
     await session.waitFor(/A long/)
     session.type("!stop please\r")
     await session.waitFor(/Stopped\.[\s\S]*› $/)
-    await server.waitForClose(0)
-    expect(server.requests[0]?.clientClosedEarly).toBe(true)
+    await suite.server.waitForClose(0)
+    expect(suite.server.requests[0]?.clientClosedEarly).toBe(true)
     const sent = messagesOf(1)
     expect(sent[0]).toEqual(["user", "tell me a story"])
     expect(sent[1]?.[0]).toBe("assistant")
@@ -116,7 +106,7 @@ describe("noema chat on the runtime", () => {
   })
 
   it("/exit typed during an answer stops the runtime and exits 0, keeping what was shown", async () => {
-    server.enqueue(slow("Words keep coming one by one for quite a while here."))
+    suite.server.enqueue(slow("Words keep coming one by one for quite a while here."))
     const session = chat()
     await session.waitFor(prompt)
     session.type("talk\r")
@@ -128,13 +118,13 @@ describe("noema chat on the runtime", () => {
   })
 
   it("through npx in a shell: Ctrl-C during an answer, later /exit, and the shell goes on", async () => {
-    server.enqueue(slow("An answer that will be cut short by Ctrl-C before it ends."), {
+    suite.server.enqueue(slow("An answer that will be cut short by Ctrl-C before it ends."), {
       type: "text",
       text: "Fine."
     })
-    const npx = `npx --no-install noema chat --base-url ${shellQuote(server.url)} --api-key test --no-tools`
+    const npx = `npx --no-install noema chat --base-url ${shellQuote(suite.server.url)} --api-key test --no-tools`
     terminal = startTerminal([], {
-      env: { NOEMA_HOME: home },
+      env: { NOEMA_HOME: suite.home },
       cwd: repositoryRoot,
       command: `sh -c ${shellQuote(`${npx}; echo "shell went on: $?"`)}`
     })

@@ -4,24 +4,10 @@
  * turns before a turn, `/compact` does it on demand, and `sessions show` still
  * has every original message.
  */
-import { OpenAiTestServer } from "@noema/openai/testing"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { makeHome, removeHome, runCli } from "./support/cli.js"
+import { describe, expect, it } from "vitest"
+import { runCli, useServerAndHome } from "./support/cli.js"
 
-let server: OpenAiTestServer.TestServer
-let home: string
-
-beforeAll(async () => {
-  server = await OpenAiTestServer.start()
-})
-afterAll(() => server.close())
-beforeEach(() => {
-  home = makeHome()
-})
-afterEach(() => {
-  server.reset()
-  removeHome(home)
-})
+const suite = useServerAndHome()
 
 interface RequestMessage {
   readonly role: string
@@ -29,17 +15,20 @@ interface RequestMessage {
 }
 
 const messagesOf = (index: number): ReadonlyArray<RequestMessage> => {
-  const request = server.requests[index]
+  const request = suite.server.requests[index]
   if (request === undefined) throw new Error(`the server got no request #${index}`)
   return (request.body as { messages: ReadonlyArray<RequestMessage> }).messages
 }
 
 const cli = (args: ReadonlyArray<string>, options: { stdin?: string } = {}) =>
-  runCli(args, { env: { NOEMA_HOME: home }, ...(options.stdin !== undefined && { stdin: options.stdin }) })
+  runCli(args, {
+    env: { NOEMA_HOME: suite.home },
+    ...(options.stdin !== undefined && { stdin: options.stdin })
+  })
 
 const model = (budget: number) => [
   "--base-url",
-  server.url,
+  suite.server.url,
   "--api-key",
   "test",
   "--model",
@@ -54,15 +43,15 @@ const long = (topic: string) => `${topic}: ${"a detailed and rather long explana
 
 describe("compaction in the CLI", () => {
   it("ask --session compacts older turns before the turn, and sessions show keeps every message", async () => {
-    server.enqueue({ type: "text", text: long("Rome") }, { type: "text", text: long("Paris") })
+    suite.server.enqueue({ type: "text", text: long("Rome") }, { type: "text", text: long("Paris") })
     const first = await cli(["ask", ...model(0), "--json", "Tell me about Rome."])
     expect(first.code).toBe(0)
     const sessionId = (JSON.parse(first.stdout) as { sessionId: string }).sessionId
     expect((await cli(["ask", ...model(0), "--session", sessionId, "And Paris?"])).code).toBe(0)
 
     // Now over a 150-token budget: the summariser is asked first, then the turn goes out.
-    server.enqueue({ type: "text", text: "The user asked about Rome; the assistant explained it." })
-    server.enqueue({ type: "text", text: "Berlin is the capital of Germany." })
+    suite.server.enqueue({ type: "text", text: "The user asked about Rome; the assistant explained it." })
+    suite.server.enqueue({ type: "text", text: "Berlin is the capital of Germany." })
     const third = await cli(["ask", ...model(150), "--session", sessionId, "And Berlin?"])
     expect(third.code).toBe(0)
     expect(third.stdout).toBe("Berlin is the capital of Germany.\n")
@@ -88,7 +77,7 @@ describe("compaction in the CLI", () => {
   })
 
   it("/compact in chat summarises on demand; 0 turns automatic compaction off", async () => {
-    server.enqueue(
+    suite.server.enqueue(
       { type: "text", text: long("One") },
       { type: "text", text: long("Two") },
       { type: "text", text: "Summary: turn one was about one." },
@@ -99,7 +88,7 @@ describe("compaction in the CLI", () => {
     expect(result.stdout).toMatch(/\(compacted: 2 earlier messages summarised, [\d,]+ -> [\d,]+ tokens;/)
     expect(result.stdout).not.toContain("(estimated)")
     // Budget 0: no compaction before turns (it would have been a fifth request).
-    expect(server.requests).toHaveLength(4)
+    expect(suite.server.requests).toHaveLength(4)
     const turn = messagesOf(3)
     expect(turn.map((message) => message.role)).toEqual(["system", "system", "user", "assistant", "user"])
     expect(turn[1]?.content).toContain("Summary: turn one was about one.")

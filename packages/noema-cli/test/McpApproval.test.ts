@@ -6,38 +6,26 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { OpenAiTestServer } from "@noema/openai/testing"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { makeHome, removeHome, runCli } from "./support/cli.js"
+import { beforeEach, describe, expect, it } from "vitest"
+import { runCli, useServerAndHome } from "./support/cli.js"
 
 const fixture = path.join(import.meta.dirname, "..", "..", "noema-mcp", "test", "fixtures", "StdioServer.ts")
 
-let server: OpenAiTestServer.TestServer
-let home: string
+const suite = useServerAndHome()
 let mcpFile: string
-
-beforeAll(async () => {
-  server = await OpenAiTestServer.start()
-})
-afterAll(() => server.close())
 beforeEach(() => {
-  home = makeHome()
-  mcpFile = path.join(home, "mcp.json")
+  mcpFile = path.join(suite.home, "mcp.json")
   fs.writeFileSync(
     mcpFile,
     JSON.stringify({ mcpServers: { calc: { command: process.execPath, args: [fixture] } } })
   )
 })
-afterEach(() => {
-  server.reset()
-  removeHome(home)
-})
 
 const cli = (args: ReadonlyArray<string>, stdin?: string) =>
   runCli(
-    args.map((arg) => (arg === "$URL" ? server.url : arg)),
+    args.map((arg) => (arg === "$URL" ? suite.server.url : arg)),
     {
-      env: { NOEMA_HOME: home },
+      env: { NOEMA_HOME: suite.home },
       ...(stdin !== undefined && { stdin })
     }
   )
@@ -48,11 +36,11 @@ interface RequestMessage {
   readonly tool_call_id?: string
 }
 const messagesOf = (index: number) =>
-  (server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages
+  (suite.server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages
 
 describe("approval of tool calls", () => {
   it("ask leaves the call waiting (exit 3); chat --session in another process asks, runs it on y, and goes on", async () => {
-    server.enqueue({
+    suite.server.enqueue({
       type: "tool-calls",
       calls: [
         { id: "call_pid", name: "calc__pid", arguments: "{}" },
@@ -75,10 +63,10 @@ describe("approval of tool calls", () => {
       "calc__pid() waits for approval and did not run; decide with: noema chat --session"
     )
     // The read-only tool ran; the other waits. One model call so far.
-    expect(server.requests).toHaveLength(1)
+    expect(suite.server.requests).toHaveLength(1)
     const sessionId = (JSON.parse(asked.stdout) as { sessionId: string }).sessionId
 
-    server.enqueue({ type: "text", text: "The server's pid is known now." })
+    suite.server.enqueue({ type: "text", text: "The server's pid is known now." })
     const chat = await cli(
       ["chat", "--base-url", "$URL", "--api-key", "test", "--mcp", mcpFile, "--session", sessionId],
       "y\n/exit\n"
@@ -94,7 +82,7 @@ describe("approval of tool calls", () => {
   })
 
   it("chat asks right away; n refuses the call and the model is told", async () => {
-    server.enqueue(
+    suite.server.enqueue(
       { type: "tool-calls", calls: [{ id: "call_fail", name: "calc__fail", arguments: '{"reason":"x"}' }] },
       { type: "text", text: "Understood, I will not." }
     )
@@ -111,7 +99,7 @@ describe("approval of tool calls", () => {
   })
 
   it("--yes runs every call without asking", async () => {
-    server.enqueue(
+    suite.server.enqueue(
       { type: "tool-calls", calls: [{ id: "call_pid", name: "calc__pid", arguments: "{}" }] },
       { type: "text", text: "Done." }
     )

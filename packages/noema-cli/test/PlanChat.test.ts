@@ -2,30 +2,16 @@
  * `/plan on` in `noema chat`: the plan workflow against the local wire-format
  * server, the plan shown as it changes, the answer sent through user_sendMessage.
  */
-import { OpenAiTestServer } from "@noema/openai/testing"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { makeHome, removeHome, runCli } from "./support/cli.js"
+import { describe, expect, it } from "vitest"
+import { runCli, useServerAndHome } from "./support/cli.js"
 
-let server: OpenAiTestServer.TestServer
-let home: string
-
-beforeAll(async () => {
-  server = await OpenAiTestServer.start()
-})
-afterAll(() => server.close())
-beforeEach(() => {
-  home = makeHome()
-})
-afterEach(() => {
-  server.reset()
-  removeHome(home)
-})
+const suite = useServerAndHome()
 
 const json = (value: unknown) => JSON.stringify(value)
 
 describe("noema chat /plan", () => {
   it("plans, runs the steps with the tools, shows the plan as it changes, and answers", async () => {
-    server.enqueue(
+    suite.server.enqueue(
       {
         type: "text",
         text: json({
@@ -51,8 +37,8 @@ describe("noema chat /plan", () => {
         calls: [{ name: "user_sendMessage", arguments: json({ text: "6 times 7 is 42." }) }]
       }
     )
-    const result = await runCli(["chat", "--base-url", server.url, "--api-key", "test"], {
-      env: { NOEMA_HOME: home },
+    const result = await runCli(["chat", "--base-url", suite.server.url, "--api-key", "test"], {
+      env: { NOEMA_HOME: suite.home },
       stdin: "/plan on\nwhat is 6 times 7?\n/plan\n/exit\n"
     })
     expect(result.code).toBe(0)
@@ -65,7 +51,7 @@ describe("noema chat /plan", () => {
     expect(result.stdout).toContain("Plan workflow: on")
     // The plan call asked for structured output; the step got the tools; the last call offered user_sendMessage.
     const body = (index: number) =>
-      server.requests[index]?.body as {
+      suite.server.requests[index]?.body as {
         response_format?: { type: string }
         tools?: ReadonlyArray<{ function: { name: string } }>
       }

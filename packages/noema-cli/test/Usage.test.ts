@@ -3,31 +3,17 @@
  * format carry usage, the session keeps it with the messages, and
  * `noema sessions show` and `/usage` in chat sum it.
  */
-import { OpenAiTestServer } from "@noema/openai/testing"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { makeHome, removeHome, runCli } from "./support/cli.js"
+import { describe, expect, it } from "vitest"
+import { runCli, useServerAndHome } from "./support/cli.js"
 
-let server: OpenAiTestServer.TestServer
-let home: string
-
-beforeAll(async () => {
-  server = await OpenAiTestServer.start()
-})
-afterAll(() => server.close())
-beforeEach(() => {
-  home = makeHome()
-})
-afterEach(() => {
-  server.reset()
-  removeHome(home)
-})
+const suite = useServerAndHome()
 
 const model = ["--base-url", "", "--api-key", "test"]
-const withServer = () => model.map((value) => (value === "" ? server.url : value))
+const withServer = () => model.map((value) => (value === "" ? suite.server.url : value))
 
 /** Three model calls over two turns: a tool call and its answer, then a plain answer. */
 const enqueueTwoTurns = () =>
-  server.enqueue(
+  suite.server.enqueue(
     {
       type: "tool-calls",
       calls: [{ name: "calculator", arguments: '{"expression":"2+2"}' }],
@@ -44,7 +30,7 @@ const enqueueTwoTurns = () =>
 describe("token usage", () => {
   it("noema sessions show sums the session's usage and each turn's", async () => {
     enqueueTwoTurns()
-    const env = { NOEMA_HOME: home }
+    const env = { NOEMA_HOME: suite.home }
     const first = await runCli(["ask", ...withServer(), "--json", "what is 2+2?"], { env })
     expect(first.code).toBe(0)
     const id = (JSON.parse(first.stdout) as { sessionId: string }).sessionId
@@ -81,7 +67,7 @@ describe("token usage", () => {
   })
 
   it("counts answers stored without a usage report (older sessions) as unknown, not zero", async () => {
-    const env = { NOEMA_HOME: home }
+    const env = { NOEMA_HOME: suite.home }
     const id = "01d5e551-0000-0000-0000-000000000000"
     const archived = {
       format: "noema-session",
@@ -109,7 +95,7 @@ describe("token usage", () => {
   it("/usage in chat shows the session's totals and the last turn's", async () => {
     enqueueTwoTurns()
     const result = await runCli(["chat", ...withServer()], {
-      env: { NOEMA_HOME: home },
+      env: { NOEMA_HOME: suite.home },
       stdin: "/usage\nwhat is 2+2?\nmy name is Ada\n/usage\n"
     })
     expect(result.code).toBe(0)

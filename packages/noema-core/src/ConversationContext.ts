@@ -61,10 +61,10 @@ abstract class Base implements ConversationContext {
     return this.at(-1)
   }
   window(count: number): ConversationContext {
-    return new WindowView(this, count)
+    return windowView(this, count)
   }
   skip(count: number): ConversationContext {
-    return new SkipView(this, count)
+    return skipView(this, count)
   }
   filter(predicate: (message: Message) => boolean): ConversationContext {
     return new FilterView(this, predicate)
@@ -106,25 +106,21 @@ class ArrayView extends Base {
   }
 }
 
-class WindowView extends Base {
+/** The messages of a source from a start that depends on its length (a window, a skip) to its end. */
+class TailView extends Base {
   readonly #source: ConversationContext
-  readonly #count: number
-  constructor(source: ConversationContext, count: number) {
+  readonly #start: (sourceLength: number) => number
+  constructor(source: ConversationContext, start: (sourceLength: number) => number) {
     super()
-    if (!Number.isInteger(count) || count < 0) {
-      throw new RangeError(`A window size must be a non-negative integer, got ${count}`)
-    }
     this.#source = source
-    this.#count = count
+    this.#start = start
   }
   get indexed(): boolean {
     return this.#source.indexed
   }
-  #start(sourceLength: number): number {
-    return Math.max(0, sourceLength - this.#count)
-  }
   get length(): number {
-    return Math.min(this.#count, this.#source.length)
+    const sourceLength = this.#source.length
+    return sourceLength - this.#start(sourceLength)
   }
   at(index: number): Message | undefined {
     const sourceLength = this.#source.length
@@ -149,41 +145,22 @@ class WindowView extends Base {
   }
 }
 
-class SkipView extends Base {
-  readonly #source: ConversationContext
-  readonly #count: number
-  constructor(source: ConversationContext, count: number) {
-    super()
-    if (!Number.isInteger(count) || count < 0) {
-      throw new RangeError(`A skip count must be a non-negative integer, got ${count}`)
-    }
-    this.#source = source
-    this.#count = count
+const checkCount = (what: string, count: number): void => {
+  if (!Number.isInteger(count) || count < 0) {
+    throw new RangeError(`A ${what} must be a non-negative integer, got ${count}`)
   }
-  get indexed(): boolean {
-    return this.#source.indexed
-  }
-  get length(): number {
-    return Math.max(0, this.#source.length - this.#count)
-  }
-  at(index: number): Message | undefined {
-    const length = this.length
-    const i = normaliseIndex(index, length)
-    return i >= 0 && i < length ? this.#source.at(this.#count + i) : undefined
-  }
-  *[Symbol.iterator](): Iterator<Message> {
-    const source = this.#source
-    const count = this.#count
-    if (source.indexed) {
-      const length = source.length
-      for (let i = count; i < length; i++) yield source.at(i) as Message
-      return
-    }
-    let i = 0
-    for (const message of source) {
-      if (i++ >= count) yield message
-    }
-  }
+}
+
+/** The last `count` messages of `source`. */
+const windowView = (source: ConversationContext, count: number): ConversationContext => {
+  checkCount("window size", count)
+  return new TailView(source, (length) => Math.max(0, length - count))
+}
+
+/** All but the first `count` messages of `source`. */
+const skipView = (source: ConversationContext, count: number): ConversationContext => {
+  checkCount("skip count", count)
+  return new TailView(source, (length) => Math.min(count, length))
 }
 
 class FilterView extends Base {
@@ -303,13 +280,13 @@ export const from = (input: ConversationContext | ReadonlyArray<Message>): Conve
 export const window: {
   (count: number): (self: ConversationContext) => ConversationContext
   (self: ConversationContext, count: number): ConversationContext
-} = dual(2, (self: ConversationContext, count: number) => new WindowView(self, count))
+} = dual(2, windowView)
 
 /** All but the first `count` messages. */
 export const skip: {
   (count: number): (self: ConversationContext) => ConversationContext
   (self: ConversationContext, count: number): ConversationContext
-} = dual(2, (self: ConversationContext, count: number) => new SkipView(self, count))
+} = dual(2, skipView)
 
 export const filter: {
   (predicate: (message: Message) => boolean): (self: ConversationContext) => ConversationContext
@@ -358,6 +335,32 @@ export const compose = (options: {
 }
 
 export const toArray = (self: Iterable<Message>): Array<Message> => Array.from(self)
+
+/**
+ * Why `messages` is not a history a model may be sent, or none: each tool
+ * result must follow the assistant message that made its call (only other
+ * results between), and every call must have its result before the next
+ * message and at the end. Sessions, agents and the runtime keep this true.
+ */
+export const problems = (messages: Iterable<Message>): Array<string> => {
+  const found: Array<string> = []
+  let open = new Set<string>()
+  let index = 0
+  for (const message of messages) {
+    if (message.role === "tool") {
+      if (!open.delete(message.toolCallId)) {
+        found.push(`message ${index}: the result of ${message.toolCallId} does not follow its call`)
+      }
+    } else {
+      if (open.size > 0)
+        found.push(`message ${index}: calls ${[...open].join(", ")} have no result before it`)
+      open = new Set(message.role === "assistant" ? (message.toolCalls ?? []).map((call) => call.id) : [])
+    }
+    index++
+  }
+  if (open.size > 0) found.push(`the end: calls ${[...open].join(", ")} have no result`)
+  return found
+}
 
 /** The last message with the given role, searching backwards. */
 export const lastOfRole = <R extends Message["role"]>(

@@ -18,6 +18,23 @@ const countingArray = (messages: Array<Message.Message>) => {
 const contents = (context: Iterable<Message.Message>) => Array.from(context, (message) => message.content)
 
 describe("ConversationContext", () => {
+  it("problems: every tool result right after its call, every call answered", () => {
+    const call = (id: string) => ({ id, name: "t", arguments: "{}" })
+    const result = (id: string) => Message.toolResult({ toolCallId: id, name: "t", content: "ok" })
+    const asking = Message.assistant("", { toolCalls: [call("a"), call("b")] })
+    assert.deepStrictEqual(
+      ConversationContext.problems([Message.user("u"), asking, result("b"), result("a")]),
+      []
+    )
+    assert.deepStrictEqual(ConversationContext.problems([Message.user("u"), asking, result("a")]), [
+      "the end: calls b have no result"
+    ])
+    assert.deepStrictEqual(
+      ConversationContext.problems([asking, result("a"), Message.user("u"), result("b")]),
+      ["message 2: calls b have no result before it", "message 3: the result of b does not follow its call"]
+    )
+  })
+
   it("skip drops the first messages, stays live, and reads only what it shows", () => {
     const { proxy, counter } = countingArray(numbered(1_000_000))
     const skipped = ConversationContext.fromArray(proxy).skip(999_998)

@@ -1,6 +1,6 @@
 import { assert } from "@effect/vitest"
 import { ToolAgent } from "@noema/agents"
-import type { ChatModel, Message, Tool } from "@noema/core"
+import { type ChatModel, ConversationContext, type Message, type Tool } from "@noema/core"
 import { MemoryStore, Session, SessionStore } from "@noema/session"
 import { Effect, Fiber, Stream } from "effect"
 import * as Runtime from "../src/Runtime.js"
@@ -67,28 +67,8 @@ export const waitFor = (
 export const count = (events: ReadonlyArray<Runtime.RuntimeEvent>, type: Runtime.RuntimeEvent["type"]) =>
   events.filter((event) => event.type === type).length
 
-/**
- * The invariant of every stored history: tool results follow their assistant
- * message (only other results between), and every call is answered.
- */
-export const assertValidHistory = (messages: ReadonlyArray<Message.Message>) => {
-  let open = new Set<string>()
-  for (const message of messages) {
-    if (message.role === "tool") {
-      assert.isTrue(
-        open.delete(message.toolCallId),
-        `tool result ${message.toolCallId} not right after its call`
-      )
-      continue
-    }
-    assert.strictEqual(
-      open.size,
-      0,
-      `calls ${[...open].join(", ")} unanswered before a ${message.role} message`
-    )
-    open = new Set(message.role === "assistant" ? (message.toolCalls ?? []).map((call) => call.id) : [])
-  }
-  assert.strictEqual(open.size, 0, "every call answered")
-}
+/** The invariant of every stored history (core's `ConversationContext.problems`). */
+export const assertValidHistory = (messages: ReadonlyArray<Message.Message>) =>
+  assert.deepStrictEqual(ConversationContext.problems(messages), [])
 
 export const stopRecorder = (recorder: Fiber.Fiber<void>) => Fiber.interrupt(recorder)

@@ -8,7 +8,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ToolAgent } from "@noema/agents"
-import { Approval, type Message, Tool } from "@noema/core"
+import { Approval, ConversationContext, type Message, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { Effect, Schema, Stream } from "effect"
 import * as Session from "../src/Session.js"
@@ -42,14 +42,8 @@ const inProcess = <A, E>(filename: string, body: Effect.Effect<A, E, SessionStor
   )
 
 /** Every tool result follows its call; every call answered. */
-const assertValid = (messages: Iterable<Message.Message>) => {
-  const open = new Set<string>()
-  for (const message of messages) {
-    if (message.role === "assistant") for (const call of message.toolCalls ?? []) open.add(call.id)
-    if (message.role === "tool") assert.isTrue(open.delete(message.toolCallId))
-  }
-  assert.strictEqual(open.size, 0)
-}
+const assertValid = (messages: Iterable<Message.Message>) =>
+  assert.deepStrictEqual(ConversationContext.problems(messages), [])
 
 describe("Session approvals", () => {
   it.effect("a waiting call is stored, seen by another process, and resumed there", () =>

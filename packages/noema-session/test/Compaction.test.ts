@@ -46,16 +46,8 @@ const sessionWithTurns = (count: number) =>
   })
 
 /** Every tool message follows the assistant message that asked for it (directly or after siblings). */
-const assertValidHistory = (messages: Iterable<Message.Message>) => {
-  const open = new Set<string>()
-  for (const message of messages) {
-    if (message.role === "assistant") for (const call of message.toolCalls ?? []) open.add(call.id)
-    if (message.role === "tool") {
-      assert.isTrue(open.has(message.toolCallId), `tool result ${message.toolCallId} without its call`)
-      open.delete(message.toolCallId)
-    }
-  }
-}
+const assertValidHistory = (messages: Iterable<Message.Message>) =>
+  assert.deepStrictEqual(ConversationContext.problems(messages), [])
 
 describe("Compaction.plan", () => {
   it("leaves a history within its budget alone, and counts the system prompt", () => {

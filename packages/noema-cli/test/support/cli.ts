@@ -9,6 +9,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { OpenAiTestServer } from "@noema/openai/testing"
+import { afterAll, afterEach, beforeAll, beforeEach } from "vitest"
 
 export const binPath = fileURLToPath(new URL("../../bin/noema.js", import.meta.url))
 
@@ -171,3 +173,55 @@ export const startTerminal = (
 export const plainText = (text: string): string =>
   // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping terminal escape codes is the point
   text.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, "").replace(/\r/g, "")
+
+/**
+ * The usual frame of a CLI test file: one local OpenAI wire-format server for
+ * the file, and a fresh `NOEMA_HOME` for each test (removed after it, with
+ * the server's replies and requests reset).
+ */
+export const useServerAndHome = (): {
+  readonly server: OpenAiTestServer.TestServer
+  readonly home: string
+} => {
+  let server: OpenAiTestServer.TestServer | undefined
+  let home: string | undefined
+  beforeAll(async () => {
+    server = await OpenAiTestServer.start()
+  })
+  afterAll(() => server?.close())
+  beforeEach(() => {
+    home = makeHome()
+  })
+  afterEach(() => {
+    server?.reset()
+    if (home !== undefined) removeHome(home)
+  })
+  return {
+    get server() {
+      if (server === undefined) throw new Error("the test server starts in beforeAll")
+      return server
+    },
+    get home() {
+      if (home === undefined) throw new Error("NOEMA_HOME is made in beforeEach")
+      return home
+    }
+  }
+}
+
+/** The messages of the server's request `index` (which must exist), as `[role, content]`, optionally without system ones. */
+export const requestMessages = (
+  server: OpenAiTestServer.TestServer,
+  index: number
+): ReadonlyArray<{
+  readonly role: string
+  readonly content?: string | null
+  readonly tool_call_id?: string
+}> => {
+  const request = server.requests[index]
+  if (request === undefined) throw new Error(`the server got no request #${index}`)
+  return (
+    request.body as {
+      messages: ReadonlyArray<{ role: string; content?: string | null; tool_call_id?: string }>
+    }
+  ).messages
+}
