@@ -75,6 +75,7 @@ const turnOptions = {
   "api-key": { type: "string" },
   "max-retry-wait": { type: "string" },
   "context-budget": { type: "string" },
+  api: { type: "string" },
   session: { type: "string", short: "s" },
   system: { type: "string" },
   "no-tools": { type: "boolean" },
@@ -119,12 +120,14 @@ const modelFlags = (values: {
   readonly "api-key"?: string | boolean | undefined
   readonly "max-retry-wait"?: string | boolean | undefined
   readonly "context-budget"?: string | boolean | undefined
+  readonly api?: string | boolean | undefined
 }): ModelFlags => ({
   model: typeof values.model === "string" ? values.model : undefined,
   baseUrl: typeof values["base-url"] === "string" ? values["base-url"] : undefined,
   apiKey: typeof values["api-key"] === "string" ? values["api-key"] : undefined,
   maxRetryWait: typeof values["max-retry-wait"] === "string" ? values["max-retry-wait"] : undefined,
-  contextBudget: typeof values["context-budget"] === "string" ? values["context-budget"] : undefined
+  contextBudget: typeof values["context-budget"] === "string" ? values["context-budget"] : undefined,
+  api: typeof values.api === "string" ? values.api : undefined
 })
 
 const noPositionals = (command: string, positionals: ReadonlyArray<string>): void => {

@@ -29,6 +29,8 @@ export interface ModelFlags {
   readonly maxRetryWait?: string | undefined
   /** `--context-budget TOKENS`. */
   readonly contextBudget?: string | undefined
+  /** `--api chat|responses`. */
+  readonly api?: string | undefined
 }
 
 /** The model used when an API key or base URL is configured but no model name. */
@@ -54,6 +56,8 @@ export type ModelConfig =
       readonly baseUrl: string | undefined
       /** Undefined is fine for local servers (Ollama, llama.cpp), which need no key. */
       readonly apiKey: string | undefined
+      /** Chat Completions (what every compatible server speaks) or OpenAI's Responses API. */
+      readonly api: "chat" | "responses"
       readonly sources: {
         readonly model: Source
         readonly baseUrl: Source
@@ -98,6 +102,11 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
       `noema: ${from}: "${baseUrl.value}" is not an http(s) URL (e.g. http://localhost:11434/v1)`
     )
   }
+  const api = pick(flags.api, env.NOEMA_OPENAI_API)
+  if (api.value !== undefined && api.value !== "chat" && api.value !== "responses") {
+    const from = api.source === "flag" ? "--api" : "NOEMA_OPENAI_API"
+    throw new UsageError(`noema: ${from}: "${api.value}" is not an API noema speaks (use chat or responses)`)
+  }
   if (model.value === offlineModelName) return { kind: "offline", reason: "requested" }
   if (apiKey.value === undefined && baseUrl.value === undefined)
     return { kind: "offline", reason: "unconfigured" }
@@ -106,6 +115,7 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
     model: model.value ?? defaultModel,
     baseUrl: baseUrl.value,
     apiKey: apiKey.value,
+    api: api.value === "responses" ? "responses" : "chat",
     sources: { model: model.source, baseUrl: baseUrl.source, apiKey: apiKey.source }
   }
 }

@@ -12,7 +12,8 @@ describe("CliArguments", () => {
           baseUrl: "http://x/v1",
           apiKey: undefined,
           maxRetryWait: undefined,
-          contextBudget: undefined
+          contextBudget: undefined,
+          api: undefined
         },
         tools: false,
         mcp: undefined,

@@ -24,8 +24,24 @@ describe("CliConfig", () => {
       model: "gpt-4o-mini",
       baseUrl: undefined,
       apiKey: "sk-env",
+      api: "chat",
       sources: { model: "default", baseUrl: "default", apiKey: "environment" }
     })
+  })
+
+  it("speaks the Responses API with --api responses or NOEMA_OPENAI_API, and refuses other values", () => {
+    const env = { OPENAI_API_KEY: "sk-env" }
+    assert.deepInclude(CliConfig.resolveModel({ api: "responses" }, env), { api: "responses" })
+    assert.deepInclude(CliConfig.resolveModel({}, { ...env, NOEMA_OPENAI_API: "responses" }), {
+      api: "responses"
+    })
+    assert.deepInclude(CliConfig.resolveModel({ api: "chat" }, { ...env, NOEMA_OPENAI_API: "responses" }), {
+      api: "chat"
+    })
+    assert.throws(
+      () => CliConfig.resolveModel({ api: "assistants" }, env),
+      /--api: "assistants" is not an API/
+    )
   })
 
   it("takes flags over the environment, one setting at a time", () => {

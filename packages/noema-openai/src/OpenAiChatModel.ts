@@ -1,6 +1,7 @@
 /**
  * OpenAiChatModel: core's `ChatModel` over OpenAI's Chat Completions API, and
- * so over any server that speaks it (Ollama, vLLM, llama.cpp server, LM Studio).
+ * so over any server that speaks it (Ollama, vLLM, llama.cpp server, LM Studio),
+ * or (`api: "responses"`) over OpenAI's Responses API.
  *
  * `complete` sends one non-streamed request; `stream` asks for SSE with usage
  * included and turns each chunk into core stream chunks (tool-call fragments
@@ -13,6 +14,7 @@ import { Clock, type Config, Effect, Layer } from "effect"
 import type OpenAI from "openai"
 import { ChunkTranslator, fromCompletion, toParams } from "./internal/chat.js"
 import { MalformedResponse, type Phase, requestIdOf, toReason } from "./internal/errors.js"
+import { fromResponse, ResponsesTranslator, toResponsesParams } from "./internal/responses.js"
 import * as StreamPull from "./internal/streamPull.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
@@ -25,6 +27,11 @@ export interface Options extends OpenAiClient.Options {
    * structured output's `"auto"` mode uses a forced tool call instead.
    */
   readonly capabilities?: ChatModel.Capabilities
+  /**
+   * Which API to speak: `"chat"` (Chat Completions, the default, what compatible
+   * servers speak) or `"responses"` (OpenAI's Responses API, `POST /v1/responses`).
+   */
+  readonly api?: "chat" | "responses"
 }
 
 type StreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming
@@ -32,7 +39,11 @@ type StreamingParams = OpenAI.Chat.Completions.ChatCompletionCreateParamsStreami
 /** A chat model over an existing client (shares its SDK, credentials and retry policy). */
 export const fromClient = (
   client: OpenAiClient.Client,
-  options: { readonly model: string; readonly capabilities?: ChatModel.Capabilities }
+  options: {
+    readonly model: string
+    readonly capabilities?: ChatModel.Capabilities
+    readonly api?: "chat" | "responses"
+  }
 ): ChatModel.Service => {
   const { sdk, provider, scrub } = client
   const { model } = options
@@ -60,21 +71,24 @@ export const fromClient = (
 
   // One callback for the whole exchange (not suspend + tryPromise + catch + flatMap): it is
   // the whole of a turn's work on noema's side, and each Effect step costs per turn.
+  const responses = options.api === "responses"
+
   const complete: ChatModel.Service["complete"] = (request) =>
     Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
       const controller = new AbortController()
       const failed = (cause: unknown) => resume(fail(cause, "request"))
       try {
-        sdk.chat.completions
-          .create(toParams(model, provider, request), { signal: controller.signal })
-          .then((body) => {
-            const response = fromCompletion(body)
-            resume(
-              response instanceof MalformedResponse
-                ? fail(response, "request", bodyRequestId(body))
-                : Effect.succeed(response)
-            )
-          }, failed)
+        const sent: Promise<unknown> = responses
+          ? sdk.responses.create(toResponsesParams(model, request), { signal: controller.signal })
+          : sdk.chat.completions.create(toParams(model, provider, request), { signal: controller.signal })
+        sent.then((body) => {
+          const response = responses ? fromResponse(body) : fromCompletion(body)
+          resume(
+            response instanceof MalformedResponse
+              ? fail(response, "request", bodyRequestId(body))
+              : Effect.succeed(response)
+          )
+        }, failed)
       } catch (cause) {
         failed(cause)
       }
@@ -88,6 +102,15 @@ export const fromClient = (
       let requestId: string | undefined
       return {
         start: (signal) => {
+          if (responses) {
+            return sdk.responses
+              .create({ ...toResponsesParams(model, request), stream: true }, { signal })
+              .withResponse()
+              .then((answer) => {
+                requestId = answer.request_id ?? undefined
+                return answer.data
+              })
+          }
           const params = toParams(model, provider, request)
           const streamed: StreamingParams = {
             ...params,
@@ -110,7 +133,7 @@ export const fromClient = (
               return answer.data
             })
         },
-        translator: new ChunkTranslator(),
+        translator: responses ? new ResponsesTranslator() : new ChunkTranslator(),
         fail: (cause, phase) => fail(cause, phase, requestId)
       }
     })

@@ -1,6 +1,6 @@
 /**
  * OpenAiTestServer: a local HTTP server that speaks OpenAI's wire format
- * (`/v1/chat/completions`, `/v1/embeddings`, `/v1/models`) and answers from a
+ * (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`, `/v1/models`) and answers from a
  * script, so adapter tests, CLI end-to-end tests and benchmarks can run against
  * the real `openai` SDK without touching the network.
  *
@@ -442,6 +442,9 @@ class Server implements TestServer {
 
     if (method === "POST" && path === "/v1/chat/completions") {
       void this.#respond(exchange, this.#next(record), "chat")
+    } else if (method === "POST" && path === "/v1/responses") {
+      // The Responses API: answered by `sse` (recorded event streams), `raw`, `error`, `hang` and `drop` replies.
+      void this.#respond(exchange, this.#next(record), "responses")
     } else if (method === "POST" && path === "/v1/embeddings") {
       void this.#respond(exchange, this.#next(record), "embeddings")
     } else if (method === "GET" && path === "/v1/models") {
@@ -491,7 +494,11 @@ class Server implements TestServer {
     return reply
   }
 
-  async #respond(exchange: Exchange, reply: ScriptedReply, route: "chat" | "embeddings"): Promise<void> {
+  async #respond(
+    exchange: Exchange,
+    reply: ScriptedReply,
+    route: "chat" | "responses" | "embeddings"
+  ): Promise<void> {
     const { res, record } = exchange
     if (reply.delayMs !== undefined && reply.delayMs > 0) {
       await pause(reply.delayMs, res)
@@ -518,7 +525,7 @@ class Server implements TestServer {
         return
       }
       case "sse":
-        if (route !== "chat") return mismatch(exchange, reply.type)
+        if (route === "embeddings") return mismatch(exchange, reply.type)
         if (!record.stream) {
           return sendJson(
             exchange,

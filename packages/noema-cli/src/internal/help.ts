@@ -7,6 +7,9 @@ const modelOptions = `Model
   -m, --model NAME      model name (env NOEMA_MODEL; default gpt-4o-mini; "offline" = built-in model)
       --base-url URL    OpenAI-compatible server (env NOEMA_BASE_URL), e.g. http://localhost:11434/v1
       --api-key KEY     API key (env OPENAI_API_KEY); not needed for local servers
+      --api chat|responses
+                        Chat Completions (default; what compatible servers speak) or OpenAI's
+                        Responses API (env NOEMA_OPENAI_API)
       --max-retry-wait SECONDS
                         longest wait for retries of one model call (env NOEMA_MAX_RETRY_WAIT;
                         default 60); a server asking for longer fails at once

@@ -50,6 +50,7 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
   const model = await Effect.runPromise(
     OpenAiChatModel.make({
       model: config.model,
+      api: config.api,
       ...(config.baseUrl !== undefined && { baseURL: config.baseUrl }),
       ...(config.apiKey !== undefined && { apiKey: Redacted.make(config.apiKey) }),
       // Waiting for the first byte; a local model may need a while to load.

@@ -30,7 +30,7 @@ type UserPart =
 // ---------------------------------------------------------------------------
 
 /** Images OpenAI can fetch or read inline: `image_url` takes http(s) URLs and `data:` URIs. */
-const isSendableImage = (file: Message.FilePart): boolean =>
+export const isSendableImage = (file: Message.FilePart): boolean =>
   file.mediaType.startsWith("image/") &&
   (file.uri.startsWith("https://") || file.uri.startsWith("http://") || file.uri.startsWith("data:"))
 
@@ -48,7 +48,7 @@ const appendReference = (text: string, file: Message.FilePart): string =>
  * A message's text for the wire: text parts joined, files as references,
  * reasoning left out (the model's own thinking is never sent back as its answer).
  */
-const textForWire = (content: ReadonlyArray<Message.ContentPart>): string => {
+export const textForWire = (content: ReadonlyArray<Message.ContentPart>): string => {
   let text = ""
   for (const part of content) {
     if (part.type === "text") text += part.text
@@ -191,7 +191,7 @@ const toFinishReason = (reason: string | null | undefined, hasToolCalls: boolean
   }
 }
 
-const toUsage = (usage: UsageWire | null | undefined): ChatModel.Usage | undefined => {
+export const toUsage = (usage: UsageWire | null | undefined): ChatModel.Usage | undefined => {
   if (usage === null || usage === undefined) return undefined
   if (typeof usage.prompt_tokens !== "number" && typeof usage.completion_tokens !== "number") return undefined
   const inputTokens = usage.prompt_tokens ?? 0

@@ -17,16 +17,22 @@
  */
 import type { ChatModel } from "@noema/core"
 import { Array as Arr, Cause, Channel, Effect, Scope, Stream } from "effect"
-import type { ChunkTranslator } from "./chat.js"
 import { IncompleteStream, type Phase } from "./errors.js"
 
 type Chunks = Arr.NonEmptyReadonlyArray<ChatModel.StreamChunk>
 type Resume = (effect: Effect.Effect<Chunks, ChatModel.ChatModelError | Cause.Done>) => void
 
+/** Turns a wire event into core stream chunks (stateful, one per stream); throws `MalformedResponse`. */
+export interface Translator {
+  translate(raw: unknown): ReadonlyArray<ChatModel.StreamChunk>
+  /** The wire said the answer ended (a stream that stops before was cut short). */
+  readonly isFinished: boolean
+}
+
 export interface Options {
   /** Sends the request; resolves once the response headers are in. */
   readonly start: (signal: AbortSignal) => PromiseLike<AsyncIterable<unknown>>
-  readonly translator: ChunkTranslator
+  readonly translator: Translator
   /** The typed failure for anything the SDK throws (or the translator finds malformed). */
   readonly fail: (cause: unknown, phase: Phase) => Effect.Effect<never, ChatModel.ChatModelError>
 }
