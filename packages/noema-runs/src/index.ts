@@ -1,0 +1,7 @@
+/**
+ * @noema/runs: run-centric execution. Threads hold runs; runs are split into
+ * stages whose files are written atomically, hashed and never overwritten,
+ * with an append-only timeline in a store.
+ */
+export * as Run from "./Run.js"
+export * as RunFiles from "./RunFiles.js"
