@@ -5,3 +5,5 @@
  */
 export * as Run from "./Run.js"
 export * as RunFiles from "./RunFiles.js"
+export * as RunsStore from "./RunsStore.js"
+export * as SqlRunsStore from "./SqlRunsStore.js"

@@ -1,4 +1,4 @@
 /**
  * @noema/runs/testing: the conformance suite every runs store passes.
  */
-export {}
+export * as RunsStoreConformance from "./RunsStoreConformance.js"
