@@ -149,6 +149,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           readonly cycle: Submind.Cycle
           readonly items: Array<ContextItem.ContextItem>
           fiber: Fiber.Fiber<void, unknown> | undefined
+          /** Set when an interruption (or `stop`) came before the turn's fiber existed. */
+          interruptRequested: boolean
         }
       | undefined
     let loopFiber: Fiber.Fiber<void> | undefined
@@ -221,7 +223,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
       const running = {
         cycle: { number, items: initial },
         items: [...initial],
-        fiber: undefined as Fiber.Fiber<void, unknown> | undefined
+        fiber: undefined as Fiber.Fiber<void, unknown> | undefined,
+        interruptRequested: false
       }
       current = running
       yield* publish({ type: "cycle-started", cycle: running.cycle })
@@ -246,6 +249,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
       )
       const fiber = yield* Effect.forkIn(turn, scope)
       running.fiber = fiber
+      // An interruption that arrived while the cycle was starting is not lost.
+      if (running.interruptRequested) yield* Fiber.interrupt(fiber)
       const exit = yield* Fiber.await(fiber)
       current = undefined
       const cycle: Submind.Cycle = { number, items: running.items }
@@ -267,6 +272,14 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
         yield* publish({ type: "cycle-interrupted", cycle, kept })
         yield* tell("onCycleInterrupted", (submind) => submind.onCycleInterrupted?.(cycle))
       }
+    })
+
+    /** Interrupts the running cycle's turn and waits for it, or marks it to be interrupted as soon as it starts. */
+    const interruptCurrent = Effect.suspend(() => {
+      const running = current
+      if (running === undefined) return Effect.void
+      running.interruptRequested = true
+      return running.fiber === undefined ? Effect.void : Effect.asVoid(Fiber.interrupt(running.fiber))
     })
 
     /** Runs cycles while items wait, until the runtime stops (it then ends after the cycle it is in). */
@@ -316,14 +329,15 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
             if (submind.onTrigger === undefined) continue
             items.push(...(yield* guard(submind, "onTrigger", submind.onTrigger(trigger), [])))
           }
-          // Stopped while the subminds thought about it: the items are reported with the rest.
+          // Stopped while the subminds thought about it: `stop` has already reported what was
+          // queued, so these items are not queued and the caller is told the trigger was refused.
+          if (state !== "running") return yield* Effect.fail(new RuntimeNotRunning({ state: "stopped" }))
           // An item without messages only interrupts: there is nothing to queue.
           for (const item of items) if (item.messages.length > 0) bucket.add(item)
           const running = current
           yield* publish({ type: "trigger", trigger, items, running: running !== undefined })
           if (running !== undefined && items.some((item) => item.priority === "Interruption")) {
-            const fiber = running.fiber
-            if (fiber !== undefined) yield* Fiber.interrupt(fiber)
+            yield* interruptCurrent
           }
           yield* wake
         })
@@ -335,13 +349,14 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
         const wasRunning = state === "running"
         state = "stopped"
         return Effect.gen(function* () {
-          const fiber = current?.fiber
-          if (fiber !== undefined && loopFiber !== undefined) {
-            if (stopOptions.running === "finish") yield* Fiber.await(fiber)
-            else yield* Fiber.interrupt(fiber)
-            // The loop settles the bucket for that cycle, sees the runtime stopped, and ends.
+          // The loop is never interrupted from outside: it settles the bucket for the cycle it
+          // is in (cancelled or finished), sees the runtime stopped, and ends. Interrupting it
+          // mid-cycle could leave a turn running unseen, committing items also reported here.
+          if (stopOptions.running !== "finish") yield* interruptCurrent
+          if (loopFiber !== undefined) {
+            yield* wake
             yield* Fiber.await(loopFiber)
-          } else if (loopFiber !== undefined) yield* Fiber.interrupt(loopFiber)
+          }
           const unprocessed = bucket.remaining()
           yield* publish({ type: "stopped", unprocessed })
           if (wasRunning) {

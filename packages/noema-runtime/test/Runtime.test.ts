@@ -232,6 +232,70 @@ describe("Runtime", () => {
       })
   )
 
+  it.effect("a trigger still being mapped when stop runs is refused, not queued after the report", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [] })
+      // A submind that takes a second (of test time) to map its trigger.
+      const thinking = yield* Deferred.make<void>()
+      const slow: Submind.Submind = {
+        name: "slow",
+        onTrigger: (trigger) =>
+          Deferred.succeed(thinking, undefined).pipe(
+            Effect.andThen(Effect.sleep("1 second")),
+            Effect.as([ContextItem.make("InTheEnd", [Message.user("thought about it")], { trigger })])
+          )
+      }
+      const { runtime, events } = yield* setup({ model, subminds: [slow] })
+      yield* runtime.start
+      const sent = yield* Effect.forkChild(runtime.receiveTrigger(TriggerEvent.make("note", "x")))
+      yield* Deferred.await(thinking)
+      const report = yield* runtime.stop()
+      assert.deepStrictEqual(report.unprocessed, [])
+      yield* TestClock.adjust("1 second")
+      // Without the check, the item would be queued after `stop` reported, and lost silently.
+      const refused = yield* Effect.flip(Fiber.join(sent))
+      assert.strictEqual(refused._tag, "RuntimeNotRunning")
+      assert.strictEqual(model.requests.length, 0)
+      assert.strictEqual(events.at(-1)?.type, "stopped")
+    })
+  )
+
+  it.effect(
+    "stop with running: finish lets the cycle finish (items joining it included) and commits it",
+    () =>
+      Effect.gen(function* () {
+        const gate = yield* Deferred.make<void>()
+        const started = yield* Deferred.make<void>()
+        const model = ScriptedChatModel.make({ replies: [slowCall, "All done."] })
+        const { runtime, events, stored } = yield* setup({
+          model,
+          tools: [gatedTool(gate, started)],
+          subminds: [notes("InTheEnd")]
+        })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("do the slow thing"))
+        yield* Deferred.await(started)
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("and this"))
+        const stopping = yield* Effect.forkChild(runtime.stop({ running: "finish" }))
+        yield* settle(events, () => true, "")
+        yield* Deferred.succeed(gate, undefined)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(report.unprocessed, [])
+        assert.strictEqual(count(events, "cycle-completed"), 1)
+        assert.strictEqual(count(events, "cycle-interrupted"), 0)
+        const history = yield* stored()
+        assert.deepStrictEqual(texts(history), [
+          "user:do the slow thing",
+          "assistant:",
+          "tool:slow done",
+          "user:and this",
+          "assistant:All done."
+        ])
+        assertValidHistory(history)
+        assert.strictEqual(events.at(-1)?.type, "stopped")
+      })
+  )
+
   it.effect("a failing or hanging hook is reported and harms no other submind", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({ replies: ["fine"] })
