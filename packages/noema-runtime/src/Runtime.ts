@@ -25,15 +25,30 @@
  * fail the same way).
  *
  * `stop` cancels the running cycle (`running: "cancel"`, the default: as an
- * interruption) or lets it finish (`"finish"`), then reports every item still
- * queued, in its result and a `stopped` event: nothing is lost silently.
+ * interruption) or lets it finish (`"finish"`), waits for the hooks already
+ * told (each bounded by the hook timeout), then reports every item still
+ * queued, in its result and a `stopped` event: nothing is lost silently. A
+ * trigger whose subminds are still mapping it when `stop` begins is refused
+ * (`RuntimeNotRunning`), so no item is queued after the report.
  *
  * What happens is published as `RuntimeEvent`s (`events`), for UIs and logs;
  * observing drives nothing.
  */
 import type { Agent, ChatModel, Message } from "@noema/core"
 import type { Session } from "@noema/session"
-import { Deferred, Duration, Effect, Exit, Fiber, PubSub, Queue, Schema, Scope, Stream } from "effect"
+import {
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  FiberSet,
+  PubSub,
+  Queue,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
 import type * as ContextItem from "./ContextItem.js"
 import { Bucket } from "./internal/bucket.js"
 import type * as Submind from "./Submind.js"
@@ -141,6 +156,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
     const wakeups = yield* Queue.sliding<void>(1)
     const wake = Effect.asVoid(Queue.offer(wakeups, undefined))
     const scope = yield* Scope.make()
+    // Hooks told beside the cycle; `stop` waits for them (each is bounded by the hook timeout).
+    const told = yield* Scope.provide(scope)(FiberSet.make<void>())
 
     let state: "new" | "running" | "stopped" = "new"
     let cycleNumber = 0
@@ -188,7 +205,7 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           const effect = call(submind)
           return effect === undefined
             ? Effect.void
-            : Effect.forkIn(guard(submind, hook, effect, undefined), scope)
+            : FiberSet.run(told)(guard(submind, hook, effect, undefined))
         },
         { discard: true }
       )
@@ -357,6 +374,9 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
             yield* wake
             yield* Fiber.await(loopFiber)
           }
+          // Hooks already told (the cancelled cycle's `onCycleInterrupted`, say) are heard out
+          // before `onStopped`, not cut off by closing the scope.
+          yield* FiberSet.awaitEmpty(told)
           const unprocessed = bucket.remaining()
           yield* publish({ type: "stopped", unprocessed })
           if (wasRunning) {

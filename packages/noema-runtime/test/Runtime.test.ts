@@ -260,6 +260,36 @@ describe("Runtime", () => {
     })
   )
 
+  it.effect("stop hears out the hooks it set off (the cancelled cycle's) before onStopped", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [{ hang: true }] })
+      const heard: Array<string> = []
+      const { runtime, events } = yield* setup({
+        model,
+        subminds: [
+          {
+            name: "journal",
+            // Takes a moment (of test time) to write down that the cycle was interrupted.
+            onCycleInterrupted: (cycle) =>
+              Effect.as(Effect.sleep("1 second"), undefined).pipe(
+                Effect.andThen(Effect.sync(() => void heard.push(`interrupted ${cycle.number}`)))
+              ),
+            onStopped: () => Effect.sync(() => void heard.push("stopped"))
+          }
+        ]
+      })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
+      yield* settle(events, () => model.requests.length === 1, "the model call")
+      const stopping = yield* Effect.forkChild(runtime.stop())
+      yield* settle(events, (all) => count(all, "cycle-interrupted") === 1, "the cancelled cycle")
+      yield* TestClock.adjust("1 second")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(heard, ["interrupted 1", "stopped"])
+      assert.strictEqual(report.unprocessed.length, 1)
+    })
+  )
+
   it.effect(
     "stop with running: finish lets the cycle finish (items joining it included) and commits it",
     () =>
