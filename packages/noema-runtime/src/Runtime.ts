@@ -49,7 +49,7 @@ import {
   Scope,
   Stream
 } from "effect"
-import type * as ContextItem from "./ContextItem.js"
+import * as ContextItem from "./ContextItem.js"
 import { Bucket } from "./internal/bucket.js"
 import type * as Submind from "./Submind.js"
 import type * as TriggerEvent from "./TriggerEvent.js"
@@ -344,7 +344,11 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           const items: Array<ContextItem.ContextItem> = []
           for (const submind of subminds) {
             if (submind.onTrigger === undefined) continue
-            items.push(...(yield* guard(submind, "onTrigger", submind.onTrigger(trigger), [])))
+            const made = yield* guard(submind, "onTrigger", submind.onTrigger(trigger), [])
+            // Every message gets an id (an item built by hand may lack them): the runtime finds
+            // a kept item's messages in the session by id, so an interrupted turn that stored
+            // them does not run them again.
+            for (const item of made) items.push(ContextItem.withMessageIds(item))
           }
           // Stopped while the subminds thought about it: `stop` has already reported what was
           // queued, so these items are not queued and the caller is told the trigger was refused.

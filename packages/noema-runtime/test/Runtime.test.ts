@@ -326,6 +326,50 @@ describe("Runtime", () => {
       })
   )
 
+  it.effect(
+    "an item a submind built by hand (messages without ids) is not run twice after an interruption kept it",
+    () =>
+      Effect.gen(function* () {
+        const model = ScriptedChatModel.make({
+          replies: ["one two three four five six seven eight nine ten", "OK."],
+          chunkDelay: "20 millis"
+        })
+        const raw: Submind.Submind = {
+          name: "raw",
+          onTrigger: (trigger) =>
+            Effect.succeed(
+              trigger.type === "note"
+                ? [{ id: "note-1", priority: "ForNextTurn" as const, messages: [Message.user("the note")] }]
+                : []
+            )
+        }
+        const { runtime, events, stored } = yield* setup({ model, subminds: [raw] })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.make("note", null))
+        const deltas = () =>
+          events.filter((event) => event.type === "turn" && event.event.type === "text-delta").length
+        for (let tick = 0; tick < 10 && deltas() < 2; tick++) {
+          yield* TestClock.adjust("20 millis")
+          yield* Effect.repeat(Effect.yieldNow, { times: 50 })
+        }
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("enough", { interrupt: true }))
+        for (let tick = 0; tick < 20 && count(events, "cycle-completed") === 0; tick++) {
+          yield* TestClock.adjust("20 millis")
+          yield* Effect.repeat(Effect.yieldNow, { times: 50 })
+        }
+        yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+        const history = yield* stored()
+        // The note was kept with the interrupted turn; it leaves the bucket, and is stored once.
+        assert.deepStrictEqual(
+          history.filter((message) => message.role === "user").map((message) => Message.text(message)),
+          ["the note", "enough"]
+        )
+        assertValidHistory(history)
+        const report = yield* runtime.stop()
+        assert.deepStrictEqual(report.unprocessed, [])
+      })
+  )
+
   it.effect("a failing or hanging hook is reported and harms no other submind", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({ replies: ["fine"] })
