@@ -16,7 +16,9 @@
  *   every result of the tool calls already requested (the agent's steering);
  * - running + `InTheEnd`: injected when the agent's loop would finish.
  *
- * An item leaves the bucket only when the turn that carried it is committed.
+ * An item leaves the bucket only when the turn that carried it is committed
+ * with its messages (an item an agent took through steering and left out
+ * waits again).
  * An interrupted turn keeps what was seen (`onInterrupt: "keep-seen"`: the
  * input, complete messages, streamed text marked interrupted, an "interrupted;
  * may have partially run" result for a started tool call); its items that were
@@ -143,6 +145,13 @@ export interface Options {
 // ---------------------------------------------------------------------------
 
 const describe = (value: unknown): string => (value instanceof Error ? value.message : String(value))
+
+/** Whether an item's messages are all among `stored` (found by id: the runtime gives every message one). */
+const storedIn = (stored: ReadonlyArray<Message.Message>) => {
+  const ids = new Set(stored.flatMap((message) => (message.id === undefined ? [] : [message.id])))
+  return (item: ContextItem.ContextItem) =>
+    item.messages.every((message) => message.id !== undefined && ids.has(message.id))
+}
 
 /** A runtime over `options.session`; it does nothing until `start`. Its resources end with `stop`. */
 export const make = (options: Options): Effect.Effect<Runtime> =>
@@ -272,7 +281,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
       current = undefined
       const cycle: Submind.Cycle = { number, items: running.items }
       if (Exit.isSuccess(exit) && committed !== undefined) {
-        bucket.commit(number)
+        // Items an agent took through steering but did not put in its turn wait again.
+        bucket.commit(number, storedIn(committed))
         const stored = committed
         yield* publish({ type: "cycle-completed", cycle, committed: stored })
         yield* tell("onCycleCompleted", (submind) => submind.onCycleCompleted?.(cycle, stored))
@@ -282,10 +292,7 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
       } else {
         // Interrupted: what was kept is in the session; the items it holds leave, the others wait again.
         const kept = session.context().toArray().slice(before)
-        const keptIds = new Set(kept.flatMap((message) => (message.id === undefined ? [] : [message.id])))
-        bucket.commit(number, (item) =>
-          item.messages.every((message) => message.id !== undefined && keptIds.has(message.id))
-        )
+        bucket.commit(number, storedIn(kept))
         yield* publish({ type: "cycle-interrupted", cycle, kept })
         yield* tell("onCycleInterrupted", (submind) => submind.onCycleInterrupted?.(cycle))
       }

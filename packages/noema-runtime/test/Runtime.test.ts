@@ -4,12 +4,15 @@
  * what the session stored, and the history's validity.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Message, Tool } from "@noema/core"
+import { Agent, Message, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
+import { MemoryStore, Session, SessionStore } from "@noema/session"
 import { Deferred, Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as ContextItem from "../src/ContextItem.js"
+import * as Runtime from "../src/Runtime.js"
 import type * as Submind from "../src/Submind.js"
+import * as SubmindModule from "../src/Submind.js"
 import * as TriggerEvent from "../src/TriggerEvent.js"
 import { assertValidHistory, count, settle, setup } from "./support.js"
 
@@ -368,6 +371,55 @@ describe("Runtime", () => {
         const report = yield* runtime.stop()
         assert.deepStrictEqual(report.unprocessed, [])
       })
+  )
+
+  it.effect("items an agent took through steering but did not store stay queued when its turn commits", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [] })
+      const gate = yield* Deferred.make<void>()
+      const waiting = yield* Deferred.make<void>()
+      const store = yield* MemoryStore.make()
+      const session = yield* Effect.provideService(Session.create(), SessionStore.SessionStore, store)
+      // A careless agent: it polls the steering (taking the items) and answers without them.
+      const runtime = yield* Runtime.make({
+        session,
+        model,
+        subminds: [SubmindModule.userMessages],
+        agent: (steering) =>
+          Agent.make({
+            name: "careless",
+            execute: () =>
+              Effect.gen(function* () {
+                yield* Deferred.succeed(waiting, undefined)
+                yield* Deferred.await(gate)
+                yield* steering({ final: true })
+                return [Message.assistant("answered")]
+              })
+          })
+      })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
+      yield* Deferred.await(waiting)
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("second"))
+      yield* Deferred.succeed(gate, undefined)
+      const report = yield* Effect.gen(function* () {
+        // The second message runs in a cycle of its own (the agent answers it there).
+        for (let attempt = 0; attempt < 5_000; attempt++) {
+          const loaded = yield* store.load(session.id)
+          if (loaded.messages.length >= 4) break
+          yield* Effect.yieldNow
+        }
+        return yield* runtime.stop({ running: "finish" })
+      })
+      const loaded = yield* store.load(session.id)
+      assert.deepStrictEqual(texts(loaded.messages), [
+        "user:first",
+        "assistant:answered",
+        "user:second",
+        "assistant:answered"
+      ])
+      assert.deepStrictEqual(report.unprocessed, [])
+    })
   )
 
   it.effect("a failing or hanging hook is reported and harms no other submind", () =>
