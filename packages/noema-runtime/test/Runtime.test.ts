@@ -14,7 +14,7 @@ import * as Runtime from "../src/Runtime.js"
 import type * as Submind from "../src/Submind.js"
 import * as SubmindModule from "../src/Submind.js"
 import * as TriggerEvent from "../src/TriggerEvent.js"
-import { assertValidHistory, count, settle, setup } from "./support.js"
+import { assertValidHistory, assertValidRequests, count, settle, setup } from "./support.js"
 
 const roles = (messages: ReadonlyArray<Message.Message>) => messages.map((message) => message.role)
 const texts = (messages: ReadonlyArray<Message.Message>) =>
@@ -152,6 +152,7 @@ describe("Runtime", () => {
         assert.include(interrupted.content, "interrupted; it may have partially run")
         assert.strictEqual(Message.text(history[3] as Message.Message), "stop that!")
         assertValidHistory(history)
+        assertValidRequests(model)
         yield* runtime.stop()
       })
   )

@@ -18,7 +18,7 @@ import * as ContextItem from "../src/ContextItem.js"
 import type * as Runtime from "../src/Runtime.js"
 import type * as Submind from "../src/Submind.js"
 import * as TriggerEvent from "../src/TriggerEvent.js"
-import { assertValidHistory, setup, waitFor } from "./support.js"
+import { assertValidHistory, assertValidRequests, setup, waitFor } from "./support.js"
 
 const rank: Record<ContextItem.ContextPriority, number> = { Interruption: 0, ForNextTurn: 1, InTheEnd: 2 }
 
@@ -97,6 +97,7 @@ const scenario = (
     assert.strictEqual(events.at(-1)?.type, "stopped")
     const history = yield* stored()
     assertValidHistory(history)
+    assertValidRequests(model)
 
     // Nothing lost, nothing duplicated.
     const storedTexts = history
