@@ -72,6 +72,7 @@ class Chat {
   /** When to compact (`--context-budget`), and the settings for the current model once loaded. */
   readonly #contextBudget: CliConfig.ContextBudget
   #compaction: Promise<Runtime.CompactionSettings> | undefined
+  readonly #paths: CliConfig.Paths
   /** A turn failed (reported in the exit status when input is not a terminal). */
   #failed = false
 
@@ -87,6 +88,7 @@ class Chat {
     mcpTools: ReadonlyArray<Tool.Any> = []
   ) {
     this.#contextBudget = contextBudget
+    this.#paths = paths
     this.#mcpTools = mcpTools
     this.#modelOptions = modelOptions
     this.#io = io
@@ -638,6 +640,10 @@ class Chat {
       `Session:   ${Usage.format(Usage.ofMessages(messages))} over ${turns.length} turn${turns.length === 1 ? "" : "s"}`
     )
     this.#print(`Last turn: ${Usage.format(last.usage)}`)
+    const prices = CliConfig.resolvePrices(this.#io.env, this.#paths)
+    if (prices !== undefined) {
+      this.#print(`Cost:      ${Usage.formatCost(Usage.cost(messages, prices))} (session)`)
+    }
   }
 
   async #switchModel(name: string): Promise<void> {
