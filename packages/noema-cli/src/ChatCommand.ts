@@ -67,6 +67,8 @@ class Chat {
   /** A cycle runs, or a message was sent and its cycle has not ended yet. */
   #busy = false
   readonly #idleWaiters: Array<() => void> = []
+  /** Triggers whose line is on the screen already (typed at the prompt, not during an answer). */
+  readonly #onScreen = new Set<string>()
   /** The last turn stopped at calls that wait for approval: the loop asks before reading on. */
   #approvalsWaiting = false
   /** When to compact (`--context-budget`), and the settings for the current model once loaded. */
@@ -260,12 +262,13 @@ class Chat {
       return
     }
     const queued = this.#busy && !interrupt
+    const trigger = TriggerEvent.fromUser(text, { interrupt })
+    // Typed at the prompt, the line is on the screen; typed during an answer, it is shown when its turn starts.
+    if (!this.#busy) this.#onScreen.add(trigger.id)
     this.#busy = true
     // The answer comes next: no prompt in between.
     this.#input.beginAnswer()
-    await this.#runtime.runPromise(
-      Effect.ignore(runtime.receiveTrigger(TriggerEvent.fromUser(text, { interrupt })))
-    )
+    await this.#runtime.runPromise(Effect.ignore(runtime.receiveTrigger(trigger)))
     if (queued) this.#renderer?.note(`(queued: ${Terminal.oneLine(text, 60)})`)
     if (!this.#interactive) await this.#whenIdle()
   }
@@ -335,6 +338,15 @@ class Chat {
       case "cycle-started": {
         this.#busy = true
         this.#input.beginAnswer()
+        // Lines typed during an earlier answer start this turn: show them where they now are.
+        for (const item of event.cycle.items) {
+          const id = item.trigger?.id
+          if (id !== undefined && this.#onScreen.delete(id)) continue
+          for (const message of item.messages) {
+            if (message.role === "user")
+              this.#print(this.#style.bold(`› ${Terminal.oneLine(Message.text(message), 100)}`))
+          }
+        }
         this.#renderer = this.#newRenderer()
         this.#renderer.start()
         return
