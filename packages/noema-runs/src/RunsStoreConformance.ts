@@ -164,6 +164,28 @@ export const cases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "concurrent requests on a reject thread: exactly one run is created",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const results = yield* Effect.forEach(
+          [1, 2, 3, 4],
+          (n) =>
+            Effect.exit(store.createRun({ threadId: thread.id, request: `r${n}`, pipeline: "p", stages })),
+          { concurrency: "unbounded" }
+        )
+        equal(results.filter(Exit.isSuccess).length, 1, "created")
+        for (const result of results.filter(Exit.isFailure)) {
+          const reason = result.cause.reasons.find((r) => r._tag === "Fail") as
+            | { readonly error: { readonly _tag: string } }
+            | undefined
+          equal(reason?.error._tag, "ThreadBusy", "refused as busy")
+        }
+        equal((yield* store.listRuns({ threadId: thread.id })).length, 1, "one run stored")
+      })
+    )
+  },
+  {
     name: "enqueue: runs wait in FIFO order; a later one cannot start first",
     run: scoped((store) =>
       Effect.gen(function* () {
