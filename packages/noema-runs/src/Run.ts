@@ -70,12 +70,9 @@ export type StageStatus = "pending" | "waiting_approval" | "running" | "complete
 // Ids
 // ---------------------------------------------------------------------------
 
-/** A new id: a prefix, the time (so ids sort by creation) and randomness. */
+/** A new id: a prefix, the UTC time to the millisecond and 48 random bits (`run_20261124T080000123_9f3a...`). */
 export const newId = (prefix: string, now: Date = new Date()): string =>
-  `${prefix}_${now.toISOString().replace(/[-:.]/g, "").replace("T", "T").slice(0, 18)}_${crypto
-    .randomUUID()
-    .replace(/-/g, "")
-    .slice(0, 12)}`
+  `${prefix}_${now.toISOString().replace(/[-:.Z]/g, "")}_${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`
 
 export const newRunId = (): string => newId("run")
 export const newThreadId = (): string => newId("thr")
