@@ -1,0 +1,308 @@
+/**
+ * Executor: runs a run's stages in order, one agent per stage.
+ *
+ * Each step is small and idempotent in what it decides from the store: the
+ * executor reads the run's view, finds the next stage, and does one of three
+ * things: asks for approval (the run waits), runs one attempt of the stage
+ * (`runAttempt`: files first, manifest last, then the event), or completes the
+ * run. Those steps are what will become effect/workflow activities: they take
+ * plain values (run id, stage position, attempt) and leave everything they did
+ * in the files and the timeline, so a later process can carry on from the view.
+ *
+ * An attempt: `StageStarted` (the attempt's number comes from the view), the
+ * stage directory (an earlier attempt's is kept aside), `input.json`, the
+ * agent (a ToolAgent with the stage's instructions, `write_artifact` and the
+ * tools the pipeline names), every artifact published as it is written,
+ * `output.json`, `manifest.json` last, then `StageCompleted`, or on failure
+ * `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { ToolAgent } from "@noema/agents"
+import { type Agent, type ChatModel, ConversationContext, Message, type Tool } from "@noema/core"
+import { Effect } from "effect"
+import type { Pipeline } from "./Pipeline.js"
+import * as PipelineModule from "./Pipeline.js"
+import {
+  type ArtifactEntry,
+  currentStage,
+  type EventData,
+  IllegalTransition,
+  InvalidInput,
+  type RunView,
+  type StageError
+} from "./Run.js"
+import * as RunFiles from "./RunFiles.js"
+import type { AppendError, CreateRunError, Service as Store } from "./RunsStore.js"
+
+export interface Options {
+  readonly store: Store
+  readonly workspace: string
+  readonly model: ChatModel.Service
+  /** Tools stages may name in the pipeline (`write_artifact` is always there). */
+  readonly tools?: ReadonlyArray<Tool.Any>
+  /** Told about every event appended, for live progress. */
+  readonly onEvent?: (run: RunView, event: EventData) => Effect.Effect<void>
+  readonly maxArtifactBytes?: number
+  /** Model calls per stage attempt. Default 10. */
+  readonly maxSteps?: number
+}
+
+export type ExecuteError = AppendError | RunFiles.FileError
+
+/** Why `execute` returned: the run is done (completed/failed/canceled), waits for approval, or waits in its thread's queue. */
+export type Outcome =
+  | { readonly _tag: "Finished"; readonly run: RunView }
+  | { readonly _tag: "WaitingApproval"; readonly run: RunView; readonly position: number }
+  | { readonly _tag: "Queued"; readonly run: RunView; readonly reason: string }
+
+export interface Executor {
+  /** Checks the request, creates the run (refused before anything is written) and writes run.json. */
+  readonly create: (options: {
+    readonly threadId: string
+    readonly request: string
+    readonly pipeline: Pipeline
+  }) => Effect.Effect<RunView, CreateRunError | RunFiles.FileError>
+  /** Carries the run on from where its view says it is, until it finishes or must wait. */
+  readonly execute: (runId: string, pipeline: Pipeline) => Effect.Effect<Outcome, ExecuteError>
+  readonly approve: (runId: string, by?: string) => Effect.Effect<RunView, AppendError>
+  readonly reject: (runId: string, reason: string) => Effect.Effect<RunView, AppendError>
+  /** A failed run starts again at its failed stage, with a new attempt. */
+  readonly retry: (runId: string) => Effect.Effect<RunView, AppendError>
+  readonly cancel: (runId: string, reason?: string) => Effect.Effect<RunView, AppendError>
+}
+
+const errorOf = (error: Agent.AgentError | RunFiles.FileError): StageError =>
+  error._tag === "FileError"
+    ? { error_code: "file_error", error_message: error.message, retryable: false }
+    : {
+        error_code:
+          error.reason._tag === "ModelFailed"
+            ? "model_failed"
+            : error.reason._tag === "MaxStepsExceeded"
+              ? "max_steps_exceeded"
+              : "agent_failed",
+        error_message: error.message,
+        retryable: error.reason._tag !== "Failed" || error.isRetryable
+      }
+
+const stagePrompt = (request: string, previous: ReadonlyArray<{ stage_key: string; output: unknown }>) =>
+  previous.length === 0
+    ? request
+    : `${request}\n\nEarlier stages:\n${previous
+        .map(
+          (p) =>
+            `## ${p.stage_key}\n${typeof p.output === "object" && p.output !== null && "text" in p.output ? String((p.output as { text: unknown }).text) : JSON.stringify(p.output)}`
+        )
+        .join("\n\n")}`
+
+export const make = (options: Options): Executor => {
+  const { store, workspace, model } = options
+  const notify = options.onEvent ?? (() => Effect.void)
+  const append = (runId: string, events: ReadonlyArray<EventData>) =>
+    Effect.tap(store.append(runId, events), (run) =>
+      Effect.forEach(events, (event) => notify(run, event), { discard: true })
+    )
+
+  /** What earlier completed stages returned (their output.json), for the next stage's input. */
+  const previousOutputs = (run: RunView, position: number) =>
+    Effect.try({
+      try: () =>
+        run.stages
+          .filter((stage) => stage.position < position && stage.status === "completed")
+          .map((stage) => ({
+            stage_key: stage.key,
+            output: JSON.parse(
+              fs.readFileSync(
+                path.join(RunFiles.stagePath(workspace, run.runId, stage.position, stage.key), "output.json"),
+                "utf8"
+              )
+            ) as unknown
+          })),
+      catch: (error) =>
+        new RunFiles.FileError({
+          path: run.runId,
+          detail: error instanceof Error ? error.message : String(error)
+        })
+    })
+
+  const runAttempt = (run: RunView, pipeline: Pipeline, position: number) =>
+    Effect.gen(function* () {
+      const stage = run.stages.find((s) => s.position === position)
+      const definition = pipeline.stages[position - 1]
+      if (stage === undefined || definition === undefined || definition.key !== stage.key)
+        return yield* Effect.fail(
+          new IllegalTransition({
+            runId: run.runId,
+            event: "StageStarted",
+            detail: `the pipeline has no stage ${position} "${stage?.key}"`
+          })
+        )
+      const attempt = stage.attempts.length + 1
+      const started = yield* append(run.runId, [{ type: "StageStarted", position, attempt }])
+      const events = yield* store.events(run.runId)
+      const startedEvent = events[events.length - 1]
+      const startedAt =
+        started.stages[position - 1]?.attempts[attempt - 1]?.startedAt ?? new Date().toISOString()
+      const writer = yield* RunFiles.stageWriter({
+        workspace,
+        runId: run.runId,
+        position,
+        key: stage.key,
+        attempt,
+        ...(options.maxArtifactBytes !== undefined && { maxArtifactBytes: options.maxArtifactBytes })
+      })
+      const manifestFields = (status: "completed" | "failed") => ({
+        stage_key: stage.key,
+        stage_position: position,
+        attempt,
+        status,
+        started_at: startedAt,
+        finished_at: new Date().toISOString(),
+        thread_id: run.threadId,
+        run_id: run.runId,
+        event_id: startedEvent?.event_id ?? ""
+      })
+      const publish = (entry: ArtifactEntry) =>
+        append(run.runId, [{ type: "ArtifactPublished", position, attempt, ...entry }]).pipe(
+          Effect.orDie,
+          Effect.asVoid
+        )
+      const work = Effect.gen(function* () {
+        const previous = yield* previousOutputs(started, position)
+        yield* writer.writeInput({ request: run.request, previous })
+        const named = new Map((options.tools ?? []).map((tool) => [tool.name, tool]))
+        const tools: Array<Tool.Any> = [RunFiles.writeArtifactTool(writer, publish) as unknown as Tool.Any]
+        for (const name of definition.tools) {
+          const tool = named.get(name)
+          if (tool === undefined)
+            return yield* Effect.fail(
+              new RunFiles.FileError({ path: `tool ${name}`, detail: "not available to this executor" })
+            )
+          tools.push(tool)
+        }
+        const agent = ToolAgent.make({
+          name: `stage-${stage.key}`,
+          system: definition.instructions,
+          tools,
+          maxSteps: options.maxSteps ?? 10
+        })
+        const messages = yield* agent.execute(
+          ConversationContext.of(Message.user(stagePrompt(run.request, previous))),
+          model
+        )
+        const answer = messages
+          .filter((m) => m.role === "assistant")
+          .map(Message.text)
+          .join("\n")
+          .trim()
+        // A stage always leaves a result: the answer itself when the agent wrote no artifact.
+        if (writer.artifacts().length === 0) {
+          const entry = yield* writer.writeArtifact(`${stage.key}.md`, `${answer}\n`)
+          yield* publish(entry)
+        }
+        yield* writer.writeOutput({ text: answer, artifacts: writer.artifacts().map((a) => a.path) })
+        yield* writer.writeManifest(manifestFields("completed"))
+      })
+      return yield* work.pipe(
+        Effect.matchEffect({
+          onSuccess: () => append(run.runId, [{ type: "StageCompleted", position, attempt }]),
+          onFailure: (error) => {
+            const stageError = errorOf(error as Agent.AgentError | RunFiles.FileError)
+            return Effect.gen(function* () {
+              yield* Effect.ignore(writer.writeOutput({ error: stageError }))
+              yield* Effect.ignore(writer.writeManifest(manifestFields("failed")))
+              return yield* append(run.runId, [
+                { type: "StageFailed", position, attempt, ...stageError },
+                { type: "RunFailed", ...stageError }
+              ])
+            })
+          }
+        })
+      )
+    })
+
+  const execute = (runId: string, pipeline: Pipeline): Effect.Effect<Outcome, ExecuteError> =>
+    Effect.gen(function* () {
+      let run = yield* store.getRun(runId)
+      if (run.status === "queued") {
+        const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }]))
+        if (started._tag === "Failure") {
+          if (started.failure._tag === "IllegalTransition")
+            return { _tag: "Queued", run, reason: started.failure.detail } as const
+          return yield* Effect.fail(started.failure)
+        }
+        run = started.success
+      }
+      while (run.status === "running") {
+        const stage = currentStage(run)
+        if (stage === undefined) {
+          run = yield* append(runId, [{ type: "RunCompleted" }])
+          break
+        }
+        if (stage.needsApproval && !stage.approved) {
+          run = yield* append(runId, [{ type: "ApprovalRequested", position: stage.position }])
+          return { _tag: "WaitingApproval", run, position: stage.position } as const
+        }
+        run = yield* runAttempt(run, pipeline, stage.position)
+      }
+      if (run.status === "waiting_approval") {
+        const waiting = run.stages.find((s) => s.status === "waiting_approval")
+        return { _tag: "WaitingApproval", run, position: waiting?.position ?? 0 } as const
+      }
+      return { _tag: "Finished", run } as const
+    })
+
+  const waitingStage = (runId: string) =>
+    Effect.flatMap(store.getRun(runId), (run) => {
+      const stage = run.stages.find((s) => s.status === "waiting_approval")
+      return stage === undefined
+        ? Effect.fail(
+            new IllegalTransition({
+              runId,
+              event: "Approval",
+              detail: `the run is ${run.status}, not waiting for approval`
+            })
+          )
+        : Effect.succeed(stage.position)
+    })
+
+  return {
+    create: ({ threadId, request, pipeline }) =>
+      Effect.gen(function* () {
+        const input = { request }
+        if (typeof input.request !== "string" || input.request.trim().length === 0)
+          return yield* Effect.fail(new InvalidInput({ detail: "input.json needs a non-empty request" }))
+        const run = yield* store.createRun({
+          threadId,
+          request,
+          pipeline: pipeline.name,
+          stages: PipelineModule.planned(pipeline)
+        })
+        yield* RunFiles.writeRunFile(workspace, {
+          run_id: run.runId,
+          thread_id: run.threadId,
+          request: run.request,
+          pipeline: run.pipeline,
+          created_at: run.createdAt,
+          stages: run.stages.map((s) => ({
+            position: s.position,
+            stage_key: s.key,
+            needs_approval: s.needsApproval
+          }))
+        })
+        return run
+      }),
+    execute,
+    approve: (runId, by) =>
+      Effect.flatMap(waitingStage(runId), (position) =>
+        append(runId, [{ type: "ApprovalGranted", position, ...(by !== undefined && { by }) }])
+      ),
+    reject: (runId, reason) =>
+      Effect.flatMap(waitingStage(runId), (position) =>
+        append(runId, [{ type: "ApprovalRejected", position, reason }])
+      ),
+    retry: (runId) => append(runId, [{ type: "RunStarted" }]),
+    cancel: (runId, reason = "canceled") => append(runId, [{ type: "RunCanceled", reason }])
+  }
+}

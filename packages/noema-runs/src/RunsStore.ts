@@ -1,0 +1,277 @@
+/**
+ * RunsStore: threads, runs and their append-only timeline.
+ *
+ * Writes are events: `createRun` records `RunQueued`, `append` records what
+ * happens next. A store folds each batch with `Run.applyAll` before it keeps
+ * it, so an illegal event is refused and nothing of its batch is written; the
+ * read models (the run view, its stages and attempts, its artifacts) are
+ * updated in the same transaction and can be rebuilt from the log (`rebuild`).
+ * A thread's runs are serialised here: a run starts (`RunStarted`) only when no
+ * other run of its thread is running or waiting for approval and no older one
+ * is queued, whichever process or machine asks.
+ */
+import { Context, Effect, Schema, Semaphore } from "effect"
+import {
+  applyAll,
+  type Event,
+  type EventData,
+  IllegalTransition,
+  InvalidInput,
+  isActive,
+  newEventId,
+  newRunId,
+  newThreadId,
+  type PlannedStage,
+  type QueuePolicy,
+  RunNotFound,
+  type RunView,
+  stageKeyPattern,
+  type Thread,
+  ThreadBusy,
+  ThreadClosed,
+  ThreadNotFound
+} from "./Run.js"
+
+export class RunsStoreError extends Schema.TaggedError<RunsStoreError>()("RunsStoreError", {
+  location: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `Runs store ${this.location}: ${this.detail}`
+  }
+}
+
+export type CreateRunError = ThreadNotFound | ThreadClosed | ThreadBusy | InvalidInput | RunsStoreError
+export type AppendError = RunNotFound | IllegalTransition | RunsStoreError
+
+export interface CreateRun {
+  readonly threadId: string
+  readonly request: string
+  readonly pipeline: string
+  readonly stages: ReadonlyArray<PlannedStage>
+  /** Default: a new one. */
+  readonly runId?: string
+}
+
+export interface Service {
+  readonly location: string
+  readonly createThread: (options?: {
+    readonly title?: string
+    readonly queuePolicy?: QueuePolicy
+  }) => Effect.Effect<Thread, RunsStoreError>
+  readonly getThread: (threadId: string) => Effect.Effect<Thread, ThreadNotFound | RunsStoreError>
+  readonly listThreads: () => Effect.Effect<ReadonlyArray<Thread>, RunsStoreError>
+  readonly closeThread: (threadId: string) => Effect.Effect<Thread, ThreadNotFound | RunsStoreError>
+  /** A new run, `queued`; refused before anything is written when the thread cannot take it. */
+  readonly createRun: (options: CreateRun) => Effect.Effect<RunView, CreateRunError>
+  /** Appends a batch of events to a run's timeline, all or nothing. */
+  readonly append: (runId: string, events: ReadonlyArray<EventData>) => Effect.Effect<RunView, AppendError>
+  readonly getRun: (runId: string) => Effect.Effect<RunView, RunNotFound | RunsStoreError>
+  /** In creation order (the order of their `RunQueued` events). */
+  readonly listRuns: (filter?: {
+    readonly threadId?: string
+  }) => Effect.Effect<ReadonlyArray<RunView>, RunsStoreError>
+  /** A run's timeline, in order. */
+  readonly events: (runId: string) => Effect.Effect<ReadonlyArray<Event>, RunsStoreError>
+  /** Rebuilds every read model from the log; the number of runs rebuilt. */
+  readonly rebuild: () => Effect.Effect<number, RunsStoreError>
+}
+
+export class RunsStore extends Context.Service<RunsStore, Service>()("@noema/runs/RunsStore") {}
+
+// ---------------------------------------------------------------------------
+// Shared checks
+// ---------------------------------------------------------------------------
+
+/** The stages a run is created with: positions 1..n, keys valid and distinct. */
+export const checkStages = (stages: ReadonlyArray<PlannedStage>): InvalidInput | undefined => {
+  if (stages.length === 0) return new InvalidInput({ detail: "a run needs at least one stage" })
+  const keys = new Set<string>()
+  for (const [index, stage] of stages.entries()) {
+    if (stage.position !== index + 1)
+      return new InvalidInput({ detail: `stage ${index + 1} has position ${stage.position}` })
+    if (!stageKeyPattern.test(stage.key))
+      return new InvalidInput({
+        detail: `stage key "${stage.key}" must be lowercase letters, digits, '-' or '_', starting with a letter`
+      })
+    if (keys.has(stage.key)) return new InvalidInput({ detail: `stage key "${stage.key}" appears twice` })
+    keys.add(stage.key)
+  }
+  return undefined
+}
+
+export const checkRequest = (request: string): InvalidInput | undefined =>
+  request.trim().length === 0 ? new InvalidInput({ detail: "the request is empty" }) : undefined
+
+/**
+ * Whether `run` may start now: the runs of its thread (every one, in creation order)
+ * hold no other running or waiting run, and no older queued one.
+ */
+export const startRefusal = (run: RunView, threadRuns: ReadonlyArray<RunView>): string | undefined => {
+  const others = threadRuns.filter((other) => other.runId !== run.runId)
+  const busy = others.find((other) => other.status === "running" || other.status === "waiting_approval")
+  if (busy !== undefined) return `run ${busy.runId} of the thread is ${busy.status}`
+  if (run.status === "queued") {
+    const index = threadRuns.findIndex((other) => other.runId === run.runId)
+    const older = threadRuns.slice(0, index).find((other) => other.status === "queued")
+    if (older !== undefined) return `run ${older.runId} is ahead of it in the thread's queue`
+  }
+  return undefined
+}
+
+/** Envelopes for a batch, numbered after `seq`. */
+export const envelopes = (
+  run: { readonly runId: string; readonly threadId: string; readonly seq: number },
+  batch: ReadonlyArray<EventData>,
+  at: string
+): ReadonlyArray<Event> =>
+  batch.map((data, index) => ({
+    event_id: newEventId(),
+    run_id: run.runId,
+    thread_id: run.threadId,
+    seq: run.seq + index + 1,
+    at,
+    data
+  }))
+
+/** The batch folded onto `run`, with the thread's serialisation checked for a start. */
+export const fold = (
+  run: RunView,
+  events: ReadonlyArray<Event>,
+  threadRuns: ReadonlyArray<RunView>
+): RunView | IllegalTransition => {
+  const start = events.find((event) => event.data.type === "RunStarted")
+  if (start !== undefined && run.status !== "waiting_approval") {
+    const refusal = startRefusal(run, threadRuns)
+    if (refusal !== undefined)
+      return new IllegalTransition({ runId: run.runId, event: "RunStarted", detail: refusal })
+  }
+  return applyAll(run, events)
+}
+
+/** Why a thread refuses a new run, checked before anything is written. */
+export const createRefusal = (
+  thread: Thread,
+  threadRuns: ReadonlyArray<RunView>,
+  options: CreateRun
+): CreateRunError | undefined => {
+  if (thread.status === "closed") return new ThreadClosed({ threadId: thread.id })
+  const invalid = checkRequest(options.request) ?? checkStages(options.stages)
+  if (invalid !== undefined) return invalid
+  if (thread.queuePolicy === "reject") {
+    const active = threadRuns.find((run) => isActive(run.status))
+    if (active !== undefined) return new ThreadBusy({ threadId: thread.id, activeRunId: active.runId })
+  }
+  return undefined
+}
+
+export const queuedEvent = (options: CreateRun): EventData => ({
+  type: "RunQueued",
+  request: options.request,
+  pipeline: options.pipeline,
+  stages: options.stages.map((stage) => ({ ...stage }))
+})
+
+// ---------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------
+
+/** A store in memory: for tests and one-off runs. */
+export const makeMemory = (): Effect.Effect<Service> =>
+  Effect.sync(() => {
+    const threads = new Map<string, Thread>()
+    const runs = new Map<string, RunView>()
+    const log = new Map<string, Array<Event>>()
+    const lock = Semaphore.makeUnsafe(1)
+    const threadRuns = (threadId: string) => [...runs.values()].filter((run) => run.threadId === threadId)
+    const getThread = (threadId: string) =>
+      Effect.suspend(() => {
+        const thread = threads.get(threadId)
+        return thread === undefined ? Effect.fail(new ThreadNotFound({ threadId })) : Effect.succeed(thread)
+      })
+    const service: Service = {
+      location: "memory",
+      createThread: (options) =>
+        Effect.sync(() => {
+          const thread: Thread = {
+            id: newThreadId(),
+            title: options?.title ?? "",
+            status: "open",
+            queuePolicy: options?.queuePolicy ?? "reject",
+            createdAt: new Date().toISOString()
+          }
+          threads.set(thread.id, thread)
+          return thread
+        }),
+      getThread,
+      listThreads: () => Effect.sync(() => [...threads.values()]),
+      closeThread: (threadId) =>
+        lock.withPermit(
+          Effect.map(getThread(threadId), (thread) => {
+            const closed: Thread = { ...thread, status: "closed" }
+            threads.set(threadId, closed)
+            return closed
+          })
+        ),
+      createRun: (options) =>
+        lock.withPermit(
+          Effect.gen(function* () {
+            const thread = yield* getThread(options.threadId)
+            const refused = createRefusal(thread, threadRuns(thread.id), options)
+            if (refused !== undefined) return yield* Effect.fail(refused)
+            const runId = options.runId ?? newRunId()
+            if (runs.has(runId))
+              return yield* Effect.fail(
+                new RunsStoreError({ location: "memory", detail: `run ${runId} exists` })
+              )
+            const events = envelopes(
+              { runId, threadId: thread.id, seq: 0 },
+              [queuedEvent(options)],
+              new Date().toISOString()
+            )
+            const view = applyAll(undefined, events)
+            if (view instanceof IllegalTransition)
+              return yield* Effect.fail(new InvalidInput({ detail: view.detail }))
+            runs.set(runId, view)
+            log.set(runId, [...events])
+            return view
+          })
+        ),
+      append: (runId, batch) =>
+        lock.withPermit(
+          Effect.gen(function* () {
+            const run = runs.get(runId)
+            if (run === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
+            const events = envelopes(run, batch, new Date().toISOString())
+            const next = fold(run, events, threadRuns(run.threadId))
+            if (next instanceof IllegalTransition) return yield* Effect.fail(next)
+            runs.set(runId, next)
+            log.get(runId)?.push(...events)
+            return next
+          })
+        ),
+      getRun: (runId) =>
+        Effect.suspend(() => {
+          const run = runs.get(runId)
+          return run === undefined ? Effect.fail(new RunNotFound({ runId })) : Effect.succeed(run)
+        }),
+      listRuns: (filter) =>
+        Effect.sync(() =>
+          [...runs.values()].filter(
+            (run) => filter?.threadId === undefined || run.threadId === filter.threadId
+          )
+        ),
+      events: (runId) => Effect.sync(() => [...(log.get(runId) ?? [])]),
+      rebuild: () =>
+        lock.withPermit(
+          Effect.sync(() => {
+            for (const [runId, events] of log) {
+              const view = applyAll(undefined, events)
+              if (!(view instanceof IllegalTransition)) runs.set(runId, view)
+            }
+            return log.size
+          })
+        )
+    }
+    return service
+  })

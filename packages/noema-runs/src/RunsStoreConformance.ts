@@ -1,0 +1,301 @@
+/**
+ * The behaviour every runs store shares, as cases a backend's test runs
+ * against a fresh store each (memory, SQLite, PostgreSQL).
+ */
+import { Context, Effect, Exit, Layer, type Scope } from "effect"
+import type { EventData, PlannedStage, RunView } from "./Run.js"
+import { RunsStore, type Service } from "./RunsStore.js"
+
+export type FreshStore = Effect.Effect<Service, unknown, Scope.Scope>
+
+export const fromLayer = <E>(layer: Layer.Layer<RunsStore, E>): FreshStore =>
+  Effect.map(Layer.build(layer), (context) => Context.get(context, RunsStore))
+
+export interface Case {
+  readonly name: string
+  readonly run: (fresh: FreshStore) => Effect.Effect<void, unknown>
+}
+
+const check = (condition: boolean, what: string) => {
+  if (!condition) throw new Error(`conformance: ${what}`)
+}
+const equal = (actual: unknown, expected: unknown, what: string) =>
+  check(
+    JSON.stringify(actual) === JSON.stringify(expected),
+    `${what}: ${JSON.stringify(actual)} !== ${JSON.stringify(expected)}`
+  )
+
+const stages: ReadonlyArray<PlannedStage> = [
+  { key: "plan", position: 1, needsApproval: false },
+  { key: "draft", position: 2, needsApproval: false }
+]
+
+const complete: ReadonlyArray<EventData> = [
+  { type: "RunStarted" },
+  { type: "StageStarted", position: 1, attempt: 1 },
+  {
+    type: "ArtifactPublished",
+    position: 1,
+    attempt: 1,
+    path: "plan.md",
+    kind: "markdown",
+    sha256: "aa",
+    size: 1
+  },
+  { type: "StageCompleted", position: 1, attempt: 1 },
+  { type: "StageStarted", position: 2, attempt: 1 },
+  { type: "StageCompleted", position: 2, attempt: 1 },
+  { type: "RunCompleted" }
+]
+
+const failure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.map(Effect.exit(effect), (exit) => {
+    if (Exit.isSuccess(exit)) throw new Error("conformance: expected a failure")
+    const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+    if (error === undefined) throw new Error("conformance: expected a typed failure")
+    return (error as { readonly error: { readonly _tag: string; readonly message: string } }).error
+  })
+
+const scoped = (f: (store: Service) => Effect.Effect<void, unknown>) => (fresh: FreshStore) =>
+  Effect.scoped(Effect.flatMap(fresh, f))
+
+export const cases: ReadonlyArray<Case> = [
+  {
+    name: "threads: create, list, get, close",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const a = yield* store.createThread({ title: "A" })
+        const b = yield* store.createThread({ title: "B", queuePolicy: "enqueue" })
+        equal([a.status, a.queuePolicy, b.queuePolicy], ["open", "reject", "enqueue"], "defaults")
+        equal((yield* store.listThreads()).map((t) => t.title).sort(), ["A", "B"], "list")
+        const closed = yield* store.closeThread(a.id)
+        equal(closed.status, "closed", "closed")
+        equal((yield* store.getThread(a.id)).status, "closed", "read back")
+        equal((yield* failure(store.getThread("thr_nope")))._tag, "ThreadNotFound", "unknown")
+      })
+    )
+  },
+  {
+    name: "a run is created queued and completes; its timeline and view agree",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const run = yield* store.createRun({
+          threadId: thread.id,
+          request: "write",
+          pipeline: "default",
+          stages
+        })
+        equal(run.status, "queued", "queued")
+        check(run.runId.startsWith("run_"), "run id")
+        const done = yield* store.append(run.runId, complete)
+        equal(done.status, "completed", "completed")
+        equal(yield* store.getRun(run.runId), done, "stored view")
+        const events = yield* store.events(run.runId)
+        equal(
+          events.map((e) => e.data.type),
+          ["RunQueued", ...complete.map((e) => e.type)],
+          "timeline"
+        )
+        equal(
+          events.map((e) => e.seq),
+          events.map((_, i) => i + 1),
+          "seq"
+        )
+        equal((yield* store.listRuns({ threadId: thread.id })).length, 1, "listed")
+      })
+    )
+  },
+  {
+    name: "refusals before anything is written: unknown or closed thread, bad stages, empty request",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        equal(
+          (yield* failure(store.createRun({ threadId: "thr_nope", request: "r", pipeline: "p", stages })))
+            ._tag,
+          "ThreadNotFound",
+          "unknown"
+        )
+        const bad = [
+          { request: "", stages },
+          { request: "r", stages: [] },
+          { request: "r", stages: [{ key: "Bad Key", position: 1, needsApproval: false }] },
+          { request: "r", stages: [{ key: "a", position: 2, needsApproval: false }] },
+          {
+            request: "r",
+            stages: [
+              { key: "a", position: 1, needsApproval: false },
+              { key: "a", position: 2, needsApproval: false }
+            ]
+          }
+        ]
+        for (const options of bad) {
+          const error = yield* failure(store.createRun({ threadId: thread.id, pipeline: "p", ...options }))
+          equal(error._tag, "InvalidInput", JSON.stringify(options))
+        }
+        yield* store.closeThread(thread.id)
+        equal(
+          (yield* failure(store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })))
+            ._tag,
+          "ThreadClosed",
+          "closed"
+        )
+        equal((yield* store.listRuns()).length, 0, "nothing written")
+      })
+    )
+  },
+  {
+    name: "one active run per thread: reject refuses; a finished run frees the thread; a re-run is a new run",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const first = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        const busy = yield* failure(
+          store.createRun({ threadId: thread.id, request: "r2", pipeline: "p", stages })
+        )
+        equal(busy._tag, "ThreadBusy", "busy")
+        check(busy.message.includes(first.runId), "names the active run")
+        const done = yield* store.append(first.runId, complete)
+        const second = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        check(second.runId !== first.runId, "new run id")
+        equal(yield* store.getRun(first.runId), done, "the earlier run is untouched")
+      })
+    )
+  },
+  {
+    name: "concurrent requests on a reject thread: exactly one run is created",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const results = yield* Effect.forEach(
+          [1, 2, 3, 4],
+          (n) =>
+            Effect.exit(store.createRun({ threadId: thread.id, request: `r${n}`, pipeline: "p", stages })),
+          { concurrency: "unbounded" }
+        )
+        equal(results.filter(Exit.isSuccess).length, 1, "created")
+        for (const result of results.filter(Exit.isFailure)) {
+          const reason = result.cause.reasons.find((r) => r._tag === "Fail") as
+            | { readonly error: { readonly _tag: string } }
+            | undefined
+          equal(reason?.error._tag, "ThreadBusy", "refused as busy")
+        }
+        equal((yield* store.listRuns({ threadId: thread.id })).length, 1, "one run stored")
+      })
+    )
+  },
+  {
+    name: "enqueue: runs wait in FIFO order; a later one cannot start first",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread({ queuePolicy: "enqueue" })
+        const runs: Array<RunView> = []
+        for (const request of ["one", "two", "three"]) {
+          runs.push(yield* store.createRun({ threadId: thread.id, request, pipeline: "p", stages }))
+        }
+        const [one, two, three] = runs as [RunView, RunView, RunView]
+        const early = yield* failure(store.append(two.runId, [{ type: "RunStarted" }]))
+        equal(early._tag, "IllegalTransition", "two before one")
+        yield* store.append(one.runId, [{ type: "RunStarted" }])
+        const whileRunning = yield* failure(store.append(two.runId, [{ type: "RunStarted" }]))
+        check(whileRunning.message.includes(one.runId), "names the running run")
+        yield* store.append(one.runId, complete.slice(1))
+        const skip = yield* failure(store.append(three.runId, [{ type: "RunStarted" }]))
+        equal(skip._tag, "IllegalTransition", "three before two")
+        equal((yield* store.append(two.runId, [{ type: "RunStarted" }])).status, "running", "two starts")
+      })
+    )
+  },
+  {
+    name: "an illegal event is refused and nothing of its batch is kept",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const run = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        const error = yield* failure(
+          store.append(run.runId, [{ type: "RunStarted" }, { type: "StageStarted", position: 2, attempt: 1 }])
+        )
+        equal(error._tag, "IllegalTransition", "refused")
+        equal((yield* store.getRun(run.runId)).status, "queued", "unchanged")
+        equal((yield* store.events(run.runId)).length, 1, "no events kept")
+        equal(
+          (yield* failure(store.append("run_nope", [{ type: "RunStarted" }])))._tag,
+          "RunNotFound",
+          "unknown run"
+        )
+      })
+    )
+  },
+  {
+    name: "failure, retry with a new attempt, cancel",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const run = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        const failed = yield* store.append(run.runId, [
+          { type: "RunStarted" },
+          { type: "StageStarted", position: 1, attempt: 1 },
+          {
+            type: "StageFailed",
+            position: 1,
+            attempt: 1,
+            error_code: "model",
+            error_message: "down",
+            retryable: true
+          },
+          { type: "RunFailed", error_code: "model", error_message: "down", retryable: true }
+        ])
+        equal([failed.status, failed.error?.error_code], ["failed", "model"], "failed")
+        const retried = yield* store.append(run.runId, [
+          { type: "RunStarted" },
+          { type: "StageStarted", position: 1, attempt: 2 }
+        ])
+        equal(
+          retried.stages[0]?.attempts.map((a) => [a.attempt, a.status]),
+          [
+            [1, "failed"],
+            [2, "running"]
+          ],
+          "attempts"
+        )
+        const canceled = yield* store.append(run.runId, [{ type: "RunCanceled", reason: "enough" }])
+        equal(canceled.status, "canceled", "canceled")
+        equal(
+          (yield* failure(store.append(run.runId, [{ type: "RunStarted" }])))._tag,
+          "IllegalTransition",
+          "final"
+        )
+      })
+    )
+  },
+  {
+    name: "approval: waiting_approval, granted; the read models rebuild from the log",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const run = yield* store.createRun({
+          threadId: thread.id,
+          request: "r",
+          pipeline: "p",
+          stages: [{ key: "publish", position: 1, needsApproval: true }]
+        })
+        const waiting = yield* store.append(run.runId, [
+          { type: "RunStarted" },
+          { type: "ApprovalRequested", position: 1 }
+        ])
+        equal(waiting.status, "waiting_approval", "waiting")
+        const done = yield* store.append(run.runId, [
+          { type: "ApprovalGranted", position: 1 },
+          { type: "StageStarted", position: 1, attempt: 1 },
+          { type: "StageCompleted", position: 1, attempt: 1 },
+          { type: "RunCompleted" }
+        ])
+        const other = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        equal(yield* store.rebuild(), 2, "rebuilt runs")
+        equal(yield* store.getRun(run.runId), done, "same view after rebuild")
+        equal(yield* store.getRun(other.runId), other, "same queued view after rebuild")
+      })
+    )
+  }
+]

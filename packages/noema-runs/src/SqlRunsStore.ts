@@ -1,0 +1,371 @@
+/**
+ * SqlRunsStore: the runs store on effect's `SqlClient`, for SQLite and PostgreSQL.
+ *
+ * One implementation; the dialects differ only in `dialect` below (the event
+ * log's serial column, how a writer locks its thread). Tables are prefixed
+ * `runs_` and migrated by effect's `Migrator` with the store's own table
+ * `noema_runs_migrations`, so runs share one database with sessions and the
+ * other stores. Every write is one transaction that first locks the thread
+ * (SQLite: the client's `BEGIN IMMEDIATE`; PostgreSQL: `SELECT ... FOR UPDATE`
+ * on the thread row), so a thread's runs are serialised across processes and
+ * machines. The log (`runs_events`) is the truth; `runs_runs` (the folded view),
+ * `runs_stage_attempts` and `runs_artifacts` are its projections, rewritten in
+ * the same transaction and rebuilt from the log by `rebuild`.
+ */
+import { Database } from "@noema/session"
+import { Effect, Layer } from "effect"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import {
+  applyAll,
+  type Event,
+  IllegalTransition,
+  InvalidInput,
+  newRunId,
+  newThreadId,
+  RunNotFound,
+  type RunView,
+  type Thread,
+  ThreadNotFound
+} from "./Run.js"
+import {
+  createRefusal,
+  envelopes,
+  fold,
+  queuedEvent,
+  RunsStore,
+  RunsStoreError,
+  type Service
+} from "./RunsStore.js"
+
+export const migrationsTable = "noema_runs_migrations"
+
+type DialectName = "sqlite" | "pg"
+
+const schema = (dialect: DialectName) => `
+  CREATE TABLE runs_threads (
+    id TEXT PRIMARY KEY NOT NULL,
+    title TEXT NOT NULL,
+    status TEXT NOT NULL,
+    queue_policy TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  CREATE TABLE runs_events (
+    ${dialect === "pg" ? "id BIGSERIAL PRIMARY KEY" : "id INTEGER PRIMARY KEY AUTOINCREMENT"},
+    event_id TEXT NOT NULL UNIQUE,
+    run_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL REFERENCES runs_threads (id),
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    UNIQUE (run_id, seq)
+  );
+  CREATE INDEX runs_events_by_thread ON runs_events (thread_id, id);
+  CREATE TABLE runs_runs (
+    run_id TEXT PRIMARY KEY NOT NULL,
+    thread_id TEXT NOT NULL REFERENCES runs_threads (id),
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    queue_order BIGINT NOT NULL,
+    seq INTEGER NOT NULL,
+    view TEXT NOT NULL
+  );
+  CREATE INDEX runs_runs_by_thread ON runs_runs (thread_id, queue_order);
+  CREATE TABLE runs_stage_attempts (
+    run_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    stage_key TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    error_code TEXT,
+    error_message TEXT,
+    retryable INTEGER,
+    PRIMARY KEY (run_id, position, attempt)
+  );
+  CREATE TABLE runs_artifacts (
+    run_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    PRIMARY KEY (run_id, position, attempt, path)
+  );
+`
+
+const migrations = (dialect: DialectName) => ({
+  "1_runs": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    for (const statement of schema(dialect)
+      .split(";")
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0)) {
+      yield* sql.unsafe(statement)
+    }
+  })
+})
+
+export interface Options {
+  /** How messages name the database. */
+  readonly location: string
+}
+
+interface ThreadRow {
+  readonly id: string
+  readonly title: string
+  readonly status: string
+  readonly queue_policy: string
+  readonly created_at: string
+}
+
+const threadOf = (row: ThreadRow): Thread => ({
+  id: row.id,
+  title: row.title,
+  status: row.status === "closed" ? "closed" : "open",
+  queuePolicy: row.queue_policy === "enqueue" ? "enqueue" : "reject",
+  createdAt: row.created_at
+})
+
+/** The store over the `SqlClient` in context; migrates its tables first. */
+export const make = (options: Options): Effect.Effect<Service, RunsStoreError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const location = options.location
+    const dialect: DialectName = sql.onDialectOrElse({
+      pg: () => "pg" as const,
+      orElse: () => "sqlite" as const
+    })
+    const toError = (error: SqlError.SqlError | Migrator.MigrationError) =>
+      new RunsStoreError({ location, detail: String(error.message).replace(/\s*\n\s*/g, "; ") })
+    yield* Migrator.make({})({
+      loader: Migrator.fromRecord(migrations(dialect)),
+      table: migrationsTable
+    }).pipe(Effect.mapError(toError))
+    const orStoreError = <A, E>(effect: Effect.Effect<A, E | SqlError.SqlError>) =>
+      Effect.catchTag(effect as Effect.Effect<A, SqlError.SqlError>, "SqlError", (error) =>
+        Effect.fail(toError(error))
+      ) as Effect.Effect<A, Exclude<E, SqlError.SqlError> | RunsStoreError>
+    const beginWrite = dialect === "pg" ? "BEGIN ISOLATION LEVEL READ COMMITTED" : undefined
+    const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      beginWrite === undefined
+        ? sql.withTransaction(effect)
+        : sql.withTransaction(effect).pipe(Effect.provideService(SqlClient.BeginTransaction, beginWrite))
+
+    const selectThread = (threadId: string, lock: boolean) =>
+      Effect.flatMap(
+        lock && dialect === "pg"
+          ? sql<ThreadRow>`SELECT * FROM runs_threads WHERE id = ${threadId} FOR UPDATE`
+          : sql<ThreadRow>`SELECT * FROM runs_threads WHERE id = ${threadId}`,
+        (rows) =>
+          rows[0] === undefined
+            ? Effect.fail(new ThreadNotFound({ threadId }))
+            : Effect.succeed(threadOf(rows[0]))
+      )
+    const viewsOf = (rows: ReadonlyArray<{ readonly view: string }>) =>
+      rows.map((row) => JSON.parse(row.view) as RunView)
+    const threadRuns = (threadId: string) =>
+      Effect.map(
+        sql<{ view: string }>`SELECT view FROM runs_runs WHERE thread_id = ${threadId} ORDER BY queue_order`,
+        viewsOf
+      )
+    const selectRun = (runId: string) =>
+      Effect.flatMap(sql<{ view: string }>`SELECT view FROM runs_runs WHERE run_id = ${runId}`, (rows) =>
+        rows[0] === undefined
+          ? Effect.fail(new RunNotFound({ runId }))
+          : Effect.succeed(viewsOf(rows)[0] as RunView)
+      )
+    const insertEvents = (events: ReadonlyArray<Event>) =>
+      Effect.forEach(
+        events,
+        (event) => sql`INSERT INTO runs_events (event_id, run_id, thread_id, seq, at, type, data)
+          VALUES (${event.event_id}, ${event.run_id}, ${event.thread_id}, ${event.seq}, ${event.at}, ${event.data.type}, ${JSON.stringify(event.data)})`,
+        { discard: true }
+      )
+    /** Rewrites the run's projections from its view. */
+    const project = (view: RunView, isNew: boolean) =>
+      Effect.gen(function* () {
+        const text = JSON.stringify(view)
+        if (isNew)
+          // The FIFO order: the log's serial id of the run's first event.
+          yield* sql`INSERT INTO runs_runs (run_id, thread_id, status, created_at, queue_order, seq, view)
+            VALUES (${view.runId}, ${view.threadId}, ${view.status}, ${view.createdAt},
+              (SELECT id FROM runs_events WHERE run_id = ${view.runId} AND seq = 1), ${view.seq}, ${text})`
+        else
+          yield* sql`UPDATE runs_runs SET status = ${view.status}, seq = ${view.seq}, view = ${text}
+            WHERE run_id = ${view.runId}`
+        yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
+        yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
+        for (const stage of view.stages) {
+          for (const attempt of stage.attempts) {
+            yield* sql`INSERT INTO runs_stage_attempts
+              (run_id, position, stage_key, attempt, status, started_at, finished_at, error_code, error_message, retryable)
+              VALUES (${view.runId}, ${stage.position}, ${stage.key}, ${attempt.attempt}, ${attempt.status},
+                ${attempt.startedAt}, ${attempt.finishedAt ?? null}, ${attempt.error?.error_code ?? null},
+                ${attempt.error?.error_message ?? null}, ${attempt.error === undefined ? null : attempt.error.retryable ? 1 : 0})`
+            for (const artifact of attempt.artifacts) {
+              yield* sql`INSERT INTO runs_artifacts (run_id, position, attempt, path, kind, sha256, size)
+                VALUES (${view.runId}, ${stage.position}, ${attempt.attempt}, ${artifact.path}, ${artifact.kind},
+                  ${artifact.sha256}, ${artifact.size})`
+            }
+          }
+        }
+      })
+
+    const service: Service = {
+      location,
+      createThread: (options) => {
+        const thread: Thread = {
+          id: newThreadId(),
+          title: options?.title ?? "",
+          status: "open",
+          queuePolicy: options?.queuePolicy ?? "reject",
+          createdAt: new Date().toISOString()
+        }
+        return orStoreError(
+          Effect.as(
+            sql`INSERT INTO runs_threads (id, title, status, queue_policy, created_at)
+              VALUES (${thread.id}, ${thread.title}, ${thread.status}, ${thread.queuePolicy}, ${thread.createdAt})`,
+            thread
+          )
+        )
+      },
+      getThread: (threadId) => orStoreError(selectThread(threadId, false)),
+      listThreads: () =>
+        orStoreError(
+          Effect.map(sql<ThreadRow>`SELECT * FROM runs_threads ORDER BY created_at, id`, (rows) =>
+            rows.map(threadOf)
+          )
+        ),
+      closeThread: (threadId) =>
+        orStoreError(
+          transaction(
+            Effect.gen(function* () {
+              const thread = yield* selectThread(threadId, true)
+              yield* sql`UPDATE runs_threads SET status = 'closed' WHERE id = ${threadId}`
+              return { ...thread, status: "closed" as const }
+            })
+          )
+        ),
+      createRun: (options) =>
+        orStoreError(
+          transaction(
+            Effect.gen(function* () {
+              const thread = yield* selectThread(options.threadId, true)
+              const refused = createRefusal(thread, yield* threadRuns(thread.id), options)
+              if (refused !== undefined) return yield* Effect.fail(refused)
+              const runId = options.runId ?? newRunId()
+              const events = envelopes(
+                { runId, threadId: thread.id, seq: 0 },
+                [queuedEvent(options)],
+                new Date().toISOString()
+              )
+              const view = applyAll(undefined, events)
+              if (view instanceof IllegalTransition)
+                return yield* Effect.fail(new InvalidInput({ detail: view.detail }))
+              yield* insertEvents(events)
+              yield* project(view, true)
+              return view
+            })
+          )
+        ),
+      append: (runId, batch) =>
+        orStoreError(
+          transaction(
+            Effect.gen(function* () {
+              const before = yield* selectRun(runId)
+              yield* selectThread(before.threadId, true)
+              // Read again under the thread's lock: another writer may have appended meanwhile.
+              const run = yield* selectRun(runId)
+              const events = envelopes(run, batch, new Date().toISOString())
+              const next = fold(run, events, yield* threadRuns(run.threadId))
+              if (next instanceof IllegalTransition) return yield* Effect.fail(next)
+              yield* insertEvents(events)
+              yield* project(next, false)
+              return next
+            })
+          )
+        ).pipe(
+          Effect.catchTag("ThreadNotFound", (error) =>
+            Effect.fail(new RunsStoreError({ location, detail: error.message }))
+          )
+        ),
+      getRun: (runId) => orStoreError(selectRun(runId)),
+      listRuns: (filter) =>
+        orStoreError(
+          Effect.map(
+            filter?.threadId === undefined
+              ? sql<{ view: string }>`SELECT view FROM runs_runs ORDER BY queue_order`
+              : sql<{
+                  view: string
+                }>`SELECT view FROM runs_runs WHERE thread_id = ${filter.threadId} ORDER BY queue_order`,
+            viewsOf
+          )
+        ),
+      events: (runId) =>
+        orStoreError(
+          Effect.map(
+            sql<{
+              event_id: string
+              run_id: string
+              thread_id: string
+              seq: number | string
+              at: string
+              data: string
+            }>`
+              SELECT event_id, run_id, thread_id, seq, at, data FROM runs_events WHERE run_id = ${runId} ORDER BY seq`,
+            (rows) =>
+              rows.map(
+                (row): Event => ({
+                  event_id: row.event_id,
+                  run_id: row.run_id,
+                  thread_id: row.thread_id,
+                  seq: Number(row.seq),
+                  at: row.at,
+                  data: JSON.parse(row.data)
+                })
+              )
+          )
+        ),
+      rebuild: () =>
+        orStoreError(
+          transaction(
+            Effect.gen(function* () {
+              const ids = yield* sql<{
+                run_id: string
+              }>`SELECT DISTINCT run_id FROM runs_events ORDER BY run_id`
+              yield* sql`DELETE FROM runs_runs`
+              for (const { run_id } of ids) {
+                const events = yield* service.events(run_id)
+                const view = applyAll(undefined, events)
+                if (view instanceof IllegalTransition)
+                  return yield* Effect.fail(
+                    new RunsStoreError({
+                      location,
+                      detail: `run ${run_id}'s log does not fold: ${view.message}`
+                    })
+                  )
+                yield* project(view, true)
+              }
+              return ids.length
+            })
+          )
+        )
+    }
+    return service
+  })
+
+export const layer = (options: Options): Layer.Layer<RunsStore, RunsStoreError, SqlClient.SqlClient> =>
+  Layer.effect(RunsStore, make(options))
+
+/** The store in the shared database the context holds (`Database` from @noema/session). */
+export const fromDatabase: Effect.Effect<Service, RunsStoreError, SqlClient.SqlClient | Database.Database> =
+  Effect.flatMap(Database.Database, (database) => make({ location: database.location }))
+
+export const layerFromDatabase: Layer.Layer<
+  RunsStore,
+  RunsStoreError,
+  SqlClient.SqlClient | Database.Database
+> = Layer.effect(RunsStore, fromDatabase)

@@ -1,0 +1,228 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { ModelError } from "@noema/core"
+import { ScriptedChatModel } from "@noema/core/testing"
+import { Effect } from "effect"
+import * as Executor from "../src/Executor.js"
+import * as Pipeline from "../src/Pipeline.js"
+import * as RunFiles from "../src/RunFiles.js"
+import * as RunsStore from "../src/RunsStore.js"
+
+const setup = (replies: ReadonlyArray<ScriptedChatModel.Reply>) =>
+  Effect.gen(function* () {
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+    const store = yield* RunsStore.makeMemory()
+    const model = ScriptedChatModel.make({ replies })
+    const progress: Array<string> = []
+    const executor = Executor.make({
+      store,
+      workspace,
+      model,
+      onEvent: (_run, event) => Effect.sync(() => progress.push(event.type))
+    })
+    const thread = yield* store.createThread({ title: "t" })
+    return { workspace, store, model, executor, thread, progress }
+  })
+
+const tree = (root: string): Array<string> =>
+  fs
+    .readdirSync(root, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => path.relative(root, path.join(entry.parentPath, entry.name)))
+    .sort()
+
+describe("Executor", () => {
+  it.effect("the default pipeline makes a complete run with real, hashed artifacts", () =>
+    Effect.gen(function* () {
+      const { workspace, store, model, executor, thread, progress } = yield* setup([
+        { toolCalls: [{ name: "write_artifact", arguments: { path: "brief.md", content: "# Brief\n" } }] },
+        "Brief written.",
+        "The result, as text."
+      ])
+      const run = yield* executor.create({
+        threadId: thread.id,
+        request: "Write a note",
+        pipeline: Pipeline.defaultPipeline
+      })
+      const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+      assert.strictEqual(outcome._tag, "Finished")
+      assert.strictEqual(outcome.run.status, "completed")
+      const runDir = RunFiles.runDirectory(workspace, run.runId)
+      assert.deepStrictEqual(tree(runDir), [
+        "run.json",
+        "stages/01-brief/artifacts/brief.md",
+        "stages/01-brief/input.json",
+        "stages/01-brief/manifest.json",
+        "stages/01-brief/output.json",
+        "stages/02-result/artifacts/result.md",
+        "stages/02-result/input.json",
+        "stages/02-result/manifest.json",
+        "stages/02-result/output.json"
+      ])
+      const report = yield* RunFiles.verify(workspace, run.runId)
+      assert.isTrue(report.ok)
+      assert.strictEqual(report.artifacts, 2)
+      const input = JSON.parse(fs.readFileSync(path.join(runDir, "stages/02-result/input.json"), "utf8"))
+      assert.strictEqual(input.previous[0].stage_key, "brief")
+      const manifest = JSON.parse(
+        fs.readFileSync(path.join(runDir, "stages/02-result/manifest.json"), "utf8")
+      )
+      assert.strictEqual(manifest.run_id, run.runId)
+      assert.strictEqual(manifest.thread_id, thread.id)
+      const events = yield* store.events(run.runId)
+      assert.strictEqual(manifest.event_id, events.filter((e) => e.data.type === "StageStarted")[1]?.event_id)
+      assert.deepStrictEqual(progress, [
+        "RunStarted",
+        "StageStarted",
+        "ArtifactPublished",
+        "StageCompleted",
+        "StageStarted",
+        "ArtifactPublished",
+        "StageCompleted",
+        "RunCompleted"
+      ])
+      // A re-run is a new run; the first stays byte for byte.
+      const before = tree(runDir).map((file) => fs.readFileSync(path.join(runDir, file)))
+      model.enqueue("again 1", "again 2")
+      const second = yield* executor.create({
+        threadId: thread.id,
+        request: "Write a note",
+        pipeline: Pipeline.defaultPipeline
+      })
+      yield* executor.execute(second.runId, Pipeline.defaultPipeline)
+      assert.notStrictEqual(second.runId, run.runId)
+      assert.deepStrictEqual(
+        tree(runDir).map((file) => fs.readFileSync(path.join(runDir, file))),
+        before
+      )
+    })
+  )
+
+  it.effect("a failed stage fails the run with error_code, keeps earlier stages; retry adds an attempt", () =>
+    Effect.gen(function* () {
+      const { workspace, executor, thread, model } = yield* setup([
+        "brief",
+        { fail: new ModelError.Unavailable({ message: "upstream down", status: 503 }) }
+      ])
+      const run = yield* executor.create({
+        threadId: thread.id,
+        request: "r",
+        pipeline: Pipeline.defaultPipeline
+      })
+      const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+      assert.strictEqual(outcome.run.status, "failed")
+      assert.strictEqual(outcome.run.error?.error_code, "model_failed")
+      assert.strictEqual(outcome.run.stages[0]?.status, "completed")
+      const failedManifest = JSON.parse(
+        fs.readFileSync(
+          path.join(RunFiles.stagePath(workspace, run.runId, 2, "result"), "manifest.json"),
+          "utf8"
+        )
+      )
+      assert.strictEqual(failedManifest.status, "failed")
+      model.enqueue("the result")
+      yield* executor.retry(run.runId)
+      const done = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+      assert.strictEqual(done.run.status, "completed")
+      assert.deepStrictEqual(
+        done.run.stages[1]?.attempts.map((a) => [a.attempt, a.status]),
+        [
+          [1, "failed"],
+          [2, "completed"]
+        ]
+      )
+      const stages = fs.readdirSync(path.join(RunFiles.runDirectory(workspace, run.runId), "stages")).sort()
+      assert.deepStrictEqual(stages, ["01-brief", "02-result", "02-result.attempt-1"])
+      assert.isTrue((yield* RunFiles.verify(workspace, run.runId)).ok)
+    })
+  )
+
+  it.effect("approval pauses the run; approve carries on, reject fails it", () =>
+    Effect.gen(function* () {
+      const pipeline: Pipeline.Pipeline = {
+        name: "gated",
+        stages: [{ key: "publish", instructions: "Publish.", tools: [], approval: true }]
+      }
+      const { executor, thread, store } = yield* setup(["published"])
+      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
+      const paused = yield* executor.execute(run.runId, pipeline)
+      assert.strictEqual(paused._tag, "WaitingApproval")
+      assert.strictEqual(paused.run.status, "waiting_approval")
+      yield* executor.approve(run.runId, "me")
+      const done = yield* executor.execute(run.runId, pipeline)
+      assert.strictEqual(done.run.status, "completed")
+      const second = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
+      yield* executor.execute(second.runId, pipeline)
+      const rejected = yield* executor.reject(second.runId, "not today")
+      assert.strictEqual(rejected.status, "failed")
+      assert.strictEqual(rejected.error?.error_code, "approval_rejected")
+      const types = (yield* store.events(second.runId)).map((e) => e.data.type)
+      assert.deepStrictEqual(types, ["RunQueued", "RunStarted", "ApprovalRequested", "ApprovalRejected"])
+    })
+  )
+
+  it.effect("refusals write nothing: a closed thread, an empty request; cancel ends a run", () =>
+    Effect.gen(function* () {
+      const { workspace, executor, thread, store } = yield* setup([])
+      const empty = yield* Effect.flip(
+        executor.create({ threadId: thread.id, request: " ", pipeline: Pipeline.defaultPipeline })
+      )
+      assert.strictEqual(empty._tag, "InvalidInput")
+      const run = yield* executor.create({
+        threadId: thread.id,
+        request: "r",
+        pipeline: Pipeline.defaultPipeline
+      })
+      const canceled = yield* executor.cancel(run.runId)
+      assert.strictEqual(canceled.status, "canceled")
+      yield* store.closeThread(thread.id)
+      const closed = yield* Effect.flip(
+        executor.create({ threadId: thread.id, request: "r", pipeline: Pipeline.defaultPipeline })
+      )
+      assert.strictEqual(closed._tag, "ThreadClosed")
+      assert.deepStrictEqual(fs.readdirSync(path.join(workspace, "runs")), [run.runId])
+    })
+  )
+})
+
+describe("Pipeline", () => {
+  it.effect("parses a JSON pipeline and refuses a bad one with every problem", () =>
+    Effect.gen(function* () {
+      const ok = yield* Pipeline.parse(
+        JSON.stringify({
+          name: "p",
+          stages: [{ key: "a", instructions: "do", tools: ["clock"], approval: true }]
+        })
+      )
+      assert.deepStrictEqual(Pipeline.planned(ok), [{ key: "a", position: 1, needsApproval: true }])
+      const bad = yield* Effect.flip(
+        Pipeline.parse(
+          JSON.stringify({
+            name: "",
+            extra: 1,
+            stages: [
+              { key: "A b", instructions: "" },
+              { key: "a", instructions: "x", approval: "yes", tools: [3] },
+              { key: "a", instructions: "y" }
+            ]
+          }),
+          "p.json"
+        )
+      )
+      assert.deepStrictEqual(bad.problems, [
+        "extra: unknown field (expected name, stages)",
+        "name: must be a non-empty string",
+        "stages[0].key: must be lowercase letters, digits, '-' or '_', starting with a letter (at most 48)",
+        "stages[0].instructions: must be a non-empty string",
+        "stages[1].tools: must be an array of tool names",
+        "stages[1].approval: must be true or false",
+        'stages[2].key: "a" is used twice'
+      ])
+      assert.include(bad.message, "p.json")
+      const notJson = yield* Effect.flip(Pipeline.parse("{", "x.json"))
+      assert.include(notJson.message, "not JSON")
+    })
+  )
+})
