@@ -135,19 +135,25 @@ export class Routine<R = never> {
       const times = self.options.setupRetry?.times ?? 3
       const base = self.options.setupRetry?.base ?? "1 second"
       let attempt = 0
+      // A source that failed (a file it could not read) is asked again; a variable that no
+      // source has stops the setup at once (asking again would not make it appear).
       yield* context.setup().pipe(
         Effect.tapError((error) =>
           error._tag === "StoreError"
             ? Effect.void
             : Effect.suspend(() => {
                 attempt++
-                return context.recordFailure(attempt, error.message, attempt <= times)
+                return context.recordFailure(
+                  attempt,
+                  error.message,
+                  error._tag === "VariableSourceError" && attempt <= times
+                )
               })
         ),
         Effect.retry({
           schedule: Schedule.exponential(base),
           times,
-          while: (error) => error._tag !== "StoreError"
+          while: (error) => error._tag === "VariableSourceError"
         }),
         Effect.catchIf(
           (error): error is Variables.MissingVariable | Variables.VariableSourceError =>

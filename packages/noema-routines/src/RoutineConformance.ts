@@ -261,7 +261,7 @@ export const cases: ReadonlyArray<Case> = [
     )
   },
   {
-    name: "a missing required variable stops the setup, names it, and the failures are kept",
+    name: "a missing required variable stops the setup at once, names it, and is kept",
     run: scope((store) =>
       Effect.gen(function* () {
         const model = ScriptedChatModel.make()
@@ -272,7 +272,6 @@ export const cases: ReadonlyArray<Case> = [
           model,
           store,
           sources: Variables.values({ "documents.brief": "x" }),
-          // No pause between attempts: the case must not depend on the clock (a TestClock stands still).
           setupRetry: { times: 2, base: 0 },
           onEvent: (event) => Effect.sync(() => events.push(event))
         })
@@ -280,19 +279,85 @@ export const cases: ReadonlyArray<Case> = [
         assert.ok(Result.isFailure(result))
         const error = result.failure as Routine.SetupFailed
         assert.equal(error._tag, "SetupFailed")
-        assert.match(error.message, /\{\{stakeholder\.owner\.name\}\}/)
-        assert.match(error.message, /after 3 attempts/)
+        assert.equal(
+          error.message,
+          "Setting up goal report/quarterly failed after 1 attempt: The required variable {{stakeholder.owner.name}} of goal report/quarterly has no value (no source gives it)"
+        )
         assert.equal(model.requests.length, 0)
         const stored = (yield* store.load("reports", "report/quarterly"))!
         assert.deepEqual(
           stored.failures.map((failure) => failure.attempt),
-          [1, 2, 3]
-        )
-        assert.deepEqual(
-          events.map((event) => (event.type === "setup-failed" ? event.willRetry : undefined)),
-          [true, true, false]
+          [1]
         )
         assert.deepEqual(stored.messages, [])
+        assert.deepEqual(
+          events.map((event) => (event.type === "setup-failed" ? event.willRetry : event.type)),
+          [false]
+        )
+      })
+    )
+  },
+  {
+    name: "a source that fails is asked again with backoff; each failure is reported and kept",
+    run: scope((store) =>
+      Effect.gen(function* () {
+        let calls = 0
+        const flaky: Variables.Source = {
+          namespace: "documents",
+          resolve: (name) =>
+            Effect.suspend(() =>
+              ++calls <= 2
+                ? Effect.fail(
+                    new Variables.VariableSourceError({
+                      variable: `documents.${name}`,
+                      detail: `busy ${calls}`
+                    })
+                  )
+                : Effect.succeed("Q3 numbers")
+            )
+        }
+        const model = ScriptedChatModel.make({ replies: ["figures", "summary", "sent"] })
+        const events: Array<RoutineEvent> = []
+        const r = Routine.make({
+          breakdown: breakdown(),
+          id: "reports",
+          model,
+          store,
+          sources: [flaky, ...sources],
+          // No pause between attempts: the case must not depend on the clock (a TestClock stands still).
+          setupRetry: { times: 3, base: 0 },
+          onEvent: (event) => Effect.sync(() => events.push(event))
+        })
+        yield* r.runChain(quarterly())
+        assert.deepEqual(
+          events.filter((event) => event.type === "setup-failed"),
+          [
+            {
+              type: "setup-failed",
+              chain: "report/quarterly",
+              attempt: 1,
+              error: "Could not read {{documents.brief}}: busy 1",
+              willRetry: true
+            },
+            {
+              type: "setup-failed",
+              chain: "report/quarterly",
+              attempt: 2,
+              error: "Could not read {{documents.brief}}: busy 2",
+              willRetry: true
+            }
+          ]
+        )
+        const stored = (yield* store.load("reports", "report/quarterly"))!
+        assert.deepEqual(
+          stored.failures.map((failure) => [failure.attempt, failure.error]),
+          [
+            [1, "Could not read {{documents.brief}}: busy 1"],
+            [2, "Could not read {{documents.brief}}: busy 2"]
+          ]
+        )
+        assert.equal(stored.status, "complete")
+        assert.equal(texts(model.requests[0]!)[1], "user: Brief: Q3 numbers")
       })
     )
   }
