@@ -12,7 +12,9 @@ describe("SimpleAgent", () => {
       const model = ScriptedChatModel.make({ replies: [{ text: "Hello there", usage }] })
       const agent = SimpleAgent.make()
       const messages = yield* agent.execute(ConversationContext.of(Message.user("Hi")), model)
-      assert.deepStrictEqual(messages, [Message.assistant("Hello there", { finishReason: "stop", usage })])
+      assert.deepStrictEqual(messages, [
+        Message.assistant("Hello there", { finishReason: "stop", usage, model: "scripted-model" })
+      ])
       assert.strictEqual(agent.name, "simple-agent")
       assert.strictEqual(model.requests.length, 1)
       assert.strictEqual(model.requests[0]?.request.tools, undefined)
@@ -69,7 +71,11 @@ describe("SimpleAgent", () => {
         { type: "usage", usage },
         {
           type: "message",
-          message: Message.assistant("Hello brave new world", { finishReason: "stop", usage })
+          message: Message.assistant("Hello brave new world", {
+            finishReason: "stop",
+            usage,
+            model: "scripted-model"
+          })
         }
       ])
       assert.strictEqual(model.requests[0]?.kind, "stream")
@@ -100,7 +106,8 @@ describe("SimpleAgent", () => {
         {
           finishReason: "stop",
           rawFinishReason: "stop",
-          usage
+          usage,
+          model: "scripted-model"
         }
       )
       assert.deepStrictEqual(events, [

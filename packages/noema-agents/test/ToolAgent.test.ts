@@ -313,10 +313,10 @@ describe("ToolAgent", () => {
               return "usage"
             case "reasoning-delta":
               return `reasoning ${event.delta}`
-            case "data":
-              return `data ${event.name}`
             case "message":
               return `message ${event.message.role}`
+            default:
+              return event.type
           }
         }),
         [

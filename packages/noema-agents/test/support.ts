@@ -8,6 +8,6 @@ import type { Message } from "@noema/core"
 export const withoutCallInfo = (messages: ReadonlyArray<Message.Message>): Array<Message.Message> =>
   messages.map((message) => {
     if (message.role !== "assistant") return message
-    const { finishReason: _finish, rawFinishReason: _raw, usage: _usage, ...rest } = message
+    const { finishReason: _finish, rawFinishReason: _raw, usage: _usage, model: _model, ...rest } = message
     return rest
   })

@@ -67,11 +67,14 @@ class Chat {
   /** A cycle runs, or a message was sent and its cycle has not ended yet. */
   #busy = false
   readonly #idleWaiters: Array<() => void> = []
+  /** Triggers whose line is on the screen already (typed at the prompt, not during an answer). */
+  readonly #onScreen = new Set<string>()
   /** The last turn stopped at calls that wait for approval: the loop asks before reading on. */
   #approvalsWaiting = false
   /** When to compact (`--context-budget`), and the settings for the current model once loaded. */
   readonly #contextBudget: CliConfig.ContextBudget
   #compaction: Promise<Runtime.CompactionSettings> | undefined
+  readonly #paths: CliConfig.Paths
   /** A turn failed (reported in the exit status when input is not a terminal). */
   #failed = false
 
@@ -87,6 +90,7 @@ class Chat {
     mcpTools: ReadonlyArray<Tool.Any> = []
   ) {
     this.#contextBudget = contextBudget
+    this.#paths = paths
     this.#mcpTools = mcpTools
     this.#modelOptions = modelOptions
     this.#io = io
@@ -258,12 +262,13 @@ class Chat {
       return
     }
     const queued = this.#busy && !interrupt
+    const trigger = TriggerEvent.fromUser(text, { interrupt })
+    // Typed at the prompt, the line is on the screen; typed during an answer, it is shown when its turn starts.
+    if (!this.#busy) this.#onScreen.add(trigger.id)
     this.#busy = true
     // The answer comes next: no prompt in between.
     this.#input.beginAnswer()
-    await this.#runtime.runPromise(
-      Effect.ignore(runtime.receiveTrigger(TriggerEvent.fromUser(text, { interrupt })))
-    )
+    await this.#runtime.runPromise(Effect.ignore(runtime.receiveTrigger(trigger)))
     if (queued) this.#renderer?.note(`(queued: ${Terminal.oneLine(text, 60)})`)
     if (!this.#interactive) await this.#whenIdle()
   }
@@ -333,6 +338,15 @@ class Chat {
       case "cycle-started": {
         this.#busy = true
         this.#input.beginAnswer()
+        // Lines typed during an earlier answer start this turn: show them where they now are.
+        for (const item of event.cycle.items) {
+          const id = item.trigger?.id
+          if (id !== undefined && this.#onScreen.delete(id)) continue
+          for (const message of item.messages) {
+            if (message.role === "user")
+              this.#print(this.#style.bold(`› ${Terminal.oneLine(Message.text(message), 100)}`))
+          }
+        }
         this.#renderer = this.#newRenderer()
         this.#renderer.start()
         return
@@ -638,6 +652,10 @@ class Chat {
       `Session:   ${Usage.format(Usage.ofMessages(messages))} over ${turns.length} turn${turns.length === 1 ? "" : "s"}`
     )
     this.#print(`Last turn: ${Usage.format(last.usage)}`)
+    const prices = CliConfig.resolvePrices(this.#io.env, this.#paths)
+    if (prices !== undefined) {
+      this.#print(`Cost:      ${Usage.formatCost(Usage.cost(messages, prices))} (session)`)
+    }
   }
 
   async #switchModel(name: string): Promise<void> {

@@ -13,10 +13,11 @@
  * `$NOEMA_HOME/noema.db`. A URL's password stays `Redacted`; `describeDatabase`
  * is how the database is named in any message.
  */
+import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Postgres } from "@noema/session"
-import { Redacted } from "effect"
+import { Postgres, Usage } from "@noema/session"
+import { Redacted, Schema } from "effect"
 import { UsageError } from "./CliArguments.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
@@ -187,6 +188,36 @@ export const describeModel = (config: ModelConfig): string =>
   config.kind === "offline"
     ? "offline model (built in, not an LLM)"
     : `${config.model} at ${config.baseUrl ?? "https://api.openai.com/v1"}`
+
+// ---------------------------------------------------------------------------
+// Prices
+// ---------------------------------------------------------------------------
+
+/**
+ * The user's model prices (`Usage.Prices`, USD per million tokens), for the
+ * cost lines of `sessions show` and `/usage`: the JSON file `NOEMA_PRICES`
+ * names, else `$NOEMA_HOME/prices.json` if it exists, else none (costs are
+ * then not shown: noema ships no prices, which change). A file that is not
+ * valid JSON or not prices is a `UsageError` naming it.
+ */
+export const resolvePrices = (env: Environment, files: Paths): Usage.Prices | undefined => {
+  const named = present(env.NOEMA_PRICES)
+  const file = named ?? path.join(files.home, "prices.json")
+  let text: string
+  try {
+    text = fs.readFileSync(file, "utf8")
+  } catch (error) {
+    if (named === undefined && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined
+    throw new UsageError(`noema: NOEMA_PRICES: cannot read ${file}: ${(error as Error).message}`)
+  }
+  const decoded = Schema.decodeUnknownExit(Schema.fromJsonString(Usage.Prices))(text)
+  if (decoded._tag === "Failure") {
+    throw new UsageError(
+      `noema: ${file} is not a prices file ({ "model": { "input": 0.4, "output": 1.6 } }, USD per million tokens)`
+    )
+  }
+  return decoded.value
+}
 
 // ---------------------------------------------------------------------------
 // Files

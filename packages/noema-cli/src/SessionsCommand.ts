@@ -159,9 +159,15 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         const session = await Runtime.runOn(runtime, openSession(options.id))
         const turns = Usage.byTurn(session.context())
         const total = Usage.ofMessages(session.context())
+        const prices = CliConfig.resolvePrices(io.env, paths)
+        const cost = prices === undefined ? undefined : Usage.cost(session.context(), prices)
         if (options.json) {
           // The export format plus the usage figures, which are derived from the messages.
-          const usage = { total, turns: turns.map((turn) => ({ turn: turn.number, ...turn.usage })) }
+          const usage = {
+            total,
+            turns: turns.map((turn) => ({ turn: turn.number, ...turn.usage })),
+            ...(cost !== undefined && { cost })
+          }
           print(JSON.stringify({ ...JSON.parse(session.exportJson()), usage }, null, 2))
           return 0
         }
@@ -176,6 +182,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         if (session.systemPrompt !== undefined)
           print(style.dim(`system prompt: ${Terminal.sanitize(session.systemPrompt)}`))
         print(style.dim(`usage: ${Usage.format(total)}`))
+        if (cost !== undefined) print(style.dim(`cost: ${Usage.formatCost(cost)}`))
         for (const turn of turns) {
           print("")
           print(style.dim(`── turn ${turn.number} · ${Usage.format(turn.usage)}`))

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import {
   plainText,
   repositoryRoot,
+  requestMessages,
   shellQuote,
   startTerminal,
   type TerminalSession,
@@ -34,12 +35,8 @@ const chat = (): TerminalSession => {
 const prompt = /› $/
 const slow = (text: string) => ({ type: "text" as const, text, chunkDelayMs: 120 })
 
-interface RequestMessage {
-  readonly role: string
-  readonly content?: string | null
-}
 const messagesOf = (index: number) =>
-  ((suite.server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages ?? [])
+  requestMessages(suite.server, index)
     .filter((message) => message.role !== "system")
     .map((message) => [message.role, message.content] as const)
 

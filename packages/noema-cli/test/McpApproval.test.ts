@@ -7,7 +7,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeEach, describe, expect, it } from "vitest"
-import { runCli, useServerAndHome } from "./support/cli.js"
+import { requestMessages, runCli, useServerAndHome } from "./support/cli.js"
 
 const fixture = path.join(import.meta.dirname, "..", "..", "noema-mcp", "test", "fixtures", "StdioServer.ts")
 
@@ -30,13 +30,7 @@ const cli = (args: ReadonlyArray<string>, stdin?: string) =>
     }
   )
 
-interface RequestMessage {
-  readonly role: string
-  readonly content?: string | null
-  readonly tool_call_id?: string
-}
-const messagesOf = (index: number) =>
-  (suite.server.requests[index]?.body as { messages: ReadonlyArray<RequestMessage> }).messages
+const messagesOf = (index: number) => requestMessages(suite.server, index)
 
 describe("approval of tool calls", () => {
   it("ask leaves the call waiting (exit 3); chat --session in another process asks, runs it on y, and goes on", async () => {

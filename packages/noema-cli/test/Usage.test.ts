@@ -3,6 +3,8 @@
  * format carry usage, the session keeps it with the messages, and
  * `noema sessions show` and `/usage` in chat sum it.
  */
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { runCli, useServerAndHome } from "./support/cli.js"
 
@@ -104,5 +106,30 @@ describe("token usage", () => {
       "Session:   380 in (40 cached) · 20 out (2 reasoning) · 3 calls over 2 turns\n"
     )
     expect(result.stdout).toContain("Last turn: 150 in · 4 out (2 reasoning) · 1 call\n")
+  })
+
+  it("shows the cost with the user's prices (NOEMA_PRICES, or $NOEMA_HOME/prices.json), and refuses a bad prices file", async () => {
+    enqueueTwoTurns()
+    const env = { NOEMA_HOME: suite.home }
+    // The local server answers as the model it was asked for (gpt-4o-mini by default); each message keeps it.
+    fs.writeFileSync(
+      path.join(suite.home, "prices.json"),
+      JSON.stringify({ "gpt-4o-mini": { input: 1000, output: 2000, cachedInput: 500 } })
+    )
+    const first = await runCli(["ask", ...withServer(), "--json", "what is 2+2?"], { env })
+    const id = (JSON.parse(first.stdout) as { sessionId: string }).sessionId
+    await runCli(["ask", ...withServer(), "--session", id, "my name is Ada"], { env })
+    const shown = await runCli(["sessions", "show", id], { env })
+    // 340 uncached * 1000 + 40 cached * 500 + 20 out * 2000 = 400,000 per million = $0.40
+    expect(shown.stdout).toContain("cost: $0.4000\n")
+
+    const chat = await runCli(["chat", "--session", id, ...withServer()], { env, stdin: "/usage\n/exit\n" })
+    expect(chat.stdout).toContain("Cost:      $0.4000 (session)")
+
+    const bad = path.join(suite.home, "bad-prices.json")
+    fs.writeFileSync(bad, '{"gpt-4o-mini": {"input": "cheap"}}')
+    const refused = await runCli(["sessions", "show", id], { env: { ...env, NOEMA_PRICES: bad } })
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain("bad-prices.json is not a prices file")
   })
 })

@@ -127,6 +127,8 @@ export const AssistantMessage = Schema.Struct({
   finishReason: Schema.optionalKey(FinishReason),
   rawFinishReason: Schema.optionalKey(Schema.String),
   usage: Schema.optionalKey(Usage),
+  /** The model that answered, as the provider names it (what usage and cost are counted against). */
+  model: Schema.optionalKey(Schema.String),
   ...common
 })
 export type AssistantMessage = typeof AssistantMessage.Type
@@ -181,6 +183,7 @@ export type AssistantOptions = Common & {
   readonly finishReason?: FinishReason
   readonly rawFinishReason?: string
   readonly usage?: Usage
+  readonly model?: string
 }
 
 export const assistant = (

@@ -363,7 +363,9 @@ describe("OpenAiChatModel responses", () => {
         refusal: "I cannot help with that request.",
         finishReason: "stop",
         rawFinishReason: "stop",
-        usage: message.usage as ChatModel.Usage
+        usage: message.usage as ChatModel.Usage,
+        // The server answers with the model it was asked for.
+        model: "gpt-test"
       })
     })
   )

@@ -34,14 +34,21 @@ export const make = (
   priority: ContextPriority,
   messages: ReadonlyArray<Message.Message>,
   options: { readonly id?: string; readonly trigger?: TriggerEvent } = {}
-): ContextItem => {
-  const id = options.id ?? crypto.randomUUID()
-  return {
-    id,
+): ContextItem =>
+  withMessageIds({
+    id: options.id ?? crypto.randomUUID(),
     priority,
-    messages: messages.map((message, index) =>
-      message.id === undefined ? { ...message, id: `${id}.${index}` } : message
-    ),
+    messages,
     ...(options.trigger !== undefined && { trigger: options.trigger })
-  }
-}
+  })
+
+/** The item with an id (`<item id>.<n>`) on each of its messages that has none. */
+export const withMessageIds = (item: ContextItem): ContextItem =>
+  item.messages.every((message) => message.id !== undefined)
+    ? item
+    : {
+        ...item,
+        messages: item.messages.map((message, index) =>
+          message.id === undefined ? { ...message, id: `${item.id}.${index}` } : message
+        )
+      }

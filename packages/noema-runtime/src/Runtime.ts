@@ -16,7 +16,9 @@
  *   every result of the tool calls already requested (the agent's steering);
  * - running + `InTheEnd`: injected when the agent's loop would finish.
  *
- * An item leaves the bucket only when the turn that carried it is committed.
+ * An item leaves the bucket only when the turn that carried it is committed
+ * with its messages (an item an agent took through steering and left out
+ * waits again).
  * An interrupted turn keeps what was seen (`onInterrupt: "keep-seen"`: the
  * input, complete messages, streamed text marked interrupted, an "interrupted;
  * may have partially run" result for a started tool call); its items that were
@@ -25,16 +27,31 @@
  * fail the same way).
  *
  * `stop` cancels the running cycle (`running: "cancel"`, the default: as an
- * interruption) or lets it finish (`"finish"`), then reports every item still
- * queued, in its result and a `stopped` event: nothing is lost silently.
+ * interruption) or lets it finish (`"finish"`), waits for the hooks already
+ * told (each bounded by the hook timeout), then reports every item still
+ * queued, in its result and a `stopped` event: nothing is lost silently. A
+ * trigger whose subminds are still mapping it when `stop` begins is refused
+ * (`RuntimeNotRunning`), so no item is queued after the report.
  *
  * What happens is published as `RuntimeEvent`s (`events`), for UIs and logs;
  * observing drives nothing.
  */
 import type { Agent, ChatModel, Message } from "@noema/core"
 import type { Session } from "@noema/session"
-import { Deferred, Duration, Effect, Exit, Fiber, PubSub, Queue, Schema, Scope, Stream } from "effect"
-import type * as ContextItem from "./ContextItem.js"
+import {
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  FiberSet,
+  PubSub,
+  Queue,
+  Schema,
+  Scope,
+  Stream
+} from "effect"
+import * as ContextItem from "./ContextItem.js"
 import { Bucket } from "./internal/bucket.js"
 import type * as Submind from "./Submind.js"
 import type * as TriggerEvent from "./TriggerEvent.js"
@@ -129,6 +146,13 @@ export interface Options {
 
 const describe = (value: unknown): string => (value instanceof Error ? value.message : String(value))
 
+/** Whether an item's messages are all among `stored` (found by id: the runtime gives every message one). */
+const storedIn = (stored: ReadonlyArray<Message.Message>) => {
+  const ids = new Set(stored.flatMap((message) => (message.id === undefined ? [] : [message.id])))
+  return (item: ContextItem.ContextItem) =>
+    item.messages.every((message) => message.id !== undefined && ids.has(message.id))
+}
+
 /** A runtime over `options.session`; it does nothing until `start`. Its resources end with `stop`. */
 export const make = (options: Options): Effect.Effect<Runtime> =>
   Effect.gen(function* () {
@@ -141,6 +165,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
     const wakeups = yield* Queue.sliding<void>(1)
     const wake = Effect.asVoid(Queue.offer(wakeups, undefined))
     const scope = yield* Scope.make()
+    // Hooks told beside the cycle; `stop` waits for them (each is bounded by the hook timeout).
+    const told = yield* Scope.provide(scope)(FiberSet.make<void>())
 
     let state: "new" | "running" | "stopped" = "new"
     let cycleNumber = 0
@@ -149,6 +175,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           readonly cycle: Submind.Cycle
           readonly items: Array<ContextItem.ContextItem>
           fiber: Fiber.Fiber<void, unknown> | undefined
+          /** Set when an interruption (or `stop`) came before the turn's fiber existed. */
+          interruptRequested: boolean
         }
       | undefined
     let loopFiber: Fiber.Fiber<void> | undefined
@@ -186,7 +214,7 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           const effect = call(submind)
           return effect === undefined
             ? Effect.void
-            : Effect.forkIn(guard(submind, hook, effect, undefined), scope)
+            : FiberSet.run(told)(guard(submind, hook, effect, undefined))
         },
         { discard: true }
       )
@@ -221,7 +249,8 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
       const running = {
         cycle: { number, items: initial },
         items: [...initial],
-        fiber: undefined as Fiber.Fiber<void, unknown> | undefined
+        fiber: undefined as Fiber.Fiber<void, unknown> | undefined,
+        interruptRequested: false
       }
       current = running
       yield* publish({ type: "cycle-started", cycle: running.cycle })
@@ -246,11 +275,14 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
       )
       const fiber = yield* Effect.forkIn(turn, scope)
       running.fiber = fiber
+      // An interruption that arrived while the cycle was starting is not lost.
+      if (running.interruptRequested) yield* Fiber.interrupt(fiber)
       const exit = yield* Fiber.await(fiber)
       current = undefined
       const cycle: Submind.Cycle = { number, items: running.items }
       if (Exit.isSuccess(exit) && committed !== undefined) {
-        bucket.commit(number)
+        // Items an agent took through steering but did not put in its turn wait again.
+        bucket.commit(number, storedIn(committed))
         const stored = committed
         yield* publish({ type: "cycle-completed", cycle, committed: stored })
         yield* tell("onCycleCompleted", (submind) => submind.onCycleCompleted?.(cycle, stored))
@@ -260,13 +292,18 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
       } else {
         // Interrupted: what was kept is in the session; the items it holds leave, the others wait again.
         const kept = session.context().toArray().slice(before)
-        const keptIds = new Set(kept.flatMap((message) => (message.id === undefined ? [] : [message.id])))
-        bucket.commit(number, (item) =>
-          item.messages.every((message) => message.id !== undefined && keptIds.has(message.id))
-        )
+        bucket.commit(number, storedIn(kept))
         yield* publish({ type: "cycle-interrupted", cycle, kept })
         yield* tell("onCycleInterrupted", (submind) => submind.onCycleInterrupted?.(cycle))
       }
+    })
+
+    /** Interrupts the running cycle's turn and waits for it, or marks it to be interrupted as soon as it starts. */
+    const interruptCurrent = Effect.suspend(() => {
+      const running = current
+      if (running === undefined) return Effect.void
+      running.interruptRequested = true
+      return running.fiber === undefined ? Effect.void : Effect.asVoid(Fiber.interrupt(running.fiber))
     })
 
     /** Runs cycles while items wait, until the runtime stops (it then ends after the cycle it is in). */
@@ -314,16 +351,21 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           const items: Array<ContextItem.ContextItem> = []
           for (const submind of subminds) {
             if (submind.onTrigger === undefined) continue
-            items.push(...(yield* guard(submind, "onTrigger", submind.onTrigger(trigger), [])))
+            const made = yield* guard(submind, "onTrigger", submind.onTrigger(trigger), [])
+            // Every message gets an id (an item built by hand may lack them): the runtime finds
+            // a kept item's messages in the session by id, so an interrupted turn that stored
+            // them does not run them again.
+            for (const item of made) items.push(ContextItem.withMessageIds(item))
           }
-          // Stopped while the subminds thought about it: the items are reported with the rest.
+          // Stopped while the subminds thought about it: `stop` has already reported what was
+          // queued, so these items are not queued and the caller is told the trigger was refused.
+          if (state !== "running") return yield* Effect.fail(new RuntimeNotRunning({ state: "stopped" }))
           // An item without messages only interrupts: there is nothing to queue.
           for (const item of items) if (item.messages.length > 0) bucket.add(item)
           const running = current
           yield* publish({ type: "trigger", trigger, items, running: running !== undefined })
           if (running !== undefined && items.some((item) => item.priority === "Interruption")) {
-            const fiber = running.fiber
-            if (fiber !== undefined) yield* Fiber.interrupt(fiber)
+            yield* interruptCurrent
           }
           yield* wake
         })
@@ -335,13 +377,17 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
         const wasRunning = state === "running"
         state = "stopped"
         return Effect.gen(function* () {
-          const fiber = current?.fiber
-          if (fiber !== undefined && loopFiber !== undefined) {
-            if (stopOptions.running === "finish") yield* Fiber.await(fiber)
-            else yield* Fiber.interrupt(fiber)
-            // The loop settles the bucket for that cycle, sees the runtime stopped, and ends.
+          // The loop is never interrupted from outside: it settles the bucket for the cycle it
+          // is in (cancelled or finished), sees the runtime stopped, and ends. Interrupting it
+          // mid-cycle could leave a turn running unseen, committing items also reported here.
+          if (stopOptions.running !== "finish") yield* interruptCurrent
+          if (loopFiber !== undefined) {
+            yield* wake
             yield* Fiber.await(loopFiber)
-          } else if (loopFiber !== undefined) yield* Fiber.interrupt(loopFiber)
+          }
+          // Hooks already told (the cancelled cycle's `onCycleInterrupted`, say) are heard out
+          // before `onStopped`, not cut off by closing the scope.
+          yield* FiberSet.awaitEmpty(told)
           const unprocessed = bucket.remaining()
           yield* publish({ type: "stopped", unprocessed })
           if (wasRunning) {

@@ -10,7 +10,7 @@
 import { ToolAgent } from "@noema/agents"
 import type { ChatModel, Tool } from "@noema/core"
 import type { Session } from "@noema/session"
-import { Effect, Redacted } from "effect"
+import { Effect, Redacted, Schema } from "effect"
 import * as Runtime from "./Runtime.js"
 import * as Submind from "./Submind.js"
 
@@ -21,7 +21,14 @@ export interface OpenAiOptions {
   readonly baseURL?: string
 }
 
-export class RuntimeBuildError extends Error {}
+/** The builder lacks a part (a model, a session), or the model could not be made. */
+export class RuntimeBuildError extends Schema.TaggedError<RuntimeBuildError>()("RuntimeBuildError", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}
 
 export interface Builder {
   registerSubminds(...subminds: ReadonlyArray<Submind.Submind>): Builder
@@ -54,18 +61,26 @@ const builderOf = (state: State): Builder => ({
             model: options.model,
             ...(options.apiKey !== undefined && { apiKey: Redacted.make(options.apiKey) }),
             ...(options.baseURL !== undefined && { baseURL: options.baseURL })
-          }).pipe(Effect.mapError((error) => new RuntimeBuildError(String(error))))
+          }).pipe(
+            Effect.mapError(
+              (error) => new RuntimeBuildError({ reason: `the model could not be made: ${String(error)}` })
+            )
+          )
       )
     }),
   useSession: (session) => builderOf({ ...state, session }),
   build: () =>
     Effect.gen(function* () {
       if (state.model === undefined) {
-        return yield* Effect.fail(new RuntimeBuildError("the runtime needs a model: useModel or useOpenAi"))
+        return yield* Effect.fail(
+          new RuntimeBuildError({ reason: "the runtime needs a model: useModel or useOpenAi" })
+        )
       }
       const session = state.session
       if (session === undefined) {
-        return yield* Effect.fail(new RuntimeBuildError("the runtime needs a session: useSession"))
+        return yield* Effect.fail(
+          new RuntimeBuildError({ reason: "the runtime needs a session: useSession" })
+        )
       }
       const model = yield* state.model
       const tools = state.tools

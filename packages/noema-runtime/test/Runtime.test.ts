@@ -4,14 +4,17 @@
  * what the session stored, and the history's validity.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Message, Tool } from "@noema/core"
+import { Agent, Message, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
+import { MemoryStore, Session, SessionStore } from "@noema/session"
 import { Deferred, Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import * as ContextItem from "../src/ContextItem.js"
+import * as Runtime from "../src/Runtime.js"
 import type * as Submind from "../src/Submind.js"
+import * as SubmindModule from "../src/Submind.js"
 import * as TriggerEvent from "../src/TriggerEvent.js"
-import { assertValidHistory, count, settle, setup } from "./support.js"
+import { assertValidHistory, assertValidRequests, count, settle, setup } from "./support.js"
 
 const roles = (messages: ReadonlyArray<Message.Message>) => messages.map((message) => message.role)
 const texts = (messages: ReadonlyArray<Message.Message>) =>
@@ -149,6 +152,7 @@ describe("Runtime", () => {
         assert.include(interrupted.content, "interrupted; it may have partially run")
         assert.strictEqual(Message.text(history[3] as Message.Message), "stop that!")
         assertValidHistory(history)
+        assertValidRequests(model)
         yield* runtime.stop()
       })
   )
@@ -230,6 +234,193 @@ describe("Runtime", () => {
         assert.strictEqual(refused._tag, "RuntimeNotRunning")
         assert.deepStrictEqual(yield* runtime.stop(), { unprocessed: [] })
       })
+  )
+
+  it.effect("a trigger still being mapped when stop runs is refused, not queued after the report", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [] })
+      // A submind that takes a second (of test time) to map its trigger.
+      const thinking = yield* Deferred.make<void>()
+      const slow: Submind.Submind = {
+        name: "slow",
+        onTrigger: (trigger) =>
+          Deferred.succeed(thinking, undefined).pipe(
+            Effect.andThen(Effect.sleep("1 second")),
+            Effect.as([ContextItem.make("InTheEnd", [Message.user("thought about it")], { trigger })])
+          )
+      }
+      const { runtime, events } = yield* setup({ model, subminds: [slow] })
+      yield* runtime.start
+      const sent = yield* Effect.forkChild(runtime.receiveTrigger(TriggerEvent.make("note", "x")))
+      yield* Deferred.await(thinking)
+      const report = yield* runtime.stop()
+      assert.deepStrictEqual(report.unprocessed, [])
+      yield* TestClock.adjust("1 second")
+      // Without the check, the item would be queued after `stop` reported, and lost silently.
+      const refused = yield* Effect.flip(Fiber.join(sent))
+      assert.strictEqual(refused._tag, "RuntimeNotRunning")
+      assert.strictEqual(model.requests.length, 0)
+      assert.strictEqual(events.at(-1)?.type, "stopped")
+    })
+  )
+
+  it.effect("stop hears out the hooks it set off (the cancelled cycle's) before onStopped", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [{ hang: true }] })
+      const heard: Array<string> = []
+      const { runtime, events } = yield* setup({
+        model,
+        subminds: [
+          {
+            name: "journal",
+            // Takes a moment (of test time) to write down that the cycle was interrupted.
+            onCycleInterrupted: (cycle) =>
+              Effect.as(Effect.sleep("1 second"), undefined).pipe(
+                Effect.andThen(Effect.sync(() => void heard.push(`interrupted ${cycle.number}`)))
+              ),
+            onStopped: () => Effect.sync(() => void heard.push("stopped"))
+          }
+        ]
+      })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
+      yield* settle(events, () => model.requests.length === 1, "the model call")
+      const stopping = yield* Effect.forkChild(runtime.stop())
+      yield* settle(events, (all) => count(all, "cycle-interrupted") === 1, "the cancelled cycle")
+      yield* TestClock.adjust("1 second")
+      const report = yield* Fiber.join(stopping)
+      assert.deepStrictEqual(heard, ["interrupted 1", "stopped"])
+      assert.strictEqual(report.unprocessed.length, 1)
+    })
+  )
+
+  it.effect(
+    "stop with running: finish lets the cycle finish (items joining it included) and commits it",
+    () =>
+      Effect.gen(function* () {
+        const gate = yield* Deferred.make<void>()
+        const started = yield* Deferred.make<void>()
+        const model = ScriptedChatModel.make({ replies: [slowCall, "All done."] })
+        const { runtime, events, stored } = yield* setup({
+          model,
+          tools: [gatedTool(gate, started)],
+          subminds: [notes("InTheEnd")]
+        })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("do the slow thing"))
+        yield* Deferred.await(started)
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("and this"))
+        const stopping = yield* Effect.forkChild(runtime.stop({ running: "finish" }))
+        yield* settle(events, () => true, "")
+        yield* Deferred.succeed(gate, undefined)
+        const report = yield* Fiber.join(stopping)
+        assert.deepStrictEqual(report.unprocessed, [])
+        assert.strictEqual(count(events, "cycle-completed"), 1)
+        assert.strictEqual(count(events, "cycle-interrupted"), 0)
+        const history = yield* stored()
+        assert.deepStrictEqual(texts(history), [
+          "user:do the slow thing",
+          "assistant:",
+          "tool:slow done",
+          "user:and this",
+          "assistant:All done."
+        ])
+        assertValidHistory(history)
+        assert.strictEqual(events.at(-1)?.type, "stopped")
+      })
+  )
+
+  it.effect(
+    "an item a submind built by hand (messages without ids) is not run twice after an interruption kept it",
+    () =>
+      Effect.gen(function* () {
+        const model = ScriptedChatModel.make({
+          replies: ["one two three four five six seven eight nine ten", "OK."],
+          chunkDelay: "20 millis"
+        })
+        const raw: Submind.Submind = {
+          name: "raw",
+          onTrigger: (trigger) =>
+            Effect.succeed(
+              trigger.type === "note"
+                ? [{ id: "note-1", priority: "ForNextTurn" as const, messages: [Message.user("the note")] }]
+                : []
+            )
+        }
+        const { runtime, events, stored } = yield* setup({ model, subminds: [raw] })
+        yield* runtime.start
+        yield* runtime.receiveTrigger(TriggerEvent.make("note", null))
+        const deltas = () =>
+          events.filter((event) => event.type === "turn" && event.event.type === "text-delta").length
+        for (let tick = 0; tick < 10 && deltas() < 2; tick++) {
+          yield* TestClock.adjust("20 millis")
+          yield* Effect.repeat(Effect.yieldNow, { times: 50 })
+        }
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser("enough", { interrupt: true }))
+        for (let tick = 0; tick < 20 && count(events, "cycle-completed") === 0; tick++) {
+          yield* TestClock.adjust("20 millis")
+          yield* Effect.repeat(Effect.yieldNow, { times: 50 })
+        }
+        yield* settle(events, (all) => count(all, "cycle-completed") === 1, "the second cycle")
+        const history = yield* stored()
+        // The note was kept with the interrupted turn; it leaves the bucket, and is stored once.
+        assert.deepStrictEqual(
+          history.filter((message) => message.role === "user").map((message) => Message.text(message)),
+          ["the note", "enough"]
+        )
+        assertValidHistory(history)
+        const report = yield* runtime.stop()
+        assert.deepStrictEqual(report.unprocessed, [])
+      })
+  )
+
+  it.effect("items an agent took through steering but did not store stay queued when its turn commits", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [] })
+      const gate = yield* Deferred.make<void>()
+      const waiting = yield* Deferred.make<void>()
+      const store = yield* MemoryStore.make()
+      const session = yield* Effect.provideService(Session.create(), SessionStore.SessionStore, store)
+      // A careless agent: it polls the steering (taking the items) and answers without them.
+      const runtime = yield* Runtime.make({
+        session,
+        model,
+        subminds: [SubmindModule.userMessages],
+        agent: (steering) =>
+          Agent.make({
+            name: "careless",
+            execute: () =>
+              Effect.gen(function* () {
+                yield* Deferred.succeed(waiting, undefined)
+                yield* Deferred.await(gate)
+                yield* steering({ final: true })
+                return [Message.assistant("answered")]
+              })
+          })
+      })
+      yield* runtime.start
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("first"))
+      yield* Deferred.await(waiting)
+      yield* runtime.receiveTrigger(TriggerEvent.fromUser("second"))
+      yield* Deferred.succeed(gate, undefined)
+      const report = yield* Effect.gen(function* () {
+        // The second message runs in a cycle of its own (the agent answers it there).
+        for (let attempt = 0; attempt < 5_000; attempt++) {
+          const loaded = yield* store.load(session.id)
+          if (loaded.messages.length >= 4) break
+          yield* Effect.yieldNow
+        }
+        return yield* runtime.stop({ running: "finish" })
+      })
+      const loaded = yield* store.load(session.id)
+      assert.deepStrictEqual(texts(loaded.messages), [
+        "user:first",
+        "assistant:answered",
+        "user:second",
+        "assistant:answered"
+      ])
+      assert.deepStrictEqual(report.unprocessed, [])
+    })
   )
 
   it.effect("a failing or hanging hook is reported and harms no other submind", () =>

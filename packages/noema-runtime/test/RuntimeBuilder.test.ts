@@ -51,6 +51,7 @@ describe("RuntimeBuilder", () => {
   it.effect("refuses to build without a model or a session", () =>
     Effect.gen(function* () {
       const noModel = yield* Effect.flip(RuntimeBuilder.make().build())
+      assert.strictEqual(noModel._tag, "RuntimeBuildError")
       assert.include(noModel.message, "needs a model")
       const noSession = yield* Effect.flip(RuntimeBuilder.make().useModel(ScriptedChatModel.make()).build())
       assert.include(noSession.message, "needs a session")

@@ -4,7 +4,10 @@
  * call tools. Whatever the interleaving: no item is lost (each is stored once,
  * or reported by `stop` or a failed cycle), none is duplicated, each cycle
  * takes its items in priority then arrival order, and the stored history is
- * valid (every tool call answered, results right after their call).
+ * valid (every tool call answered, results right after their call). Some
+ * scenarios include a person's cancel (an Interruption without messages), and
+ * some stop the runtime at once after the last trigger, cancelling or finishing
+ * the running cycle, so `stop`'s report is part of the accounting.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Message, Tool } from "@noema/core"
@@ -15,7 +18,7 @@ import * as ContextItem from "../src/ContextItem.js"
 import type * as Runtime from "../src/Runtime.js"
 import type * as Submind from "../src/Submind.js"
 import * as TriggerEvent from "../src/TriggerEvent.js"
-import { assertValidHistory, setup, waitFor } from "./support.js"
+import { assertValidHistory, assertValidRequests, setup, waitFor } from "./support.js"
 
 const rank: Record<ContextItem.ContextPriority, number> = { Interruption: 0, ForNextTurn: 1, InTheEnd: 2 }
 
@@ -38,11 +41,19 @@ const quick = Tool.make({
 })
 
 const step = fc.record({
-  kind: fc.constantFrom("ForNextTurn", "Interruption", "InTheEnd"),
+  // "Cancel" is a person's Ctrl-C: an Interruption without messages, which only stops the turn.
+  kind: fc.constantFrom("ForNextTurn", "Interruption", "InTheEnd", "Cancel"),
   pauseMs: fc.integer({ min: 0, max: 6 })
 })
 
-const scenario = (steps: ReadonlyArray<{ readonly kind: string; readonly pauseMs: number }>, seed: number) =>
+/** How the scenario ends: once everything was handled, or at once after the last trigger (cancel or finish). */
+const ending = fc.constantFrom("when-idle", "cancel", "finish")
+
+const scenario = (
+  steps: ReadonlyArray<{ readonly kind: string; readonly pauseMs: number }>,
+  seed: number,
+  end: "when-idle" | "cancel" | "finish" = "when-idle"
+) =>
   Effect.gen(function* () {
     let requests = 0
     // The model answers with text, or asks for the quick tool, depending on the request's number.
@@ -60,6 +71,10 @@ const scenario = (steps: ReadonlyArray<{ readonly kind: string; readonly pauseMs
     const texts: Array<string> = []
     for (const [index, { kind, pauseMs }] of steps.entries()) {
       yield* Effect.sleep(`${pauseMs} millis`)
+      if (kind === "Cancel") {
+        yield* runtime.receiveTrigger(TriggerEvent.cancel())
+        continue
+      }
       const text = `item-${index}`
       texts.push(text)
       yield* runtime.receiveTrigger(
@@ -68,17 +83,21 @@ const scenario = (steps: ReadonlyArray<{ readonly kind: string; readonly pauseMs
           : TriggerEvent.fromUser(text, { interrupt: kind === "Interruption" })
       )
     }
-    // Let it finish whatever is queued, then stop.
-    yield* waitFor(
-      events,
-      (all) =>
-        all.at(-1)?.type === "idle" &&
-        all.filter((event) => event.type === "trigger").length === steps.length,
-      "the runtime to go idle"
-    )
-    const report = yield* runtime.stop()
+    // Let it finish whatever is queued, then stop; or stop at once, whatever is running or queued.
+    if (end === "when-idle") {
+      yield* waitFor(
+        events,
+        (all) =>
+          all.at(-1)?.type === "idle" &&
+          all.filter((event) => event.type === "trigger").length === steps.length,
+        "the runtime to go idle"
+      )
+    }
+    const report = yield* runtime.stop(end === "finish" ? { running: "finish" } : {})
+    assert.strictEqual(events.at(-1)?.type, "stopped")
     const history = yield* stored()
     assertValidHistory(history)
+    assertValidRequests(model)
 
     // Nothing lost, nothing duplicated.
     const storedTexts = history
@@ -125,9 +144,10 @@ describe("Runtime under random interleavings", () => {
         fc.asyncProperty(
           fc.array(step, { minLength: 1, maxLength: 12 }),
           fc.integer({ min: 0, max: 2 }),
-          (steps, seed) => Effect.runPromise(scenario(steps, seed))
+          ending,
+          (steps, seed, end) => Effect.runPromise(scenario(steps, seed, end))
         ),
-        { numRuns: 40 }
+        { numRuns: 60 }
       )
     )
   )

@@ -1,6 +1,7 @@
 import { assert } from "@effect/vitest"
 import { ToolAgent } from "@noema/agents"
 import { type ChatModel, ConversationContext, type Message, type Tool } from "@noema/core"
+import type { ScriptedChatModel } from "@noema/core/testing"
 import { MemoryStore, Session, SessionStore } from "@noema/session"
 import { Effect, Fiber, Stream } from "effect"
 import * as Runtime from "../src/Runtime.js"
@@ -70,5 +71,12 @@ export const count = (events: ReadonlyArray<Runtime.RuntimeEvent>, type: Runtime
 /** The invariant of every stored history (core's `ConversationContext.problems`). */
 export const assertValidHistory = (messages: ReadonlyArray<Message.Message>) =>
   assert.deepStrictEqual(ConversationContext.problems(messages), [])
+
+/** The invariant, before every model request: each request's messages answer every tool call. */
+export const assertValidRequests = (model: ScriptedChatModel.ScriptedChatModel) => {
+  for (const request of model.requests) {
+    assert.deepStrictEqual(ConversationContext.problems(request.messages), [], `request ${request.index}`)
+  }
+}
 
 export const stopRecorder = (recorder: Fiber.Fiber<void>) => Fiber.interrupt(recorder)

@@ -9,6 +9,7 @@
  * of `calls`.
  */
 import { ChatModel, type Message } from "@noema/core"
+import { Schema } from "effect"
 
 // ---------------------------------------------------------------------------
 // Models
@@ -109,4 +110,78 @@ export const format = (summary: Summary): string => {
     `${tokens(summary.inputTokens)} in${cached} · ${tokens(summary.outputTokens)} out${reasoning} · ` +
     `${count(summary.calls, "call")}${unreported}`
   )
+}
+
+// ---------------------------------------------------------------------------
+// Cost
+// ---------------------------------------------------------------------------
+
+/** A model's prices in US dollars per million tokens; cached input at the input price unless given. */
+export const Price = Schema.Struct({
+  input: Schema.Number,
+  output: Schema.Number,
+  cachedInput: Schema.optionalKey(Schema.Number)
+})
+export type Price = typeof Price.Type
+
+/**
+ * Prices by model name, as a user keeps them (a JSON file: `{ "gpt-4.1-mini":
+ * { "input": 0.4, "output": 1.6, "cachedInput": 0.1 } }`). noema ships none:
+ * prices change, and a stale table would be a wrong bill.
+ */
+export const Prices = Schema.Record(Schema.String, Price)
+export type Prices = typeof Prices.Type
+
+export interface Cost {
+  /** US dollars for the calls that could be priced. */
+  readonly usd: number
+  /** Calls priced (they had a usage report and a model with a price). */
+  readonly pricedCalls: number
+  /** Models that answered but have no price (their calls are not in `usd`). */
+  readonly unpricedModels: ReadonlyArray<string>
+  /** Calls without a usage report, or without the answering model (older sessions): not in `usd`. */
+  readonly unknownCalls: number
+}
+
+/** A model's price: by its exact name, else by the name without a `-YYYY-MM-DD` snapshot date. */
+export const priceOf = (prices: Prices, model: string): Price | undefined =>
+  prices[model] ?? prices[model.replace(/-\d{4}-\d{2}-\d{2}$/, "")]
+
+/** What the model calls among `messages` cost, at `prices`. */
+export const cost = (messages: Iterable<Message.Message>, prices: Prices): Cost => {
+  let usd = 0
+  let pricedCalls = 0
+  let unknownCalls = 0
+  const unpriced = new Set<string>()
+  for (const message of messages) {
+    if (message.role !== "assistant") continue
+    const usage = message.usage
+    if (usage === undefined || message.model === undefined) {
+      unknownCalls++
+      continue
+    }
+    const price = priceOf(prices, message.model)
+    if (price === undefined) {
+      unpriced.add(message.model)
+      continue
+    }
+    const cached = Math.min(usage.cachedInputTokens ?? 0, usage.inputTokens)
+    usd +=
+      ((usage.inputTokens - cached) * price.input +
+        cached * (price.cachedInput ?? price.input) +
+        usage.outputTokens * price.output) /
+      1_000_000
+    pricedCalls++
+  }
+  return { usd, pricedCalls, unpricedModels: [...unpriced].sort(), unknownCalls }
+}
+
+/** One line: `$0.0123`, with what was left out: `, no price for llama3.2`, `, 2 calls without usage`. */
+export const formatCost = (value: Cost): string => {
+  const amount =
+    value.usd === 0 ? "$0" : value.usd < 0.01 ? `$${value.usd.toFixed(6)}` : `$${value.usd.toFixed(4)}`
+  const notes: Array<string> = []
+  if (value.unpricedModels.length > 0) notes.push(`no price for ${value.unpricedModels.join(", ")}`)
+  if (value.unknownCalls > 0) notes.push(count(value.unknownCalls, "call") + " without usage or model")
+  return notes.length === 0 ? amount : `${amount} (${notes.join("; ")})`
 }

@@ -123,3 +123,43 @@ describe("Usage.format", () => {
     assert.strictEqual(Usage.format(Usage.ofMessages([])), "no model calls")
   })
 })
+
+describe("Usage.cost", () => {
+  const prices: Usage.Prices = {
+    "gpt-4.1-mini": { input: 0.4, output: 1.6, cachedInput: 0.1 },
+    "gpt-4.1": { input: 2, output: 8 }
+  }
+
+  it("prices each call by its model: cached input at its own price, snapshot names as their model", () => {
+    const messages = [
+      Message.user("hi"),
+      Message.assistant("a", {
+        model: "gpt-4.1-mini",
+        usage: usage(1_000_000, 500_000, { cachedInputTokens: 200_000 })
+      }),
+      Message.assistant("b", { model: "gpt-4.1-2025-04-14", usage: usage(100_000, 10_000) })
+    ]
+    const cost = Usage.cost(messages, prices)
+    // 800k * 0.4 + 200k * 0.1 + 500k * 1.6 = 0.32 + 0.02 + 0.8; 100k * 2 + 10k * 8 = 0.2 + 0.08
+    assert.closeTo(cost.usd, 1.14 + 0.28, 1e-9)
+    assert.deepStrictEqual([cost.pricedCalls, cost.unknownCalls, cost.unpricedModels], [2, 0, []])
+    assert.strictEqual(Usage.formatCost(cost), "$1.4200")
+  })
+
+  it("says what it could not price: models without a price, calls without usage or model", () => {
+    const cost = Usage.cost(
+      [
+        Message.assistant("a", { model: "llama3.2", usage: usage(10, 10) }),
+        Message.assistant("b", { usage: usage(10, 10) }),
+        Message.assistant("c", { model: "gpt-4.1" }),
+        Message.assistant("d", { model: "gpt-4.1", usage: usage(1000, 100) })
+      ],
+      prices
+    )
+    assert.deepStrictEqual([cost.pricedCalls, cost.unknownCalls, cost.unpricedModels], [1, 2, ["llama3.2"]])
+    assert.strictEqual(
+      Usage.formatCost(cost),
+      "$0.002800 (no price for llama3.2; 2 calls without usage or model)"
+    )
+  })
+})

@@ -16,8 +16,8 @@ export interface Outcome {
   readonly usage: ChatModel.Usage | undefined
 }
 
-const outcomeOf = (response: ChatModel.ChatResponse): Outcome => ({
-  message: ChatModel.toMessage(response),
+const outcomeOf = (response: ChatModel.ChatResponse, model: string): Outcome => ({
+  message: ChatModel.toMessage(response, model),
   finishReason: response.finishReason,
   usage: response.usage
 })
@@ -34,7 +34,7 @@ export const complete = (
 ): Effect.Effect<Outcome, Agent.AgentError> =>
   Effect.mapBoth(model.complete(request), {
     onSuccess: (response) => {
-      const outcome = outcomeOf(response)
+      const outcome = outcomeOf(response, model.model)
       produced.push(outcome.message)
       return outcome
     },
@@ -46,7 +46,10 @@ export type Annotate = (toolName: string) => Tool.Annotations | undefined
 
 class TurnState {
   readonly response = new ChatModel.ResponseAccumulator()
-  constructor(readonly annotate: Annotate | undefined) {}
+  constructor(
+    readonly annotate: Annotate | undefined,
+    readonly model: string
+  ) {}
 
   /** The events one batch of chunks amounts to, in order (often none: metadata, finish). */
   events(chunks: ReadonlyArray<ChatModel.StreamChunk>): Array<Agent.AgentEvent> {
@@ -82,7 +85,7 @@ class TurnState {
   }
 
   outcome(): Outcome {
-    return outcomeOf(this.response.build())
+    return outcomeOf(this.response.build(), this.model)
   }
 }
 
@@ -110,7 +113,7 @@ export const stream = (
   Stream.transformPull(model.stream(request), (pull) =>
     Effect.sync(() => {
       const messages = produced ?? []
-      const state = new TurnState(annotate)
+      const state = new TurnState(annotate, model.model)
       let ended = false
       const events: Pull.Pull<
         Arr.NonEmptyReadonlyArray<Agent.AgentEvent>,

@@ -296,7 +296,7 @@ export const responseToStream = (response: ChatResponse): Stream.Stream<StreamCh
  * when the model reasoned, a reasoning part followed by the text; with its
  * tool calls, refusal, finish reason (normalised and raw) and usage.
  */
-export const toMessage = (response: ChatResponse): AssistantMessage => {
+export const toMessage = (response: ChatResponse, model?: string): AssistantMessage => {
   const reasoning = response.reasoning
   let content: string | ReadonlyArray<ContentPart> = response.text
   if (reasoning !== undefined && reasoning.length > 0) {
@@ -312,6 +312,9 @@ export const toMessage = (response: ChatResponse): AssistantMessage => {
   message.finishReason = response.finishReason
   if (response.rawFinishReason !== undefined) message.rawFinishReason = response.rawFinishReason
   if (response.usage !== undefined) message.usage = response.usage
+  // The model the provider says answered, else the one that was asked.
+  const answered = response.model ?? model
+  if (answered !== undefined) message.model = answered
   return message
 }
 
