@@ -18,6 +18,8 @@ export type RoutineCommand =
       readonly documents: string | undefined
       /** `--stakeholders FILE`: a JSON file for `stakeholder.x`. */
       readonly stakeholders: string | undefined
+      /** `--session ID`: a saved session for `message.x` and `thread.x` (an id or a unique prefix). */
+      readonly session: string | undefined
       /** `--parallel N`: chains worked on at the same time (default 1). */
       readonly parallel: number
       readonly noTools: boolean
@@ -49,6 +51,7 @@ const options = {
   var: { type: "string", multiple: true },
   documents: { type: "string" },
   stakeholders: { type: "string" },
+  session: { type: "string", short: "s" },
   parallel: { type: "string" },
   "no-tools": { type: "boolean" },
   json: { type: "boolean" },
@@ -86,6 +89,7 @@ export const parseRoutine = (args: ReadonlyArray<string>): RoutineCommand | "hel
     only("--var", values.var !== undefined, "run")
     only("--parallel", values.parallel !== undefined, "run")
     only("--model", values.model !== undefined, "run")
+    only("--session", values.session !== undefined, "run")
     return {
       type: "routine-status",
       file,
@@ -122,6 +126,7 @@ export const parseRoutine = (args: ReadonlyArray<string>): RoutineCommand | "hel
     vars,
     documents: values.documents,
     stakeholders: values.stakeholders,
+    session: values.session,
     parallel,
     noTools: values["no-tools"] === true
   }
@@ -143,6 +148,8 @@ Options
       --var NAME=VALUE  the value of a declared variable, e.g. --var thread.topic=growth
       --documents DIR   where {{documents.NAME}} files are (default: FILE's directory)
       --stakeholders F  a JSON file for {{stakeholder.NAME}}
+  -s, --session ID      a saved session for {{message.NAME}} (last, first, count, metadata)
+                        and {{thread.NAME}} (its metadata, title, id)
       --parallel N      goals worked on at the same time (default 1)
       --no-tools        no tools for the model
       --json            status: as JSON

@@ -17,6 +17,7 @@ import {
   Variables,
   WorkBreakdown
 } from "@noema/routines"
+import { SessionStore, SqlStore } from "@noema/session"
 import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { isMap, isSeq, parseDocument } from "yaml"
 import type { Io } from "./Cli.js"
@@ -44,14 +45,17 @@ const openStore = (options: { readonly database: string | undefined }, io: Io, r
     if (readonly && !fs.existsSync(database.path)) return undefined
     fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
   }
+  // The sessions beside the routines: `--session` reads one for message and thread variables.
   return ManagedRuntime.make(
-    SqlRoutineStore.layerFromDatabase.pipe(Layer.provide(Runtime.databaseLayer(database)))
+    Layer.merge(SqlRoutineStore.layerFromDatabase, SqlStore.layerFromDatabase).pipe(
+      Layer.provide(Runtime.databaseLayer(database))
+    )
   )
 }
 
 const runOn = async <A, E>(
-  runtime: ManagedRuntime.ManagedRuntime<RoutineStore.RoutineStore, unknown>,
-  effect: Effect.Effect<A, E, RoutineStore.RoutineStore>
+  runtime: ManagedRuntime.ManagedRuntime<RoutineStore.RoutineStore | SessionStore.SessionStore, unknown>,
+  effect: Effect.Effect<A, E, RoutineStore.RoutineStore | SessionStore.SessionStore>
 ): Promise<A> => {
   const exit = await runtime.runPromiseExit(effect)
   if (Exit.isSuccess(exit)) return exit.value
@@ -90,14 +94,28 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
   const chains = WorkBreakdown.select(breakdown, options.goal)
   const config = CliConfig.resolveModel(options.model, io.env)
   const model = await Runtime.makeModel(config, { interactive: false })
+  const runtime = openStore(options, io, false)!
+  const sessionSources =
+    options.session === undefined
+      ? []
+      : await runOn(
+          runtime,
+          Effect.gen(function* () {
+            const id = yield* Runtime.resolveSessionId(options.session!)
+            return Variables.session(yield* Effect.service(SessionStore.SessionStore), id)
+          })
+        ).catch(async (error: unknown) => {
+          await runtime.dispose()
+          throw error
+        })
   const sources: Array<Variables.Source> = [
     ...Variables.values(options.vars),
     Variables.directory(path.resolve(io.cwd, options.documents ?? path.dirname(full))),
     ...(options.stakeholders === undefined
       ? []
-      : [Variables.stakeholders(path.resolve(io.cwd, options.stakeholders))])
+      : [Variables.stakeholders(path.resolve(io.cwd, options.stakeholders))]),
+    ...sessionSources
   ]
-  const runtime = openStore(options, io, false)!
   try {
     const store = await runOn(runtime, Effect.service(RoutineStore.RoutineStore))
     const routine = Routine.make({

@@ -140,6 +140,31 @@ describe("noema routine on the offline model", () => {
     expect(usage.stderr).toContain('unknown action "walk"')
   })
 
+  it("takes message and thread variables from a saved session (--session)", async () => {
+    home = makeHome()
+    const env = { NOEMA_HOME: home, NOEMA_MODEL: "offline" }
+    expect((await runCli(["ask", "ship the release"], { env, cwd: home })).code).toBe(0)
+    const [session] = JSON.parse(
+      (await runCli(["sessions", "list", "--json"], { env, cwd: home })).stdout
+    ) as Array<{
+      id: string
+    }>
+    fs.writeFileSync(
+      path.join(home, "s.yaml"),
+      'variables: [message.last, thread.title]\nskills:\n  - id: s\n    preamble: "{{thread.title}} / {{message.last}}"\n    scenarios:\n      - id: c\n        tasks: [{ id: t, title: Do it }]\n'
+    )
+    const run = await runCli(["routine", "run", "s.yaml", "--session", session!.id.slice(0, 8)], {
+      env,
+      cwd: home
+    })
+    expect(run.code, run.stderr).toBe(0)
+    const [state] = readStates(path.join(home, "noema.db"))
+    expect(state?.messages[0]?.content).toBe("ship the release / ship the release")
+    const unknown = await runCli(["routine", "run", "s.yaml", "--session", "zzzz"], { env, cwd: home })
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toContain('No session with id "zzzz"')
+  })
+
   it("names the line of a broken document", async () => {
     home = makeHome()
     fs.writeFileSync(

@@ -10,6 +10,7 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Message } from "@noema/core"
+import type { SessionStore } from "@noema/session"
 import { Effect, Schema } from "effect"
 import type { Namespace, WorkBreakdown } from "./WorkBreakdown.js"
 import { placeholder } from "./WorkBreakdown.js"
@@ -152,6 +153,48 @@ export const stakeholders = (file: string): Source => {
           })
       })
   }
+}
+
+/**
+ * `message.x` and `thread.x` from a stored session: its messages (as `messages`)
+ * and its metadata (as `thread`, with `thread.title` and `thread.id` besides).
+ * The session is loaded once, when a variable is first asked for.
+ */
+export const session = (store: SessionStore.Service, id: string): ReadonlyArray<Source> => {
+  let loaded: Promise<SessionStore.StoredSession> | undefined
+  const load = (variable: string) =>
+    Effect.tryPromise({
+      try: () => {
+        loaded ??= Effect.runPromise(store.load(id))
+        return loaded.catch((error: unknown) => {
+          loaded = undefined
+          throw error
+        })
+      },
+      catch: (error) =>
+        new VariableSourceError({
+          variable,
+          detail: `session ${id}: ${error instanceof Error ? error.message : String(error)}`
+        })
+    })
+  return [
+    {
+      namespace: "message",
+      resolve: (name) =>
+        Effect.flatMap(load(`message.${name}`), (stored) => messages(stored.messages).resolve(name))
+    },
+    {
+      namespace: "thread",
+      resolve: (name) =>
+        Effect.flatMap(load(`thread.${name}`), (stored) =>
+          thread({
+            id: stored.info.id,
+            ...(stored.info.title === undefined ? {} : { title: stored.info.title }),
+            ...stored.info.metadata
+          }).resolve(name)
+        )
+    }
+  ]
 }
 
 /** Fixed values, `{ "thread.topic": "..." }`, for any namespace (tests, command-line `--var`). */

@@ -4,6 +4,7 @@ import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Message, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
+import { MemoryStore } from "@noema/session"
 import { Effect, Result, Schema } from "effect"
 import * as Routine from "../src/Routine.js"
 import * as RoutineConformance from "../src/RoutineConformance.js"
@@ -171,6 +172,27 @@ describe("Variables", () => {
       assert.strictEqual(error?.variable, "stakeholder.owner.name")
       assert.include(error?.message ?? "", missing)
       assert.include(error?.message ?? "", "ENOENT")
+    })
+  )
+
+  it.effect("reads message and thread variables from a stored session; a missing session names it", () =>
+    Effect.gen(function* () {
+      const store = yield* MemoryStore.make()
+      const { id } = yield* store.create({ title: "Launch", metadata: { topic: "growth" } })
+      yield* store.append(id, 0, [
+        Message.user("ship it", { metadata: { ticket: "T-1" } }),
+        Message.assistant("ok")
+      ])
+      const [message, thread] = Variables.session(store, id)
+      assert.strictEqual(yield* message!.resolve("last"), "ship it")
+      assert.strictEqual(yield* message!.resolve("ticket"), "T-1")
+      assert.strictEqual(yield* thread!.resolve("topic"), "growth")
+      assert.strictEqual(yield* thread!.resolve("title"), "Launch")
+      const [missing] = Variables.session(store, "nope")
+      const result = yield* Effect.result(missing!.resolve("last"))
+      assert.isTrue(Result.isFailure(result))
+      assert.include(Result.isFailure(result) ? result.failure.message : "", "{{message.last}}")
+      assert.include(Result.isFailure(result) ? result.failure.message : "", "session nope")
     })
   )
 
