@@ -208,7 +208,10 @@ export class RoutineContext<R = never> {
         events.push({ type: "preamble", chain: self.key, kind: "scenario" })
       }
       sent.scenarioPreamble = true
-      if (self.state.completed.length > 0 && !self.isComplete()) {
+      // A resume told nothing new since the last overview (killed before the next task was
+      // saved) does not repeat it: the conversation still ends with it.
+      const lastMark = self.state.messages.at(-1)?.metadata?.routine
+      if (self.state.completed.length > 0 && !self.isComplete() && lastMark !== "overview") {
         added.push(marked(overviewText(chain, self.state.completed), "overview", self.key))
         events.push({
           type: "overview",

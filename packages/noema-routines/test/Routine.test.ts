@@ -128,6 +128,38 @@ describe("Routine", () => {
   )
 })
 
+describe("resuming", () => {
+  it.effect("tells the overview once when resumed again before another task was done", () =>
+    Effect.gen(function* () {
+      const store = RoutineStore.memory()
+      const chain = WorkBreakdown.select(RoutineConformance.breakdown(), "report/quarterly")[0]!
+      const make = (model: ScriptedChatModel.ScriptedChatModel) =>
+        Routine.make({
+          breakdown: RoutineConformance.breakdown(),
+          id: "r",
+          model,
+          store,
+          sources: RoutineConformance.sources
+        })
+      yield* make(ScriptedChatModel.make({ replies: ["figures"] })).step(chain)
+      // Two resumes that only set up (as if killed before the next task was saved).
+      yield* make(ScriptedChatModel.make()).ensureContext(chain)
+      yield* make(ScriptedChatModel.make()).ensureContext(chain)
+      const model = ScriptedChatModel.make({ fallback: "ok" })
+      yield* make(model).runChain(chain)
+      const marks = model.requests[0]!.messages.map((message) => message.metadata?.routine)
+      assert.deepStrictEqual(marks, [
+        "skill-preamble",
+        "scenario-preamble",
+        "task",
+        undefined,
+        "overview",
+        "task"
+      ])
+    })
+  )
+})
+
 describe("Variables", () => {
   it.effect("reads files, a directory, messages, thread metadata and stakeholders", () =>
     Effect.gen(function* () {
