@@ -72,7 +72,11 @@ export class SetupFailed extends Error {
   }
 }
 
-export type RoutineError = SetupFailed | Agent.AgentError | RoutineStore.StoreError
+export type RoutineError =
+  | SetupFailed
+  | Agent.AgentError
+  | RoutineStore.StoreError
+  | RoutineStore.RoutineConflictError
 
 export class Routine<R = never> {
   readonly id: string
@@ -117,7 +121,12 @@ export class Routine<R = never> {
    * The context holding `chain`, made and set up when there is none (from the
    * chain's stored state: a resumed chain is told what is already done).
    */
-  ensureContext(chain: GoalChain): Effect.Effect<RoutineContext<R>, SetupFailed | RoutineStore.StoreError> {
+  ensureContext(
+    chain: GoalChain
+  ): Effect.Effect<
+    RoutineContext<R>,
+    SetupFailed | RoutineStore.StoreError | RoutineStore.RoutineConflictError
+  > {
     const self = this
     return Effect.gen(function* () {
       for (const context of self.contexts.values()) if (context.matchesGoalChain(chain)) return context
@@ -139,7 +148,7 @@ export class Routine<R = never> {
       // source has stops the setup at once (asking again would not make it appear).
       yield* context.setup().pipe(
         Effect.tapError((error) =>
-          error._tag === "StoreError"
+          error._tag === "StoreError" || error._tag === "RoutineConflictError"
             ? Effect.void
             : Effect.suspend(() => {
                 attempt++
@@ -157,7 +166,7 @@ export class Routine<R = never> {
         }),
         Effect.catchIf(
           (error): error is Variables.MissingVariable | Variables.VariableSourceError =>
-            error._tag !== "StoreError",
+            error._tag === "MissingVariable" || error._tag === "VariableSourceError",
           (error) => Effect.fail(new SetupFailed(chainKey(chain), attempt, error))
         )
       )

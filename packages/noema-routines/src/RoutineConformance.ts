@@ -80,6 +80,7 @@ const state = (chain: string, overrides: Partial<ChainState> = {}): ChainState =
   messages: [Message.user("hello", { metadata: { routine: "task" } }), Message.assistant("done ✓")],
   failures: [],
   updatedAt: 7,
+  revision: 1,
   ...overrides
 })
 
@@ -109,8 +110,20 @@ export const cases: ReadonlyArray<Case> = [
         yield* store.save(state("s/a"))
         yield* store.save({ ...state("s/c"), routine: "r2" })
         assert.deepEqual(yield* store.load("r1", "s/b"), state("s/b"))
-        const replaced = state("s/b", { status: "complete", completed: [], messages: [], updatedAt: 9 })
+        const replaced = state("s/b", {
+          status: "complete",
+          completed: [],
+          messages: [],
+          updatedAt: 9,
+          revision: 2
+        })
         yield* store.save(replaced)
+        assert.deepEqual(yield* store.load("r1", "s/b"), replaced)
+        // A save that does not follow the stored revision (another run saved first) is refused.
+        for (const revision of [2, 1, 4]) {
+          const stale = yield* Effect.flip(store.save({ ...replaced, revision, status: "active" }))
+          assert.equal(stale._tag, "RoutineConflictError")
+        }
         assert.deepEqual(yield* store.load("r1", "s/b"), replaced)
         assert.deepEqual(
           (yield* store.list("r1")).map((entry) => entry.chain),

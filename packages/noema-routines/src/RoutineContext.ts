@@ -124,7 +124,8 @@ export class RoutineContext<R = never> {
         completed: [],
         messages: [],
         failures: [],
-        updatedAt: options.now()
+        updatedAt: options.now(),
+        revision: 0
       }
       return new RoutineContext(options, state)
     })
@@ -152,8 +153,10 @@ export class RoutineContext<R = never> {
     return this.options.chain.scenario.tasks.find((task) => !done.has(task.id))
   }
 
-  private save(next: Omit<ChainState, "updatedAt">): Effect.Effect<void, RoutineStore.StoreError> {
-    const state: ChainState = { ...next, updatedAt: this.options.now() }
+  private save(
+    next: Omit<ChainState, "updatedAt" | "revision">
+  ): Effect.Effect<void, RoutineStore.StoreError | RoutineStore.RoutineConflictError> {
+    const state: ChainState = { ...next, updatedAt: this.options.now(), revision: this.state.revision + 1 }
     return Effect.as(this.options.store.save(state), undefined).pipe(
       Effect.tap(() =>
         Effect.sync(() => {
@@ -168,7 +171,7 @@ export class RoutineContext<R = never> {
     attempt: number,
     error: string,
     willRetry: boolean
-  ): Effect.Effect<void, RoutineStore.StoreError> {
+  ): Effect.Effect<void, RoutineStore.StoreError | RoutineStore.RoutineConflictError> {
     const failures = [...this.state.failures, { attempt, error, at: this.options.now() }].slice(-20)
     return Effect.andThen(this.save({ ...this.state, failures }), () =>
       this.options.onEvent({ type: "setup-failed", chain: this.key, attempt, error, willRetry })
@@ -182,7 +185,10 @@ export class RoutineContext<R = never> {
    */
   setup(): Effect.Effect<
     void,
-    Variables.MissingVariable | Variables.VariableSourceError | RoutineStore.StoreError
+    | Variables.MissingVariable
+    | Variables.VariableSourceError
+    | RoutineStore.StoreError
+    | RoutineStore.RoutineConflictError
   > {
     const self = this
     return Effect.gen(function* () {
@@ -242,7 +248,11 @@ export class RoutineContext<R = never> {
    * Runs the next task through the agent and saves it as completed, with the
    * agent's last answer as evidence. Returns the task, or undefined when none is left.
    */
-  runNext(): Effect.Effect<Task | undefined, Agent.AgentError | RoutineStore.StoreError, R> {
+  runNext(): Effect.Effect<
+    Task | undefined,
+    Agent.AgentError | RoutineStore.StoreError | RoutineStore.RoutineConflictError,
+    R
+  > {
     const self = this
     return Effect.gen(function* () {
       const task = self.nextTask()

@@ -41,7 +41,9 @@ export const ChainState = Schema.Struct({
   messages: Schema.Array(Message.Message),
   /** Setup attempts that failed (variables a source could not give), most recent last. */
   failures: Schema.Array(SetupFailure),
-  updatedAt: Schema.Number
+  updatedAt: Schema.Number,
+  /** 1 for the first save, one more for each next: a save must follow the one it read. */
+  revision: Schema.Number
 })
 export type ChainState = typeof ChainState.Type
 
@@ -50,14 +52,27 @@ export const ChainStateFromJson = Schema.fromJsonString(ChainState)
 export type StoreError = SessionStore.StoreError
 export const StoreError = SessionStore.StoreError
 
+/** The chain was saved by someone else (another process working on it) since it was read. */
+export class RoutineConflictError extends Schema.TaggedError<RoutineConflictError>()("RoutineConflictError", {
+  routine: Schema.String,
+  chain: Schema.String
+}) {
+  override get message(): string {
+    return `Goal ${this.chain} of ${this.routine} was changed by another run since it was read; run it again to continue from there`
+  }
+}
+
 export interface Service {
   /** Where the routines live, for messages to people. */
   readonly location: string
   load(routine: string, chain: string): Effect.Effect<ChainState | undefined, StoreError>
   /** Every chain of `routine` that has state, by chain key. */
   list(routine: string): Effect.Effect<ReadonlyArray<ChainState>, StoreError>
-  /** Replaces the chain's state (one atomic write). */
-  save(state: ChainState): Effect.Effect<void, StoreError>
+  /**
+   * Replaces the chain's state (one atomic write), if the stored one is still revision
+   * `state.revision - 1` (or there is none); otherwise `RoutineConflictError`.
+   */
+  save(state: ChainState): Effect.Effect<void, StoreError | RoutineConflictError>
 }
 
 export class RoutineStore extends Context.Service<RoutineStore, Service>()("@noema/routines/RoutineStore") {}
@@ -83,8 +98,13 @@ export const memory = (): Service => {
           .sort((a, b) => (a.chain < b.chain ? -1 : a.chain > b.chain ? 1 : 0))
       ),
     save: (state) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
+        const stored = states.get(key(state.routine, state.chain))
+        if (stored !== undefined && decode(stored).revision !== state.revision - 1) {
+          return Effect.fail(new RoutineConflictError({ routine: state.routine, chain: state.chain }))
+        }
         states.set(key(state.routine, state.chain), encode(state))
+        return Effect.void
       })
   }
 }

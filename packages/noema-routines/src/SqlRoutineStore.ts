@@ -15,6 +15,7 @@ import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import {
   type ChainState,
   ChainStateFromJson,
+  RoutineConflictError,
   RoutineStore,
   type Service,
   StoreError
@@ -37,6 +38,7 @@ const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClien
     status TEXT NOT NULL,
     state TEXT NOT NULL,
     updated_at BIGINT NOT NULL,
+    revision BIGINT NOT NULL,
     PRIMARY KEY (routine, chain))`)
 }
 
@@ -57,10 +59,15 @@ const pg: Dialect = {
 const statements = (dialect: Dialect) => ({
   select: dialect.placeholders(`SELECT state FROM ${chainsTable} WHERE routine = ? AND chain = ?`),
   list: dialect.placeholders(`SELECT state FROM ${chainsTable} WHERE routine = ? ORDER BY chain`),
-  upsert: dialect.placeholders(`INSERT INTO ${chainsTable} (routine, chain, status, state, updated_at)
-    VALUES (?, ?, ?, ?, ?)
+  /** Inserts revision 1, or replaces the row that holds the revision before; returns a row when it wrote. */
+  upsert:
+    dialect.placeholders(`INSERT INTO ${chainsTable} (routine, chain, status, state, updated_at, revision)
+    VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (routine, chain) DO UPDATE
-    SET status = excluded.status, state = excluded.state, updated_at = excluded.updated_at`)
+    SET status = excluded.status, state = excluded.state, updated_at = excluded.updated_at,
+        revision = excluded.revision
+    WHERE ${chainsTable}.revision = excluded.revision - 1
+    RETURNING chain`)
 })
 
 export interface Options {
@@ -166,14 +173,19 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
         ),
       save: (state: ChainState) =>
         guard(
-          Effect.asVoid(
-            sql.unsafe(text.upsert, [
+          Effect.flatMap(
+            sql.unsafe<{ chain: string }>(text.upsert, [
               state.routine,
               state.chain,
               state.status,
               encode(state),
-              state.updatedAt
-            ])
+              state.updatedAt,
+              state.revision
+            ]),
+            (rows) =>
+              rows.length === 1
+                ? Effect.void
+                : Effect.fail(new RoutineConflictError({ routine: state.routine, chain: state.chain }))
           )
         )
     }

@@ -160,6 +160,44 @@ describe("resuming", () => {
   )
 })
 
+describe("two runs of one chain", () => {
+  it.effect("the one that saves second is refused instead of overwriting the other's work", () =>
+    Effect.gen(function* () {
+      const store = RoutineStore.memory()
+      const chain = WorkBreakdown.select(RoutineConformance.breakdown(), "report/yearly")[0]!
+      const make = () =>
+        Routine.make({
+          breakdown: RoutineConformance.breakdown(),
+          id: "r",
+          model: ScriptedChatModel.make({ fallback: "ok" }),
+          store,
+          sources: RoutineConformance.sources
+        })
+      const first = make()
+      const second = make()
+      yield* first.ensureContext(chain)
+      // The second reads what the first saved; the first's copy is now behind.
+      yield* second.ensureContext(chain)
+      const refused = yield* Effect.flip(first.step(chain))
+      assert.strictEqual(refused._tag, "RoutineConflictError")
+      yield* second.step(chain)
+      const stored = yield* store.load("r", "report/yearly")
+      assert.deepStrictEqual(
+        stored?.completed.map((entry) => entry.task),
+        ["collect"]
+      )
+      // A third run, started now, continues from what is stored.
+      const third = yield* make().step(chain)
+      assert.deepStrictEqual(third, {
+        type: "task",
+        chain: "report/yearly",
+        task: "write",
+        goalComplete: true
+      })
+    })
+  )
+})
+
 describe("Variables", () => {
   it.effect("reads files, a directory, messages, thread metadata and stakeholders", () =>
     Effect.gen(function* () {

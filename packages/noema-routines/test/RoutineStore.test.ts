@@ -69,6 +69,7 @@ describe("SqlRoutineStore in a shared SQLite file", () => {
         const sessions = yield* open.sessions
         const store = routines ?? (yield* open.routines)
         const { id } = yield* sessions.create({})
+        const existing = yield* store.load("r", "a/b")
         yield* store.save({
           routine: "r",
           chain: "a/b",
@@ -78,7 +79,8 @@ describe("SqlRoutineStore in a shared SQLite file", () => {
           completed: [],
           messages: [],
           failures: [],
-          updatedAt: 1
+          updatedAt: 1,
+          revision: (existing?.revision ?? 0) + 1
         })
         return [id, (yield* store.list("r")).length] as const
       })
