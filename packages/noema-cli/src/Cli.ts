@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs"
 import { type Command, parseCommand, UsageError } from "./CliArguments.js"
 import * as CliError from "./CliError.js"
 import * as Help from "./internal/help.js"
+import { help as RoutineHelp } from "./RoutineArguments.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
@@ -48,6 +49,8 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
       return Help.ask
     case "sessions":
       return Help.sessions
+    case "routine":
+      return RoutineHelp
   }
 }
 
@@ -70,6 +73,10 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     case "sessions-export-all":
     case "sessions-import":
       return (await import("./SessionsCommand.js")).run(command, io)
+    // Routines (noema routine run|status).
+    case "routine-run":
+    case "routine-status":
+      return (await import("./RoutineCommand.js")).runCommand(command, io)
   }
 }
 

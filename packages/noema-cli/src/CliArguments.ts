@@ -8,13 +8,14 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { ModelFlags } from "./CliConfig.js"
+import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
 
 export class UsageError extends Error {
   override readonly name = "UsageError"
   readonly exitCode = 2
 }
 
-export type HelpTopic = "main" | "chat" | "ask" | "sessions"
+export type HelpTopic = "main" | "chat" | "ask" | "sessions" | "routine"
 
 /** Options every command that touches sessions takes. */
 export interface StoreOptions {
@@ -57,6 +58,8 @@ export type Command =
   | ({ readonly type: "sessions-export-all" } & StoreOptions)
   /** JSON lines from `file`, or stdin when undefined or "-". */
   | ({ readonly type: "sessions-import"; readonly file: string | undefined } & StoreOptions)
+  /** `noema routine run|status` (see RoutineArguments). */
+  | RoutineCommand
 
 const common = {
   help: { type: "boolean", short: "h" },
@@ -83,7 +86,7 @@ const turnOptions = {
   yes: { type: "boolean", short: "y" }
 } as const
 
-const commands = ["chat", "ask", "sessions"] as const
+const commands = ["chat", "ask", "sessions", "routine"] as const
 
 type Options = NonNullable<ParseArgsConfig["options"]>
 
@@ -245,7 +248,8 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
     const topic = rest[0]
     return {
       type: "help",
-      topic: topic === "chat" || topic === "ask" || topic === "sessions" ? topic : "main"
+      topic:
+        topic === "chat" || topic === "ask" || topic === "sessions" || topic === "routine" ? topic : "main"
     }
   }
   if (first === "--version" || first === "-v") return { type: "version" }
@@ -256,6 +260,14 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
       return parseAsk(rest)
     case "sessions":
       return parseSessions(rest)
+    // Routines: parsed in RoutineArguments.
+    case "routine":
+      try {
+        const parsed = parseRoutine(rest)
+        return parsed === "help" ? { type: "help", topic: "routine" } : parsed
+      } catch (error) {
+        throw error instanceof RoutineUsageError ? new UsageError(error.message) : error
+      }
   }
   if (first.startsWith("-")) {
     // Global flags are only --help and --version; anything else belongs after a command.

@@ -35,6 +35,7 @@ Usage
   noema sessions show|delete|export ID
   noema sessions export --all       every session as JSON lines (for import elsewhere)
   noema sessions import [FILE]      sessions from JSON lines (stdin by default)
+  noema routine run|status FILE     a work breakdown's goals: run them, show progress
   noema COMMAND --help              help for one command
 
 Options

@@ -1,0 +1,233 @@
+/**
+ * RoutineCommand: `noema routine run FILE [--goal ID]` works through the goals
+ * of a work breakdown document with live progress; `noema routine status FILE`
+ * shows each goal's tasks (and, with `--write`, writes the progress back into
+ * the document). State lives in the routines tables of the configured database,
+ * keyed by the document's absolute path, saved after every step: a run that was
+ * killed continues where it stopped.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Message } from "@noema/core"
+import {
+  Routine,
+  type RoutineContext,
+  RoutineStore,
+  SqlRoutineStore,
+  Variables,
+  WorkBreakdown
+} from "@noema/routines"
+import { SessionStore, SqlStore } from "@noema/session"
+import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
+import { isMap, isSeq, parseDocument } from "yaml"
+import type { Io } from "./Cli.js"
+import * as CliConfig from "./CliConfig.js"
+import * as Runtime from "./internal/runtime.js"
+import type { RoutineCommand } from "./RoutineArguments.js"
+import * as BuiltinTools from "./tools/BuiltinTools.js"
+
+const load = (file: string, io: Io) => {
+  const full = path.resolve(io.cwd, file)
+  let text: string
+  try {
+    text = fs.readFileSync(full, "utf8")
+  } catch (error) {
+    throw new Error(
+      `routine: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`
+    )
+  }
+  return { full, text, breakdown: WorkBreakdown.parse(text, full) }
+}
+
+const openStore = (options: { readonly database: string | undefined }, io: Io, readonly: boolean) => {
+  const database = CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
+  if (database.kind === "sqlite") {
+    if (readonly && !fs.existsSync(database.path)) return undefined
+    fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
+  }
+  // The sessions beside the routines: `--session` reads one for message and thread variables.
+  return ManagedRuntime.make(
+    Layer.merge(SqlRoutineStore.layerFromDatabase, SqlStore.layerFromDatabase).pipe(
+      Layer.provide(Runtime.databaseLayer(database))
+    )
+  )
+}
+
+const runOn = async <A, E>(
+  runtime: ManagedRuntime.ManagedRuntime<RoutineStore.RoutineStore | SessionStore.SessionStore, unknown>,
+  effect: Effect.Effect<A, E, RoutineStore.RoutineStore | SessionStore.SessionStore>
+): Promise<A> => {
+  const exit = await runtime.runPromiseExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
+}
+
+const firstLine = (message: Message.Message): string => {
+  const line = Message.text(message).trim().split("\n")[0] ?? ""
+  return line.length > 100 ? `${line.slice(0, 99)}…` : line
+}
+
+const progressLine = (event: RoutineContext.RoutineEvent): string | undefined => {
+  switch (event.type) {
+    case "setup":
+      return `▶ ${event.chain}: ${event.completed} of ${event.total} task${event.total === 1 ? "" : "s"} done${
+        event.resumed ? " (resumed)" : ""
+      }`
+    case "preamble":
+      return `  ${event.kind} preamble sent`
+    case "overview":
+      return `  told what is already done: ${event.completed.join(", ")}`
+    case "task-started":
+      return `  · ${event.chain} ${event.task}: ${event.title}`
+    case "task-completed":
+      return `  ✓ ${event.chain} ${event.task}: ${firstLine(event.evidence)}`
+    case "goal-completed":
+      return `✔ ${event.chain} complete`
+    case "setup-failed":
+    case "agent":
+      return undefined
+  }
+}
+
+const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io: Io): Promise<number> => {
+  const { full, breakdown } = load(options.file, io)
+  const chains = WorkBreakdown.select(breakdown, options.goal)
+  const config = CliConfig.resolveModel(options.model, io.env)
+  const model = await Runtime.makeModel(config, { interactive: false })
+  const runtime = openStore(options, io, false)!
+  const sessionSources =
+    options.session === undefined
+      ? []
+      : await runOn(
+          runtime,
+          Effect.gen(function* () {
+            const id = yield* Runtime.resolveSessionId(options.session!)
+            return Variables.session(yield* Effect.service(SessionStore.SessionStore), id)
+          })
+        ).catch(async (error: unknown) => {
+          await runtime.dispose()
+          throw error
+        })
+  const sources: Array<Variables.Source> = [
+    ...Variables.values(options.vars),
+    Variables.directory(path.resolve(io.cwd, options.documents ?? path.dirname(full))),
+    ...(options.stakeholders === undefined
+      ? []
+      : [Variables.stakeholders(path.resolve(io.cwd, options.stakeholders))]),
+    ...sessionSources
+  ]
+  try {
+    const store = await runOn(runtime, Effect.service(RoutineStore.RoutineStore))
+    const routine = Routine.make({
+      breakdown,
+      id: full,
+      model,
+      store,
+      tools: options.noTools ? [] : BuiltinTools.make({ root: io.cwd }),
+      sources,
+      onEvent: (event) =>
+        Effect.sync(() => {
+          if (event.type === "setup-failed") {
+            io.stderr.write(
+              `noema: setting up ${event.chain} failed (attempt ${event.attempt}): ${event.error}${
+                event.willRetry ? "; retrying" : ""
+              }\n`
+            )
+            return
+          }
+          const line = progressLine(event)
+          if (line !== undefined) io.stdout.write(`${line}\n`)
+        })
+    })
+    const pending = []
+    for (const chain of chains) {
+      const state = await runOn(runtime, store.load(full, WorkBreakdown.chainKey(chain)))
+      if (state?.status === "complete")
+        io.stdout.write(`✔ ${WorkBreakdown.chainKey(chain)} already complete\n`)
+      else pending.push(chain)
+    }
+    await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }))
+    return 0
+  } finally {
+    await runtime.dispose()
+  }
+}
+
+/** YAML with `done: true|false` on every task, comments and layout kept. */
+const yamlWithDone = (text: string, done: (chain: string, task: string) => boolean): string => {
+  const document = parseDocument(text)
+  const skills = document.get("skills")
+  if (!isSeq(skills)) return text
+  skills.items.forEach((skill, s) => {
+    if (!isMap(skill)) return
+    const scenarios = skill.get("scenarios")
+    if (!isSeq(scenarios)) return
+    scenarios.items.forEach((scenario, c) => {
+      if (!isMap(scenario)) return
+      const tasks = scenario.get("tasks")
+      if (!isSeq(tasks)) return
+      tasks.items.forEach((task, t) => {
+        if (!isMap(task)) return
+        const chain = `${skill.get("id")}/${scenario.get("id")}`
+        document.setIn(["skills", s, "scenarios", c, "tasks", t, "done"], done(chain, String(task.get("id"))))
+      })
+    })
+  })
+  return document.toString()
+}
+
+const status = async (
+  options: Extract<RoutineCommand, { type: "routine-status" }>,
+  io: Io
+): Promise<number> => {
+  const { full, text, breakdown } = load(options.file, io)
+  const runtime = openStore(options, io, !options.write)
+  let states: ReadonlyArray<RoutineStore.ChainState> = []
+  if (runtime !== undefined) {
+    try {
+      states = await runOn(
+        runtime,
+        Effect.flatMap(Effect.service(RoutineStore.RoutineStore), (store) => store.list(full))
+      )
+    } finally {
+      await runtime.dispose()
+    }
+  }
+  const progress = Routine.progress(breakdown, states)
+  if (options.write) {
+    const done = new Set(
+      progress.flatMap((chain) =>
+        chain.tasks.filter((task) => task.done).map((task) => `${chain.chain} ${task.id}`)
+      )
+    )
+    const isDone = (chain: string, task: string) => done.has(`${chain} ${task}`)
+    if (breakdown.format === "json") {
+      throw new Error(
+        "routine status --write: JSON documents have no place for progress; use YAML or Markdown"
+      )
+    }
+    const written =
+      breakdown.format === "markdown"
+        ? WorkBreakdown.withCheckboxes(text, isDone)
+        : yamlWithDone(text, isDone)
+    // Written beside, then renamed: a crash leaves the old document or the new one.
+    const temporary = `${full}.${process.pid}.tmp`
+    fs.writeFileSync(temporary, written)
+    fs.renameSync(temporary, full)
+  }
+  if (options.json) {
+    io.stdout.write(`${JSON.stringify(progress, null, 2)}\n`)
+    return 0
+  }
+  for (const chain of progress) {
+    const count = chain.tasks.filter((task) => task.done).length
+    io.stdout.write(`${chain.chain} (${chain.status}, ${count}/${chain.tasks.length})\n`)
+    for (const task of chain.tasks)
+      io.stdout.write(`  [${task.done ? "x" : " "}] ${task.id}: ${task.title}\n`)
+  }
+  if (options.write) io.stdout.write(`progress written to ${options.file}\n`)
+  return 0
+}
+
+export const runCommand = (options: RoutineCommand, io: Io): Promise<number> =>
+  options.type === "routine-run" ? run(options, io) : status(options, io)
