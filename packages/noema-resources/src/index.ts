@@ -1,0 +1,4 @@
+export * as MemoryResourceStore from "./MemoryResourceStore.js"
+export * as Resource from "./Resource.js"
+export * as ResourceStore from "./ResourceStore.js"
+export * as Urn from "./Urn.js"
