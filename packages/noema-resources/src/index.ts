@@ -1,4 +1,5 @@
 export * as MemoryResourceStore from "./MemoryResourceStore.js"
 export * as Resource from "./Resource.js"
 export * as ResourceStore from "./ResourceStore.js"
+export * as SqlResourceStore from "./SqlResourceStore.js"
 export * as Urn from "./Urn.js"
