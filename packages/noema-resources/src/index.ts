@@ -1,3 +1,4 @@
+export * as FileResourceStore from "./FileResourceStore.js"
 export * as MemoryResourceStore from "./MemoryResourceStore.js"
 export * as Resource from "./Resource.js"
 export * as ResourceStore from "./ResourceStore.js"
