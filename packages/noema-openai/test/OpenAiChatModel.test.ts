@@ -1067,10 +1067,10 @@ describe("OpenAiChatModel and real providers' streams", () => {
       assert.equal(message.finishReason, "stop")
       assert.deepStrictEqual(message.usage, { inputTokens: 14, outputTokens: 9, totalTokens: 23 })
       // The reasoning is kept as a reasoning part before the text, never as the answer.
-      assert.deepStrictEqual(
-        message.content.map((part) => part.type),
-        ["reasoning", "text"]
-      )
+      assert.deepStrictEqual(message.content, [
+        { type: "reasoning", text: "Greet back." },
+        { type: "text", text: "Hello!" }
+      ])
     })
   )
 
