@@ -1057,6 +1057,23 @@ describe("OpenAiChatModel and real providers' streams", () => {
       })
   )
 
+  it.live("Ollama: thinking as `reasoning`, then text, and usage alone in the last chunk", () =>
+    Effect.gen(function* () {
+      const { response, message } = yield* replay(ProviderStreams.ollamaThinkingUsageLast)
+      assert.equal(response.reasoning, "Greet back.")
+      assert.equal(response.text, "Hello!")
+      assert.deepStrictEqual(response.toolCalls, [])
+      assert.equal(response.model, "qwen3:8b")
+      assert.equal(message.finishReason, "stop")
+      assert.deepStrictEqual(message.usage, { inputTokens: 14, outputTokens: 9, totalTokens: 23 })
+      // The reasoning is kept as a reasoning part before the text, never as the answer.
+      assert.deepStrictEqual(message.content, [
+        { type: "reasoning", text: "Greet back." },
+        { type: "text", text: "Hello!" }
+      ])
+    })
+  )
+
   it.live("vLLM: reasoning_content, an indexed call, stop_reason, and usage alone in the last chunk", () =>
     Effect.gen(function* () {
       const { response, message } = yield* replay(ProviderStreams.vllmReasoningToolCall)

@@ -197,4 +197,47 @@ describe("OpenAiChatModel, Responses API", () => {
       assert.isTrue(server.requests[0]?.clientClosedEarly)
     })
   )
+  it.live("a non-streamed response with function calls: calls, reasoning, finish reason and usage", () =>
+    Effect.gen(function* () {
+      // The body `response.completed` carries is what a non-streamed request answers with.
+      const completed = Streams.reasoningThenCalls.at(-1) as { readonly response: unknown }
+      server.enqueue({ type: "raw", body: JSON.stringify(completed.response) })
+      const model = yield* makeModel()
+      const response = yield* model.complete({ messages: [Message.user("Weather in Paris and Rome?")] })
+      assert.isFalse(bodyOf(0).stream === true)
+      assert.deepStrictEqual(response.toolCalls, [
+        { id: "call_Pa1", name: "get_weather", arguments: '{"city":"Paris"}' },
+        { id: "call_Ro2", name: "get_weather", arguments: '{"city":"Rome"}' }
+      ])
+      assert.equal(response.reasoning, "Two cities, two lookups.")
+      assert.equal(response.finishReason, "tool-calls")
+      assert.equal(response.usage?.inputTokens, 37)
+      assert.equal(response.usage?.outputTokens, 11)
+    })
+  )
+
+  it.live("HTTP errors map to the same typed reasons as in chat mode, when completing and streaming", () =>
+    Effect.gen(function* () {
+      server.enqueue(
+        { type: "error", status: 429, headers: { "retry-after-ms": "1500" } },
+        { type: "error", status: 401 },
+        {
+          type: "error",
+          status: 400,
+          code: "context_length_exceeded",
+          message: "Your input exceeds the context window of this model."
+        }
+      )
+      const model = yield* makeModel()
+      const limited = yield* Effect.flip(model.complete({ messages: [Message.user("Hi")] }))
+      assert.equal(limited.reason._tag, "RateLimited")
+      assert.equal(limited.reason._tag === "RateLimited" && limited.reason.retryAfterMillis, 1500)
+      const refused = yield* Effect.flip(model.complete({ messages: [Message.user("Hi")] }))
+      assert.equal(refused.reason._tag, "Authentication")
+      const tooLong = yield* Effect.flip(Stream.runDrain(model.stream({ messages: [Message.user("Hi")] })))
+      assert.equal(tooLong.reason._tag, "ContextLengthExceeded")
+      assert.equal(server.requests.length, 3)
+      assert.ok(server.requests.every((request) => request.path === "/v1/responses"))
+    })
+  )
 })

