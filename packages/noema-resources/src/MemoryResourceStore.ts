@@ -1,0 +1,77 @@
+/**
+ * MemoryResourceStore: resources in a sorted in-memory map. The prefix lookup
+ * binary-searches the sorted keys for `urn + "/"` and walks forward while keys
+ * share the prefix: a range scan, not a full scan.
+ */
+import { Effect, Layer } from "effect"
+import * as Resource from "./Resource.js"
+import { notFound, ResourceStore, ResourceStoreError, type Service } from "./ResourceStore.js"
+import * as Urn from "./Urn.js"
+
+const invalid = (error: unknown) =>
+  new ResourceStoreError({ message: error instanceof Error ? error.message : String(error), cause: error })
+
+export const checkUrn = (urn: string): Effect.Effect<string, ResourceStoreError> =>
+  Effect.try({ try: () => Urn.format(Urn.parse(urn)), catch: invalid })
+
+export const checkResource = (
+  resource: Resource.Resource
+): Effect.Effect<Resource.Resource, ResourceStoreError> =>
+  Effect.try({ try: () => Resource.decode(JSON.parse(JSON.stringify(resource))), catch: invalid })
+
+const lowerBound = (keys: Array<string>, key: string): number => {
+  let lo = 0
+  let hi = keys.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (keys[mid]! < key) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+export const make = (): Service => {
+  const values = new Map<string, string>()
+  const keys: Array<string> = []
+  const read = (urn: string) => {
+    const text = values.get(urn)
+    return text === undefined ? undefined : Resource.decode(JSON.parse(text))
+  }
+  return {
+    put: (resource) =>
+      Effect.map(checkResource(resource), (checked) => {
+        const urn = checked.meta.urn
+        if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
+        values.set(urn, JSON.stringify(checked))
+      }),
+    get: (urn) =>
+      Effect.flatMap(checkUrn(urn), (key) => {
+        const found = read(key)
+        return found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
+      }),
+    getMany: (urns) =>
+      Effect.map(Effect.forEach(urns, checkUrn), (checked) =>
+        checked.flatMap((urn) => {
+          const found = read(urn)
+          return found === undefined ? [] : [found]
+        })
+      ),
+    findByPrefix: (urn) =>
+      Effect.map(checkUrn(urn), (key) => {
+        const prefix = `${key}/`
+        const out: Array<Resource.Resource> = []
+        for (let i = lowerBound(keys, prefix); i < keys.length && keys[i]!.startsWith(prefix); i++)
+          out.push(read(keys[i]!)!)
+        return out
+      }),
+    findByType: (type) => Effect.sync(() => keys.map((k) => read(k)!).filter((r) => r.meta.type === type)),
+    delete: (urn) =>
+      Effect.map(checkUrn(urn), (key) => {
+        if (!values.delete(key)) return false
+        keys.splice(lowerBound(keys, key), 1)
+        return true
+      })
+  }
+}
+
+export const layer: Layer.Layer<ResourceStore> = Layer.sync(ResourceStore, make)

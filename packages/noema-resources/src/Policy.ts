@@ -1,0 +1,93 @@
+/**
+ * Policy: the engine-neutral authorization contract.
+ *
+ * `authorize({ actor, action, resources })` answers allow or deny with reasons.
+ * Every engine is wrapped by `failClosed`: an engine error, a defect or a
+ * malformed request is a deny naming the cause, never an allow. Engines: `allowAll`
+ * (explicit, for development; logs a warning when made), Cedar (`CedarPolicy`);
+ * `shadow` runs an engine, logs its decision and allows.
+ */
+import { Context, Effect, Layer } from "effect"
+import * as Urn from "./Urn.js"
+
+export type Action = "get" | "put" | "delete"
+export const actions: ReadonlyArray<Action> = ["get", "put", "delete"]
+
+export interface Request {
+  /** The acting identity, a URN (an assistant, a user...). */
+  readonly actor: string
+  readonly action: Action
+  readonly resources: ReadonlyArray<string>
+}
+
+export interface Decision {
+  readonly decision: "allow" | "deny"
+  readonly reasons: ReadonlyArray<string>
+}
+
+export const allow = (...reasons: ReadonlyArray<string>): Decision => ({ decision: "allow", reasons })
+export const deny = (...reasons: ReadonlyArray<string>): Decision => ({ decision: "deny", reasons })
+
+export interface Service {
+  readonly name: string
+  readonly authorize: (request: Request) => Effect.Effect<Decision>
+}
+
+export class Policy extends Context.Service<Policy, Service>()("@noema/resources/Policy") {}
+
+const describeError = (error: unknown) => (error instanceof Error ? error.message : String(error))
+
+/** Checks the request, runs `authorize`, and turns any failure or defect into a deny. */
+export const failClosed = (
+  name: string,
+  authorize: (request: Request) => Effect.Effect<Decision, unknown>
+): Service => ({
+  name,
+  authorize: (request) =>
+    Effect.suspend(() => {
+      if (!actions.includes(request.action))
+        return Effect.succeed(deny(`${name}: unknown action "${request.action}"`))
+      for (const urn of [request.actor, ...request.resources]) {
+        const parsed = Urn.parseEither(urn)
+        if (parsed instanceof Urn.InvalidUrnError) return Effect.succeed(deny(`${name}: ${parsed.message}`))
+      }
+      if (request.resources.length === 0) return Effect.succeed(deny(`${name}: no resources named`))
+      return authorize(request)
+    }).pipe(
+      Effect.catchCause((cause) =>
+        Effect.succeed(deny(`${name}: error, denied: ${describeError(causeError(cause))}`))
+      )
+    )
+})
+
+const causeError = (cause: { readonly reasons: ReadonlyArray<unknown> }): unknown => {
+  const reason = cause.reasons[0] as { error?: unknown; defect?: unknown } | undefined
+  return reason?.error ?? reason?.defect ?? "interrupted"
+}
+
+/** Allows everything. For development only: says so (a warning) when made. */
+export const allowAll: Effect.Effect<Service> = Effect.as(
+  Effect.logWarning("policy: allow-all engine in use, every request is allowed (development only)"),
+  failClosed("allow-all", () => Effect.succeed(allow("allow-all: every request is allowed")))
+)
+
+export const layerAllowAll: Layer.Layer<Policy> = Layer.effect(Policy, allowAll)
+
+/** Runs `engine`, logs its decision, and allows: for trying a policy out before enforcing it. */
+export const shadow = (engine: Service): Service => ({
+  name: `shadow(${engine.name})`,
+  authorize: (request) =>
+    Effect.flatMap(engine.authorize(request), (decision) =>
+      Effect.as(
+        Effect.logInfo(`policy shadow: ${engine.name} would ${decision.decision}`).pipe(
+          Effect.annotateLogs({
+            actor: request.actor,
+            action: request.action,
+            resources: request.resources.join(" "),
+            reasons: decision.reasons.join("; ")
+          })
+        ),
+        allow(`shadow: ${engine.name} would ${decision.decision}: ${decision.reasons.join("; ")}`)
+      )
+    )
+})

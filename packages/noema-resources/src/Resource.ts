@@ -1,0 +1,206 @@
+/**
+ * Resource: everything an agent works with, addressed by a URN.
+ *
+ * A resource has `meta` (its URN, name, type, parent, a deterministic hash of
+ * parent + type + name, optional token count and similarity score) and the four
+ * descriptive fields `purpose`, `instructions`, `applicability`, `evaluation`,
+ * compiled by `describe` into one structured description. Each kind
+ * (conversation, message, task, assistant, chunk, tool) has its own Schema; a
+ * stored resource is rebuilt as its own kind from `meta.type` by `decode`.
+ */
+import { createHash } from "node:crypto"
+import { Schema } from "effect"
+import * as Urn from "./Urn.js"
+
+// ---------------------------------------------------------------------------
+// Meta
+// ---------------------------------------------------------------------------
+
+export const Meta = Schema.Struct({
+  /** The resource's URN: the parent's path plus `<type>.<hash>`. */
+  urn: Urn.UrnString,
+  name: Schema.String,
+  type: Schema.String,
+  parent: Schema.optionalKey(Urn.UrnString),
+  hash: Schema.String,
+  tokens: Schema.optionalKey(Schema.Number),
+  score: Schema.optionalKey(Schema.Number)
+})
+export type Meta = typeof Meta.Type
+
+const Descriptive = {
+  purpose: Schema.optionalKey(Schema.String),
+  instructions: Schema.optionalKey(Schema.String),
+  applicability: Schema.optionalKey(Schema.String),
+  evaluation: Schema.optionalKey(Schema.String)
+}
+
+export interface Descriptive {
+  readonly purpose?: string
+  readonly instructions?: string
+  readonly applicability?: string
+  readonly evaluation?: string
+}
+
+/** The deterministic hash of a resource's parent, type and name (hex, 16 chars). */
+export const hashOf = (parent: string | undefined, type: string, name: string): string =>
+  createHash("sha256")
+    .update(`${parent ?? ""}\u0000${type}\u0000${name}`)
+    .digest("hex")
+    .slice(0, 16)
+
+export interface MetaInput {
+  readonly name: string
+  readonly type: string
+  readonly parent?: string
+  readonly tokens?: number
+  readonly score?: number
+}
+
+/** Builds `meta`: the hash from parent + type + name, the URN from parent + type + hash. */
+export const makeMeta = (input: MetaInput): Meta => {
+  if (input.parent !== undefined) Urn.parse(input.parent)
+  const hash = hashOf(input.parent, input.type, input.name)
+  const urn = Urn.child(input.parent, input.type, hash)
+  return {
+    urn,
+    name: input.name,
+    type: input.type,
+    hash,
+    ...(input.parent === undefined ? {} : { parent: input.parent }),
+    ...(input.tokens === undefined ? {} : { tokens: input.tokens }),
+    ...(input.score === undefined ? {} : { score: input.score })
+  }
+}
+
+/** The four descriptive fields compiled into one structured description (Markdown sections). */
+export const describe = (resource: Descriptive): string => {
+  const sections: Array<string> = []
+  if (resource.purpose) sections.push(`**Purpose:** ${resource.purpose}`)
+  if (resource.instructions) sections.push(`**Instructions:** ${resource.instructions}`)
+  if (resource.applicability) sections.push(`**Applicability:** ${resource.applicability}`)
+  if (resource.evaluation) sections.push(`**Evaluation:** ${resource.evaluation}`)
+  return sections.join("\n\n")
+}
+
+// ---------------------------------------------------------------------------
+// Kinds
+// ---------------------------------------------------------------------------
+
+const kind = <Type extends string, Fields extends Schema.Struct.Fields>(type: Type, fields: Fields) =>
+  Schema.Struct({
+    meta: Meta.check(
+      Schema.makeFilter((m: Meta) =>
+        m.type === type ? undefined : `meta.type must be "${type}", got "${m.type}"`
+      )
+    ),
+    ...Descriptive,
+    ...fields
+  })
+
+export const Conversation = kind("conversation", {
+  title: Schema.optionalKey(Schema.String)
+})
+export type Conversation = typeof Conversation.Type
+
+export const Message = kind("message", {
+  role: Schema.Literals(["system", "user", "assistant", "tool"]),
+  content: Schema.String
+})
+export type Message = typeof Message.Type
+
+export const Task = kind("task", {
+  status: Schema.Literals(["pending", "running", "done", "failed"]),
+  input: Schema.optionalKey(Schema.String),
+  output: Schema.optionalKey(Schema.String)
+})
+export type Task = typeof Task.Type
+
+export const Assistant = kind("assistant", {
+  model: Schema.optionalKey(Schema.String),
+  tools: Schema.optionalKey(Schema.Array(Schema.String))
+})
+export type Assistant = typeof Assistant.Type
+
+export const Chunk = kind("chunk", {
+  text: Schema.String,
+  source: Schema.optionalKey(Schema.String)
+})
+export type Chunk = typeof Chunk.Type
+
+export const Tool = kind("tool", {
+  parameters: Schema.optionalKey(Schema.Unknown)
+})
+export type Tool = typeof Tool.Type
+
+/** The schema of each kind, by `meta.type`. */
+export const kinds = {
+  conversation: Conversation,
+  message: Message,
+  task: Task,
+  assistant: Assistant,
+  chunk: Chunk,
+  tool: Tool
+} as const
+
+export type Kind = keyof typeof kinds
+export type Resource = Conversation | Message | Task | Assistant | Chunk | Tool
+export type ResourceOf<K extends Kind> = (typeof kinds)[K]["Type"]
+
+export const isKind = (type: string): type is Kind => Object.hasOwn(kinds, type)
+
+export class ResourceDecodeError extends Schema.TaggedError<ResourceDecodeError>()("ResourceDecodeError", {
+  urn: Schema.optionalKey(Schema.String),
+  message: Schema.String
+}) {}
+
+/**
+ * Rebuilds a stored resource as its own kind, chosen by `meta.type`; checks its
+ * URN against parent + type + hash, so a tampered or misfiled resource is refused.
+ */
+export const decode = (input: unknown): Resource => {
+  const meta = (input as { meta?: { type?: unknown; urn?: unknown } } | null)?.meta
+  const urn = typeof meta?.urn === "string" ? meta.urn : undefined
+  const where = urn === undefined ? "resource" : `resource ${urn}`
+  if (typeof meta?.type !== "string")
+    throw new ResourceDecodeError({ ...(urn ? { urn } : {}), message: `${where}: meta.type is missing` })
+  if (!isKind(meta.type))
+    throw new ResourceDecodeError({
+      ...(urn ? { urn } : {}),
+      message: `${where}: unknown resource type "${meta.type}"`
+    })
+  const result = Schema.decodeUnknownExit(kinds[meta.type] as Schema.Codec<Resource, unknown>)(input, {
+    errors: "all"
+  })
+  if (result._tag === "Failure") {
+    const cause = result.cause.reasons
+      .map((r) => ("error" in r ? String((r.error as Error).message ?? r.error) : String(r)))
+      .join("; ")
+    throw new ResourceDecodeError({ ...(urn ? { urn } : {}), message: `${where}: ${cause}` })
+  }
+  const resource = result.value
+  const expected = Urn.child(resource.meta.parent, resource.meta.type, resource.meta.hash)
+  if (expected !== resource.meta.urn)
+    throw new ResourceDecodeError({
+      urn: resource.meta.urn,
+      message: `${where}: URN does not match parent + type + hash (expected ${expected})`
+    })
+  return resource
+}
+
+type KindFields<K extends Kind> = Omit<ResourceOf<K>, "meta">
+
+/** Makes a resource of a kind; its meta (hash, URN) is derived from name and parent. */
+export const make = <K extends Kind>(
+  type: K,
+  options: { readonly name: string; readonly parent?: string; readonly tokens?: number } & KindFields<K>
+): ResourceOf<K> => {
+  const { name, parent, tokens, ...fields } = options
+  const meta = makeMeta({
+    name,
+    type,
+    ...(parent === undefined ? {} : { parent }),
+    ...(tokens === undefined ? {} : { tokens })
+  })
+  return decode({ meta, ...fields }) as ResourceOf<K>
+}

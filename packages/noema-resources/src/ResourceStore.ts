@@ -1,0 +1,44 @@
+/**
+ * ResourceStore: where resources are kept, keyed by URN.
+ *
+ * The contract every backend implements and `ResourceStoreConformance` checks.
+ * `findByPrefix(urn)` returns every descendant of `urn` (not `urn` itself), in URN
+ * order, using the backend's own range scan or listing: the keys starting with
+ * `urn + "/"`. Stored resources come back rebuilt as their own kind.
+ */
+import { Context, type Effect, Schema } from "effect"
+import type { Resource } from "./Resource.js"
+
+export class ResourceStoreError extends Schema.TaggedError<ResourceStoreError>()("ResourceStoreError", {
+  message: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}) {}
+
+export class ResourceNotFoundError extends Schema.TaggedError<ResourceNotFoundError>()(
+  "ResourceNotFoundError",
+  {
+    urn: Schema.String,
+    message: Schema.String
+  }
+) {}
+
+export const notFound = (urn: string) =>
+  new ResourceNotFoundError({ urn, message: `resource not found: ${urn}` })
+
+export interface Service {
+  /** Stores a resource under its `meta.urn`, replacing what was there. */
+  readonly put: (resource: Resource) => Effect.Effect<void, ResourceStoreError>
+  readonly get: (urn: string) => Effect.Effect<Resource, ResourceNotFoundError | ResourceStoreError>
+  /** The resources that exist, in the order asked; missing URNs are left out. */
+  readonly getMany: (urns: ReadonlyArray<string>) => Effect.Effect<Array<Resource>, ResourceStoreError>
+  /** Every descendant of `urn`, in URN order. */
+  readonly findByPrefix: (urn: string) => Effect.Effect<Array<Resource>, ResourceStoreError>
+  /** Every resource of a type, in URN order. */
+  readonly findByType: (type: string) => Effect.Effect<Array<Resource>, ResourceStoreError>
+  /** Removes a resource; true when it existed. Its descendants stay. */
+  readonly delete: (urn: string) => Effect.Effect<boolean, ResourceStoreError>
+}
+
+export class ResourceStore extends Context.Service<ResourceStore, Service>()(
+  "@noema/resources/ResourceStore"
+) {}

@@ -1,0 +1,199 @@
+/**
+ * ResourceStoreConformance: the behaviour every resource store must show.
+ *
+ * ```ts
+ * for (const testCase of ResourceStoreConformance.cases) {
+ *   it.effect(testCase.name, () => testCase.run(Effect.sync(MemoryResourceStore.make)))
+ * }
+ * ```
+ */
+import assert from "node:assert/strict"
+import { Effect, type Scope } from "effect"
+import * as Resource from "./Resource.js"
+import type { Service } from "./ResourceStore.js"
+
+export type MakeStore = Effect.Effect<Service, unknown, Scope.Scope>
+
+export interface Case {
+  readonly name: string
+  readonly run: (make: MakeStore) => Effect.Effect<void, unknown, Scope.Scope>
+}
+
+/** A conversation with two messages, a task under the first and a subtask under that. */
+export const tree = () => {
+  const conversation = Resource.make("conversation", {
+    name: "c1",
+    title: "Planning",
+    purpose: "plan a trip"
+  })
+  const m1 = Resource.make("message", {
+    name: "m1",
+    parent: conversation.meta.urn,
+    role: "user",
+    content: "hi"
+  })
+  const m2 = Resource.make("message", {
+    name: "m2",
+    parent: conversation.meta.urn,
+    role: "assistant",
+    content: "hello"
+  })
+  const task = Resource.make("task", { name: "t1", parent: m1.meta.urn, status: "pending" })
+  const subtask = Resource.make("task", { name: "t2", parent: task.meta.urn, status: "done", output: "ok" })
+  const other = Resource.make("conversation", { name: "c2" })
+  const otherMessage = Resource.make("message", {
+    name: "m1",
+    parent: other.meta.urn,
+    role: "user",
+    content: "x"
+  })
+  return { conversation, m1, m2, task, subtask, other, otherMessage }
+}
+
+const urns = (resources: ReadonlyArray<Resource.Resource>) => resources.map((r) => r.meta.urn)
+const sorted = (values: Array<string>) => [...values].sort()
+
+const fill = (store: Service) =>
+  Effect.gen(function* () {
+    const t = tree()
+    for (const r of Object.values(t)) yield* store.put(r)
+    return t
+  })
+
+export const cases: ReadonlyArray<Case> = [
+  {
+    name: "put then get rebuilds the resource as its own kind",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const { task, m1 } = yield* fill(store)
+        const got = yield* store.get(task.meta.urn)
+        assert.deepEqual(got, task)
+        assert.equal(got.meta.type, "task")
+        assert.deepEqual(yield* store.get(m1.meta.urn), m1)
+      })
+  },
+  {
+    name: "get of a missing URN fails with ResourceNotFoundError",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const error = yield* Effect.flip(store.get("cld:conversation.nothere"))
+        assert.equal(error._tag, "ResourceNotFoundError")
+      })
+  },
+  {
+    name: "an invalid URN is refused with a clear error",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        for (const bad of ["conversation.x", "cld:", "cld:conversation", "cld:a.b//c.d", "cld:a.b/../c.d"]) {
+          const error = yield* Effect.flip(store.get(bad))
+          assert.equal(error._tag, "ResourceStoreError", bad)
+          assert.match(error.message, /invalid URN/)
+        }
+        const prefixError = yield* Effect.flip(store.findByPrefix("nope"))
+        assert.match(prefixError.message, /invalid URN/)
+      })
+  },
+  {
+    name: "put replaces; a resource that fails its schema is refused and nothing is stored",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const { task } = yield* fill(store)
+        const updated = { ...task, status: "done" as const }
+        yield* store.put(updated)
+        assert.deepEqual(yield* store.get(task.meta.urn), updated)
+        const broken = { ...task, status: "unknown" } as unknown as Resource.Resource
+        const error = yield* Effect.flip(store.put(broken))
+        assert.equal(error._tag, "ResourceStoreError")
+        assert.deepEqual(yield* store.get(task.meta.urn), updated)
+        const misfiled = { ...task, meta: { ...task.meta, urn: "cld:task.0000000000000000" } }
+        yield* Effect.flip(store.put(misfiled))
+        assert.equal((yield* store.getMany(["cld:task.0000000000000000"])).length, 0)
+      })
+  },
+  {
+    name: "getMany returns existing resources in the order asked",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const t = yield* fill(store)
+        const got = yield* store.getMany([
+          t.subtask.meta.urn,
+          "cld:conversation.missing",
+          t.conversation.meta.urn
+        ])
+        assert.deepEqual(urns(got), [t.subtask.meta.urn, t.conversation.meta.urn])
+        assert.deepEqual(yield* store.getMany([]), [])
+      })
+  },
+  {
+    name: "findByPrefix returns all descendants, in URN order, and nothing else",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const t = yield* fill(store)
+        const below = yield* store.findByPrefix(t.conversation.meta.urn)
+        assert.deepEqual(
+          urns(below),
+          sorted([t.m1.meta.urn, t.m2.meta.urn, t.task.meta.urn, t.subtask.meta.urn])
+        )
+        assert.deepEqual(
+          urns(yield* store.findByPrefix(t.m1.meta.urn)),
+          sorted([t.task.meta.urn, t.subtask.meta.urn])
+        )
+        assert.deepEqual(urns(yield* store.findByPrefix(t.subtask.meta.urn)), [])
+        assert.deepEqual(urns(yield* store.findByPrefix(t.other.meta.urn)), [t.otherMessage.meta.urn])
+      })
+  },
+  {
+    name: "findByPrefix does not match a sibling whose id starts with the same characters",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const a = Resource.decode({ meta: Resource.makeMeta({ name: "a", type: "conversation" }) })
+        const idA = a.meta.urn
+        const longer = Resource.make("message", { name: "x", parent: idA, role: "user", content: "c" })
+        const siblingUrn = `${idA}0`
+        yield* store.put(a)
+        yield* store.put(longer)
+        const sibling = {
+          meta: { urn: siblingUrn, name: "s", type: "conversation", hash: `${a.meta.hash}0` }
+        }
+        yield* store.put(Resource.decode(sibling))
+        yield* store.put(
+          Resource.make("message", { name: "y", parent: siblingUrn, role: "user", content: "d" })
+        )
+        assert.deepEqual(urns(yield* store.findByPrefix(idA)), [longer.meta.urn])
+      })
+  },
+  {
+    name: "findByType returns every resource of a type",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const t = yield* fill(store)
+        assert.deepEqual(urns(yield* store.findByType("task")), sorted([t.task.meta.urn, t.subtask.meta.urn]))
+        assert.deepEqual(
+          urns(yield* store.findByType("conversation")),
+          sorted([t.conversation.meta.urn, t.other.meta.urn])
+        )
+        assert.deepEqual(yield* store.findByType("tool"), [])
+      })
+  },
+  {
+    name: "delete removes one resource and keeps its descendants",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const t = yield* fill(store)
+        assert.equal(yield* store.delete(t.task.meta.urn), true)
+        assert.equal(yield* store.delete(t.task.meta.urn), false)
+        assert.equal((yield* Effect.flip(store.get(t.task.meta.urn)))._tag, "ResourceNotFoundError")
+        assert.deepEqual(urns(yield* store.findByPrefix(t.m1.meta.urn)), [t.subtask.meta.urn])
+        assert.deepEqual(urns(yield* store.findByType("task")), [t.subtask.meta.urn])
+      })
+  }
+]

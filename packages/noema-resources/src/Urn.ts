@@ -1,0 +1,120 @@
+/**
+ * Urn: the name of a resource, `cld:<type>.<id>/<type>.<id>...`.
+ *
+ * A URN is the parent's path plus the resource's own element, joined by "/".
+ * Each element is a type and an id joined by the element's LAST "." (a type may
+ * be namespaced, `plan.task`; an id holds no "."). The namespace is always `cld`.
+ * Descendants of a URN are exactly the URNs starting with `urn + "/"`, which is
+ * what every store's prefix lookup uses.
+ */
+import { Schema } from "effect"
+
+export const NAMESPACE = "cld"
+
+const TYPE = /^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*$/i
+const ID = /^[A-Za-z0-9_-]+$/
+
+export class InvalidUrnError extends Schema.TaggedError<InvalidUrnError>()("InvalidUrnError", {
+  urn: Schema.String,
+  message: Schema.String
+}) {}
+
+export interface Element {
+  readonly type: string
+  readonly id: string
+}
+
+/** A parsed URN: its elements from the root down. */
+export interface Urn {
+  readonly elements: ReadonlyArray<Element>
+}
+
+const fail = (urn: string, reason: string) =>
+  new InvalidUrnError({ urn, message: `invalid URN "${urn}": ${reason}` })
+
+/** Checks one element's type and id. */
+export const checkElement = (type: string, id: string): string | undefined => {
+  if (!TYPE.test(type)) return `type "${type}" must be letters, digits and "_", namespaced with "."`
+  if (!ID.test(id)) return `id "${id}" must be letters, digits, "_" and "-"`
+  return undefined
+}
+
+/** Parses a URN, or returns the reason it is not one. */
+export const parseEither = (urn: string): Urn | InvalidUrnError => {
+  if (typeof urn !== "string") return fail(String(urn), "not a string")
+  const prefix = `${NAMESPACE}:`
+  if (!urn.startsWith(prefix)) return fail(urn, `must start with "${prefix}"`)
+  const path = urn.slice(prefix.length)
+  if (path.length === 0) return fail(urn, "has no path")
+  const elements: Array<Element> = []
+  for (const part of path.split("/")) {
+    if (part.length === 0) return fail(urn, "has an empty path element")
+    const dot = part.lastIndexOf(".")
+    if (dot <= 0) return fail(urn, `element "${part}" must be <type>.<id>`)
+    const type = part.slice(0, dot)
+    const id = part.slice(dot + 1)
+    const reason = checkElement(type, id)
+    if (reason !== undefined) return fail(urn, reason)
+    elements.push({ type, id })
+  }
+  return { elements }
+}
+
+/** Parses a URN; throws InvalidUrnError. */
+export const parse = (urn: string): Urn => {
+  const result = parseEither(urn)
+  if (result instanceof InvalidUrnError) throw result
+  return result
+}
+
+export const isValid = (urn: string): boolean => !(parseEither(urn) instanceof InvalidUrnError)
+
+export const format = (urn: Urn): string => {
+  if (urn.elements.length === 0) throw fail("", "has no path")
+  for (const element of urn.elements) {
+    const reason = checkElement(element.type, element.id)
+    if (reason !== undefined) throw fail(`${NAMESPACE}:${element.type}.${element.id}`, reason)
+  }
+  return `${NAMESPACE}:${urn.elements.map((e) => `${e.type}.${e.id}`).join("/")}`
+}
+
+/** The URN of a child of `parent` (or a root when parent is undefined). */
+export const child = (parent: string | undefined, type: string, id: string): string => {
+  const elements = parent === undefined ? [] : parse(parent).elements
+  return format({ elements: [...elements, { type, id }] })
+}
+
+/** The parent URN, or undefined for a root. */
+export const parent = (urn: string): string | undefined => {
+  const { elements } = parse(urn)
+  return elements.length === 1 ? undefined : format({ elements: elements.slice(0, -1) })
+}
+
+/** Ancestors from the root down, not including the URN itself. */
+export const ancestors = (urn: string): Array<string> => {
+  const { elements } = parse(urn)
+  const out: Array<string> = []
+  for (let i = 1; i < elements.length; i++) out.push(format({ elements: elements.slice(0, i) }))
+  return out
+}
+
+/** The last element's type. */
+export const typeOf = (urn: string): string => {
+  const { elements } = parse(urn)
+  return elements[elements.length - 1]!.type
+}
+
+/** The key prefix every descendant of `urn` starts with (and nothing else does). */
+export const descendantPrefix = (urn: string): string => `${format(parse(urn))}/`
+
+/** True when `candidate` is strictly below `urn`. */
+export const isDescendant = (candidate: string, urn: string): boolean =>
+  candidate.startsWith(descendantPrefix(urn))
+
+/** A URN as a Schema: a string that parses. */
+export const UrnString = Schema.String.check(
+  Schema.makeFilter((s: string) => {
+    const r = parseEither(s)
+    return r instanceof InvalidUrnError ? r.message : undefined
+  })
+)

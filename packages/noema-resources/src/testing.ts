@@ -1,0 +1,1 @@
+export * as ResourceStoreConformance from "./ResourceStoreConformance.js"

@@ -1,0 +1,152 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Logger, References } from "effect"
+import * as CedarPolicy from "../src/CedarPolicy.js"
+import * as Policy from "../src/Policy.js"
+
+const c1 = "cld:conversation.c1"
+const m1 = `${c1}/message.m1`
+const t1 = `${m1}/task.t1`
+const c2 = "cld:conversation.c2"
+const lookalike = "cld:conversation.c10/message.m1"
+const planner = "cld:assistant.planner"
+const reader = "cld:assistant.reader"
+const stranger = "cld:assistant.stranger"
+
+const policies = `
+@id("planner-owns-c1")
+permit (principal == Noema::Actor::"${planner}", action, resource in Noema::Resource::"${c1}");
+
+@id("reader-reads-c1")
+permit (principal == Noema::Actor::"${reader}", action == Noema::Action::"get", resource in Noema::Resource::"${c1}");
+
+@id("tasks-are-not-deleted")
+forbid (principal, action == Noema::Action::"delete", resource) when { resource.type == "task" };
+`
+
+/** actors x actions x URNs -> what the policies above decide. */
+const table: ReadonlyArray<readonly [string, Policy.Action, ReadonlyArray<string>, "allow" | "deny"]> = [
+  [planner, "get", [c1], "allow"],
+  [planner, "put", [t1], "allow"],
+  [planner, "delete", [m1], "allow"],
+  [planner, "delete", [t1], "deny"],
+  [planner, "put", [c2], "deny"],
+  [planner, "get", [lookalike], "deny"],
+  [planner, "get", [m1, t1], "allow"],
+  [reader, "get", [t1], "allow"],
+  [reader, "put", [m1], "deny"],
+  [reader, "delete", [c1], "deny"],
+  [reader, "get", [m1, c2], "deny"],
+  [stranger, "get", [c1], "deny"]
+]
+
+const engines: ReadonlyArray<
+  readonly [string, Effect.Effect<Policy.Service, unknown>, (expected: string) => string]
+> = [
+  ["allow-all", Policy.allowAll, () => "allow"],
+  ["cedar", CedarPolicy.make(policies), (expected) => expected],
+  ["shadow(cedar)", Effect.map(CedarPolicy.make(policies), Policy.shadow), () => "allow"]
+]
+
+describe("the decision table, on every engine", () => {
+  for (const [name, make, expect] of engines) {
+    for (const [actor, action, resources, expected] of table) {
+      it.effect(`${name}: ${actor} ${action} ${resources.join(" ")} -> ${expect(expected)}`, () =>
+        Effect.gen(function* () {
+          const engine = yield* make
+          const decision = yield* engine.authorize({ actor, action, resources })
+          assert.equal(decision.decision, expect(expected), decision.reasons.join("; "))
+          assert.isAbove(decision.reasons.length, 0)
+        })
+      )
+    }
+  }
+})
+
+const capture = () => {
+  const lines: Array<string> = []
+  const logger = Logger.make<unknown, void>(({ message, logLevel }) => {
+    lines.push(`${logLevel} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+  })
+  return { lines, layer: Logger.layer([logger]) }
+}
+
+describe("Policy", () => {
+  it.effect("allow-all says so when it is made", () =>
+    Effect.gen(function* () {
+      const { lines, layer } = capture()
+      yield* Effect.provide(Policy.allowAll, layer)
+      assert.isTrue(
+        lines.some((line) => /Warn.*allow-all/i.test(line)),
+        lines.join("\n")
+      )
+    })
+  )
+
+  it.effect("shadow logs what the engine would decide and allows", () =>
+    Effect.gen(function* () {
+      const { lines, layer } = capture()
+      const engine = Policy.shadow(yield* CedarPolicy.make(policies))
+      const decision = yield* Effect.provide(
+        engine.authorize({ actor: stranger, action: "get", resources: [c1] }),
+        layer
+      )
+      assert.equal(decision.decision, "allow")
+      assert.match(decision.reasons[0]!, /would deny/)
+      assert.isTrue(
+        lines.some((line) => line.includes("cedar would deny")),
+        lines.join("\n")
+      )
+    }).pipe(Effect.provideService(References.MinimumLogLevel, "All"))
+  )
+
+  it.effect("fails closed: engine errors, defects and malformed requests are denies", () =>
+    Effect.gen(function* () {
+      const failing = Policy.failClosed("broken", () => Effect.fail(new Error("engine down")))
+      const dying = Policy.failClosed("dying", () => Effect.die(new Error("bug")))
+      const request = { actor: planner, action: "get" as const, resources: [c1] }
+      const a = yield* failing.authorize(request)
+      assert.equal(a.decision, "deny")
+      assert.match(a.reasons[0]!, /engine down/)
+      const b = yield* dying.authorize(request)
+      assert.equal(b.decision, "deny")
+      assert.match(b.reasons[0]!, /bug/)
+      const allowAll = yield* Policy.allowAll
+      for (const bad of [
+        { ...request, actor: "planner" },
+        { ...request, resources: ["nope"] },
+        { ...request, resources: [] },
+        { ...request, action: "drop" as Policy.Action }
+      ]) {
+        const decision = yield* allowAll.authorize(bad)
+        assert.equal(decision.decision, "deny", JSON.stringify(bad))
+      }
+    })
+  )
+
+  it.effect("cedar: policies are validated against the schema on load", () =>
+    Effect.gen(function* () {
+      const syntax = yield* Effect.flip(CedarPolicy.make("permit (principal, action, resource"))
+      assert.match(syntax.message, /do not parse/)
+      const unknownAttribute = yield* Effect.flip(
+        CedarPolicy.make(`permit (principal, action, resource) when { resource.owner == "x" };`)
+      )
+      assert.match(unknownAttribute.message, /do not match the schema/)
+      const unknownAction = yield* Effect.flip(
+        CedarPolicy.make(`permit (principal, action == Noema::Action::"rename", resource);`)
+      )
+      assert.match(unknownAction.message, /do not match the schema/)
+    })
+  )
+
+  it.effect("cedar: an evaluation error is a deny, not an allow", () =>
+    Effect.gen(function* () {
+      // Valid against the schema, but fails at run time (integer overflow): the permit errors, so nothing allows.
+      const engine = yield* CedarPolicy.make(
+        `permit (principal, action, resource) when { 9223372036854775807 + 1 > 0 };`
+      )
+      const decision = yield* engine.authorize({ actor: planner, action: "get", resources: [c1] })
+      assert.equal(decision.decision, "deny")
+      assert.match(decision.reasons.join(" "), /error/)
+    })
+  )
+})

@@ -1,0 +1,99 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Database } from "@noema/session"
+import { TestDatabase } from "@noema/testing-postgres"
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import * as ResourceStoreConformance from "../src/ResourceStoreConformance.js"
+import * as SqlResourceStore from "../src/SqlResourceStore.js"
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-resources-store-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+
+const onDatabase = (options: Database.Options) =>
+  Effect.flatMap(Layer.build(Database.layer(options)), (context) =>
+    Effect.provideContext(SqlResourceStore.fromDatabase, context)
+  )
+
+let counter = 0
+const sqliteFile = () => path.join(directory, `conformance-${counter++}.db`)
+
+describe("SQLite ResourceStore conformance", () => {
+  for (const testCase of ResourceStoreConformance.cases) {
+    it.effect(testCase.name, () =>
+      testCase.run(Effect.suspend(() => onDatabase({ kind: "sqlite", filename: sqliteFile() })))
+    )
+  }
+})
+
+let database: TestDatabase.TestDatabase
+beforeAll(async () => {
+  database = await TestDatabase.make({ prefix: "noema_resources" })
+})
+afterAll(() => database?.drop())
+
+describe("PostgreSQL ResourceStore conformance", () => {
+  for (const testCase of ResourceStoreConformance.cases) {
+    it.effect(testCase.name, () =>
+      testCase.run(
+        Effect.flatMap(
+          Effect.promise(() => database.schema("resources")),
+          (url) => onDatabase({ kind: "postgres", url })
+        )
+      )
+    )
+  }
+})
+
+describe("the prefix lookup is a range scan", () => {
+  it.effect("SQLite: EXPLAIN QUERY PLAN searches the primary key, no SCAN", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: sqliteFile() }))
+        yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+        const sql = Context.get(context, SqlClient.SqlClient)
+        const plan = yield* sql.unsafe<{ detail: string }>(
+          `EXPLAIN QUERY PLAN SELECT body FROM ${SqlResourceStore.resourcesTable} WHERE urn >= ? AND urn < ? ORDER BY urn`,
+          [...SqlResourceStore.prefixRange("cld:conversation.c1")]
+        )
+        const details = plan.map((row) => row.detail).join("\n")
+        assert.match(
+          details,
+          /SEARCH .*USING (INDEX sqlite_autoindex_noema_resources_1|PRIMARY KEY) \(urn>\? AND urn<\?\)/
+        )
+        assert.notMatch(details, /SCAN/)
+        assert.notMatch(details, /TEMP B-TREE/)
+      })
+    )
+  )
+
+  it.effect("PostgreSQL: the plan uses the primary key index with the range as index condition", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const url = yield* Effect.promise(() => database.schema("plan"))
+        const context = yield* Layer.build(Database.layer({ kind: "postgres", url }))
+        yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+        const sql = Context.get(context, SqlClient.SqlClient)
+        // An empty table makes any plan cheap: turn off the sequential and bitmap scans (on the
+        // transaction's one connection) so the plan shows whether the range can use the key's index.
+        const plan = yield* sql.withTransaction(
+          Effect.andThen(
+            Effect.andThen(
+              sql.unsafe("SET LOCAL enable_seqscan = off"),
+              sql.unsafe("SET LOCAL enable_bitmapscan = off")
+            ),
+            sql.unsafe<{ "QUERY PLAN": string }>(
+              `EXPLAIN SELECT body FROM ${SqlResourceStore.resourcesTable} WHERE urn >= 'cld:conversation.c1/' AND urn < 'cld:conversation.c10' ORDER BY urn`
+            )
+          )
+        )
+        const text = plan.map((row) => row["QUERY PLAN"]).join("\n")
+        assert.match(text, /Index Scan using noema_resources_pkey/)
+        assert.match(text, /Index Cond: \(\(urn >= /)
+        assert.notMatch(text, /Sort/)
+      })
+    )
+  )
+})

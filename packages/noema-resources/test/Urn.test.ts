@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest"
+import * as Urn from "../src/Urn.js"
+
+const deep = "cld:conversation.c1/message.m2/plan.task.t3/plan.task.t4"
+
+describe("Urn", () => {
+  it("parses and formats round trip, namespaced types split at the last dot", () => {
+    const parsed = Urn.parse(deep)
+    expect(parsed.elements).toEqual([
+      { type: "conversation", id: "c1" },
+      { type: "message", id: "m2" },
+      { type: "plan.task", id: "t3" },
+      { type: "plan.task", id: "t4" }
+    ])
+    expect(Urn.format(parsed)).toBe(deep)
+  })
+
+  it("gives parent, ancestors, type and descendant prefix", () => {
+    expect(Urn.parent(deep)).toBe("cld:conversation.c1/message.m2/plan.task.t3")
+    expect(Urn.parent("cld:conversation.c1")).toBeUndefined()
+    expect(Urn.ancestors(deep)).toEqual([
+      "cld:conversation.c1",
+      "cld:conversation.c1/message.m2",
+      "cld:conversation.c1/message.m2/plan.task.t3"
+    ])
+    expect(Urn.typeOf(deep)).toBe("plan.task")
+    expect(Urn.descendantPrefix("cld:conversation.c1")).toBe("cld:conversation.c1/")
+    expect(Urn.isDescendant(deep, "cld:conversation.c1")).toBe(true)
+    expect(Urn.isDescendant("cld:conversation.c10/message.m", "cld:conversation.c1")).toBe(false)
+    expect(Urn.isDescendant("cld:conversation.c1", "cld:conversation.c1")).toBe(false)
+    expect(Urn.child("cld:conversation.c1", "message", "m9")).toBe("cld:conversation.c1/message.m9")
+  })
+
+  it.each([
+    ["", /must start with "cld:"/],
+    ["urn:conversation.c1", /must start with "cld:"/],
+    ["cld:", /has no path/],
+    ["cld:conversation", /must be <type>\.<id>/],
+    ["cld:.c1", /must be <type>\.<id>/],
+    ["cld:conversation.c1/", /empty path element/],
+    ["cld:conversation.c1//message.m", /empty path element/],
+    ["cld:conversation.c 1", /id "c 1"/],
+    ["cld:1conv.c1", /type "1conv"/],
+    ["cld:conversation.", /id ""/],
+    ["cld:a.b/../c.d", /must be <type>\.<id>|type/]
+  ])("refuses %j with a clear error", (urn, reason) => {
+    expect(Urn.isValid(urn)).toBe(false)
+    try {
+      Urn.parse(urn)
+      expect.unreachable()
+    } catch (error) {
+      expect(error).toBeInstanceOf(Urn.InvalidUrnError)
+      expect((error as Urn.InvalidUrnError).message).toMatch(/^invalid URN/)
+      expect((error as Urn.InvalidUrnError).message).toMatch(reason)
+    }
+  })
+})
