@@ -19,7 +19,7 @@ import * as path from "node:path"
 import { Effect, Layer } from "effect"
 import { checkResource, checkUrn } from "./MemoryResourceStore.js"
 import * as Resource from "./Resource.js"
-import { notFound, ResourceStore, ResourceStoreError, type Service } from "./ResourceStore.js"
+import { notFound, ResourceStore, ResourceStoreError, readListed, type Service } from "./ResourceStore.js"
 
 export interface Options {
   readonly directory: string
@@ -51,25 +51,23 @@ export const make = (options: Options): Service => {
     })
   /** Every `.json` file below `directory`, as URN-ordered resources. */
   const walk = (directory: string) =>
-    Effect.tryPromise({
-      try: async () => {
-        let entries: Array<string>
-        try {
-          entries = (await fs.readdir(directory, { recursive: true })) as Array<string>
-        } catch (error) {
-          if (isMissing(error)) return []
-          throw error
-        }
-        return entries.filter((entry) => entry.endsWith(".json")).map((entry) => path.join(directory, entry))
-      },
-      catch: fail("cannot list")
-    }).pipe(
-      Effect.flatMap((files) => Effect.forEach(files, readFile, { concurrency: 16 })),
-      Effect.map((found) =>
-        found
-          .filter((r): r is Resource.Resource => r !== undefined)
-          .sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
-      )
+    readListed(
+      Effect.tryPromise({
+        try: async () => {
+          let entries: Array<string>
+          try {
+            entries = (await fs.readdir(directory, { recursive: true })) as Array<string>
+          } catch (error) {
+            if (isMissing(error)) return []
+            throw error
+          }
+          return entries
+            .filter((entry) => entry.endsWith(".json"))
+            .map((entry) => path.join(directory, entry))
+        },
+        catch: fail("cannot list")
+      }),
+      readFile
     )
   return {
     put: (resource) =>

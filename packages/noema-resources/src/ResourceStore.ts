@@ -6,7 +6,7 @@
  * order, using the backend's own range scan or listing: the keys starting with
  * `urn + "/"`. Stored resources come back rebuilt as their own kind.
  */
-import { Context, type Effect, Schema } from "effect"
+import { Context, Effect, Schema } from "effect"
 import type { Resource } from "./Resource.js"
 
 export class ResourceStoreError extends Schema.TaggedError<ResourceStoreError>()("ResourceStoreError", {
@@ -42,3 +42,21 @@ export interface Service {
 export class ResourceStore extends Context.Service<ResourceStore, Service>()(
   "@noema/resources/ResourceStore"
 ) {}
+
+/**
+ * The resources at `keys` (a file or object listing), read `concurrency` at a
+ * time, in URN order; keys whose object is gone (`read` gives `undefined`) are
+ * left out. For the backends that list, then read (filesystem, S3).
+ */
+export const readListed = <E, R>(
+  keys: Effect.Effect<ReadonlyArray<string>, E, R>,
+  read: (key: string) => Effect.Effect<Resource | undefined, E, R>
+): Effect.Effect<Array<Resource>, E, R> =>
+  keys.pipe(
+    Effect.flatMap((found) => Effect.forEach(found, read, { concurrency: 16 })),
+    Effect.map((found) =>
+      found
+        .filter((resource): resource is Resource => resource !== undefined)
+        .sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
+    )
+  )

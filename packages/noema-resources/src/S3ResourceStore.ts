@@ -18,7 +18,7 @@ import {
 import { Effect, Layer } from "effect"
 import { checkResource, checkUrn } from "./MemoryResourceStore.js"
 import * as Resource from "./Resource.js"
-import { notFound, ResourceStore, ResourceStoreError, type Service } from "./ResourceStore.js"
+import { notFound, ResourceStore, ResourceStoreError, readListed, type Service } from "./ResourceStore.js"
 
 export interface Options {
   readonly client: S3Client
@@ -62,35 +62,31 @@ export const make = (options: Options): Service => {
     })
   /** Every `.json` key under `prefix`, page by page. */
   const list = (prefix: string) =>
-    Effect.tryPromise({
-      try: async () => {
-        const keys: Array<string> = []
-        let token: string | undefined
-        let pages = 0
-        do {
-          pages++
-          const page = await client.send(
-            new ListObjectsV2Command({
-              Bucket: bucket,
-              Prefix: prefix,
-              ContinuationToken: token,
-              MaxKeys: options.pageSize
-            })
-          )
-          for (const object of page.Contents ?? []) if (object.Key?.endsWith(".json")) keys.push(object.Key)
-          token = page.IsTruncated ? page.NextContinuationToken : undefined
-        } while (token !== undefined)
-        options.onList?.(prefix, pages)
-        return keys
-      },
-      catch: fail(`cannot list ${prefix}`)
-    }).pipe(
-      Effect.flatMap((keys) => Effect.forEach(keys, read, { concurrency: 16 })),
-      Effect.map((found) =>
-        found
-          .filter((r): r is Resource.Resource => r !== undefined)
-          .sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
-      )
+    readListed(
+      Effect.tryPromise({
+        try: async () => {
+          const keys: Array<string> = []
+          let token: string | undefined
+          let pages = 0
+          do {
+            pages++
+            const page = await client.send(
+              new ListObjectsV2Command({
+                Bucket: bucket,
+                Prefix: prefix,
+                ContinuationToken: token,
+                MaxKeys: options.pageSize
+              })
+            )
+            for (const object of page.Contents ?? []) if (object.Key?.endsWith(".json")) keys.push(object.Key)
+            token = page.IsTruncated ? page.NextContinuationToken : undefined
+          } while (token !== undefined)
+          options.onList?.(prefix, pages)
+          return keys
+        },
+        catch: fail(`cannot list ${prefix}`)
+      }),
+      read
     )
   return {
     put: (resource) =>

@@ -82,17 +82,20 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const location = options.location
-    const dialect =
-      (options.dialect ??
-        (sql.onDialectOrElse({ pg: () => "pg", orElse: () => "sqlite" }) as "sqlite" | "pg")) === "pg"
-        ? pg
-        : sqlite
+    const dialect = (options.dialect ?? Database.dialectOf(sql)) === "pg" ? pg : sqlite
     const failure = toStoreError(location)
     const guard = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ResourceStoreError, R> =>
       Effect.mapError(effect, (error) => (error instanceof ResourceStoreError ? error : failure(error)))
     if (options.readonly !== true) {
+      const migrate = runMigrations({
+        loader: Migrator.fromRecord(migrations(dialect)),
+        table: migrationsTable
+      })
+      // A SQLite file must be empty or noema's before a table goes into it.
       yield* guard(
-        runMigrations({ loader: Migrator.fromRecord(migrations(dialect)), table: migrationsTable })
+        dialect === sqlite
+          ? sql.withTransaction(Effect.andThen(Database.claimSqlite(sql, location), migrate))
+          : migrate
       )
     }
     const text = statements(dialect)

@@ -97,3 +97,33 @@ describe("the prefix lookup is a range scan", () => {
     )
   )
 })
+
+describe("SqlResourceStore on a bare SQLite client", () => {
+  it.effect("refuses another application's file, untouched, and marks an empty one as noema's", () =>
+    Effect.gen(function* () {
+      const { SqliteClient } = yield* Effect.promise(() => import("@noema/sql-sqlite"))
+      const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
+      const foreign = path.join(directory, "foreign.db")
+      const db = new DatabaseSync(foreign)
+      db.exec("CREATE TABLE accounts (id INTEGER PRIMARY KEY)")
+      db.close()
+      const before = fs.readFileSync(foreign)
+      const onBareClient = (filename: string) =>
+        Effect.scoped(
+          Effect.flatMap(Layer.build(SqliteClient.layer({ filename, wal: false })), (context) =>
+            Effect.provideContext(SqlResourceStore.make({ location: filename }), context)
+          )
+        )
+      const refused = yield* Effect.flip(onBareClient(foreign))
+      assert.include(refused.message, "not a noema database")
+      assert.isTrue(fs.readFileSync(foreign).equals(before))
+
+      const empty = path.join(directory, "empty.db")
+      yield* onBareClient(empty)
+      const check = new DatabaseSync(empty, { readOnly: true })
+      const mark = (check.prepare("PRAGMA application_id").get() as { application_id: number }).application_id
+      check.close()
+      assert.strictEqual(mark, 0x6e6f656d)
+    })
+  )
+})

@@ -24,9 +24,6 @@ import {
 export const migrationsTable = "noema_routines_migrations"
 export const chainsTable = "noema_routine_chains"
 
-/** noema's SQLite `application_id` (the session store's): marks the file as noema's. */
-const applicationId = 0x6e6f656d
-
 const migration = (text: string): Effect.Effect<void, unknown, SqlClient.SqlClient> =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared)
 
@@ -93,52 +90,19 @@ const asStoreError =
       (error) => Effect.fail(SqlStore.storeError(location, error))
     )
 
-/** SQLite: refuses a file that is neither empty nor noema's, and marks an empty one as noema's. */
-const checkSqliteFile = (sql: SqlClient.SqlClient, location: string) =>
-  Effect.gen(function* () {
-    const [mark] = yield* sql.unsafe<{ application_id: number }>("PRAGMA application_id")
-    const found = Number(mark?.application_id ?? 0)
-    if (found === applicationId) return
-    const tables = yield* sql.unsafe<{ name: string }>(
-      "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-    )
-    if (found !== 0 || tables.length > 0) {
-      const owner =
-        found !== 0
-          ? `application id 0x${(found >>> 0).toString(16).padStart(8, "0")}`
-          : "no noema application id"
-      return yield* Effect.fail(
-        new StoreError({
-          reason: new SessionStore.ForeignDatabase({
-            location,
-            detail: `${owner}, tables ${tables
-              .map((table) => table.name)
-              .slice(0, 5)
-              .join(", ")}`
-          })
-        })
-      )
-    }
-    yield* sql.unsafe(`PRAGMA application_id = ${applicationId}`)
-  })
-
 /** The store on the `SqlClient` in context, migrating its tables first (unless read-only). */
 export const make = (options: Options): Effect.Effect<Service, StoreError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const location = options.location
-    const dialect =
-      (options.dialect ??
-        (sql.onDialectOrElse({ pg: () => "pg", orElse: () => "sqlite" }) as "sqlite" | "pg")) === "pg"
-        ? pg
-        : sqlite
+    const dialect = (options.dialect ?? Database.dialectOf(sql)) === "pg" ? pg : sqlite
     const guard = asStoreError(location)
     if (options.readonly !== true) {
       if (dialect.name === "sqlite") {
         yield* guard(
           sql.withTransaction(
             Effect.gen(function* () {
-              yield* checkSqliteFile(sql, location)
+              yield* Database.claimSqlite(sql, location)
               yield* runMigrations({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
             })
           )

@@ -134,10 +134,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const location = options.location
-    const dialect: DialectName = sql.onDialectOrElse({
-      pg: () => "pg" as const,
-      orElse: () => "sqlite" as const
-    })
+    const dialect: DialectName = Database.dialectOf(sql)
     const toError = (error: SqlError.SqlError | Migrator.MigrationError) =>
       new RunsStoreError({ location, detail: String(error.message).replace(/\s*\n\s*/g, "; ") })
     yield* Migrator.make({})({

@@ -23,7 +23,7 @@ import { pathToFileURL } from "node:url"
 import { SqliteClient } from "@noema/sql-sqlite"
 import { Context, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { applicationId, checkOwner, isEmpty, sqliteMarks, storeError } from "./internal/databaseFile.js"
 import * as Postgres from "./Postgres.js"
 import { IoFailure, StoreError } from "./SessionStore.js"
@@ -141,6 +141,28 @@ const createPrivately = (location: string) =>
     catch: (error) => ioFailure(location, error)
   })
 
+/** The dialect of a `SqlClient`: PostgreSQL, or SQLite for anything else noema opens. */
+export const dialectOf = (sql: SqlClient.SqlClient): "sqlite" | "pg" =>
+  sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+
+/**
+ * For a store about to create its tables in a SQLite file it was handed as a
+ * bare `SqlClient` (not through `Database.layer`, which does this when it
+ * opens the file): refuses a file that is neither empty nor noema's, untouched,
+ * and marks an empty one as noema's. Run it in the transaction that migrates,
+ * so the check and the tables land together.
+ */
+export const claimSqlite = (
+  sql: SqlClient.SqlClient,
+  location: string
+): Effect.Effect<void, StoreError | SqlError.SqlError> =>
+  Effect.gen(function* () {
+    const marks = yield* sqliteMarks(sql)
+    const refused = checkOwner(marks, location)
+    if (refused !== undefined) return yield* Effect.fail(refused)
+    if (isEmpty(marks)) yield* sql.unsafe(`PRAGMA application_id = ${applicationId}`)
+  })
+
 /**
  * Checks the file is empty or noema's; writable, switches it to WAL and marks
  * an empty one as noema's in one `BEGIN IMMEDIATE` transaction, which re-reads
@@ -154,14 +176,7 @@ const claim = (client: SqlClient.SqlClient, location: string, readonly: boolean)
     if (readonly) return
     yield* client.unsafe("PRAGMA journal_mode = WAL")
     if (marks.applicationId === applicationId) return
-    yield* client.withTransaction(
-      Effect.gen(function* () {
-        const now = yield* sqliteMarks(client)
-        const refusedNow = checkOwner(now, location)
-        if (refusedNow !== undefined) return yield* Effect.fail(refusedNow)
-        if (isEmpty(now)) yield* client.unsafe(`PRAGMA application_id = ${applicationId}`)
-      })
-    )
+    yield* client.withTransaction(claimSqlite(client, location))
   })
 
 /**
