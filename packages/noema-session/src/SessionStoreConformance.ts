@@ -257,6 +257,28 @@ const storeCases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "append: what is stored reads back as it was written: a NaN is refused, keys a message does not have are dropped",
+    run: withStore((store) =>
+      Effect.gen(function* () {
+        const { id } = yield* store.create()
+        // JSON would write the NaN as null, and the session would no longer load.
+        const notANumber = { ...Message.user("when?"), createdAt: Number.NaN }
+        const error = yield* Effect.flip(store.append(id, 0, [notANumber]))
+        assert.ok(error instanceof StoreError, `expected a StoreError, got ${String(error)}`)
+        assert.equal(error.reason._tag, "InvalidMessage")
+        assert.deepEqual(yield* storedContents(store, id), [])
+        const extra = { ...Message.user("hello"), notAField: 1 } as Message.Message
+        const plain = Message.assistant("hi", {
+          metadata: { nested: [1, "two", { three: null }] },
+          createdAt: 5
+        })
+        yield* store.append(id, 0, [extra, plain])
+        const { messages } = yield* store.load(id)
+        assert.deepEqual(messages, [Message.user("hello"), plain])
+      })
+    )
+  },
+  {
     name: "create with messages: the session and its first turn are stored together, or nothing is",
     run: withStore((store) =>
       Effect.gen(function* () {

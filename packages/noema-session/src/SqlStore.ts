@@ -17,7 +17,7 @@
  * id, schema version) and is refused, untouched, otherwise.
  */
 import { Message } from "@noema/core"
-import { Clock, Effect, Layer, Schema } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
 import * as Database from "./Database.js"
 import * as databaseFile from "./internal/databaseFile.js"
@@ -201,13 +201,26 @@ const infoOf = (
     ? { id, createdAt, updatedAt, messageCount, metadata }
     : { id, title, createdAt, updatedAt, messageCount, metadata }
 
-/** A message's JSON text, validated by core's Schema; a one-line reason when it is not a message. */
+/**
+ * A message's JSON text, validated by core's Schema; a one-line reason when it is not a message.
+ * A plain message (`Message.isPlain`, the common case) is its own encoding. Anything else is
+ * encoded by the Schema and must read back as a message: a `NaN` would be written as `null`,
+ * and the session would no longer load.
+ */
 const encodeMessage = (message: Message.Message): string | { readonly problem: string } => {
+  if (Message.isPlain(message)) return JSON.stringify(message)
+  let json: string
   try {
-    return JSON.stringify(Message.encode(message))
+    json = JSON.stringify(Message.encode(message))
   } catch (error) {
     return { problem: describe(error) }
   }
+  try {
+    Message.decodeSync(JSON.parse(json))
+  } catch (error) {
+    return { problem: `it would not read back from JSON: ${describe(error)}` }
+  }
+  return json
 }
 
 // ---------------------------------------------------------------------------
@@ -246,8 +259,6 @@ export const layerFromDatabase: Layer.Layer<
   StoreError,
   SqlClient.SqlClient | Database.Database
 > = Layer.effect(SessionStore, fromDatabase)
-
-const isMessage = Schema.is(Message.Message)
 
 const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: string): Service => {
   const statements = dialect.statements
@@ -339,7 +350,7 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
     // Checked with core's Schema in place: the parsed JSON is already the plain data a decode
     // would return (a message has no transformations), so no copy of 100,000 messages is made.
     for (let i = 0; i < parsed.length; i++) {
-      if (isMessage(parsed[i])) continue
+      if (Message.is(parsed[i])) continue
       let reason = "not a message"
       try {
         Message.decodeSync(parsed[i])
