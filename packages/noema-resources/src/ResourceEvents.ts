@@ -1,0 +1,465 @@
+/**
+ * ResourceEvents: publish/subscribe of what happens to resources.
+ *
+ * An event says that `resources` were put, read or deleted (`detailType`), by
+ * whom or what (`source`), when (`time`, epoch ms), with a unique `id`.
+ * Subscribers choose what they hear with a `Filter`: sources, detail types, and
+ * a URN prefix (an event matches when one of its resources is that URN or lies
+ * under it).
+ *
+ * Every subscriber has its own bounded buffer, so a slow subscriber never
+ * blocks publishers; and it never loses events silently. What happens when its
+ * buffer is full is the subscription's explicit `overflow` policy:
+ * - `"fail"` (default): the subscriber first receives everything buffered, then
+ *   its stream fails with `EventsOverflowError` (how many it missed). It knows
+ *   it is behind and can read the current state again and subscribe anew.
+ * - `"drop-oldest"`: the oldest buffered event makes room, and the next event
+ *   the subscriber receives says how many were dropped before it (`missedBefore`).
+ *
+ * Two implementations: in-process (`makeMemory`, `layerMemory`), and across
+ * processes through PostgreSQL (`makePostgres`, `layerPostgres`): each event is
+ * a row of `noema_resource_events`, appended in commit order (publishers take a
+ * transaction-scoped advisory lock), and announced with `NOTIFY` carrying only
+ * its sequence number (NOTIFY payloads are limited to 8000 bytes; an event
+ * naming many resources is not). Each process LISTENs once, reads the new rows
+ * after the last sequence it saw, and fans them out to its own subscribers with
+ * the same filters and overflow policies. A missed notification costs nothing:
+ * the next one reads every row since.
+ */
+import { Cause, Context, Effect, Layer, Option, type Queue, Schema, type Scope, Stream } from "effect"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Urn from "./Urn.js"
+
+// ---------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------
+
+export const detailTypes = ["RESOURCE_PUT", "RESOURCE_GET", "RESOURCE_DELETE"] as const
+export type DetailType = (typeof detailTypes)[number]
+
+export interface ResourceEvent {
+  readonly id: string
+  readonly source: string
+  readonly detailType: DetailType
+  /** Epoch milliseconds. */
+  readonly time: number
+  /** The URNs the event is about. */
+  readonly resources: ReadonlyArray<string>
+}
+
+/** An event as one subscriber receives it: with the count of events dropped just before it, if any. */
+export interface Delivered extends ResourceEvent {
+  /** Under `"drop-oldest"`: how many events this subscriber missed right before this one. */
+  readonly missedBefore?: number
+}
+
+/** What a subscriber hears; every field narrows, an empty filter hears everything. */
+export interface Filter {
+  readonly source?: string | ReadonlyArray<string>
+  readonly detailType?: DetailType | ReadonlyArray<DetailType>
+  /** A URN: events about it or anything under it. */
+  readonly prefix?: string
+}
+
+export type Overflow = "fail" | "drop-oldest"
+
+export interface SubscribeOptions {
+  /** Events buffered for this subscriber before `overflow` applies. Default 1024. */
+  readonly buffer?: number
+  /** Default `"fail"`. */
+  readonly overflow?: Overflow
+}
+
+/** What to publish: `id` and `time` are given when left out. */
+export interface Publish {
+  readonly id?: string
+  readonly source: string
+  readonly detailType: DetailType
+  readonly time?: number
+  readonly resources: ReadonlyArray<string>
+}
+
+export class EventsOverflowError extends Schema.TaggedError<EventsOverflowError>()("EventsOverflowError", {
+  /** The subscriber's buffer size. */
+  capacity: Schema.Number,
+  message: Schema.String
+}) {}
+
+export class ResourceEventsError extends Schema.TaggedError<ResourceEventsError>()("ResourceEventsError", {
+  message: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}) {}
+
+export interface Service {
+  /** Publishes an event (checked first: a bad detail type, source or URN is refused) and returns it as stored. */
+  readonly publish: (event: Publish) => Effect.Effect<ResourceEvent, ResourceEventsError>
+  /**
+   * Subscribes until the scope closes: the stream carries the matching events
+   * published from now on, in order; it fails with `EventsOverflowError` under
+   * `"fail"` when the subscriber fell `buffer` events behind.
+   */
+  readonly subscribe: (
+    filter?: Filter,
+    options?: SubscribeOptions
+  ) => Effect.Effect<
+    Stream.Stream<Delivered, EventsOverflowError | ResourceEventsError>,
+    ResourceEventsError,
+    Scope.Scope
+  >
+}
+
+export class ResourceEvents extends Context.Service<ResourceEvents, Service>()(
+  "@noema/resources/ResourceEvents"
+) {}
+
+// ---------------------------------------------------------------------------
+// Filters and checks
+// ---------------------------------------------------------------------------
+
+const asList = <A>(value: A | ReadonlyArray<A> | undefined): ReadonlyArray<A> | undefined =>
+  value === undefined ? undefined : Array.isArray(value) ? (value as ReadonlyArray<A>) : [value as A]
+
+/** Whether `event` is one `filter` hears. */
+export const matches = (filter: Filter, event: ResourceEvent): boolean => {
+  const sources = asList(filter.source)
+  if (sources !== undefined && !sources.includes(event.source)) return false
+  const types = asList(filter.detailType)
+  if (types !== undefined && !types.includes(event.detailType)) return false
+  const prefix = filter.prefix
+  if (prefix !== undefined) {
+    const under = `${prefix}/`
+    return event.resources.some((urn) => urn === prefix || urn.startsWith(under))
+  }
+  return true
+}
+
+const eventsError = (message: string, cause?: unknown) =>
+  new ResourceEventsError({ message, ...(cause === undefined ? {} : { cause }) })
+
+const checkFilter = (filter: Filter): ResourceEventsError | undefined => {
+  for (const type of asList(filter.detailType) ?? []) {
+    if (!detailTypes.includes(type))
+      return eventsError(`unknown detail type "${type}" (known: ${detailTypes.join(", ")})`)
+  }
+  if (filter.prefix !== undefined) {
+    const parsed = Urn.parseEither(filter.prefix)
+    if (parsed instanceof Urn.InvalidUrnError) return eventsError(`filter prefix: ${parsed.message}`)
+  }
+  return undefined
+}
+
+/** The event to publish, complete and checked. */
+const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsError => {
+  if (!detailTypes.includes(event.detailType))
+    return eventsError(`unknown detail type "${event.detailType}" (known: ${detailTypes.join(", ")})`)
+  if (typeof event.source !== "string" || event.source.length === 0)
+    return eventsError("an event needs a source")
+  if (event.resources.length === 0) return eventsError("an event names at least one resource")
+  for (const urn of event.resources) {
+    const parsed = Urn.parseEither(urn)
+    if (parsed instanceof Urn.InvalidUrnError) return eventsError(parsed.message)
+  }
+  return {
+    id: event.id ?? crypto.randomUUID(),
+    source: event.source,
+    detailType: event.detailType,
+    time: event.time ?? now,
+    resources: [...event.resources]
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The hub: fan-out to bounded mailboxes
+// ---------------------------------------------------------------------------
+
+const defaultBuffer = 1024
+
+/** One subscriber's bounded buffer and overflow policy. */
+class Mailbox {
+  private buffer: Array<Delivered> = []
+  private head = 0
+  private waiting: ((pulled: Effect.Effect<Array<Delivered>, EventsOverflowError>) => void) | undefined
+  private overflowed: EventsOverflowError | undefined
+  private missed = 0
+
+  constructor(
+    readonly filter: Filter,
+    readonly capacity: number,
+    readonly overflow: Overflow
+  ) {}
+
+  private get size() {
+    return this.buffer.length - this.head
+  }
+
+  offer(event: ResourceEvent): void {
+    if (this.overflowed !== undefined) {
+      this.missed++
+      return
+    }
+    if (this.size >= this.capacity) {
+      if (this.overflow === "fail") {
+        this.missed = 1
+        this.overflowed = new EventsOverflowError({
+          capacity: this.capacity,
+          message: `a subscriber fell ${this.capacity} events behind and missed the events after them; read the current state again and subscribe anew`
+        })
+        this.wake()
+        return
+      }
+      // drop-oldest: the next event still buffered carries the count of those dropped before it.
+      const dropped = this.buffer[this.head] as Delivered
+      this.buffer[this.head] = undefined as unknown as Delivered
+      this.head++
+      const next = this.buffer[this.head]
+      const carried = 1 + (dropped.missedBefore ?? 0)
+      if (next !== undefined) {
+        this.buffer[this.head] = { ...next, missedBefore: (next.missedBefore ?? 0) + carried }
+      } else {
+        this.missed += carried
+      }
+    }
+    const delivered: Delivered =
+      this.missed > 0 && this.overflow === "drop-oldest" ? { ...event, missedBefore: this.missed } : event
+    if (this.overflow === "drop-oldest") this.missed = 0
+    this.buffer.push(delivered)
+    this.wake()
+  }
+
+  private drain(): Array<Delivered> {
+    const out = this.head === 0 ? this.buffer : this.buffer.slice(this.head)
+    this.buffer = []
+    this.head = 0
+    return out
+  }
+
+  private wake(): void {
+    const resume = this.waiting
+    if (resume === undefined) return
+    this.waiting = undefined
+    resume(this.pullNow() ?? Effect.succeed([]))
+  }
+
+  /** What can be pulled now, or undefined to wait. */
+  private pullNow(): Effect.Effect<Array<Delivered>, EventsOverflowError> | undefined {
+    if (this.size > 0) return Effect.succeed(this.drain())
+    if (this.overflowed !== undefined) {
+      const error = this.overflowed
+      return Effect.fail(
+        new EventsOverflowError({
+          capacity: error.capacity,
+          message: `${error.message} (${this.missed} missed so far)`
+        })
+      )
+    }
+    return undefined
+  }
+
+  /** Everything buffered, waiting for the next event when there is none; the overflow error once drained. */
+  readonly pull: Effect.Effect<Array<Delivered>, EventsOverflowError> = Effect.suspend(
+    () =>
+      this.pullNow() ??
+      Effect.callback<Array<Delivered>, EventsOverflowError>((resume) => {
+        this.waiting = resume
+        return Effect.sync(() => {
+          this.waiting = undefined
+        })
+      })
+  )
+}
+
+interface Hub {
+  readonly deliver: (event: ResourceEvent) => void
+  readonly subscribe: Service["subscribe"]
+}
+
+const makeHub = (): Hub => {
+  const mailboxes = new Set<Mailbox>()
+  return {
+    deliver: (event) => {
+      for (const mailbox of mailboxes) if (matches(mailbox.filter, event)) mailbox.offer(event)
+    },
+    subscribe: (filter = {}, options = {}) =>
+      Effect.suspend(() => {
+        const problem = checkFilter(filter)
+        if (problem !== undefined) return Effect.fail(problem)
+        const capacity = options.buffer ?? defaultBuffer
+        if (!Number.isInteger(capacity) || capacity < 1)
+          return Effect.fail(eventsError(`buffer must be a positive integer, got ${capacity}`))
+        const overflow = options.overflow ?? "fail"
+        if (overflow !== "fail" && overflow !== "drop-oldest")
+          return Effect.fail(eventsError(`unknown overflow policy "${overflow}" (known: fail, drop-oldest)`))
+        return Effect.acquireRelease(
+          Effect.sync(() => {
+            const mailbox = new Mailbox(filter, capacity, overflow)
+            mailboxes.add(mailbox)
+            return mailbox
+          }),
+          (mailbox) => Effect.sync(() => mailboxes.delete(mailbox))
+        ).pipe(
+          Effect.map((mailbox) =>
+            Stream.paginate(undefined, () =>
+              Effect.map(mailbox.pull, (events) => [events, Option.some(undefined)] as const)
+            )
+          )
+        )
+      })
+  }
+}
+
+// ---------------------------------------------------------------------------
+// In-process
+// ---------------------------------------------------------------------------
+
+/** Events within this process. */
+export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
+  const hub = makeHub()
+  return {
+    publish: (event) =>
+      Effect.suspend(() => {
+        const completed = complete(event, Date.now())
+        if (completed instanceof ResourceEventsError) return Effect.fail(completed)
+        hub.deliver(completed)
+        return Effect.succeed(completed)
+      }),
+    subscribe: hub.subscribe
+  }
+})
+
+export const layerMemory: Layer.Layer<ResourceEvents> = Layer.effect(ResourceEvents, makeMemory)
+
+// ---------------------------------------------------------------------------
+// Across processes: PostgreSQL
+// ---------------------------------------------------------------------------
+
+export const eventsTable = "noema_resource_events"
+export const migrationsTable = "noema_resource_events_migrations"
+/** The NOTIFY channel. */
+export const channel = "noema_resource_events"
+/** The advisory lock key publishers hold while appending, so sequence order is commit order. */
+const appendLock = 0x6e6f656d61 // "noema"
+
+interface Listener {
+  readonly listen: (
+    channel: string
+  ) => Effect.Effect<Queue.Dequeue<unknown, SqlError.SqlError>, SqlError.SqlError, Scope.Scope>
+}
+
+/** The PostgreSQL client's `listen`, when the `SqlClient` is one (`@effect/sql-pg`'s `PgClient`). */
+const pgListen = (sql: SqlClient.SqlClient) => {
+  const listen = (sql as unknown as Partial<Listener>).listen
+  return typeof listen === "function" ? listen.bind(sql) : undefined
+}
+
+const migrations = {
+  "1_events": Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      sql.unsafe(`CREATE TABLE ${eventsTable} (
+      seq BIGSERIAL PRIMARY KEY,
+      id TEXT NOT NULL UNIQUE,
+      source TEXT NOT NULL,
+      detail_type TEXT NOT NULL,
+      time BIGINT NOT NULL,
+      resources TEXT NOT NULL)`).unprepared
+  )
+}
+
+interface EventRow {
+  readonly seq: string | number
+  readonly id: string
+  readonly source: string
+  readonly detail_type: DetailType
+  readonly time: string | number
+  readonly resources: string
+}
+
+const fromRow = (row: EventRow): ResourceEvent => ({
+  id: row.id,
+  source: row.source,
+  detailType: row.detail_type,
+  time: Number(row.time),
+  resources: JSON.parse(row.resources) as Array<string>
+})
+
+/**
+ * Events shared by every process on one PostgreSQL database (the `SqlClient`
+ * in context must be `@effect/sql-pg`'s, as `Database.layer` gives for a
+ * `postgres://` URL). Listens until the scope closes.
+ */
+export const makePostgres: Effect.Effect<Service, ResourceEventsError, SqlClient.SqlClient | Scope.Scope> =
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const listen = pgListen(sql)
+    if (listen === undefined)
+      return yield* Effect.fail(
+        eventsError("cross-process events need PostgreSQL (LISTEN/NOTIFY); this database is not")
+      )
+    const failure = (what: string) => (cause: unknown) =>
+      eventsError(`${what}: ${cause instanceof Error ? cause.message : String(cause)}`, cause)
+    yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable }).pipe(
+      Effect.mapError(failure("preparing the events table"))
+    )
+    const hub = makeHub()
+    // LISTEN first, then read where the log stands: nothing committed in between is missed.
+    const notifications = yield* Effect.mapError(listen(channel), failure("listening for events"))
+    const start = yield* Effect.mapError(
+      sql.unsafe<{ seq: string | number | null }>(`SELECT max(seq) AS seq FROM ${eventsTable}`),
+      failure("reading the events log")
+    )
+    let lastSeq = Number(start[0]?.seq ?? 0)
+    // Suspended: each read asks for the rows after the sequence seen by then.
+    const catchUp = Effect.suspend(() =>
+      Effect.flatMap(
+        sql.unsafe<EventRow>(
+          `SELECT seq, id, source, detail_type, time, resources FROM ${eventsTable} WHERE seq > $1 ORDER BY seq`,
+          [lastSeq]
+        ),
+        (rows) =>
+          Effect.sync(() => {
+            for (const row of rows) {
+              lastSeq = Math.max(lastSeq, Number(row.seq))
+              hub.deliver(fromRow(row))
+            }
+          })
+      )
+    )
+    // One reader at a time: a notification arriving while rows are read is covered by the next read.
+    yield* Stream.fromQueue(notifications).pipe(
+      Stream.runForEach(() => catchUp),
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.void
+          : Effect.logError("resource events: the listener stopped", Cause.pretty(cause))
+      ),
+      Effect.forkScoped
+    )
+    const insert = `INSERT INTO ${eventsTable} (id, source, detail_type, time, resources) VALUES ($1, $2, $3, $4, $5) RETURNING seq`
+    return {
+      publish: (event) =>
+        Effect.suspend(() => {
+          const completed = complete(event, Date.now())
+          if (completed instanceof ResourceEventsError) return Effect.fail(completed)
+          return sql
+            .withTransaction(
+              Effect.gen(function* () {
+                yield* sql.unsafe(`SELECT pg_advisory_xact_lock(${appendLock})`)
+                const rows = yield* sql.unsafe<{ seq: string | number }>(insert, [
+                  completed.id,
+                  completed.source,
+                  completed.detailType,
+                  completed.time,
+                  JSON.stringify(completed.resources)
+                ])
+                // Delivered at commit; the payload is only the sequence number.
+                yield* sql.unsafe(`SELECT pg_notify($1, $2)`, [channel, String(rows[0]?.seq ?? "")])
+              })
+            )
+            .pipe(Effect.mapError(failure("publishing an event")), Effect.as(completed))
+        }),
+      subscribe: hub.subscribe
+    }
+  })
+
+export const layerPostgres: Layer.Layer<ResourceEvents, ResourceEventsError, SqlClient.SqlClient> =
+  Layer.effect(ResourceEvents, makePostgres)
