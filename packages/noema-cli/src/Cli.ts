@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs"
 import { type Command, parseCommand, UsageError } from "./CliArguments.js"
 import * as CliError from "./CliError.js"
 import * as Help from "./internal/help.js"
+import { help as PolicyHelp } from "./PolicyArguments.js"
 import { help as RoutineHelp } from "./RoutineArguments.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
@@ -51,6 +52,8 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
       return Help.sessions
     case "routine":
       return RoutineHelp
+    case "policy":
+      return PolicyHelp
   }
 }
 
@@ -77,6 +80,9 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     case "routine-run":
     case "routine-status":
       return (await import("./RoutineCommand.js")).runCommand(command, io)
+    // Policies (noema policy check).
+    case "policy-check":
+      return (await import("./PolicyCommand.js")).run(command, io)
   }
 }
 

@@ -8,6 +8,7 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { ModelFlags } from "./CliConfig.js"
+import { type PolicyCheck, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
 import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
 
 export class UsageError extends Error {
@@ -15,7 +16,7 @@ export class UsageError extends Error {
   readonly exitCode = 2
 }
 
-export type HelpTopic = "main" | "chat" | "ask" | "sessions" | "routine"
+export type HelpTopic = "main" | "chat" | "ask" | "sessions" | "routine" | "policy"
 
 /** Options every command that touches sessions takes. */
 export interface StoreOptions {
@@ -60,6 +61,8 @@ export type Command =
   | ({ readonly type: "sessions-import"; readonly file: string | undefined } & StoreOptions)
   /** `noema routine run|status` (see RoutineArguments). */
   | RoutineCommand
+  /** `noema policy check` (see PolicyArguments). */
+  | PolicyCheck
 
 const common = {
   help: { type: "boolean", short: "h" },
@@ -86,7 +89,7 @@ const turnOptions = {
   yes: { type: "boolean", short: "y" }
 } as const
 
-const commands = ["chat", "ask", "sessions", "routine"] as const
+const commands = ["chat", "ask", "sessions", "routine", "policy"] as const
 
 type Options = NonNullable<ParseArgsConfig["options"]>
 
@@ -249,7 +252,13 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
     return {
       type: "help",
       topic:
-        topic === "chat" || topic === "ask" || topic === "sessions" || topic === "routine" ? topic : "main"
+        topic === "chat" ||
+        topic === "ask" ||
+        topic === "sessions" ||
+        topic === "routine" ||
+        topic === "policy"
+          ? topic
+          : "main"
     }
   }
   if (first === "--version" || first === "-v") return { type: "version" }
@@ -267,6 +276,14 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         return parsed === "help" ? { type: "help", topic: "routine" } : parsed
       } catch (error) {
         throw error instanceof RoutineUsageError ? new UsageError(error.message) : error
+      }
+    // Policies: parsed in PolicyArguments.
+    case "policy":
+      try {
+        const parsed = parsePolicy(rest)
+        return parsed === "help" ? { type: "help", topic: "policy" } : parsed
+      } catch (error) {
+        throw error instanceof PolicyUsageError ? new UsageError(error.message) : error
       }
   }
   if (first.startsWith("-")) {

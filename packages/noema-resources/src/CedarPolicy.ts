@@ -10,6 +10,10 @@
  * element's type). Policies are validated against `schema` when loaded: a parse
  * or validation error refuses the load. A request is allowed only when Cedar
  * allows every resource it names; a Cedar error is a deny (fail closed).
+ *
+ * Each policy is named by its `@id("...")` annotation (else `policy<N>`, its
+ * position), and reasons name the policies that decided. The set is parsed
+ * once, when loaded (Cedar's preparsed policy sets), not on every request.
  */
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { Effect, Schema } from "effect"
@@ -39,15 +43,43 @@ export const entitiesOf = (urn: string): Array<cedar.EntityJson> => {
   }))
 }
 
+/** The policies of a Cedar text, each under its `@id` annotation or `policy<N>`; a failure says why not. */
+export const namedPolicies = (text: string): Record<string, string> | CedarPolicyError => {
+  const parts = cedar.policySetTextToParts(text)
+  if (parts.type === "failure")
+    return new CedarPolicyError({ message: `cedar: policies do not parse: ${errorsText(parts.errors)}` })
+  if (parts.policy_templates.length > 0)
+    return new CedarPolicyError({
+      message: "cedar: policy templates are not supported; write static policies"
+    })
+  const named: Record<string, string> = {}
+  for (const [index, policy] of parts.policies.entries()) {
+    const json = cedar.policyToJson(policy)
+    const annotated = json.type === "success" ? json.json.annotations?.id : undefined
+    const id = typeof annotated === "string" && annotated.length > 0 ? annotated : `policy${index}`
+    if (Object.hasOwn(named, id))
+      return new CedarPolicyError({ message: `cedar: two policies are named "${id}"; @id must be unique` })
+    named[id] = policy
+  }
+  return named
+}
+
+const schemaName = "noema"
+let schemaPrepared = false
+let policySets = 0
+
 /** Parses and validates `policies` (Cedar text) against the schema; fails with every problem found. */
 export const make = (policies: string): Effect.Effect<Policy.Service, CedarPolicyError> =>
   Effect.gen(function* () {
-    const parsed = cedar.checkParsePolicySet({ staticPolicies: policies })
+    const named = namedPolicies(policies)
+    if (named instanceof CedarPolicyError) return yield* Effect.fail(named)
+    const staticPolicies = named
+    const parsed = cedar.checkParsePolicySet({ staticPolicies })
     if (parsed.type === "failure")
       return yield* Effect.fail(
         new CedarPolicyError({ message: `cedar: policies do not parse: ${errorsText(parsed.errors)}` })
       )
-    const validation = cedar.validate({ schema, policies: { staticPolicies: policies } })
+    const validation = cedar.validate({ schema, policies: { staticPolicies } })
     if (validation.type === "failure")
       return yield* Effect.fail(
         new CedarPolicyError({ message: `cedar: cannot validate: ${errorsText(validation.errors)}` })
@@ -60,19 +92,34 @@ export const make = (policies: string): Effect.Effect<Policy.Service, CedarPolic
             .join("; ")}`
         })
       )
+    if (!schemaPrepared) {
+      const prepared = cedar.preparseSchema(schemaName, schema)
+      if (prepared.type === "failure")
+        return yield* Effect.fail(
+          new CedarPolicyError({ message: `cedar: schema: ${errorsText(prepared.errors)}` })
+        )
+      schemaPrepared = true
+    }
+    // Kept by cedar-wasm for the life of the process, under a name of its own.
+    const policySetId = `noema-${++policySets}`
+    const preparsed = cedar.preparsePolicySet(policySetId, { staticPolicies })
+    if (preparsed.type === "failure")
+      return yield* Effect.fail(
+        new CedarPolicyError({ message: `cedar: policies do not parse: ${errorsText(preparsed.errors)}` })
+      )
     return Policy.failClosed("cedar", (request) =>
       Effect.try({
         try: () => {
           const reasons: Array<string> = []
           for (const urn of request.resources) {
-            const answer = cedar.isAuthorized({
+            const answer = cedar.statefulIsAuthorized({
               principal: { type: "Noema::Actor", id: request.actor },
               action: { type: "Noema::Action", id: request.action },
               resource: { type: "Noema::Resource", id: urn },
               context: {},
-              schema,
+              preparsedSchemaName: schemaName,
               validateRequest: true,
-              policies: { staticPolicies: policies },
+              preparsedPolicySetId: policySetId,
               entities: [
                 { uid: { type: "Noema::Actor", id: request.actor }, attrs: {}, parents: [] },
                 ...entitiesOf(urn)

@@ -1,6 +1,7 @@
 export * as CedarPolicy from "./CedarPolicy.js"
 export * as FileResourceStore from "./FileResourceStore.js"
 export * as MemoryResourceStore from "./MemoryResourceStore.js"
+export * as OpaPolicy from "./OpaPolicy.js"
 export * as Policy from "./Policy.js"
 export * as Resource from "./Resource.js"
 export * as ResourceEvents from "./ResourceEvents.js"

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger, References } from "effect"
 import * as CedarPolicy from "../src/CedarPolicy.js"
+import * as OpaPolicy from "../src/OpaPolicy.js"
 import * as Policy from "../src/Policy.js"
 
 const c1 = "cld:conversation.c1"
@@ -39,12 +40,46 @@ const table: ReadonlyArray<readonly [string, Policy.Action, ReadonlyArray<string
   [stranger, "get", [c1], "deny"]
 ]
 
+/**
+ * The same policies as OPA would run them, compiled from this Rego:
+ *
+ *   package noema.authz
+ *   within(r, root) if r.urn == root
+ *   within(r, root) if r.ancestors[_] == root
+ *   permitted(r) if { input.actor == "<planner>"; within(r, "<c1>") }
+ *   permitted(r) if { input.actor == "<reader>"; input.action == "get"; within(r, "<c1>") }
+ *   forbidden(r) if { input.action == "delete"; r.type == "task" }
+ *   allow if every r in input.resources { permitted(r); not forbidden(r) }
+ *   decision := {"allow": allow, "reasons": ["rules"]}
+ *
+ * No `opa` binary exists here to compile it to policy.wasm, so this evaluator stands in for
+ * the compiled module, reading only the input document OpaPolicy builds (the part under test:
+ * that the input carries what a hierarchical policy needs, and how answers become decisions).
+ */
+const regoStandIn: OpaPolicy.Evaluate = (input) => {
+  const within = (r: { urn: string; ancestors: ReadonlyArray<string> }, root: string) =>
+    r.urn === root || r.ancestors.includes(root)
+  const permitted = (r: { urn: string; ancestors: ReadonlyArray<string> }) =>
+    (input.actor === planner && within(r, c1)) ||
+    (input.actor === reader && input.action === "get" && within(r, c1))
+  const forbidden = (r: { type: string }) => input.action === "delete" && r.type === "task"
+  const allow = input.resources.every((r) => permitted(r) && !forbidden(r))
+  return [
+    { result: { allow, reasons: [allow ? "opa: a rule permits every resource" : "opa: no rule permits it"] } }
+  ]
+}
+
 const engines: ReadonlyArray<
   readonly [string, Effect.Effect<Policy.Service, unknown>, (expected: string) => string]
 > = [
   ["allow-all", Policy.allowAll, () => "allow"],
   ["cedar", CedarPolicy.make(policies), (expected) => expected],
-  ["shadow(cedar)", Effect.map(CedarPolicy.make(policies), Policy.shadow), () => "allow"]
+  ["shadow(cedar)", Effect.map(CedarPolicy.make(policies), Policy.shadow), () => "allow"],
+  [
+    "opa (evaluator standing in for policy.wasm)",
+    Effect.succeed(OpaPolicy.fromEvaluator("opa", regoStandIn)),
+    (expected) => expected
+  ]
 ]
 
 describe("the decision table, on every engine", () => {
@@ -69,6 +104,35 @@ const capture = () => {
   })
   return { lines, layer: Logger.layer([logger]) }
 }
+
+describe("CedarPolicy", () => {
+  it.effect("names policies by their @id (else by position) in its reasons", () =>
+    Effect.gen(function* () {
+      const engine = yield* CedarPolicy.make(`${policies}
+permit (principal == Noema::Actor::"${stranger}", action == Noema::Action::"get", resource == Noema::Resource::"${c2}");`)
+      const allowed = yield* engine.authorize({ actor: reader, action: "get", resources: [m1] })
+      assert.match(allowed.reasons[0]!, /allowed by reader-reads-c1$/)
+      const forbidden = yield* engine.authorize({ actor: planner, action: "delete", resources: [t1] })
+      assert.match(forbidden.reasons[0]!, /denied by tasks-are-not-deleted$/)
+      const unnamed = yield* engine.authorize({ actor: stranger, action: "get", resources: [c2] })
+      assert.match(unnamed.reasons[0]!, /allowed by policy3$/)
+    })
+  )
+
+  it.effect("refuses two policies with one @id, and templates", () =>
+    Effect.gen(function* () {
+      const twice = yield* Effect.flip(
+        CedarPolicy.make(`@id("p") permit (principal, action, resource);
+@id("p") forbid (principal, action, resource);`)
+      )
+      assert.match(twice.message, /two policies are named "p"/)
+      const template = yield* Effect.flip(
+        CedarPolicy.make("permit (principal == ?principal, action, resource);")
+      )
+      assert.match(template.message, /templates are not supported/)
+    })
+  )
+})
 
 describe("Policy", () => {
   it.effect("allow-all says so when it is made", () =>

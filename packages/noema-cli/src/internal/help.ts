@@ -36,6 +36,8 @@ Usage
   noema sessions export --all       every session as JSON lines (for import elsewhere)
   noema sessions import [FILE]      sessions from JSON lines (stdin by default)
   noema routine run|status FILE     a work breakdown's goals: run them, show progress
+  noema policy check --actor A --action X URN...
+                                    what a policy (Cedar, OPA) decides, and why
   noema COMMAND --help              help for one command
 
 Options
