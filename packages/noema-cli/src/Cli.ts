@@ -12,6 +12,7 @@ import { type Command, parseCommand, UsageError } from "./CliArguments.js"
 import * as CliError from "./CliError.js"
 import * as Help from "./internal/help.js"
 import { help as PolicyHelp } from "./PolicyArguments.js"
+import { help as ResourcesHelp } from "./ResourcesArguments.js"
 import { help as RoutineHelp } from "./RoutineArguments.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
@@ -54,6 +55,8 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
       return RoutineHelp
     case "policy":
       return PolicyHelp
+    case "resources":
+      return ResourcesHelp
   }
 }
 
@@ -83,6 +86,13 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     // Policies (noema policy check).
     case "policy-check":
       return (await import("./PolicyCommand.js")).run(command, io)
+    // Resources (noema resources ls|show|put|search|reindex).
+    case "resources-ls":
+    case "resources-show":
+    case "resources-put":
+    case "resources-search":
+    case "resources-reindex":
+      return (await import("./ResourcesCommand.js")).run(command, io)
   }
 }
 

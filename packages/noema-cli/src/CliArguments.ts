@@ -9,6 +9,7 @@
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { ModelFlags } from "./CliConfig.js"
 import { type PolicyCheck, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
+import { parse as parseResources, type ResourcesCommand, ResourcesUsageError } from "./ResourcesArguments.js"
 import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
 
 export class UsageError extends Error {
@@ -16,7 +17,7 @@ export class UsageError extends Error {
   readonly exitCode = 2
 }
 
-export type HelpTopic = "main" | "chat" | "ask" | "sessions" | "routine" | "policy"
+export type HelpTopic = "main" | "chat" | "ask" | "sessions" | "routine" | "policy" | "resources"
 
 /** Options every command that touches sessions takes. */
 export interface StoreOptions {
@@ -63,6 +64,8 @@ export type Command =
   | RoutineCommand
   /** `noema policy check` (see PolicyArguments). */
   | PolicyCheck
+  /** `noema resources ...` (see ResourcesArguments). */
+  | ResourcesCommand
 
 const common = {
   help: { type: "boolean", short: "h" },
@@ -89,7 +92,7 @@ const turnOptions = {
   yes: { type: "boolean", short: "y" }
 } as const
 
-const commands = ["chat", "ask", "sessions", "routine", "policy"] as const
+const commands = ["chat", "ask", "sessions", "routine", "policy", "resources"] as const
 
 type Options = NonNullable<ParseArgsConfig["options"]>
 
@@ -256,7 +259,8 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         topic === "ask" ||
         topic === "sessions" ||
         topic === "routine" ||
-        topic === "policy"
+        topic === "policy" ||
+        topic === "resources"
           ? topic
           : "main"
     }
@@ -284,6 +288,14 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         return parsed === "help" ? { type: "help", topic: "policy" } : parsed
       } catch (error) {
         throw error instanceof PolicyUsageError ? new UsageError(error.message) : error
+      }
+    // Resources: parsed in ResourcesArguments.
+    case "resources":
+      try {
+        const parsed = parseResources(rest)
+        return parsed === "help" ? { type: "help", topic: "resources" } : parsed
+      } catch (error) {
+        throw error instanceof ResourcesUsageError ? new UsageError(error.message) : error
       }
   }
   if (first.startsWith("-")) {

@@ -21,8 +21,19 @@ class PolicyLoadError extends Error {
   override readonly name = "PolicyLoadError"
 }
 
+/** How a command names its policy engine (`noema policy`, `noema resources`). */
+export interface EngineOptions {
+  readonly policy: string | undefined
+  readonly engine: "cedar" | "opa" | "allow-all" | undefined
+  readonly entrypoint: string | undefined
+  readonly data: string | undefined
+}
+
+/** The default policy file, `$NOEMA_HOME/policy.cedar`. */
+export const defaultPolicyFile = (io: Io): string => path.join(CliConfig.paths(io.env).home, "policy.cedar")
+
 /** The engine the command names, loaded (a policy that does not load is an error naming the file). */
-const engineOf = (command: PolicyCheck, io: Io): Effect.Effect<Policy.Service, PolicyLoadError> => {
+export const engineOf = (command: EngineOptions, io: Io): Effect.Effect<Policy.Service, PolicyLoadError> => {
   if (command.engine === "allow-all") return Policy.allowAll
   const file = path.resolve(io.cwd, command.policy ?? path.join(CliConfig.paths(io.env).home, "policy.cedar"))
   const kind = command.engine ?? (file.endsWith(".wasm") ? "opa" : "cedar")
@@ -61,16 +72,20 @@ const engineOf = (command: PolicyCheck, io: Io): Effect.Effect<Policy.Service, P
   )
 }
 
+/** Engines' log lines (allow-all's warning, shadow's verdicts) as `noema: ...` lines on stderr. */
+export const stderrLogger = (io: Io) =>
+  Logger.layer([
+    Logger.make<unknown, void>(({ message }) => {
+      io.stderr.write(`noema: ${Array.isArray(message) ? message.join(" ") : String(message)}\n`)
+    })
+  ])
+
 export const run = async (command: PolicyCheck, io: Io): Promise<number> => {
   for (const urn of [command.actor, ...command.resources]) {
     const problem = Urn.parseEither(urn)
     if (problem instanceof Urn.InvalidUrnError)
       throw new UsageError(`noema policy check: ${problem.message} (see noema policy --help)`)
   }
-  // The engines' log lines (allow-all's warning, shadow's verdict) go to stderr.
-  const logger = Logger.make<unknown, void>(({ message }) => {
-    io.stderr.write(`noema: ${Array.isArray(message) ? message.join(" ") : String(message)}\n`)
-  })
   const decision = await Effect.runPromise(
     Effect.gen(function* () {
       const loaded = yield* engineOf(command, io)
@@ -81,7 +96,7 @@ export const run = async (command: PolicyCheck, io: Io): Promise<number> => {
         resources: command.resources
       })
       return { engine: engine.name, ...decided }
-    }).pipe(Effect.provide(Logger.layer([logger])))
+    }).pipe(Effect.provide(stderrLogger(io)))
   )
   if (command.json) {
     io.stdout.write(

@@ -36,6 +36,7 @@ Usage
   noema sessions export --all       every session as JSON lines (for import elsewhere)
   noema sessions import [FILE]      sessions from JSON lines (stdin by default)
   noema routine run|status FILE     a work breakdown's goals: run them, show progress
+  noema resources ls|show|put|search resources (conversations, tasks, chunks...) and similarity search
   noema policy check --actor A --action X URN...
                                     what a policy (Cedar, OPA) decides, and why
   noema COMMAND --help              help for one command

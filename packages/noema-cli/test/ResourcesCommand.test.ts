@@ -1,0 +1,144 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "vitest"
+import { makeHome, removeHome, runCli } from "./support/cli.js"
+
+const home = makeHome()
+afterAll(() => removeHome(home))
+const env = { NOEMA_HOME: home }
+const noema = (...args: ReadonlyArray<string>) => runCli(["resources", ...args], { env })
+const file = (name: string, value: unknown) => {
+  const target = path.join(home, name)
+  fs.writeFileSync(target, JSON.stringify(value))
+  return target
+}
+
+describe("noema resources", () => {
+  it("put, ls, show and search, on the default database, with the local embedder", async () => {
+    const put = await noema("put", file("kitchen.json", { type: "conversation", name: "kitchen" }), "--json")
+    assert.equal(put.code, 0, put.stderr)
+    const [kitchen] = JSON.parse(put.stdout) as Array<string>
+    assert.match(kitchen!, /^cld:conversation\.[0-9a-f]{16}$/)
+    assert.match(put.stderr, /allow-all engine in use/)
+    const chunks = await noema(
+      "put",
+      file("chunks.json", [
+        {
+          type: "chunk",
+          name: "bread",
+          parent: kitchen,
+          text: "Sourdough bread: feed the starter, bake the loaf."
+        },
+        { type: "chunk", name: "pasta", parent: kitchen, text: "Tomato pasta with garlic." },
+        {
+          type: "assistant",
+          name: "mechanic",
+          purpose: "Repairs cars",
+          applicability: "car engines, oil, brakes"
+        }
+      ])
+    )
+    assert.equal(chunks.code, 0, chunks.stderr)
+    assert.equal(chunks.stdout.trim().split("\n").length, 3)
+
+    const ls = await noema("ls", kitchen!)
+    assert.equal(ls.code, 0, ls.stderr)
+    // In URN order (the hashes decide), so compared as a set.
+    assert.sameDeepMembers(
+      ls.stdout
+        .trim()
+        .split("\n")
+        .map((row) => row.split("  ").slice(1)),
+      [
+        ["chunk", "bread"],
+        ["chunk", "pasta"]
+      ]
+    )
+    const search = await noema("search", "how do I bake bread?")
+    assert.equal(search.code, 0, search.stderr)
+    assert.match(
+      search.stdout.split("\n")[0]!,
+      /^\d\.\d{3} {2}cld:conversation\.[0-9a-f]+\/chunk\.[0-9a-f]+ {2}chunk {2}bread$/
+    )
+    const scoped = await noema("search", "car engine", "--type", "assistant", "--json")
+    const hits = JSON.parse(scoped.stdout) as Array<{ name: string; type: string; score: number }>
+    assert.deepEqual(
+      hits.map((hit) => [hit.type, hit.name]),
+      [["assistant", "mechanic"]]
+    )
+    assert.isAbove(hits[0]!.score, 0)
+    const underKitchen = await noema("search", "car engine", "--prefix", kitchen!, "--json")
+    assert.ok(
+      (JSON.parse(underKitchen.stdout) as Array<{ type: string }>).every((hit) => hit.type !== "assistant")
+    )
+
+    const breadUrn = search.stdout.split("\n")[0]!.split("  ")[1]!
+    const show = await noema("show", breadUrn, "--json")
+    assert.equal(show.code, 0, show.stderr)
+    const resource = JSON.parse(show.stdout)
+    assert.equal(resource.meta.urn, breadUrn)
+    assert.equal(resource.meta.parent, kitchen)
+    assert.match(resource.text, /Sourdough/)
+
+    const reindex = await noema("reindex")
+    assert.equal(reindex.code, 0, reindex.stderr)
+    assert.equal(reindex.stdout, "reindexed 4 resources with local/hash-v1\n")
+    const again = await noema("search", "how do I bake bread?")
+    assert.equal(again.stdout, search.stdout)
+  })
+
+  it("goes through the policy as the actor --as", async () => {
+    const policyHome = makeHome()
+    try {
+      const local = { NOEMA_HOME: policyHome }
+      fs.writeFileSync(
+        path.join(policyHome, "policy.cedar"),
+        `@id("cli-writes") permit (principal == Noema::Actor::"cld:user.cli", action, resource);`
+      )
+      const put = await runCli(
+        ["resources", "put", file("one.json", { type: "conversation", name: "one" }), "--json"],
+        {
+          env: local
+        }
+      )
+      assert.equal(put.code, 0, put.stderr)
+      const urn = (JSON.parse(put.stdout) as Array<string>)[0]!
+      const denied = await runCli(["resources", "show", urn, "--as", "cld:user.guest"], { env: local })
+      assert.equal(denied.code, 1)
+      assert.match(denied.stderr, /cld:user\.guest may not get/)
+      // The guest's search finds nothing it may not read.
+      const search = await runCli(["resources", "search", "one", "--as", "cld:user.guest", "--json"], {
+        env: local
+      })
+      assert.equal(search.code, 0, search.stderr)
+      assert.deepEqual(JSON.parse(search.stdout), [])
+    } finally {
+      removeHome(policyHome)
+    }
+  })
+
+  it("refuses bad input with one line and the right status", async () => {
+    const cases: ReadonlyArray<readonly [ReadonlyArray<string>, number, RegExp]> = [
+      [["ls"], 2, /missing the URN PREFIX/],
+      [["ls", "kitchen"], 2, /kitchen/],
+      [["search"], 2, /missing the "text"/],
+      [["search", "x", "--limit", "0"], 2, /--limit/],
+      [["show", "cld:conversation.none"], 1, /not found/],
+      [["put", path.join(home, "absent.json")], 1, /cannot read/],
+      [["put", file("bad.json", [{ type: "chunk", name: "no text" }])], 1, /bad\.json.*text/],
+      [["put", file("kind.json", { type: "rocket", name: "x" })], 1, /"type" must be one of/],
+      [["launch"], 2, /unknown action "launch"/],
+      [
+        ["search", "x", "--embedding-model", "text-embedding-3-small"],
+        2,
+        /needs OPENAI_API_KEY or --base-url/
+      ]
+    ]
+    for (const [args, code, message] of cases) {
+      const result = await noema(...args)
+      assert.equal(result.code, code, `${args.join(" ")}: ${result.stderr}`)
+      assert.match(result.stderr, message, args.join(" "))
+      assert.ok(!/\n\s+at /.test(result.stderr), result.stderr)
+    }
+  })
+})
