@@ -211,9 +211,9 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
       identity: identityOf(embedder, dimensions),
       upsert: (resources) =>
         Effect.map(vectorsOf(asList(resources), dimensions), (vectors) => {
-          asList(resources).forEach((resource, i) =>
+          for (const [i, resource] of asList(resources).entries()) {
             entries.set(resource.meta.urn, { type: resource.meta.type, vector: vectors[i] as Float32Array })
-          )
+          }
         }),
       remove: (urn) => Effect.sync(() => entries.delete(urn)),
       search: (query, options = {}) => {

@@ -240,7 +240,7 @@ describe("VectorIndex on SQLite", () => {
             b.map((hit) => hit.urn),
             a.map((hit) => hit.urn)
           )
-          b.forEach((hit, i) => assert.closeTo(hit.score, a[i]!.score, 1e-9))
+          for (const [i, hit] of b.entries()) assert.closeTo(hit.score, a[i]!.score, 1e-9)
         }
       })
     )
