@@ -180,6 +180,69 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runtime.triggers_lost" }
   },
   {
+    workload: "resources.find_prefix  (100 of 10k, SQLite)",
+    unit: "us",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "resources.find_prefix_10k.sqlite_us" }
+  },
+  {
+    workload: "resources.find_prefix  (100 of big, SQLite)",
+    unit: "us",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "resources.find_prefix_big.sqlite_us" }
+  },
+  {
+    workload: "resources.find_prefix  (100 of 10k, Postgres)",
+    unit: "us",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "resources.find_prefix_10k.pg_us" }
+  },
+  {
+    workload: "resources.find_prefix  (100 of big, Postgres)",
+    unit: "us",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "resources.find_prefix_big.pg_us" }
+  },
+  {
+    workload: "resources big store size",
+    unit: "resources",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "resources.big_size" }
+  },
+  {
+    workload: "resources.get_many_100  (SQLite, big store)",
+    unit: "us",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "resources.get_many_100_us" }
+  },
+  {
+    workload: "policy.cedar_authorize  (500 policies)",
+    unit: "us",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "policy.cedar_authorize_us" }
+  },
+  {
+    workload: "vector.search_100k  (exact, 384 dims, memory | raw loop)",
+    unit: "ms",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "vector.search_100k_ms", raw: "vector.search_100k_raw_ms" }
+  },
+  {
+    workload: "vector.search_100k  (exact, SQLite)",
+    unit: "ms",
+    suite: "resources",
+    better: "lower",
+    cells: { noema: "vector.search_100k_sqlite_ms" }
+  },
+  {
     workload: "context.window1m  (window 50)",
     unit: "us",
     suite: "context",
@@ -215,6 +278,12 @@ const packageOf = (figure: string): string | undefined => {
   if (figure.startsWith("http.") && figure.includes(".noema_")) return "@noema/openai"
   if (figure.startsWith("store.")) return "@noema/session"
   if (figure.startsWith("runtime.") && !figure.includes("_raw_")) return "@noema/runtime"
+  if (
+    figure.startsWith("resources.") ||
+    figure.startsWith("policy.") ||
+    (figure.startsWith("vector.") && !figure.includes("_raw_"))
+  )
+    return "@noema/resources"
   if (figure === "cli.version_ms") return "@noema/cli"
   return undefined
 }
@@ -288,6 +357,16 @@ const targets: ReadonlyArray<Target> = [
     description: "store.load100k: <= 300 ms",
     figures: ["store.load100k.sqlite_ms"],
     evaluate: ([ms = Number.NaN]) => ({ shown: `${ms.toFixed(1)} ms`, pass: ms <= 300 })
+  },
+  {
+    description: "resources.find_prefix: big <= 2 x 10k (SQLite)",
+    figures: ["resources.find_prefix_big.sqlite_us", "resources.find_prefix_10k.sqlite_us"],
+    evaluate: ratio(2)
+  },
+  {
+    description: "resources.find_prefix: big <= 2 x 10k (Postgres)",
+    figures: ["resources.find_prefix_big.pg_us", "resources.find_prefix_10k.pg_us"],
+    evaluate: ratio(2)
   },
   {
     description: "cli --version: <= node -e 0 + 150 ms",

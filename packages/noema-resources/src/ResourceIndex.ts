@@ -129,7 +129,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       ),
     delete: (actor, urn) =>
       Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
-        Effect.tap(() => (vectors === undefined ? Effect.void : vectors.remove(urn))),
+        Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
         Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
       ),
     search: (actor, query, searchOptions) =>

@@ -131,11 +131,35 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
           )
         ),
       getMany: (urns) =>
-        Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) =>
-          Effect.map(Effect.forEach(keys, getOne), (found) =>
-            found.filter((r): r is Resource.Resource => r !== undefined)
+        Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) => {
+          // One query per batch of keys (IN list), then back into the order asked.
+          const batches: Array<Array<string>> = []
+          const distinct = [...new Set(keys)]
+          for (let offset = 0; offset < distinct.length; offset += 500)
+            batches.push(distinct.slice(offset, offset + 500))
+          return Effect.map(
+            Effect.forEach(batches, (batch) =>
+              guard(
+                Effect.flatMap(
+                  sql.unsafe<{ body: string }>(
+                    dialect.placeholders(
+                      `SELECT body FROM ${resourcesTable} WHERE urn IN (${batch.map(() => "?").join(", ")})`
+                    ),
+                    batch
+                  ),
+                  read
+                )
+              )
+            ),
+            (found) => {
+              const byUrn = new Map(found.flat().map((resource) => [resource.meta.urn, resource]))
+              return keys.flatMap((key) => {
+                const resource = byUrn.get(key)
+                return resource === undefined ? [] : [resource]
+              })
+            }
           )
-        ),
+        }),
       findByPrefix: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) =>
           guard(Effect.flatMap(sql.unsafe<{ body: string }>(text.prefix, [...prefixRange(key)]), read))

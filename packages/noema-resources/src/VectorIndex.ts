@@ -113,6 +113,11 @@ const better = (a: Hit, b: Hit) => b.score - a.score || (a.urn < b.urn ? -1 : a.
 class TopK {
   private readonly hits: Array<Hit> = []
   constructor(private readonly limit: number) {}
+  /** Whether a hit with this score could enter (a cheap test before building the hit). */
+  admits(score: number): boolean {
+    const hits = this.hits
+    return hits.length < this.limit || score >= (hits[hits.length - 1] as Hit).score
+  }
   offer(hit: Hit) {
     const hits = this.hits
     if (hits.length === this.limit && better(hit, hits[hits.length - 1] as Hit) >= 0) return
@@ -202,34 +207,77 @@ const dimensionsOf = (embedder: Embedder.Service): Effect.Effect<number, VectorI
 // Memory
 // ---------------------------------------------------------------------------
 
-/** Vectors in memory. */
+/**
+ * Vectors in memory, in one contiguous Float32Array (a slot per resource; a
+ * removed resource's slot is reused), so a search is one pass over memory.
+ */
 export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, VectorIndexError> =>
   Effect.map(dimensionsOf(embedder), (dimensions) => {
     const { queryVector, vectorsOf } = common(embedder)
-    const entries = new Map<string, { readonly type: string; readonly vector: Float32Array }>()
+    const slots = new Map<string, number>()
+    let urns: Array<string | undefined> = []
+    let types: Array<string> = []
+    let data = new Float32Array(1024 * dimensions)
+    const free: Array<number> = []
+    const slotFor = (urn: string): number => {
+      const existing = slots.get(urn)
+      if (existing !== undefined) return existing
+      const slot = free.pop() ?? urns.length
+      if ((slot + 1) * dimensions > data.length) {
+        const grown = new Float32Array(Math.max(data.length * 2, (slot + 1) * dimensions))
+        grown.set(data)
+        data = grown
+      }
+      slots.set(urn, slot)
+      urns[slot] = urn
+      return slot
+    }
     return {
       identity: identityOf(embedder, dimensions),
       upsert: (resources) =>
         Effect.map(vectorsOf(asList(resources), dimensions), (vectors) => {
           for (const [i, resource] of asList(resources).entries()) {
-            entries.set(resource.meta.urn, { type: resource.meta.type, vector: vectors[i] as Float32Array })
+            const slot = slotFor(resource.meta.urn)
+            types[slot] = resource.meta.type
+            data.set(vectors[i] as Float32Array, slot * dimensions)
           }
         }),
-      remove: (urn) => Effect.sync(() => entries.delete(urn)),
+      remove: (urn) =>
+        Effect.sync(() => {
+          const slot = slots.get(urn)
+          if (slot === undefined) return false
+          slots.delete(urn)
+          urns[slot] = undefined
+          free.push(slot)
+          return true
+        }),
       search: (query, options = {}) => {
         const problem = checkOptions(options)
         if (problem !== undefined) return Effect.fail(problem)
         return Effect.map(queryVector(query, dimensions), (q) => {
           const top = new TopK(options.limit ?? 10)
-          for (const [urn, entry] of entries) {
-            if (matchesFilters(urn, entry.type, options))
-              top.offer({ urn, type: entry.type, score: dot(q, entry.vector) })
+          const filtered = options.type !== undefined || options.prefix !== undefined
+          for (let slot = 0; slot < urns.length; slot++) {
+            const urn = urns[slot]
+            if (urn === undefined) continue
+            const type = types[slot] as string
+            if (filtered && !matchesFilters(urn, type, options)) continue
+            let score = 0
+            const base = slot * dimensions
+            for (let d = 0; d < dimensions; d++) score += (q[d] as number) * (data[base + d] as number)
+            if (top.admits(score)) top.offer({ urn, type, score })
           }
           return top.result()
         })
       },
-      size: Effect.sync(() => entries.size),
-      reset: Effect.sync(() => entries.clear())
+      size: Effect.sync(() => slots.size),
+      reset: Effect.sync(() => {
+        slots.clear()
+        urns = []
+        types = []
+        free.length = 0
+        data = new Float32Array(1024 * dimensions)
+      })
     }
   })
 

@@ -1,0 +1,336 @@
+/**
+ * Resources: what the resource store, the policy engine and the vector index cost.
+ *
+ * - `resources.find_prefix_us`: `findByPrefix` of one conversation holding 100
+ *   chunks (decoded), in a store of 10,000 and of 1,000,000 resources (100,000
+ *   in quick runs), on SQLite and on PostgreSQL: a key range scan, so the time
+ *   should not grow with the store.
+ * - `resources.get_many_100_us`: `getMany` of 100 URNs spread over the store (SQLite).
+ * - `policy.cedar_authorize_us`: one `get` of a resource two levels deep, with
+ *   500 Cedar policies loaded.
+ * - `vector.search_100k_ms`: exact search of 100,000 vectors of 384 dimensions
+ *   (the memory `VectorIndex`, top 10), next to a plain Float32Array dot-product
+ *   loop over the same vectors, the floor; and the SQLite index.
+ *
+ * The stores are filled straight through SQL in one transaction (the rows are
+ * what `put` would write: real resources, decodable), so filling a million
+ * takes seconds; every figure is then measured through noema's API.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { Embedder } from "@noema/core"
+import {
+  CedarPolicy,
+  Resource,
+  type ResourceStore,
+  SqlResourceStore,
+  Urn,
+  VectorIndex
+} from "@noema/resources"
+import { Database } from "@noema/session"
+import { EmbeddedPostgres, TestDatabase } from "@noema/testing-postgres"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { check, median, now } from "./Harness.ts"
+
+export interface ResourcesOptions {
+  /** The big store's size (1,000,000 in full runs). */
+  readonly big: number
+  readonly lookups: number
+  readonly authorizations: number
+  readonly searches: number
+  readonly vectors: number
+}
+
+const perConversation = 100
+
+/** The resource rows of `conversations` conversations with 100 chunks each, as `put` would store them. */
+const rowsOf = (from: number, count: number) => {
+  const rows: Array<readonly [string, string, string | null, string]> = []
+  for (let c = from; c < from + count; c++) {
+    const name = `conversation ${c}`
+    const hash = Resource.hashOf(undefined, "conversation", name)
+    const urn = Urn.child(undefined, "conversation", hash)
+    rows.push([
+      urn,
+      "conversation",
+      null,
+      JSON.stringify({ meta: { urn, name, type: "conversation", hash } })
+    ])
+    for (let k = 0; k < perConversation - 1; k++) {
+      const chunkName = `chunk ${k}`
+      const chunkHash = Resource.hashOf(urn, "chunk", chunkName)
+      const chunkUrn = Urn.child(urn, "chunk", chunkHash)
+      rows.push([
+        chunkUrn,
+        "chunk",
+        urn,
+        JSON.stringify({
+          meta: { urn: chunkUrn, name: chunkName, type: "chunk", parent: urn, hash: chunkHash },
+          text: `Chunk ${k} of conversation ${c}.`
+        })
+      ])
+    }
+  }
+  return rows
+}
+
+const conversationUrn = (c: number) =>
+  Urn.child(undefined, "conversation", Resource.hashOf(undefined, "conversation", `conversation ${c}`))
+
+/** Fills the store's table with `total` resources (100 per conversation), in one transaction, batched. */
+const fill = (total: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const pg = Database.dialectOf(sql) === "pg"
+    const conversations = Math.ceil(total / perConversation)
+    const perStatement = pg ? 1000 : 200
+    const statement = (rows: number) => {
+      let index = 0
+      const values = Array.from({ length: rows }, () =>
+        pg ? `($${++index}, $${++index}, $${++index}, $${++index})` : "(?, ?, ?, ?)"
+      ).join(", ")
+      return `INSERT INTO ${SqlResourceStore.resourcesTable} (urn, type, parent, body) VALUES ${values}`
+    }
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        for (let c = 0; c < conversations; c += 100) {
+          const rows = rowsOf(c, Math.min(100, conversations - c))
+          for (let offset = 0; offset < rows.length; offset += perStatement) {
+            const batch = rows.slice(offset, offset + perStatement)
+            yield* sql.unsafe(statement(batch.length), batch.flat())
+          }
+        }
+      })
+    )
+    return conversations
+  })
+
+/** Median µs of `findByPrefix` over random conversations, each returning 100 resources. */
+const prefixLookups = (store: ResourceStore.Service, conversations: number, lookups: number) =>
+  Effect.gen(function* () {
+    const times: Array<number> = []
+    for (let i = 0; i < lookups + 20; i++) {
+      const urn = conversationUrn((i * 7919) % conversations)
+      const started = now()
+      const found = yield* store.findByPrefix(urn)
+      const elapsed = (now() - started) * 1000
+      check(found.length === perConversation - 1, `findByPrefix found ${found.length} resources`)
+      if (i >= 20) times.push(elapsed)
+    }
+    return median(times)
+  })
+
+/** A store of `size` resources on the database `layer`, and its prefix lookup time. */
+const storeOfSize = (
+  layer: Layer.Layer<SqlClient.SqlClient | Database.Database, unknown>,
+  size: number,
+  lookups: number
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const context = yield* Layer.build(layer)
+      const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+      const conversations = yield* Effect.provideContext(fill(size), context)
+      const lookup = yield* prefixLookups(store, conversations, lookups)
+      return { store, conversations, lookup }
+    })
+  )
+
+const sqliteLayer = (directory: string, name: string) =>
+  Database.layer({ kind: "sqlite", filename: path.join(directory, `${name}.db`) })
+
+const cedarPolicies = (count: number) =>
+  Array.from(
+    { length: count },
+    (_, i) =>
+      `@id("p${i}") permit (principal == Noema::Actor::"cld:assistant.a${i}", action == Noema::Action::"get", resource in Noema::Resource::"cld:conversation.c${i}");`
+  ).join("\n")
+
+/** An embedder of fixed random unit vectors: the text is the vector's index. */
+const fixedEmbedder = (vectors: ReadonlyArray<Float32Array>, dimensions: number): Embedder.Service => ({
+  provider: "bench",
+  model: "fixed",
+  dimensions,
+  embed: (texts) =>
+    Effect.succeed({
+      vectors: texts.map((text) => Array.from(vectors[Number(text.split("\n")[0])] as Float32Array))
+    })
+})
+
+const randomUnit = (dimensions: number, seed: number): Float32Array => {
+  let state = seed * 2654435761 + 1
+  const next = () => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0
+    return state / 4294967296 - 0.5
+  }
+  const vector = new Float32Array(dimensions)
+  let norm = 0
+  for (let i = 0; i < dimensions; i++) {
+    vector[i] = next()
+    norm += (vector[i] as number) ** 2
+  }
+  for (let i = 0; i < dimensions; i++) vector[i] = (vector[i] as number) / Math.sqrt(norm)
+  return vector
+}
+
+const vectorSearch = (options: ResourcesOptions, directory: string) =>
+  Effect.gen(function* () {
+    const dimensions = 384
+    const count = options.vectors
+    const vectors = Array.from({ length: count + options.searches }, (_, i) => randomUnit(dimensions, i + 1))
+    const embedder = fixedEmbedder(vectors, dimensions)
+    // Resources named by their vector's index (what the fixed embedder reads back).
+    const resources = Array.from(
+      { length: count },
+      (_, i) =>
+        ({
+          meta: { urn: `cld:chunk.v${i}`, name: String(i), type: "chunk", hash: `v${i}` },
+          text: ""
+        }) as unknown as Resource.Resource
+    )
+    const memory = yield* VectorIndex.makeMemory(embedder)
+    for (let offset = 0; offset < count; offset += 5000)
+      yield* memory.upsert(resources.slice(offset, offset + 5000))
+    // The floor: one contiguous Float32Array, a dot product per row, the best 10 kept.
+    const flat = new Float32Array(count * dimensions)
+    for (let i = 0; i < count; i++) flat.set(vectors[i] as Float32Array, i * dimensions)
+    const rawSearch = (query: Float32Array) => {
+      const best: Array<{ index: number; score: number }> = []
+      for (let i = 0; i < count; i++) {
+        let score = 0
+        const base = i * dimensions
+        for (let d = 0; d < dimensions; d++) score += (query[d] as number) * (flat[base + d] as number)
+        if (best.length < 10 || score > (best[9] as { score: number }).score) {
+          best.push({ index: i, score })
+          best.sort((a, b) => b.score - a.score)
+          if (best.length > 10) best.pop()
+        }
+      }
+      return best
+    }
+    const noemaTimes: Array<number> = []
+    const rawTimes: Array<number> = []
+    for (let s = 0; s < options.searches; s++) {
+      const query = vectors[count + s] as Float32Array
+      let started = now()
+      const hits = yield* memory.search({ vector: Array.from(query) }, { limit: 10 })
+      noemaTimes.push(now() - started)
+      started = now()
+      const raw = rawSearch(query)
+      rawTimes.push(now() - started)
+      check(
+        hits[0]?.urn === `cld:chunk.v${raw[0]?.index}`,
+        "noema's and the raw search agree on the best hit"
+      )
+    }
+    // The same vectors in SQLite (exact search reads every row that passes the filters).
+    const sqliteMs = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const context = yield* Layer.build(sqliteLayer(directory, "vectors"))
+        const index = yield* Effect.provideContext(VectorIndex.fromDatabase(embedder), context)
+        for (let offset = 0; offset < count; offset += 5000)
+          yield* index.upsert(resources.slice(offset, offset + 5000))
+        const times: Array<number> = []
+        for (let s = 0; s < Math.min(options.searches, 5); s++) {
+          const started = now()
+          yield* index.search({ vector: Array.from(vectors[count + s] as Float32Array) }, { limit: 10 })
+          times.push(now() - started)
+        }
+        return median(times)
+      })
+    )
+    return {
+      "vector.search_100k_ms": median(noemaTimes),
+      "vector.search_100k_raw_ms": median(rawTimes),
+      "vector.search_100k_sqlite_ms": sqliteMs
+    }
+  })
+
+export const run = async (options: ResourcesOptions): Promise<Record<string, number>> => {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-bench-resources-"))
+  const results: Record<string, number> = {}
+  const given = process.env[TestDatabase.environmentVariable]
+    ? await TestDatabase.make({ prefix: "noema_bench_resources" })
+    : undefined
+  const server = given === undefined ? await EmbeddedPostgres.start({}) : undefined
+  const pgUrl = given?.url ?? (server as { url: string }).url
+  try {
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        // SQLite: 10k, then the big store; getMany in the big one.
+        const small = yield* storeOfSize(sqliteLayer(directory, "small"), 10_000, options.lookups)
+        results["resources.find_prefix_10k.sqlite_us"] = small.lookup
+        const big = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const context = yield* Layer.build(sqliteLayer(directory, "big"))
+            const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+            const conversations = yield* Effect.provideContext(fill(options.big), context)
+            const lookup = yield* prefixLookups(store, conversations, options.lookups)
+            const times: Array<number> = []
+            for (let i = 0; i < options.lookups + 10; i++) {
+              const urns = Array.from({ length: 100 }, (_, k) =>
+                conversationUrn((i * 104729 + k * 7919) % conversations)
+              )
+              const started = now()
+              const found = yield* store.getMany(urns)
+              if (i >= 10) times.push((now() - started) * 1000)
+              check(found.length === 100, `getMany found ${found.length} of 100`)
+            }
+            return { lookup, getMany: median(times) }
+          })
+        )
+        results["resources.find_prefix_big.sqlite_us"] = big.lookup
+        results["resources.get_many_100_us"] = big.getMany
+
+        // PostgreSQL: the same two sizes, each in its own schema.
+        const pgLayer = (schema: string) =>
+          Layer.unwrap(
+            Effect.promise(async () => {
+              const { default: pg } = await import("pg")
+              const client = new pg.Client({ connectionString: pgUrl })
+              await client.connect()
+              await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`)
+              await client.end()
+              return Database.layer({ kind: "postgres", url: TestDatabase.withSearchPath(pgUrl, schema) })
+            })
+          )
+        results["resources.find_prefix_10k.pg_us"] = (yield* storeOfSize(
+          pgLayer("res_small"),
+          10_000,
+          options.lookups
+        )).lookup
+        results["resources.find_prefix_big.pg_us"] = (yield* storeOfSize(
+          pgLayer("res_big"),
+          options.big,
+          options.lookups
+        )).lookup
+        results["resources.big_size"] = options.big
+
+        // Cedar with 500 policies: a get two levels deep, allowed by one of them.
+        const policy = yield* CedarPolicy.make(cedarPolicies(500))
+        const times: Array<number> = []
+        for (let i = 0; i < options.authorizations + 50; i++) {
+          const n = i % 500
+          const started = now()
+          const decision = yield* policy.authorize({
+            actor: `cld:assistant.a${n}`,
+            action: "get",
+            resources: [`cld:conversation.c${n}/message.m1/chunk.k1`]
+          })
+          if (i >= 50) times.push((now() - started) * 1000)
+          check(decision.decision === "allow", `cedar denied: ${decision.reasons.join("; ")}`)
+        }
+        results["policy.cedar_authorize_us"] = median(times)
+
+        Object.assign(results, yield* vectorSearch(options, directory))
+      })
+    )
+  } finally {
+    await server?.stop()
+    await given?.drop()
+    fs.rmSync(directory, { recursive: true, force: true })
+  }
+  return results
+}
