@@ -37,9 +37,13 @@ export class ArchiveLineError extends Schema.TaggedError<ArchiveLineError>()("Ar
   }
 }
 
-/** One session as one line of JSON (no trailing newline). */
+/**
+ * One session as one line of JSON (no trailing newline). Messages go through core's Schema, so
+ * the same session gives the same bytes whichever backend it was read from (a store may keep a
+ * message's keys in the order they were built in).
+ */
 export const encodeLine = (stored: StoredSession): string =>
-  JSON.stringify({ format, version, session: stored.info, messages: stored.messages })
+  JSON.stringify({ format, version, session: stored.info, messages: stored.messages.map(Message.encode) })
 
 const Info = Schema.Struct({
   id: Schema.NonEmptyString,
