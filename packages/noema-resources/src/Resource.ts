@@ -109,16 +109,37 @@ export const Message = kind("message", {
 })
 export type Message = typeof Message.Type
 
+/** Who was elected for a task, how well they fit, and what else was considered. */
+export const Assignment = Schema.Struct({
+  /** The assistant's URN. */
+  assistant: Schema.String,
+  /** Its similarity to the task (cosine), or the best score seen when a fallback chose it. */
+  score: Schema.Number,
+  candidates: Schema.Array(Schema.Struct({ assistant: Schema.String, score: Schema.Number })),
+  /** How it was chosen: the most similar, a default below the threshold, or the model among the top. */
+  by: Schema.Literals(["similarity", "default", "model"])
+})
+export type Assignment = typeof Assignment.Type
+
 export const Task = kind("task", {
   status: Schema.Literals(["pending", "running", "done", "failed"]),
   input: Schema.optionalKey(Schema.String),
-  output: Schema.optionalKey(Schema.String)
+  output: Schema.optionalKey(Schema.String),
+  /** Its place among its siblings, from 1. */
+  position: Schema.optionalKey(Schema.Number),
+  assignment: Schema.optionalKey(Assignment),
+  /** Added by a supervisor after an unsuccessful evaluation. */
+  corrective: Schema.optionalKey(Schema.Boolean),
+  /** Why it failed, or what its evaluation said. */
+  reason: Schema.optionalKey(Schema.String)
 })
 export type Task = typeof Task.Type
 
 export const Assistant = kind("assistant", {
   model: Schema.optionalKey(Schema.String),
-  tools: Schema.optionalKey(Schema.Array(Schema.String))
+  tools: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** Requests it is meant for: part of what it is elected by. */
+  examples: Schema.optionalKey(Schema.Array(Schema.String))
 })
 export type Assistant = typeof Assistant.Type
 

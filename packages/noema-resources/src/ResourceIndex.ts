@@ -37,7 +37,7 @@ export class AccessDeniedError extends Schema.TaggedError<AccessDeniedError>()("
   message: Schema.String
 }) {}
 
-type Failure =
+export type Failure =
   | AccessDeniedError
   | ResourceStoreError
   | ResourceEvents.ResourceEventsError
@@ -54,6 +54,18 @@ export interface Service {
   ) => Effect.Effect<Array<Resource.Resource>, Failure>
   /** The descendants of `urn`: authorized as a `get` of `urn` and of every resource returned. */
   readonly findByPrefix: (actor: string, urn: string) => Effect.Effect<Array<Resource.Resource>, Failure>
+  /**
+   * The descendants of `urn` the actor may get, and the URNs of those it may not (`withheld`),
+   * for a reader that should see what it is allowed to rather than nothing. A `get` of `urn`
+   * itself is still required.
+   */
+  readonly findReadable: (
+    actor: string,
+    urn: string
+  ) => Effect.Effect<
+    { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
+    Failure
+  >
   readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<void, Failure>
   readonly delete: (actor: string, urn: string) => Effect.Effect<boolean, Failure>
   /**
@@ -122,6 +134,27 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         Effect.tap((found) => (found.length === 0 ? Effect.void : check(actor, "get", urnsOf(found)))),
         Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
       ),
+    findReadable: (actor, urn) =>
+      Effect.gen(function* () {
+        yield* check(actor, "get", [urn])
+        const found = yield* store.findByPrefix(urn)
+        if (found.length === 0) return { resources: [], withheld: [] }
+        const all = yield* policy.authorize({ actor, action: "get", resources: urnsOf(found) })
+        // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
+        const resources =
+          all.decision === "allow"
+            ? found
+            : yield* Effect.filter(found, (resource) =>
+                Effect.map(
+                  policy.authorize({ actor, action: "get", resources: [resource.meta.urn] }),
+                  (decision) => decision.decision === "allow"
+                )
+              )
+        const readable = new Set(urnsOf(resources))
+        const withheld = urnsOf(found).filter((found) => !readable.has(found))
+        yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
+        return { resources, withheld }
+      }),
     put: (actor, resource) =>
       Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
         Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),

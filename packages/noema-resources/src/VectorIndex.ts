@@ -71,7 +71,9 @@ export interface Service {
 /** What a resource is about, as embedded: its structured description, else its name and main text. */
 export const searchText = (resource: Resource.Resource): string => {
   const described = Resource.describe(resource)
-  if (described.length > 0) return described
+  const examples = "examples" in resource && resource.examples !== undefined ? resource.examples : []
+  if (described.length > 0)
+    return examples.length === 0 ? described : `${described}\n\n**Examples:** ${examples.join("; ")}`
   const main =
     "text" in resource
       ? resource.text

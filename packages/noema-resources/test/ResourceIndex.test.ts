@@ -68,3 +68,36 @@ describe("ResourceIndex", () => {
     )
   )
 })
+
+describe("ResourceIndex.findReadable", () => {
+  it.effect("returns what the actor may get and names what it may not, where findByPrefix refuses all", () =>
+    Effect.gen(function* () {
+      const conversation = Resource.make("conversation", { name: "c" })
+      const [open, secret] = ["open", "secret"].map((name) =>
+        Resource.make("message", { name, parent: conversation.meta.urn, role: "user", content: name })
+      )
+      const policy = yield* CedarPolicy.make(`
+        permit (principal, action, resource);
+        forbid (principal == Noema::Actor::"${reader}", action == Noema::Action::"get", resource == Noema::Resource::"${secret!.meta.urn}");
+      `)
+      const index = ResourceIndex.make(MemoryResourceStore.make(), policy)
+      for (const resource of [conversation, open!, secret!]) yield* index.put(owner, resource)
+      assert.deepStrictEqual(yield* index.findReadable(owner, conversation.meta.urn), {
+        resources: [open!, secret!],
+        withheld: []
+      })
+      assert.deepStrictEqual(yield* index.findReadable(reader, conversation.meta.urn), {
+        resources: [open!],
+        withheld: [secret!.meta.urn]
+      })
+      assert.equal(
+        (yield* Effect.flip(index.findByPrefix(reader, conversation.meta.urn)))._tag,
+        "AccessDeniedError"
+      )
+      assert.equal(
+        (yield* Effect.flip(index.findReadable(reader, secret!.meta.urn)))._tag,
+        "AccessDeniedError"
+      )
+    })
+  )
+})

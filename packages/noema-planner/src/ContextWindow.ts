@@ -1,0 +1,181 @@
+/**
+ * ContextWindow: the resources a task is worked on with, within a token budget.
+ *
+ * In priority order: the task's path (its ancestors along the URN, the
+ * conversation and the request first), then the resources most similar to the
+ * task (not already on the path), then the conversation's history, newest
+ * first (its messages, named so their names sort by time). Each is read
+ * through the `ResourceIndex` as the acting assistant: one the policy denies is
+ * left out and reported as `withheld`. What does not fit the budget is
+ * summarised by the model when one is given (to the room left), otherwise
+ * dropped; either way it is reported, so nothing disappears unseen.
+ */
+import { type ChatModel, Message, TokenCounter } from "@noema/core"
+import { type Resource, type ResourceIndex, Urn, VectorIndex } from "@noema/resources"
+import { Effect } from "effect"
+
+export type Source = "path" | "similar" | "history"
+
+export interface Item {
+  readonly urn: string
+  readonly source: Source
+  readonly text: string
+  readonly tokens: number
+  /** True when the text is the model's summary of the resource. */
+  readonly summarized?: boolean
+}
+
+export interface Window {
+  readonly items: ReadonlyArray<Item>
+  readonly tokens: number
+  readonly budget: number
+  /** Left out for lack of room. */
+  readonly dropped: ReadonlyArray<{ readonly urn: string; readonly source: Source; readonly tokens: number }>
+  /** Left out because the policy denied the actor. */
+  readonly withheld: ReadonlyArray<string>
+}
+
+export interface Options {
+  readonly index: ResourceIndex.Service
+  readonly actor: string
+  readonly task: Resource.Resource
+  /** Tokens the window may hold. */
+  readonly budget: number
+  readonly vectors?: VectorIndex.Service
+  /** Similar resources considered. Default 5. */
+  readonly similar?: number
+  /** The lowest similarity that counts as similar (an unrelated resource is not). Default 0.1. */
+  readonly minScore?: number
+  /** History messages considered. Default 10. */
+  readonly history?: number
+  readonly counter?: TokenCounter.TokenCounter
+  /** Summarises what does not fit (one call per resource); without it, it is dropped. */
+  readonly summarizer?: ChatModel.Service
+}
+
+/** A resource as the window shows it: its kind, name and what it says. */
+export const render = (resource: Resource.Resource): string => {
+  const body = VectorIndex.searchText(resource)
+  const extra =
+    "output" in resource && typeof resource.output === "string" && resource.output.length > 0
+      ? `\nOutput: ${resource.output}`
+      : ""
+  return `[${resource.meta.type}: ${resource.meta.name}]\n${body}${extra}`
+}
+
+/** The window for `options.task` (see the module's comment). */
+export const build = (options: Options): Effect.Effect<Window> =>
+  Effect.gen(function* () {
+    const counter = options.counter ?? TokenCounter.estimate
+    const { index, actor, task } = options
+    const withheld: Array<string> = []
+    const readable = (urn: string) =>
+      Effect.match(index.get(actor, urn), {
+        onFailure: (error) => {
+          if (error._tag === "AccessDeniedError") withheld.push(urn)
+          return undefined
+        },
+        onSuccess: (resource) => resource
+      })
+    const path = Urn.ancestors(task.meta.urn)
+    const candidates: Array<{ readonly resource: Resource.Resource; readonly source: Source }> = []
+    for (const urn of path) {
+      const resource = yield* readable(urn)
+      if (resource !== undefined) candidates.push({ resource, source: "path" })
+    }
+    const seen = new Set([...path, task.meta.urn])
+    if (options.vectors !== undefined) {
+      const hits = yield* Effect.orElseSucceed(
+        options.vectors.search(
+          { text: VectorIndex.searchText(task) },
+          { limit: (options.similar ?? 5) + seen.size }
+        ),
+        () => []
+      )
+      let taken = 0
+      for (const hit of hits) {
+        if (
+          seen.has(hit.urn) ||
+          hit.type === "assistant" ||
+          hit.score < (options.minScore ?? 0.1) ||
+          taken >= (options.similar ?? 5)
+        )
+          continue
+        seen.add(hit.urn)
+        const resource = yield* readable(hit.urn)
+        if (resource !== undefined) {
+          candidates.push({ resource, source: "similar" })
+          taken++
+        }
+      }
+    }
+    const conversation = path[0]
+    if (conversation !== undefined) {
+      // What the actor may not read is withheld, not a reason to show no history at all.
+      const everything = yield* Effect.match(index.findReadable(actor, conversation), {
+        onFailure: (error) => {
+          if (error._tag === "AccessDeniedError") withheld.push(`${conversation}/*`)
+          return [] as Array<Resource.Resource>
+        },
+        onSuccess: (found) => {
+          for (const urn of found.withheld) if (!withheld.includes(urn)) withheld.push(urn)
+          return found.resources
+        }
+      })
+      const messages = everything
+        .filter((resource) => resource.meta.type === "message" && !seen.has(resource.meta.urn))
+        .sort((a, b) => (a.meta.name < b.meta.name ? 1 : a.meta.name > b.meta.name ? -1 : 0))
+        .slice(0, options.history ?? 10)
+      for (const resource of messages) candidates.push({ resource, source: "history" })
+    }
+
+    const items: Array<Item> = []
+    const dropped: Array<{ urn: string; source: Source; tokens: number }> = []
+    let used = 0
+    for (const { resource, source } of candidates) {
+      const text = render(resource)
+      const tokens = counter.countText(text)
+      if (used + tokens <= options.budget) {
+        items.push({ urn: resource.meta.urn, source, text, tokens })
+        used += tokens
+        continue
+      }
+      const room = options.budget - used
+      if (options.summarizer !== undefined && room >= 32) {
+        const summary = yield* Effect.option(
+          options.summarizer.complete({
+            messages: [
+              Message.system(
+                `Summarise the resource in at most ${Math.floor(room * 0.75)} tokens. Keep facts, names and numbers.`
+              ),
+              Message.user(text)
+            ]
+          })
+        )
+        if (summary._tag === "Some") {
+          const summaryText = `[${resource.meta.type}: ${resource.meta.name}, summarised]\n${summary.value.text}`
+          const summaryTokens = counter.countText(summaryText)
+          if (used + summaryTokens <= options.budget) {
+            items.push({
+              urn: resource.meta.urn,
+              source,
+              text: summaryText,
+              tokens: summaryTokens,
+              summarized: true
+            })
+            used += summaryTokens
+            continue
+          }
+        }
+      }
+      dropped.push({ urn: resource.meta.urn, source, tokens })
+    }
+    return { items, tokens: used, budget: options.budget, dropped, withheld }
+  })
+
+/** The window as text for a prompt. */
+export const toText = (window: Window): string =>
+  window.items.map((item) => item.text).join("\n\n") +
+  (window.dropped.length === 0
+    ? ""
+    : `\n\n(${window.dropped.length} more resources did not fit and were left out.)`)

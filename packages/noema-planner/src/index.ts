@@ -1,0 +1,7 @@
+export * as Assistants from "./Assistants.js"
+export * as Budget from "./Budget.js"
+export * as ContextWindow from "./ContextWindow.js"
+export * as Graph from "./Graph.js"
+export * as Planner from "./Planner.js"
+export * as TaskPlanner from "./TaskPlanner.js"
+export * as TaskTree from "./TaskTree.js"

@@ -1,0 +1,377 @@
+import { assert, describe, it } from "@effect/vitest"
+import type { ChatModel } from "@noema/core"
+import { CedarPolicy, Resource, Urn } from "@noema/resources"
+import { Deferred, Effect, Stream } from "effect"
+import * as Planner from "../src/Planner.js"
+import * as PlannerTesting from "../src/testing.js"
+
+const planner = "cld:assistant.planner"
+
+const team = [
+  {
+    name: "researcher",
+    purpose: "find facts, sources and figures about a topic",
+    examples: ["find the population of Lisbon", "look up sources on tea history"]
+  },
+  {
+    name: "writer",
+    purpose: "write prose: summaries, introductions, articles and conclusions",
+    examples: ["write an introduction", "write a conclusion for the article"]
+  },
+  {
+    name: "reviewer",
+    purpose: "review and check text for errors, facts and style",
+    examples: ["review the draft for errors"]
+  }
+]
+
+/**
+ * Depth 3: "Article" > ("Research" > (two leaves), "Draft" > (two leaves)), and a top-level
+ * leaf "Review". Five leaves, three supervisors: eight tasks.
+ */
+const articlePlan = {
+  tasks: [
+    PlannerTesting.parent(
+      "Article",
+      [
+        PlannerTesting.parent(
+          "Research",
+          [
+            PlannerTesting.leaf("Find tea facts", "find facts and figures about tea"),
+            PlannerTesting.leaf("Find tea sources", "look up sources on the history of tea")
+          ],
+          "find facts and sources about tea"
+        ),
+        PlannerTesting.parent(
+          "Draft",
+          [
+            PlannerTesting.leaf("Write introduction", "write an introduction for the article"),
+            PlannerTesting.leaf("Write conclusion", "write a conclusion for the article")
+          ],
+          "write the article's introduction and conclusion"
+        )
+      ],
+      "write an article about tea"
+    ),
+    PlannerTesting.leaf("Review", "review the draft for errors")
+  ]
+}
+
+/**
+ * A model in front of `inner` that counts the leaves' calls in flight: each waits (up to
+ * `wait`) until `target` are in flight together, so leaves run one after another show a
+ * maximum of 1, and leaves run side by side reach the target.
+ */
+const concurrencyProbe = (inner: ChatModel.Service, target: number) => {
+  let inFlight = 0
+  let most = 0
+  let together = Deferred.makeUnsafe<void>()
+  const enter = (request: ChatModel.ChatRequest) =>
+    PlannerTesting.partOf(request).kind !== "leaf"
+      ? Effect.succeed(false)
+      : Effect.gen(function* () {
+          inFlight++
+          most = Math.max(most, inFlight)
+          if (inFlight >= target) {
+            Deferred.doneUnsafe(together, Effect.void)
+            together = Deferred.makeUnsafe<void>()
+          } else yield* Effect.ignore(Effect.timeout(Deferred.await(together), "2 seconds"))
+          return true
+        })
+  const leave = (entered: boolean) =>
+    Effect.sync(() => {
+      if (entered) inFlight--
+    })
+  const model: ChatModel.Service = {
+    ...inner,
+    complete: (request) => Effect.acquireUseRelease(enter(request), () => inner.complete(request), leave),
+    stream: (request) =>
+      Stream.unwrap(
+        Effect.map(enter(request), (entered) => Stream.ensuring(inner.stream(request), leave(entered)))
+      )
+  }
+  return { model, most: () => most }
+}
+
+describe("Planner.run", () => {
+  it.live(
+    "plans a depth-3 tree, elects assistants by similarity, runs siblings in parallel and supervises",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* PlannerTesting.world()
+        const assistants = yield* PlannerTesting.registerAssistants(world.index, planner, team)
+        const byName = new Map(assistants.map((a) => [a.meta.name, a.meta.urn]))
+        const scripted = PlannerTesting.scriptedModel({ plan: articlePlan })
+        const probe = concurrencyProbe(scripted, 2)
+        const events: Array<Planner.PlannerEvent> = []
+        const result = yield* Planner.run("Write a short article about tea", {
+          model: probe.model,
+          ...world,
+          limits: { parallel: 2 },
+          onEvent: (event) => Effect.sync(() => events.push(event))
+        })
+
+        // Every task done, nothing missing, the answer made of the top-level tasks' results.
+        assert.deepStrictEqual(result.missing, [])
+        assert.strictEqual(result.tasks.length, 8)
+        assert.isTrue(result.tasks.every((task) => task.status === "done"))
+        assert.match(result.answer, /^## Article\n/)
+        assert.match(result.answer, /## Review\nReview: done/)
+        assert.notMatch(result.answer, /What is missing/)
+
+        // Two leaves were worked on at the same time, never more than `parallel`.
+        assert.strictEqual(probe.most(), 2)
+
+        // The tree is stored under the request's message, three levels deep.
+        const stored = (yield* world.store.findByPrefix(result.tree.message)).filter(
+          (resource): resource is Resource.Task => resource.meta.type === "task"
+        )
+        assert.strictEqual(stored.length, 8)
+        const deepest = stored.find((task) => task.meta.name === "1. Find tea facts")
+        assert.isDefined(deepest)
+        const path = Urn.ancestors(deepest!.meta.urn)
+        assert.deepStrictEqual(
+          [...path, deepest!.meta.urn].map(Urn.typeOf),
+          ["conversation", "message", "task", "task", "task"],
+          "conversation > message > Article > Research > Find tea facts"
+        )
+        assert.strictEqual(path[0], result.tree.conversation)
+        assert.isTrue(stored.every((task) => task.status === "done"))
+
+        // Each task's assignment: elected by similarity, with its scores kept.
+        const assignmentOf = (name: string) =>
+          stored.find((task) => task.meta.name.endsWith(`. ${name}`))!.assignment!
+        assert.strictEqual(assignmentOf("Find tea sources").assistant, byName.get("researcher"))
+        assert.strictEqual(assignmentOf("Write conclusion").assistant, byName.get("writer"))
+        assert.strictEqual(assignmentOf("Review").assistant, byName.get("reviewer"))
+        for (const task of stored) {
+          const assignment = task.assignment!
+          assert.strictEqual(assignment.by, "similarity")
+          assert.isAtLeast(assignment.score, 0.2)
+          assert.strictEqual(assignment.score, assignment.candidates[0]!.score)
+          assert.isAtLeast(assignment.candidates.length, 2)
+        }
+
+        // A leaf's output is a message resource under it, written as its assistant.
+        const outputs = (yield* world.store.findByPrefix(deepest!.meta.urn)).filter(
+          (resource): resource is Resource.Message => resource.meta.type === "message"
+        )
+        assert.deepStrictEqual(
+          outputs.map((m) => [m.role, m.content]),
+          [["assistant", "Find tea facts: done"]]
+        )
+
+        // A supervisor evaluates only once every subtask reported, learnt from the events.
+        const at = (type: string, title: string) =>
+          events.findIndex((event) => event.type === type && "title" in event && event.title === title)
+        assert.isAbove(at("evaluated", "Research"), at("done", "Find tea facts"))
+        assert.isAbove(at("evaluated", "Research"), at("done", "Find tea sources"))
+        assert.isAbove(at("evaluated", "Article"), at("done", "Draft"))
+        assert.isBelow(at("started", "Research"), at("started", "Find tea facts"))
+        assert.strictEqual(events.filter((event) => event.type === "evaluated").length, 3)
+        assert.strictEqual(events.filter((event) => event.type === "assigned").length, 8)
+        // The model calls: one plan, five leaves, three evaluations.
+        assert.strictEqual(result.modelCalls, 9)
+        assert.strictEqual(scripted.requests.length, 9)
+        assert.isAbove(result.tokens, 0)
+      })
+  )
+
+  it.effect("a failed evaluation adds a corrective subtask, which is assigned, run and evaluated again", () =>
+    Effect.gen(function* () {
+      const world = yield* PlannerTesting.world()
+      yield* PlannerTesting.registerAssistants(world.index, planner, team)
+      const evaluations: Array<string> = []
+      const scripted = PlannerTesting.scriptedModel({
+        plan: {
+          tasks: [
+            PlannerTesting.parent(
+              "Draft",
+              [
+                PlannerTesting.leaf("Write introduction", "write an introduction for the article"),
+                PlannerTesting.leaf("Write body", "write the body of the article")
+              ],
+              "write a draft of the article"
+            )
+          ]
+        },
+        verdict: (task, round, results) => {
+          evaluations.push(results)
+          return round === 0
+            ? {
+                successful: false,
+                reason: "the draft has no conclusion",
+                corrective: [PlannerTesting.leaf("Write conclusion", "write a conclusion for the article")]
+              }
+            : { successful: true, reason: `${task} is complete now` }
+        }
+      })
+      const events: Array<Planner.PlannerEvent> = []
+      const result = yield* Planner.run("Draft an article", {
+        model: scripted,
+        ...world,
+        onEvent: (event) => Effect.sync(() => events.push(event))
+      })
+      assert.deepStrictEqual(result.missing, [])
+      const tasks = (yield* world.store.findByPrefix(result.tree.message)).filter(
+        (resource): resource is Resource.Task => resource.meta.type === "task"
+      )
+      const corrective = tasks.find((task) => task.corrective === true)
+      assert.isDefined(corrective)
+      assert.strictEqual(corrective!.meta.name, "3. Write conclusion")
+      assert.strictEqual(corrective!.position, 3)
+      assert.strictEqual(corrective!.status, "done")
+      assert.isDefined(corrective!.assignment)
+      assert.strictEqual(Urn.parent(corrective!.meta.urn), result.tree.tasks[0]!.urn)
+      assert.deepStrictEqual(
+        events.filter((e) => e.type === "evaluated").map((e) => e.type === "evaluated" && e.successful),
+        [false, true]
+      )
+      assert.deepStrictEqual(
+        events.flatMap((e) => (e.type === "corrective" ? e.tasks.map((t) => t.spec.title) : [])),
+        ["Write conclusion"]
+      )
+      // The second evaluation saw all three results.
+      assert.match(evaluations[1]!, /## Write conclusion \(done\)\nWrite conclusion: done/)
+      assert.match(evaluations[1]!, /## Write introduction \(done\)/)
+      const draft = tasks.find((task) => task.meta.name === "1. Draft")!
+      assert.strictEqual(draft.status, "done")
+      assert.match(draft.output!, /^Draft is complete now/)
+    })
+  )
+
+  it.effect("corrective rounds are bounded: past the limit the task fails and the user is told why", () =>
+    Effect.gen(function* () {
+      const world = yield* PlannerTesting.world()
+      yield* PlannerTesting.registerAssistants(world.index, planner, team)
+      let fixes = 0
+      const scripted = PlannerTesting.scriptedModel({
+        plan: { tasks: [PlannerTesting.parent("Draft", [PlannerTesting.leaf("Write body")])] },
+        verdict: () => ({
+          successful: false,
+          reason: "still not good",
+          corrective: [PlannerTesting.leaf(`Fix ${++fixes}`)]
+        })
+      })
+      const result = yield* Planner.run("Draft", {
+        model: scripted,
+        ...world,
+        limits: { maxCorrectiveRounds: 2 },
+        election: { fallback: { kind: "default", assistant: "cld:assistant.generalist" } }
+      })
+      assert.strictEqual(fixes, 3, "the initial evaluation and two corrective rounds")
+      assert.deepStrictEqual(
+        result.missing.map((task) => [task.title, task.reason]),
+        [["Draft", "unsuccessful after 2 corrective rounds: still not good"]]
+      )
+      assert.match(result.answer, /## Draft \(not done\)/)
+      assert.match(result.answer, /## What is missing\n- Draft: unsuccessful after 2 corrective rounds/)
+    })
+  )
+
+  it.live(
+    "a stalled subtask escalates: its supervisor stops it, fails, and the answer says what is missing",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* PlannerTesting.world()
+        yield* PlannerTesting.registerAssistants(world.index, planner, team)
+        const scripted = PlannerTesting.scriptedModel({
+          plan: {
+            tasks: [
+              PlannerTesting.parent(
+                "Research",
+                [
+                  PlannerTesting.leaf("Find tea facts", "find facts and figures about tea"),
+                  PlannerTesting.leaf("Find tea sources", "look up sources on the history of tea")
+                ],
+                "find facts and sources about tea"
+              )
+            ]
+          },
+          leaf: (task) => (task === "Find tea sources" ? { hang: true } : `${task}: done`)
+        })
+        const events: Array<Planner.PlannerEvent> = []
+        const result = yield* Planner.run("Research tea", {
+          model: scripted,
+          ...world,
+          limits: { stallTimeout: "300 millis" },
+          onEvent: (event) => Effect.sync(() => events.push(event))
+        })
+        const stalled = events.find((event) => event.type === "stalled")
+        assert.deepStrictEqual(stalled?.type === "stalled" && stalled.waitingFor, ["Find tea sources"])
+        const research = result.missing.find((task) => task.title === "Research")
+        assert.match(research!.reason!, /^stalled: Find tea sources did not finish within 300ms/)
+        assert.match(result.answer, /## What is missing\n- Research: stalled: Find tea sources/)
+        // The hung call was interrupted, not left running.
+        assert.isTrue(scripted.requests.some((request) => request.interrupted))
+        // The finished sibling's work stands.
+        assert.isTrue(result.tasks.some((task) => task.title === "Find tea facts" && task.status === "done"))
+      })
+  )
+
+  it.effect(
+    "the policy is enforced with the assistant as actor: a denied resource is withheld from its context",
+    () =>
+      Effect.gen(function* () {
+        // A URN is its parent, type and name's hash: the writer's is known before it is stored.
+        const writer = Resource.make("assistant", { name: "writer" }).meta.urn
+        const root = Resource.make("conversation", { name: "tea" })
+        const secret = Resource.make("chunk", {
+          name: "secret",
+          parent: root.meta.urn,
+          text: "tea notes: the secret blend is lapsang with bergamot"
+        })
+        const open = Resource.make("chunk", {
+          name: "open",
+          parent: root.meta.urn,
+          text: "tea notes: the article should mention green tea"
+        })
+        const policy = yield* CedarPolicy.make(`
+        @id("everyone")
+        permit (principal, action, resource);
+        @id("writer-not-secret")
+        forbid (principal == Noema::Actor::"${writer}", action == Noema::Action::"get", resource == Noema::Resource::"${secret.meta.urn}");
+      `)
+        const guarded = yield* PlannerTesting.world(policy)
+        const assistants = yield* PlannerTesting.registerAssistants(guarded.index, planner, team)
+        assert.include(
+          assistants.map((a) => a.meta.urn),
+          writer
+        )
+        yield* guarded.index.put(planner, root)
+        yield* guarded.index.put(planner, secret)
+        yield* guarded.index.put(planner, open)
+        const systems: Array<string> = []
+        const scripted = PlannerTesting.scriptedModel({
+          plan: {
+            tasks: [
+              PlannerTesting.leaf("Write introduction", "write an introduction about tea notes and the blend")
+            ]
+          },
+          leaf: (task, system) => {
+            systems.push(system)
+            return `${task}: done`
+          }
+        })
+        const events: Array<Planner.PlannerEvent> = []
+        const result = yield* Planner.run("Write an introduction about tea", {
+          model: scripted,
+          ...guarded,
+          conversation: root.meta.urn,
+          onEvent: (event) => Effect.sync(() => events.push(event))
+        })
+        assert.deepStrictEqual(result.missing, [])
+        const context = events.find((event) => event.type === "context")
+        assert.strictEqual(context?.type, "context")
+        if (context?.type !== "context") return
+        assert.deepStrictEqual(context.withheld, [secret.meta.urn])
+        assert.include(context.items, open.meta.urn)
+        assert.notInclude(context.items, secret.meta.urn)
+        assert.strictEqual(systems.length, 1)
+        assert.include(systems[0]!, "green tea")
+        assert.notInclude(systems[0]!, "bergamot")
+        const task = result.tree.tasks[0]!
+        assert.strictEqual(task.resource.assignment?.assistant, writer)
+      })
+  )
+})
