@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs"
 import { type Command, parseCommand, UsageError } from "./CliArguments.js"
 import * as CliError from "./CliError.js"
 import * as Help from "./internal/help.js"
+import { planHelp, tasksHelp } from "./PlanArguments.js"
 import { help as PolicyHelp } from "./PolicyArguments.js"
 import { help as ResourcesHelp } from "./ResourcesArguments.js"
 import { help as RoutineHelp } from "./RoutineArguments.js"
@@ -57,6 +58,10 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
       return PolicyHelp
     case "resources":
       return ResourcesHelp
+    case "plan":
+      return planHelp
+    case "tasks":
+      return tasksHelp
   }
 }
 
@@ -93,6 +98,10 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     case "resources-search":
     case "resources-reindex":
       return (await import("./ResourcesCommand.js")).run(command, io)
+    // The planner (noema plan, noema tasks show).
+    case "plan":
+    case "tasks-show":
+      return (await import("./PlanCommand.js")).run(command, io)
   }
 }
 

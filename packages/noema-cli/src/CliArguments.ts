@@ -8,6 +8,7 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { ModelFlags } from "./CliConfig.js"
+import { type PlanCommand, PlanUsageError, parsePlan, parseTasks } from "./PlanArguments.js"
 import { type PolicyCheck, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
 import { parse as parseResources, type ResourcesCommand, ResourcesUsageError } from "./ResourcesArguments.js"
 import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
@@ -17,7 +18,16 @@ export class UsageError extends Error {
   readonly exitCode = 2
 }
 
-export type HelpTopic = "main" | "chat" | "ask" | "sessions" | "routine" | "policy" | "resources"
+export type HelpTopic =
+  | "main"
+  | "chat"
+  | "ask"
+  | "sessions"
+  | "routine"
+  | "policy"
+  | "resources"
+  | "plan"
+  | "tasks"
 
 /** Options every command that touches sessions takes. */
 export interface StoreOptions {
@@ -66,6 +76,8 @@ export type Command =
   | PolicyCheck
   /** `noema resources ...` (see ResourcesArguments). */
   | ResourcesCommand
+  /** `noema plan "request"`, `noema tasks show URN` (see PlanArguments). */
+  | PlanCommand
 
 const common = {
   help: { type: "boolean", short: "h" },
@@ -92,7 +104,7 @@ const turnOptions = {
   yes: { type: "boolean", short: "y" }
 } as const
 
-const commands = ["chat", "ask", "sessions", "routine", "policy", "resources"] as const
+const commands = ["chat", "ask", "sessions", "routine", "plan", "tasks", "policy", "resources"] as const
 
 type Options = NonNullable<ParseArgsConfig["options"]>
 
@@ -260,7 +272,9 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         topic === "sessions" ||
         topic === "routine" ||
         topic === "policy" ||
-        topic === "resources"
+        topic === "resources" ||
+        topic === "plan" ||
+        topic === "tasks"
           ? topic
           : "main"
     }
@@ -296,6 +310,15 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         return parsed === "help" ? { type: "help", topic: "resources" } : parsed
       } catch (error) {
         throw error instanceof ResourcesUsageError ? new UsageError(error.message) : error
+      }
+    // The planner: parsed in PlanArguments.
+    case "plan":
+    case "tasks":
+      try {
+        const parsed = first === "plan" ? parsePlan(rest) : parseTasks(rest)
+        return parsed === "help" ? { type: "help", topic: first } : parsed
+      } catch (error) {
+        throw error instanceof PlanUsageError ? new UsageError(error.message) : error
       }
   }
   if (first.startsWith("-")) {

@@ -29,7 +29,7 @@ export type Decision =
   | {
       readonly type: "tool-call"
       readonly name: string
-      readonly arguments: { readonly [key: string]: string }
+      readonly arguments: { readonly [key: string]: unknown }
     }
 
 // ---------------------------------------------------------------------------
@@ -277,10 +277,77 @@ const planWorkflow = (
   return undefined
 }
 
+/** The request's parts, split where the user joined them ("…; …", "… and then …", "…, then …"). */
+export const requestParts = (text: string): Array<string> =>
+  text
+    .split(/\s*;\s*|\s*,?\s+and then\s+|\s*,\s*then\s+|\s+and also\s+|\.\s+(?=[A-Z])/)
+    .map((part) => part.trim().replace(/[.!]+$/, ""))
+    .filter((part) => part !== "")
+
+/**
+ * The task planner's calls (`@noema/planner`): `create_tasks` with one task per part of the
+ * request (under one parent when there are several), a supervisor's evaluation that accepts
+ * results that are all done, the first candidate when asked to choose an assistant, and no
+ * statements to extract. The leaves themselves are answered by the usual rules (tools included).
+ */
+const taskPlanner = (
+  request: ChatModel.ChatRequest,
+  messages: ReadonlyArray<Message.Message>
+): Decision | undefined => {
+  const format = request.responseFormat
+  const lastUser = messages.findLast((message) => message.role === "user")
+  const asked = lastUser === undefined ? "" : Message.text(lastUser)
+  if ((request.tools ?? []).some((tool) => tool.name === "create_tasks")) {
+    const leaf = (part: string) => ({
+      title: shorten(part, 60),
+      purpose: part,
+      instructions: part,
+      evaluation: "The request is answered.",
+      subtasks: []
+    })
+    const parts = requestParts(asked)
+    const tasks =
+      parts.length <= 1
+        ? [leaf(asked.trim() === "" ? "Answer the request" : asked)]
+        : [
+            {
+              title: shorten(asked, 60),
+              purpose: asked,
+              instructions: "Get every part of the request answered.",
+              evaluation: "Every part is answered.",
+              subtasks: parts.map(leaf)
+            }
+          ]
+    return { type: "tool-call", name: "create_tasks", arguments: { tasks } }
+  }
+  if (format?.type === "json-schema" && format.name === "evaluation") {
+    const failed = [...asked.matchAll(/^## (.*) \(failed\)$/gm)].map((match) => match[1])
+    return {
+      type: "text",
+      text: JSON.stringify({
+        successful: failed.length === 0,
+        reason:
+          failed.length === 0
+            ? "Every subtask is done (the offline model checks that, not the content)."
+            : `Not done: ${failed.join(", ")}.`,
+        corrective: []
+      })
+    }
+  }
+  if (format?.type === "json-schema" && format.name === "choose_assistant")
+    return {
+      type: "text",
+      text: JSON.stringify({ assistant: 1, reason: "The most similar one (the offline model cannot judge)." })
+    }
+  if (format?.type === "json-schema" && format.name === "statements")
+    return { type: "text", text: JSON.stringify({ triples: [] }) }
+  return undefined
+}
+
 /** The offline model's whole behaviour: a pure function of the request. */
 export const decide = (request: ChatModel.ChatRequest): Decision => {
   const messages = Array.from(request.messages)
-  const workflow = planWorkflow(request, messages)
+  const workflow = planWorkflow(request, messages) ?? taskPlanner(request, messages)
   if (workflow !== undefined) return workflow
   const available = new Set((request.tools ?? []).map((tool) => tool.name))
   let lastUser = -1

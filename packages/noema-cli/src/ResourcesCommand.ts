@@ -22,7 +22,14 @@ const present = (value: string | undefined) =>
   value === undefined || value.trim() === "" ? undefined : value.trim()
 
 /** The embedder: the local one, or a model of an OpenAI-compatible server. */
-const makeEmbedder = async (command: ResourcesCommand, io: Io): Promise<Embedder.Service> => {
+export const makeEmbedder = async (
+  command: {
+    readonly embeddingModel: string | undefined
+    readonly baseUrl?: string | undefined
+    readonly apiKey?: string | undefined
+  },
+  io: Io
+): Promise<Embedder.Service> => {
   const model = present(command.embeddingModel) ?? present(io.env.NOEMA_EMBEDDING_MODEL) ?? "local"
   if (model === "local") return LocalEmbedder.make()
   const baseUrl =
@@ -46,7 +53,7 @@ class ResourcesError extends Error {
 }
 
 /** The resources a FILE holds: every one checked before any is stored. */
-const readResources = (file: string, io: Io): Array<Resource.Resource> => {
+export const readResources = (file: string, io: Io): Array<Resource.Resource> => {
   let text: string
   try {
     text = file === "-" ? fs.readFileSync(0, "utf8") : fs.readFileSync(path.resolve(io.cwd, file), "utf8")

@@ -153,3 +153,21 @@ describe("OfflineModel", () => {
       })
   )
 })
+
+describe("OfflineModel.requestParts (the planner's tasks)", () => {
+  it("splits a request where the user joined its parts, and nowhere else", () => {
+    assert.deepStrictEqual(OfflineModel.requestParts("what is 2+2; what time is it"), [
+      "what is 2+2",
+      "what time is it"
+    ])
+    assert.deepStrictEqual(OfflineModel.requestParts("read README.md and then summarise it."), [
+      "read README.md",
+      "summarise it"
+    ])
+    assert.deepStrictEqual(OfflineModel.requestParts("Compute 3*7. Then write a note"), [
+      "Compute 3*7",
+      "Then write a note"
+    ])
+    assert.deepStrictEqual(OfflineModel.requestParts("bread and butter"), ["bread and butter"])
+  })
+})

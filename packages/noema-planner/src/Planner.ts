@@ -591,7 +591,17 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
         yield* store(task, actor, { status: "running" }).pipe(Effect.catch(() => Effect.void))
         yield* emit({ type: "started", urn: task.urn, title: titleOf(task), depth: task.depth, mode })
         return yield* mode === "direct" ? permits.withPermits(1)(direct(task, actor)) : supervise(task, actor)
-      })
+      }).pipe(
+        // Stopped from outside (a stall, Ctrl-C): stored as such, so the tree never shows it running.
+        Effect.onInterrupt(() =>
+          Effect.ignore(
+            store(task, task.resource.assignment?.assistant ?? planner, {
+              status: "failed",
+              reason: "interrupted before it finished"
+            })
+          )
+        )
+      )
 
     const assigned = yield* assign(tree.tasks)
     const top = yield* Effect.forEach(assigned, execute, { concurrency: "unbounded" })

@@ -304,6 +304,11 @@ describe("Planner.run", () => {
         assert.match(result.answer, /## What is missing\n- Research: stalled: Find tea sources/)
         // The hung call was interrupted, not left running.
         assert.isTrue(scripted.requests.some((request) => request.interrupted))
+        const hung = (yield* world.store.findByType("task")).find(
+          (task) => task.meta.name === "2. Find tea sources"
+        )
+        assert.strictEqual((hung as Resource.Task).status, "failed")
+        assert.strictEqual((hung as Resource.Task).reason, "interrupted before it finished")
         // The finished sibling's work stands.
         assert.isTrue(result.tasks.some((task) => task.title === "Find tea facts" && task.status === "done"))
       })

@@ -36,6 +36,9 @@ Usage
   noema sessions export --all       every session as JSON lines (for import elsewhere)
   noema sessions import [FILE]      sessions from JSON lines (stdin by default)
   noema routine run|status FILE     a work breakdown's goals: run them, show progress
+  noema plan "request"              planned as a task tree, assistants elected by similarity,
+                                    subtasks supervised and evaluated; the answer at the end
+  noema tasks show URN              a stored task tree: status, assistants, outputs
   noema resources ls|show|put|search resources (conversations, tasks, chunks...) and similarity search
   noema policy check --actor A --action X URN...
                                     what a policy (Cedar, OPA) decides, and why

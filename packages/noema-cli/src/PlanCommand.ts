@@ -1,0 +1,330 @@
+/**
+ * PlanCommand: `noema plan "request"` (the planner, its tree shown as it is
+ * worked on, the answer at the end) and `noema tasks show URN` (a stored tree),
+ * over the resources in the configured database, every access through the
+ * policy (`--policy`, default `$NOEMA_HOME/policy.cedar` when it exists).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Planner } from "@noema/planner"
+import {
+  type Policy,
+  Resource,
+  ResourceEvents,
+  ResourceIndex,
+  SqlResourceStore,
+  Urn,
+  VectorIndex
+} from "@noema/resources"
+import { Cause, Effect, Exit, Fiber } from "effect"
+import type { Io } from "./Cli.js"
+import { UsageError } from "./CliArguments.js"
+import * as CliConfig from "./CliConfig.js"
+import * as Runtime from "./internal/runtime.js"
+import { type PlanCommand, plannerActor } from "./PlanArguments.js"
+import * as PolicyCommand from "./PolicyCommand.js"
+import * as ResourcesCommand from "./ResourcesCommand.js"
+import * as Terminal from "./Terminal.js"
+import * as BuiltinTools from "./tools/BuiltinTools.js"
+
+/** The team registered when none is: each says what it is for, so tasks find the one that fits. */
+export const builtinTeam: ReadonlyArray<{
+  readonly name: string
+  readonly purpose: string
+  readonly instructions: string
+  readonly examples: ReadonlyArray<string>
+}> = [
+  {
+    name: "researcher",
+    purpose: "find facts, sources, figures and background information about a topic",
+    instructions: "Look things up with the tools you have; say where each fact comes from.",
+    examples: ["find the facts about", "look up sources on", "research the history of"]
+  },
+  {
+    name: "writer",
+    purpose: "write prose: summaries, introductions, articles, letters, conclusions and reports",
+    instructions: "Write clearly and briefly for the reader the task names.",
+    examples: ["write an introduction", "summarise the findings", "draft a letter"]
+  },
+  {
+    name: "analyst",
+    purpose: "calculate, compare, estimate and analyse numbers, data, files, dates and times",
+    instructions: "Use the calculator for arithmetic and show the figures you used.",
+    examples: ["calculate the total", "compare the prices", "what is 12 * 7", "what time is it"]
+  },
+  {
+    name: "generalist",
+    purpose: "answer a question or do a task that fits no specialist",
+    instructions: "Answer directly and briefly.",
+    examples: ["answer the question", "explain"]
+  }
+]
+
+const durationOf = (ms: number) => (ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`)
+
+/** The first line of text a model wrote, made safe for the terminal. */
+const firstLine = (text: string, max = 100) =>
+  Terminal.oneLine(text.split("\n").find((part) => part.trim() !== "") ?? "", max)
+
+/** What the terminal shows for each planner event (undefined: nothing). */
+const renderer = (io: Io, names: ReadonlyMap<string, string>) => {
+  const style = Terminal.styleFor(io.stdout, io.env)
+  const started = new Map<string, number>()
+  const indent = (depth: number) => "  ".repeat(depth)
+  const nameOf = (urn: string) => names.get(urn) ?? urn
+  return (raw: Planner.PlannerEvent): string | undefined => {
+    // Titles come from the model: shown without escape sequences.
+    const event = "title" in raw ? { ...raw, title: Terminal.oneLine(raw.title, 80) } : raw
+    switch (event.type) {
+      case "planned": {
+        const count = (tasks: ReadonlyArray<{ readonly subtasks: ReadonlyArray<unknown> }>): number =>
+          tasks.reduce((sum, task) => sum + 1 + count(task.subtasks as never), 0)
+        return style.dim(`planned ${count(event.tree.tasks)} tasks under ${event.tree.message}`)
+      }
+      case "assigned": {
+        const { assignment } = event
+        const how =
+          assignment.by === "similarity"
+            ? `similarity ${assignment.score.toFixed(2)}`
+            : `${assignment.by === "default" ? "default" : "chosen by the model"}; best similarity ${assignment.score.toFixed(2)}`
+        return `${indent(event.depth)}□ ${event.title} ${style.dim(`→ ${nameOf(assignment.assistant)} (${how})`)}`
+      }
+      case "started":
+        started.set(event.urn, Date.now())
+        return `${indent(event.depth)}▸ ${event.title} ${style.dim(event.mode === "direct" ? "working" : "supervising its subtasks")}`
+      case "done": {
+        const since = started.get(event.urn)
+        const took = since === undefined ? "" : ` (${durationOf(Date.now() - since)})`
+        return `${indent(event.depth)}${style.green("✓")} ${event.title}${style.dim(took)}  ${style.dim(firstLine(event.output, 70))}`
+      }
+      case "failed":
+        return `${indent(event.depth)}${style.red("✗")} ${event.title}: ${firstLine(event.reason)}`
+      case "evaluated":
+        return `${indent(event.depth)}${event.successful ? "☑" : "☒"} ${event.title} evaluated: ${firstLine(event.reason)}`
+      case "corrective":
+        return `${indent(event.depth)}+ ${event.title}: corrective ${event.tasks.length === 1 ? "subtask" : "subtasks"} ${event.tasks.map((task) => `"${task.spec.title}"`).join(", ")}`
+      case "stalled":
+        return `${indent(event.depth)}${style.red("⏸")} ${event.title} stalled waiting for ${event.waitingFor.join(", ")}`
+      case "context":
+        return event.withheld.length === 0 && event.dropped.length === 0
+          ? undefined
+          : `${indent(event.depth + 1)}${style.dim(
+              [
+                event.withheld.length === 0 ? "" : `${event.withheld.length} withheld by the policy`,
+                event.dropped.length === 0 ? "" : `${event.dropped.length} left out for room`
+              ]
+                .filter((part) => part !== "")
+                .join(", ")
+            )}`
+    }
+  }
+}
+
+const checkUrn = (flag: string, urn: string | undefined) => {
+  if (urn === undefined) return
+  const problem = Urn.parseEither(urn)
+  if (problem instanceof Urn.InvalidUrnError) throw new UsageError(`noema: ${flag}: ${problem.message}`)
+}
+
+const fallbackOf = (command: Extract<PlanCommand, { type: "plan" }>) => {
+  if (command.fallback === "none") return undefined
+  if (command.fallback === "model") return "model" as const
+  checkUrn("--fallback", command.fallback)
+  return command.fallback
+}
+
+const taskLine = (task: Resource.Task, depth: number, names: ReadonlyMap<string, string>) => {
+  const icon = { pending: "□", running: "▸", done: "✓", failed: "✗" }[task.status]
+  const assignment = task.assignment
+  const who =
+    assignment === undefined
+      ? ""
+      : `  → ${names.get(assignment.assistant) ?? assignment.assistant} (${assignment.by} ${assignment.score.toFixed(2)})`
+  const detail =
+    task.status === "done" && task.output !== undefined
+      ? `\n${"  ".repeat(depth + 1)}${firstLine(task.output)}`
+      : task.status === "failed" && task.reason !== undefined
+        ? `\n${"  ".repeat(depth + 1)}${firstLine(task.reason)}`
+        : ""
+  return `${"  ".repeat(depth)}${icon} ${Terminal.oneLine(task.meta.name, 80)}${task.corrective === true ? " (corrective)" : ""}${who}${detail}`
+}
+
+export const run = async (command: PlanCommand, io: Io): Promise<number> => {
+  checkUrn(
+    command.type === "plan" ? "--conversation" : "noema tasks show",
+    command.type === "plan" ? command.conversation : command.urn
+  )
+  const toRegister =
+    command.type === "plan" && command.assistants !== undefined
+      ? ResourcesCommand.readResources(command.assistants, io)
+      : []
+  if (toRegister.some((resource) => resource.meta.type !== "assistant"))
+    throw new UsageError(
+      `noema plan: --assistants ${command.type === "plan" ? command.assistants : ""} holds resources that are not assistants`
+    )
+  const modelConfig = command.type === "plan" ? CliConfig.resolveModel(command.model, io.env) : undefined
+  const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
+  if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
+  const embedder = await ResourcesCommand.makeEmbedder(
+    {
+      embeddingModel: command.embeddingModel,
+      ...(command.type === "plan" && { baseUrl: command.model.baseUrl, apiKey: command.model.apiKey })
+    },
+    io
+  )
+  const model =
+    modelConfig === undefined ? undefined : await Runtime.makeModel(modelConfig, { interactive: false })
+  const engine =
+    command.engine === undefined &&
+    command.policy === undefined &&
+    !fs.existsSync(PolicyCommand.defaultPolicyFile(io))
+      ? "allow-all"
+      : command.engine
+  const print = (text: string) => Effect.sync(() => io.stdout.write(text))
+
+  const program = Effect.gen(function* () {
+    const store = yield* SqlResourceStore.fromDatabase
+    const vectors = yield* VectorIndex.fromDatabase(embedder)
+    const policy: Policy.Service = yield* PolicyCommand.engineOf(
+      { policy: command.policy, engine, entrypoint: undefined, data: undefined },
+      io
+    )
+    const events = yield* ResourceEvents.makeMemory
+    const index = ResourceIndex.make(store, policy, { vectors, events })
+
+    if (command.type === "tasks-show") {
+      const root = yield* index.get(command.as, command.urn)
+      const below = yield* index.findByPrefix(command.as, command.urn)
+      const tasks = [root, ...below].filter((r): r is Resource.Task => r.meta.type === "task")
+      if (command.json) return yield* print(`${JSON.stringify(tasks)}\n`)
+      if (tasks.length === 0)
+        return yield* Effect.sync(() => io.stderr.write(`noema: no tasks under ${command.urn}\n`))
+      const assistants = yield* store.findByType("assistant")
+      const names = new Map(assistants.map((a) => [a.meta.urn, a.meta.name]))
+      const children = new Map<string, Array<Resource.Task>>()
+      for (const task of tasks) {
+        const parent = task.meta.parent ?? ""
+        children.set(parent, [...(children.get(parent) ?? []), task])
+      }
+      const lines: Array<string> = []
+      const visit = (task: Resource.Task, depth: number) => {
+        lines.push(taskLine(task, depth, names))
+        for (const child of (children.get(task.meta.urn) ?? []).sort(
+          (a, b) => (a.position ?? 0) - (b.position ?? 0)
+        ))
+          visit(child, depth + 1)
+      }
+      const urns = new Set(tasks.map((task) => task.meta.urn))
+      const tops = tasks
+        .filter((task) => task.meta.parent === undefined || !urns.has(task.meta.parent))
+        .sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
+      for (const task of tops) visit(task, 0)
+      return yield* print(`${lines.join("\n")}\n`)
+    }
+
+    // Assistants: the ones given, else the ones stored, else the built-in team.
+    for (const resource of toRegister) yield* index.put(plannerActor, resource)
+    let assistants = yield* store.findByType("assistant")
+    if (assistants.length === 0) {
+      for (const member of builtinTeam) {
+        const resource = Resource.make("assistant", {
+          name: member.name,
+          purpose: member.purpose,
+          instructions: member.instructions,
+          examples: [...member.examples]
+        })
+        yield* index.put(plannerActor, resource)
+      }
+      assistants = yield* store.findByType("assistant")
+      if (!command.json)
+        yield* Effect.sync(() =>
+          io.stderr.write(
+            `noema: no assistants registered; registered the built-in team (${builtinTeam.map((m) => m.name).join(", ")}); --assistants FILE adds yours\n`
+          )
+        )
+    }
+    const names = new Map(assistants.map((a) => [a.meta.urn, a.meta.name]))
+    const render = renderer(io, names)
+    const fallback = fallbackOf(command)
+    const result = yield* Planner.run(command.request, {
+      model: model!,
+      index,
+      events,
+      vectors,
+      tools: command.noTools ? [] : BuiltinTools.make({ root: io.cwd }),
+      plannerActor,
+      ...(command.conversation !== undefined && { conversation: command.conversation }),
+      election: {
+        ...(command.threshold !== undefined && { threshold: command.threshold }),
+        ...(fallback === "model"
+          ? { fallback: { kind: "model" as const, model: model! } }
+          : fallback !== undefined
+            ? { fallback: { kind: "default" as const, assistant: fallback } }
+            : {})
+      },
+      limits: {
+        ...(command.parallel !== undefined && { parallel: command.parallel }),
+        ...(command.maxCalls !== undefined && { maxModelCalls: command.maxCalls }),
+        ...(command.maxTokens !== undefined && { maxTokens: command.maxTokens }),
+        ...(command.maxDepth !== undefined && { maxDepth: command.maxDepth }),
+        ...(command.stallTimeout !== undefined && { stallTimeout: command.stallTimeout as never })
+      },
+      onEvent: (event) =>
+        Effect.sync(() => {
+          if (command.json) {
+            io.stdout.write(`${JSON.stringify(event)}\n`)
+            return
+          }
+          const line = render(event)
+          if (line !== undefined) io.stdout.write(`${line}\n`)
+        })
+    })
+    if (command.json)
+      return yield* print(
+        `${JSON.stringify({ type: "result", ...result, tree: { conversation: result.tree.conversation, message: result.tree.message } })}\n`
+      )
+    yield* print(`\n${Terminal.sanitize(result.answer)}\n`)
+    yield* Effect.sync(() =>
+      io.stderr.write(
+        `noema: ${result.tasks.length} tasks (${result.missing.length} not done), ${result.modelCalls} model calls, ${result.tokens} tokens; noema tasks show ${result.tree.message}\n`
+      )
+    )
+    return result.missing.length === 0 ? undefined : ("incomplete" as const)
+  })
+
+  // Ctrl-C (or SIGTERM/SIGHUP) stops the work: the tasks under way are stored as interrupted.
+  const fiber = Effect.runFork(
+    Effect.scoped(
+      program.pipe(
+        Effect.provide(Runtime.databaseLayer(database)),
+        Effect.provide(PolicyCommand.stderrLogger(io))
+      )
+    )
+  )
+  let signalled: NodeJS.Signals | undefined
+  const onSignal = (signal: NodeJS.Signals) => {
+    signalled ??= signal
+    Effect.runFork(Fiber.interrupt(fiber))
+  }
+  const signals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
+  for (const signal of signals) process.on(signal, onSignal)
+  const exit = await Effect.runPromise(Fiber.await(fiber)).finally(() => {
+    for (const signal of signals) process.off(signal, onSignal)
+  })
+  if (Exit.isSuccess(exit)) return exit.value === "incomplete" ? 3 : 0
+  if (Cause.hasInterruptsOnly(exit.cause)) {
+    io.stderr.write("noema: interrupted; the tasks under way are stored as interrupted\n")
+    return 128 + (os.constants.signals[signalled ?? "SIGINT"] ?? 2)
+  }
+  const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
+  if (
+    error?._tag === "ResourceNotFoundError" ||
+    error?._tag === "AccessDeniedError" ||
+    error?._tag === "PlannerError"
+  ) {
+    io.stderr.write(`noema: ${error.message}\n`)
+    return 1
+  }
+  throw error
+}

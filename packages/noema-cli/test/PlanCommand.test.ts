@@ -1,0 +1,319 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { OpenAiTestServer } from "@noema/openai/testing"
+import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { makeHome, removeHome, runCli } from "./support/cli.js"
+
+interface ChatBody {
+  readonly messages: ReadonlyArray<{ readonly role: string; readonly content: unknown }>
+  readonly tools?: ReadonlyArray<{
+    readonly function: { readonly name: string; readonly parameters: unknown }
+  }>
+  readonly response_format?: { readonly type: string; readonly json_schema?: { readonly name: string } }
+}
+
+const textOf = (content: unknown): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+      ? content.map((part) => (part as { text?: string }).text ?? "").join("")
+      : ""
+
+type Event = { readonly type: string; readonly title?: string; readonly [key: string]: unknown }
+
+const linesOf = (stdout: string): Array<Event> =>
+  stdout
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line) as Event)
+
+let home: string
+let server: OpenAiTestServer.TestServer
+beforeAll(async () => {
+  home = makeHome()
+  server = await OpenAiTestServer.start()
+})
+afterAll(async () => {
+  await server.close()
+  removeHome(home)
+})
+
+describe("noema plan on the offline model", () => {
+  it("plans the parts of a request, runs them with the tools, and tasks show reads the stored tree", async () => {
+    const env = { NOEMA_HOME: path.join(home, "offline") }
+    const planned = await runCli(["plan", "what is 12*7; what time is it in UTC", "--json"], { env })
+    assert.equal(planned.code, 0, planned.stderr)
+    const events = linesOf(planned.stdout)
+    const result = events.at(-1) as Event & {
+      answer: string
+      missing: Array<unknown>
+      tree: { message: string }
+      modelCalls: number
+    }
+    assert.equal(result.type, "result")
+    assert.deepEqual(result.missing, [])
+    assert.match(result.answer, /## what is 12\*7 \(done\)\n12 \* 7 = 84/)
+    assert.match(result.answer, /## what time is it in UTC \(done\)\nIt is \d{4}-\d\d-\d\dT/)
+    // One plan, three model calls per leaf with a tool (call, answer), one evaluation.
+    assert.equal(result.modelCalls, 6)
+    assert.deepEqual(
+      events.filter((e) => e.type === "assigned").map((e) => e.title),
+      ["what is 12*7; what time is it in UTC", "what is 12*7", "what time is it in UTC"]
+    )
+    assert.ok(
+      events
+        .filter((e) => e.type === "assigned")
+        .every((e) => (e.assignment as { by: string }).by !== undefined)
+    )
+
+    const shown = await runCli(["tasks", "show", result.tree.message], { env })
+    assert.equal(shown.code, 0, shown.stderr)
+    const rows = shown.stdout.trimEnd().split("\n")
+    assert.match(
+      rows[0]!,
+      /^✓ 1\. what is 12\*7; what time is it in UTC {2}→ \w+ \((similarity|model) \d\.\d\d\)$/
+    )
+    assert.match(rows[2]!, /^ {2}✓ 1\. what is 12\*7 {2}→ analyst \(similarity \d\.\d\d\)$/)
+    assert.equal(rows[3], "    12 * 7 = 84")
+    const json = JSON.parse((await runCli(["tasks", "show", result.tree.message, "--json"], { env })).stdout)
+    assert.deepEqual(
+      (json as Array<{ status: string }>).map((task) => task.status),
+      ["done", "done", "done"]
+    )
+  })
+
+  it("shows the tree live on a terminal-free stdout and prints the answer last", async () => {
+    const env = { NOEMA_HOME: path.join(home, "live") }
+    const planned = await runCli(["plan", "what is 2+2"], { env })
+    assert.equal(planned.code, 0, planned.stderr)
+    const [header, assigned, started, done, blank, heading, answer] = planned.stdout.split("\n")
+    assert.match(header!, /^planned 1 tasks under cld:conversation\.[0-9a-f]+\/message\.[0-9a-f]+$/)
+    assert.match(assigned!, /^ {2}□ what is 2\+2 → analyst \(similarity \d\.\d\d\)$/)
+    assert.equal(started, "  ▸ what is 2+2 working")
+    assert.match(done!, /^ {2}✓ what is 2\+2 \(\d+ ms\) {2}2 \+ 2 = 4$/)
+    assert.equal(blank, "")
+    assert.equal(heading, "## what is 2+2")
+    assert.equal(answer, "2 + 2 = 4")
+    assert.match(planned.stderr, /registered the built-in team \(researcher, writer, analyst, generalist\)/)
+    assert.match(
+      planned.stderr,
+      /noema: 1 tasks \(0 not done\), 3 model calls, \d+ tokens; noema tasks show cld:/
+    )
+  })
+
+  it("refuses bad input with a usage error", async () => {
+    const env = { NOEMA_HOME: path.join(home, "usage") }
+    const cases: Array<[ReadonlyArray<string>, RegExp]> = [
+      [["plan"], /noema plan: missing the "request" to plan/],
+      [["plan", "x", "--parallel", "0"], /--parallel needs a whole number of at least 1, got "0"/],
+      [["plan", "x", "--threshold", "2"], /--threshold needs a similarity from -1 to 1/],
+      [["plan", "x", "--conversation", "nope"], /--conversation: invalid URN "nope"/],
+      [["tasks"], /noema tasks: missing the action show/],
+      [["tasks", "show"], /noema tasks show: missing the URN/],
+      [["tasks", "show", "cld:x.y", "--model", "m"], /--model belongs to noema plan/]
+    ]
+    for (const [args, expected] of cases) {
+      const result = await runCli(args, { env })
+      assert.equal(result.code, 2, `${args.join(" ")}: ${result.stderr}`)
+      assert.match(result.stderr, expected)
+    }
+  })
+})
+
+describe("noema plan against an OpenAI-compatible server", () => {
+  it("a depth-3 tree planned in one create_tasks call, evaluated, corrected, answered", async () => {
+    const env = { NOEMA_HOME: path.join(home, "server") }
+    const assistants = path.join(home, "team.json")
+    fs.writeFileSync(
+      assistants,
+      JSON.stringify([
+        {
+          type: "assistant",
+          name: "historian",
+          purpose: "research the history of drinks and foods",
+          examples: ["find the history of tea"]
+        },
+        {
+          type: "assistant",
+          name: "copywriter",
+          purpose: "write short prose: introductions, summaries, conclusions",
+          examples: ["write an introduction"]
+        }
+      ])
+    )
+    const leaf = (title: string, purpose: string) => ({
+      title,
+      purpose,
+      instructions: `${purpose}.`,
+      evaluation: "it is written",
+      subtasks: []
+    })
+    const plan = {
+      tasks: [
+        {
+          title: "Tea article",
+          purpose: "write a short article on the history of tea",
+          instructions: "research, then write",
+          evaluation: "an introduction and the history are written",
+          subtasks: [
+            {
+              title: "History",
+              purpose: "research the history of tea",
+              instructions: "find the history",
+              evaluation: "the origins are covered",
+              subtasks: [
+                leaf("Origins", "find the history of tea in China"),
+                leaf("Trade", "find the history of the tea trade")
+              ]
+            },
+            leaf("Introduction", "write an introduction on tea")
+          ]
+        }
+      ]
+    }
+    let evaluations = 0
+    server.setFallback((request) => {
+      const body = request.body as ChatBody
+      if (body.tools?.some((tool) => tool.function.name === "create_tasks"))
+        return { type: "tool-calls", calls: [{ name: "create_tasks", arguments: JSON.stringify(plan) }] }
+      if (body.response_format?.json_schema?.name === "evaluation") {
+        const asked = textOf(body.messages.at(-1)?.content)
+        // The article's first evaluation asks for a conclusion.
+        const unsuccessful = asked.startsWith("Task: Tea article") && evaluations++ === 0
+        return {
+          type: "text",
+          text: JSON.stringify(
+            unsuccessful
+              ? {
+                  successful: false,
+                  reason: "there is no conclusion",
+                  corrective: [leaf("Conclusion", "write a conclusion on tea")]
+                }
+              : { successful: true, reason: "complete", corrective: [] }
+          )
+        }
+      }
+      const system = textOf(body.messages.find((m) => m.role === "system")?.content)
+      const task = /Your task: (.*)/.exec(system)?.[1] ?? "?"
+      return { type: "text", text: `${task} written`, chunks: [task, " written"] }
+    })
+    const before = server.requests.length
+    const planned = await runCli(
+      [
+        "plan",
+        "Write a short article on the history of tea",
+        "--assistants",
+        assistants,
+        "--base-url",
+        server.url,
+        "--api-key",
+        "k",
+        "-m",
+        "m",
+        "--no-tools",
+        "--json"
+      ],
+      { env }
+    )
+    assert.equal(planned.code, 0, planned.stderr)
+    const events = linesOf(planned.stdout)
+    const result = events.at(-1) as Event & {
+      answer: string
+      missing: Array<unknown>
+      tree: { message: string }
+    }
+    assert.deepEqual(result.missing, [])
+    const requests = server.requests.slice(before).map((r) => r.body as ChatBody)
+    // The whole tree in one call: the tool's parameters are the recursive schema.
+    const planning = requests.filter((body) => body.tools?.some((t) => t.function.name === "create_tasks"))
+    assert.equal(planning.length, 1)
+    assert.include(JSON.stringify(planning[0]!.tools![0]!.function.parameters), "#/$defs/Task")
+    const assigned = new Map(
+      events
+        .filter((e) => e.type === "assigned")
+        .map((e) => [e.title, e.assignment as { assistant: string; by: string; score: number }])
+    )
+    assert.sameMembers(
+      [...assigned.keys()],
+      ["Tea article", "History", "Origins", "Trade", "Introduction", "Conclusion"]
+    )
+    assert.deepEqual(
+      events
+        .filter((e) => e.type === "corrective")
+        .map((e) => (e.tasks as Array<{ spec: { title: string } }>).map((t) => t.spec.title)),
+      [["Conclusion"]]
+    )
+    assert.match(result.answer, /^## Tea article\ncomplete\n/)
+    assert.match(result.answer, /## Conclusion \(done\)\nConclusion written/)
+
+    const shown = await runCli(["tasks", "show", result.tree.message], { env })
+    assert.equal(shown.code, 0, shown.stderr)
+    assert.match(shown.stdout, /^✓ 1\. Tea article {2}→ (historian|copywriter) \(similarity \d\.\d\d\)\n/)
+    assert.match(shown.stdout, /\n {2}✓ 1\. History {2}→ historian \(similarity \d\.\d\d\)\n/)
+    assert.match(shown.stdout, /\n {4}✓ 2\. Trade {2}→ historian/)
+    assert.match(shown.stdout, /\n {2}✓ 3\. Conclusion \(corrective\) {2}→ copywriter/)
+  })
+
+  it("Ctrl-C in the middle stops the work and stores the task under way as interrupted", async () => {
+    const env = { NOEMA_HOME: path.join(home, "interrupted") }
+    server.setFallback((request) => {
+      const body = request.body as ChatBody
+      if (body.tools?.some((tool) => tool.function.name === "create_tasks"))
+        return {
+          type: "tool-calls",
+          calls: [
+            {
+              name: "create_tasks",
+              arguments: JSON.stringify({
+                tasks: [
+                  {
+                    title: "Slow",
+                    purpose: "answer slowly",
+                    instructions: "wait",
+                    evaluation: "answered",
+                    subtasks: []
+                  }
+                ]
+              })
+            }
+          ]
+        }
+      return { type: "hang" }
+    })
+    let started: () => void = () => undefined
+    const working = new Promise<void>((resolve) => {
+      started = resolve
+    })
+    const run = runCli(
+      [
+        "plan",
+        "answer slowly",
+        "--base-url",
+        server.url,
+        "--api-key",
+        "k",
+        "-m",
+        "m",
+        "--no-tools",
+        "--fallback",
+        "cld:assistant.any"
+      ],
+      {
+        env,
+        onStart: (child) => {
+          child.stdout?.on("data", (chunk: Buffer) => {
+            if (chunk.toString().includes("▸ Slow working")) started()
+          })
+          void working.then(() => setTimeout(() => child.kill("SIGINT"), 200))
+        }
+      }
+    )
+    const result = await run
+    assert.equal(result.code, 130, result.stderr)
+    assert.match(result.stderr, /noema: interrupted; the tasks under way are stored as interrupted/)
+    const message = /planned 1 tasks under (\S+)/.exec(result.stdout)?.[1]
+    assert.ok(message, result.stdout)
+    const shown = await runCli(["tasks", "show", message!], { env })
+    assert.match(shown.stdout, /^✗ 1\. Slow .*\n {2}interrupted before it finished\n$/)
+  })
+})
