@@ -243,6 +243,34 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "vector.search_100k_sqlite_ms" }
   },
   {
+    workload: "planner.overhead  (20 tasks, instant model, memory | the same calls alone)",
+    unit: "ms",
+    suite: "planner",
+    better: "lower",
+    cells: { noema: "planner.overhead_ms", raw: "planner.overhead_raw_ms" }
+  },
+  {
+    workload: "planner.overhead  (20 tasks, instant model, SQLite)",
+    unit: "ms",
+    suite: "planner",
+    better: "lower",
+    cells: { noema: "planner.overhead_sqlite_ms" }
+  },
+  {
+    workload: "planner.tasks_per_s  (10 ms calls, 8 in parallel | ceiling 8/10 ms)",
+    unit: "tasks/s",
+    suite: "planner",
+    better: "higher",
+    cells: { noema: "planner.parallel8.tasks_per_s", raw: "planner.ceiling8.tasks_per_s" }
+  },
+  {
+    workload: "planner.tasks_per_s  (10 ms calls, 1 at a time)",
+    unit: "tasks/s",
+    suite: "planner",
+    better: "higher",
+    cells: { noema: "planner.parallel1.tasks_per_s" }
+  },
+  {
     workload: "context.window1m  (window 50)",
     unit: "us",
     suite: "context",
@@ -284,6 +312,8 @@ const packageOf = (figure: string): string | undefined => {
     (figure.startsWith("vector.") && !figure.includes("_raw_"))
   )
     return "@noema/resources"
+  if (figure.startsWith("planner.") && !figure.includes("_raw_") && !figure.includes("ceiling"))
+    return "@noema/planner"
   if (figure === "cli.version_ms") return "@noema/cli"
   return undefined
 }

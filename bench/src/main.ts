@@ -17,6 +17,7 @@ import * as Http from "./Http.ts"
 import * as InProcess from "./InProcess.ts"
 import * as Noema from "./Noema.ts"
 import * as Report from "./Report.ts"
+import * as PlannerBench from "./Planner.ts"
 import * as ResourcesBench from "./Resources.ts"
 import * as RuntimeBench from "./Runtime.ts"
 import * as Startup from "./Startup.ts"
@@ -24,7 +25,17 @@ import type { StoreOptions } from "./Store.ts"
 import * as Store from "./Store.ts"
 import * as StorePostgres from "./StorePostgres.ts"
 
-const suites = ["startup", "inproc", "http", "store", "postgres", "runtime", "resources", "context"] as const
+const suites = [
+  "startup",
+  "inproc",
+  "http",
+  "store",
+  "postgres",
+  "runtime",
+  "resources",
+  "planner",
+  "context"
+] as const
 type Suite = (typeof suites)[number]
 
 interface Settings {
@@ -36,6 +47,7 @@ interface Settings {
   readonly startup: Startup.StartupOptions
   readonly runtime: RuntimeBench.RuntimeOptions
   readonly resources: ResourcesBench.ResourcesOptions
+  readonly planner: PlannerBench.PlannerOptions
 }
 
 const settings = (quick: boolean): Settings =>
@@ -67,7 +79,8 @@ const settings = (quick: boolean): Settings =>
         context: { warmupMs: 300, sampleMs: 10, rounds: 25, budgetMs: 3_000 },
         startup: { runs: 10, warmup: 2 },
         runtime: { interrupts: 15, triggers: 1_000 },
-        resources: { big: 100_000, lookups: 100, authorizations: 500, searches: 5, vectors: 100_000 }
+        resources: { big: 100_000, lookups: 100, authorizations: 500, searches: 5, vectors: 100_000 },
+        planner: { rounds: 9 }
       }
     : {
         inProcess: { warmupMs: 1_500, sampleMs: 25, rounds: 101, budgetMs: 30_000 },
@@ -96,7 +109,8 @@ const settings = (quick: boolean): Settings =>
         context: { warmupMs: 1_000, sampleMs: 25, rounds: 41, budgetMs: 8_000 },
         startup: { runs: 25, warmup: 3 },
         runtime: { interrupts: 41, triggers: 5_000 },
-        resources: { big: 1_000_000, lookups: 300, authorizations: 2_000, searches: 15, vectors: 100_000 }
+        resources: { big: 1_000_000, lookups: 300, authorizations: 2_000, searches: 15, vectors: 100_000 },
+        planner: { rounds: 31 }
       }
 
 const main = async (): Promise<void> => {
@@ -152,6 +166,10 @@ const main = async (): Promise<void> => {
   if (selected("resources")) {
     log("resources: prefix lookups at two store sizes, Cedar with 500 policies, exact vector search")
     Object.assign(results, await ResourcesBench.run(config.resources))
+  }
+  if (selected("planner")) {
+    log("the planner: a 20-task tree with an instant model, 64 leaves with 8 in parallel")
+    Object.assign(results, await PlannerBench.run(config.planner))
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")
