@@ -38,7 +38,11 @@ export interface PlannerOptions {
 
 const team = [
   { name: "researcher", purpose: "find facts and sources about a topic", examples: ["find the facts"] },
-  { name: "writer", purpose: "write introductions, summaries and conclusions", examples: ["write a summary"] },
+  {
+    name: "writer",
+    purpose: "write introductions, summaries and conclusions",
+    examples: ["write a summary"]
+  },
   { name: "analyst", purpose: "calculate and compare numbers and figures", examples: ["compare the prices"] }
 ]
 
@@ -69,7 +73,12 @@ const slow = (inner: ChatModel.Service, ms: number): ChatModel.Service => ({
   stream: (request) => Stream.unwrap(Effect.delay(Effect.succeed(inner.stream(request)), ms))
 })
 
-const runOnce = (plan: TaskTree.Plan, world: PlannerTesting.World, model: ChatModel.Service, parallel: number) =>
+const runOnce = (
+  plan: TaskTree.Plan,
+  world: PlannerTesting.World,
+  model: ChatModel.Service,
+  parallel: number
+) =>
   Effect.gen(function* () {
     const started = now()
     const result = yield* Planner.run("bench", { model, ...world, limits: limitsFor(plan, parallel) })
@@ -99,7 +108,10 @@ const floorOnce = (plan: TaskTree.Plan, model: ChatModel.Service) =>
       yield* StructuredOutput.generate(model, {
         schema: Schema.Struct({ successful: Schema.Boolean, reason: Schema.String }),
         name: "evaluation",
-        messages: [Message.system("You supervise a task done by others."), Message.user(`Task: ${parent.title}`)]
+        messages: [
+          Message.system("You supervise a task done by others."),
+          Message.user(`Task: ${parent.title}`)
+        ]
       })
     }
     return now() - started
@@ -141,7 +153,10 @@ export const run = async (options: PlannerOptions): Promise<Record<string, numbe
             Database.layer({ kind: "sqlite", filename: path.join(directory, "planner.db") })
           )
           const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
-          const vectors = yield* Effect.provideContext(VectorIndex.fromDatabase(LocalEmbedder.make()), context)
+          const vectors = yield* Effect.provideContext(
+            VectorIndex.fromDatabase(LocalEmbedder.make()),
+            context
+          )
           const events = yield* ResourceEvents.makeMemory
           const policy = yield* Policy.allowAll
           const index = ResourceIndex.make(store, policy, { events, vectors })
