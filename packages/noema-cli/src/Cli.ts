@@ -15,6 +15,7 @@ import { planHelp, tasksHelp } from "./PlanArguments.js"
 import { help as PolicyHelp } from "./PolicyArguments.js"
 import { help as ResourcesHelp } from "./ResourcesArguments.js"
 import { help as RoutineHelp } from "./RoutineArguments.js"
+import { runHelp, runsHelp, threadsHelp } from "./RunsArguments.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
@@ -62,6 +63,12 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
       return planHelp
     case "tasks":
       return tasksHelp
+    case "threads":
+      return threadsHelp
+    case "run":
+      return runHelp
+    case "runs":
+      return runsHelp
   }
 }
 
@@ -102,6 +109,20 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     case "plan":
     case "tasks-show":
       return (await import("./PlanCommand.js")).run(command, io)
+    // Runs (noema threads, noema run, noema runs).
+    case "threads-create":
+    case "threads-list":
+    case "threads-close":
+    case "run":
+    case "runs-list":
+    case "runs-show":
+    case "runs-approve":
+    case "runs-reject":
+    case "runs-retry":
+    case "runs-cancel":
+    case "runs-resume":
+    case "runs-verify":
+      return (await import("./RunsCommand.js")).run(command, io)
   }
 }
 

@@ -12,6 +12,7 @@ import { type PlanCommand, PlanUsageError, parsePlan, parseTasks } from "./PlanA
 import { type PolicyCheck, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
 import { parse as parseResources, type ResourcesCommand, ResourcesUsageError } from "./ResourcesArguments.js"
 import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
+import { parseRun, parseRuns, parseThreads, type RunsCommand, RunsUsageError } from "./RunsArguments.js"
 
 export class UsageError extends Error {
   override readonly name = "UsageError"
@@ -28,6 +29,9 @@ export type HelpTopic =
   | "resources"
   | "plan"
   | "tasks"
+  | "threads"
+  | "run"
+  | "runs"
 
 /** Options every command that touches sessions takes. */
 export interface StoreOptions {
@@ -78,6 +82,8 @@ export type Command =
   | ResourcesCommand
   /** `noema plan "request"`, `noema tasks show URN` (see PlanArguments). */
   | PlanCommand
+  /** `noema threads ...`, `noema run "request"`, `noema runs ...` (see RunsArguments). */
+  | RunsCommand
 
 const common = {
   help: { type: "boolean", short: "h" },
@@ -104,7 +110,19 @@ const turnOptions = {
   yes: { type: "boolean", short: "y" }
 } as const
 
-const commands = ["chat", "ask", "sessions", "routine", "plan", "tasks", "policy", "resources"] as const
+const commands = [
+  "chat",
+  "ask",
+  "sessions",
+  "threads",
+  "run",
+  "runs",
+  "routine",
+  "plan",
+  "tasks",
+  "policy",
+  "resources"
+] as const
 
 type Options = NonNullable<ParseArgsConfig["options"]>
 
@@ -274,7 +292,10 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         topic === "policy" ||
         topic === "resources" ||
         topic === "plan" ||
-        topic === "tasks"
+        topic === "tasks" ||
+        topic === "threads" ||
+        topic === "run" ||
+        topic === "runs"
           ? topic
           : "main"
     }
@@ -319,6 +340,17 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         return parsed === "help" ? { type: "help", topic: first } : parsed
       } catch (error) {
         throw error instanceof PlanUsageError ? new UsageError(error.message) : error
+      }
+    // Runs: parsed in RunsArguments.
+    case "threads":
+    case "run":
+    case "runs":
+      try {
+        const parsed =
+          first === "threads" ? parseThreads(rest) : first === "run" ? parseRun(rest) : parseRuns(rest)
+        return parsed === "help" ? { type: "help", topic: first } : parsed
+      } catch (error) {
+        throw error instanceof RunsUsageError ? new UsageError(error.message) : error
       }
   }
   if (first.startsWith("-")) {

@@ -65,6 +65,14 @@ export interface Executor {
   }) => Effect.Effect<RunView, CreateRunError | RunFiles.FileError>
   /** Carries the run on from where its view says it is, until it finishes or must wait. */
   readonly execute: (runId: string, pipeline: Pipeline) => Effect.Effect<Outcome, ExecuteError>
+  /**
+   * Carries on a run whose executor stopped (a process killed in the middle of a stage): the
+   * attempt it left running is recorded failed (`interrupted`, retryable; its directory, which
+   * has no manifest, is kept aside as an earlier attempt), then the run goes on as `execute`:
+   * completed stages are not run again, the interrupted stage gets a new attempt. Only for a run
+   * no live process is executing (see `RunLease`).
+   */
+  readonly resume: (runId: string, pipeline: Pipeline) => Effect.Effect<Outcome, ExecuteError>
   readonly approve: (runId: string, by?: string) => Effect.Effect<RunView, AppendError>
   readonly reject: (runId: string, reason: string) => Effect.Effect<RunView, AppendError>
   /** A failed run starts again at its failed stage, with a new attempt. */
@@ -267,6 +275,25 @@ export const make = (options: Options): Executor => {
         : Effect.succeed(stage.position)
     })
 
+  const resume = (runId: string, pipeline: Pipeline): Effect.Effect<Outcome, ExecuteError> =>
+    Effect.gen(function* () {
+      const run = yield* store.getRun(runId)
+      const stopped = run.stages.find((stage) => stage.status === "running")
+      const attempt = stopped?.attempts[stopped.attempts.length - 1]
+      if (run.status === "running" && stopped !== undefined && attempt?.status === "running")
+        yield* append(runId, [
+          {
+            type: "StageFailed",
+            position: stopped.position,
+            attempt: attempt.attempt,
+            error_code: "interrupted",
+            error_message: "the process running this attempt stopped before it finished",
+            retryable: true
+          }
+        ])
+      return yield* execute(runId, pipeline)
+    })
+
   return {
     create: ({ threadId, request, pipeline }) =>
       Effect.gen(function* () {
@@ -284,6 +311,7 @@ export const make = (options: Options): Executor => {
           thread_id: run.threadId,
           request: run.request,
           pipeline: run.pipeline,
+          pipeline_definition: pipeline,
           created_at: run.createdAt,
           stages: run.stages.map((s) => ({
             position: s.position,
@@ -294,6 +322,7 @@ export const make = (options: Options): Executor => {
         return run
       }),
     execute,
+    resume,
     approve: (runId, by) =>
       Effect.flatMap(waitingStage(runId), (position) =>
         append(runId, [{ type: "ApprovalGranted", position, ...(by !== undefined && { by }) }])

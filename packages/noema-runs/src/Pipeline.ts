@@ -1,5 +1,5 @@
 /**
- * Pipeline: the stages a run is made of, from a JSON file.
+ * Pipeline: the stages a run is made of, from a JSON or YAML file.
  *
  *     { "name": "report",
  *       "stages": [
@@ -14,6 +14,7 @@
  */
 import * as fs from "node:fs"
 import { Effect, Schema } from "effect"
+import { parse as parseYaml } from "yaml"
 import type { PlannedStage } from "./Run.js"
 import { stageKeyPattern } from "./Run.js"
 
@@ -100,24 +101,30 @@ export const decode = (value: unknown, source = "pipeline"): Effect.Effect<Pipel
   })
 }
 
-/** A pipeline from JSON text. */
+/** Whether `source` names a YAML file (`.yaml`, `.yml`). */
+export const isYaml = (source: string): boolean => /\.ya?ml$/i.test(source)
+
+/** A pipeline from JSON text, or YAML when `source` is a `.yaml`/`.yml` file. */
 export const parse = (text: string, source = "pipeline"): Effect.Effect<Pipeline, PipelineError> =>
   Effect.suspend(() => {
     let value: unknown
+    const yaml = isYaml(source)
     try {
-      value = JSON.parse(text)
+      value = yaml ? parseYaml(text, { prettyErrors: true, uniqueKeys: true }) : JSON.parse(text)
     } catch (error) {
       return Effect.fail(
         new PipelineError({
           source,
-          problems: [`not JSON: ${error instanceof Error ? error.message : String(error)}`]
+          problems: [
+            `not ${yaml ? "YAML" : "JSON"}: ${(error instanceof Error ? error.message : String(error)).split("\n")[0]}`
+          ]
         })
       )
     }
     return decode(value, source)
   })
 
-/** A pipeline from a JSON file. */
+/** A pipeline from a JSON or YAML file. */
 export const load = (file: string): Effect.Effect<Pipeline, PipelineError> =>
   Effect.suspend(() => {
     let text: string

@@ -105,12 +105,20 @@ export interface RunFile {
   readonly thread_id: string
   readonly request: string
   readonly pipeline: string
+  /** The whole pipeline the run was created with, so any process can carry the run on. */
+  readonly pipeline_definition?: unknown
   readonly created_at: string
   readonly stages: ReadonlyArray<{
     readonly position: number
     readonly stage_key: string
     readonly needs_approval: boolean
   }>
+}
+
+/** The run's run.json. */
+export const readRunFile = (workspace: string, runId: string): Effect.Effect<RunFile, FileError> => {
+  const file = path.join(runDirectory(workspace, runId), "run.json")
+  return attempt(file, () => JSON.parse(fs.readFileSync(file, "utf8")) as RunFile)
 }
 
 export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<void, FileError> => {

@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import * as Executor from "../src/Executor.js"
 import * as Pipeline from "../src/Pipeline.js"
 import * as RunFiles from "../src/RunFiles.js"
+import * as RunLease from "../src/RunLease.js"
 import * as RunsStore from "../src/RunsStore.js"
 
 const setup = (replies: ReadonlyArray<ScriptedChatModel.Reply>) =>
@@ -223,6 +224,105 @@ describe("Pipeline", () => {
       assert.include(bad.message, "p.json")
       const notJson = yield* Effect.flip(Pipeline.parse("{", "x.json"))
       assert.include(notJson.message, "not JSON")
+    })
+  )
+})
+
+describe("Pipeline (YAML)", () => {
+  it.effect("a .yaml file is read as YAML, with the same checks", () =>
+    Effect.gen(function* () {
+      const ok = yield* Pipeline.parse(
+        "name: p\nstages:\n  - key: a\n    instructions: do it\n    approval: true\n",
+        "p.yaml"
+      )
+      assert.deepStrictEqual(ok, {
+        name: "p",
+        stages: [{ key: "a", instructions: "do it", tools: [], approval: true }]
+      })
+      const bad = yield* Effect.flip(Pipeline.parse("name: p\nstages: []\n", "p.yml"))
+      assert.deepStrictEqual(bad.problems, ["stages: must be a non-empty array"])
+      const broken = yield* Effect.flip(Pipeline.parse("name: [p\n", "p.yaml"))
+      assert.match(broken.problems[0]!, /^not YAML: /)
+      const duplicate = yield* Effect.flip(Pipeline.parse("name: p\nname: q\nstages: []\n", "p.yaml"))
+      assert.match(duplicate.problems[0]!, /^not YAML: .*[Mm]ap keys must be unique/)
+    })
+  )
+})
+
+describe("Executor.resume", () => {
+  it.effect(
+    "an attempt left running by a dead process is recorded interrupted; the stage gets a new attempt",
+    () =>
+      Effect.gen(function* () {
+        const { workspace, store, executor, thread } = yield* setup(["brief done", "result done"])
+        const run = yield* executor.create({
+          threadId: thread.id,
+          request: "tea",
+          pipeline: Pipeline.defaultPipeline
+        })
+        // What a process killed inside stage 1 leaves: the attempt started, a partial directory.
+        yield* store.append(run.runId, [
+          { type: "RunStarted" },
+          { type: "StageStarted", position: 1, attempt: 1 }
+        ])
+        const partial = RunFiles.stagePath(workspace, run.runId, 1, "brief")
+        fs.mkdirSync(path.join(partial, "artifacts"), { recursive: true })
+        fs.writeFileSync(path.join(partial, "input.json"), "{}")
+        // `execute` alone refuses to start it again: another process might still be on it.
+        const refused = yield* Effect.flip(executor.execute(run.runId, Pipeline.defaultPipeline))
+        assert.strictEqual(refused._tag, "IllegalTransition")
+
+        const outcome = yield* executor.resume(run.runId, Pipeline.defaultPipeline)
+        assert.strictEqual(outcome._tag, "Finished")
+        assert.strictEqual(outcome.run.status, "completed")
+        const brief = outcome.run.stages[0]!
+        assert.deepStrictEqual(
+          brief.attempts.map((a) => [a.attempt, a.status, a.error?.error_code]),
+          [
+            [1, "failed", "interrupted"],
+            [2, "completed", undefined]
+          ]
+        )
+        assert.isTrue(fs.existsSync(`${partial}.attempt-1/input.json`))
+        assert.isFalse(fs.existsSync(`${partial}.attempt-1/manifest.json`))
+        const report = yield* RunFiles.verify(workspace, run.runId)
+        assert.isTrue(report.ok)
+        assert.deepStrictEqual(report.checked, ["01-brief", "02-result"])
+        const file = yield* RunFiles.readRunFile(workspace, run.runId)
+        assert.deepStrictEqual(file.pipeline_definition, Pipeline.defaultPipeline)
+      })
+  )
+})
+
+describe("RunLease", () => {
+  it.effect("one live process at a time; a dead holder's lease is taken over; released after", () =>
+    Effect.gen(function* () {
+      const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-lease-"))
+      const runId = "run_lease"
+      fs.mkdirSync(RunFiles.runDirectory(workspace, runId), { recursive: true })
+      const file = RunLease.leasePath(workspace, runId)
+      const inside = yield* RunLease.withLease(
+        workspace,
+        runId,
+        Effect.gen(function* () {
+          assert.strictEqual(RunLease.holder(workspace, runId)?.pid, process.pid)
+          // A second taker (this very process, alive) is refused, naming the holder.
+          const busy = yield* Effect.flip(RunLease.withLease(workspace, runId, Effect.void))
+          assert.strictEqual(busy._tag, "RunBusy")
+          assert.match(
+            busy.message,
+            new RegExp(`^run run_lease is being executed by process ${process.pid} on `)
+          )
+          return "ran"
+        })
+      )
+      assert.strictEqual(inside, "ran")
+      assert.isFalse(fs.existsSync(file))
+      // A lease left by a process that is gone (a pid that does not exist) is taken over.
+      fs.writeFileSync(file, JSON.stringify({ pid: 2 ** 22 + 12345, host: os.hostname(), acquired_at: "" }))
+      assert.strictEqual(RunLease.holder(workspace, runId), undefined)
+      assert.strictEqual(yield* RunLease.withLease(workspace, runId, Effect.succeed(1)), 1)
+      assert.isFalse(fs.existsSync(file))
     })
   )
 })

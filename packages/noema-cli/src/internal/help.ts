@@ -35,6 +35,10 @@ Usage
   noema sessions show|delete|export ID
   noema sessions export --all       every session as JSON lines (for import elsewhere)
   noema sessions import [FILE]      sessions from JSON lines (stdin by default)
+  noema threads create|list|close   threads that hold runs
+  noema run "request" --thread T    a run: stages that write hashed files, shown as they go
+  noema runs list|show|approve|reject|retry|cancel|resume|verify
+                                    runs, their files and timeline
   noema routine run|status FILE     a work breakdown's goals: run them, show progress
   noema plan "request"              planned as a task tree, assistants elected by similarity,
                                     subtasks supervised and evaluated; the answer at the end

@@ -1,0 +1,357 @@
+/**
+ * RunsCommand: `noema threads ...`, `noema run "request"`, `noema runs ...`
+ * over the runs store in the configured database and the files in the
+ * workspace (`--workspace`, `NOEMA_WORKSPACE`, default `$NOEMA_HOME/workspace`).
+ *
+ * Whatever carries a run on (run, approve, retry, resume) holds the run's lease
+ * (`RunLease`), shows each event as it happens (or prints it as a JSON line
+ * with `--json`), and stops when the run finishes or must wait.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { ChatModel } from "@noema/core"
+import { Executor, Pipeline, type Run, RunFiles, RunLease, type RunsStore, SqlRunsStore } from "@noema/runs"
+import { Cause, Effect, Exit, Fiber } from "effect"
+import type { Io } from "./Cli.js"
+import * as CliConfig from "./CliConfig.js"
+import * as Runtime from "./internal/runtime.js"
+import type { RunsCommand } from "./RunsArguments.js"
+import * as Terminal from "./Terminal.js"
+import * as BuiltinTools from "./tools/BuiltinTools.js"
+
+class RunsCommandError extends Error {
+  override readonly name = "RunsCommandError"
+}
+
+/** Exit status of a run that waits (for approval, or in its thread's queue). */
+export const waitingStatus = 4
+
+const present = (value: string | undefined) =>
+  value === undefined || value.trim() === "" ? undefined : value.trim()
+
+export const workspaceOf = (flag: string | undefined, io: Io): string => {
+  const chosen = present(flag) ?? present(io.env.NOEMA_WORKSPACE)
+  return chosen === undefined
+    ? path.join(CliConfig.paths(io.env).home, "workspace")
+    : path.resolve(io.cwd, chosen)
+}
+
+const size = (bytes: number) =>
+  bytes < 1024
+    ? `${bytes} B`
+    : bytes < 1024 * 1024
+      ? `${(bytes / 1024).toFixed(1)} KiB`
+      : `${(bytes / 1048576).toFixed(1)} MiB`
+
+const since = (from: string | undefined, to: string | undefined) => {
+  if (from === undefined) return ""
+  const ms = (to === undefined ? Date.now() : Date.parse(to)) - Date.parse(from)
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`
+}
+
+const stageName = (run: Run.RunView, position: number) =>
+  `${String(position).padStart(2, "0")}-${run.stages[position - 1]?.key ?? "?"}`
+
+/** One line per event, as a run goes (undefined: nothing to show). */
+const progressLine = (style: Terminal.Style, run: Run.RunView, event: Run.EventData): string | undefined => {
+  switch (event.type) {
+    case "RunQueued":
+      return undefined
+    case "RunStarted":
+      return style.dim(`run ${run.runId} running (thread ${run.threadId}, pipeline ${run.pipeline})`)
+    case "StageStarted":
+      return `▸ ${stageName(run, event.position)}${event.attempt > 1 ? ` (attempt ${event.attempt})` : ""}`
+    case "ArtifactPublished":
+      return style.dim(`    + ${event.path}  ${size(event.size)}  sha256 ${event.sha256.slice(0, 12)}…`)
+    case "StageCompleted": {
+      const attempt = run.stages[event.position - 1]?.attempts[event.attempt - 1]
+      return `${style.green("✓")} ${stageName(run, event.position)}  ${style.dim(since(attempt?.startedAt, attempt?.finishedAt))}`
+    }
+    case "StageFailed":
+      return `${style.red("✗")} ${stageName(run, event.position)}: ${event.error_code}: ${Terminal.oneLine(event.error_message, 160)}`
+    case "ApprovalRequested":
+      return `⏸ ${stageName(run, event.position)} waits for approval: noema runs approve ${run.runId} (or reject --reason …)`
+    case "ApprovalGranted":
+      return `☑ ${stageName(run, event.position)} approved${event.by === undefined ? "" : ` by ${event.by}`}`
+    case "ApprovalRejected":
+      return `☒ ${stageName(run, event.position)} rejected: ${Terminal.oneLine(event.reason, 160)}`
+    case "RunCompleted":
+      return `${style.green("✔")} run ${run.runId} completed  ${style.dim(since(run.startedAt, run.finishedAt))}`
+    case "RunFailed":
+      return `${style.red("✘")} run ${run.runId} failed: ${event.error_code}${event.retryable ? ` (noema runs retry ${run.runId})` : ""}`
+    case "RunCanceled":
+      return `run ${run.runId} canceled: ${event.reason}`
+  }
+}
+
+/** The pipeline a run was created with (run.json keeps it). */
+const pipelineOf = (workspace: string, runId: string) =>
+  Effect.gen(function* () {
+    const file = yield* RunFiles.readRunFile(workspace, runId)
+    if (file.pipeline_definition !== undefined)
+      return yield* Pipeline.decode(file.pipeline_definition, `run ${runId}'s run.json`)
+    if (file.pipeline === Pipeline.defaultPipeline.name) return Pipeline.defaultPipeline
+    return yield* Effect.fail(
+      new RunsCommandError(`run ${runId}'s run.json does not hold its pipeline "${file.pipeline}"`)
+    )
+  })
+
+const threadLine = (thread: Run.Thread) =>
+  `${thread.id}  ${thread.status.padEnd(6)}  ${thread.queuePolicy.padEnd(7)}  ${thread.createdAt}  ${Terminal.oneLine(thread.title, 60)}`
+
+const runLine = (run: Run.RunView) =>
+  `${run.runId}  ${run.status.padEnd(16)}  ${run.threadId}  ${run.createdAt}  ${run.pipeline}  ${Terminal.oneLine(run.request, 50)}`
+
+const showRun = (run: Run.RunView, events: ReadonlyArray<Run.Event>, workspace: string): string => {
+  const lines = [
+    `run ${run.runId}  ${run.status}`,
+    `thread ${run.threadId}, pipeline ${run.pipeline}, created ${run.createdAt}${run.finishedAt === undefined ? "" : `, finished ${run.finishedAt}`}`,
+    `request: ${Terminal.oneLine(run.request, 200)}`,
+    ...(run.error === undefined
+      ? []
+      : [
+          `error: ${run.error.error_code}: ${Terminal.oneLine(run.error.error_message, 200)}${run.error.retryable ? " (retryable)" : ""}`
+        ]),
+    `files: ${RunFiles.runDirectory(workspace, run.runId)}`,
+    "",
+    "stages"
+  ]
+  for (const stage of run.stages) {
+    lines.push(
+      `  ${stageName(run, stage.position)}  ${stage.status}${stage.needsApproval ? (stage.approved ? "  (approved)" : "  (needs approval)") : ""}`
+    )
+    for (const attempt of stage.attempts) {
+      lines.push(
+        `    attempt ${attempt.attempt}  ${attempt.status}  ${since(attempt.startedAt, attempt.finishedAt)}${attempt.error === undefined ? "" : `  ${attempt.error.error_code}: ${Terminal.oneLine(attempt.error.error_message, 120)}`}`
+      )
+      for (const artifact of attempt.artifacts)
+        lines.push(
+          `      ${artifact.path}  ${artifact.kind}  ${size(artifact.size)}  sha256 ${artifact.sha256}`
+        )
+    }
+  }
+  lines.push("", "timeline")
+  for (const event of events) {
+    const { type, ...rest } = event.data
+    const detail = Object.entries(rest)
+      .map(
+        ([key, value]) =>
+          `${key}=${typeof value === "string" ? Terminal.oneLine(value, 60) : JSON.stringify(value)}`
+      )
+      .join(" ")
+    lines.push(
+      `  ${String(event.seq).padStart(3)}  ${event.at}  ${type}${detail === "" ? "" : `  ${detail}`}`
+    )
+  }
+  return `${lines.join("\n")}\n`
+}
+
+export const run = async (command: RunsCommand, io: Io): Promise<number> => {
+  const workspace = workspaceOf(command.workspace, io)
+  const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
+  if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
+  const executing = "model" in command
+  const pipelineFile =
+    command.type === "run" && command.pipeline !== undefined
+      ? path.resolve(io.cwd, command.pipeline)
+      : undefined
+  // The pipeline is checked before anything is stored.
+  const pipeline =
+    pipelineFile === undefined
+      ? Pipeline.defaultPipeline
+      : await Effect.runPromise(Effect.result(Pipeline.load(pipelineFile))).then((result) => {
+          if (result._tag === "Failure") throw new RunsCommandError(result.failure.message)
+          return result.success
+        })
+  let model: ChatModel.Service | undefined
+  if (executing)
+    model = await Runtime.makeModel(CliConfig.resolveModel(command.model, io.env), { interactive: false })
+  const style = Terminal.styleFor(io.stdout, io.env)
+  const print = (text: string) => Effect.sync(() => io.stdout.write(text))
+  const json = command.json
+
+  const program = Effect.gen(function* () {
+    const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
+    const executor = Executor.make({
+      store,
+      workspace,
+      model: model!,
+      tools: executing && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : [],
+      onEvent: (view, event) =>
+        Effect.sync(() => {
+          if (json) io.stdout.write(`${JSON.stringify({ run_id: view.runId, ...event })}\n`)
+          else {
+            const line = progressLine(style, view, event)
+            if (line !== undefined) io.stdout.write(`${line}\n`)
+          }
+        })
+    })
+    /** Carries the run on holding its lease; the exit status its outcome gives. */
+    const carryOn = (
+      runId: string,
+      step: (pipeline: Pipeline.Pipeline) => Effect.Effect<Executor.Outcome, Executor.ExecuteError>,
+      given?: Pipeline.Pipeline
+    ) =>
+      RunLease.withLease(
+        workspace,
+        runId,
+        Effect.gen(function* () {
+          const outcome = yield* step(given ?? (yield* pipelineOf(workspace, runId)))
+          if (outcome._tag === "Queued") {
+            if (!json) yield* print(`run ${runId} is queued: ${outcome.reason}\n`)
+            return waitingStatus
+          }
+          if (outcome._tag === "WaitingApproval") return waitingStatus
+          return outcome.run.status === "completed" ? 0 : 1
+        })
+      )
+
+    switch (command.type) {
+      case "threads-create": {
+        const thread = yield* store.createThread({
+          ...(command.title !== undefined && { title: command.title }),
+          queuePolicy: command.queue
+        })
+        yield* print(json ? `${JSON.stringify(thread)}\n` : `${thread.id}\n`)
+        return 0
+      }
+      case "threads-list": {
+        const threads = yield* store.listThreads()
+        if (json) yield* print(`${JSON.stringify(threads)}\n`)
+        else if (threads.length === 0)
+          yield* Effect.sync(() => io.stderr.write("noema: no threads yet (noema threads create)\n"))
+        else yield* print(threads.map((thread) => `${threadLine(thread)}\n`).join(""))
+        return 0
+      }
+      case "threads-close": {
+        const thread = yield* store.closeThread(command.thread)
+        yield* print(json ? `${JSON.stringify(thread)}\n` : `closed ${thread.id}\n`)
+        return 0
+      }
+      case "run": {
+        const created = yield* executor.create({
+          threadId: command.thread,
+          request: command.request,
+          pipeline
+        })
+        if (json) yield* print(`${JSON.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
+        else yield* print(`run ${created.runId}\n`)
+        return yield* carryOn(created.runId, (p) => executor.execute(created.runId, p), pipeline)
+      }
+      case "runs-list": {
+        const runs = [
+          ...(yield* store.listRuns(command.thread === undefined ? {} : { threadId: command.thread }))
+        ].reverse()
+        if (json) yield* print(`${JSON.stringify(runs)}\n`)
+        else if (runs.length === 0) yield* Effect.sync(() => io.stderr.write("noema: no runs\n"))
+        else yield* print(runs.map((r) => `${runLine(r)}\n`).join(""))
+        return 0
+      }
+      case "runs-show": {
+        const view = yield* store.getRun(command.run)
+        const events = yield* store.events(command.run)
+        yield* print(json ? `${JSON.stringify({ ...view, events })}\n` : showRun(view, events, workspace))
+        return 0
+      }
+      case "runs-verify": {
+        const report = yield* RunFiles.verify(workspace, command.run)
+        if (json) yield* print(`${JSON.stringify(report)}\n`)
+        else if (report.ok)
+          yield* print(
+            `ok: ${report.artifacts} artifacts in ${report.checked.length} stage directories match their manifests\n`
+          )
+        else
+          yield* print(
+            report.problems.map((p) => `${p.stage}/artifacts/${p.path}: ${p.problem}\n`).join("") +
+              `${report.problems.length} problem${report.problems.length === 1 ? "" : "s"}\n`
+          )
+        return report.ok ? 0 : 1
+      }
+      case "runs-approve":
+        yield* executor.approve(command.run, command.by)
+        return yield* carryOn(command.run, (p) => executor.execute(command.run, p))
+      case "runs-reject": {
+        const view = yield* executor.reject(command.run, command.reason)
+        if (!json)
+          yield* print(
+            `run ${view.runId} ${view.status} (noema runs retry ${view.runId} asks for approval again)\n`
+          )
+        return 0
+      }
+      case "runs-retry":
+        yield* executor.retry(command.run)
+        return yield* carryOn(command.run, (p) => executor.execute(command.run, p))
+      case "runs-cancel": {
+        yield* executor.cancel(command.run, command.reason)
+        return 0
+      }
+      case "runs-resume": {
+        /** One run: carried on, or canceled when it stopped before its files were set up. */
+        const resumeOne = (view: Run.RunView) =>
+          Effect.gen(function* () {
+            if (!fs.existsSync(path.join(RunFiles.runDirectory(workspace, view.runId), "run.json"))) {
+              // Nothing of it ran, and its pipeline was never written down: it cannot be carried on.
+              yield* executor.cancel(
+                view.runId,
+                "its process stopped before the run's files were set up; nothing ran (make the request again)"
+              )
+              return 1
+            }
+            if (!json) yield* print(`resuming run ${view.runId}\n`)
+            return yield* carryOn(view.runId, (p) => executor.resume(view.runId, p))
+          })
+        if (command.run !== undefined) return yield* resumeOne(yield* store.getRun(command.run))
+        // Every run left running or queued by a process that is gone.
+        const stopped = (yield* store.listRuns()).filter(
+          (r) =>
+            (r.status === "running" || r.status === "queued") &&
+            RunLease.holder(workspace, r.runId) === undefined
+        )
+        if (stopped.length === 0) {
+          if (!json) yield* Effect.sync(() => io.stderr.write("noema: no run to resume\n"))
+          return 0
+        }
+        let status = 0
+        for (const view of stopped) status = Math.max(status, yield* resumeOne(view))
+        return status
+      }
+    }
+  })
+
+  const fiber = Effect.runFork(program.pipe(Effect.provide(Runtime.databaseLayer(database))))
+  // Ctrl-C stops the run where it is: the attempt under way stays open in the timeline and
+  // `noema runs resume` gives its stage a new attempt.
+  let signalled: NodeJS.Signals | undefined
+  const onSignal = (signal: NodeJS.Signals) => {
+    signalled ??= signal
+    Effect.runFork(Fiber.interrupt(fiber))
+  }
+  const signals: ReadonlyArray<NodeJS.Signals> = executing ? ["SIGINT", "SIGTERM", "SIGHUP"] : []
+  for (const signal of signals) process.on(signal, onSignal)
+  const exit = await Effect.runPromise(Fiber.await(fiber)).finally(() => {
+    for (const signal of signals) process.off(signal, onSignal)
+  })
+  if (Exit.isSuccess(exit)) return exit.value
+  if (Cause.hasInterruptsOnly(exit.cause)) {
+    io.stderr.write("noema: interrupted; noema runs resume carries the run on\n")
+    return 128 + (os.constants.signals[signalled ?? "SIGINT"] ?? 2)
+  }
+  const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
+  const known = [
+    "ThreadNotFound",
+    "ThreadClosed",
+    "ThreadBusy",
+    "InvalidInput",
+    "RunNotFound",
+    "IllegalTransition",
+    "RunBusy",
+    "PipelineError",
+    "FileError"
+  ]
+  if (error instanceof RunsCommandError || (error?._tag !== undefined && known.includes(error._tag))) {
+    io.stderr.write(`noema: ${error.message}\n`)
+    return 1
+  }
+  throw error
+}

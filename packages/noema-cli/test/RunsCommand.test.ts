@@ -1,0 +1,315 @@
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { OpenAiTestServer } from "@noema/openai/testing"
+import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { makeHome, removeHome, runCli } from "./support/cli.js"
+
+let home: string
+let server: OpenAiTestServer.TestServer
+beforeAll(async () => {
+  home = makeHome()
+  server = await OpenAiTestServer.start()
+})
+afterAll(async () => {
+  await server.close()
+  removeHome(home)
+})
+
+const envFor = (name: string) => ({ NOEMA_HOME: path.join(home, name) })
+
+/** Every file under `directory` with its sha256, by relative path. */
+const snapshot = (directory: string): Record<string, string> => {
+  const out: Record<string, string> = {}
+  const visit = (dir: string, prefix: string) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name)
+      if (entry.isDirectory()) visit(full, `${prefix}${entry.name}/`)
+      else out[`${prefix}${entry.name}`] = createHash("sha256").update(fs.readFileSync(full)).digest("hex")
+    }
+  }
+  visit(directory, "")
+  return out
+}
+
+const runIdOf = (stdout: string) => {
+  const id = /^run (run_\S+)$/m.exec(stdout)?.[1]
+  assert.ok(id, stdout)
+  return id!
+}
+
+describe("noema threads, run and runs (offline model)", () => {
+  it("a request makes a complete run with hashed files; a re-run leaves the first byte for byte", async () => {
+    const env = envFor("basic")
+    const thread = (await runCli(["threads", "create", "--title", "tea"], { env })).stdout.trim()
+    assert.match(thread, /^thr_/)
+    const first = await runCli(["run", "Write a short note about tea", "--thread", thread], { env })
+    assert.equal(first.code, 0, first.stderr)
+    const runId = runIdOf(first.stdout)
+    assert.match(first.stdout, /▸ 01-brief\n {4}\+ brief\.md {2}\d+ B {2}sha256 [0-9a-f]{12}…\n✓ 01-brief/)
+    assert.match(first.stdout, /✔ run run_\S+ completed/)
+
+    const workspace = path.join(home, "basic", "workspace")
+    const runDir = path.join(workspace, "runs", runId)
+    const manifest = JSON.parse(
+      fs.readFileSync(path.join(runDir, "stages", "02-result", "manifest.json"), "utf8")
+    )
+    assert.deepEqual(Object.keys(manifest).sort(), [
+      "artifacts",
+      "attempt",
+      "event_id",
+      "finished_at",
+      "run_id",
+      "stage_key",
+      "stage_position",
+      "started_at",
+      "status",
+      "thread_id"
+    ])
+    assert.equal(manifest.stage_key, "result")
+    assert.equal(manifest.status, "completed")
+    const artifact = manifest.artifacts[0]
+    const bytes = fs.readFileSync(path.join(runDir, "stages", "02-result", "artifacts", artifact.path))
+    assert.equal(createHash("sha256").update(bytes).digest("hex"), artifact.sha256)
+    assert.equal(bytes.length, artifact.size)
+    const runJson = JSON.parse(fs.readFileSync(path.join(runDir, "run.json"), "utf8"))
+    assert.equal(runJson.pipeline_definition.name, "default")
+
+    const before = snapshot(runDir)
+    const second = await runCli(["run", "Write a short note about tea", "--thread", thread], { env })
+    assert.equal(second.code, 0, second.stderr)
+    assert.notEqual(runIdOf(second.stdout), runId)
+    assert.deepEqual(snapshot(runDir), before)
+
+    const verify = await runCli(["runs", "verify", runId], { env })
+    assert.equal(verify.code, 0, verify.stderr)
+    assert.equal(verify.stdout, "ok: 2 artifacts in 2 stage directories match their manifests\n")
+    const listed = JSON.parse((await runCli(["runs", "list", "--json"], { env })).stdout) as Array<{
+      runId: string
+      status: string
+    }>
+    assert.deepEqual(
+      listed.map((r) => r.status),
+      ["completed", "completed"]
+    )
+    const shown = JSON.parse((await runCli(["runs", "show", runId, "--json"], { env })).stdout)
+    assert.deepEqual(
+      shown.events.map((e: { data: { type: string } }) => e.data.type),
+      [
+        "RunQueued",
+        "RunStarted",
+        "StageStarted",
+        "ArtifactPublished",
+        "StageCompleted",
+        "StageStarted",
+        "ArtifactPublished",
+        "StageCompleted",
+        "RunCompleted"
+      ]
+    )
+
+    // A changed artifact is caught.
+    fs.appendFileSync(path.join(runDir, "stages", "02-result", "artifacts", artifact.path), "tampered")
+    const caught = await runCli(["runs", "verify", runId], { env })
+    assert.equal(caught.code, 1)
+    assert.match(caught.stdout, /02-result\/artifacts\/result\.md: size \d+, manifest says \d+\n1 problem\n/)
+  })
+
+  it("a YAML pipeline with approval: the run waits, approve carries it on, reject fails it", async () => {
+    const env = envFor("approval")
+    const pipeline = path.join(home, "review.yaml")
+    fs.writeFileSync(
+      pipeline,
+      [
+        "name: review",
+        "stages:",
+        "  - key: draft",
+        "    instructions: Write a draft. Save it with write_artifact as draft.md.",
+        "  - key: publish",
+        "    instructions: Publish the draft. Save it with write_artifact as final.md.",
+        "    approval: true",
+        ""
+      ].join("\n")
+    )
+    const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
+    const waiting = await runCli(["run", "a note", "--thread", thread, "--pipeline", pipeline], { env })
+    assert.equal(waiting.code, 4, waiting.stderr)
+    const runId = runIdOf(waiting.stdout)
+    assert.match(waiting.stdout, new RegExp(`⏸ 02-publish waits for approval: noema runs approve ${runId}`))
+    // One active run per thread: another request is refused, naming it.
+    const busy = await runCli(["run", "another", "--thread", thread], { env })
+    assert.equal(busy.code, 1)
+    assert.include(busy.stderr, runId)
+
+    const approved = await runCli(["runs", "approve", runId, "--by", "ada"], { env })
+    assert.equal(approved.code, 0, approved.stderr)
+    assert.match(approved.stdout, /▸ 02-publish\n/)
+    assert.match(approved.stdout, /✔ run \S+ completed/)
+
+    const second = await runCli(["run", "another note", "--thread", thread, "--pipeline", pipeline], { env })
+    assert.equal(second.code, 4)
+    const rejectedId = runIdOf(second.stdout)
+    const rejected = await runCli(["runs", "reject", rejectedId, "--reason", "not now"], { env })
+    assert.equal(rejected.code, 0, rejected.stderr)
+    assert.equal(
+      rejected.stdout,
+      `☒ 02-publish rejected: not now\nrun ${rejectedId} failed (noema runs retry ${rejectedId} asks for approval again)\n`
+    )
+    // A retry asks for approval again.
+    const retried = await runCli(["runs", "retry", rejectedId], { env })
+    assert.equal(retried.code, 4, retried.stderr)
+    const canceled = await runCli(["runs", "cancel", rejectedId], { env })
+    assert.equal(canceled.stdout, `run ${rejectedId} canceled: canceled\n`)
+  })
+
+  it("bad input is refused before anything is written", async () => {
+    const env = envFor("refusals")
+    const bad = path.join(home, "bad.json")
+    fs.writeFileSync(bad, JSON.stringify({ name: "x", stages: [{ key: "Bad Key", instructions: "" }] }))
+    const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
+    const invalid = await runCli(["run", "x", "--thread", thread, "--pipeline", bad], { env })
+    assert.equal(invalid.code, 1)
+    // Every problem, in one line.
+    assert.match(
+      invalid.stderr,
+      /^noema: Invalid pipeline .*bad\.json: stages\[0\]\.key: must be .* stages\[0\]\.instructions: must be a non-empty string\n$/
+    )
+    assert.equal((await runCli(["threads", "close", thread], { env })).code, 0)
+    const closed = await runCli(["run", "x", "--thread", thread], { env })
+    assert.equal(closed.code, 1)
+    assert.match(closed.stderr, /closed/)
+    const unknown = await runCli(["run", "x", "--thread", "thr_nope"], { env })
+    assert.equal(unknown.code, 1)
+    assert.equal(fs.existsSync(path.join(home, "refusals", "workspace", "runs")), false)
+    const usage = await runCli(["run", "x"], { env })
+    assert.equal(usage.code, 2)
+    assert.match(usage.stderr, /missing --thread THREAD/)
+    assert.equal((await runCli(["runs", "reject", "run_x"], { env })).code, 2)
+  })
+})
+
+describe("noema run killed with SIGKILL in the middle of a stage", () => {
+  it("runs resume completes it: completed stages are not run again, no manifest describes a partial attempt", async () => {
+    const env = envFor("killed")
+    // Each stage's answer streams slowly, so the kill lands inside the second stage.
+    server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 400 }))
+    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
+    const killed = await runCli(["run", "a report", "--thread", thread, ...model], {
+      env,
+      onStart: (child) => {
+        child.stdout?.on("data", (chunk: Buffer) => {
+          if (chunk.toString().includes("▸ 02-result")) setTimeout(() => child.kill("SIGKILL"), 120)
+        })
+      },
+      timeoutMs: 30_000
+    })
+    assert.equal(killed.signal, "SIGKILL", killed.stdout)
+    const runId = runIdOf(killed.stdout)
+    const runDir = path.join(home, "killed", "workspace", "runs", runId)
+    assert.equal(fs.existsSync(path.join(runDir, "stages", "02-result", "manifest.json")), false)
+    const firstStage = snapshot(path.join(runDir, "stages", "01-brief"))
+
+    const resumed = await runCli(["runs", "resume", ...model], { env, timeoutMs: 30_000 })
+    assert.equal(resumed.code, 0, resumed.stderr)
+    assert.match(resumed.stdout, new RegExp(`resuming run ${runId}\n`))
+    assert.match(resumed.stdout, /▸ 02-result \(attempt 2\)/)
+    assert.notMatch(resumed.stdout, /01-brief/)
+    assert.deepEqual(snapshot(path.join(runDir, "stages", "01-brief")), firstStage)
+    // The interrupted attempt is kept aside, claiming nothing; the new one is complete.
+    assert.ok(fs.existsSync(path.join(runDir, "stages", "02-result.attempt-1")))
+    assert.equal(fs.existsSync(path.join(runDir, "stages", "02-result.attempt-1", "manifest.json")), false)
+    const manifest = JSON.parse(
+      fs.readFileSync(path.join(runDir, "stages", "02-result", "manifest.json"), "utf8")
+    )
+    assert.equal(manifest.attempt, 2)
+    assert.equal(manifest.status, "completed")
+    assert.equal((await runCli(["runs", "verify", runId], { env })).code, 0)
+    const shown = JSON.parse((await runCli(["runs", "show", runId, "--json"], { env })).stdout)
+    assert.equal(shown.status, "completed")
+    assert.deepEqual(
+      shown.stages.map((s: { attempts: Array<{ status: string; error?: { error_code: string } }> }) =>
+        s.attempts.map((a) => a.error?.error_code ?? a.status)
+      ),
+      [["completed"], ["interrupted", "completed"]]
+    )
+    assert.equal((await runCli(["runs", "resume"], { env })).stderr, "noema: no run to resume\n")
+  })
+
+  it("killed at random moments, again and again: each resume carries on, nothing completed runs twice", async () => {
+    const env = envFor("random-kills")
+    server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 250 }))
+    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const pipeline = path.join(home, "three.json")
+    fs.writeFileSync(
+      pipeline,
+      JSON.stringify({
+        name: "three",
+        stages: ["one", "two", "three"].map((key) => ({ key, instructions: `Do stage ${key}.` }))
+      })
+    )
+    const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
+    const seed = Math.floor(Math.random() * 2 ** 31)
+    let state = seed
+    const random = () => {
+      state = (state * 1103515245 + 12345) % 2 ** 31
+      return state / 2 ** 31
+    }
+    const killAfter = (child: import("node:child_process").ChildProcess) =>
+      setTimeout(() => child.kill("SIGKILL"), 150 + Math.floor(random() * 700))
+    let result = await runCli(["run", "a report", "--thread", thread, "--pipeline", pipeline, ...model], {
+      env,
+      onStart: killAfter,
+      timeoutMs: 30_000
+    })
+    // Killed before the run was even created: nothing to carry on; the request is made again.
+    const runsOf = async () =>
+      JSON.parse(
+        (await runCli(["runs", "list", "--thread", thread, "--json"], { env })).stdout || "[]"
+      ) as Array<{
+        runId: string
+        status: string
+      }>
+    while ((await runsOf()).length === 0 && result.signal === "SIGKILL")
+      result = await runCli(["run", "a report", "--thread", thread, "--pipeline", pipeline, ...model], {
+        env,
+        onStart: killAfter,
+        timeoutMs: 30_000
+      })
+    const runId = (await runsOf())[0]!.runId
+    const runDir = path.join(home, "random-kills", "workspace", "runs", runId)
+    let kills = 0
+    while (result.signal === "SIGKILL" && kills < 12) {
+      kills++
+      // Whatever the moment, no manifest claims anything that is not complete.
+      const verify = await runCli(["runs", "verify", runId], { env })
+      assert.equal(verify.code, 0, `seed ${seed}, kill ${kills}: ${verify.stdout}`)
+      result = await runCli(["runs", "resume", runId, ...model], {
+        env,
+        ...(kills < 4 && { onStart: killAfter }),
+        timeoutMs: 30_000
+      })
+    }
+    assert.equal(result.code, 0, `seed ${seed}: ${result.stdout}${result.stderr}`)
+    const shown = JSON.parse((await runCli(["runs", "show", runId, "--json"], { env })).stdout)
+    assert.equal(shown.status, "completed")
+    // A stage is started again only while it has no completed attempt.
+    const completed = new Set<number>()
+    for (const event of shown.events as Array<{ data: { type: string; position?: number } }>) {
+      if (event.data.type === "StageStarted")
+        assert.isFalse(
+          completed.has(event.data.position!),
+          `seed ${seed}: stage ${event.data.position} ran again`
+        )
+      if (event.data.type === "StageCompleted") completed.add(event.data.position!)
+    }
+    assert.deepEqual([...completed], [1, 2, 3])
+    for (const stage of ["01-one", "02-two", "03-three"]) {
+      const manifest = JSON.parse(
+        fs.readFileSync(path.join(runDir, "stages", stage, "manifest.json"), "utf8")
+      )
+      assert.equal(manifest.status, "completed")
+    }
+    assert.equal((await runCli(["runs", "verify", runId], { env })).code, 0)
+  })
+})
