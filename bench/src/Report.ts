@@ -271,6 +271,27 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "planner.parallel1.tasks_per_s" }
   },
   {
+    workload: "runs.stage_overhead  (instant model, SQLite | the calls alone)",
+    unit: "ms",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.stage_overhead_ms", raw: "runs.stage_overhead_raw_ms" }
+  },
+  {
+    workload: "runs.per_s  (100 runs of 2 stages, SQLite)",
+    unit: "runs/s",
+    suite: "runs",
+    better: "higher",
+    cells: { noema: "runs.sqlite_per_s" }
+  },
+  {
+    workload: "runs.per_s  (100 runs of 2 stages, Postgres)",
+    unit: "runs/s",
+    suite: "runs",
+    better: "higher",
+    cells: { noema: "runs.pg_per_s" }
+  },
+  {
     workload: "context.window1m  (window 50)",
     unit: "us",
     suite: "context",
@@ -314,6 +335,7 @@ const packageOf = (figure: string): string | undefined => {
     return "@noema/resources"
   if (figure.startsWith("planner.") && !figure.includes("_raw_") && !figure.includes("ceiling"))
     return "@noema/planner"
+  if (figure.startsWith("runs.") && !figure.includes("_raw_")) return "@noema/runs"
   if (figure === "cli.version_ms") return "@noema/cli"
   return undefined
 }

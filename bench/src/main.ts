@@ -19,6 +19,7 @@ import * as Noema from "./Noema.ts"
 import * as PlannerBench from "./Planner.ts"
 import * as Report from "./Report.ts"
 import * as ResourcesBench from "./Resources.ts"
+import * as RunsBench from "./Runs.ts"
 import * as RuntimeBench from "./Runtime.ts"
 import * as Startup from "./Startup.ts"
 import type { StoreOptions } from "./Store.ts"
@@ -34,6 +35,7 @@ const suites = [
   "runtime",
   "resources",
   "planner",
+  "runs",
   "context"
 ] as const
 type Suite = (typeof suites)[number]
@@ -48,6 +50,7 @@ interface Settings {
   readonly runtime: RuntimeBench.RuntimeOptions
   readonly resources: ResourcesBench.ResourcesOptions
   readonly planner: PlannerBench.PlannerOptions
+  readonly runs: RunsBench.RunsOptions
 }
 
 const settings = (quick: boolean): Settings =>
@@ -80,7 +83,8 @@ const settings = (quick: boolean): Settings =>
         startup: { runs: 10, warmup: 2 },
         runtime: { interrupts: 15, triggers: 1_000 },
         resources: { big: 100_000, lookups: 100, authorizations: 500, searches: 5, vectors: 100_000 },
-        planner: { rounds: 9 }
+        planner: { rounds: 9 },
+        runs: { overheadRuns: 15, runs: 100 }
       }
     : {
         inProcess: { warmupMs: 1_500, sampleMs: 25, rounds: 101, budgetMs: 30_000 },
@@ -110,7 +114,8 @@ const settings = (quick: boolean): Settings =>
         startup: { runs: 25, warmup: 3 },
         runtime: { interrupts: 41, triggers: 5_000 },
         resources: { big: 1_000_000, lookups: 300, authorizations: 2_000, searches: 15, vectors: 100_000 },
-        planner: { rounds: 31 }
+        planner: { rounds: 31 },
+        runs: { overheadRuns: 41, runs: 100 }
       }
 
 const main = async (): Promise<void> => {
@@ -170,6 +175,10 @@ const main = async (): Promise<void> => {
   if (selected("planner")) {
     log("the planner: a 20-task tree with an instant model, 64 leaves with 8 in parallel")
     Object.assign(results, await PlannerBench.run(config.planner))
+  }
+  if (selected("runs")) {
+    log("runs: one stage's overhead with an instant model, 100 small runs on SQLite and PostgreSQL")
+    Object.assign(results, await RunsBench.run(config.runs))
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")

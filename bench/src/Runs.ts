@@ -1,0 +1,127 @@
+/**
+ * Runs: what a run's machinery costs around the model.
+ *
+ * - `runs.stage_overhead_ms`: one stage with an instant model (input.json,
+ *   the agent, one artifact, output.json, manifest.json, each written to a
+ *   temporary file, fsynced and linked, the directory fsynced; the events
+ *   appended to the store), measured as the time of a 4-stage run divided by
+ *   4, on SQLite; beside it, the same four model calls through `ToolAgent`
+ *   alone (the floor).
+ * - `runs.per_s`: 100 small runs (the default pipeline: 2 stages) one after
+ *   another in one thread, on SQLite and on PostgreSQL (a server started from
+ *   npm, or NOEMA_TEST_PG_URL's).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { ToolAgent } from "@noema/agents"
+import { ConversationContext, Message } from "@noema/core"
+import { ScriptedChatModel } from "@noema/core/testing"
+import { Executor, Pipeline, type RunsStore, SqlRunsStore } from "@noema/runs"
+import { Database } from "@noema/session"
+import { EmbeddedPostgres, TestDatabase } from "@noema/testing-postgres"
+import { Effect, Layer } from "effect"
+import type { SqlClient } from "effect/sql"
+import { check, median, now } from "./Harness.ts"
+
+export interface RunsOptions {
+  readonly overheadRuns: number
+  readonly runs: number
+}
+
+const fourStages: Pipeline.Pipeline = {
+  name: "four",
+  stages: ["one", "two", "three", "four"].map((key) => ({
+    key,
+    instructions: `Do stage ${key}.`,
+    tools: [],
+    approval: false
+  }))
+}
+
+const model = ScriptedChatModel.make({ fallback: "done: a short answer" })
+
+const runMany = (store: RunsStore.Service, workspace: string, pipeline: Pipeline.Pipeline, count: number) =>
+  Effect.gen(function* () {
+    const executor = Executor.make({ store, workspace, model })
+    const thread = yield* store.createThread({ title: "bench" })
+    const times: Array<number> = []
+    for (let i = 0; i < count; i++) {
+      const started = now()
+      const run = yield* executor.create({ threadId: thread.id, request: `request ${i}`, pipeline })
+      const outcome = yield* executor.execute(run.runId, pipeline)
+      times.push(now() - started)
+      check(outcome._tag === "Finished" && outcome.run.status === "completed", "bench run did not complete")
+    }
+    return times
+  })
+
+const onDatabase = <A, E>(
+  layer: Layer.Layer<SqlClient.SqlClient | Database.Database, unknown>,
+  use: (store: RunsStore.Service) => Effect.Effect<A, E>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const context = yield* Layer.build(layer)
+      const store = yield* Effect.provideContext(SqlRunsStore.fromDatabase, context)
+      return yield* use(store)
+    })
+  )
+
+export const run = async (options: RunsOptions): Promise<Record<string, number>> => {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-bench-runs-"))
+  const results: Record<string, number> = {}
+  const given = process.env[TestDatabase.environmentVariable]
+    ? await TestDatabase.make({ prefix: "noema_bench_runs" })
+    : undefined
+  const server = given === undefined ? await EmbeddedPostgres.start({}) : undefined
+  const pgUrl = given?.url ?? (server as { url: string }).url
+  try {
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const sqlite = (name: string) =>
+          Database.layer({ kind: "sqlite", filename: path.join(directory, `${name}.db`) })
+        const workspace = (name: string) => path.join(directory, name)
+
+        // One stage's overhead: a 4-stage run / 4, after a few warm-up runs.
+        const stageTimes = yield* onDatabase(sqlite("overhead"), (store) =>
+          runMany(store, workspace("overhead"), fourStages, options.overheadRuns + 5)
+        )
+        results["runs.stage_overhead_ms"] = median(stageTimes.slice(5)) / 4
+        const floor: Array<number> = []
+        for (let i = 0; i < options.overheadRuns + 5; i++) {
+          const started = now()
+          for (const stage of fourStages.stages) {
+            const agent = ToolAgent.make({ name: stage.key, system: stage.instructions, tools: [] })
+            yield* agent.execute(ConversationContext.of(Message.user(`request ${i}`)), model)
+          }
+          if (i >= 5) floor.push((now() - started) / 4)
+        }
+        results["runs.stage_overhead_raw_ms"] = median(floor)
+
+        // 100 small runs, one after another.
+        const perSecond = (times: ReadonlyArray<number>) =>
+          times.length / (times.reduce((a, b) => a + b, 0) / 1000)
+        results["runs.sqlite_per_s"] = perSecond(
+          yield* onDatabase(sqlite("many"), (store) =>
+            runMany(store, workspace("many-sqlite"), Pipeline.defaultPipeline, options.runs)
+          )
+        )
+        const pgLayer = Database.layer({
+          kind: "postgres",
+          url: TestDatabase.withSearchPath(pgUrl, "public")
+        })
+        results["runs.pg_per_s"] = perSecond(
+          yield* onDatabase(pgLayer, (store) =>
+            runMany(store, workspace("many-pg"), Pipeline.defaultPipeline, options.runs)
+          )
+        )
+      })
+    )
+  } finally {
+    await given?.drop()
+    await server?.stop()
+    fs.rmSync(directory, { recursive: true, force: true })
+  }
+  return results
+}
