@@ -180,3 +180,21 @@ export const megabytes = (bytes: number): number => bytes / (1024 * 1024)
 export const check = (condition: boolean, message: string): void => {
   if (!condition) throw new Error(`Benchmark sanity check failed: ${message}`)
 }
+
+/**
+ * A PostgreSQL database for a suite: a new one on `NOEMA_TEST_PG_URL`'s server when that is
+ * set, else a server started from npm (`durable`: with fsync, for figures about commits);
+ * `release` drops it or stops the server.
+ */
+export const postgresDatabase = async (options: {
+  readonly prefix: string
+  readonly durable?: boolean
+}): Promise<{ readonly url: string; readonly release: () => Promise<void> }> => {
+  const { EmbeddedPostgres, TestDatabase } = await import("@noema/testing-postgres")
+  if (process.env[TestDatabase.environmentVariable]) {
+    const created = await TestDatabase.make({ prefix: options.prefix })
+    return { url: created.url, release: created.drop }
+  }
+  const server = await EmbeddedPostgres.start(options.durable === true ? { durable: true } : {})
+  return { url: server.url, release: server.stop }
+}

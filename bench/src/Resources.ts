@@ -29,10 +29,10 @@ import {
   VectorIndex
 } from "@noema/resources"
 import { Database } from "@noema/session"
-import { EmbeddedPostgres, TestDatabase } from "@noema/testing-postgres"
+import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { check, median, now } from "./Harness.ts"
+import { check, median, now, postgresDatabase } from "./Harness.ts"
 
 export interface ResourcesOptions {
   /** The big store's size (1,000,000 in full runs). */
@@ -251,11 +251,7 @@ const vectorSearch = (options: ResourcesOptions, directory: string) =>
 export const run = async (options: ResourcesOptions): Promise<Record<string, number>> => {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-bench-resources-"))
   const results: Record<string, number> = {}
-  const given = process.env[TestDatabase.environmentVariable]
-    ? await TestDatabase.make({ prefix: "noema_bench_resources" })
-    : undefined
-  const server = given === undefined ? await EmbeddedPostgres.start({}) : undefined
-  const pgUrl = given?.url ?? (server as { url: string }).url
+  const { url: pgUrl, release } = await postgresDatabase({ prefix: "noema_bench_resources" })
   try {
     await Effect.runPromise(
       Effect.gen(function* () {
@@ -328,8 +324,7 @@ export const run = async (options: ResourcesOptions): Promise<Record<string, num
       })
     )
   } finally {
-    await server?.stop()
-    await given?.drop()
+    await release()
     fs.rmSync(directory, { recursive: true, force: true })
   }
   return results

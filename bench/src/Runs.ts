@@ -19,10 +19,10 @@ import { ConversationContext, Message } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { Executor, Pipeline, type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/session"
-import { EmbeddedPostgres, TestDatabase } from "@noema/testing-postgres"
+import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer } from "effect"
 import type { SqlClient } from "effect/sql"
-import { check, median, now } from "./Harness.ts"
+import { check, median, now, postgresDatabase } from "./Harness.ts"
 
 export interface RunsOptions {
   readonly overheadRuns: number
@@ -71,11 +71,7 @@ const onDatabase = <A, E>(
 export const run = async (options: RunsOptions): Promise<Record<string, number>> => {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-bench-runs-"))
   const results: Record<string, number> = {}
-  const given = process.env[TestDatabase.environmentVariable]
-    ? await TestDatabase.make({ prefix: "noema_bench_runs" })
-    : undefined
-  const server = given === undefined ? await EmbeddedPostgres.start({}) : undefined
-  const pgUrl = given?.url ?? (server as { url: string }).url
+  const { url: pgUrl, release } = await postgresDatabase({ prefix: "noema_bench_runs" })
   try {
     await Effect.runPromise(
       Effect.gen(function* () {
@@ -119,8 +115,7 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
       })
     )
   } finally {
-    await given?.drop()
-    await server?.stop()
+    await release()
     fs.rmSync(directory, { recursive: true, force: true })
   }
   return results

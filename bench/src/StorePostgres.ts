@@ -21,11 +21,11 @@
  *   interleaved turns (any fails the run).
  */
 import type { Message } from "@noema/core"
-import { EmbeddedPostgres, TestDatabase } from "@noema/testing-postgres"
+import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Exit, Scope } from "effect"
 import pg from "pg"
 import { turn } from "./Conversation.ts"
-import { check, median, now } from "./Harness.ts"
+import { check, median, now, postgresDatabase } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 import * as Workloads from "./StoreWorkloads.ts"
 
@@ -130,14 +130,7 @@ const openRaw = async (url: string): Promise<RawStore> => {
 }
 
 /** A database on the given or a freshly started durable server; `release` drops or stops it. */
-const database = async (): Promise<{ readonly url: string; readonly release: () => Promise<void> }> => {
-  if (process.env[TestDatabase.environmentVariable]) {
-    const created = await TestDatabase.make({ prefix: "noema_bench" })
-    return { url: created.url, release: created.drop }
-  }
-  const server = await EmbeddedPostgres.start({ durable: true })
-  return { url: server.url, release: server.stop }
-}
+const database = () => postgresDatabase({ prefix: "noema_bench", durable: true })
 
 /** Creates the schema `name` in the database at `url`; a URL whose connections work in it. */
 const schemaUrl = async (url: string, name: string): Promise<string> => {
