@@ -17,7 +17,7 @@ import {
   Urn,
   VectorIndex
 } from "@noema/resources"
-import { Cause, Effect, Exit, Fiber } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
@@ -151,6 +151,13 @@ const taskLine = (task: Resource.Task, depth: number, names: ReadonlyMap<string,
 }
 
 export const run = async (command: PlanCommand, io: Io): Promise<number> => {
+  if (command.type === "plan" && command.stallTimeout !== undefined) {
+    const parsed = Duration.fromInput(command.stallTimeout as Duration.Input)
+    if (Option.isNone(parsed) || Duration.toMillis(parsed.value) <= 0)
+      throw new UsageError(
+        `noema plan: --stall-timeout needs a duration such as "90 seconds" or "2 minutes", got "${command.stallTimeout}" (see noema plan --help)`
+      )
+  }
   checkUrn(
     command.type === "plan" ? "--conversation" : "noema tasks show",
     command.type === "plan" ? command.conversation : command.urn

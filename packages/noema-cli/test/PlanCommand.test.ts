@@ -107,6 +107,7 @@ describe("noema plan on the offline model", () => {
       [["plan"], /noema plan: missing the "request" to plan/],
       [["plan", "x", "--parallel", "0"], /--parallel needs a whole number of at least 1, got "0"/],
       [["plan", "x", "--threshold", "2"], /--threshold needs a similarity from -1 to 1/],
+      [["plan", "x", "--stall-timeout", "soon"], /--stall-timeout needs a duration such as "90 seconds"/],
       [["plan", "x", "--conversation", "nope"], /--conversation: invalid URN "nope"/],
       [["tasks"], /noema tasks: missing the action show/],
       [["tasks", "show"], /noema tasks show: missing the URN/],
