@@ -17,7 +17,7 @@ import {
   Urn,
   VectorIndex
 } from "@noema/resources"
-import { Cause, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
@@ -301,7 +301,7 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
   })
 
   // Ctrl-C (or SIGTERM/SIGHUP) stops the work: the tasks under way are stored as interrupted.
-  const fiber = Effect.runFork(
+  const { exit, signalled } = await Runtime.runInterruptible(
     Effect.scoped(
       program.pipe(
         Effect.provide(Runtime.databaseLayer(database)),
@@ -309,16 +309,6 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
       )
     )
   )
-  let signalled: NodeJS.Signals | undefined
-  const onSignal = (signal: NodeJS.Signals) => {
-    signalled ??= signal
-    Effect.runFork(Fiber.interrupt(fiber))
-  }
-  const signals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
-  for (const signal of signals) process.on(signal, onSignal)
-  const exit = await Effect.runPromise(Fiber.await(fiber)).finally(() => {
-    for (const signal of signals) process.off(signal, onSignal)
-  })
   if (Exit.isSuccess(exit)) return exit.value === "incomplete" ? 3 : 0
   if (Cause.hasInterruptsOnly(exit.cause)) {
     io.stderr.write("noema: interrupted; the tasks under way are stored as interrupted\n")

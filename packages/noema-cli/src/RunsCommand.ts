@@ -12,7 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { ChatModel } from "@noema/core"
 import { Executor, Pipeline, type Run, RunFiles, RunLease, type RunsStore, SqlRunsStore } from "@noema/runs"
-import { Cause, Effect, Exit, Fiber } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import type { Io } from "./Cli.js"
 import * as CliConfig from "./CliConfig.js"
 import * as Runtime from "./internal/runtime.js"
@@ -319,19 +319,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     }
   })
 
-  const fiber = Effect.runFork(program.pipe(Effect.provide(Runtime.databaseLayer(database))))
   // Ctrl-C stops the run where it is: the attempt under way stays open in the timeline and
   // `noema runs resume` gives its stage a new attempt.
-  let signalled: NodeJS.Signals | undefined
-  const onSignal = (signal: NodeJS.Signals) => {
-    signalled ??= signal
-    Effect.runFork(Fiber.interrupt(fiber))
-  }
-  const signals: ReadonlyArray<NodeJS.Signals> = executing ? ["SIGINT", "SIGTERM", "SIGHUP"] : []
-  for (const signal of signals) process.on(signal, onSignal)
-  const exit = await Effect.runPromise(Fiber.await(fiber)).finally(() => {
-    for (const signal of signals) process.off(signal, onSignal)
-  })
+  const { exit, signalled } = await Runtime.runInterruptible(
+    program.pipe(Effect.provide(Runtime.databaseLayer(database))),
+    executing ? undefined : []
+  )
   if (Exit.isSuccess(exit)) return exit.value
   if (Cause.hasInterruptsOnly(exit.cause)) {
     io.stderr.write("noema: interrupted; noema runs resume carries the run on\n")

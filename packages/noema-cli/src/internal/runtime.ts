@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { PlanAgent, ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, Tool } from "@noema/core"
 import { Database, type Session, SessionStore, SqlStore } from "@noema/session"
-import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { UsageError } from "../CliArguments.js"
 import {
@@ -306,3 +306,26 @@ export const listSessions = Effect.flatMap(Effect.service(SessionStore.SessionSt
 
 /** The first characters of a session id: enough to name it in `/resume` and `--session`. */
 export const shortId = (id: string): string => id.slice(0, 8)
+
+/**
+ * Runs `effect` until it ends or one of `signals` arrives (Ctrl-C, `kill`, a closed terminal),
+ * which interrupts it: its finalizers run. The exit, and the first signal received, if any (an
+ * interrupted command exits with 128 + its number).
+ */
+export const runInterruptible = async <A, E>(
+  effect: Effect.Effect<A, E>,
+  signals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
+): Promise<{ readonly exit: Exit.Exit<A, E>; readonly signalled: NodeJS.Signals | undefined }> => {
+  const fiber = Effect.runFork(effect)
+  let signalled: NodeJS.Signals | undefined
+  const onSignal = (signal: NodeJS.Signals) => {
+    signalled ??= signal
+    Effect.runFork(Fiber.interrupt(fiber))
+  }
+  for (const signal of signals) process.on(signal, onSignal)
+  try {
+    return { exit: await Effect.runPromise(Fiber.await(fiber)), signalled }
+  } finally {
+    for (const signal of signals) process.off(signal, onSignal)
+  }
+}
