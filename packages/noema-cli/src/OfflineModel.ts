@@ -240,11 +240,10 @@ const lastAssistantText = (messages: ReadonlyArray<Message.Message>): string => 
  */
 const planWorkflow = (
   request: ChatModel.ChatRequest,
-  messages: ReadonlyArray<Message.Message>
+  messages: ReadonlyArray<Message.Message>,
+  asked: string
 ): Decision | undefined => {
   const format = request.responseFormat
-  const lastUser = messages.findLast((message) => message.role === "user")
-  const asked = lastUser === undefined ? "" : Message.text(lastUser)
   if (format?.type === "json-schema" && format.name === "plan") {
     return {
       type: "text",
@@ -290,13 +289,8 @@ export const requestParts = (text: string): Array<string> =>
  * results that are all done, the first candidate when asked to choose an assistant, and no
  * statements to extract. The leaves themselves are answered by the usual rules (tools included).
  */
-const taskPlanner = (
-  request: ChatModel.ChatRequest,
-  messages: ReadonlyArray<Message.Message>
-): Decision | undefined => {
+const taskPlanner = (request: ChatModel.ChatRequest, asked: string): Decision | undefined => {
   const format = request.responseFormat
-  const lastUser = messages.findLast((message) => message.role === "user")
-  const asked = lastUser === undefined ? "" : Message.text(lastUser)
   if ((request.tools ?? []).some((tool) => tool.name === "create_tasks")) {
     const leaf = (part: string) => ({
       title: shorten(part, 60),
@@ -347,7 +341,10 @@ const taskPlanner = (
 /** The offline model's whole behaviour: a pure function of the request. */
 export const decide = (request: ChatModel.ChatRequest): Decision => {
   const messages = Array.from(request.messages)
-  const workflow = planWorkflow(request, messages) ?? taskPlanner(request, messages)
+  // What the workflows work from: the last user message.
+  const lastAsked = messages.findLast((message) => message.role === "user")
+  const asked = lastAsked === undefined ? "" : Message.text(lastAsked)
+  const workflow = planWorkflow(request, messages, asked) ?? taskPlanner(request, asked)
   if (workflow !== undefined) return workflow
   const available = new Set((request.tools ?? []).map((tool) => tool.name))
   let lastUser = -1

@@ -63,20 +63,27 @@ export const render = (resource: Resource.Resource): string => {
   return `[${resource.meta.type}: ${resource.meta.name}]\n${body}${extra}`
 }
 
-/** The window for `options.task` (see the module's comment). */
-export const build = (options: Options): Effect.Effect<Window> =>
+/**
+ * The window for `options.task` (see the module's comment). A resource the policy denies is
+ * withheld and one that is gone (a vector outliving its resource) skipped; any other failure of
+ * the store or the vector index fails the build: a window is never quietly missing what it
+ * could not read.
+ */
+export const build = (
+  options: Options
+): Effect.Effect<Window, ResourceIndex.Failure | VectorIndex.VectorIndexError> =>
   Effect.gen(function* () {
     const counter = options.counter ?? TokenCounter.estimate
     const { index, actor, task } = options
     const withheld: Array<string> = []
     const readable = (urn: string) =>
-      Effect.match(index.get(actor, urn), {
-        onFailure: (error) => {
+      index.get(actor, urn).pipe(
+        Effect.catch((error) => {
           if (error._tag === "AccessDeniedError") withheld.push(urn)
-          return undefined
-        },
-        onSuccess: (resource) => resource
-      })
+          else if (error._tag !== "ResourceNotFoundError") return Effect.fail(error)
+          return Effect.succeed(undefined)
+        })
+      )
     const path = Urn.ancestors(task.meta.urn)
     const candidates: Array<{ readonly resource: Resource.Resource; readonly source: Source }> = []
     for (const urn of path) {
@@ -85,12 +92,9 @@ export const build = (options: Options): Effect.Effect<Window> =>
     }
     const seen = new Set([...path, task.meta.urn])
     if (options.vectors !== undefined) {
-      const hits = yield* Effect.orElseSucceed(
-        options.vectors.search(
-          { text: VectorIndex.searchText(task) },
-          { limit: (options.similar ?? 5) + seen.size }
-        ),
-        () => []
+      const hits = yield* options.vectors.search(
+        { text: VectorIndex.searchText(task) },
+        { limit: (options.similar ?? 5) + seen.size }
       )
       let taken = 0
       for (const hit of hits) {
@@ -112,16 +116,17 @@ export const build = (options: Options): Effect.Effect<Window> =>
     const conversation = path[0]
     if (conversation !== undefined) {
       // What the actor may not read is withheld, not a reason to show no history at all.
-      const everything = yield* Effect.match(index.findReadable(actor, conversation), {
-        onFailure: (error) => {
-          if (error._tag === "AccessDeniedError") withheld.push(`${conversation}/*`)
-          return [] as Array<Resource.Resource>
-        },
-        onSuccess: (found) => {
+      const everything = yield* index.findReadable(actor, conversation).pipe(
+        Effect.map((found) => {
           for (const urn of found.withheld) if (!withheld.includes(urn)) withheld.push(urn)
           return found.resources
-        }
-      })
+        }),
+        Effect.catch((error) => {
+          if (error._tag !== "AccessDeniedError") return Effect.fail(error)
+          withheld.push(`${conversation}/*`)
+          return Effect.succeed([] as Array<Resource.Resource>)
+        })
+      )
       const messages = everything
         .filter((resource) => resource.meta.type === "message" && !seen.has(resource.meta.urn))
         .sort((a, b) => (a.meta.name < b.meta.name ? 1 : a.meta.name > b.meta.name ? -1 : 0))

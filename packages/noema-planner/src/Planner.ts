@@ -290,7 +290,15 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
           task: task.resource,
           budget: limits.contextTokens,
           vectors
-        })
+        }).pipe(
+          Effect.mapError(
+            (error) =>
+              new PlannerError({
+                message: `building the context of "${titleOf(task)}": ${error.message}`,
+                cause: error
+              })
+          )
+        )
         yield* emit({
           type: "context",
           urn: task.urn,

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Resource, Urn } from "@noema/resources"
+import { Resource, Urn, VectorIndex } from "@noema/resources"
 import { Effect } from "effect"
 import * as Assistants from "../src/Assistants.js"
 import * as ContextWindow from "../src/ContextWindow.js"
@@ -293,6 +293,25 @@ describe("ContextWindow.build", () => {
       assert.match(summaries[0]!.text, /, summarised\]\nolder notes$/)
       assert.isAtMost(summarised.tokens, roomy)
     })
+  )
+})
+
+describe("ContextWindow.build, failures", () => {
+  it.effect(
+    "a vector index that fails fails the window (it is not quietly left without similar resources)",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* PlannerTesting.world()
+        const task = TaskPlanner.taskResource("cld:conversation.c/message.m", leaf("x"), 1)
+        const broken = {
+          ...world.vectors,
+          search: () => Effect.fail(new VectorIndex.VectorIndexError({ message: "the index is gone" }))
+        }
+        const error = yield* Effect.flip(
+          ContextWindow.build({ index: world.index, actor: planner, task, budget: 100, vectors: broken })
+        )
+        assert.strictEqual(error.message, "the index is gone")
+      })
   )
 })
 
