@@ -11,7 +11,16 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { ChatModel } from "@noema/core"
-import { Executor, Pipeline, type Run, RunFiles, RunLease, type RunsStore, SqlRunsStore } from "@noema/runs"
+import {
+  Executor,
+  Pipeline,
+  type Run,
+  RunFiles,
+  RunLease,
+  type RunsStore,
+  SqlRunsStore,
+  Worker
+} from "@noema/runs"
 import { Cause, Effect, Exit } from "effect"
 import type { Io } from "./Cli.js"
 import * as CliConfig from "./CliConfig.js"
@@ -84,18 +93,6 @@ const progressLine = (style: Terminal.Style, run: Run.RunView, event: Run.EventD
       return `run ${run.runId} canceled: ${event.reason}`
   }
 }
-
-/** The pipeline a run was created with (run.json keeps it). */
-const pipelineOf = (workspace: string, runId: string) =>
-  Effect.gen(function* () {
-    const file = yield* RunFiles.readRunFile(workspace, runId)
-    if (file.pipeline_definition !== undefined)
-      return yield* Pipeline.decode(file.pipeline_definition, `run ${runId}'s run.json`)
-    if (file.pipeline === Pipeline.defaultPipeline.name) return Pipeline.defaultPipeline
-    return yield* Effect.fail(
-      new RunsCommandError(`run ${runId}'s run.json does not hold its pipeline "${file.pipeline}"`)
-    )
-  })
 
 const threadLine = (thread: Run.Thread) =>
   `${thread.id}  ${thread.status.padEnd(6)}  ${thread.queuePolicy.padEnd(7)}  ${thread.createdAt}  ${Terminal.oneLine(thread.title, 60)}`
@@ -173,6 +170,8 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
 
   const program = Effect.gen(function* () {
     const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
+    /** Runs this process canceled (its progress said so already). */
+    const canceledHere = new Set<string>()
     const executor = Executor.make({
       store,
       workspace,
@@ -180,6 +179,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       tools: executing && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : [],
       onEvent: (view, event) =>
         Effect.sync(() => {
+          if (event.type === "RunCanceled") canceledHere.add(view.runId)
           if (json) io.stdout.write(`${JSON.stringify({ run_id: view.runId, ...event })}\n`)
           else {
             const line = progressLine(style, view, event)
@@ -187,25 +187,26 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
           }
         })
     })
-    /** Carries the run on holding its lease; the exit status its outcome gives. */
-    const carryOn = (
+    /**
+     * Carries the run on holding its lease (taken before `before`, so no worker starts it
+     * in between); the exit status its outcome gives.
+     */
+    const carryOn = <E>(
       runId: string,
-      step: (pipeline: Pipeline.Pipeline) => Effect.Effect<Executor.Outcome, Executor.ExecuteError>,
-      given?: Pipeline.Pipeline
+      step: Effect.Effect<Executor.Outcome, E>,
+      before: Effect.Effect<unknown, E> = Effect.void
     ) =>
-      RunLease.withLease(
-        workspace,
-        runId,
-        Effect.gen(function* () {
-          const outcome = yield* step(given ?? (yield* pipelineOf(workspace, runId)))
-          if (outcome._tag === "Queued") {
-            if (!json) yield* print(`run ${runId} is queued: ${outcome.reason}\n`)
-            return waitingStatus
-          }
-          if (outcome._tag === "WaitingApproval") return waitingStatus
-          return outcome.run.status === "completed" ? 0 : 1
-        })
-      )
+      Effect.gen(function* () {
+        const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step))
+        if (outcome._tag === "Queued") {
+          if (!json) yield* print(`run ${runId} is queued: ${outcome.reason}\n`)
+          return waitingStatus
+        }
+        if (outcome._tag === "WaitingApproval") return waitingStatus
+        if (outcome.run.status === "canceled" && !canceledHere.has(runId) && !json)
+          yield* print(`run ${runId} was canceled meanwhile (noema runs show ${runId})\n`)
+        return outcome.run.status === "completed" ? 0 : 1
+      })
 
     switch (command.type) {
       case "threads-create": {
@@ -233,11 +234,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         const created = yield* executor.create({
           threadId: command.thread,
           request: command.request,
-          pipeline
+          pipeline,
+          claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs }
         })
         if (json) yield* print(`${JSON.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
         else yield* print(`run ${created.runId}\n`)
-        return yield* carryOn(created.runId, (p) => executor.execute(created.runId, p), pipeline)
+        return yield* carryOn(created.runId, executor.execute(created.runId, pipeline))
       }
       case "runs-list": {
         const runs = [
@@ -269,8 +271,11 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         return report.ok ? 0 : 1
       }
       case "runs-approve":
-        yield* executor.approve(command.run, command.by)
-        return yield* carryOn(command.run, (p) => executor.execute(command.run, p))
+        return yield* carryOn(
+          command.run,
+          executor.resume(command.run),
+          executor.approve(command.run, command.by)
+        )
       case "runs-reject": {
         const view = yield* executor.reject(command.run, command.reason)
         if (!json)
@@ -280,34 +285,21 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         return 0
       }
       case "runs-retry":
-        yield* executor.retry(command.run)
-        return yield* carryOn(command.run, (p) => executor.execute(command.run, p))
+        return yield* carryOn(command.run, executor.resume(command.run), executor.retry(command.run))
       case "runs-cancel": {
         yield* executor.cancel(command.run, command.reason)
         return 0
       }
       case "runs-resume": {
-        /** One run: carried on, or canceled when it stopped before its files were set up. */
+        /** One run: carried on (canceled when it stopped before its files were set up). */
         const resumeOne = (view: Run.RunView) =>
           Effect.gen(function* () {
-            if (!fs.existsSync(path.join(RunFiles.runDirectory(workspace, view.runId), "run.json"))) {
-              // Nothing of it ran, and its pipeline was never written down: it cannot be carried on.
-              yield* executor.cancel(
-                view.runId,
-                "its process stopped before the run's files were set up; nothing ran (make the request again)"
-              )
-              return 1
-            }
             if (!json) yield* print(`resuming run ${view.runId}\n`)
-            return yield* carryOn(view.runId, (p) => executor.resume(view.runId, p))
+            return yield* carryOn(view.runId, executor.resume(view.runId))
           })
         if (command.run !== undefined) return yield* resumeOne(yield* store.getRun(command.run))
         // Every run left running or queued by a process that is gone.
-        const stopped = (yield* store.listRuns()).filter(
-          (r) =>
-            (r.status === "running" || r.status === "queued") &&
-            RunLease.holder(workspace, r.runId) === undefined
-        )
+        const stopped = Worker.runnable(yield* store.listRuns(), yield* store.claims())
         if (stopped.length === 0) {
           if (!json) yield* Effect.sync(() => io.stderr.write("noema: no run to resume\n"))
           return 0
@@ -339,6 +331,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     "RunNotFound",
     "IllegalTransition",
     "RunBusy",
+    "LeaseLost",
     "PipelineError",
     "FileError"
   ]

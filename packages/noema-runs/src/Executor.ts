@@ -21,7 +21,7 @@ import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, ConversationContext, Message, type Tool } from "@noema/core"
 import { Effect } from "effect"
-import type { Pipeline } from "./Pipeline.js"
+import type { Pipeline, PipelineError } from "./Pipeline.js"
 import * as PipelineModule from "./Pipeline.js"
 import {
   type ArtifactEntry,
@@ -33,7 +33,7 @@ import {
   type StageError
 } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
-import type { AppendError, CreateRunError, Service as Store } from "./RunsStore.js"
+import type { AppendError, ClaimRequest, CreateRunError, Service as Store } from "./RunsStore.js"
 
 export interface Options {
   readonly store: Store
@@ -57,12 +57,18 @@ export type Outcome =
   | { readonly _tag: "Queued"; readonly run: RunView; readonly reason: string }
 
 export interface Executor {
-  /** Checks the request, creates the run (refused before anything is written) and writes run.json. */
+  /**
+   * Checks the request, creates the run (refused before anything is written) and writes
+   * run.json. With `claim`, the run is claimed as it is created (no worker takes it first).
+   */
   readonly create: (options: {
     readonly threadId: string
     readonly request: string
     readonly pipeline: Pipeline
+    readonly claim?: ClaimRequest
   }) => Effect.Effect<RunView, CreateRunError | RunFiles.FileError>
+  /** The pipeline the run was created with (run.json keeps it). */
+  readonly pipelineOf: (runId: string) => Effect.Effect<Pipeline, RunFiles.FileError | PipelineError>
   /** Carries the run on from where its view says it is, until it finishes or must wait. */
   readonly execute: (runId: string, pipeline: Pipeline) => Effect.Effect<Outcome, ExecuteError>
   /**
@@ -70,9 +76,11 @@ export interface Executor {
    * attempt it left running is recorded failed (`interrupted`, retryable; its directory, which
    * has no manifest, is kept aside as an earlier attempt), then the run goes on as `execute`:
    * completed stages are not run again, the interrupted stage gets a new attempt. Only for a run
-   * no live process is executing (see `RunLease`).
+   * no live process is executing (see `RunLease`). The pipeline is the run's own (`pipelineOf`);
+   * a run whose process stopped before its run.json was written (nothing of it ran) is
+   * canceled, saying so.
    */
-  readonly resume: (runId: string, pipeline: Pipeline) => Effect.Effect<Outcome, ExecuteError>
+  readonly resume: (runId: string) => Effect.Effect<Outcome, ExecuteError | PipelineError>
   readonly approve: (runId: string, by?: string) => Effect.Effect<RunView, AppendError>
   readonly reject: (runId: string, reason: string) => Effect.Effect<RunView, AppendError>
   /** A failed run starts again at its failed stage, with a new attempt. */
@@ -275,9 +283,36 @@ export const make = (options: Options): Executor => {
         : Effect.succeed(stage.position)
     })
 
-  const resume = (runId: string, pipeline: Pipeline): Effect.Effect<Outcome, ExecuteError> =>
+  const pipelineOf = (runId: string) =>
+    Effect.gen(function* () {
+      const file = yield* RunFiles.readRunFile(workspace, runId)
+      if (file.pipeline_definition !== undefined)
+        return yield* PipelineModule.decode(file.pipeline_definition, `run ${runId}'s run.json`)
+      if (file.pipeline === PipelineModule.defaultPipeline.name) return PipelineModule.defaultPipeline
+      return yield* Effect.fail(
+        new RunFiles.FileError({
+          path: path.join(RunFiles.runDirectory(workspace, runId), "run.json"),
+          detail: `it does not hold the run's pipeline "${file.pipeline}"`
+        })
+      )
+    })
+
+  const resume = (runId: string): Effect.Effect<Outcome, ExecuteError | PipelineError> =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
+      if (!fs.existsSync(path.join(RunFiles.runDirectory(workspace, runId), "run.json"))) {
+        if (run.status !== "queued" && run.status !== "running") return { _tag: "Finished", run } as const
+        // Nothing of it ran, and its pipeline was never written down: it cannot be carried on.
+        const canceled = yield* append(runId, [
+          {
+            type: "RunCanceled",
+            reason:
+              "its process stopped before the run's files were set up; nothing ran (make the request again)"
+          }
+        ])
+        return { _tag: "Finished", run: canceled } as const
+      }
+      const pipeline = yield* pipelineOf(runId)
       const stopped = run.stages.find((stage) => stage.status === "running")
       const attempt = stopped?.attempts[stopped.attempts.length - 1]
       if (run.status === "running" && stopped !== undefined && attempt?.status === "running")
@@ -295,7 +330,7 @@ export const make = (options: Options): Executor => {
     })
 
   return {
-    create: ({ threadId, request, pipeline }) =>
+    create: ({ threadId, request, pipeline, claim }) =>
       Effect.gen(function* () {
         const input = { request }
         if (typeof input.request !== "string" || input.request.trim().length === 0)
@@ -304,7 +339,8 @@ export const make = (options: Options): Executor => {
           threadId,
           request,
           pipeline: pipeline.name,
-          stages: PipelineModule.planned(pipeline)
+          stages: PipelineModule.planned(pipeline),
+          ...(claim !== undefined && { claim })
         })
         yield* RunFiles.writeRunFile(workspace, {
           run_id: run.runId,
@@ -321,6 +357,7 @@ export const make = (options: Options): Executor => {
         })
         return run
       }),
+    pipelineOf,
     execute,
     resume,
     approve: (runId, by) =>

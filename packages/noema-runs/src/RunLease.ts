@@ -1,39 +1,58 @@
 /**
- * RunLease: which process is executing a run, so a run is carried on by one
- * process at a time and a dead one's run can be taken over.
+ * RunLease: which process carries a run on, so a run is executed by one
+ * process at a time, on one machine or many, and a dead one's run is taken
+ * over.
  *
- * The lease is `runs/<run_id>/lease.json` (`pid`, `host`, `acquired_at`),
- * created exclusively (`wx`). A lease held by a live process on this host is
- * refused with `RunBusy`, naming it; one left by a process that is gone (a
- * SIGKILL, a crash: the pid no longer exists) is taken over. Released when the
- * executor stops waiting (done, failed, waiting for approval). This is the
- * one-machine guard; runs shared by workers on several machines need the
- * database's own lease (not here yet).
+ * The lease is the store's claim (`RunsStore.claim`), owned by
+ * `<host>/<pid>/<random>`. Whoever holds it renews it every `ttlMs / 3`; a
+ * renewal that is refused (another process took the run after this one stalled
+ * longer than `ttlMs`) interrupts the work with `LeaseLost`. Another process
+ * gets the run once the claim has expired, or at once when the holder was on
+ * the same host and its pid is gone (a SIGKILL, a crash). A process on another
+ * machine waits for the expiry: `ttlMs` is how long a dead machine's runs wait.
+ * Deadlines are epoch milliseconds on each claimer's clock, so the machines'
+ * clocks must agree to well within `ttlMs` (NTP).
  */
-import * as fs from "node:fs"
 import * as os from "node:os"
-import * as path from "node:path"
-import { Effect, Schema } from "effect"
-import { FileError, runDirectory } from "./RunFiles.js"
+import { Duration, Effect, Schema } from "effect"
+import type { Claim, RunsStoreError, Service as Store } from "./RunsStore.js"
 
 export class RunBusy extends Schema.TaggedError<RunBusy>()("RunBusy", {
   runId: Schema.String,
-  pid: Schema.Number,
-  host: Schema.String
+  owner: Schema.String,
+  expiresAt: Schema.Number
 }) {
   override get message() {
-    return `run ${this.runId} is being executed by process ${this.pid} on ${this.host}`
+    const holder = ownerParts(this.owner)
+    return `run ${this.runId} is being carried on by ${holder === undefined ? this.owner : `process ${holder.pid} on ${holder.host}`} (its claim runs until ${new Date(this.expiresAt).toISOString()})`
   }
 }
 
-interface LeaseFile {
-  readonly pid: number
-  readonly host: string
-  readonly acquired_at: string
+export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", {
+  runId: Schema.String,
+  owner: Schema.String
+}) {
+  override get message() {
+    return `run ${this.runId} was taken over by ${this.owner} while this process carried it on (it stalled longer than the claim's time to live)`
+  }
 }
 
-export const leasePath = (workspace: string, runId: string): string =>
-  path.join(runDirectory(workspace, runId), "lease.json")
+export interface Options {
+  /** How long a claim lasts without renewal. Default 15 s. */
+  readonly ttlMs?: number
+  /** Default: this process (`processOwner`). */
+  readonly owner?: string
+}
+
+export const defaultTtlMs = 15_000
+
+/** `<host>/<pid>/<random>`: this process, as claims name it. */
+export const processOwner = `${os.hostname()}/${process.pid}/${crypto.randomUUID().slice(0, 8)}`
+
+export const ownerParts = (owner: string): { readonly host: string; readonly pid: number } | undefined => {
+  const match = /^(.*)\/(\d+)\/[^/]*$/.exec(owner)
+  return match === null ? undefined : { host: match[1] as string, pid: Number(match[2]) }
+}
 
 const alive = (pid: number): boolean => {
   try {
@@ -45,59 +64,73 @@ const alive = (pid: number): boolean => {
   }
 }
 
-const read = (file: string): LeaseFile | undefined => {
-  try {
-    return JSON.parse(fs.readFileSync(file, "utf8")) as LeaseFile
-  } catch {
-    return undefined
-  }
+/** Whether nobody carries the run on under `claim` any more: expired, or its process on this host is gone. */
+export const isStale = (claim: Claim, now: number = Date.now()): boolean => {
+  if (claim.expiresAt < now) return true
+  const holder = ownerParts(claim.owner)
+  return (
+    holder !== undefined && holder.host === os.hostname() && holder.pid !== process.pid && !alive(holder.pid)
+  )
 }
 
-/** Who holds the run's lease, if a live process does. */
-export const holder = (workspace: string, runId: string): LeaseFile | undefined => {
-  const lease = read(leasePath(workspace, runId))
-  if (lease === undefined) return undefined
-  return lease.host === os.hostname() && !alive(lease.pid) ? undefined : lease
-}
-
-const acquire = (workspace: string, runId: string): Effect.Effect<string, RunBusy | FileError> =>
-  Effect.suspend((): Effect.Effect<string, RunBusy | FileError> => {
-    const file = leasePath(workspace, runId)
-    const mine: LeaseFile = { pid: process.pid, host: os.hostname(), acquired_at: new Date().toISOString() }
-    for (let tries = 0; tries < 3; tries++) {
-      try {
-        fs.writeFileSync(file, `${JSON.stringify(mine)}\n`, { flag: "wx" })
-        return Effect.succeed(file)
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "EEXIST")
-          return Effect.fail(
-            new FileError({ path: file, detail: error instanceof Error ? error.message : String(error) })
-          )
-      }
-      const current = read(file)
-      if (current !== undefined && (current.host !== os.hostname() || alive(current.pid)))
-        return Effect.fail(new RunBusy({ runId, pid: current.pid, host: current.host }))
-      // Left by a process that is gone (or unreadable, cut off while written): taken over.
-      try {
-        fs.unlinkSync(file)
-      } catch {}
+/** Takes the run's claim, taking over a stale one; `RunBusy` while a live process holds it. */
+export const acquire = (
+  store: Store,
+  runId: string,
+  options: Options = {}
+): Effect.Effect<void, RunBusy | RunsStoreError> =>
+  Effect.gen(function* () {
+    const owner = options.owner ?? processOwner
+    const ttlMs = options.ttlMs ?? defaultTtlMs
+    const first = yield* store.claim(runId, { owner, ttlMs })
+    if (first.claimed) return
+    if (isStale(first.holder)) {
+      const second = yield* store.claim(runId, { owner, ttlMs, takeOver: first.holder.owner })
+      if (second.claimed) return
+      return yield* Effect.fail(
+        new RunBusy({ runId, owner: second.holder.owner, expiresAt: second.holder.expiresAt })
+      )
     }
-    return Effect.fail(new FileError({ path: file, detail: "could not take the lease over" }))
+    return yield* Effect.fail(
+      new RunBusy({ runId, owner: first.holder.owner, expiresAt: first.holder.expiresAt })
+    )
   })
 
-/** Runs `effect` holding the run's lease (see the module's comment). */
+/**
+ * Renews the claim every `ttlMs / 3`; fails with `LeaseLost` when it was taken. A store that
+ * fails to answer is asked again until the claim would have expired.
+ */
+const keepAlive = (store: Store, runId: string, owner: string, ttlMs: number) =>
+  Effect.gen(function* () {
+    let renewedAt = Date.now()
+    while (true) {
+      yield* Effect.sleep(Duration.millis(Math.max(10, Math.floor(ttlMs / 3))))
+      const renewed = yield* Effect.result(store.claim(runId, { owner, ttlMs }))
+      if (renewed._tag === "Failure") {
+        if (Date.now() - renewedAt > ttlMs) return yield* Effect.fail(renewed.failure)
+        continue
+      }
+      if (!renewed.success.claimed)
+        return yield* Effect.fail(new LeaseLost({ runId, owner: renewed.success.holder.owner }))
+      renewedAt = Date.now()
+    }
+  })
+
+/**
+ * Runs `effect` holding the run's claim (see the module's comment): taken first, renewed
+ * while it runs (a lost claim interrupts it), released when it ends, however it ends.
+ */
 export const withLease = <A, E, R>(
-  workspace: string,
+  store: Store,
   runId: string,
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | RunBusy | FileError, R> =>
-  Effect.acquireUseRelease(
-    acquire(workspace, runId),
-    () => effect,
-    (file) =>
-      Effect.sync(() => {
-        try {
-          fs.unlinkSync(file)
-        } catch {}
-      })
+  effect: Effect.Effect<A, E, R>,
+  options: Options = {}
+): Effect.Effect<A, E | RunBusy | LeaseLost | RunsStoreError, R> => {
+  const owner = options.owner ?? processOwner
+  const ttlMs = options.ttlMs ?? defaultTtlMs
+  return Effect.acquireUseRelease(
+    acquire(store, runId, { owner, ttlMs }),
+    () => Effect.raceFirst(effect, keepAlive(store, runId, owner, ttlMs)),
+    () => Effect.ignore(store.release(runId, owner))
   )
+}

@@ -9,6 +9,13 @@
  * A thread's runs are serialised here: a run starts (`RunStarted`) only when no
  * other run of its thread is running or waiting for approval and no older one
  * is queued, whichever process or machine asks.
+ *
+ * Claims say which process carries a run on: `claim` takes a run for an owner
+ * until a deadline (epoch milliseconds, the claimer's clock) and renews it for
+ * the same owner; another owner gets it only once that deadline has passed, or
+ * by naming the holder it knows to be dead (`takeOver`). A run created with
+ * `claim` is claimed in the same transaction, so no worker can pick it up
+ * between its creation and its files.
  */
 import { Context, Effect, Schema, Semaphore } from "effect"
 import {
@@ -44,6 +51,24 @@ export class RunsStoreError extends Schema.TaggedError<RunsStoreError>()("RunsSt
 export type CreateRunError = ThreadNotFound | ThreadClosed | ThreadBusy | InvalidInput | RunsStoreError
 export type AppendError = RunNotFound | IllegalTransition | RunsStoreError
 
+/** Who carries a run on, until when. */
+export interface Claim {
+  readonly runId: string
+  readonly owner: string
+  /** Epoch milliseconds. */
+  readonly expiresAt: number
+  readonly claimedAt: string
+}
+
+export interface ClaimRequest {
+  readonly owner: string
+  readonly ttlMs: number
+  /** The owner of a claim known to be stale (its process is gone), taken over at once. */
+  readonly takeOver?: string
+}
+
+export type ClaimResult = { readonly claimed: true } | { readonly claimed: false; readonly holder: Claim }
+
 export interface CreateRun {
   readonly threadId: string
   readonly request: string
@@ -51,6 +76,8 @@ export interface CreateRun {
   readonly stages: ReadonlyArray<PlannedStage>
   /** Default: a new one. */
   readonly runId?: string
+  /** Claims the new run in the same transaction. */
+  readonly claim?: ClaimRequest
 }
 
 export interface Service {
@@ -75,6 +102,12 @@ export interface Service {
   readonly events: (runId: string) => Effect.Effect<ReadonlyArray<Event>, RunsStoreError>
   /** Rebuilds every read model from the log; the number of runs rebuilt. */
   readonly rebuild: () => Effect.Effect<number, RunsStoreError>
+  /** Takes or renews the run's claim (see the module's comment). */
+  readonly claim: (runId: string, request: ClaimRequest) => Effect.Effect<ClaimResult, RunsStoreError>
+  /** Gives the claim up, if `owner` still holds it. */
+  readonly release: (runId: string, owner: string) => Effect.Effect<void, RunsStoreError>
+  /** Every claim held, expired ones included. */
+  readonly claims: () => Effect.Effect<ReadonlyArray<Claim>, RunsStoreError>
 }
 
 export class RunsStore extends Context.Service<RunsStore, Service>()("@noema/runs/RunsStore") {}
@@ -165,6 +198,13 @@ export const createRefusal = (
   return undefined
 }
 
+/** Whether `current` (if any) lets `request` claim the run at `now`. */
+export const mayClaim = (current: Claim | undefined, request: ClaimRequest, now: number): boolean =>
+  current === undefined ||
+  current.owner === request.owner ||
+  current.expiresAt < now ||
+  (request.takeOver !== undefined && current.owner === request.takeOver)
+
 export const queuedEvent = (options: CreateRun): EventData => ({
   type: "RunQueued",
   request: options.request,
@@ -182,6 +222,22 @@ export const makeMemory = (): Effect.Effect<Service> =>
     const threads = new Map<string, Thread>()
     const runs = new Map<string, RunView>()
     const log = new Map<string, Array<Event>>()
+    const claims = new Map<string, Claim>()
+    const takeClaim = (runId: string, request: ClaimRequest): ClaimResult => {
+      const now = Date.now()
+      const current = claims.get(runId)
+      if (!mayClaim(current, request, now)) return { claimed: false, holder: current as Claim }
+      claims.set(runId, {
+        runId,
+        owner: request.owner,
+        expiresAt: now + request.ttlMs,
+        claimedAt:
+          current !== undefined && current.owner === request.owner
+            ? current.claimedAt
+            : new Date(now).toISOString()
+      })
+      return { claimed: true }
+    }
     const lock = Semaphore.makeUnsafe(1)
     const threadRuns = (threadId: string) => [...runs.values()].filter((run) => run.threadId === threadId)
     const getThread = (threadId: string) =>
@@ -234,6 +290,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
               return yield* Effect.fail(new InvalidInput({ detail: view.detail }))
             runs.set(runId, view)
             log.set(runId, [...events])
+            if (options.claim !== undefined) takeClaim(runId, options.claim)
             return view
           })
         ),
@@ -271,7 +328,13 @@ export const makeMemory = (): Effect.Effect<Service> =>
             }
             return log.size
           })
-        )
+        ),
+      claim: (runId, request) => Effect.sync(() => takeClaim(runId, request)),
+      release: (runId, owner) =>
+        Effect.sync(() => {
+          if (claims.get(runId)?.owner === owner) claims.delete(runId)
+        }),
+      claims: () => Effect.sync(() => [...claims.values()])
     }
     return service
   })

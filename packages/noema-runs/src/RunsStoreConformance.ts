@@ -297,5 +297,69 @@ export const cases: ReadonlyArray<Case> = [
         equal(yield* store.getRun(other.runId), other, "same queued view after rebuild")
       })
     )
+  },
+  {
+    name: "claims: one owner at a time, renewed by its owner, taken once expired or named as stale",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const run = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        equal(yield* store.claim(run.runId, { owner: "a", ttlMs: 60_000 }), { claimed: true }, "a claims")
+        const first = (yield* store.claims()).find((c) => c.runId === run.runId)
+        check(first?.owner === "a" && first.expiresAt > Date.now() + 50_000, "a's claim is stored")
+        const refused = yield* store.claim(run.runId, { owner: "b", ttlMs: 60_000 })
+        check(!refused.claimed && refused.holder.owner === "a", "b is refused, naming a")
+        equal(yield* store.claim(run.runId, { owner: "a", ttlMs: 120_000 }), { claimed: true }, "a renews")
+        const renewed = (yield* store.claims()).find((c) => c.runId === run.runId)
+        equal(renewed?.claimedAt, first?.claimedAt, "a renewal keeps when it was claimed")
+        check((renewed?.expiresAt ?? 0) > (first?.expiresAt ?? 0), "a renewal moves the deadline")
+        equal(
+          yield* store.claim(run.runId, { owner: "b", ttlMs: 1000, takeOver: "a" }),
+          { claimed: true },
+          "b takes over a claim it names as stale"
+        )
+        yield* store.release(run.runId, "a")
+        equal(
+          (yield* store.claims()).map((c) => c.owner),
+          ["b"],
+          "a cannot release b's claim"
+        )
+        yield* store.release(run.runId, "b")
+        equal(yield* store.claims(), [], "released")
+        equal(yield* store.claim(run.runId, { owner: "c", ttlMs: -1 }), { claimed: true }, "c claims")
+        equal(
+          yield* store.claim(run.runId, { owner: "d", ttlMs: 1000 }),
+          { claimed: true },
+          "d takes c's expired claim"
+        )
+      })
+    )
+  },
+  {
+    name: "claims: a run created with a claim is claimed; concurrent claimers get it once",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread({ queuePolicy: "enqueue" })
+        const claimed = yield* store.createRun({
+          threadId: thread.id,
+          request: "r",
+          pipeline: "p",
+          stages,
+          claim: { owner: "creator", ttlMs: 60_000 }
+        })
+        equal(
+          (yield* store.claims()).map((c) => [c.runId, c.owner]),
+          [[claimed.runId, "creator"]],
+          "claimed on creation"
+        )
+        const open = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        const results = yield* Effect.forEach(
+          [1, 2, 3, 4, 5, 6, 7, 8],
+          (n) => store.claim(open.runId, { owner: `w${n}`, ttlMs: 60_000 }),
+          { concurrency: "unbounded" }
+        )
+        equal(results.filter((r) => r.claimed).length, 1, "one claimer wins")
+      })
+    )
   }
 ]

@@ -28,6 +28,9 @@ import {
   ThreadNotFound
 } from "./Run.js"
 import {
+  type Claim,
+  type ClaimRequest,
+  type ClaimResult,
   createRefusal,
   envelopes,
   fold,
@@ -105,7 +108,30 @@ const migrations = (dialect: DialectName) => ({
       .filter((s) => s.length > 0)) {
       yield* sql.unsafe(statement)
     }
+  }),
+  "2_claims": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe(`CREATE TABLE runs_claims (
+      run_id TEXT PRIMARY KEY NOT NULL,
+      owner TEXT NOT NULL,
+      expires_at BIGINT NOT NULL,
+      claimed_at TEXT NOT NULL
+    )`)
   })
+})
+
+interface ClaimRow {
+  readonly run_id: string
+  readonly owner: string
+  readonly expires_at: number | string
+  readonly claimed_at: string
+}
+
+const claimOf = (row: ClaimRow): Claim => ({
+  runId: row.run_id,
+  owner: row.owner,
+  expiresAt: Number(row.expires_at),
+  claimedAt: row.claimed_at
 })
 
 export interface Options {
@@ -211,6 +237,31 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         }
       })
 
+    /**
+     * One statement: the row is inserted, or updated only where the claim may be taken
+     * (PostgreSQL evaluates the condition on the row it has locked; SQLite has one writer).
+     */
+    const takeClaim = (runId: string, request: ClaimRequest): Effect.Effect<ClaimResult, SqlError.SqlError> =>
+      Effect.gen(function* () {
+        const now = Date.now()
+        const taken = yield* sql<{ owner: string }>`
+          INSERT INTO runs_claims (run_id, owner, expires_at, claimed_at)
+          VALUES (${runId}, ${request.owner}, ${now + request.ttlMs}, ${new Date(now).toISOString()})
+          ON CONFLICT (run_id) DO UPDATE SET
+            owner = excluded.owner,
+            expires_at = excluded.expires_at,
+            claimed_at = CASE WHEN runs_claims.owner = excluded.owner
+              THEN runs_claims.claimed_at ELSE excluded.claimed_at END
+          WHERE runs_claims.owner = excluded.owner OR runs_claims.expires_at < ${now}
+            OR runs_claims.owner = ${request.takeOver ?? null}
+          RETURNING owner`
+        if (taken.length > 0) return { claimed: true } as const
+        const held = yield* sql<ClaimRow>`SELECT * FROM runs_claims WHERE run_id = ${runId}`
+        // Released between the two statements: try once more.
+        if (held[0] === undefined) return yield* takeClaim(runId, request)
+        return { claimed: false, holder: claimOf(held[0]) } as const
+      })
+
     const service: Service = {
       location,
       createThread: (options) => {
@@ -264,6 +315,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
                 return yield* Effect.fail(new InvalidInput({ detail: view.detail }))
               yield* insertEvents(events)
               yield* project(view, true)
+              if (options.claim !== undefined) yield* takeClaim(runId, options.claim)
               return view
             })
           )
@@ -349,6 +401,15 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               return ids.length
             })
           )
+        ),
+      claim: (runId, request) => orStoreError(takeClaim(runId, request)),
+      release: (runId, owner) =>
+        orStoreError(
+          Effect.asVoid(sql`DELETE FROM runs_claims WHERE run_id = ${runId} AND owner = ${owner}`)
+        ),
+      claims: () =>
+        orStoreError(
+          Effect.map(sql<ClaimRow>`SELECT * FROM runs_claims ORDER BY run_id`, (rows) => rows.map(claimOf))
         )
     }
     return service

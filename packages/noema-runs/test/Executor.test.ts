@@ -8,7 +8,6 @@ import { Effect } from "effect"
 import * as Executor from "../src/Executor.js"
 import * as Pipeline from "../src/Pipeline.js"
 import * as RunFiles from "../src/RunFiles.js"
-import * as RunLease from "../src/RunLease.js"
 import * as RunsStore from "../src/RunsStore.js"
 
 const setup = (replies: ReadonlyArray<ScriptedChatModel.Reply>) =>
@@ -272,7 +271,7 @@ describe("Executor.resume", () => {
         const refused = yield* Effect.flip(executor.execute(run.runId, Pipeline.defaultPipeline))
         assert.strictEqual(refused._tag, "IllegalTransition")
 
-        const outcome = yield* executor.resume(run.runId, Pipeline.defaultPipeline)
+        const outcome = yield* executor.resume(run.runId)
         assert.strictEqual(outcome._tag, "Finished")
         assert.strictEqual(outcome.run.status, "completed")
         const brief = outcome.run.stages[0]!
@@ -291,38 +290,5 @@ describe("Executor.resume", () => {
         const file = yield* RunFiles.readRunFile(workspace, run.runId)
         assert.deepStrictEqual(file.pipeline_definition, Pipeline.defaultPipeline)
       })
-  )
-})
-
-describe("RunLease", () => {
-  it.effect("one live process at a time; a dead holder's lease is taken over; released after", () =>
-    Effect.gen(function* () {
-      const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-lease-"))
-      const runId = "run_lease"
-      fs.mkdirSync(RunFiles.runDirectory(workspace, runId), { recursive: true })
-      const file = RunLease.leasePath(workspace, runId)
-      const inside = yield* RunLease.withLease(
-        workspace,
-        runId,
-        Effect.gen(function* () {
-          assert.strictEqual(RunLease.holder(workspace, runId)?.pid, process.pid)
-          // A second taker (this very process, alive) is refused, naming the holder.
-          const busy = yield* Effect.flip(RunLease.withLease(workspace, runId, Effect.void))
-          assert.strictEqual(busy._tag, "RunBusy")
-          assert.match(
-            busy.message,
-            new RegExp(`^run run_lease is being executed by process ${process.pid} on `)
-          )
-          return "ran"
-        })
-      )
-      assert.strictEqual(inside, "ran")
-      assert.isFalse(fs.existsSync(file))
-      // A lease left by a process that is gone (a pid that does not exist) is taken over.
-      fs.writeFileSync(file, JSON.stringify({ pid: 2 ** 22 + 12345, host: os.hostname(), acquired_at: "" }))
-      assert.strictEqual(RunLease.holder(workspace, runId), undefined)
-      assert.strictEqual(yield* RunLease.withLease(workspace, runId, Effect.succeed(1)), 1)
-      assert.isFalse(fs.existsSync(file))
-    })
   )
 })

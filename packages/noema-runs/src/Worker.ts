@@ -1,0 +1,165 @@
+/**
+ * Worker: carries runs on for as long as it runs, alongside any number of
+ * other workers (processes, machines) sharing the store.
+ *
+ * `carryOn` is how anything executes a run: it holds the run's lease
+ * (`RunLease`) and watches the store, so a run canceled elsewhere (another
+ * process, the panel) interrupts the stage under way here.
+ *
+ * A worker looks at the store every `pollMs` (or when woken): every run that is
+ * running or queued and that no live process holds (its claim missing, expired,
+ * or left by a dead process on this host) is taken, up to `concurrency` at a
+ * time, and resumed (`Executor.resume`: a stage left running gets a new
+ * attempt, completed stages are not run again). Queued runs are taken in their
+ * thread's order and only when their thread is free; the store refuses a start
+ * that would break a thread's serialisation anyway, whichever worker asks.
+ */
+import { Duration, Effect, type Exit, FiberSet, type Scope } from "effect"
+import type { ExecuteError, Executor, Outcome } from "./Executor.js"
+import type { PipelineError } from "./Pipeline.js"
+import type { RunNotFound, RunView } from "./Run.js"
+import * as RunLease from "./RunLease.js"
+import type { Claim, RunsStoreError, Service as Store } from "./RunsStore.js"
+import { startRefusal } from "./RunsStore.js"
+
+export interface CarryOnOptions extends RunLease.Options {
+  /** How often the store is asked whether the run was canceled. Default 500 ms. */
+  readonly cancelPollMs?: number
+}
+
+/** Ends when the run is canceled (by anyone), with that run. */
+const canceled = (store: Store, runId: string, pollMs: number) =>
+  Effect.gen(function* () {
+    while (true) {
+      yield* Effect.sleep(Duration.millis(pollMs))
+      const run = yield* store.getRun(runId)
+      if (run.status === "canceled") return { _tag: "Finished", run } as Outcome
+    }
+  })
+
+/**
+ * Runs `step` on the run holding its lease; a cancel recorded meanwhile interrupts `step`
+ * (the attempt under way is left canceled, with no manifest) and ends with the canceled run.
+ */
+export const carryOn = <E, R>(
+  store: Store,
+  runId: string,
+  step: Effect.Effect<Outcome, E, R>,
+  options: CarryOnOptions = {}
+): Effect.Effect<Outcome, E | RunLease.RunBusy | RunLease.LeaseLost | RunsStoreError | RunNotFound, R> =>
+  RunLease.withLease(
+    store,
+    runId,
+    Effect.raceFirst(step, canceled(store, runId, options.cancelPollMs ?? 500)),
+    options
+  )
+
+/**
+ * The runs a worker may take now, in creation order: running or queued, not held by a live
+ * process, and (queued) first in a thread that is free.
+ */
+export const runnable = (
+  runs: ReadonlyArray<RunView>,
+  claims: ReadonlyArray<Claim>,
+  now: number = Date.now()
+): ReadonlyArray<RunView> => {
+  const held = new Set(claims.filter((claim) => !RunLease.isStale(claim, now)).map((claim) => claim.runId))
+  const byThread = new Map<string, Array<RunView>>()
+  for (const run of runs) {
+    const list = byThread.get(run.threadId)
+    if (list === undefined) byThread.set(run.threadId, [run])
+    else list.push(run)
+  }
+  return runs.filter(
+    (run) =>
+      !held.has(run.runId) &&
+      (run.status === "running" ||
+        (run.status === "queued" && startRefusal(run, byThread.get(run.threadId) ?? []) === undefined))
+  )
+}
+
+export type WorkerError = ExecuteError | PipelineError | RunLease.RunBusy | RunLease.LeaseLost
+
+export interface Options {
+  readonly store: Store
+  readonly executor: Executor
+  readonly lease?: CarryOnOptions
+  /** How often the store is looked at. Default 1 s. */
+  readonly pollMs?: number
+  /** Runs carried on at once. Default 4. */
+  readonly concurrency?: number
+  /** Told when a run it took stops (finished, waiting, or failed to carry on: `RunBusy` when another worker won it). */
+  readonly onStopped?: (runId: string, exit: Exit.Exit<Outcome, WorkerError>) => Effect.Effect<void>
+}
+
+export interface Worker {
+  /** Takes the runs it can now; their ids. */
+  readonly tick: Effect.Effect<ReadonlyArray<string>, RunsStoreError>
+  /** Looks at the store every `pollMs` (or when woken) until interrupted; the store failing is retried. */
+  readonly run: Effect.Effect<never>
+  /** Looks at the store now (after an approval, a retry, a new run). */
+  readonly wake: () => void
+  /** The runs it is carrying on now. */
+  readonly active: () => ReadonlyArray<string>
+}
+
+export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { store, executor } = options
+    const concurrency = options.concurrency ?? 4
+    const pollMs = options.pollMs ?? 1000
+    const fibers = yield* FiberSet.make<void, never>()
+    const active = new Set<string>()
+    let woken: (() => void) | undefined
+    const wake = () => {
+      woken?.()
+      woken = undefined
+    }
+    const stopped = options.onStopped ?? (() => Effect.void)
+
+    const take = (runId: string) =>
+      carryOn(store, runId, executor.resume(runId), options.lease).pipe(
+        Effect.exit,
+        Effect.flatMap((exit) => stopped(runId, exit as Exit.Exit<Outcome, WorkerError>)),
+        Effect.ensuring(
+          Effect.sync(() => {
+            active.delete(runId)
+            // A slot is free, and what it did may have freed a thread.
+            wake()
+          })
+        )
+      )
+
+    const tick = Effect.gen(function* () {
+      if (active.size >= concurrency) return []
+      const runs = yield* store.listRuns()
+      const claims = yield* store.claims()
+      const taken: Array<string> = []
+      for (const run of runnable(runs, claims)) {
+        if (active.size >= concurrency) break
+        if (active.has(run.runId)) continue
+        active.add(run.runId)
+        taken.push(run.runId)
+        yield* FiberSet.run(fibers, take(run.runId))
+      }
+      return taken
+    })
+
+    const sleep = Effect.callback<void>((resume) => {
+      const timer = setTimeout(() => resume(Effect.void), pollMs)
+      woken = () => {
+        clearTimeout(timer)
+        resume(Effect.void)
+      }
+      return Effect.sync(() => clearTimeout(timer))
+    })
+
+    const run = Effect.gen(function* () {
+      while (true) {
+        yield* Effect.ignore(tick)
+        yield* sleep
+      }
+    }) as Effect.Effect<never>
+
+    return { tick, run, wake, active: () => [...active] }
+  })
