@@ -319,6 +319,39 @@ export const writeArtifactTool = (
       )
   })
 
+/**
+ * Where attempt `attempt` of a stage is: the stage directory holds its latest attempt
+ * (`latest`), earlier ones were set aside as `<nn>-<key>.attempt-<k>`.
+ */
+export const attemptPath = (
+  workspace: string,
+  runId: string,
+  position: number,
+  key: string,
+  attempt: number,
+  latest: number
+): string => {
+  const directory = stagePath(workspace, runId, position, key)
+  return attempt === latest ? directory : `${directory}.attempt-${attempt}`
+}
+
+/** An artifact's bytes, read from inside the attempt's `artifacts/` directory only. */
+export const readArtifact = (
+  attemptDirectory: string,
+  relative: string,
+  maxBytes = 4 * 1024 * 1024
+): Effect.Effect<Uint8Array, FileError> => {
+  const root = path.join(attemptDirectory, "artifacts")
+  const target = confine(root, relative)
+  if (typeof target !== "string")
+    return Effect.fail(new FileError({ path: relative, detail: target.problem }))
+  return attempt(target, () => {
+    const size = fs.statSync(target).size
+    if (size > maxBytes) throw new Error(`${size} bytes, more than the ${maxBytes} shown`)
+    return new Uint8Array(fs.readFileSync(target))
+  })
+}
+
 // ---------------------------------------------------------------------------
 // verify
 // ---------------------------------------------------------------------------

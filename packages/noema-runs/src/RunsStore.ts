@@ -100,6 +100,16 @@ export interface Service {
   }) => Effect.Effect<ReadonlyArray<RunView>, RunsStoreError>
   /** A run's timeline, in order. */
   readonly events: (runId: string) => Effect.Effect<ReadonlyArray<Event>, RunsStoreError>
+  /**
+   * Every run's events after `cursor` (0: from the start), oldest first, at most `limit`
+   * (default 500), each with its cursor: what a live view follows. On PostgreSQL a
+   * transaction that commits late can put an event behind a cursor already read, so a
+   * view refreshes what it shows rather than trusting the feed to be complete.
+   */
+  readonly feed: (
+    cursor: number,
+    limit?: number
+  ) => Effect.Effect<ReadonlyArray<{ readonly cursor: number; readonly event: Event }>, RunsStoreError>
   /** Rebuilds every read model from the log; the number of runs rebuilt. */
   readonly rebuild: () => Effect.Effect<number, RunsStoreError>
   /** Takes or renews the run's claim (see the module's comment). */
@@ -223,6 +233,8 @@ export const makeMemory = (): Effect.Effect<Service> =>
     const runs = new Map<string, RunView>()
     const log = new Map<string, Array<Event>>()
     const claims = new Map<string, Claim>()
+    /** Every event, in the order appended: the feed's cursor is the index + 1. */
+    const all: Array<Event> = []
     const takeClaim = (runId: string, request: ClaimRequest): ClaimResult => {
       const now = Date.now()
       const current = claims.get(runId)
@@ -290,6 +302,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
               return yield* Effect.fail(new InvalidInput({ detail: view.detail }))
             runs.set(runId, view)
             log.set(runId, [...events])
+            all.push(...events)
             if (options.claim !== undefined) takeClaim(runId, options.claim)
             return view
           })
@@ -304,6 +317,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
             if (next instanceof IllegalTransition) return yield* Effect.fail(next)
             runs.set(runId, next)
             log.get(runId)?.push(...events)
+            all.push(...events)
             return next
           })
         ),
@@ -319,6 +333,12 @@ export const makeMemory = (): Effect.Effect<Service> =>
           )
         ),
       events: (runId) => Effect.sync(() => [...(log.get(runId) ?? [])]),
+      feed: (cursor, limit = 500) =>
+        Effect.sync(() =>
+          all
+            .slice(Math.max(0, cursor), Math.max(0, cursor) + limit)
+            .map((event, index) => ({ cursor: Math.max(0, cursor) + index + 1, event }))
+        ),
       rebuild: () =>
         lock.withPermit(
           Effect.sync(() => {

@@ -361,5 +361,40 @@ export const cases: ReadonlyArray<Case> = [
         equal(results.filter((r) => r.claimed).length, 1, "one claimer wins")
       })
     )
+  },
+  {
+    name: "feed: every run's events in the order appended, after a cursor",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread({ queuePolicy: "enqueue" })
+        const one = yield* store.createRun({ threadId: thread.id, request: "one", pipeline: "p", stages })
+        const two = yield* store.createRun({ threadId: thread.id, request: "two", pipeline: "p", stages })
+        yield* store.append(one.runId, complete)
+        const all = yield* store.feed(0)
+        equal(
+          all.map((item) => `${item.event.run_id === one.runId ? "one" : "two"}:${item.event.data.type}`),
+          ["one:RunQueued", "two:RunQueued", ...complete.map((event) => `one:${event.type}`)],
+          "in the order appended"
+        )
+        check(
+          all.every((item, index) => index === 0 || item.cursor > (all[index - 1]?.cursor ?? 0)),
+          "cursors increase"
+        )
+        const after = yield* store.feed(all[1]?.cursor ?? 0, 2)
+        equal(
+          after.map((item) => item.event.data.type),
+          ["RunStarted", "StageStarted"],
+          "after a cursor, limited"
+        )
+        yield* store.append(two.runId, [{ type: "RunCanceled", reason: "no" }])
+        const latest = yield* store.feed(all[all.length - 1]?.cursor ?? 0)
+        equal(
+          latest.map((item) => [item.event.run_id, item.event.data.type]),
+          [[two.runId, "RunCanceled"]],
+          "what came after"
+        )
+        equal(yield* store.feed(latest[0]?.cursor ?? 0), [], "nothing newer")
+      })
+    )
   }
 ]

@@ -120,6 +120,25 @@ const migrations = (dialect: DialectName) => ({
   })
 })
 
+interface EventRow {
+  readonly id: number | string
+  readonly event_id: string
+  readonly run_id: string
+  readonly thread_id: string
+  readonly seq: number | string
+  readonly at: string
+  readonly data: string
+}
+
+const eventOf = (row: EventRow): Event => ({
+  event_id: row.event_id,
+  run_id: row.run_id,
+  thread_id: row.thread_id,
+  seq: Number(row.seq),
+  at: row.at,
+  data: JSON.parse(row.data)
+})
+
 interface ClaimRow {
   readonly run_id: string
   readonly owner: string
@@ -356,26 +375,18 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       events: (runId) =>
         orStoreError(
           Effect.map(
-            sql<{
-              event_id: string
-              run_id: string
-              thread_id: string
-              seq: number | string
-              at: string
-              data: string
-            }>`
-              SELECT event_id, run_id, thread_id, seq, at, data FROM runs_events WHERE run_id = ${runId} ORDER BY seq`,
-            (rows) =>
-              rows.map(
-                (row): Event => ({
-                  event_id: row.event_id,
-                  run_id: row.run_id,
-                  thread_id: row.thread_id,
-                  seq: Number(row.seq),
-                  at: row.at,
-                  data: JSON.parse(row.data)
-                })
-              )
+            sql<EventRow>`
+              SELECT id, event_id, run_id, thread_id, seq, at, data FROM runs_events WHERE run_id = ${runId} ORDER BY seq`,
+            (rows) => rows.map(eventOf)
+          )
+        ),
+      feed: (cursor, limit = 500) =>
+        orStoreError(
+          Effect.map(
+            sql<EventRow>`
+              SELECT id, event_id, run_id, thread_id, seq, at, data FROM runs_events
+              WHERE id > ${cursor} ORDER BY id LIMIT ${limit}`,
+            (rows) => rows.map((row) => ({ cursor: Number(row.id), event: eventOf(row) }))
           )
         ),
       rebuild: () =>
