@@ -5,7 +5,7 @@
  * approve/reject/retry/cancel buttons call the JSON API. Everything shown is
  * set as text (never as HTML), so an artifact or a request cannot inject markup.
  */
-export const page = String.raw`<!doctype html>
+export const page = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">

@@ -12,6 +12,9 @@ import * as RunsStore from "../src/RunsStore.js"
 import * as Server from "../src/Server.js"
 import * as Worker from "../src/Worker.js"
 
+// biome-ignore lint/suspicious/noExplicitAny: JSON from the API, checked by the assertions
+type Json = any
+
 const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-server-"))
 let server: Server.Server
 let store: RunsStore.Service
@@ -59,7 +62,7 @@ const call = async (method: string, route: string, body?: unknown) => {
     method,
     ...(body !== undefined && { headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
   })
-  return { status: response.status, body: (await response.json()) as any }
+  return { status: response.status, body: (await response.json()) as Json }
 }
 
 const until = async <A>(f: () => Promise<A | undefined>, what: string): Promise<A> => {
@@ -84,14 +87,14 @@ const approval = {
 
 /** Reads SSE frames from /api/events until `count` run events arrived. */
 const readEvents = (count: number, lastEventId?: string) =>
-  new Promise<Array<{ id: string; data: any }>>((resolve, reject) => {
+  new Promise<Array<{ id: string; data: Json }>>((resolve, reject) => {
     const url = new URL(`${server.url}/api/events`)
     const request = http.get(
       url,
       { headers: lastEventId === undefined ? {} : { "last-event-id": lastEventId } },
       (response) => {
         let buffer = ""
-        const frames: Array<{ id: string; data: any }> = []
+        const frames: Array<{ id: string; data: Json }> = []
         response.setEncoding("utf8")
         response.on("data", (chunk: string) => {
           buffer += chunk
@@ -178,8 +181,8 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(file.headers.get("x-sha256-matches")).toBe("true")
     expect(await file.text()).toBe("# Note\n\nmade by a stage\n")
     const detail = (await call("GET", `/api/runs/${runId}`)).body
-    expect(detail.events.map((e: any) => e.data.type)).toContain("ApprovalGranted")
-    expect(detail.events.find((e: any) => e.data.type === "ApprovalGranted").data.by).toBe("ana")
+    expect(detail.events.map((e: Json) => e.data.type)).toContain("ApprovalGranted")
+    expect(detail.events.find((e: Json) => e.data.type === "ApprovalGranted").data.by).toBe("ana")
     expect((await call("GET", `/api/runs/${runId}/verify`)).body.ok).toBe(true)
     // The file on disk is the one the API served.
     const onDisk = path.join(RunFiles.stagePath(workspace, runId, 2, "publish"), "artifacts", artifact.path)
@@ -222,10 +225,10 @@ describe("runs server (JSON API, SSE, worker)", () => {
     const refused = await call("POST", `/api/runs/${run.runId}/approve`, {})
     expect(refused.status).toBe(409)
     expect(refused.body.error.code).toBe("IllegalTransition")
-    const escape = await fetch(
+    const outside = await fetch(
       `${server.url}/api/runs/${run.runId}/stages/1/attempts/1/artifacts/..%2F..%2Frun.json`
     )
-    expect(escape.status).toBe(404)
+    expect(outside.status).toBe(404)
     expect(done.status).toBe("completed")
     const closed = await call("POST", `/api/threads/${thread.id}/close`, {})
     expect(closed.body.status).toBe("closed")
