@@ -15,7 +15,7 @@ import { planHelp, tasksHelp } from "./PlanArguments.js"
 import { help as PolicyHelp } from "./PolicyArguments.js"
 import { help as ResourcesHelp } from "./ResourcesArguments.js"
 import { help as RoutineHelp } from "./RoutineArguments.js"
-import { runHelp, runsHelp, threadsHelp } from "./RunsArguments.js"
+import { runHelp, runsHelp, serveHelp, threadsHelp, workerHelp } from "./RunsArguments.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
@@ -69,6 +69,10 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
       return runHelp
     case "runs":
       return runsHelp
+    case "serve":
+      return serveHelp
+    case "worker":
+      return workerHelp
   }
 }
 
@@ -122,6 +126,8 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     case "runs-cancel":
     case "runs-resume":
     case "runs-verify":
+    case "serve":
+    case "worker":
       return (await import("./RunsCommand.js")).run(command, io)
   }
 }

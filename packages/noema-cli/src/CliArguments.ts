@@ -12,7 +12,15 @@ import { type PlanCommand, PlanUsageError, parsePlan, parseTasks } from "./PlanA
 import { type PolicyCheck, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
 import { parse as parseResources, type ResourcesCommand, ResourcesUsageError } from "./ResourcesArguments.js"
 import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
-import { parseRun, parseRuns, parseThreads, type RunsCommand, RunsUsageError } from "./RunsArguments.js"
+import {
+  parseRun,
+  parseRuns,
+  parseServe,
+  parseThreads,
+  parseWorker,
+  type RunsCommand,
+  RunsUsageError
+} from "./RunsArguments.js"
 
 export class UsageError extends Error {
   override readonly name = "UsageError"
@@ -32,6 +40,8 @@ export type HelpTopic =
   | "threads"
   | "run"
   | "runs"
+  | "serve"
+  | "worker"
 
 /** Options every command that touches sessions takes. */
 export interface StoreOptions {
@@ -117,6 +127,8 @@ const commands = [
   "threads",
   "run",
   "runs",
+  "serve",
+  "worker",
   "routine",
   "plan",
   "tasks",
@@ -295,7 +307,9 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
         topic === "tasks" ||
         topic === "threads" ||
         topic === "run" ||
-        topic === "runs"
+        topic === "runs" ||
+        topic === "serve" ||
+        topic === "worker"
           ? topic
           : "main"
     }
@@ -345,9 +359,19 @@ export const parseCommand = (args: ReadonlyArray<string>): Command => {
     case "threads":
     case "run":
     case "runs":
+    case "serve":
+    case "worker":
       try {
         const parsed =
-          first === "threads" ? parseThreads(rest) : first === "run" ? parseRun(rest) : parseRuns(rest)
+          first === "threads"
+            ? parseThreads(rest)
+            : first === "run"
+              ? parseRun(rest)
+              : first === "serve"
+                ? parseServe(rest)
+                : first === "worker"
+                  ? parseWorker(rest)
+                  : parseRuns(rest)
         return parsed === "help" ? { type: "help", topic: first } : parsed
       } catch (error) {
         throw error instanceof RunsUsageError ? new UsageError(error.message) : error

@@ -37,6 +37,8 @@ export type RunsCommand =
       readonly request: string
       readonly thread: string
       readonly pipeline: string | undefined
+      /** Only create the run: a worker (noema worker, noema serve) carries it on. */
+      readonly detach: boolean
     } & Common &
       Executing)
   | ({ readonly type: "runs-list"; readonly thread: string | undefined } & Common)
@@ -48,6 +50,21 @@ export type RunsCommand =
   | ({ readonly type: "runs-cancel"; readonly run: string; readonly reason: string | undefined } & Common)
   | ({ readonly type: "runs-resume"; readonly run: string | undefined } & Common & Executing)
   | ({ readonly type: "runs-verify"; readonly run: string } & Common)
+  | ({
+      readonly type: "serve"
+      readonly port: number
+      /** Whether this process also carries runs on (`--no-worker`: the panel only). */
+      readonly worker: boolean
+      readonly concurrency: number
+      readonly leaseTtl: string | undefined
+    } & Common &
+      Executing)
+  | ({
+      readonly type: "worker"
+      readonly concurrency: number
+      readonly leaseTtl: string | undefined
+    } & Common &
+      Executing)
 
 const options = {
   help: { type: "boolean", short: "h" },
@@ -64,7 +81,12 @@ const options = {
   "base-url": { type: "string" },
   "api-key": { type: "string" },
   api: { type: "string" },
-  "no-tools": { type: "boolean" }
+  "no-tools": { type: "boolean" },
+  port: { type: "string" },
+  "no-worker": { type: "boolean" },
+  concurrency: { type: "string" },
+  "lease-ttl": { type: "string" },
+  detach: { type: "boolean" }
 } as const
 
 type Values = ReturnType<typeof parseRaw>["values"]
@@ -144,7 +166,7 @@ export const parseThreads = (args: ReadonlyArray<string>): RunsCommand | "help" 
 export const parseRun = (args: ReadonlyArray<string>): RunsCommand | "help" => {
   const { values, positionals } = parseWith("run", args)
   if (values.help === true) return "help"
-  only("run", values, ["thread", "pipeline", ...model])
+  only("run", values, ["thread", "pipeline", "detach", ...model])
   const request = positionals.join(" ").trim()
   if (request === "") throw usage("run", 'missing the "request"')
   if (values.thread === undefined)
@@ -154,6 +176,7 @@ export const parseRun = (args: ReadonlyArray<string>): RunsCommand | "help" => {
     request,
     thread: values.thread,
     pipeline: values.pipeline,
+    detach: values.detach === true,
     ...commonOf(values),
     ...executingOf(values)
   }
@@ -221,6 +244,56 @@ export const parseRuns = (args: ReadonlyArray<string>): RunsCommand | "help" => 
   }
 }
 
+const integer = (
+  command: string,
+  flag: string,
+  text: string | undefined,
+  fallback: number,
+  min: number,
+  max: number
+) => {
+  if (text === undefined) return fallback
+  const value = Number(text)
+  if (!/^\d+$/.test(text.trim()) || value < min || value > max)
+    throw usage(command, `--${flag} must be a whole number from ${min} to ${max}, got "${text}"`)
+  return value
+}
+
+/** The port `noema serve` listens on unless told. */
+export const defaultPort = 7077
+
+/** `noema serve ...`. */
+export const parseServe = (args: ReadonlyArray<string>): RunsCommand | "help" => {
+  const { values, positionals } = parseWith("serve", args)
+  if (values.help === true) return "help"
+  only("serve", values, ["port", "no-worker", "concurrency", "lease-ttl", ...model])
+  if (positionals.length > 0) throw usage("serve", `unexpected argument "${positionals[0]}"`)
+  return {
+    type: "serve",
+    port: integer("serve", "port", values.port, defaultPort, 0, 65535),
+    worker: values["no-worker"] !== true,
+    concurrency: integer("serve", "concurrency", values.concurrency, 4, 1, 64),
+    leaseTtl: values["lease-ttl"],
+    ...commonOf(values),
+    ...executingOf(values)
+  }
+}
+
+/** `noema worker ...`. */
+export const parseWorker = (args: ReadonlyArray<string>): RunsCommand | "help" => {
+  const { values, positionals } = parseWith("worker", args)
+  if (values.help === true) return "help"
+  only("worker", values, ["concurrency", "lease-ttl", ...model])
+  if (positionals.length > 0) throw usage("worker", `unexpected argument "${positionals[0]}"`)
+  return {
+    type: "worker",
+    concurrency: integer("worker", "concurrency", values.concurrency, 4, 1, 64),
+    leaseTtl: values["lease-ttl"],
+    ...commonOf(values),
+    ...executingOf(values)
+  }
+}
+
 const storage = `      --workspace DIR     where runs write their files (env NOEMA_WORKSPACE;
                           default $NOEMA_HOME/workspace)
       --database DB       a SQLite file or postgres:// URL (env NOEMA_DATABASE_URL;
@@ -248,7 +321,7 @@ ${storage}
 export const runHelp = `noema run: a request in a thread becomes a run whose stages write files
 
 Usage
-  noema run "request" --thread THREAD [--pipeline FILE]
+  noema run "request" --thread THREAD [--pipeline FILE] [--detach]
 
 Each stage of the pipeline (a JSON or YAML file; default: brief, then result) runs an agent
 that writes artifacts under runs/<run_id>/stages/<nn>-<stage>/ in the workspace, hashed in
@@ -260,6 +333,8 @@ Options
   -t, --thread THREAD     the thread (noema threads create)
   -p, --pipeline FILE     the stages: { "name": ..., "stages": [{ "key", "instructions",
                           "tools": [...], "approval": true|false }] }
+      --detach            only create the run and print its id: a worker (noema worker,
+                          noema serve) carries it on
 ${modelOptions}
 ${storage}
 `
@@ -279,6 +354,49 @@ Usage
   noema runs verify RUN             re-hash every artifact against its manifest
 
 Options
+${modelOptions}
+${storage}
+`
+
+const workerOptions = `      --concurrency N     runs carried on at once (default 4)
+      --lease-ttl D       how long a run stays claimed by a process that stops answering,
+                          e.g. "15 seconds" (the default): on other machines, a dead
+                          worker's runs wait this long; on this one, none`
+
+export const serveHelp = `noema serve: the runs panel, a JSON HTTP API and a worker
+
+Usage
+  noema serve [--port N] [--no-worker]
+
+Listens on http://127.0.0.1:${defaultPort} (--port; 0 picks a free port): threads, their runs
+(status, times), stages (status, attempts, durations), artifacts (content and sha256) and
+the timeline, updated live; approve, reject, retry and cancel buttons; a JSON API under
+/api (see docs/runs.md) with live events at /api/events (Server-Sent Events). Unless
+--no-worker, this process also carries runs on, as noema worker does: on start it resumes
+runs whose process stopped. Ctrl-C stops it; runs under way are taken by the next worker.
+
+Options
+      --port N            the port (default ${defaultPort})
+      --no-worker         the panel only: other processes (noema worker) carry runs on
+${workerOptions}
+${modelOptions}
+${storage}
+`
+
+export const workerHelp = `noema worker: carry runs on, alongside other workers
+
+Usage
+  noema worker [--concurrency N]
+
+Takes every run that is running or queued and that no live process holds: runs created by
+noema run or the panel, approved or retried runs, and runs whose process died (they resume:
+completed stages are kept, the interrupted one gets a new attempt). With a PostgreSQL
+database (--database postgres://...) workers on several machines share the runs (they must
+share the workspace too, e.g. a network file system); a thread's runs stay one at a time
+across all of them. Ctrl-C stops it; runs under way are taken by the next worker.
+
+Options
+${workerOptions}
 ${modelOptions}
 ${storage}
 `

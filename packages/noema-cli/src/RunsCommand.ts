@@ -18,11 +18,13 @@ import {
   RunFiles,
   RunLease,
   type RunsStore,
+  Server,
   SqlRunsStore,
   Worker
 } from "@noema/runs"
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
+import { UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as Runtime from "./internal/runtime.js"
 import type { RunsCommand } from "./RunsArguments.js"
@@ -167,6 +169,16 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   const style = Terminal.styleFor(io.stdout, io.env)
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
   const json = command.json
+  const longRunning = command.type === "serve" || command.type === "worker"
+  let ttlMs: number | undefined
+  if (longRunning && command.leaseTtl !== undefined) {
+    const parsed = Duration.fromInput(command.leaseTtl as Duration.Input)
+    if (Option.isNone(parsed) || Duration.toMillis(parsed.value) < 1000)
+      throw new UsageError(
+        `noema ${command.type}: --lease-ttl needs a duration of at least a second, such as "15 seconds", got "${command.leaseTtl}"`
+      )
+    ttlMs = Duration.toMillis(parsed.value)
+  }
 
   const program = Effect.gen(function* () {
     const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
@@ -183,7 +195,9 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
           if (json) io.stdout.write(`${JSON.stringify({ run_id: view.runId, ...event })}\n`)
           else {
             const line = progressLine(style, view, event)
-            if (line !== undefined) io.stdout.write(`${line}\n`)
+            // A worker carries several runs on at once: each line says whose it is.
+            if (line !== undefined)
+              io.stdout.write(`${longRunning ? `${style.dim(view.runId)}  ` : ""}${line}\n`)
           }
         })
     })
@@ -235,8 +249,14 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
           threadId: command.thread,
           request: command.request,
           pipeline,
-          claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs }
+          ...(!command.detach && { claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs } })
         })
+        if (command.detach) {
+          yield* print(
+            json ? `${JSON.stringify({ run_id: created.runId, type: "RunQueued" })}\n` : `${created.runId}\n`
+          )
+          return 0
+        }
         if (json) yield* print(`${JSON.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
         else yield* print(`run ${created.runId}\n`)
         return yield* carryOn(created.runId, executor.execute(created.runId, pipeline))
@@ -290,6 +310,57 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         yield* executor.cancel(command.run, command.reason)
         return 0
       }
+      case "serve":
+      case "worker":
+        return yield* Effect.scoped(
+          Effect.gen(function* () {
+            const worker = yield* Worker.make({
+              store,
+              executor,
+              concurrency: command.concurrency,
+              lease: ttlMs === undefined ? {} : { ttlMs },
+              onStopped: (runId, exit) =>
+                Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+                  ? Effect.sync(() => {
+                      const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
+                      // Another worker was quicker: nothing to say.
+                      if (error?._tag === "RunBusy") return
+                      io.stderr.write(`noema: run ${runId} stopped: ${error?.message ?? String(error)}\n`)
+                    })
+                  : Effect.void
+            })
+            const carrying = command.type === "worker" || command.worker
+            if (command.type === "serve") {
+              const server = yield* Effect.acquireRelease(
+                Effect.tryPromise({
+                  try: () =>
+                    Server.start({
+                      store,
+                      executor,
+                      workspace,
+                      port: command.port,
+                      ...(carrying && { wake: worker.wake })
+                    }),
+                  catch: (error) =>
+                    new RunsCommandError(
+                      `cannot listen on 127.0.0.1:${command.port}: ${error instanceof Error ? error.message : String(error)}${/EADDRINUSE/.test(String(error)) ? " (another program uses the port: --port N)" : ""}`
+                    )
+                }),
+                (server) => Effect.promise(() => server.close())
+              )
+              yield* print(
+                json
+                  ? `${JSON.stringify({ url: server.url, worker: carrying, workspace, database: store.location })}\n`
+                  : `noema serve: ${server.url}  (${carrying ? "carrying runs on" : "panel only: noema worker carries runs on"}; Ctrl-C stops)\n`
+              )
+            } else if (!json)
+              yield* print(
+                `noema worker: carrying runs on from ${store.location}, ${command.concurrency} at a time (Ctrl-C stops)\n`
+              )
+            if (carrying) yield* Effect.forkScoped(worker.run)
+            return yield* Effect.never
+          })
+        )
       case "runs-resume": {
         /** One run: carried on (canceled when it stopped before its files were set up). */
         const resumeOne = (view: Run.RunView) =>
@@ -318,6 +389,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     executing ? undefined : []
   )
   if (Exit.isSuccess(exit)) return exit.value
+  if (Cause.hasInterruptsOnly(exit.cause) && longRunning) {
+    io.stderr.write(
+      `noema ${command.type}: stopped; runs under way are taken by the next worker (or noema runs resume)\n`
+    )
+    return 0
+  }
   if (Cause.hasInterruptsOnly(exit.cause)) {
     io.stderr.write("noema: interrupted; noema runs resume carries the run on\n")
     return 128 + (os.constants.signals[signalled ?? "SIGINT"] ?? 2)

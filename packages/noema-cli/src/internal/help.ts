@@ -39,6 +39,9 @@ Usage
   noema run "request" --thread T    a run: stages that write hashed files, shown as they go
   noema runs list|show|approve|reject|retry|cancel|resume|verify
                                     runs, their files and timeline
+  noema serve [--port N]            the runs panel (threads, runs, stages, artifacts, timeline,
+                                    live) and its JSON API, with a worker
+  noema worker                      carry runs on; several share the runs (PostgreSQL)
   noema routine run|status FILE     a work breakdown's goals: run them, show progress
   noema plan "request"              planned as a task tree, assistants elected by similarity,
                                     subtasks supervised and evaluated; the answer at the end

@@ -1,0 +1,135 @@
+/**
+ * `noema worker` processes sharing runs on PostgreSQL: one is killed with
+ * SIGKILL in the middle of a stage, the other finishes every run; each stage
+ * attempt runs once, and a thread's runs never overlap.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as path from "node:path"
+import { OpenAiTestServer } from "@noema/openai/testing"
+import { TestDatabase } from "@noema/testing-postgres"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.js"
+
+let home: string
+let server: OpenAiTestServer.TestServer
+let database: TestDatabase.TestDatabase
+const children: Array<ChildProcess> = []
+
+beforeAll(async () => {
+  home = makeHome()
+  server = await OpenAiTestServer.start()
+  database = await TestDatabase.make({ prefix: "noema_workers" })
+})
+afterAll(async () => {
+  for (const child of children) child.kill("SIGKILL")
+  await server.close()
+  await database?.drop()
+  removeHome(home)
+})
+
+interface RunJson {
+  readonly runId: string
+  readonly threadId: string
+  readonly status: string
+  readonly startedAt?: string
+  readonly finishedAt?: string
+  readonly stages: ReadonlyArray<{
+    readonly key: string
+    readonly status: string
+    readonly attempts: ReadonlyArray<{
+      readonly attempt: number
+      readonly status: string
+      readonly error?: { readonly error_code: string }
+    }>
+  }>
+}
+
+describe("noema worker on PostgreSQL", () => {
+  it("two workers share the runs; one killed mid-stage, the other finishes every run exactly once per attempt", async () => {
+    server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 300 }))
+    const env = { NOEMA_HOME: path.join(home, "workers") }
+    const storage = ["--database", database.url, "--workspace", path.join(home, "shared-workspace")]
+    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 30_000 })
+
+    const queued = (await cli(["threads", "create", "--queue", "enqueue"])).stdout.trim()
+    const other = (await cli(["threads", "create"])).stdout.trim()
+    const another = (await cli(["threads", "create"])).stdout.trim()
+    const runIds: Array<string> = []
+    for (const [thread, request] of [
+      [queued, "first in the queue"],
+      [queued, "second in the queue"],
+      [queued, "third in the queue"],
+      [other, "alone"],
+      [another, "alone too"]
+    ] as const) {
+      const created = await cli(["run", request, "--thread", thread, "--detach", ...model])
+      expect(created.code, created.stderr).toBe(0)
+      runIds.push(created.stdout.trim())
+    }
+
+    const start = (name: string) => {
+      const child = spawn(process.execPath, [binPath, "worker", "--concurrency", "2", ...storage, ...model], {
+        env: cleanEnv({ ...env, NO_COLOR: "1" }),
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      children.push(child)
+      const out = { name, child, stdout: "", stderr: "" }
+      child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+        out.stdout += chunk
+      })
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+        out.stderr += chunk
+      })
+      return out
+    }
+    const a = start("a")
+    // A stage under way in worker a, not finished: the moment to kill it.
+    const deadline = Date.now() + 20_000
+    while (!/▸ \d\d-/.test(a.stdout) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+    expect(a.stdout).toMatch(/▸ \d\d-/)
+    const b = start("b")
+    await new Promise((r) => setTimeout(r, 100))
+    a.child.kill("SIGKILL")
+    const killedAfter = a.stdout
+
+    let runs: ReadonlyArray<RunJson> = []
+    const finish = Date.now() + 60_000
+    while (Date.now() < finish) {
+      runs = JSON.parse((await cli(["runs", "list", "--json"])).stdout) as ReadonlyArray<RunJson>
+      if (runs.length === runIds.length && runs.every((run) => run.status === "completed")) break
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    b.child.kill("SIGTERM")
+    expect(
+      runs.map((run) => run.status),
+      `worker a:\n${killedAfter}\nworker b:\n${b.stdout}\n${b.stderr}`
+    ).toEqual(runIds.map(() => "completed"))
+
+    // Every stage completed once; an attempt cut off by the kill is recorded interrupted.
+    let interrupted = 0
+    for (const run of runs)
+      for (const stage of run.stages) {
+        expect(stage.attempts.filter((attempt) => attempt.status === "completed")).toHaveLength(1)
+        expect(stage.attempts.at(-1)?.status).toBe("completed")
+        for (const attempt of stage.attempts.slice(0, -1)) {
+          expect(attempt.error?.error_code).toBe("interrupted")
+          interrupted++
+        }
+      }
+    expect(interrupted).toBeGreaterThanOrEqual(1)
+    // Worker b took over what a was doing.
+    expect(b.stdout).toMatch(/\(attempt 2\)/)
+
+    // A thread's runs one after another, in their order.
+    const inQueue = runs.filter((run) => run.threadId === queued).reverse()
+    expect(inQueue).toHaveLength(3)
+    for (let n = 1; n < inQueue.length; n++)
+      expect(inQueue[n]!.startedAt! >= inQueue[n - 1]!.finishedAt!).toBe(true)
+
+    for (const runId of runIds) {
+      const verified = await cli(["runs", "verify", runId])
+      expect(verified.code, verified.stdout).toBe(0)
+    }
+  }, 120_000)
+})
