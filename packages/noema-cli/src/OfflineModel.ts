@@ -338,13 +338,61 @@ const taskPlanner = (request: ChatModel.ChatRequest, asked: string): Decision | 
   return undefined
 }
 
+/**
+ * A stage of a run (`@noema/runs`: the stage agent has `write_artifact`): one Markdown
+ * artifact, named as the instructions say ("... as brief.md") or after the stage, holding
+ * the request, the stage's instructions and what earlier stages made; then a line saying
+ * so. Honest about being the offline model: the form is right, the content is not thought.
+ */
+const runStage = (
+  request: ChatModel.ChatRequest,
+  messages: ReadonlyArray<Message.Message>,
+  asked: string
+): Decision | undefined => {
+  if (!(request.tools ?? []).some((tool) => tool.name === "write_artifact")) return undefined
+  const last = messages[messages.length - 1]
+  // The tool's own report ("Wrote brief.md (181 bytes, sha256 ...)", or why it refused).
+  if (last?.role === "tool") return { type: "text", text: Message.text(last) }
+  const system = messages.find((message) => message.role === "system")
+  const instructions = system === undefined ? "" : Message.text(system).trim()
+  const [requested = "", earlierText = ""] = asked.split(/\n\nEarlier stages:\n/)
+  const name = /\bas ([\w.-]+\.(?:md|markdown|txt|json))\b/i.exec(instructions)?.[1] ?? "notes.md"
+  const earlier = [...earlierText.matchAll(/^## (\S+)\n([^\n]*)/gm)].map(
+    (match) => `- ${match[1]}: ${shorten(match[2] ?? "", 140)}`
+  )
+  const content = [
+    `# ${shorten(requested.trim() || "The request", 80)}`,
+    "",
+    `**Stage instructions:** ${instructions || "(none)"}`,
+    "",
+    `**Request:** ${requested.trim()}`,
+    ...(earlier.length === 0 ? [] : ["", "**From earlier stages:**", ...earlier]),
+    "",
+    "_Written by noema's offline model, which follows a stage's form but does not think about its content: configure a model (noema --help) for real work._",
+    ""
+  ].join("\n")
+  return /\.json$/i.test(name)
+    ? {
+        type: "tool-call",
+        name: "write_artifact",
+        arguments: {
+          path: name,
+          content: `${JSON.stringify({ request: requested.trim(), instructions, earlier }, null, 2)}\n`
+        }
+      }
+    : { type: "tool-call", name: "write_artifact", arguments: { path: name, content } }
+}
+
 /** The offline model's whole behaviour: a pure function of the request. */
 export const decide = (request: ChatModel.ChatRequest): Decision => {
   const messages = Array.from(request.messages)
   // What the workflows work from: the last user message.
   const lastAsked = messages.findLast((message) => message.role === "user")
   const asked = lastAsked === undefined ? "" : Message.text(lastAsked)
-  const workflow = planWorkflow(request, messages, asked) ?? taskPlanner(request, asked)
+  const workflow =
+    planWorkflow(request, messages, asked) ??
+    taskPlanner(request, asked) ??
+    runStage(request, messages, asked)
   if (workflow !== undefined) return workflow
   const available = new Set((request.tools ?? []).map((tool) => tool.name))
   let lastUser = -1

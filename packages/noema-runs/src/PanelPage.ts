@@ -15,12 +15,13 @@ export const page = `<!doctype html>
   :root { --bg: #f7f7f5; --panel: #fff; --line: #e2e2de; --text: #1d1d1b; --dim: #6b6b66; --accent: #3552c8;
     --ok: #1f7a3a; --bad: #b3261e; --wait: #9a6a00; --run: #3552c8; }
   * { box-sizing: border-box; }
+  [hidden] { display: none !important; }
   body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--text); }
   header { display: flex; align-items: center; gap: 12px; padding: 10px 18px; border-bottom: 1px solid var(--line); background: var(--panel); }
   header h1 { font-size: 16px; margin: 0; }
   #live { font-size: 12px; color: var(--dim); }
-  #live.on::before { content: "● "; color: var(--ok); }
-  #live.off::before { content: "● "; color: var(--bad); }
+  #live::before { content: ""; display: inline-block; width: 8px; height: 8px; border-radius: 50%; margin-right: 6px; background: var(--bad); }
+  #live.on::before { background: var(--ok); }
   main { display: grid; grid-template-columns: 260px 360px 1fr; gap: 12px; padding: 12px; align-items: start; }
   section { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: 12px; min-width: 0; }
   h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: var(--dim); margin: 0 0 8px; }
@@ -210,7 +211,7 @@ function showArtifact(run, stage, attempt, artifact) {
       $("artifact").hidden = false;
       $("artifact-title").textContent = String(stage.position).padStart(2, "0") + "-" + stage.key + " / attempt " + attempt.attempt + " / " + artifact.path;
       $("artifact-sha").textContent = artifact.sha256;
-      $("artifact-check").textContent = matches ? "✓ matches the file" : "✗ the file differs";
+      $("artifact-check").textContent = matches ? "matches the file" : "differs from the file on disk";
       $("artifact-check").className = matches ? "s-completed" : "error";
       $("artifact-content").textContent = text;
     });
@@ -249,7 +250,7 @@ function renderRun(detail) {
         links.appendChild(el("div", {}, [link]));
       });
       var row = el("tr", { "data-stage": name, "data-attempt": attempt ? String(attempt.attempt) : "0" }, [
-        el("td", { className: "mono", text: index === 0 ? name + (stage.needsApproval ? (stage.approved ? " ☑" : " ⏸") : "") : "" }),
+        el("td", { className: "mono", text: index === 0 ? name + (stage.needsApproval ? (stage.approved ? " · approved" : " · needs approval") : "") : "" }),
         el("td", {}, [badge(attempt ? (index === attempts.length - 1 ? stage.status : attempt.status) : stage.status)]),
         el("td", { text: attempt ? String(attempt.attempt) : "" }),
         el("td", { text: attempt ? duration(attempt.startedAt, attempt.finishedAt) : "" }),
@@ -301,9 +302,10 @@ document.querySelectorAll("[data-action]").forEach(function (button) {
     notice("");
     if (action === "verify") {
       api("GET", "/api/runs/" + encodeURIComponent(run) + "/verify").then(function (report) {
+        $("verify").className = report.ok ? "mono s-completed" : "mono error";
         $("verify").textContent = report.ok
-          ? "✓ " + report.artifacts + " artifacts in " + report.checked.length + " stage directories match their manifests"
-          : "✗ " + report.problems.map(function (p) { return p.stage + "/" + p.path + ": " + p.problem; }).join("; ");
+          ? "verified: " + report.artifacts + " artifacts in " + report.checked.length + " stage directories match their manifests"
+          : "problems: " + report.problems.map(function (p) { return p.stage + "/" + p.path + ": " + p.problem; }).join("; ");
       }).catch(function (error) { notice(error.message); });
       return;
     }

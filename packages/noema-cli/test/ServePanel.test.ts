@@ -1,0 +1,198 @@
+/**
+ * `noema serve` in a real headless Chromium (from @sparticuz/chromium, driven by
+ * playwright-core): the panel shows threads, runs, stages, artifacts and the
+ * timeline, follows runs made by other processes live (SSE), and its buttons
+ * approve, reject, retry and cancel. One browser for the whole file.
+ * NOEMA_PANEL_SCREENSHOT=FILE saves a screenshot of the panel (the docs' picture).
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as path from "node:path"
+import type { Browser, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.js"
+
+let home: string
+let serve: ChildProcess
+let url: string
+let browser: Browser
+let serveOutput = ""
+const env = () => ({ NOEMA_HOME: path.join(home, "panel") })
+
+beforeAll(async () => {
+  home = makeHome()
+  serve = spawn(process.execPath, [binPath, "serve", "--port", "0", "--json"], {
+    env: cleanEnv({ ...env(), NO_COLOR: "1" }),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`noema serve did not start: ${serveOutput}`)), 20_000)
+    serve.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+      serveOutput += chunk
+      const line = serveOutput.split("\n")[0] ?? ""
+      if (serveOutput.includes("\n")) {
+        clearTimeout(timer)
+        resolve((JSON.parse(line) as { url: string }).url)
+      }
+    })
+    serve.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+      serveOutput += chunk
+    })
+    serve.on("exit", (code) => reject(new Error(`noema serve exited with ${code}: ${serveOutput}`)))
+  })
+  // Before the import: @sparticuz/chromium then unpacks its own libraries and fonts.
+  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
+  const chromium = (await import("@sparticuz/chromium")).default
+  const { chromium: playwright } = await import("playwright-core")
+  browser = await playwright.launch({
+    executablePath: await chromium.executablePath(),
+    args: [],
+    headless: true
+  })
+}, 60_000)
+
+afterAll(async () => {
+  await browser?.close()
+  serve?.kill("SIGTERM")
+  removeHome(home)
+})
+
+const openPanel = async (hash = ""): Promise<Page> => {
+  const page = await browser.newPage({ viewport: { width: 1360, height: 860 } })
+  const problems: Array<string> = []
+  page.on("pageerror", (error) => problems.push(error.message))
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(message.text())
+  })
+  await page.goto(`${url}/${hash}`)
+  await page.waitForSelector("#live.on")
+  ;(page as Page & { problems?: Array<string> }).problems = problems
+  return page
+}
+
+const problemsOf = (page: Page) => (page as Page & { problems?: Array<string> }).problems ?? []
+
+const gated = JSON.stringify({
+  name: "gated",
+  stages: [
+    { key: "draft", instructions: "Draft it." },
+    { key: "publish", instructions: "Publish it.", approval: true }
+  ]
+})
+
+const statusIs = (page: Page, status: string) =>
+  page.waitForSelector(`#run-status[data-status="${status}"]`, { timeout: 15_000 })
+
+describe("noema serve: the runs panel in Chromium", () => {
+  it("create a thread and a run, approve it, read an artifact and its sha256, verify", async () => {
+    const page = await openPanel()
+    await page.fill('#new-thread input[name="title"]', "Tea notes")
+    await page.selectOption('#new-thread select[name="queue_policy"]', "enqueue")
+    await page.click('#new-thread button[type="submit"]')
+    await page.waitForSelector("#threads li.selected")
+    expect(await page.textContent("#threads li.selected")).toContain("Tea notes")
+
+    await page.fill('#new-run textarea[name="request"]', "Write a short note about green tea")
+    await page.click("#new-run summary")
+    await page.fill('#new-run textarea[name="pipeline"]', gated)
+    await page.click('#new-run button[type="submit"]')
+    await statusIs(page, "waiting_approval")
+    expect(await page.isEnabled('[data-action="approve"]')).toBe(true)
+    expect(await page.isEnabled('[data-action="retry"]')).toBe(false)
+    expect(await page.textContent('tr[data-stage="01-draft"]')).toContain("completed")
+    expect(await page.textContent('tr[data-stage="02-publish"]')).toContain("waiting approval")
+
+    await page.click('[data-action="approve"]')
+    await statusIs(page, "completed")
+    await page.waitForSelector('#timeline li[data-type="RunCompleted"]')
+    const types = await page.$$eval("#timeline li", (items) =>
+      items.map((item) => item.getAttribute("data-type"))
+    )
+    expect(types).toEqual([
+      "RunQueued",
+      "RunStarted",
+      "StageStarted",
+      "ArtifactPublished",
+      "StageCompleted",
+      "ApprovalRequested",
+      "ApprovalGranted",
+      "StageStarted",
+      "ArtifactPublished",
+      "StageCompleted",
+      "RunCompleted"
+    ])
+
+    const runId = (await page.textContent("#run-id"))?.trim() ?? ""
+    const detail = (await (await fetch(`${url}/api/runs/${runId}`)).json()) as {
+      run: { stages: Array<{ attempts: Array<{ artifacts: Array<{ path: string; sha256: string }> }> }> }
+    }
+    const artifact = detail.run.stages[1]!.attempts[0]!.artifacts[0]!
+    await page.click(`a[data-artifact="2/1/${artifact.path}"]`)
+    await expect.poll(() => page.textContent("#artifact-content")).not.toBe("")
+    expect(await page.textContent("#artifact-sha")).toBe(artifact.sha256)
+    expect(await page.textContent("#artifact-check")).toBe("matches the file")
+    const served = await (
+      await fetch(`${url}/api/runs/${runId}/stages/2/attempts/1/artifacts/${artifact.path}`)
+    ).text()
+    expect(await page.textContent("#artifact-content")).toBe(served)
+
+    await page.click('[data-action="verify"]')
+    await expect.poll(() => page.textContent("#verify")).toMatch(/^verified: /)
+    expect(await page.textContent("#verify")).toMatch(/^verified: 2 artifacts in 2 stage directories match/)
+
+    if (process.env.NOEMA_PANEL_SCREENSHOT !== undefined)
+      await page.screenshot({ path: process.env.NOEMA_PANEL_SCREENSHOT, fullPage: true })
+    expect(problemsOf(page)).toEqual([])
+    await page.close()
+  }, 60_000)
+
+  it("a run made by another process appears and progresses live, without a reload", async () => {
+    const thread = (await runCli(["threads", "create", "--title", "live"], { env: env() })).stdout.trim()
+    const page = await openPanel(`#thread=${thread}`)
+    await page.waitForSelector("#runs li.empty")
+    // Set on this page; a reload would lose it.
+    await page.evaluate(() => {
+      ;(globalThis as { marker?: number }).marker = 42
+    })
+    const made = await runCli(["run", "Write a line about rain", "--thread", thread, "--detach"], {
+      env: env()
+    })
+    expect(made.code, made.stderr).toBe(0)
+    const runId = made.stdout.trim()
+    await page.waitForSelector(`#runs li[data-run-id="${runId}"][data-status="completed"]`, {
+      timeout: 15_000
+    })
+    expect(await page.evaluate(() => (globalThis as { marker?: number }).marker)).toBe(42)
+    expect(Number(await page.getAttribute("body", "data-cursor"))).toBeGreaterThan(0)
+    expect(problemsOf(page)).toEqual([])
+    await page.close()
+  }, 60_000)
+
+  it("reject (with a reason), retry asks again, cancel ends the run; a closed thread offers no new run", async () => {
+    const thread = (await runCli(["threads", "create", "--title", "gates"], { env: env() })).stdout.trim()
+    const created = await fetch(`${url}/api/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ thread_id: thread, request: "a gated note", pipeline: JSON.parse(gated) })
+    })
+    const runId = ((await created.json()) as { runId: string }).runId
+    const page = await openPanel(`#thread=${thread}&run=${runId}`)
+    await statusIs(page, "waiting_approval")
+    page.once("dialog", (dialog) => void dialog.accept("the draft is too long"))
+    await page.click('[data-action="reject"]')
+    await statusIs(page, "failed")
+    expect(await page.textContent("#run-error")).toBe("approval_rejected: the draft is too long (retryable)")
+    await page.click('[data-action="retry"]')
+    await statusIs(page, "waiting_approval")
+    await page.click('[data-action="cancel"]')
+    await statusIs(page, "canceled")
+    for (const action of ["approve", "reject", "retry", "cancel"])
+      expect(await page.isEnabled(`[data-action="${action}"]`)).toBe(false)
+    // A closed thread takes no new runs: the form is gone.
+    await runCli(["threads", "close", thread], { env: env() })
+    await page.reload()
+    await page.waitForSelector("#live.on")
+    expect(await page.isHidden("#new-run")).toBe(true)
+    expect(problemsOf(page)).toEqual([])
+    await page.close()
+  }, 60_000)
+})
