@@ -169,6 +169,40 @@ const notifier = [
   "If nothing needs to be said, do not call it."
 ].join(" ")
 
+/**
+ * The planning step alone: the plan (goal, pending steps) the workflow would start from for
+ * this conversation, with the same instructions, Schema and repair round. For orchestrators
+ * that carry the steps out themselves (a run's stages in `@noema/runs`).
+ */
+export const draftPlan = (
+  context: ConversationContext.ConversationContext,
+  model: ChatModel.Service,
+  options: Pick<Options<ReadonlyArray<Tool.Any<unknown>>>, "outputMode" | "maxRepairs"> = {}
+): Effect.Effect<Plan, StructuredOutput.StructuredOutputError | ChatModel.ChatModelError> =>
+  Effect.map(
+    StructuredOutput.generate(model, {
+      schema: Draft,
+      name: "plan",
+      messages: ConversationContext.concat(
+        [Message.system(planner)],
+        ConversationContext.withoutSystem(context),
+        [Message.system("Write the plan now.")]
+      ),
+      ...(options.outputMode !== undefined && { mode: options.outputMode }),
+      maxRepairs: options.maxRepairs ?? 1
+    }),
+    (draft): Plan => ({
+      goal: draft.goal,
+      steps: draft.steps.map((step, index) => ({
+        id: index + 1,
+        title: step.title,
+        detail: step.detail,
+        status: "pending"
+      })),
+      replans: 0
+    })
+  )
+
 // ---------------------------------------------------------------------------
 // The workflow
 // ---------------------------------------------------------------------------
@@ -227,7 +261,14 @@ class Run<R> {
       ),
       ...(this.agent.outputMode !== undefined && { mode: this.agent.outputMode }),
       maxRepairs: this.agent.maxRepairs
-    }).pipe(
+    }).pipe((effect) => this.asAgentError(effect))
+  }
+
+  /** A planning call's failure as the agent's. */
+  asAgentError<A>(
+    effect: Effect.Effect<A, StructuredOutput.StructuredOutputError | ChatModel.ChatModelError>
+  ): Effect.Effect<A, Agent.AgentError> {
+    return effect.pipe(
       Effect.catchTags({
         StructuredOutputError: (error) => Effect.fail(this.failed(error)),
         ChatModelError: (error) => Effect.fail(this.modelFailed(error))
@@ -299,8 +340,14 @@ class Run<R> {
   /** The whole workflow; ends with the final plan emitted and the message to the user, if any. */
   program(): Effect.Effect<void, Agent.AgentError, R> {
     return Effect.gen({ self: this }, function* (this: Run<R>) {
-      const draft = yield* this.decide(Draft, "plan", planner, "Write the plan now.")
-      yield* this.setPlan({ goal: draft.goal, steps: this.newSteps(draft.steps), replans: 0 })
+      const plan = yield* this.asAgentError(
+        draftPlan(this.context, this.model, {
+          ...(this.agent.outputMode !== undefined && { outputMode: this.agent.outputMode }),
+          maxRepairs: this.agent.maxRepairs
+        })
+      )
+      this.nextId = plan.steps.length + 1
+      yield* this.setPlan(plan)
       let executed = 0
       let failedInARow = 0
       let stopReason: StopReason = "finished"

@@ -39,6 +39,9 @@ export type RunsCommand =
       readonly pipeline: string | undefined
       /** Only create the run: a worker (noema worker, noema serve) carries it on. */
       readonly detach: boolean
+      /** `--plan`: the stages come from the model's plan (PlanAgent), with `approve` on them. */
+      readonly plan: boolean
+      readonly approve: "none" | "first" | "all"
     } & Common &
       Executing)
   | ({ readonly type: "runs-list"; readonly thread: string | undefined } & Common)
@@ -86,7 +89,9 @@ const options = {
   "no-worker": { type: "boolean" },
   concurrency: { type: "string" },
   "lease-ttl": { type: "string" },
-  detach: { type: "boolean" }
+  detach: { type: "boolean" },
+  plan: { type: "boolean" },
+  approve: { type: "string" }
 } as const
 
 type Values = ReturnType<typeof parseRaw>["values"]
@@ -166,17 +171,26 @@ export const parseThreads = (args: ReadonlyArray<string>): RunsCommand | "help" 
 export const parseRun = (args: ReadonlyArray<string>): RunsCommand | "help" => {
   const { values, positionals } = parseWith("run", args)
   if (values.help === true) return "help"
-  only("run", values, ["thread", "pipeline", "detach", ...model])
+  only("run", values, ["thread", "pipeline", "detach", "plan", "approve", ...model])
   const request = positionals.join(" ").trim()
   if (request === "") throw usage("run", 'missing the "request"')
   if (values.thread === undefined)
     throw usage("run", "missing --thread THREAD (noema threads create makes one)")
+  if (values.plan === true && values.pipeline !== undefined)
+    throw usage("run", "--plan and --pipeline both choose the stages: give one")
+  if (values.approve !== undefined && values.plan !== true)
+    throw usage("run", "--approve goes with --plan (a pipeline file says which stages need approval)")
+  const approve = values.approve ?? "none"
+  if (approve !== "none" && approve !== "first" && approve !== "all")
+    throw usage("run", `--approve must be none, first or all, got "${approve}"`)
   return {
     type: "run",
     request,
     thread: values.thread,
     pipeline: values.pipeline,
     detach: values.detach === true,
+    plan: values.plan === true,
+    approve,
     ...commonOf(values),
     ...executingOf(values)
   }
@@ -321,7 +335,7 @@ ${storage}
 export const runHelp = `noema run: a request in a thread becomes a run whose stages write files
 
 Usage
-  noema run "request" --thread THREAD [--pipeline FILE] [--detach]
+  noema run "request" --thread THREAD [--pipeline FILE | --plan] [--detach]
 
 Each stage of the pipeline (a JSON or YAML file; default: brief, then result) runs an agent
 that writes artifacts under runs/<run_id>/stages/<nn>-<stage>/ in the workspace, hashed in
@@ -333,6 +347,9 @@ Options
   -t, --thread THREAD     the thread (noema threads create)
   -p, --pipeline FILE     the stages: { "name": ..., "stages": [{ "key", "instructions",
                           "tools": [...], "approval": true|false }] }
+      --plan              the model plans the stages (PlanAgent's plan: one stage per step);
+                          the plan is kept in run.json like a pipeline
+      --approve WHICH     with --plan: none (default), first or all stages wait for approval
       --detach            only create the run and print its id: a worker (noema worker,
                           noema serve) carries it on
 ${modelOptions}

@@ -14,7 +14,8 @@ import type { ChatModel } from "@noema/core"
 import {
   Executor,
   Pipeline,
-  type Run,
+  PlanPipeline,
+  Run,
   RunFiles,
   RunLease,
   type RunsStore,
@@ -184,11 +185,14 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
     /** Runs this process canceled (its progress said so already). */
     const canceledHere = new Set<string>()
+    const tools = executing && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : []
+    /** What a planned stage may use besides write_artifact. */
+    const toolNames = tools.map((tool) => tool.name)
     const executor = Executor.make({
       store,
       workspace,
       model: model!,
-      tools: executing && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : [],
+      tools,
       onEvent: (view, event) =>
         Effect.sync(() => {
           if (event.type === "RunCanceled") canceledHere.add(view.runId)
@@ -245,10 +249,34 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         return 0
       }
       case "run": {
+        let stages = pipeline
+        if (command.plan) {
+          // Refused before the model is asked: a closed or unknown thread.
+          const thread = yield* store.getThread(command.thread)
+          if (thread.status === "closed")
+            return yield* Effect.fail(new Run.ThreadClosed({ threadId: thread.id }))
+          stages = yield* PlanPipeline.plan(command.request, model!, {
+            tools: toolNames,
+            approval: command.approve
+          }).pipe(
+            Effect.mapError(
+              (error) => new RunsCommandError(`the model could not plan the stages: ${error.message}`)
+            )
+          )
+          if (!json)
+            yield* print(
+              `planned ${stages.stages.length} stage${stages.stages.length === 1 ? "" : "s"}: ${stages.stages
+                .map(
+                  (stage, index) =>
+                    `${String(index + 1).padStart(2, "0")}-${stage.key}${stage.approval ? " (approval)" : ""}`
+                )
+                .join(", ")}\n`
+            )
+        }
         const created = yield* executor.create({
           threadId: command.thread,
           request: command.request,
-          pipeline,
+          pipeline: stages,
           ...(!command.detach && { claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs } })
         })
         if (command.detach) {
@@ -259,7 +287,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         }
         if (json) yield* print(`${JSON.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
         else yield* print(`run ${created.runId}\n`)
-        return yield* carryOn(created.runId, executor.execute(created.runId, pipeline))
+        return yield* carryOn(created.runId, executor.execute(created.runId, stages))
       }
       case "runs-list": {
         const runs = [
@@ -339,6 +367,8 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
                       executor,
                       workspace,
                       port: command.port,
+                      plan: (request, approval) =>
+                        PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
                       ...(carrying && { wake: worker.wake })
                     }),
                   catch: (error) =>

@@ -188,6 +188,73 @@ describe("noema threads, run and runs (offline model)", () => {
   })
 })
 
+describe("noema run --plan: the stages from the model's plan", () => {
+  it("one stage per planned step, the first waiting for approval; the plan is kept in run.json", async () => {
+    const env = envFor("planned")
+    server.setFallback((request) => {
+      const body = request.body as { response_format?: { json_schema?: { name?: string } } }
+      return body.response_format?.json_schema?.name === "plan"
+        ? {
+            type: "text",
+            text: JSON.stringify({
+              thoughts: "two parts",
+              goal: "A poem and its translation",
+              steps: [
+                { title: "Write the poem", detail: "Four lines about tea." },
+                { title: "Translate to French", detail: "Keep the rhythm." }
+              ]
+            })
+          }
+        : { type: "text", text: "done" }
+    })
+    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
+    const planned = await runCli(
+      [
+        "run",
+        "A poem about tea, then in French",
+        "--thread",
+        thread,
+        "--plan",
+        "--approve",
+        "first",
+        ...model
+      ],
+      { env }
+    )
+    assert.equal(planned.code, 4, planned.stderr)
+    assert.match(
+      planned.stdout,
+      /^planned 2 stages: 01-write-the-poem \(approval\), 02-translate-to-french\n/
+    )
+    const runId = runIdOf(planned.stdout)
+    const runJson = JSON.parse(
+      fs.readFileSync(path.join(home, "planned", "workspace", "runs", runId, "run.json"), "utf8")
+    )
+    assert.equal(runJson.pipeline, "plan")
+    assert.deepEqual(
+      runJson.pipeline_definition.stages.map((s: { key: string; approval: boolean }) => [s.key, s.approval]),
+      [
+        ["write-the-poem", true],
+        ["translate-to-french", false]
+      ]
+    )
+    const approved = await runCli(["runs", "approve", runId, ...model], { env })
+    assert.equal(approved.code, 0, approved.stderr)
+    assert.match(approved.stdout, /✓ 02-translate-to-french/)
+    // The plan was asked once: approving carried the stored stages on.
+    const planCalls = server.requests.filter(
+      (r) =>
+        (r.body as { response_format?: { json_schema?: { name?: string } } }).response_format?.json_schema
+          ?.name === "plan"
+    )
+    assert.equal(planCalls.length, 1)
+    const refused = await runCli(["run", "x", "--thread", thread, "--plan", "--pipeline", "p.json"], { env })
+    assert.equal(refused.code, 2)
+    assert.match(refused.stderr, /--plan and --pipeline both choose the stages/)
+  })
+})
+
 describe("noema run killed with SIGKILL in the middle of a stage", () => {
   it("runs resume completes it: completed stages are not run again, no manifest describes a partial attempt", async () => {
     const env = envFor("killed")

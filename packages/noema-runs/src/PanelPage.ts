@@ -80,6 +80,7 @@ export const page = `<!doctype html>
     <ul id="runs" class="list"></ul>
     <form id="new-run" hidden>
       <textarea name="request" placeholder="What should the run produce?" aria-label="request"></textarea>
+      <label class="dim"><input type="checkbox" name="plan" style="width:auto"> let the model plan the stages</label>
       <details><summary class="dim">pipeline (JSON, optional)</summary>
         <textarea name="pipeline" class="mono" placeholder='{"name":"p","stages":[{"key":"draft","instructions":"Write it.","approval":true}]}' aria-label="pipeline"></textarea>
       </details>
@@ -334,7 +335,8 @@ $("new-run").addEventListener("submit", function (event) {
   event.preventDefault();
   var form = event.target;
   var body = { thread_id: state.thread, request: form.request.value };
-  if (form.pipeline.value.trim()) {
+  if (form.plan.checked) body.plan = true;
+  else if (form.pipeline.value.trim()) {
     try { body.pipeline = JSON.parse(form.pipeline.value); } catch (error) { notice("The pipeline is not JSON: " + error.message); return; }
   }
   notice("");

@@ -7,6 +7,8 @@
  *     POST /api/threads/:id/close
  *     GET  /api/runs[?thread=ID]                runs, newest first
  *     POST /api/runs                            { thread_id, request, pipeline? }  -> 201 run
+ *                                               or { thread_id, request, plan: true, approve?: "none"|"first"|"all" }:
+ *                                               the stages from the model's plan (PlanPipeline)
  *     GET  /api/runs/:id                        { run, events }
  *     GET  /api/runs/:id/verify                 the artifacts re-hashed against their manifests
  *     GET  /api/runs/:id/stages/:position/attempts/:attempt/artifacts/<path>
@@ -30,6 +32,7 @@ import { Cause, Effect, Exit } from "effect"
 import type { Executor } from "./Executor.js"
 import { page } from "./PanelPage.js"
 import * as Pipeline from "./Pipeline.js"
+import type * as PlanPipeline from "./PlanPipeline.js"
 import type { Event } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
 import type { Service as Store } from "./RunsStore.js"
@@ -44,6 +47,11 @@ export interface Options {
   readonly host?: string
   /** Told when a run may be carried on (a new run, an approval, a retry). */
   readonly wake?: () => void
+  /** Plans a request's stages (`"plan": true`); without it such a request is refused. */
+  readonly plan?: (
+    request: string,
+    approval: PlanPipeline.Approval
+  ) => Effect.Effect<Pipeline.Pipeline, unknown>
   /** How often the store's feed is read for live updates. Default 250 ms. */
   readonly feedPollMs?: number
 }
@@ -148,6 +156,7 @@ export const start = (options: Options): Promise<Server> => {
     const exit = await Effect.runPromiseExit(effect)
     if (Exit.isSuccess(exit)) return exit.value
     const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
+    if (error instanceof HttpError) throw error
     const status = error?._tag === undefined ? 500 : (statusOf[error._tag] ?? 500)
     if (error?._tag === "FileError" && /ENOENT/.test(error.message ?? ""))
       throw new HttpError(404, "NotFound", error.message ?? "not found")
@@ -255,8 +264,33 @@ export const start = (options: Options): Promise<Server> => {
         const threadId = requiredString(body, "thread_id")
         const text = requiredString(body, "request")
         const definition = field(body, "pipeline")
-        const pipeline =
-          definition === undefined || definition === null
+        const planned = field(body, "plan") === true
+        const approve = optionalString(body, "approve") ?? "none"
+        if (approve !== "none" && approve !== "first" && approve !== "all")
+          throw new HttpError(400, "InvalidInput", 'approve must be "none", "first" or "all"')
+        if (planned && definition !== undefined && definition !== null)
+          throw new HttpError(400, "InvalidInput", "plan and pipeline both choose the stages: give one")
+        if (planned && options.plan === undefined)
+          throw new HttpError(400, "InvalidInput", "this server cannot plan stages (no model)")
+        if (planned) {
+          // A closed or unknown thread is refused before the model is asked.
+          const thread = await run(store.getThread(threadId))
+          if (thread.status === "closed")
+            throw new HttpError(409, "ThreadClosed", `Thread ${threadId} is closed: it takes no new runs`)
+        }
+        const pipeline = planned
+          ? await run(
+              Effect.mapError(
+                (options.plan as NonNullable<Options["plan"]>)(text, approve),
+                (error) =>
+                  new HttpError(
+                    502,
+                    "PlanFailed",
+                    `the model could not plan the stages: ${(error as { message?: string })?.message ?? String(error)}`
+                  )
+              )
+            )
+          : definition === undefined || definition === null
             ? Pipeline.defaultPipeline
             : await run(Pipeline.decode(definition, "the pipeline"))
         const created = await run(executor.create({ threadId, request: text, pipeline }))

@@ -5,6 +5,7 @@
  */
 export * as Executor from "./Executor.js"
 export * as Pipeline from "./Pipeline.js"
+export * as PlanPipeline from "./PlanPipeline.js"
 export * as Run from "./Run.js"
 export * as RunFiles from "./RunFiles.js"
 export * as RunLease from "./RunLease.js"

@@ -6,6 +6,7 @@ import { ScriptedChatModel } from "@noema/core/testing"
 import { Effect, Exit, Fiber, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Executor from "../src/Executor.js"
+import * as PlanPipeline from "../src/PlanPipeline.js"
 import type { RunView, Thread } from "../src/Run.js"
 import * as RunFiles from "../src/RunFiles.js"
 import * as RunsStore from "../src/RunsStore.js"
@@ -24,17 +25,26 @@ beforeAll(async () => {
   store = await Effect.runPromise(RunsStore.makeMemory())
   const model = ScriptedChatModel.make({
     fallback: (request) =>
-      request.request.tools?.some((tool) => tool.name === "write_artifact") &&
-      !request.messages.some((m) => m.role === "tool")
-        ? {
-            toolCalls: [
-              {
-                name: "write_artifact",
-                arguments: { path: "note.md", content: "# Note\n\nmade by a stage\n" }
-              }
+      request.request.responseFormat?.type === "json-schema" && request.request.responseFormat.name === "plan"
+        ? JSON.stringify({
+            thoughts: "t",
+            goal: "a planned note",
+            steps: [
+              { title: "Collect", detail: "the facts" },
+              { title: "Write", detail: "the note" }
             ]
-          }
-        : "done"
+          })
+        : request.request.tools?.some((tool) => tool.name === "write_artifact") &&
+            !request.messages.some((m) => m.role === "tool")
+          ? {
+              toolCalls: [
+                {
+                  name: "write_artifact",
+                  arguments: { path: "note.md", content: "# Note\n\nmade by a stage\n" }
+                }
+              ]
+            }
+          : "done"
   })
   const executor = Executor.make({ store, workspace, model })
   const scope = await Effect.runPromise(Scope.make())
@@ -45,7 +55,14 @@ beforeAll(async () => {
       return { worker, fiber }
     }).pipe(Scope.provide(scope))
   )
-  server = await Server.start({ store, executor, workspace, wake: worker.wake, feedPollMs: 20 })
+  server = await Server.start({
+    store,
+    executor,
+    workspace,
+    wake: worker.wake,
+    feedPollMs: 20,
+    plan: (request, approval) => PlanPipeline.plan(request, model, { approval })
+  })
   stop = async () => {
     await server.close()
     await Effect.runPromise(Fiber.interrupt(fiber))
@@ -260,5 +277,36 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect((await call("GET", `/api/runs?thread=${thread.id}`)).body.map((r: RunView) => r.status)).toEqual([
       "canceled"
     ])
+  })
+
+  it("plan: true makes the stages from the model's plan, with approval as asked", async () => {
+    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const both = await call("POST", "/api/runs", {
+      thread_id: thread.id,
+      request: "x",
+      plan: true,
+      pipeline: approval
+    })
+    expect(both.status).toBe(400)
+    const created = await call("POST", "/api/runs", {
+      thread_id: thread.id,
+      request: "a planned note",
+      plan: true,
+      approve: "all"
+    })
+    expect(created.status).toBe(201)
+    const run = created.body as RunView
+    expect(run.pipeline).toBe("plan")
+    expect(run.stages.map((s) => [s.key, s.needsApproval])).toEqual([
+      ["collect", true],
+      ["write", true]
+    ])
+    await until(
+      async () => ((await statusOf(run.runId)).status === "waiting_approval" ? true : undefined),
+      "gate"
+    )
+    expect(
+      (await call("POST", "/api/runs", { thread_id: "thr_nope", request: "x", plan: true })).status
+    ).toBe(404)
   })
 })
