@@ -148,7 +148,8 @@ const frame = (item: { readonly cursor: number; readonly event: Event }) =>
 export const start = (options: Options): Promise<Server> => {
   const { store, executor, workspace } = options
   const wake = options.wake ?? (() => {})
-  const clients = new Set<http.ServerResponse>()
+  /** The live clients, each with the last cursor it was sent. */
+  const clients = new Map<http.ServerResponse, number>()
   let cursor = 0
   let closed = false
 
@@ -179,7 +180,11 @@ export const start = (options: Options): Promise<Server> => {
       try {
         cursor = await drain(cursor, (item) => {
           const text = frame(item)
-          for (const client of clients) client.write(text)
+          for (const [client, sent] of clients)
+            if (item.cursor > sent) {
+              client.write(text)
+              clients.set(client, item.cursor)
+            }
         })
       } catch {
         // The store failing now and then: the next round reads again from the same cursor.
@@ -219,12 +224,13 @@ export const start = (options: Options): Promise<Server> => {
       })
       response.write("retry: 1000\n\n")
       const last = Number(request.headers["last-event-id"] ?? url.searchParams.get("cursor") ?? Number.NaN)
-      // A reconnecting client gets what it missed, then joins the live feed.
+      // A reconnecting client gets what it missed, then joins the live feed past what it got.
+      let sent = cursor
       if (Number.isFinite(last) && last < cursor)
-        await drain(last, (item) => {
-          if (item.cursor <= cursor) response.write(frame(item))
+        sent = await drain(last, (item) => {
+          response.write(frame(item))
         })
-      clients.add(response)
+      clients.set(response, Math.max(sent, cursor))
       const keepAlive = setInterval(() => response.write(": keep-alive\n\n"), 15_000)
       request.on("close", () => {
         clearInterval(keepAlive)
@@ -402,7 +408,7 @@ export const start = (options: Options): Promise<Server> => {
             close: () =>
               new Promise<void>((done) => {
                 closed = true
-                for (const client of clients) client.end()
+                for (const client of clients.keys()) client.end()
                 clients.clear()
                 server.close(() => done())
                 server.closeAllConnections()

@@ -14,7 +14,7 @@
  * thread's order and only when their thread is free; the store refuses a start
  * that would break a thread's serialisation anyway, whichever worker asks.
  */
-import { Duration, Effect, type Exit, FiberSet, type Scope } from "effect"
+import { Cause, Duration, Effect, Exit, FiberSet, type Scope } from "effect"
 import type { ExecuteError, Executor, Outcome } from "./Executor.js"
 import type { PipelineError } from "./Pipeline.js"
 import type { RunNotFound, RunView } from "./Run.js"
@@ -88,6 +88,8 @@ export interface Options {
   readonly pollMs?: number
   /** Runs carried on at once. Default 4. */
   readonly concurrency?: number
+  /** How long a run that failed to be carried on (not for a lost race) is left alone. Default 30 s. */
+  readonly retryAfterMs?: number
   /** Told when a run it took stops (finished, waiting, or failed to carry on: `RunBusy` when another worker won it). */
   readonly onStopped?: (runId: string, exit: Exit.Exit<Outcome, WorkerError>) => Effect.Effect<void>
 }
@@ -110,6 +112,9 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
     const pollMs = options.pollMs ?? 1000
     const fibers = yield* FiberSet.make<void, never>()
     const active = new Set<string>()
+    /** Runs that failed to be carried on, and when: left alone for `retryAfterMs`, not retried every poll. */
+    const failedAt = new Map<string, number>()
+    const retryAfterMs = options.retryAfterMs ?? 30_000
     let woken: (() => void) | undefined
     const wake = () => {
       woken?.()
@@ -120,6 +125,16 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
     const take = (runId: string) =>
       carryOn(store, runId, executor.resume(runId), options.lease).pipe(
         Effect.exit,
+        Effect.tap((exit) =>
+          Effect.sync(() => {
+            const lostRace =
+              Exit.isFailure(exit) &&
+              exit.cause.reasons.some((reason) => reason._tag === "Fail" && reason.error._tag === "RunBusy")
+            if (Exit.isFailure(exit) && !lostRace && !Cause.hasInterruptsOnly(exit.cause))
+              failedAt.set(runId, Date.now())
+            else failedAt.delete(runId)
+          })
+        ),
         Effect.flatMap((exit) => stopped(runId, exit as Exit.Exit<Outcome, WorkerError>)),
         Effect.ensuring(
           Effect.sync(() => {
@@ -135,9 +150,12 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
       const runs = yield* store.listRuns()
       const claims = yield* store.claims()
       const taken: Array<string> = []
-      for (const run of runnable(runs, claims)) {
+      const now = Date.now()
+      for (const run of runnable(runs, claims, now)) {
         if (active.size >= concurrency) break
         if (active.has(run.runId)) continue
+        const failed = failedAt.get(run.runId)
+        if (failed !== undefined && now - failed < retryAfterMs) continue
         active.add(run.runId)
         taken.push(run.runId)
         yield* FiberSet.run(fibers, take(run.runId))

@@ -194,4 +194,33 @@ describe("Worker", () => {
       for (const run of all) assert.isTrue((yield* RunFiles.verify(workspace, run.runId)).ok)
     })
   )
+
+  it.live("a run that cannot be carried on is reported once, then left alone for a while", () =>
+    Effect.gen(function* () {
+      const workspace = workspaceDir()
+      const store = yield* RunsStore.makeMemory()
+      const model = ScriptedChatModel.make({ fallback: "done" })
+      const executor = Executor.make({ store, workspace, model })
+      const thread = yield* store.createThread()
+      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: slowPipeline })
+      // Its run.json broken (a disk problem, a hand edit): resume cannot read its pipeline.
+      fs.writeFileSync(path.join(RunFiles.runDirectory(workspace, run.runId), "run.json"), "{ broken")
+      const reports: Array<string> = []
+      const worker = yield* Worker.make({
+        store,
+        executor,
+        pollMs: 10,
+        onStopped: (runId, exit) =>
+          Effect.sync(() => {
+            if (Exit.isFailure(exit)) reports.push(runId)
+          })
+      })
+      const fiber = yield* Effect.forkChild(worker.run)
+      yield* Effect.sleep("300 millis")
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(reports, [run.runId])
+      assert.strictEqual((yield* store.getRun(run.runId)).status, "queued")
+      assert.deepStrictEqual(yield* store.claims(), [])
+    })
+  )
 })
