@@ -217,7 +217,10 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       Effect.gen(function* () {
         const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step))
         if (outcome._tag === "Queued") {
-          if (!json) yield* print(`run ${runId} is queued: ${outcome.reason}\n`)
+          if (!json)
+            yield* print(
+              `run ${runId} is queued: ${outcome.reason} (a worker, noema worker or noema serve, starts it when the thread is free; or noema runs resume)\n`
+            )
           return waitingStatus
         }
         if (outcome._tag === "WaitingApproval") return waitingStatus
