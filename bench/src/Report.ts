@@ -292,6 +292,13 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.pg_per_s" }
   },
   {
+    workload: "runs.per_s  (100 runs in 10 threads, 2 workers x 4, Postgres | 1 worker x 1)",
+    unit: "runs/s",
+    suite: "runs",
+    better: "higher",
+    cells: { noema: "runs.pg_workers_per_s", raw: "runs.pg_one_worker_per_s" }
+  },
+  {
     workload: "context.window1m  (window 50)",
     unit: "us",
     suite: "context",

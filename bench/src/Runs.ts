@@ -10,6 +10,10 @@
  * - `runs.per_s`: 100 small runs (the default pipeline: 2 stages) one after
  *   another in one thread, on SQLite and on PostgreSQL (a server started from
  *   npm, or NOEMA_TEST_PG_URL's).
+ * - `runs.pg_workers_per_s`: 100 runs created in 10 threads, then carried on by
+ *   two `Worker`s (4 runs at a time each, each run claimed in the store) on
+ *   PostgreSQL, from the first run taken to the last completed; beside it one
+ *   worker taking one run at a time.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -17,11 +21,11 @@ import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { ConversationContext, Message } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, Pipeline, type RunsStore, SqlRunsStore } from "@noema/runs"
+import { Executor, Pipeline, type RunsStore, SqlRunsStore, Worker } from "@noema/runs"
 import { Database } from "@noema/session"
 import { TestDatabase } from "@noema/testing-postgres"
-import { Effect, Layer } from "effect"
-import type { SqlClient } from "effect/sql"
+import { Context, Effect, Fiber, Layer } from "effect"
+import { SqlClient } from "effect/sql"
 import { check, median, now, postgresDatabase } from "./Harness.ts"
 
 export interface RunsOptions {
@@ -55,6 +59,56 @@ const runMany = (store: RunsStore.Service, workspace: string, pipeline: Pipeline
     }
     return times
   })
+
+/** 100 runs in 10 threads carried on by `workers` workers of `concurrency` each; runs per second. */
+const byWorkers = (
+  store: RunsStore.Service,
+  workspace: string,
+  count: number,
+  workers: number,
+  concurrency: number
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const creator = Executor.make({ store, workspace, model })
+      const threads = yield* Effect.forEach(Array.from({ length: 10 }), () =>
+        store.createThread({ queuePolicy: "enqueue" })
+      )
+      const ids: Array<string> = []
+      for (let i = 0; i < count; i++) {
+        const thread = threads[i % threads.length]!
+        ids.push(
+          (yield* creator.create({
+            threadId: thread.id,
+            request: `request ${i}`,
+            pipeline: Pipeline.defaultPipeline
+          })).runId
+        )
+      }
+      const started = now()
+      const fibers = yield* Effect.forEach(Array.from({ length: workers }), (_, n) =>
+        Effect.flatMap(
+          Worker.make({
+            store,
+            executor: Executor.make({ store, workspace, model }),
+            concurrency,
+            pollMs: 20,
+            lease: { owner: `bench/${process.pid}/${n}` }
+          }),
+          (worker) => Effect.forkChild(worker.run)
+        )
+      )
+      while (true) {
+        const runs = yield* store.listRuns()
+        if (runs.every((run) => run.status === "completed")) break
+        check(!runs.some((run) => run.status === "failed" || run.status === "canceled"), "a bench run failed")
+        yield* Effect.sleep("5 millis")
+      }
+      const elapsed = now() - started
+      yield* Effect.forEach(fibers, Fiber.interrupt)
+      return count / (elapsed / 1000)
+    })
+  )
 
 const onDatabase = <A, E>(
   layer: Layer.Layer<SqlClient.SqlClient | Database.Database, unknown>,
@@ -111,6 +165,22 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
           yield* onDatabase(pgLayer, (store) =>
             runMany(store, workspace("many-pg"), Pipeline.defaultPipeline, options.runs)
           )
+        )
+        // Each in its own schema: the workers look at every run of the store.
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const sql = Context.get(yield* Layer.build(pgLayer), SqlClient.SqlClient)
+            yield* sql.unsafe("CREATE SCHEMA IF NOT EXISTS workers")
+            yield* sql.unsafe("CREATE SCHEMA IF NOT EXISTS one_worker")
+          })
+        )
+        results["runs.pg_workers_per_s"] = yield* onDatabase(
+          Database.layer({ kind: "postgres", url: TestDatabase.withSearchPath(pgUrl, "workers") }),
+          (store) => byWorkers(store, workspace("workers-pg"), options.runs, 2, 4)
+        )
+        results["runs.pg_one_worker_per_s"] = yield* onDatabase(
+          Database.layer({ kind: "postgres", url: TestDatabase.withSearchPath(pgUrl, "one_worker") }),
+          (store) => byWorkers(store, workspace("one-worker-pg"), options.runs, 1, 1)
         )
       })
     )
