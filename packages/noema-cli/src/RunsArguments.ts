@@ -368,7 +368,8 @@ Usage
   noema runs resume [RUN]           carry on runs whose process stopped (killed, crashed):
                                     completed stages are kept, the interrupted one gets a
                                     new attempt; without RUN, every such run
-  noema runs verify RUN             re-hash every artifact against its manifest
+  noema runs verify RUN             re-hash every artifact against its manifest, and check
+                                    the manifests against the timeline
 
 Options
 ${modelOptions}

@@ -308,11 +308,11 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         return 0
       }
       case "runs-verify": {
-        const report = yield* RunFiles.verify(workspace, command.run)
+        const report = yield* RunFiles.verifyRun(workspace, yield* store.getRun(command.run))
         if (json) yield* print(`${JSON.stringify(report)}\n`)
         else if (report.ok)
           yield* print(
-            `ok: ${report.artifacts} artifacts in ${report.checked.length} stage directories match their manifests\n`
+            `ok: ${report.artifacts} artifacts in ${report.checked.length} stage directories match their manifests and the timeline\n`
           )
         else
           yield* print(

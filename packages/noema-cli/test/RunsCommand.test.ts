@@ -83,7 +83,10 @@ describe("noema threads, run and runs (offline model)", () => {
 
     const verify = await runCli(["runs", "verify", runId], { env })
     assert.equal(verify.code, 0, verify.stderr)
-    assert.equal(verify.stdout, "ok: 2 artifacts in 2 stage directories match their manifests\n")
+    assert.equal(
+      verify.stdout,
+      "ok: 2 artifacts in 2 stage directories match their manifests and the timeline\n"
+    )
     const listed = JSON.parse((await runCli(["runs", "list", "--json"], { env })).stdout) as Array<{
       runId: string
       status: string

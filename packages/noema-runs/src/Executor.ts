@@ -315,17 +315,45 @@ export const make = (options: Options): Executor => {
       const pipeline = yield* pipelineOf(runId)
       const stopped = run.stages.find((stage) => stage.status === "running")
       const attempt = stopped?.attempts[stopped.attempts.length - 1]
-      if (run.status === "running" && stopped !== undefined && attempt?.status === "running")
-        yield* append(runId, [
-          {
-            type: "StageFailed",
-            position: stopped.position,
-            attempt: attempt.attempt,
-            error_code: "interrupted",
-            error_message: "the process running this attempt stopped before it finished",
-            retryable: true
+      if (run.status === "running" && stopped !== undefined && attempt?.status === "running") {
+        const directory = RunFiles.stagePath(workspace, runId, stopped.position, stopped.key)
+        // Manifests are written whole (temp file, fsync, link); one that cannot be read claims nothing.
+        const manifest = yield* Effect.sync(() => {
+          try {
+            return RunFiles.readManifest(directory)
+          } catch {
+            return undefined
           }
-        ])
+        })
+        if (manifest?.status === "completed" && manifest.attempt === attempt.attempt) {
+          // The attempt finished (its manifest, written last, says so) and the process died
+          // before recording it: the timeline is brought up to the files, nothing runs again.
+          const published = new Set(attempt.artifacts.map((entry) => entry.path))
+          yield* append(runId, [
+            ...manifest.artifacts
+              .filter((entry) => !published.has(entry.path))
+              .map(
+                (entry): EventData => ({
+                  type: "ArtifactPublished",
+                  position: stopped.position,
+                  attempt: attempt.attempt,
+                  ...entry
+                })
+              ),
+            { type: "StageCompleted", position: stopped.position, attempt: attempt.attempt }
+          ])
+        } else
+          yield* append(runId, [
+            {
+              type: "StageFailed",
+              position: stopped.position,
+              attempt: attempt.attempt,
+              error_code: "interrupted",
+              error_message: "the process running this attempt stopped before it finished",
+              retryable: true
+            }
+          ])
+      }
       return yield* execute(runId, pipeline)
     })
 

@@ -305,7 +305,7 @@ document.querySelectorAll("[data-action]").forEach(function (button) {
       api("GET", "/api/runs/" + encodeURIComponent(run) + "/verify").then(function (report) {
         $("verify").className = report.ok ? "mono s-completed" : "mono error";
         $("verify").textContent = report.ok
-          ? "verified: " + report.artifacts + " artifacts in " + report.checked.length + " stage directories match their manifests"
+          ? "verified: " + report.artifacts + " artifacts in " + report.checked.length + " stage directories match their manifests and the timeline"
           : "problems: " + report.problems.map(function (p) { return p.stage + "/" + p.path + ": " + p.problem; }).join("; ");
       }).catch(function (error) { notice(error.message); });
       return;

@@ -22,7 +22,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Tool } from "@noema/core"
 import { Effect, Schema } from "effect"
-import { type ArtifactEntry, stageDirectory } from "./Run.js"
+import { type ArtifactEntry, type RunView, stageDirectory } from "./Run.js"
 
 export class FileError extends Schema.TaggedError<FileError>()("FileError", {
   path: Schema.String,
@@ -286,7 +286,8 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   )
 }
 
-const readManifest = (directory: string): Manifest | undefined => {
+/** The manifest in an attempt's directory, if it has one. */
+export const readManifest = (directory: string): Manifest | undefined => {
   const file = path.join(directory, "manifest.json")
   if (!fs.existsSync(file)) return undefined
   return JSON.parse(fs.readFileSync(file, "utf8")) as Manifest
@@ -437,3 +438,95 @@ export const verify = (workspace: string, runId: string): Effect.Effect<VerifyRe
     return { runId, ok: problems.length === 0, checked, artifacts, problems }
   })
 }
+
+const entryKey = (entry: ArtifactEntry) =>
+  `${entry.path}\u0000${entry.kind}\u0000${entry.sha256}\u0000${entry.size}`
+
+/**
+ * Where the store's read model and the files disagree: a completed attempt whose manifest
+ * is missing, not `completed`, or lists other artifacts than the timeline published; a
+ * failed attempt whose manifest says completed; a manifest on disk for an attempt the
+ * timeline does not know. What `verify` cannot see alone: the files agree with their manifests, and the
+ * manifests with the timeline.
+ */
+export const agreement = (
+  workspace: string,
+  run: RunView
+): Effect.Effect<ReadonlyArray<VerifyProblem>, FileError> =>
+  attempt(runDirectory(workspace, run.runId), () => {
+    const problems: Array<VerifyProblem> = []
+    const known = new Set<string>()
+    for (const stage of run.stages) {
+      for (const one of stage.attempts) {
+        const directory = attemptPath(
+          workspace,
+          run.runId,
+          stage.position,
+          stage.key,
+          one.attempt,
+          stage.attempts.length
+        )
+        const name = path.basename(directory)
+        known.add(name)
+        const manifest = readManifest(directory)
+        if (one.status === "completed") {
+          if (manifest === undefined) {
+            problems.push({
+              stage: name,
+              path: "manifest.json",
+              problem: "missing, but the timeline says the attempt completed"
+            })
+            continue
+          }
+          if (manifest.status !== "completed" || manifest.attempt !== one.attempt)
+            problems.push({
+              stage: name,
+              path: "manifest.json",
+              problem: `says attempt ${manifest.attempt} ${manifest.status}, the timeline attempt ${one.attempt} completed`
+            })
+          const listed = new Set(manifest.artifacts.map(entryKey))
+          const published = new Set(one.artifacts.map(entryKey))
+          for (const entry of one.artifacts)
+            if (!listed.has(entryKey(entry)))
+              problems.push({
+                stage: name,
+                path: entry.path,
+                problem: "published in the timeline, not in the manifest"
+              })
+          for (const entry of manifest.artifacts)
+            if (!published.has(entryKey(entry)))
+              problems.push({
+                stage: name,
+                path: entry.path,
+                problem: "in the manifest, not published in the timeline"
+              })
+        } else if (one.status === "failed" && manifest?.status === "completed")
+          // (A running attempt may have a manifest for a moment: its event comes right after. A
+          // canceled one may have finished its files before the cancel: they are whole.)
+          problems.push({
+            stage: name,
+            path: "manifest.json",
+            problem: `says ${manifest.status}, the timeline says the attempt is ${one.status}`
+          })
+      }
+    }
+    const stagesDir = path.join(runDirectory(workspace, run.runId), "stages")
+    for (const name of fs.existsSync(stagesDir) ? fs.readdirSync(stagesDir).sort() : [])
+      if (!known.has(name) && readManifest(path.join(stagesDir, name)) !== undefined)
+        problems.push({
+          stage: name,
+          path: "manifest.json",
+          problem: "an attempt the timeline does not know"
+        })
+    return problems
+  })
+
+/** `verify`, and the files' agreement with the store's view of the run (`agreement`). */
+export const verifyRun = (workspace: string, run: RunView): Effect.Effect<VerifyReport, FileError> =>
+  Effect.flatMap(verify(workspace, run.runId), (report) =>
+    Effect.map(agreement(workspace, run), (disagreements) => ({
+      ...report,
+      ok: report.ok && disagreements.length === 0,
+      problems: [...report.problems, ...disagreements]
+    }))
+  )

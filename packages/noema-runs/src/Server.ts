@@ -309,7 +309,11 @@ export const start = (options: Options): Promise<Server> => {
         return send(response, 200, { run: view, events: await run(store.events(id)) })
       }
       if (action === "verify" && method === "GET")
-        return send(response, 200, await run(RunFiles.verify(workspace, id)))
+        return send(
+          response,
+          200,
+          await run(Effect.flatMap(store.getRun(id), (view) => RunFiles.verifyRun(workspace, view)))
+        )
       if (action === "stages" && method === "GET" && rest[1] === "attempts" && rest[3] === "artifacts") {
         const position = Number(rest[0])
         const attemptNumber = Number(rest[2])

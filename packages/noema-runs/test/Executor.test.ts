@@ -291,4 +291,84 @@ describe("Executor.resume", () => {
         assert.deepStrictEqual(file.pipeline_definition, Pipeline.defaultPipeline)
       })
   )
+
+  it.effect(
+    "an attempt whose manifest was written before the kill is recorded completed, not run again",
+    () =>
+      Effect.gen(function* () {
+        const { workspace, store, executor, thread, model } = yield* setup(["result done"])
+        const run = yield* executor.create({
+          threadId: thread.id,
+          request: "tea",
+          pipeline: Pipeline.defaultPipeline
+        })
+        yield* store.append(run.runId, [
+          { type: "RunStarted" },
+          { type: "StageStarted", position: 1, attempt: 1 }
+        ])
+        // What a process killed right after the manifest (written last) leaves: every file, no event.
+        const writer = yield* RunFiles.stageWriter({
+          workspace,
+          runId: run.runId,
+          position: 1,
+          key: "brief",
+          attempt: 1
+        })
+        yield* writer.writeInput({ request: "tea" })
+        yield* writer.writeArtifact("brief.md", "# Brief\n")
+        yield* writer.writeOutput({ text: "brief done", artifacts: ["brief.md"] })
+        const events = yield* store.events(run.runId)
+        yield* writer.writeManifest({
+          stage_key: "brief",
+          stage_position: 1,
+          attempt: 1,
+          status: "completed",
+          started_at: events[1]!.at,
+          finished_at: new Date().toISOString(),
+          thread_id: thread.id,
+          run_id: run.runId,
+          event_id: events[1]!.event_id
+        })
+        const outcome = yield* executor.resume(run.runId)
+        assert.strictEqual(outcome.run.status, "completed")
+        assert.deepStrictEqual(
+          outcome.run.stages.map((s) => s.attempts.map((a) => [a.status, a.artifacts.map((e) => e.path)])),
+          [[["completed", ["brief.md"]]], [["completed", ["result.md"]]]]
+        )
+        // Only the second stage asked the model.
+        assert.strictEqual(model.requests.length, 1)
+        const report = yield* RunFiles.verifyRun(workspace, outcome.run)
+        assert.deepStrictEqual(report.problems, [])
+      })
+  )
+
+  it.effect("verifyRun: the files agree with the store's view, and a disagreement is named", () =>
+    Effect.gen(function* () {
+      const { workspace, executor, thread } = yield* setup(["brief", "result"])
+      const run = yield* executor.create({
+        threadId: thread.id,
+        request: "tea",
+        pipeline: Pipeline.defaultPipeline
+      })
+      const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+      assert.isTrue((yield* RunFiles.verifyRun(workspace, outcome.run)).ok)
+      // A manifest rewritten by hand to list nothing, and a stage directory nobody ran.
+      const stage = RunFiles.stagePath(workspace, run.runId, 2, "result")
+      const manifest = JSON.parse(fs.readFileSync(path.join(stage, "manifest.json"), "utf8"))
+      fs.writeFileSync(path.join(stage, "manifest.json"), JSON.stringify({ ...manifest, artifacts: [] }))
+      const ghost = RunFiles.stagePath(workspace, run.runId, 3, "ghost")
+      fs.mkdirSync(ghost, { recursive: true })
+      fs.writeFileSync(path.join(ghost, "manifest.json"), JSON.stringify({ ...manifest, artifacts: [] }))
+      const report = yield* RunFiles.verifyRun(workspace, outcome.run)
+      assert.isFalse(report.ok)
+      assert.deepStrictEqual(
+        report.problems.map((p) => `${p.stage}/${p.path}: ${p.problem}`),
+        [
+          "02-result/result.md: not listed in the manifest",
+          "02-result/result.md: published in the timeline, not in the manifest",
+          "03-ghost/manifest.json: an attempt the timeline does not know"
+        ]
+      )
+    })
+  )
 })
