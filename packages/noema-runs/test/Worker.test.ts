@@ -223,4 +223,44 @@ describe("Worker", () => {
       assert.deepStrictEqual(yield* store.claims(), [])
     })
   )
+
+  it.live("a run held by a worker on another machine is taken over only once its claim expires", () =>
+    Effect.gen(function* () {
+      const workspace = workspaceDir()
+      const store = yield* RunsStore.makeMemory()
+      const model = ScriptedChatModel.make({ fallback: "done" })
+      const executor = Executor.make({ store, workspace, model })
+      const thread = yield* store.createThread()
+      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: slowPipeline })
+      // What a worker on machine a leaves when the machine dies inside stage 1: its claim
+      // (no pid of this host to check) runs 400 ms more.
+      yield* store.append(run.runId, [
+        { type: "RunStarted" },
+        { type: "StageStarted", position: 1, attempt: 1 }
+      ])
+      yield* store.claim(run.runId, { owner: "machine-a/4242/x", ttlMs: 400 })
+      const worker = yield* Worker.make({ store, executor, pollMs: 20, lease: { owner: "machine-b/1/y" } })
+      const fiber = yield* Effect.forkChild(worker.run)
+      yield* Effect.sleep("200 millis")
+      const early = yield* store.getRun(run.runId)
+      assert.deepStrictEqual(
+        early.stages[0]?.attempts.map((a) => a.status),
+        ["running"]
+      )
+      assert.deepStrictEqual(worker.active(), [])
+      const deadline = Date.now() + 5000
+      while ((yield* store.getRun(run.runId)).status !== "completed" && Date.now() < deadline)
+        yield* Effect.sleep("20 millis")
+      yield* Fiber.interrupt(fiber)
+      const done = yield* store.getRun(run.runId)
+      assert.strictEqual(done.status, "completed")
+      assert.deepStrictEqual(
+        done.stages[0]?.attempts.map((a) => [a.status, a.error?.error_code]),
+        [
+          ["failed", "interrupted"],
+          ["completed", undefined]
+        ]
+      )
+    })
+  )
 })
