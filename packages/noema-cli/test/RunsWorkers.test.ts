@@ -13,6 +13,8 @@ import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.j
 let home: string
 let server: OpenAiTestServer.TestServer
 let database: TestDatabase.TestDatabase
+/** A fresh schema of the test database for one test. */
+const databaseUrl = (prefix: string) => database.schema(prefix)
 const children: Array<ChildProcess> = []
 
 beforeAll(async () => {
@@ -132,4 +134,73 @@ describe("noema worker on PostgreSQL", () => {
       expect(verified.code, verified.stdout).toBe(0)
     }
   }, 120_000)
+
+  for (const backend of ["SQLite", "PostgreSQL"] as const)
+    it(`${backend}: workers killed at random moments, again and again; every run completes, each stage once`, async () => {
+      server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 300 }))
+      const env = { NOEMA_HOME: path.join(home, `random-${backend}`) }
+      const database = backend === "SQLite" ? [] : ["--database", await databaseUrl(`random`)]
+      const storage = [...database, "--workspace", path.join(home, `random-${backend}-workspace`)]
+      const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+      const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 30_000 })
+      const queued = (await cli(["threads", "create", "--queue", "enqueue"])).stdout.trim()
+      const alone = (await cli(["threads", "create", "--queue", "enqueue"])).stdout.trim()
+      const runIds: Array<string> = []
+      for (let n = 0; n < 6; n++)
+        runIds.push(
+          (
+            await cli(["run", `request ${n}`, "--thread", n % 2 === 0 ? queued : alone, "--detach", ...model])
+          ).stdout.trim()
+        )
+      const seed = Math.floor(Math.random() * 2 ** 31)
+      let state = seed
+      const random = () => {
+        state = (state * 1103515245 + 12345) % 2 ** 31
+        return state / 2 ** 31
+      }
+      let kills = 0
+      let runs: ReadonlyArray<RunJson> = []
+      for (let round = 0; round < 40; round++) {
+        runs = JSON.parse((await cli(["runs", "list", "--json"])).stdout) as ReadonlyArray<RunJson>
+        if (runs.every((run) => run.status === "completed")) break
+        // A worker, killed with SIGKILL after a random while (or left to finish after 8 kills).
+        const worker = spawn(
+          process.execPath,
+          [binPath, "worker", "--concurrency", "3", ...storage, ...model],
+          {
+            env: cleanEnv({ ...env, NO_COLOR: "1" }),
+            stdio: ["ignore", "ignore", "pipe"]
+          }
+        )
+        children.push(worker)
+        await new Promise((resolve) =>
+          setTimeout(resolve, kills < 8 ? 400 + Math.floor(random() * 900) : 3000)
+        )
+        worker.kill("SIGKILL")
+        await new Promise((resolve) => worker.once("exit", resolve))
+        kills++
+        // After every kill, whatever is on disk is whole and agrees with the timeline.
+        for (const runId of runIds) {
+          const verified = await cli(["runs", "verify", runId])
+          expect(verified.code, `seed ${seed}, after kill ${kills}: ${verified.stdout}`).toBe(0)
+        }
+      }
+      expect(
+        runs.map((run) => run.status),
+        `seed ${seed}`
+      ).toEqual(runIds.map(() => "completed"))
+      expect(kills).toBeGreaterThanOrEqual(2)
+      for (const run of runs)
+        for (const stage of run.stages) {
+          expect(
+            stage.attempts.filter((attempt) => attempt.status === "completed"),
+            `seed ${seed}`
+          ).toHaveLength(1)
+          for (const attempt of stage.attempts.slice(0, -1))
+            expect(attempt.error?.error_code).toBe("interrupted")
+        }
+      const inQueue = runs.filter((run) => run.threadId === queued).reverse()
+      for (let n = 1; n < inQueue.length; n++)
+        expect(inQueue[n]!.startedAt! >= inQueue[n - 1]!.finishedAt!, `seed ${seed}`).toBe(true)
+    }, 180_000)
 })
