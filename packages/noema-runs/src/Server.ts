@@ -196,10 +196,15 @@ export const start = (options: Options): Promise<Server> => {
   const route = async (request: http.IncomingMessage, response: http.ServerResponse, address: string) => {
     const url = new URL(request.url ?? "/", `http://${address}`)
     const method = request.method ?? "GET"
-    const parts = url.pathname
-      .split("/")
-      .filter((part) => part !== "")
-      .map(decodeURIComponent)
+    let parts: Array<string>
+    try {
+      parts = url.pathname
+        .split("/")
+        .filter((part) => part !== "")
+        .map(decodeURIComponent)
+    } catch {
+      throw new HttpError(400, "BadPath", `the path is not valid percent-encoding: ${url.pathname}`)
+    }
     if (method === "POST" && !/^application\/json\b/i.test(request.headers["content-type"] ?? ""))
       throw new HttpError(415, "UnsupportedMediaType", "send JSON (Content-Type: application/json)")
 
@@ -225,12 +230,17 @@ export const start = (options: Options): Promise<Server> => {
       response.write("retry: 1000\n\n")
       const last = Number(request.headers["last-event-id"] ?? url.searchParams.get("cursor") ?? Number.NaN)
       // A reconnecting client gets what it missed, then joins the live feed past what it got.
-      let sent = cursor
-      if (Number.isFinite(last) && last < cursor)
-        sent = await drain(last, (item) => {
+      // Until it has caught up with the live feed's cursor, which may move while it reads;
+      // from the check to the registration nothing waits, so nothing falls in between.
+      let sent = Number.isFinite(last) ? last : cursor
+      while (sent < cursor) {
+        const reached = await drain(sent, (item) => {
           response.write(frame(item))
         })
-      clients.set(response, Math.max(sent, cursor))
+        if (reached === sent) break // nothing more to read (the live feed's cursor is ahead of the store?)
+        sent = reached
+      }
+      clients.set(response, sent)
       const keepAlive = setInterval(() => response.write(": keep-alive\n\n"), 15_000)
       request.on("close", () => {
         clearInterval(keepAlive)

@@ -157,6 +157,8 @@ describe("runs server (JSON API, SSE, worker)", () => {
     })
     expect(form.status).toBe(415)
     expect((await call("GET", "/api/nothing")).status).toBe(404)
+    const badPath = await fetch(`${server.url}/api/runs/%E0%A4%A`)
+    expect(badPath.status).toBe(400)
   })
 
   it("a run with approval: created over HTTP, waits, approved, completed by the worker; live over SSE", async () => {
