@@ -248,22 +248,25 @@ describe("Pipeline (YAML)", () => {
   )
 })
 
+/** A run of the default pipeline whose first stage's first attempt has started. */
+const startedInStageOne = (executor: Executor.Executor, store: RunsStore.Service, threadId: string) =>
+  Effect.gen(function* () {
+    const run = yield* executor.create({ threadId, request: "tea", pipeline: Pipeline.defaultPipeline })
+    yield* store.append(run.runId, [
+      { type: "RunStarted" },
+      { type: "StageStarted", position: 1, attempt: 1 }
+    ])
+    return run
+  })
+
 describe("Executor.resume", () => {
   it.effect(
     "an attempt left running by a dead process is recorded interrupted; the stage gets a new attempt",
     () =>
       Effect.gen(function* () {
         const { workspace, store, executor, thread } = yield* setup(["brief done", "result done"])
-        const run = yield* executor.create({
-          threadId: thread.id,
-          request: "tea",
-          pipeline: Pipeline.defaultPipeline
-        })
+        const run = yield* startedInStageOne(executor, store, thread.id)
         // What a process killed inside stage 1 leaves: the attempt started, a partial directory.
-        yield* store.append(run.runId, [
-          { type: "RunStarted" },
-          { type: "StageStarted", position: 1, attempt: 1 }
-        ])
         const partial = RunFiles.stagePath(workspace, run.runId, 1, "brief")
         fs.mkdirSync(path.join(partial, "artifacts"), { recursive: true })
         fs.writeFileSync(path.join(partial, "input.json"), "{}")
@@ -297,15 +300,7 @@ describe("Executor.resume", () => {
     () =>
       Effect.gen(function* () {
         const { workspace, store, executor, thread, model } = yield* setup(["result done"])
-        const run = yield* executor.create({
-          threadId: thread.id,
-          request: "tea",
-          pipeline: Pipeline.defaultPipeline
-        })
-        yield* store.append(run.runId, [
-          { type: "RunStarted" },
-          { type: "StageStarted", position: 1, attempt: 1 }
-        ])
+        const run = yield* startedInStageOne(executor, store, thread.id)
         // What a process killed right after the manifest (written last) leaves: every file, no event.
         const writer = yield* RunFiles.stageWriter({
           workspace,

@@ -93,6 +93,16 @@ const slowPipeline: Pipeline.Pipeline = {
   ]
 }
 
+/** A store, an executor answering "done", and one run of `slowPipeline`, created. */
+const oneRun = Effect.gen(function* () {
+  const workspace = workspaceDir()
+  const store = yield* RunsStore.makeMemory()
+  const executor = Executor.make({ store, workspace, model: ScriptedChatModel.make({ fallback: "done" }) })
+  const thread = yield* store.createThread()
+  const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: slowPipeline })
+  return { workspace, store, executor, run }
+})
+
 describe("Worker", () => {
   it.live("a cancel recorded elsewhere interrupts the stage under way", () =>
     Effect.gen(function* () {
@@ -197,12 +207,7 @@ describe("Worker", () => {
 
   it.live("a run that cannot be carried on is reported once, then left alone for a while", () =>
     Effect.gen(function* () {
-      const workspace = workspaceDir()
-      const store = yield* RunsStore.makeMemory()
-      const model = ScriptedChatModel.make({ fallback: "done" })
-      const executor = Executor.make({ store, workspace, model })
-      const thread = yield* store.createThread()
-      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: slowPipeline })
+      const { workspace, store, executor, run } = yield* oneRun
       // Its run.json broken (a disk problem, a hand edit): resume cannot read its pipeline.
       fs.writeFileSync(path.join(RunFiles.runDirectory(workspace, run.runId), "run.json"), "{ broken")
       const reports: Array<string> = []
@@ -226,12 +231,7 @@ describe("Worker", () => {
 
   it.live("a run held by a worker on another machine is taken over only once its claim expires", () =>
     Effect.gen(function* () {
-      const workspace = workspaceDir()
-      const store = yield* RunsStore.makeMemory()
-      const model = ScriptedChatModel.make({ fallback: "done" })
-      const executor = Executor.make({ store, workspace, model })
-      const thread = yield* store.createThread()
-      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: slowPipeline })
+      const { store, executor, run } = yield* oneRun
       // What a worker on machine a leaves when the machine dies inside stage 1: its claim
       // (no pid of this host to check) runs 400 ms more.
       yield* store.append(run.runId, [
