@@ -2,22 +2,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { type ChatBody, textOf } from "./support/chat.js"
 import { makeHome, removeHome, runCli } from "./support/cli.js"
-
-interface ChatBody {
-  readonly messages: ReadonlyArray<{ readonly role: string; readonly content: unknown }>
-  readonly tools?: ReadonlyArray<{
-    readonly function: { readonly name: string; readonly parameters: unknown }
-  }>
-  readonly response_format?: { readonly type: string; readonly json_schema?: { readonly name: string } }
-}
-
-const textOf = (content: unknown): string =>
-  typeof content === "string"
-    ? content
-    : Array.isArray(content)
-      ? content.map((part) => (part as { text?: string }).text ?? "").join("")
-      : ""
 
 type Event = { readonly type: string; readonly title?: string; readonly [key: string]: unknown }
 

@@ -9,6 +9,7 @@ import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { type ChatBody, textOf } from "./support/chat.js"
 import { makeHome, removeHome, runCli } from "./support/cli.js"
 
 let home: string
@@ -59,8 +60,6 @@ const readStates = (database: string): ReadonlyArray<StoredState> => {
     db.close()
   }
 }
-
-const textOf = (content: unknown): string => (typeof content === "string" ? content : JSON.stringify(content))
 
 describe("noema routine on the offline model", () => {
   it("runs a goal with live progress, resumes nothing twice, and writes the progress back", async () => {
@@ -198,10 +197,6 @@ skills:
         tasks:
 ${tasks.map((id) => `          - { id: ${id}, title: "Do ${id}" }`).join("\n")}
 `
-
-interface ChatBody {
-  readonly messages: ReadonlyArray<{ readonly role: string; readonly content: unknown }>
-}
 
 describe("noema routine run, killed with SIGKILL at random moments", () => {
   it("resumes every time: no task done twice, each preamble once, the overview after each resume", async () => {

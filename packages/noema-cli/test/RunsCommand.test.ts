@@ -3,6 +3,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { schemaNameOf } from "./support/chat.js"
 import { makeHome, removeHome, runCli } from "./support/cli.js"
 
 let home: string
@@ -194,9 +195,8 @@ describe("noema threads, run and runs (offline model)", () => {
 describe("noema run --plan: the stages from the model's plan", () => {
   it("one stage per planned step, the first waiting for approval; the plan is kept in run.json", async () => {
     const env = envFor("planned")
-    server.setFallback((request) => {
-      const body = request.body as { response_format?: { json_schema?: { name?: string } } }
-      return body.response_format?.json_schema?.name === "plan"
+    server.setFallback((request) =>
+      schemaNameOf(request) === "plan"
         ? {
             type: "text",
             text: JSON.stringify({
@@ -209,7 +209,7 @@ describe("noema run --plan: the stages from the model's plan", () => {
             })
           }
         : { type: "text", text: "done" }
-    })
+    )
     const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
     const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
     const planned = await runCli(
@@ -246,11 +246,7 @@ describe("noema run --plan: the stages from the model's plan", () => {
     assert.equal(approved.code, 0, approved.stderr)
     assert.match(approved.stdout, /✓ 02-translate-to-french/)
     // The plan was asked once: approving carried the stored stages on.
-    const planCalls = server.requests.filter(
-      (r) =>
-        (r.body as { response_format?: { json_schema?: { name?: string } } }).response_format?.json_schema
-          ?.name === "plan"
-    )
+    const planCalls = server.requests.filter((r) => schemaNameOf(r) === "plan")
     assert.equal(planCalls.length, 1)
     const refused = await runCli(["run", "x", "--thread", thread, "--plan", "--pipeline", "p.json"], { env })
     assert.equal(refused.code, 2)
