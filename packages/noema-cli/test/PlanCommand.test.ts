@@ -1,9 +1,8 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { OpenAiTestServer } from "@noema/openai/testing"
-import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { assert, describe, it } from "vitest"
 import { type ChatBody, textOf } from "./support/chat.js"
-import { makeHome, removeHome, runCli } from "./support/cli.js"
+import { runCli, useServerAndHome } from "./support/cli.js"
 
 type Event = { readonly type: string; readonly title?: string; readonly [key: string]: unknown }
 
@@ -13,20 +12,11 @@ const linesOf = (stdout: string): Array<Event> =>
     .split("\n")
     .map((line) => JSON.parse(line) as Event)
 
-let home: string
-let server: OpenAiTestServer.TestServer
-beforeAll(async () => {
-  home = makeHome()
-  server = await OpenAiTestServer.start()
-})
-afterAll(async () => {
-  await server.close()
-  removeHome(home)
-})
+const frame = useServerAndHome()
 
 describe("noema plan on the offline model", () => {
   it("plans the parts of a request, runs them with the tools, and tasks show reads the stored tree", async () => {
-    const env = { NOEMA_HOME: path.join(home, "offline") }
+    const env = { NOEMA_HOME: path.join(frame.home, "offline") }
     const planned = await runCli(["plan", "what is 12*7; what time is it in UTC", "--json"], { env })
     assert.equal(planned.code, 0, planned.stderr)
     const events = linesOf(planned.stdout)
@@ -69,7 +59,7 @@ describe("noema plan on the offline model", () => {
   })
 
   it("shows the tree live on a terminal-free stdout and prints the answer last", async () => {
-    const env = { NOEMA_HOME: path.join(home, "live") }
+    const env = { NOEMA_HOME: path.join(frame.home, "live") }
     const planned = await runCli(["plan", "what is 2+2"], { env })
     assert.equal(planned.code, 0, planned.stderr)
     const [header, assigned, started, done, blank, heading, answer] = planned.stdout.split("\n")
@@ -88,7 +78,7 @@ describe("noema plan on the offline model", () => {
   })
 
   it("refuses bad input with a usage error", async () => {
-    const env = { NOEMA_HOME: path.join(home, "usage") }
+    const env = { NOEMA_HOME: path.join(frame.home, "usage") }
     const cases: Array<[ReadonlyArray<string>, RegExp]> = [
       [["plan"], /noema plan: missing the "request" to plan/],
       [["plan", "x", "--parallel", "0"], /--parallel needs a whole number of at least 1, got "0"/],
@@ -109,8 +99,8 @@ describe("noema plan on the offline model", () => {
 
 describe("noema plan against an OpenAI-compatible server", () => {
   it("a depth-3 tree planned in one create_tasks call, evaluated, corrected, answered", async () => {
-    const env = { NOEMA_HOME: path.join(home, "server") }
-    const assistants = path.join(home, "team.json")
+    const env = { NOEMA_HOME: path.join(frame.home, "server") }
+    const assistants = path.join(frame.home, "team.json")
     fs.writeFileSync(
       assistants,
       JSON.stringify([
@@ -159,7 +149,7 @@ describe("noema plan against an OpenAI-compatible server", () => {
       ]
     }
     let evaluations = 0
-    server.setFallback((request) => {
+    frame.server.setFallback((request) => {
       const body = request.body as ChatBody
       if (body.tools?.some((tool) => tool.function.name === "create_tasks"))
         return { type: "tool-calls", calls: [{ name: "create_tasks", arguments: JSON.stringify(plan) }] }
@@ -184,7 +174,7 @@ describe("noema plan against an OpenAI-compatible server", () => {
       const task = /Your task: (.*)/.exec(system)?.[1] ?? "?"
       return { type: "text", text: `${task} written`, chunks: [task, " written"] }
     })
-    const before = server.requests.length
+    const before = frame.server.requests.length
     const planned = await runCli(
       [
         "plan",
@@ -192,7 +182,7 @@ describe("noema plan against an OpenAI-compatible server", () => {
         "--assistants",
         assistants,
         "--base-url",
-        server.url,
+        frame.server.url,
         "--api-key",
         "k",
         "-m",
@@ -210,7 +200,7 @@ describe("noema plan against an OpenAI-compatible server", () => {
       tree: { message: string }
     }
     assert.deepEqual(result.missing, [])
-    const requests = server.requests.slice(before).map((r) => r.body as ChatBody)
+    const requests = frame.server.requests.slice(before).map((r) => r.body as ChatBody)
     // The whole tree in one call: the tool's parameters are the recursive schema.
     const planning = requests.filter((body) => body.tools?.some((t) => t.function.name === "create_tasks"))
     assert.equal(planning.length, 1)
@@ -242,8 +232,8 @@ describe("noema plan against an OpenAI-compatible server", () => {
   })
 
   it("Ctrl-C in the middle stops the work and stores the task under way as interrupted", async () => {
-    const env = { NOEMA_HOME: path.join(home, "interrupted") }
-    server.setFallback((request) => {
+    const env = { NOEMA_HOME: path.join(frame.home, "interrupted") }
+    frame.server.setFallback((request) => {
       const body = request.body as ChatBody
       if (body.tools?.some((tool) => tool.function.name === "create_tasks"))
         return {
@@ -276,7 +266,7 @@ describe("noema plan against an OpenAI-compatible server", () => {
         "plan",
         "answer slowly",
         "--base-url",
-        server.url,
+        frame.server.url,
         "--api-key",
         "k",
         "-m",

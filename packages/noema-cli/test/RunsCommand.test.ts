@@ -1,23 +1,13 @@
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { OpenAiTestServer } from "@noema/openai/testing"
-import { afterAll, assert, beforeAll, describe, it } from "vitest"
+import { assert, describe, it } from "vitest"
 import { schemaNameOf } from "./support/chat.js"
-import { makeHome, removeHome, runCli } from "./support/cli.js"
+import { runCli, useServerAndHome } from "./support/cli.js"
 
-let home: string
-let server: OpenAiTestServer.TestServer
-beforeAll(async () => {
-  home = makeHome()
-  server = await OpenAiTestServer.start()
-})
-afterAll(async () => {
-  await server.close()
-  removeHome(home)
-})
+const frame = useServerAndHome()
 
-const envFor = (name: string) => ({ NOEMA_HOME: path.join(home, name) })
+const envFor = (name: string) => ({ NOEMA_HOME: path.join(frame.home, name) })
 
 /** Every file under `directory` with its sha256, by relative path. */
 const snapshot = (directory: string): Record<string, string> => {
@@ -50,7 +40,7 @@ describe("noema threads, run and runs (offline model)", () => {
     assert.match(first.stdout, /▸ 01-brief\n {4}\+ brief\.md {2}\d+ B {2}sha256 [0-9a-f]{12}…\n✓ 01-brief/)
     assert.match(first.stdout, /✔ run run_\S+ completed/)
 
-    const workspace = path.join(home, "basic", "workspace")
+    const workspace = path.join(frame.home, "basic", "workspace")
     const runDir = path.join(workspace, "runs", runId)
     const manifest = JSON.parse(
       fs.readFileSync(path.join(runDir, "stages", "02-result", "manifest.json"), "utf8")
@@ -121,7 +111,7 @@ describe("noema threads, run and runs (offline model)", () => {
 
   it("a YAML pipeline with approval: the run waits, approve carries it on, reject fails it", async () => {
     const env = envFor("approval")
-    const pipeline = path.join(home, "review.yaml")
+    const pipeline = path.join(frame.home, "review.yaml")
     fs.writeFileSync(
       pipeline,
       [
@@ -168,7 +158,7 @@ describe("noema threads, run and runs (offline model)", () => {
 
   it("bad input is refused before anything is written", async () => {
     const env = envFor("refusals")
-    const bad = path.join(home, "bad.json")
+    const bad = path.join(frame.home, "bad.json")
     fs.writeFileSync(bad, JSON.stringify({ name: "x", stages: [{ key: "Bad Key", instructions: "" }] }))
     const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
     const invalid = await runCli(["run", "x", "--thread", thread, "--pipeline", bad], { env })
@@ -184,7 +174,7 @@ describe("noema threads, run and runs (offline model)", () => {
     assert.match(closed.stderr, /closed/)
     const unknown = await runCli(["run", "x", "--thread", "thr_nope"], { env })
     assert.equal(unknown.code, 1)
-    assert.equal(fs.existsSync(path.join(home, "refusals", "workspace", "runs")), false)
+    assert.equal(fs.existsSync(path.join(frame.home, "refusals", "workspace", "runs")), false)
     const usage = await runCli(["run", "x"], { env })
     assert.equal(usage.code, 2)
     assert.match(usage.stderr, /missing --thread THREAD/)
@@ -195,7 +185,7 @@ describe("noema threads, run and runs (offline model)", () => {
 describe("noema run --plan: the stages from the model's plan", () => {
   it("one stage per planned step, the first waiting for approval; the plan is kept in run.json", async () => {
     const env = envFor("planned")
-    server.setFallback((request) =>
+    frame.server.setFallback((request) =>
       schemaNameOf(request) === "plan"
         ? {
             type: "text",
@@ -210,7 +200,7 @@ describe("noema run --plan: the stages from the model's plan", () => {
           }
         : { type: "text", text: "done" }
     )
-    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const model = ["--base-url", frame.server.url, "--api-key", "k", "-m", "m", "--no-tools"]
     const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
     const planned = await runCli(
       [
@@ -232,7 +222,7 @@ describe("noema run --plan: the stages from the model's plan", () => {
     )
     const runId = runIdOf(planned.stdout)
     const runJson = JSON.parse(
-      fs.readFileSync(path.join(home, "planned", "workspace", "runs", runId, "run.json"), "utf8")
+      fs.readFileSync(path.join(frame.home, "planned", "workspace", "runs", runId, "run.json"), "utf8")
     )
     assert.equal(runJson.pipeline, "plan")
     assert.deepEqual(
@@ -246,7 +236,7 @@ describe("noema run --plan: the stages from the model's plan", () => {
     assert.equal(approved.code, 0, approved.stderr)
     assert.match(approved.stdout, /✓ 02-translate-to-french/)
     // The plan was asked once: approving carried the stored stages on.
-    const planCalls = server.requests.filter((r) => schemaNameOf(r) === "plan")
+    const planCalls = frame.server.requests.filter((r) => schemaNameOf(r) === "plan")
     assert.equal(planCalls.length, 1)
     const refused = await runCli(["run", "x", "--thread", thread, "--plan", "--pipeline", "p.json"], { env })
     assert.equal(refused.code, 2)
@@ -258,8 +248,8 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
   it("runs resume completes it: completed stages are not run again, no manifest describes a partial attempt", async () => {
     const env = envFor("killed")
     // Each stage's answer streams slowly, so the kill lands inside the second stage.
-    server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 400 }))
-    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    frame.server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 400 }))
+    const model = ["--base-url", frame.server.url, "--api-key", "k", "-m", "m", "--no-tools"]
     const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
     const killed = await runCli(["run", "a report", "--thread", thread, ...model], {
       env,
@@ -272,7 +262,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
     })
     assert.equal(killed.signal, "SIGKILL", killed.stdout)
     const runId = runIdOf(killed.stdout)
-    const runDir = path.join(home, "killed", "workspace", "runs", runId)
+    const runDir = path.join(frame.home, "killed", "workspace", "runs", runId)
     assert.equal(fs.existsSync(path.join(runDir, "stages", "02-result", "manifest.json")), false)
     const firstStage = snapshot(path.join(runDir, "stages", "01-brief"))
 
@@ -304,9 +294,9 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
 
   it("killed at random moments, again and again: each resume carries on, nothing completed runs twice", async () => {
     const env = envFor("random-kills")
-    server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 250 }))
-    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
-    const pipeline = path.join(home, "three.json")
+    frame.server.setFallback(() => ({ type: "text", text: "a careful answer", delayMs: 250 }))
+    const model = ["--base-url", frame.server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const pipeline = path.join(frame.home, "three.json")
     fs.writeFileSync(
       pipeline,
       JSON.stringify({
@@ -343,7 +333,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
         timeoutMs: 30_000
       })
     const runId = (await runsOf())[0]!.runId
-    const runDir = path.join(home, "random-kills", "workspace", "runs", runId)
+    const runDir = path.join(frame.home, "random-kills", "workspace", "runs", runId)
     let kills = 0
     while (result.signal === "SIGKILL" && kills < 12) {
       kills++
