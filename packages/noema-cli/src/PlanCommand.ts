@@ -182,12 +182,7 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
   )
   const model =
     modelConfig === undefined ? undefined : await Runtime.makeModel(modelConfig, { interactive: false })
-  const engine =
-    command.engine === undefined &&
-    command.policy === undefined &&
-    !fs.existsSync(PolicyCommand.defaultPolicyFile(io))
-      ? "allow-all"
-      : command.engine
+  const engine = PolicyCommand.engineOrAllowAll(command, io)
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
 
   const program = Effect.gen(function* () {

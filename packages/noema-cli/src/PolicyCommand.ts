@@ -32,10 +32,22 @@ export interface EngineOptions {
 /** The default policy file, `$NOEMA_HOME/policy.cedar`. */
 export const defaultPolicyFile = (io: Io): string => path.join(CliConfig.paths(io.env).home, "policy.cedar")
 
+/**
+ * The engine a command that reads or writes resources uses: the one it names, or, with no
+ * engine, no policy file named and none at the default place, allow-all (which says so).
+ */
+export const engineOrAllowAll = (
+  command: Pick<EngineOptions, "engine" | "policy">,
+  io: Io
+): EngineOptions["engine"] =>
+  command.engine === undefined && command.policy === undefined && !fs.existsSync(defaultPolicyFile(io))
+    ? "allow-all"
+    : command.engine
+
 /** The engine the command names, loaded (a policy that does not load is an error naming the file). */
 export const engineOf = (command: EngineOptions, io: Io): Effect.Effect<Policy.Service, PolicyLoadError> => {
   if (command.engine === "allow-all") return Policy.allowAll
-  const file = path.resolve(io.cwd, command.policy ?? path.join(CliConfig.paths(io.env).home, "policy.cedar"))
+  const file = path.resolve(io.cwd, command.policy ?? defaultPolicyFile(io))
   const kind = command.engine ?? (file.endsWith(".wasm") ? "opa" : "cedar")
   if (!fs.existsSync(file))
     return Effect.fail(

@@ -109,13 +109,7 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
   if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
   const embedder = await makeEmbedder(command, io)
-  // No policy named and none at the default place: every access is allowed, and allow-all says so.
-  const engine =
-    command.engine === undefined &&
-    command.policy === undefined &&
-    !fs.existsSync(PolicyCommand.defaultPolicyFile(io))
-      ? "allow-all"
-      : command.engine
+  const engine = PolicyCommand.engineOrAllowAll(command, io)
   const program = Effect.gen(function* () {
     const store = yield* SqlResourceStore.fromDatabase
     const vectors = yield* VectorIndex.fromDatabase(embedder, { reset: command.type === "resources-reindex" })
