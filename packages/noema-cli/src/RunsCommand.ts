@@ -215,7 +215,9 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       before: Effect.Effect<unknown, E> = Effect.void
     ) =>
       Effect.gen(function* () {
-        const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step))
+        const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step), {
+          interrupt: executor.interrupt
+        })
         if (outcome._tag === "Queued") {
           if (!json)
             yield* print(

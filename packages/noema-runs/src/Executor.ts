@@ -20,7 +20,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, ConversationContext, Message, type Tool } from "@noema/core"
-import { Effect } from "effect"
+import { Cause, Effect, Exit, Schema, Scope } from "effect"
+import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import type { Pipeline, PipelineError } from "./Pipeline.js"
 import * as PipelineModule from "./Pipeline.js"
 import {
@@ -34,6 +35,7 @@ import {
 } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
 import type { AppendError, ClaimRequest, CreateRunError, Service as Store } from "./RunsStore.js"
+import * as StoreWorkflowEngine from "./StoreWorkflowEngine.js"
 
 export interface Options {
   readonly store: Store
@@ -85,8 +87,47 @@ export interface Executor {
   readonly reject: (runId: string, reason: string) => Effect.Effect<RunView, AppendError>
   /** A failed run starts again at its failed stage, with a new attempt. */
   readonly retry: (runId: string) => Effect.Effect<RunView, AppendError>
+  /** Records the cancel, then interrupts the run's workflow execution (see `interrupt`). */
   readonly cancel: (runId: string, reason?: string) => Effect.Effect<RunView, AppendError>
+  /**
+   * Interrupts the run's workflow execution: the stage under way stops at once if this
+   * process runs it; otherwise the interrupt is recorded for the execution's next replay.
+   */
+  readonly interrupt: (runId: string) => Effect.Effect<void>
+  /** The effect/workflow engine the runs execute on (its journal is the store's). */
+  readonly engine: StoreWorkflowEngine.StoreWorkflowEngine
 }
+
+/**
+ * A run as an effect/workflow workflow: one execution per start of the run (see
+ * `Executor`), its steps activities, its approvals durable deferreds. A failure of the
+ * store or the disk suspends it (`SuspendOnFailure`) rather than completing it, so it is
+ * carried on once the cause is gone.
+ */
+export const RunWorkflow = Workflow.make("noema/run", {
+  payload: { runId: Schema.String },
+  success: Schema.Struct({ status: Schema.String }),
+  idempotencyKey: ({ runId }) => runId
+}).annotate(Workflow.SuspendOnFailure, true)
+
+/** The durable deferred a run's workflow waits on before a gated stage. */
+export const approvalGate = (position: number) =>
+  DurableDeferred.make(`approval/${position}`, { success: Schema.Struct({ approved: Schema.Boolean }) })
+
+const executeErrorTags = new Set([
+  "RunNotFound",
+  "IllegalTransition",
+  "RunsStoreError",
+  "FileError",
+  "PipelineError",
+  "InvalidInput"
+])
+const isExecuteError = (error: unknown): error is ExecuteError | PipelineError =>
+  typeof error === "object" &&
+  error !== null &&
+  "_tag" in error &&
+  typeof error._tag === "string" &&
+  executeErrorTags.has(error._tag)
 
 const errorOf = (error: Agent.AgentError | RunFiles.FileError): StageError =>
   error._tag === "FileError"
@@ -238,6 +279,80 @@ export const make = (options: Options): Executor => {
       )
     })
 
+  // ---------------------------------------------------------------------------
+  // The run as an effect/workflow workflow
+  // ---------------------------------------------------------------------------
+
+  /** The pipelines of the runs executing here (the body falls back to run.json). */
+  const pipelines = new Map<string, Pipeline>()
+
+  /** One step of the run: an activity, so a replay gets its result back instead of doing it again. */
+  const step = (name: string, effect: Effect.Effect<unknown, ExecuteError>) =>
+    // A failure of the store or the disk is a defect here: the engine records no result for it,
+    // and the workflow (SuspendOnFailure) suspends, to be replayed from this step.
+    Activity.make({ name, execute: Effect.asVoid(Effect.orDie(effect)) })
+
+  /**
+   * The workflow's body: each time the run's view is read, the next step is decided from it
+   * and done as an activity. Approval is a durable deferred: the execution suspends (and the
+   * process may stop) until `approve` or `reject` completes it.
+   */
+  const body = ({ runId }: { readonly runId: string }) =>
+    Effect.gen(function* () {
+      const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOf(runId)))
+      while (true) {
+        const run = yield* Effect.orDie(store.getRun(runId))
+        if (run.status === "waiting_approval") {
+          const waiting = run.stages.find((s) => s.status === "waiting_approval")
+          if (waiting === undefined) return yield* Effect.die(`run ${runId} waits for approval of no stage`)
+          yield* DurableDeferred.await(approvalGate(waiting.position))
+          const after = yield* Effect.orDie(store.getRun(runId))
+          if (after.status === "waiting_approval" && after.seq === run.seq)
+            return yield* Effect.die(
+              `run ${runId}: stage ${waiting.position}'s approval was decided in the workflow but not in the timeline`
+            )
+          continue
+        }
+        if (run.status !== "running") return { status: run.status }
+        const stage = currentStage(run)
+        if (stage === undefined) {
+          yield* step("complete", append(runId, [{ type: "RunCompleted" }]))
+        } else if (stage.needsApproval && !stage.approved) {
+          yield* step(
+            `request-approval/${stage.position}`,
+            append(runId, [{ type: "ApprovalRequested", position: stage.position }])
+          )
+        } else {
+          const attempt = stage.attempts.length + 1
+          yield* step(`stage/${stage.position}/attempt/${attempt}`, runAttempt(run, pipeline, stage.position))
+        }
+      }
+    })
+
+  const engineScope = Scope.makeUnsafe()
+  const engine = Effect.runSync(Scope.provide(StoreWorkflowEngine.make(store.journal), engineScope))
+  Effect.runSync(
+    engine
+      .register(RunWorkflow, body)
+      .pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine), Scope.provide(engineScope))
+  )
+
+  /**
+   * The run's current workflow execution: one per start, so a retried run (started again
+   * after it failed) is a new execution and the earlier one keeps its result.
+   */
+  const executionOf = (runId: string) =>
+    Effect.map(
+      store.events(runId),
+      (events) => `${runId}/${events.filter((event) => event.data.type === "RunStarted").length}`
+    )
+
+  /** A failure that stopped the workflow (it suspended on it) as the executor's error. */
+  const failureOf = (cause: Cause.Cause<unknown>): Effect.Effect<never, ExecuteError | PipelineError> => {
+    const error = Cause.squash(cause)
+    return isExecuteError(error) ? Effect.fail(error) : Effect.die(error)
+  }
+
   const execute = (runId: string, pipeline: Pipeline): Effect.Effect<Outcome, ExecuteError> =>
     Effect.gen(function* () {
       let run = yield* store.getRun(runId)
@@ -250,24 +365,46 @@ export const make = (options: Options): Executor => {
         }
         run = started.success
       }
-      while (run.status === "running") {
-        const stage = currentStage(run)
-        if (stage === undefined) {
-          run = yield* append(runId, [{ type: "RunCompleted" }])
-          break
-        }
-        if (stage.needsApproval && !stage.approved) {
-          run = yield* append(runId, [{ type: "ApprovalRequested", position: stage.position }])
-          return { _tag: "WaitingApproval", run, position: stage.position } as const
-        }
-        run = yield* runAttempt(run, pipeline, stage.position)
-      }
+      if (run.status !== "running" && run.status !== "waiting_approval")
+        return { _tag: "Finished", run } as const
+      const executionId = yield* executionOf(runId)
+      pipelines.set(runId, pipeline)
+      const result = yield* engine
+        .run(RunWorkflow, { executionId, payload: { runId } })
+        .pipe(Effect.ensuring(Effect.sync(() => pipelines.delete(runId))))
+      if (result._tag === "Suspended" && result.cause !== undefined)
+        return yield* failureOf(result.cause) as Effect.Effect<never, ExecuteError>
+      run = yield* store.getRun(runId)
       if (run.status === "waiting_approval") {
         const waiting = run.stages.find((s) => s.status === "waiting_approval")
         return { _tag: "WaitingApproval", run, position: waiting?.position ?? 0 } as const
       }
+      if (run.status === "running" || run.status === "queued")
+        return yield* Effect.fail(
+          new IllegalTransition({
+            runId,
+            event: "RunCompleted",
+            detail: `its workflow execution ${executionId} ended (${result._tag}) while the run is still ${run.status}`
+          })
+        )
       return { _tag: "Finished", run } as const
     })
+
+  /** Completes the approval gate the run's workflow waits on (after the timeline has the decision). */
+  const decide = (runId: string, position: number, approved: boolean) =>
+    Effect.flatMap(executionOf(runId), (executionId) => {
+      const gate = approvalGate(position)
+      return engine.deferredDone(gate, {
+        workflowName: RunWorkflow._tag,
+        executionId,
+        deferredName: gate.name,
+        exit: Exit.succeed({ approved })
+      })
+    })
+
+  /** Interrupts the run's workflow execution: at once if it runs here, else on its next replay. */
+  const interrupt = (runId: string) =>
+    Effect.flatMap(executionOf(runId), (executionId) => engine.interruptUnsafe(RunWorkflow, executionId))
 
   const waitingStage = (runId: string) =>
     Effect.flatMap(store.getRun(runId), (run) => {
@@ -390,13 +527,34 @@ export const make = (options: Options): Executor => {
     resume,
     approve: (runId, by) =>
       Effect.flatMap(waitingStage(runId), (position) =>
-        append(runId, [{ type: "ApprovalGranted", position, ...(by !== undefined && { by }) }])
+        Effect.tap(
+          append(runId, [{ type: "ApprovalGranted", position, ...(by !== undefined && { by }) }]),
+          () => decide(runId, position, true)
+        )
       ),
     reject: (runId, reason) =>
       Effect.flatMap(waitingStage(runId), (position) =>
-        append(runId, [{ type: "ApprovalRejected", position, reason }])
+        Effect.tap(append(runId, [{ type: "ApprovalRejected", position, reason }]), () =>
+          decide(runId, position, false)
+        )
       ),
     retry: (runId) => append(runId, [{ type: "RunStarted" }]),
-    cancel: (runId, reason = "canceled") => append(runId, [{ type: "RunCanceled", reason }])
+    cancel: (runId, reason = "canceled") =>
+      Effect.gen(function* () {
+        const before = yield* store.getRun(runId)
+        const canceled = yield* append(runId, [{ type: "RunCanceled", reason }])
+        yield* interrupt(runId)
+        // Suspended at its approval gate, the execution runs nowhere: replayed here, it reads
+        // the cancel and completes, so the journal does not keep it open.
+        if (before.status === "waiting_approval")
+          yield* Effect.ignore(
+            Effect.flatMap(executionOf(runId), (executionId) =>
+              engine.run(RunWorkflow, { executionId, payload: { runId } })
+            )
+          )
+        return canceled
+      }),
+    interrupt: (runId) => Effect.orDie(interrupt(runId)),
+    engine
   }
 }

@@ -80,6 +80,40 @@ export interface CreateRun {
   readonly claim?: ClaimRequest
 }
 
+/** A workflow execution as the journal keeps it (see `WorkflowJournal`). */
+export interface ExecutionRecord {
+  readonly executionId: string
+  readonly workflow: string
+  /** The payload, encoded as JSON. */
+  readonly payload: string
+  /** The final result (`Workflow.Result` encoded as JSON), once the execution completed. */
+  readonly result?: string
+  /** An interrupt was asked for: a replay completes it as interrupted. */
+  readonly interrupted: boolean
+}
+
+/**
+ * The durable part of the workflow engine (`StoreWorkflowEngine`): executions, and
+ * per execution the entries a replay reads back instead of doing the work again
+ * (an activity's exit, a durable deferred's result, a durable clock's wake time).
+ * Entries are written once: the first write stands and is what every later read
+ * and write gets back, so two writers agree on one value.
+ */
+export interface WorkflowJournal {
+  /** Records the execution unless it is there; returns the record that stands. */
+  readonly start: (execution: {
+    readonly executionId: string
+    readonly workflow: string
+    readonly payload: string
+  }) => Effect.Effect<ExecutionRecord, RunsStoreError>
+  readonly execution: (executionId: string) => Effect.Effect<ExecutionRecord | undefined, RunsStoreError>
+  readonly complete: (executionId: string, result: string) => Effect.Effect<void, RunsStoreError>
+  readonly interrupt: (executionId: string) => Effect.Effect<void, RunsStoreError>
+  readonly entry: (executionId: string, key: string) => Effect.Effect<string | undefined, RunsStoreError>
+  /** Writes the entry unless one is there; returns the value that stands. */
+  readonly record: (executionId: string, key: string, value: string) => Effect.Effect<string, RunsStoreError>
+}
+
 export interface Service {
   readonly location: string
   readonly createThread: (options?: {
@@ -118,6 +152,8 @@ export interface Service {
   readonly release: (runId: string, owner: string) => Effect.Effect<void, RunsStoreError>
   /** Every claim held, expired ones included. */
   readonly claims: () => Effect.Effect<ReadonlyArray<Claim>, RunsStoreError>
+  /** What the workflow engine keeps of the runs' executions. */
+  readonly journal: WorkflowJournal
 }
 
 export class RunsStore extends Context.Service<RunsStore, Service>()("@noema/runs/RunsStore") {}
@@ -225,6 +261,39 @@ export const queuedEvent = (options: CreateRun): EventData => ({
 // ---------------------------------------------------------------------------
 // Memory
 // ---------------------------------------------------------------------------
+
+const memoryJournal = (): WorkflowJournal => {
+  const executions = new Map<string, ExecutionRecord>()
+  const entries = new Map<string, string>()
+  const update = (executionId: string, f: (record: ExecutionRecord) => ExecutionRecord) =>
+    Effect.sync(() => {
+      const record = executions.get(executionId)
+      if (record !== undefined) executions.set(executionId, f(record))
+    })
+  return {
+    start: (execution) =>
+      Effect.sync(() => {
+        const existing = executions.get(execution.executionId)
+        if (existing !== undefined) return existing
+        const record: ExecutionRecord = { ...execution, interrupted: false }
+        executions.set(execution.executionId, record)
+        return record
+      }),
+    execution: (executionId) => Effect.sync(() => executions.get(executionId)),
+    complete: (executionId, result) =>
+      update(executionId, (record) => (record.result === undefined ? { ...record, result } : record)),
+    interrupt: (executionId) => update(executionId, (record) => ({ ...record, interrupted: true })),
+    entry: (executionId, key) => Effect.sync(() => entries.get(`${executionId}\u0000${key}`)),
+    record: (executionId, key, value) =>
+      Effect.sync(() => {
+        const id = `${executionId}\u0000${key}`
+        const existing = entries.get(id)
+        if (existing !== undefined) return existing
+        entries.set(id, value)
+        return value
+      })
+  }
+}
 
 /** A store in memory: for tests and one-off runs. */
 export const makeMemory = (): Effect.Effect<Service> =>
@@ -354,7 +423,8 @@ export const makeMemory = (): Effect.Effect<Service> =>
         Effect.sync(() => {
           if (claims.get(runId)?.owner === owner) claims.delete(runId)
         }),
-      claims: () => Effect.sync(() => [...claims.values()])
+      claims: () => Effect.sync(() => [...claims.values()]),
+      journal: memoryJournal()
     }
     return service
   })

@@ -2,9 +2,11 @@
  * The behaviour every runs store shares, as cases a backend's test runs
  * against a fresh store each (memory, SQLite, PostgreSQL).
  */
-import { Context, Effect, Exit, Layer, type Scope } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Schema, type Scope } from "effect"
+import { Activity, DurableClock, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import type { EventData, PlannedStage, RunView } from "./Run.js"
-import { RunsStore, type Service } from "./RunsStore.js"
+import { RunsStore, type Service, type WorkflowJournal } from "./RunsStore.js"
+import * as StoreWorkflowEngine from "./StoreWorkflowEngine.js"
 
 export type FreshStore = Effect.Effect<Service, unknown, Scope.Scope>
 
@@ -58,6 +60,253 @@ const failure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 const scoped = (f: (store: Service) => Effect.Effect<void, unknown>) => (fresh: FreshStore) =>
   Effect.scoped(Effect.flatMap(fresh, f))
+
+// ---------------------------------------------------------------------------
+// The workflow engine on the store's journal
+// ---------------------------------------------------------------------------
+
+const Counted = Workflow.make("conformance/counted", {
+  payload: { name: Schema.String },
+  success: Schema.String,
+  idempotencyKey: ({ name }) => name
+}).annotate(Workflow.SuspendOnFailure, true)
+
+const gate = DurableDeferred.make("gate", { success: Schema.String })
+
+interface Behaviour {
+  /** Wait for `gate` between the two activities. */
+  readonly gated?: boolean
+  /** Sleep on a durable clock first. */
+  readonly clockMs?: number
+  /** The second activity never ends. */
+  readonly hang?: boolean
+  /** The second activity dies this many times first. */
+  readonly dies?: number
+}
+
+/**
+ * A process: an engine of its own over the store's journal, with `Counted` registered
+ * and counters of what its activities really ran.
+ */
+const process = (journal: WorkflowJournal, behaviour: Behaviour = {}) =>
+  Effect.gen(function* () {
+    const engine = yield* StoreWorkflowEngine.make(journal)
+    const ran = { first: 0, second: 0 }
+    let dies = behaviour.dies ?? 0
+    const body = ({ name }: { readonly name: string }) =>
+      Effect.gen(function* () {
+        if (behaviour.clockMs !== undefined)
+          yield* DurableClock.sleep({ name: "nap", duration: behaviour.clockMs, inMemoryThreshold: 0 })
+        const first = yield* Activity.make({
+          name: "first",
+          success: Schema.String,
+          execute: Effect.sync(() => {
+            ran.first++
+            return `first(${name})`
+          })
+        })
+        const opened = behaviour.gated === true ? `+${yield* DurableDeferred.await(gate)}` : ""
+        const second = yield* Activity.make({
+          name: "second",
+          success: Schema.String,
+          execute: Effect.suspend(() => {
+            ran.second++
+            if (behaviour.hang === true) return Effect.never
+            if (dies > 0) {
+              dies--
+              return Effect.die(new Error("the disk went away"))
+            }
+            return Effect.succeed("second")
+          })
+        })
+        return `${first}${opened}+${second}`
+      })
+    yield* engine.register(Counted, body).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine))
+    return { engine, ran }
+  })
+
+const run = (engine: StoreWorkflowEngine.StoreWorkflowEngine, executionId: string) =>
+  engine.run(Counted, { executionId, payload: { name: executionId } })
+
+const completed = (result: Workflow.Result<string, never>, what: string): string => {
+  check(
+    result._tag === "Complete",
+    `${what}: completed, not ${result._tag}${result._tag === "Suspended" && result.cause !== undefined ? ` (${Cause.pretty(result.cause)})` : ""}`
+  )
+  const exit = (result as Workflow.Complete<string, never>).exit
+  check(
+    Exit.isSuccess(exit),
+    `${what}: succeeded, not ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : ""}`
+  )
+  return (exit as Exit.Success<string>).value
+}
+
+/** Runs `f` with a process of its own that stops (its scope closed) at the end. */
+const inProcess = <A>(
+  journal: WorkflowJournal,
+  behaviour: Behaviour,
+  f: (process: {
+    engine: StoreWorkflowEngine.StoreWorkflowEngine
+    ran: { first: number; second: number }
+  }) => Effect.Effect<A, unknown>
+) => Effect.scoped(Effect.flatMap(process(journal, behaviour), f))
+
+const engineCases: ReadonlyArray<Case> = [
+  {
+    name: "workflow engine: a completed execution and its activities are answered from the journal in any process",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const journal = store.journal
+        yield* inProcess(journal, {}, ({ engine, ran }) =>
+          Effect.gen(function* () {
+            equal(completed(yield* run(engine, "a"), "first process"), "first(a)+second", "the result")
+            equal(ran, { first: 1, second: 1 }, "each activity ran once")
+          })
+        )
+        yield* inProcess(journal, {}, ({ engine, ran }) =>
+          Effect.gen(function* () {
+            equal(completed(yield* run(engine, "a"), "second process"), "first(a)+second", "the same result")
+            equal(ran, { first: 0, second: 0 }, "nothing ran again")
+            const polled = yield* engine.poll(Counted, "a")
+            check(Option.isSome(polled) && polled.value._tag === "Complete", "poll answers from the journal")
+          })
+        )
+      })
+    )
+  },
+  {
+    name: "workflow engine: a process stopped mid-activity; the next replays and completed activities are not run again",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const journal = store.journal
+        yield* inProcess(journal, { hang: true }, ({ engine, ran }) =>
+          Effect.gen(function* () {
+            const running = yield* Effect.forkChild(run(engine, "b"))
+            while (ran.second === 0) yield* Effect.sleep(5)
+            // The process stops: its run is interrupted from outside, with no result.
+            yield* Fiber.interrupt(running)
+            equal(ran, { first: 1, second: 1 }, "the first process ran both")
+          })
+        )
+        equal((yield* journal.execution("b"))?.result, undefined, "no result recorded")
+        yield* inProcess(journal, {}, ({ engine, ran }) =>
+          Effect.gen(function* () {
+            equal(completed(yield* run(engine, "b"), "replayed"), "first(b)+second", "the result")
+            equal(ran, { first: 0, second: 1 }, "only the cut-off activity ran again")
+          })
+        )
+      })
+    )
+  },
+  {
+    name: "workflow engine: a durable deferred or an interrupt from another process is honoured on the next replay",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const journal = store.journal
+        yield* inProcess(journal, { gated: true }, ({ engine }) =>
+          Effect.gen(function* () {
+            check((yield* run(engine, "c"))._tag === "Suspended", "waits at the gate")
+            check((yield* run(engine, "d"))._tag === "Suspended", "the other waits too")
+          })
+        )
+        yield* inProcess(journal, { gated: true }, ({ engine }) =>
+          Effect.gen(function* () {
+            yield* engine.deferredDone(gate, {
+              workflowName: Counted._tag,
+              executionId: "c",
+              deferredName: gate.name,
+              exit: Exit.succeed("open")
+            })
+            yield* engine.interrupt(Counted, "d")
+          })
+        )
+        yield* inProcess(journal, { gated: true }, ({ engine, ran }) =>
+          Effect.gen(function* () {
+            equal(completed(yield* run(engine, "c"), "opened"), "first(c)+open+second", "through the gate")
+            const interrupted = yield* run(engine, "d")
+            check(
+              interrupted._tag === "Complete" &&
+                Exit.isFailure(interrupted.exit) &&
+                Cause.hasInterrupts(interrupted.exit.cause),
+              "completed as interrupted"
+            )
+            equal(ran, { first: 0, second: 1 }, "the interrupted one ran nothing new")
+            check((yield* journal.execution("d"))?.result !== undefined, "its result is recorded")
+          })
+        )
+      })
+    )
+  },
+  {
+    name: "workflow engine: an activity that dies is not recorded; the execution suspends and its replay runs it again",
+    run: scoped((store) =>
+      inProcess(store.journal, { dies: 1 }, ({ engine, ran }) =>
+        Effect.gen(function* () {
+          const stopped = yield* run(engine, "e")
+          check(stopped._tag === "Suspended" && stopped.cause !== undefined, "suspended, with the cause")
+          equal(
+            Cause.squash((stopped as Workflow.Suspended).cause as Cause.Cause<never>) instanceof Error,
+            true,
+            "the defect is the cause"
+          )
+          equal(completed(yield* run(engine, "e"), "resumed"), "first(e)+second", "resumed")
+          equal(ran, { first: 1, second: 2 }, "the dead activity ran again, the first did not")
+        })
+      )
+    )
+  },
+  {
+    name: "workflow engine: a durable clock's wake time outlives the process that set it",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const journal = store.journal
+        yield* inProcess(journal, { clockMs: 100 }, ({ engine }) =>
+          Effect.map(run(engine, "f"), (result) => check(result._tag === "Suspended", "asleep"))
+        )
+        const wakeAt = Number(yield* journal.entry("f", "clock/nap"))
+        check(wakeAt > 0, "the wake time is recorded")
+        while (Date.now() < wakeAt) yield* Effect.sleep(10)
+        yield* inProcess(journal, { clockMs: 100 }, ({ engine }) =>
+          Effect.map(run(engine, "f"), (result) =>
+            equal(completed(result, "woken"), "first(f)+second", "woken by the recorded time")
+          )
+        )
+      })
+    )
+  },
+  {
+    name: "workflow engine: effect/workflow's own API (toLayer, execute) runs on it",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        let runs = 0
+        const Greet = Workflow.make("conformance/greet", {
+          payload: { name: Schema.String },
+          success: Schema.String,
+          idempotencyKey: ({ name }) => name
+        })
+        const handler = Greet.toLayer(({ name }) =>
+          Activity.make({
+            name: "greet",
+            success: Schema.String,
+            execute: Effect.sync(() => {
+              runs++
+              return `hello ${name}`
+            })
+          })
+        )
+        const layer = handler.pipe(Layer.provideMerge(StoreWorkflowEngine.layer(store.journal)))
+        const once = Effect.scoped(
+          Effect.flatMap(Layer.build(layer), (context) =>
+            Greet.execute({ name: "ada" }).pipe(Effect.provideContext(context))
+          )
+        )
+        equal(yield* once, "hello ada", "executed")
+        equal(yield* once, "hello ada", "again, in another engine")
+        equal(runs, 1, "the activity ran once")
+      })
+    )
+  }
+]
 
 export const cases: ReadonlyArray<Case> = [
   {
@@ -396,5 +645,37 @@ export const cases: ReadonlyArray<Case> = [
         equal(yield* store.feed(latest[0]?.cursor ?? 0), [], "nothing newer")
       })
     )
-  }
+  },
+  {
+    name: "workflow journal: the first write stands, also for concurrent writers",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const journal = store.journal
+        equal(yield* journal.execution("x/1"), undefined, "unknown execution")
+        const started = yield* journal.start({ executionId: "x/1", workflow: "w", payload: '{"a":1}' })
+        equal(
+          started,
+          { executionId: "x/1", workflow: "w", payload: '{"a":1}', interrupted: false },
+          "started"
+        )
+        const again = yield* journal.start({ executionId: "x/1", workflow: "w", payload: '{"a":2}' })
+        equal(again.payload, '{"a":1}', "the first payload stands")
+        const values = yield* Effect.forEach(
+          Array.from({ length: 8 }, (_, index) => index),
+          (index) => journal.record("x/1", "activity/a/1", `"${index}"`),
+          { concurrency: "unbounded" }
+        )
+        check(new Set(values).size === 1, `eight writers agree on one value: ${values.join(" ")}`)
+        equal(yield* journal.entry("x/1", "activity/a/1"), values[0], "what is read is what stood")
+        equal(yield* journal.entry("x/1", "deferred/d"), undefined, "no such entry")
+        equal(yield* journal.entry("x/2", "activity/a/1"), undefined, "entries belong to one execution")
+        yield* journal.interrupt("x/1")
+        yield* journal.complete("x/1", '"first"')
+        yield* journal.complete("x/1", '"second"')
+        const done = yield* journal.execution("x/1")
+        equal([done?.result, done?.interrupted], ['"first"', true], "completed once, interrupted")
+      })
+    )
+  },
+  ...engineCases
 ]

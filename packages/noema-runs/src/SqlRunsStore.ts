@@ -32,12 +32,14 @@ import {
   type ClaimRequest,
   type ClaimResult,
   createRefusal,
+  type ExecutionRecord,
   envelopes,
   fold,
   queuedEvent,
   RunsStore,
   RunsStoreError,
-  type Service
+  type Service,
+  type WorkflowJournal
 } from "./RunsStore.js"
 
 export const migrationsTable = "noema_runs_migrations"
@@ -117,6 +119,24 @@ const migrations = (dialect: DialectName) => ({
       expires_at BIGINT NOT NULL,
       claimed_at TEXT NOT NULL
     )`)
+  }),
+  "3_workflow": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe(`CREATE TABLE runs_workflow_executions (
+      execution_id TEXT PRIMARY KEY NOT NULL,
+      workflow TEXT NOT NULL,
+      payload TEXT NOT NULL,
+      result TEXT,
+      interrupted INTEGER NOT NULL DEFAULT 0,
+      created_at TEXT NOT NULL
+    )`)
+    yield* sql.unsafe(`CREATE TABLE runs_workflow_journal (
+      execution_id TEXT NOT NULL,
+      entry_key TEXT NOT NULL,
+      value TEXT NOT NULL,
+      recorded_at TEXT NOT NULL,
+      PRIMARY KEY (execution_id, entry_key)
+    )`)
   })
 })
 
@@ -165,6 +185,22 @@ interface ThreadRow {
   readonly queue_policy: string
   readonly created_at: string
 }
+
+interface ExecutionRow {
+  readonly execution_id: string
+  readonly workflow: string
+  readonly payload: string
+  readonly result: string | null
+  readonly interrupted: number | string | boolean
+}
+
+const executionOf = (row: ExecutionRow): ExecutionRecord => ({
+  executionId: row.execution_id,
+  workflow: row.workflow,
+  payload: row.payload,
+  ...(row.result !== null && { result: row.result }),
+  interrupted: Number(row.interrupted) === 1
+})
 
 const threadOf = (row: ThreadRow): Thread => ({
   id: row.id,
@@ -281,8 +317,60 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         return { claimed: false, holder: claimOf(held[0]) } as const
       })
 
+    const selectExecution = (executionId: string) =>
+      Effect.map(
+        sql<ExecutionRow>`SELECT execution_id, workflow, payload, result, interrupted
+          FROM runs_workflow_executions WHERE execution_id = ${executionId}`,
+        (rows) => (rows[0] === undefined ? undefined : executionOf(rows[0]))
+      )
+    const selectEntry = (executionId: string, key: string) =>
+      Effect.map(
+        sql<{ value: string }>`SELECT value FROM runs_workflow_journal
+          WHERE execution_id = ${executionId} AND entry_key = ${key}`,
+        (rows) => rows[0]?.value
+      )
+    const journal: WorkflowJournal = {
+      start: ({ executionId, workflow, payload }) =>
+        orStoreError(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
+              VALUES (${executionId}, ${workflow}, ${payload}, 0, ${new Date().toISOString()})
+              ON CONFLICT (execution_id) DO NOTHING`
+            const record = yield* selectExecution(executionId)
+            if (record === undefined)
+              return yield* Effect.fail(
+                new RunsStoreError({ location, detail: `workflow execution ${executionId} was not recorded` })
+              )
+            return record
+          })
+        ),
+      execution: (executionId) => orStoreError(selectExecution(executionId)),
+      complete: (executionId, result) =>
+        orStoreError(
+          Effect.asVoid(sql`UPDATE runs_workflow_executions SET result = ${result}
+            WHERE execution_id = ${executionId} AND result IS NULL`)
+        ),
+      interrupt: (executionId) =>
+        orStoreError(
+          Effect.asVoid(
+            sql`UPDATE runs_workflow_executions SET interrupted = 1 WHERE execution_id = ${executionId}`
+          )
+        ),
+      entry: (executionId, key) => orStoreError(selectEntry(executionId, key)),
+      record: (executionId, key, value) =>
+        orStoreError(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
+              VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
+              ON CONFLICT (execution_id, entry_key) DO NOTHING`
+            return (yield* selectEntry(executionId, key)) ?? value
+          })
+        )
+    }
+
     const service: Service = {
       location,
+      journal,
       createThread: (options) => {
         const thread: Thread = {
           id: newThreadId(),

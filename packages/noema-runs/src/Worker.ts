@@ -14,7 +14,7 @@
  * thread's order and only when their thread is free; the store refuses a start
  * that would break a thread's serialisation anyway, whichever worker asks.
  */
-import { Cause, Duration, Effect, Exit, FiberSet, type Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, FiberSet, type Scope } from "effect"
 import type { ExecuteError, Executor, Outcome } from "./Executor.js"
 import type { PipelineError } from "./Pipeline.js"
 import type { RunNotFound, RunView } from "./Run.js"
@@ -25,6 +25,12 @@ import { startRefusal } from "./RunsStore.js"
 export interface CarryOnOptions extends RunLease.Options {
   /** How often the store is asked whether the run was canceled. Default 500 ms. */
   readonly cancelPollMs?: number
+  /**
+   * How a cancel seen in the store stops the work: `Executor.interrupt`, which interrupts the
+   * run's workflow execution (it completes as interrupted, and `step` ends with the canceled
+   * run). Without it, `step` itself is interrupted.
+   */
+  readonly interrupt?: (runId: string) => Effect.Effect<void>
 }
 
 /** Ends when the run is canceled (by anyone), with that run. */
@@ -38,21 +44,30 @@ const canceled = (store: Store, runId: string, pollMs: number) =>
   })
 
 /**
- * Runs `step` on the run holding its lease; a cancel recorded meanwhile interrupts `step`
- * (the attempt under way is left canceled, with no manifest) and ends with the canceled run.
+ * Runs `step` on the run holding its lease; a cancel recorded meanwhile, here or anywhere,
+ * stops `step` (see `interrupt`): the attempt under way is left canceled, with no manifest,
+ * and `step` ends with the canceled run.
  */
 export const carryOn = <E, R>(
   store: Store,
   runId: string,
   step: Effect.Effect<Outcome, E, R>,
   options: CarryOnOptions = {}
-): Effect.Effect<Outcome, E | RunLease.RunBusy | RunLease.LeaseLost | RunsStoreError | RunNotFound, R> =>
-  RunLease.withLease(
-    store,
-    runId,
-    Effect.raceFirst(step, canceled(store, runId, options.cancelPollMs ?? 500)),
-    options
-  )
+): Effect.Effect<Outcome, E | RunLease.RunBusy | RunLease.LeaseLost | RunsStoreError | RunNotFound, R> => {
+  const pollMs = options.cancelPollMs ?? 500
+  const interrupt = options.interrupt
+  const watched =
+    interrupt === undefined
+      ? Effect.raceFirst(step, canceled(store, runId, pollMs))
+      : Effect.gen(function* () {
+          // A store that fails a poll is asked again at the next one.
+          const watcher = yield* Effect.forkChild(
+            Effect.flatMap(Effect.eventually(canceled(store, runId, pollMs)), () => interrupt(runId))
+          )
+          return yield* Effect.ensuring(step, Fiber.interrupt(watcher))
+        })
+  return RunLease.withLease(store, runId, watched, options)
+}
 
 /**
  * The runs a worker may take now, in creation order: running or queued, not held by a live
@@ -123,7 +138,7 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
     const stopped = options.onStopped ?? (() => Effect.void)
 
     const take = (runId: string) =>
-      carryOn(store, runId, executor.resume(runId), options.lease).pipe(
+      carryOn(store, runId, executor.resume(runId), { ...options.lease, interrupt: executor.interrupt }).pipe(
         Effect.exit,
         Effect.tap((exit) =>
           Effect.sync(() => {

@@ -26,6 +26,16 @@ const setup = (replies: ReadonlyArray<ScriptedChatModel.Reply>) =>
     return { workspace, store, model, executor, thread, progress }
   })
 
+/** What the workflow journal holds of an execution: its result's run status, if completed. */
+const executionOf = (store: RunsStore.Service, executionId: string) =>
+  Effect.map(store.journal.execution(executionId), (record) => ({
+    status:
+      record?.result === undefined
+        ? undefined
+        : (JSON.parse(record.result) as { exit: { value?: { status: string } } }).exit.value?.status,
+    interrupted: record?.interrupted ?? false
+  }))
+
 const tree = (root: string): Array<string> =>
   fs
     .readdirSync(root, { recursive: true, withFileTypes: true })
@@ -102,7 +112,7 @@ describe("Executor", () => {
 
   it.effect("a failed stage fails the run with error_code, keeps earlier stages; retry adds an attempt", () =>
     Effect.gen(function* () {
-      const { workspace, executor, thread, model } = yield* setup([
+      const { workspace, executor, thread, model, store } = yield* setup([
         "brief",
         { fail: new ModelError.Unavailable({ message: "upstream down", status: 503 }) }
       ])
@@ -126,6 +136,15 @@ describe("Executor", () => {
       yield* executor.retry(run.runId)
       const done = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
       assert.strictEqual(done.run.status, "completed")
+      // Each start of the run is its own workflow execution; the first keeps its result.
+      assert.deepStrictEqual(yield* executionOf(store, `${run.runId}/1`), {
+        status: "failed",
+        interrupted: false
+      })
+      assert.deepStrictEqual(yield* executionOf(store, `${run.runId}/2`), {
+        status: "completed",
+        interrupted: false
+      })
       assert.deepStrictEqual(
         done.run.stages[1]?.attempts.map((a) => [a.attempt, a.status]),
         [
@@ -145,16 +164,37 @@ describe("Executor", () => {
         name: "gated",
         stages: [{ key: "publish", instructions: "Publish.", tools: [], approval: true }]
       }
-      const { executor, thread, store } = yield* setup(["published"])
+      const { executor, thread, store, workspace, model } = yield* setup(["published"])
       const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
       const paused = yield* executor.execute(run.runId, pipeline)
       assert.strictEqual(paused._tag, "WaitingApproval")
       assert.strictEqual(paused.run.status, "waiting_approval")
-      yield* executor.approve(run.runId, "me")
-      const done = yield* executor.execute(run.runId, pipeline)
+      // The workflow execution is suspended on its approval gate (a durable deferred).
+      const execution = `${run.runId}/1`
+      assert.deepStrictEqual(yield* executionOf(store, execution), { status: undefined, interrupted: false })
+      // Approved in another process, carried on in a third: only the store is shared.
+      yield* Executor.make({ store, workspace, model }).approve(run.runId, "me")
+      assert.deepStrictEqual(
+        JSON.parse((yield* store.journal.entry(execution, "deferred/approval/1")) ?? "null"),
+        { _tag: "Success", value: { approved: true } }
+      )
+      const done = yield* Executor.make({ store, workspace, model }).execute(run.runId, pipeline)
       assert.strictEqual(done.run.status, "completed")
+      assert.deepStrictEqual(yield* executionOf(store, execution), {
+        status: "completed",
+        interrupted: false
+      })
+      assert.isDefined(yield* store.journal.entry(execution, "activity/stage/1/attempt/1/1"))
       const second = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
       yield* executor.execute(second.runId, pipeline)
+      const other = yield* store.createThread({ title: "other" })
+      const third = yield* executor.create({ threadId: other.id, request: "r", pipeline })
+      yield* executor.execute(third.runId, pipeline)
+      yield* executor.cancel(third.runId, "not needed")
+      // Canceled at its gate, the run's execution completes (interrupted) rather than stay open.
+      const closed = yield* store.journal.execution(`${third.runId}/1`)
+      assert.isTrue(closed?.interrupted)
+      assert.isDefined(closed?.result)
       const rejected = yield* executor.reject(second.runId, "not today")
       assert.strictEqual(rejected.status, "failed")
       assert.strictEqual(rejected.error?.error_code, "approval_rejected")

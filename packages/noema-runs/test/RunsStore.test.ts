@@ -15,7 +15,7 @@ afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 describe("memory RunsStore conformance", () => {
   const fresh = RunsStoreConformance.fromLayer(Layer.effect(RunsStore.RunsStore, RunsStore.makeMemory()))
   for (const testCase of RunsStoreConformance.cases) {
-    it.effect(testCase.name, () => testCase.run(fresh))
+    it.live(testCase.name, () => testCase.run(fresh))
   }
 })
 
@@ -31,7 +31,7 @@ describe("SQLite RunsStore conformance", () => {
     )
   )
   for (const testCase of RunsStoreConformance.cases) {
-    it.effect(testCase.name, () => testCase.run(fresh))
+    it.live(testCase.name, () => testCase.run(fresh))
   }
 })
 
@@ -54,6 +54,6 @@ describe("PostgreSQL RunsStore conformance", () => {
     )
   )
   for (const testCase of RunsStoreConformance.cases) {
-    it.effect(testCase.name, () => testCase.run(fresh))
+    it.live(testCase.name, () => testCase.run(fresh))
   }
 })

@@ -113,7 +113,10 @@ describe("Worker", () => {
       const thread = yield* store.createThread()
       const run = yield* executor.create({ threadId: thread.id, request: "wait", pipeline: slowPipeline })
       const fiber = yield* Effect.forkChild(
-        Worker.carryOn(store, run.runId, executor.execute(run.runId, slowPipeline), { cancelPollMs: 20 })
+        Worker.carryOn(store, run.runId, executor.execute(run.runId, slowPipeline), {
+          cancelPollMs: 20,
+          interrupt: executor.interrupt
+        })
       )
       yield* Effect.sleep("100 millis")
       assert.strictEqual((yield* store.getRun(run.runId)).stages[0]?.status, "running")
@@ -135,6 +138,13 @@ describe("Worker", () => {
       assert.isFalse(fs.existsSync(path.join(stage, "manifest.json")))
       assert.isTrue((yield* RunFiles.verify(workspace, run.runId)).ok)
       assert.deepStrictEqual(yield* store.claims(), [])
+      // The run's workflow execution was interrupted, and completed as such.
+      const execution = yield* store.journal.execution(`${run.runId}/1`)
+      assert.isTrue(execution?.interrupted)
+      assert.strictEqual(
+        (JSON.parse(execution?.result ?? "{}") as { exit?: { _tag: string } }).exit?._tag,
+        "Failure"
+      )
     })
   )
 

@@ -1,0 +1,482 @@
+/**
+ * StoreWorkflowEngine: an `effect/workflow` engine whose durable state is the
+ * runs store's `WorkflowJournal` (memory, SQLite or PostgreSQL).
+ *
+ * Workflows, activities, durable deferreds, durable clocks and interrupts are
+ * effect/workflow's own: this module only supplies the `WorkflowEngine` that
+ * runs them. Its in-process part follows effect's `WorkflowEngine.layerMemory`
+ * (one fiber per execution, replays on resume, a completed deferred preempting
+ * the run parked on it); what must survive the process is written to the
+ * journal:
+ *
+ * - the execution (its payload, first write wins) when it is first executed,
+ *   and its result once it completes: a completed execution is answered from
+ *   the journal, never run again;
+ * - an activity's result once it completes: a replay, in this process or in
+ *   another after a crash, gets the recorded result back instead of running the
+ *   activity again. An activity that dies (a defect: the database or the disk
+ *   failed under it) is not recorded, so the next replay runs it again;
+ * - a durable deferred's result (`deferredDone`, from any process), read by the
+ *   execution's next replay;
+ * - a durable clock's wake time, so a replay after a restart sleeps only what
+ *   is left;
+ * - an interrupt, so whichever process replays the execution next completes it
+ *   as interrupted.
+ *
+ * Who runs an execution is not decided here: one process at a time must, and
+ * in noema the run's claim in the store (`RunLease`) decides it. A deferred
+ * completed or an interrupt asked for in another process is seen by the
+ * execution when it is next resumed; in this process they act at once.
+ */
+import {
+  Cause,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  FiberMap,
+  Layer,
+  Option,
+  Schema,
+  Scope
+} from "effect"
+import {
+  type Activity,
+  type DurableClock,
+  type DurableDeferred,
+  Workflow,
+  WorkflowEngine
+} from "effect/workflow"
+import type { WorkflowJournal } from "./RunsStore.js"
+
+type WorkflowInstance = WorkflowEngine.WorkflowInstance["Service"]
+type Result = Workflow.Result<unknown, unknown>
+type Execute = (
+  payload: object,
+  executionId: string
+) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
+
+type EngineService = WorkflowEngine.WorkflowEngine["Service"]
+
+export interface StoreWorkflowEngine extends EngineService {
+  /**
+   * Executes the workflow here (or joins its run under way here) and waits for the run to
+   * end: `Complete` (also when the journal already holds the result), or `Suspended` (waiting
+   * for a durable deferred or clock, or, with `SuspendOnFailure`, stopped by a failure whose
+   * cause it carries). Interrupting the wait interrupts the run without a result: the
+   * execution is left for a later replay, here or in another process.
+   */
+  readonly run: <
+    Name extends string,
+    Payload extends Workflow.AnyStructSchema,
+    Success extends Schema.Top,
+    Error extends Schema.Top
+  >(
+    workflow: Workflow.Workflow<Name, Payload, Success, Error>,
+    options: { readonly executionId: string; readonly payload: Payload["Type"] }
+  ) => Effect.Effect<Workflow.Result<Success["Type"], Error["Type"]>>
+}
+
+type WakeMode = "explicit" | "automatic"
+
+const isUnwakeable = (result: Result, mode: WakeMode) =>
+  result._tag === "Complete" || (mode === "automatic" && result.failed === true)
+
+const AnyOrVoid = Schema.Union([Schema.Any, Schema.Void])
+/** An activity's result as its `executeEncoded` gives it (values already JSON). */
+const activityResult = Schema.toCodecJson(Workflow.Result({ success: AnyOrVoid, error: AnyOrVoid }))
+/** A deferred's exit as `deferredDone` gets it (values already JSON). */
+const deferredExit = Schema.toCodecJson(Schema.Exit(AnyOrVoid, AnyOrVoid, Schema.Defect()))
+
+const props = (workflow: Workflow.Any) => workflow as unknown as Workflow.AnyWithProps
+const executionResult = (workflow: Workflow.Any) =>
+  Schema.toCodecJson(
+    Workflow.Result({ success: props(workflow).successSchema, error: props(workflow).errorSchema })
+  )
+const payloadCodec = (workflow: Workflow.Any) => Schema.toCodecJson(props(workflow).payloadSchema)
+
+// The journal's text is JSON of these codecs' encoded forms; a value that does not decode is a defect.
+const toText = (schema: Schema.Top, value: unknown): Effect.Effect<string> =>
+  Effect.map(
+    Effect.orDie(Schema.encodeUnknownEffect(schema as Schema.Codec<unknown, unknown>)(value)),
+    // A void value (`undefined`) is kept as null: JSON drops undefined members, and the JSON codecs read null.
+    (encoded) => JSON.stringify(encoded ?? null, (_key, value) => (value === undefined ? null : value))
+  )
+const fromText = <A>(schema: Schema.Top, text: string): Effect.Effect<A> =>
+  Effect.orDie(
+    Schema.decodeUnknownEffect(schema as Schema.Codec<A, unknown>)(JSON.parse(text))
+  ) as Effect.Effect<A>
+
+interface ExecutionState {
+  payload: object
+  readonly execute: Execute
+  readonly parent: string | undefined
+  instance: WorkflowInstance
+  interrupted: boolean
+  interruptedUnsafe: boolean
+  /** The strongest wake requested while a run was still finishing. */
+  resumeRequested: WakeMode | undefined
+  fiber: Fiber.Fiber<Result> | undefined
+  /** Completed once a run completes; it cannot resume after that. */
+  readonly done: Deferred.Deferred<void>
+  /** Parent of every run's scope: a suspended run's finalizers last until the execution finishes. */
+  readonly scope: Scope.Closeable
+}
+
+/** The engine over `journal`; its runs live in the scope. */
+export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngine, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    const workflows = new Map<
+      string,
+      { readonly workflow: Workflow.Any; readonly execute: Execute; readonly scope: Scope.Scope }
+    >()
+    const executions = new Map<string, ExecutionState>()
+    const deferredState = WorkflowEngine.makeDeferredState()
+    const clocks = yield* FiberMap.make<string>()
+
+    /** Journal failures inside the engine's contract (which has no error channel) are defects. */
+    const durable = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
+
+    const resume = Effect.fnUntraced(function* (executionId: string, mode: WakeMode): Effect.fn.Return<void> {
+      const state = executions.get(executionId)
+      if (!state) return
+      const exit = state.fiber?.pollUnsafe()
+      if (exit && exit._tag === "Success" && isUnwakeable(exit.value, mode)) {
+        return
+      } else if (state.fiber && !exit) {
+        // Queue wakes until the run finishes; explicit wakes take priority.
+        const requested = state.resumeRequested
+        state.resumeRequested = mode === "explicit" ? mode : (requested ?? mode)
+        if (requested === undefined) {
+          yield* Fiber.await(state.fiber).pipe(
+            Effect.flatMap(() => {
+              const next = state.resumeRequested ?? mode
+              state.resumeRequested = undefined
+              return resume(executionId, next)
+            }),
+            Effect.forkIn(scope)
+          )
+        }
+        return
+      }
+      // An interrupt asked for by another process is seen on the next replay.
+      const record = yield* durable(journal.execution(executionId))
+      if (record?.interrupted === true) state.interrupted = true
+
+      const entry = workflows.get(state.instance.workflow._tag)
+      if (entry === undefined) return
+      // Each run gets a fresh scope, so replays rebuild compensations instead of registering them again.
+      const instance = WorkflowEngine.WorkflowInstance.initial(state.instance.workflow, executionId, {
+        scope: Scope.forkUnsafe(state.scope)
+      })
+      state.instance = instance
+      state.fiber = yield* state.execute(state.payload, executionId).pipe(
+        Effect.onExit((exit) => {
+          // Safe interrupts take effect only when the run would suspend; unsafe ones also
+          // when a replay would complete normally.
+          if (
+            !state.interrupted ||
+            (!state.interruptedUnsafe &&
+              !instance.suspended &&
+              !instance.abandoned &&
+              !(
+                Context.get(instance.workflow.annotations, Workflow.SuspendOnFailure) && Exit.isFailure(exit)
+              ))
+          ) {
+            return Effect.void
+          }
+          instance.interrupted = true
+          instance.suspended = false
+          return Effect.withFiber((fiber) => Effect.interruptible(Fiber.interrupt(fiber)))
+        }),
+        Workflow.intoResult,
+        Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
+        (effect) => deferredState.trackRun(instance, effect),
+        Effect.tap((result) =>
+          result._tag === "Complete"
+            ? Effect.flatMap(toText(executionResult(instance.workflow), result), (text) =>
+                durable(journal.complete(executionId, text))
+              )
+            : Effect.void
+        ),
+        Effect.tap((result) =>
+          !state.parent || result._tag !== "Complete"
+            ? Effect.void
+            : Effect.forkIn(resume(state.parent, "automatic"), scope)
+        ),
+        Effect.onExit((exit) => {
+          if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") return Effect.void
+          if (Exit.isFailure(exit)) {
+            // Stopped by `interruptUnsafe`: the replay that records the interrupt follows.
+            if (state.interrupted) return Effect.void
+            // Interrupted from outside (the process stops, its claim was lost): no result. The
+            // execution stays in the journal for a later replay; this process forgets it.
+            executions.delete(executionId)
+            return Scope.close(state.scope, Exit.void)
+          }
+          // Completed: the journal answers for it from now on; this process forgets it.
+          return Effect.andThen(
+            Scope.close(state.scope, Exit.void),
+            Deferred.succeed(state.done, undefined)
+          ).pipe(Effect.ensuring(Effect.sync(() => executions.delete(executionId))))
+        }),
+        Effect.forkIn(entry.scope)
+      )
+    })
+
+    /** The local state of an execution, from the journal when this process does not know it yet. */
+    const load = (
+      workflow: Workflow.Any,
+      executionId: string,
+      parent: WorkflowInstance | undefined,
+      detached: boolean | undefined,
+      payload?: object
+    ) =>
+      Effect.gen(function* () {
+        const known = executions.get(executionId)
+        if (known !== undefined) return { state: known, result: undefined }
+        const entry = workflows.get(workflow._tag)
+        if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
+        const record =
+          payload === undefined
+            ? yield* durable(journal.execution(executionId))
+            : yield* durable(
+                journal.start({
+                  executionId,
+                  workflow: workflow._tag,
+                  payload: yield* toText(payloadCodec(workflow), payload)
+                })
+              )
+        if (record === undefined) return { state: undefined, result: undefined }
+        if (record.result !== undefined)
+          return {
+            state: undefined,
+            result: yield* fromText<Result>(executionResult(workflow), record.result)
+          }
+        const state: ExecutionState = {
+          // The recorded payload: the first execute's, whoever made it.
+          payload: yield* fromText<object>(payloadCodec(workflow), record.payload),
+          execute: entry.execute,
+          instance: WorkflowEngine.WorkflowInstance.initial(workflow, executionId),
+          interrupted: record.interrupted,
+          interruptedUnsafe: false,
+          resumeRequested: undefined,
+          fiber: undefined,
+          done: Deferred.makeUnsafe(),
+          scope: Scope.makeUnsafe(),
+          parent: detached === true ? undefined : parent?.executionId
+        }
+        executions.set(executionId, state)
+        return { state, result: undefined }
+      })
+
+    /** Waits for the execution's run under way here to end, following replays that replace it. */
+    const awaitRun = (executionId: string, state: ExecutionState): Effect.Effect<Result> =>
+      Effect.gen(function* () {
+        while (true) {
+          const fiber = state.fiber
+          if (fiber === undefined) return new Workflow.Suspended({})
+          const instance = state.instance
+          const exit = yield* Fiber.await(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+          yield* Effect.yieldNow
+          if (state.fiber !== fiber || state.resumeRequested !== undefined) continue
+          if (Exit.isFailure(exit)) {
+            // Preempted by a completed deferred, or stopped by `interruptUnsafe`: a replay
+            // follows (it completes the interrupt); wait for it to start.
+            if (Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || state.interrupted)) {
+              while (state.fiber === fiber && executions.get(executionId) === state) yield* Effect.sleep(2)
+              if (state.fiber !== fiber) continue
+            }
+            return yield* Effect.failCause(exit.cause)
+          }
+          return exit.value
+        }
+      })
+
+    const engine: StoreWorkflowEngine = Object.assign(
+      WorkflowEngine.makeUnsafe({
+        register: Effect.fnUntraced(function* (workflow, execute) {
+          workflows.set(workflow._tag, { workflow, execute, scope: yield* Effect.scope })
+        }),
+        execute: Effect.fnUntraced(function* (workflow, options) {
+          const { state, result } = yield* load(
+            workflow,
+            options.executionId,
+            options.parent,
+            options.detached,
+            options.payload
+          )
+          if (state === undefined) return (options.discard ? undefined : result) as never
+          if (state.fiber === undefined) yield* resume(options.executionId, "explicit")
+          if (options.discard) return undefined as never
+          const instance = state.instance
+          const exit = yield* Fiber.await(state.fiber!)
+          if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && instance.suspended) {
+            // A completion preempted the run; the caller retries into the replay.
+            return new Workflow.Suspended({}) as never
+          }
+          return (yield* exit) as never
+        }),
+        awaitComplete: (_workflow, executionId) =>
+          Effect.suspend(() => {
+            const state = executions.get(executionId)
+            return state ? Deferred.await(state.done) : Effect.never
+          }),
+        // An execution this process is not running is only marked: whichever process replays it
+        // next completes it as interrupted (two processes never replay one execution at once).
+        interrupt: Effect.fnUntraced(function* (_workflow, executionId) {
+          yield* durable(journal.interrupt(executionId))
+          const state = executions.get(executionId)
+          if (!state) return
+          state.interrupted = true
+          yield* resume(executionId, "explicit")
+        }),
+        interruptUnsafe: Effect.fnUntraced(function* (_workflow, executionId) {
+          yield* durable(journal.interrupt(executionId))
+          const state = executions.get(executionId)
+          if (!state) return
+          state.interrupted = true
+          state.interruptedUnsafe = true
+          if (state.fiber) yield* Fiber.interrupt(state.fiber)
+          // Replay after a hard interruption to record a terminal result.
+          yield* resume(executionId, "explicit")
+        }),
+        resume: Effect.fnUntraced(function* (workflow, executionId) {
+          const { state } = yield* load(workflow, executionId, undefined, true)
+          if (state) yield* resume(executionId, "explicit")
+        }),
+        activityExecute: Effect.fnUntraced(function* (activity: Activity.Any, attempt: number) {
+          const instance = yield* WorkflowEngine.WorkflowInstance
+          const key = `activity/${activity.name}/${attempt}`
+          const recorded = yield* durable(journal.entry(instance.executionId, key))
+          if (recorded !== undefined) return yield* fromText<Result>(activityResult, recorded)
+          // A pending interrupt replays only to rebuild compensations: it runs no new activity.
+          if (executions.get(instance.executionId)?.interrupted && !instance.interrupted)
+            return new Workflow.Suspended({})
+          const activityInstance = WorkflowEngine.WorkflowInstance.initial(
+            instance.workflow,
+            instance.executionId
+          )
+          activityInstance.interrupted = instance.interrupted
+          const result = yield* (activity as unknown as Activity.AnyWithProps).executeEncoded.pipe(
+            Workflow.intoResult,
+            Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance)
+          )
+          if (result._tag === "Suspended") return result
+          // A defect (the database, the disk) is not the activity's answer: the next replay runs it again.
+          if (Exit.isFailure(result.exit) && Cause.hasDies(result.exit.cause)) return result
+          const standing = yield* durable(
+            journal.record(instance.executionId, key, yield* toText(activityResult, result))
+          )
+          return yield* fromText<Result>(activityResult, standing)
+        }),
+        poll: (workflow, executionId) =>
+          Effect.gen(function* () {
+            const exit = executions.get(executionId)?.fiber?.pollUnsafe()
+            if (exit !== undefined)
+              return exit._tag === "Success" ? Option.some(exit.value) : yield* Effect.die(exit.cause)
+            const record = yield* durable(journal.execution(executionId))
+            return record?.result === undefined
+              ? Option.none()
+              : Option.some(yield* fromText<Result>(executionResult(workflow), record.result))
+          }),
+        deferredResult: Effect.fnUntraced(function* (deferred: DurableDeferred.Any) {
+          const instance = yield* WorkflowEngine.WorkflowInstance
+          const recorded = yield* durable(journal.entry(instance.executionId, `deferred/${deferred.name}`))
+          return recorded === undefined
+            ? Option.none()
+            : Option.some(yield* fromText<Exit.Exit<unknown, unknown>>(deferredExit, recorded))
+        }),
+        deferredDone: (options) =>
+          Effect.gen(function* () {
+            const text = yield* toText(deferredExit, options.exit)
+            const key = `deferred/${options.deferredName}`
+            const existing = yield* durable(journal.entry(options.executionId, key))
+            if (existing !== undefined) return
+            yield* durable(journal.record(options.executionId, key, text))
+            const wake = Effect.andThen(
+              deferredState.deferredDone(options.executionId, options.deferredName),
+              resume(options.executionId, "automatic")
+            )
+            const current = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
+            // A workflow finalizer cannot wait for its own run's cleanup: the engine's scope owns the wake.
+            if (Option.isSome(current) && current.value.executionId === options.executionId)
+              yield* Effect.forkIn(wake, scope)
+            else yield* wake
+          }),
+        scheduleClock: (
+          workflow,
+          options: { readonly executionId: string; readonly clock: DurableClock.DurableClock }
+        ) =>
+          Effect.gen(function* () {
+            const now = Date.now()
+            // The first schedule's wake time stands: a replay after a restart sleeps only what is left.
+            const wakeAt = Number(
+              yield* durable(
+                journal.record(
+                  options.executionId,
+                  `clock/${options.clock.name}`,
+                  String(now + Duration.toMillis(options.clock.duration))
+                )
+              )
+            )
+            const done = engine.deferredDone(options.clock.deferred, {
+              workflowName: workflow._tag,
+              executionId: options.executionId,
+              deferredName: options.clock.deferred.name,
+              exit: Exit.void
+            })
+            // Already due (a replay after the process that set it stopped): recorded for the wait
+            // that follows to read; nothing to wake, this run is the one that waits.
+            if (wakeAt <= now) {
+              yield* durable(
+                journal.record(
+                  options.executionId,
+                  `deferred/${options.clock.deferred.name}`,
+                  yield* toText(deferredExit, Exit.void)
+                )
+              )
+              return
+            }
+            yield* done.pipe(
+              Effect.delay(wakeAt - now),
+              FiberMap.run(clocks, `${options.executionId}/${options.clock.name}`, { onlyIfMissing: true }),
+              Effect.asVoid
+            )
+          })
+      }),
+      {
+        run: (<
+          Name extends string,
+          Payload extends Workflow.AnyStructSchema,
+          Success extends Schema.Top,
+          Error extends Schema.Top
+        >(
+          workflow: Workflow.Workflow<Name, Payload, Success, Error>,
+          options: { readonly executionId: string; readonly payload: Payload["Type"] }
+        ) =>
+          Effect.gen(function* () {
+            const { state, result } = yield* load(
+              workflow,
+              options.executionId,
+              undefined,
+              true,
+              options.payload as object
+            )
+            if (state === undefined) return result as Result
+            // A new execution, or one whose last run here suspended: (re)play it.
+            if (state.fiber === undefined || state.fiber.pollUnsafe() !== undefined)
+              yield* resume(options.executionId, "explicit")
+            return yield* awaitRun(options.executionId, state)
+          })) as StoreWorkflowEngine["run"]
+      }
+    )
+    return engine
+  })
+
+/** The engine as effect's `WorkflowEngine` service, over the journal given. */
+export const layer = (journal: WorkflowJournal): Layer.Layer<WorkflowEngine.WorkflowEngine> =>
+  Layer.effect(WorkflowEngine.WorkflowEngine)(make(journal))
