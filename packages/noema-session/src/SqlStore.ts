@@ -17,8 +17,8 @@
  * id, schema version) and is refused, untouched, otherwise.
  */
 import { Message } from "@noema/core"
-import { Clock, Effect, Layer } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { Clock, Context, Effect, Layer } from "effect"
+import { Migrator, SqlClient, type SqlConnection, type SqlError } from "effect/sql"
 import * as Database from "./Database.js"
 import * as databaseFile from "./internal/databaseFile.js"
 import {
@@ -185,9 +185,6 @@ interface SessionRow {
   readonly message_count: number | string
   readonly metadata: string
 }
-
-/** What `appendToSession` returns, read as an array (no object per commit). */
-type AppendRow = readonly [createdAt: number | string, title: string | null, metadata: string]
 
 const infoOf = (
   id: string,
@@ -371,6 +368,76 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
   const sessionRow = (id: string, text: string) =>
     Effect.map(query<SessionRow>(text, [id]), (rows) => rows[0])
 
+  /**
+   * Runs `f` on the connection of the transaction it is called in. The append's statements
+   * go to the connection directly: no statement object, compilation or span per statement
+   * on the commit path (the transaction has its span). Used only inside `writeTransaction`.
+   */
+  const onTransactionConnection = <A, E>(
+    f: (connection: SqlConnection.Connection) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | SqlError.SqlError> =>
+    Effect.withFiber((fiber) => {
+      const level = Context.getOrUndefined(fiber.context, sql.transactionService)
+      return level === undefined ? Effect.die(new Error("no transaction is open")) : f(level[0])
+    })
+
+  /**
+   * The append's check and update: the session row (its `created_at, title, metadata` last),
+   * or why it was not updated: a conflict (another count stored) or no such session.
+   */
+  const appendToSession = (
+    connection: SqlConnection.Connection,
+    id: string,
+    expectedMessageCount: number,
+    update: ReadonlyArray<unknown>
+  ): Effect.Effect<
+    ReadonlyArray<unknown>,
+    SqlError.SqlError | SessionNotFoundError | SessionConflictError
+  > => {
+    type Refused = Effect.Effect<never, SessionNotFoundError | SessionConflictError>
+    const conflict = (actualMessageCount: number): Refused =>
+      Effect.fail(new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount }))
+    const missing = (): Refused => notFound(id)
+    const appended = statements.appendedSession
+    if (appended === undefined) {
+      return Effect.flatMap(connection.executeValues(statements.appendToSession, update), (rows) => {
+        const row = rows[0]
+        if (row !== undefined) return Effect.succeed(row)
+        return Effect.flatMap(connection.executeValues(statements.selectMessageCount, [id]), (counts) => {
+          const count = counts[0]
+          return count === undefined ? missing() : conflict(Number(count[0]))
+        })
+      })
+    }
+    return Effect.flatMap(connection.execute(statements.appendToSession, update, undefined), () =>
+      Effect.flatMap(connection.executeValues(appended, [id]), (rows) => {
+        // changes(), message_count, created_at, title, metadata
+        const row = rows[0]
+        if (row === undefined) return missing()
+        return Number(row[0]) === 1 ? Effect.succeed(row) : conflict(Number(row[1]))
+      })
+    )
+  }
+
+  /** Inserts the rows laid out flat in `parameters` from row `first` on, in multi-row inserts. */
+  const insertMessages = (
+    connection: SqlConnection.Connection,
+    parameters: ReadonlyArray<unknown>,
+    first: number
+  ): Effect.Effect<void, SqlError.SqlError> => {
+    const count = parameters.length / 4
+    if (first >= count) return Effect.void
+    const rows = Math.min(dialect.maximumRowsPerInsert, count - first)
+    return Effect.flatMap(
+      connection.execute(
+        dialect.insertMessages(rows),
+        rows === count ? parameters : parameters.slice(first * 4, (first + rows) * 4),
+        undefined
+      ),
+      () => insertMessages(connection, parameters, first + rows)
+    )
+  }
+
   const service: Service = {
     location,
 
@@ -453,58 +520,31 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
         }
         // Only an untitled session takes a title from the turn (the update keeps an existing one).
         const title = defaultTitle(messages) ?? null
-        const perInsert = dialect.maximumRowsPerInsert
-        const conflictOrMissing = Effect.flatMap(
-          values(statements.selectMessageCount, [id]),
-          (rows): Effect.Effect<never, SessionNotFoundError | SessionConflictError> => {
-            const row = rows[0]
-            return row === undefined
-              ? notFound(id)
-              : Effect.fail(
-                  new SessionConflictError({
-                    sessionId: id,
-                    expectedMessageCount,
-                    actualMessageCount: Number(row[0])
-                  })
-                )
-          }
-        )
-        const insert = (first: number): Effect.Effect<void, SqlError.SqlError> => {
-          if (first >= count) return Effect.void
-          const rows = Math.min(perInsert, count - first)
-          return Effect.flatMap(
-            query(
-              dialect.insertMessages(rows),
-              rows === count ? parameters : parameters.slice(first * 4, (first + rows) * 4)
-            ),
-            () => insert(first + rows)
-          )
-        }
         return store(
           writeTransaction(
-            Effect.flatMap(
-              values(statements.appendToSession, [count, now, title, id, expectedMessageCount]),
-              (
-                rows
-              ): Effect.Effect<
-                SessionInfo,
-                SqlError.SqlError | SessionNotFoundError | SessionConflictError | StoreError
-              > => {
-                const row = rows[0] as AppendRow | undefined
-                if (row === undefined) return conflictOrMissing
-                return Effect.flatMap(insert(0), () =>
-                  decodeRows(() =>
-                    infoOf(
-                      id,
-                      row[1],
-                      Number(row[0]),
-                      now,
-                      expectedMessageCount + count,
-                      cachedMetadata(id, row[2])
+            onTransactionConnection((connection) =>
+              Effect.flatMap(
+                appendToSession(connection, id, expectedMessageCount, [
+                  count,
+                  now,
+                  title,
+                  id,
+                  expectedMessageCount
+                ]),
+                (row) =>
+                  Effect.flatMap(insertMessages(connection, parameters, 0), () =>
+                    decodeRows(() =>
+                      infoOf(
+                        id,
+                        row[row.length - 2] as string | null,
+                        Number(row[row.length - 3]),
+                        now,
+                        expectedMessageCount + count,
+                        cachedMetadata(id, row[row.length - 1] as string)
+                      )
                     )
                   )
-                )
-              }
+              )
             )
           )
         )

@@ -20,12 +20,20 @@ export interface Statements {
   readonly insertSession: string
   readonly selectSession: string
   /**
-   * The append's check and update in one statement: succeeds (one row back) only while the
-   * session holds the expected count. The update locks the row until the commit, so on
-   * PostgreSQL a second writer waits, then finds the new count and updates nothing.
+   * The append's check and update in one statement: updates the session only while it holds
+   * the expected count. The update locks the row until the commit, so on PostgreSQL a second
+   * writer waits, then finds the new count and updates nothing. Without `appendedSession`
+   * (PostgreSQL) it returns the row's `created_at, title, metadata`, none when it updated nothing.
    */
   readonly appendToSession: string
-  /** Why `appendToSession` updated nothing: the count now stored, or no row at all. */
+  /**
+   * Read right after `appendToSession` in the same transaction, when that returns nothing
+   * itself (SQLite, where `RETURNING` costs more than a second statement): whether the update
+   * changed the row (`changes()`, 1 or 0), then `message_count, created_at, title, metadata`;
+   * no row at all when there is no such session.
+   */
+  readonly appendedSession: string | undefined
+  /** Why `appendToSession` updated nothing (without `appendedSession`): the count now stored, or no row at all. */
   readonly selectMessageCount: string
   /** `selectSession`, locking the row (metadata updates). */
   readonly selectSessionForUpdate: string
@@ -67,10 +75,12 @@ interface Variant {
   readonly firstActivity: string
   /** The `activity` of a changed session: higher than every other. */
   readonly nextActivity: string
+  /** The append reads the session back with a second statement (`appendedSession`) instead of `RETURNING`. */
+  readonly readBack: boolean
 }
 
 /** The statements with `?` placeholders; PostgreSQL numbers them. */
-const statements = ({ forUpdate, firstActivity, nextActivity }: Variant): Statements => ({
+const statements = ({ forUpdate, firstActivity, nextActivity, readBack }: Variant): Statements => ({
   insertSession: `INSERT INTO sessions (id, title, created_at, updated_at, activity, message_count, metadata)
     VALUES (?, ?, ?, ?, ${firstActivity}, 0, ?)
     ON CONFLICT (id) DO NOTHING
@@ -79,8 +89,15 @@ const statements = ({ forUpdate, firstActivity, nextActivity }: Variant): Statem
   appendToSession: `UPDATE sessions
     SET message_count = message_count + ?, updated_at = ?, title = coalesce(title, ?),
         activity = ${nextActivity}
-    WHERE id = ? AND message_count = ?
-    RETURNING created_at, title, metadata`,
+    WHERE id = ? AND message_count = ?${
+      readBack
+        ? ""
+        : `
+    RETURNING created_at, title, metadata`
+    }`,
+  appendedSession: readBack
+    ? "SELECT changes(), message_count, created_at, title, metadata FROM sessions WHERE id = ?"
+    : undefined,
   selectMessageCount: "SELECT message_count FROM sessions WHERE id = ?",
   selectSessionForUpdate: `SELECT ${sessionColumns} FROM sessions WHERE id = ?${forUpdate}`,
   listSessions: `SELECT ${sessionColumns} FROM sessions ORDER BY activity DESC`,
@@ -168,7 +185,10 @@ export const sqlite: Dialect = {
   statements: statements({
     forUpdate: "",
     firstActivity: "(SELECT coalesce(max(activity), 0) + 1 FROM sessions)",
-    nextActivity: "(SELECT max(activity) + 1 FROM sessions)"
+    nextActivity: "(SELECT max(activity) + 1 FROM sessions)",
+    // Measured: `UPDATE ... RETURNING` costs SQLite more (it buffers the returned rows) than the
+    // plain update and a read of the row by its key, both on pages the update just touched.
+    readBack: true
   }),
   insertMessages: multiRowInserts(() => "?"),
   maximumRowsPerInsert: 64,
@@ -220,7 +240,9 @@ export const pg: Dialect = {
     statements({
       forUpdate: " FOR UPDATE",
       firstActivity: "nextval('session_activity')",
-      nextActivity: "nextval('session_activity')"
+      nextActivity: "nextval('session_activity')",
+      // One round trip: the update returns the row.
+      readBack: false
     }),
     numbered
   ),
@@ -234,5 +256,7 @@ export const pg: Dialect = {
 }
 
 function mapStatements(all: Statements, f: (text: string) => string): Statements {
-  return Object.fromEntries(Object.entries(all).map(([key, text]) => [key, f(text)])) as unknown as Statements
+  return Object.fromEntries(
+    Object.entries(all).map(([key, text]) => [key, typeof text === "string" ? f(text) : text])
+  ) as unknown as Statements
 }
