@@ -518,32 +518,33 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
           parameters[offset + 2] = json
           parameters[offset + 3] = Math.floor(message.createdAt ?? now)
         }
-        // Only an untitled session takes a title from the turn (the update keeps an existing one).
-        const title = defaultTitle(messages) ?? null
         return store(
           writeTransaction(
             onTransactionConnection((connection) =>
               Effect.flatMap(
-                appendToSession(connection, id, expectedMessageCount, [
-                  count,
-                  now,
-                  title,
-                  id,
-                  expectedMessageCount
-                ]),
+                appendToSession(connection, id, expectedMessageCount, [count, now, id, expectedMessageCount]),
                 (row) =>
-                  Effect.flatMap(insertMessages(connection, parameters, 0), () =>
-                    decodeRows(() =>
+                  Effect.flatMap(insertMessages(connection, parameters, 0), () => {
+                    const stored = row[row.length - 2] as string | null
+                    // Only an untitled session takes a title from the turn: worked out only then.
+                    const title = stored === null ? (defaultTitle(messages) ?? null) : stored
+                    const info = decodeRows(() =>
                       infoOf(
                         id,
-                        row[row.length - 2] as string | null,
+                        title,
                         Number(row[row.length - 3]),
                         now,
                         expectedMessageCount + count,
                         cachedMetadata(id, row[row.length - 1] as string)
                       )
                     )
-                  )
+                    return title === stored
+                      ? info
+                      : Effect.flatMap(
+                          connection.execute(statements.setTitle, [title, id], undefined),
+                          () => info
+                        )
+                  })
               )
             )
           )

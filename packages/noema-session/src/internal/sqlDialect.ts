@@ -35,6 +35,8 @@ export interface Statements {
   readonly appendedSession: string | undefined
   /** Why `appendToSession` updated nothing (without `appendedSession`): the count now stored, or no row at all. */
   readonly selectMessageCount: string
+  /** An untitled session's title, from the turn just appended (in the append's transaction, the row locked). */
+  readonly setTitle: string
   /** `selectSession`, locking the row (metadata updates). */
   readonly selectSessionForUpdate: string
   readonly listSessions: string
@@ -87,8 +89,7 @@ const statements = ({ forUpdate, firstActivity, nextActivity, readBack }: Varian
     RETURNING ${sessionColumns}`,
   selectSession: `SELECT ${sessionColumns} FROM sessions WHERE id = ?`,
   appendToSession: `UPDATE sessions
-    SET message_count = message_count + ?, updated_at = ?, title = coalesce(title, ?),
-        activity = ${nextActivity}
+    SET message_count = message_count + ?, updated_at = ?, activity = ${nextActivity}
     WHERE id = ? AND message_count = ?${
       readBack
         ? ""
@@ -99,6 +100,7 @@ const statements = ({ forUpdate, firstActivity, nextActivity, readBack }: Varian
     ? "SELECT changes(), message_count, created_at, title, metadata FROM sessions WHERE id = ?"
     : undefined,
   selectMessageCount: "SELECT message_count FROM sessions WHERE id = ?",
+  setTitle: "UPDATE sessions SET title = ? WHERE id = ?",
   selectSessionForUpdate: `SELECT ${sessionColumns} FROM sessions WHERE id = ?${forUpdate}`,
   listSessions: `SELECT ${sessionColumns} FROM sessions ORDER BY activity DESC`,
   selectMessages: "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq",
