@@ -238,6 +238,31 @@ const engineCases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "workflow engine: a deferred completed while the same process runs the execution: one replay, each activity once",
+    run: scoped((store) =>
+      inProcess(store.journal, { gated: true }, ({ engine, ran }) =>
+        Effect.gen(function* () {
+          check((yield* run(engine, "g"))._tag === "Suspended", "waits at the gate")
+          // The gate opens (the panel's approve) while the process carries the run on again.
+          const [, result] = yield* Effect.all(
+            [
+              engine.deferredDone(gate, {
+                workflowName: Counted._tag,
+                executionId: "g",
+                deferredName: gate.name,
+                exit: Exit.succeed("open")
+              }),
+              run(engine, "g")
+            ],
+            { concurrency: "unbounded" }
+          )
+          equal(completed(result, "carried on"), "first(g)+open+second", "through the gate")
+          equal(ran, { first: 1, second: 1 }, "each activity ran once")
+        })
+      )
+    )
+  },
+  {
     name: "workflow engine: an activity that dies is not recorded; the execution suspends and its replay runs it again",
     run: scoped((store) =>
       inProcess(store.journal, { dies: 1 }, ({ engine, ran }) =>

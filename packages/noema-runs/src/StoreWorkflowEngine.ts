@@ -119,6 +119,8 @@ interface ExecutionState {
   /** The strongest wake requested while a run was still finishing. */
   resumeRequested: WakeMode | undefined
   fiber: Fiber.Fiber<Result> | undefined
+  /** A replay is being started. */
+  starting: boolean
   /** Completed once a run completes; it cannot resume after that. */
   readonly done: Deferred.Deferred<void>
   /** Parent of every run's scope: a suspended run's finalizers last until the execution finishes. */
@@ -143,6 +145,11 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
     const resume = Effect.fnUntraced(function* (executionId: string, mode: WakeMode): Effect.fn.Return<void> {
       const state = executions.get(executionId)
       if (!state) return
+      if (state.starting) {
+        // A replay is being started (its journal read is under way): this wake follows it.
+        state.resumeRequested = mode === "explicit" ? mode : (state.resumeRequested ?? mode)
+        return
+      }
       const exit = state.fiber?.pollUnsafe()
       if (exit && exit._tag === "Success" && isUnwakeable(exit.value, mode)) {
         return
@@ -163,7 +170,10 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         return
       }
       // An interrupt asked for by another process is seen on the next replay.
-      const record = yield* durable(journal.execution(executionId))
+      state.starting = true
+      const record = yield* durable(journal.execution(executionId)).pipe(
+        Effect.onExit(() => Effect.sync(() => (state.starting = false)))
+      )
       if (record?.interrupted === true) state.interrupted = true
 
       const entry = workflows.get(state.instance.workflow._tag)
@@ -210,8 +220,9 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         Effect.onExit((exit) => {
           if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") return Effect.void
           if (Exit.isFailure(exit)) {
-            // Stopped by `interruptUnsafe`: the replay that records the interrupt follows.
-            if (state.interrupted) return Effect.void
+            // Preempted by a completed deferred, or stopped by `interruptUnsafe`: a replay follows.
+            if (state.interrupted || (instance.suspended && Cause.hasInterruptsOnly(exit.cause)))
+              return Effect.void
             // Interrupted from outside (the process stops, its claim was lost): no result. The
             // execution stays in the journal for a later replay; this process forgets it.
             executions.delete(executionId)
@@ -225,6 +236,12 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         }),
         Effect.forkIn(entry.scope)
       )
+      // A wake that came while the replay was being started waits for it to end.
+      const queued = state.resumeRequested
+      if (queued !== undefined) {
+        state.resumeRequested = undefined
+        yield* resume(executionId, queued)
+      }
     })
 
     /** The local state of an execution, from the journal when this process does not know it yet. */
@@ -265,6 +282,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           interruptedUnsafe: false,
           resumeRequested: undefined,
           fiber: undefined,
+          starting: false,
           done: Deferred.makeUnsafe(),
           scope: Scope.makeUnsafe(),
           parent: detached === true ? undefined : parent?.executionId
@@ -278,11 +296,16 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
       Effect.gen(function* () {
         while (true) {
           const fiber = state.fiber
-          if (fiber === undefined) return new Workflow.Suspended({})
+          if (fiber === undefined) {
+            if (!state.starting) return new Workflow.Suspended({})
+            yield* Effect.sleep(1)
+            continue
+          }
           const instance = state.instance
           const exit = yield* Fiber.await(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
           yield* Effect.yieldNow
-          if (state.fiber !== fiber || state.resumeRequested !== undefined) continue
+          if (state.starting) yield* Effect.sleep(1)
+          if (state.fiber !== fiber || state.resumeRequested !== undefined || state.starting) continue
           if (Exit.isFailure(exit)) {
             // Preempted by a completed deferred, or stopped by `interruptUnsafe`: a replay
             // follows (it completes the interrupt); wait for it to start.
