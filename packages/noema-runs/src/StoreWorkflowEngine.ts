@@ -24,9 +24,12 @@
  *   as interrupted.
  *
  * Who runs an execution is not decided here: one process at a time must, and
- * in noema the run's claim in the store (`RunLease`) decides it. A deferred
- * completed or an interrupt asked for in another process is seen by the
- * execution when it is next resumed; in this process they act at once.
+ * in noema the run's claim in the store (`RunLease`) decides it. So the engine
+ * starts a run only when asked to (`execute`, `run`, `resume`): a deferred
+ * completed (or a clock due) wakes a run under way in this process and is
+ * otherwise read by the execution's next replay, wherever that happens; an
+ * interrupt stops a run under way here at once and is otherwise completed by
+ * the next replay.
  */
 import {
   Cause,
@@ -291,6 +294,14 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         return { state, result: undefined }
       })
 
+    const isRunningHere = (executionId: string) => {
+      const state = executions.get(executionId)
+      return (
+        state !== undefined &&
+        (state.starting || (state.fiber !== undefined && state.fiber.pollUnsafe() === undefined))
+      )
+    }
+
     /** Waits for the execution's run under way here to end, following replays that replace it. */
     const awaitRun = (executionId: string, state: ExecutionState): Effect.Effect<Result> =>
       Effect.gen(function* () {
@@ -333,7 +344,9 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
             options.payload
           )
           if (state === undefined) return (options.discard ? undefined : result) as never
-          if (state.fiber === undefined) yield* resume(options.executionId, "explicit")
+          // A new execution, or one whose last run here suspended: (re)play it.
+          if (state.fiber === undefined || state.fiber.pollUnsafe() !== undefined)
+            yield* resume(options.executionId, "explicit")
           if (options.discard) return undefined as never
           const instance = state.instance
           const exit = yield* Fiber.await(state.fiber!)
@@ -420,9 +433,16 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
             const existing = yield* durable(journal.entry(options.executionId, key))
             if (existing !== undefined) return
             yield* durable(journal.record(options.executionId, key, text))
-            const wake = Effect.andThen(
-              deferredState.deferredDone(options.executionId, options.deferredName),
-              resume(options.executionId, "automatic")
+            // Only a run under way here is woken (preempted if it waits on this deferred, then
+            // replayed). A suspended execution is carried on by whoever executes it next, under
+            // its claim: a wake must not start a run nobody holds.
+            const wake = Effect.suspend(() =>
+              isRunningHere(options.executionId)
+                ? Effect.andThen(
+                    deferredState.deferredDone(options.executionId, options.deferredName),
+                    resume(options.executionId, "automatic")
+                  )
+                : Effect.void
             )
             const current = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
             // A workflow finalizer cannot wait for its own run's cleanup: the engine's scope owns the wake.
