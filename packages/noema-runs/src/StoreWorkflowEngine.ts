@@ -492,22 +492,14 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           })
       }),
       {
-        run: (<
-          Name extends string,
-          Payload extends Workflow.AnyStructSchema,
-          Success extends Schema.Top,
-          Error extends Schema.Top
-        >(
-          workflow: Workflow.Workflow<Name, Payload, Success, Error>,
-          options: { readonly executionId: string; readonly payload: Payload["Type"] }
-        ) =>
+        run: ((workflow: Workflow.Any, options: { readonly executionId: string; readonly payload: object }) =>
           Effect.gen(function* () {
             const { state, result } = yield* load(
               workflow,
               options.executionId,
               undefined,
               true,
-              options.payload as object
+              options.payload
             )
             if (state === undefined) return result as Result
             // A new execution, or one whose last run here suspended: (re)play it.
