@@ -4,8 +4,9 @@
  * One implementation for every SQL database: the statements that differ live
  * in `internal/sqlDialect.ts`, the rest is here. An append is one transaction
  * whose first statement updates the session row only if it still holds the
- * expected message count (`UPDATE ... WHERE message_count = ? RETURNING`),
- * then inserts the turn's messages in one multi-row insert. The update locks
+ * expected message count (`UPDATE ... WHERE message_count = ?`; PostgreSQL
+ * returns the row with `RETURNING`, SQLite reads it back with one `SELECT
+ * changes(), ...`, which costs it less), then inserts the turn's messages in one multi-row insert. The update locks
  * the session (SQLite: the client's `BEGIN IMMEDIATE` write lock; PostgreSQL:
  * the row lock, under READ COMMITTED, so a waiting writer re-reads the count
  * once the first commits and matches nothing), so concurrent writers in other
