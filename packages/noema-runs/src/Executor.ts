@@ -99,8 +99,10 @@ export interface Executor {
 }
 
 /**
- * A run as an effect/workflow workflow: one execution per start of the run (see
- * `Executor`), its steps activities, its approvals durable deferreds. A failure of the
+ * A run as an effect/workflow workflow: one execution per start of the run (the executor
+ * names them `<run_id>/<n>` and runs them with `StoreWorkflowEngine.run`, so the
+ * payload's idempotency key is not what identifies them), its steps activities, its
+ * approvals durable deferreds. A failure of the
  * store or the disk suspends it (`SuspendOnFailure`) rather than completing it, so it is
  * carried on once the cause is gone.
  */

@@ -360,10 +360,13 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       record: (executionId, key, value) =>
         orStoreError(
           Effect.gen(function* () {
-            yield* sql`INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
+            const inserted = yield* sql<{ value: string }>`
+              INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
               VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
-              ON CONFLICT (execution_id, entry_key) DO NOTHING`
-            return (yield* selectEntry(executionId, key)) ?? value
+              ON CONFLICT (execution_id, entry_key) DO NOTHING
+              RETURNING value`
+            // Nothing returned: an entry was there already, and it stands.
+            return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
           })
         )
     }
