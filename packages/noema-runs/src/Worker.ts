@@ -25,12 +25,6 @@ import { startRefusal } from "./RunsStore.js"
 export interface CarryOnOptions extends RunLease.Options {
   /** How often the store is asked whether the run was canceled. Default 500 ms. */
   readonly cancelPollMs?: number
-  /**
-   * How a cancel seen in the store stops the work: `Executor.interrupt`, which interrupts the
-   * run's workflow execution (it completes as interrupted, and `step` ends with the canceled
-   * run). Without it, `step` itself is interrupted.
-   */
-  readonly interrupt?: (runId: string) => Effect.Effect<void>
 }
 
 /** Ends when the run is canceled (by anyone), with that run. */
@@ -52,22 +46,29 @@ export const carryOn = <E, R>(
   store: Store,
   runId: string,
   step: Effect.Effect<Outcome, E, R>,
-  options: CarryOnOptions = {}
-): Effect.Effect<Outcome, E | RunLease.RunBusy | RunLease.LeaseLost | RunsStoreError | RunNotFound, R> => {
-  const pollMs = options.cancelPollMs ?? 500
-  const interrupt = options.interrupt
-  const watched =
-    interrupt === undefined
-      ? Effect.raceFirst(step, canceled(store, runId, pollMs))
-      : Effect.gen(function* () {
-          // A store that fails a poll is asked again at the next one.
-          const watcher = yield* Effect.forkChild(
-            Effect.flatMap(Effect.eventually(canceled(store, runId, pollMs)), () => interrupt(runId))
-          )
-          return yield* Effect.ensuring(step, Fiber.interrupt(watcher))
-        })
-  return RunLease.withLease(store, runId, watched, options)
-}
+  options: CarryOnOptions & {
+    /**
+     * How a cancel seen in the store stops the work: `Executor.interrupt`, which interrupts
+     * the run's workflow execution (it completes as interrupted, and `step` ends with the
+     * canceled run).
+     */
+    readonly interrupt: (runId: string) => Effect.Effect<void>
+  }
+): Effect.Effect<Outcome, E | RunLease.RunBusy | RunLease.LeaseLost | RunsStoreError | RunNotFound, R> =>
+  RunLease.withLease(
+    store,
+    runId,
+    Effect.gen(function* () {
+      // A store that fails a poll is asked again at the next one.
+      const watcher = yield* Effect.forkChild(
+        Effect.flatMap(Effect.eventually(canceled(store, runId, options.cancelPollMs ?? 500)), () =>
+          options.interrupt(runId)
+        )
+      )
+      return yield* Effect.ensuring(step, Fiber.interrupt(watcher))
+    }),
+    options
+  )
 
 /**
  * The runs a worker may take now, in creation order: running or queued, not held by a live
