@@ -124,6 +124,8 @@ interface ExecutionState {
   fiber: Fiber.Fiber<Result> | undefined
   /** A replay is being started. */
   starting: boolean
+  /** Completed, and replaced, whenever the above change or the state is dropped (see `changed`). */
+  changed: Deferred.Deferred<void>
   /** Completed once a run completes; it cannot resume after that. */
   readonly done: Deferred.Deferred<void>
   /** Parent of every run's scope: a suspended run's finalizers last until the execution finishes. */
@@ -141,6 +143,17 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
     const executions = new Map<string, ExecutionState>()
     const deferredState = WorkflowEngine.makeDeferredState()
     const clocks = yield* FiberMap.make<string>()
+
+    /** Tells whoever waits on the state (`awaitRun`) that its run, or what is pending, changed. */
+    const changed = (state: ExecutionState) => {
+      const waiting = state.changed
+      state.changed = Deferred.makeUnsafe()
+      Deferred.doneUnsafe(waiting, Effect.void)
+    }
+    const drop = (executionId: string, state: ExecutionState) => {
+      if (executions.get(executionId) === state) executions.delete(executionId)
+      changed(state)
+    }
 
     /** Journal failures inside the engine's contract (which has no error channel) are defects. */
     const durable = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
@@ -165,6 +178,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
             Effect.flatMap(() => {
               const next = state.resumeRequested ?? mode
               state.resumeRequested = undefined
+              changed(state)
               return resume(executionId, next)
             }),
             Effect.forkIn(scope)
@@ -175,7 +189,12 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
       // An interrupt asked for by another process is seen on the next replay.
       state.starting = true
       const record = yield* durable(journal.execution(executionId)).pipe(
-        Effect.onExit(() => Effect.sync(() => (state.starting = false)))
+        Effect.onExit(() =>
+          Effect.sync(() => {
+            state.starting = false
+            changed(state)
+          })
+        )
       )
       if (record?.interrupted === true) state.interrupted = true
 
@@ -228,17 +247,18 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
               return Effect.void
             // Interrupted from outside (the process stops, its claim was lost): no result. The
             // execution stays in the journal for a later replay; this process forgets it.
-            executions.delete(executionId)
+            drop(executionId, state)
             return Scope.close(state.scope, Exit.void)
           }
           // Completed: the journal answers for it from now on; this process forgets it.
           return Effect.andThen(
             Scope.close(state.scope, Exit.void),
             Deferred.succeed(state.done, undefined)
-          ).pipe(Effect.ensuring(Effect.sync(() => executions.delete(executionId))))
+          ).pipe(Effect.ensuring(Effect.sync(() => drop(executionId, state))))
         }),
         Effect.forkIn(entry.scope)
       )
+      changed(state)
       // A wake that came while the replay was being started waits for it to end.
       const queued = state.resumeRequested
       if (queued !== undefined) {
@@ -286,6 +306,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           resumeRequested: undefined,
           fiber: undefined,
           starting: false,
+          changed: Deferred.makeUnsafe(),
           done: Deferred.makeUnsafe(),
           scope: Scope.makeUnsafe(),
           parent: detached === true ? undefined : parent?.executionId
@@ -306,27 +327,30 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
     const awaitRun = (executionId: string, state: ExecutionState): Effect.Effect<Result> =>
       Effect.gen(function* () {
         while (true) {
+          // Taken first: any change from here on completes it.
+          const change = state.changed
           const fiber = state.fiber
           if (fiber === undefined) {
             if (!state.starting) return new Workflow.Suspended({})
-            yield* Effect.sleep(1)
+            yield* Deferred.await(change)
             continue
           }
           const instance = state.instance
           const exit = yield* Fiber.await(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
-          yield* Effect.yieldNow
-          if (state.starting) yield* Effect.sleep(1)
-          if (state.fiber !== fiber || state.resumeRequested !== undefined || state.starting) continue
-          if (Exit.isFailure(exit)) {
-            // Preempted by a completed deferred, or stopped by `interruptUnsafe`: a replay
-            // follows (it completes the interrupt); wait for it to start.
-            if (Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || state.interrupted)) {
-              while (state.fiber === fiber && executions.get(executionId) === state) yield* Effect.sleep(2)
-              if (state.fiber !== fiber) continue
-            }
-            return yield* Effect.failCause(exit.cause)
+          if (state.fiber !== fiber) continue
+          // A replay is starting or asked for, or follows this run: preempted by a completed
+          // deferred, or stopped by `interruptUnsafe` (the replay completes the interrupt).
+          const replayFollows =
+            state.starting ||
+            state.resumeRequested !== undefined ||
+            (Exit.isFailure(exit) &&
+              Cause.hasInterruptsOnly(exit.cause) &&
+              (instance.suspended || state.interrupted))
+          if (replayFollows && executions.get(executionId) === state) {
+            yield* Deferred.await(change)
+            continue
           }
-          return exit.value
+          return Exit.isFailure(exit) ? yield* Effect.failCause(exit.cause) : exit.value
         }
       })
 
