@@ -103,7 +103,12 @@ const threadLine = (thread: Run.Thread) =>
 const runLine = (run: Run.RunView) =>
   `${run.runId}  ${run.status.padEnd(16)}  ${run.threadId}  ${run.createdAt}  ${run.pipeline}  ${Terminal.oneLine(run.request, 50)}`
 
-const showRun = (run: Run.RunView, events: ReadonlyArray<Run.Event>, workspace: string): string => {
+const showRun = (
+  run: Run.RunView,
+  events: ReadonlyArray<Run.Event>,
+  workflow: Executor.WorkflowView | undefined,
+  workspace: string
+): string => {
   const lines = [
     `run ${run.runId}  ${run.status}`,
     `thread ${run.threadId}, pipeline ${run.pipeline}, created ${run.createdAt}${run.finishedAt === undefined ? "" : `, finished ${run.finishedAt}`}`,
@@ -131,6 +136,13 @@ const showRun = (run: Run.RunView, events: ReadonlyArray<Run.Event>, workspace: 
         )
     }
   }
+  if (workflow !== undefined)
+    lines.push(
+      "",
+      `workflow ${workflow.executionId}  ${workflow.completed ? "completed" : "open (under way, or suspended until approved or resumed)"}${workflow.interrupted ? ", interrupted" : ""}`,
+      `  activities recorded: ${workflow.activities.length === 0 ? "none" : workflow.activities.join(", ")}`,
+      ...(workflow.deferreds.length === 0 ? [] : [`  deferreds completed: ${workflow.deferreds.join(", ")}`])
+    )
   lines.push("", "timeline")
   for (const event of events) {
     const { type, ...rest } = event.data
@@ -306,7 +318,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       case "runs-show": {
         const view = yield* store.getRun(command.run)
         const events = yield* store.events(command.run)
-        yield* print(json ? `${JSON.stringify({ ...view, events })}\n` : showRun(view, events, workspace))
+        const workflow = yield* executor.workflowOf(command.run)
+        yield* print(
+          json
+            ? `${JSON.stringify({ ...view, events, workflow: workflow ?? null })}\n`
+            : showRun(view, events, workflow, workspace)
+        )
         return 0
       }
       case "runs-verify": {

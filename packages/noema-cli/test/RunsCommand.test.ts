@@ -101,6 +101,20 @@ describe("noema threads, run and runs (offline model)", () => {
         "RunCompleted"
       ]
     )
+    // The run executed as an effect/workflow workflow: each step's result is in its journal.
+    assert.deepEqual(shown.workflow, {
+      executionId: `${runId}/1`,
+      completed: true,
+      interrupted: false,
+      activities: ["stage/1/attempt/1", "stage/2/attempt/1", "complete"],
+      deferreds: []
+    })
+    assert.match(
+      (await runCli(["runs", "show", runId], { env })).stdout,
+      new RegExp(
+        `workflow ${runId}/1  completed\n  activities recorded: stage/1/attempt/1, stage/2/attempt/1, complete\n`
+      )
+    )
 
     // A changed artifact is caught.
     fs.appendFileSync(path.join(runDir, "stages", "02-result", "artifacts", artifact.path), "tampered")

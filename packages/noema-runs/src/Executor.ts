@@ -34,7 +34,13 @@ import {
   type StageError
 } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
-import type { AppendError, ClaimRequest, CreateRunError, Service as Store } from "./RunsStore.js"
+import type {
+  AppendError,
+  ClaimRequest,
+  CreateRunError,
+  RunsStoreError,
+  Service as Store
+} from "./RunsStore.js"
 import * as StoreWorkflowEngine from "./StoreWorkflowEngine.js"
 
 export interface Options {
@@ -96,6 +102,21 @@ export interface Executor {
   readonly interrupt: (runId: string) => Effect.Effect<void>
   /** The effect/workflow engine the runs execute on (its journal is the store's). */
   readonly engine: StoreWorkflowEngine.StoreWorkflowEngine
+  /** What the journal holds of the run's current workflow execution; none before it started. */
+  readonly workflowOf: (runId: string) => Effect.Effect<WorkflowView | undefined, RunsStoreError>
+}
+
+/** A run's current workflow execution, as its journal records it. */
+export interface WorkflowView {
+  /** `<run_id>/<n>`: the run's n-th start. */
+  readonly executionId: string
+  /** It has a result: the run's workflow ended. Otherwise it is under way, or suspended. */
+  readonly completed: boolean
+  readonly interrupted: boolean
+  /** The activities whose result is recorded, in order (`stage/1/attempt/1`, `complete`, ...). */
+  readonly activities: ReadonlyArray<string>
+  /** The durable deferreds completed (`approval/2`, ...). */
+  readonly deferreds: ReadonlyArray<string>
 }
 
 /**
@@ -557,6 +578,25 @@ export const make = (options: Options): Executor => {
         return canceled
       }),
     interrupt: (runId) => Effect.orDie(interrupt(runId)),
-    engine
+    engine,
+    workflowOf: (runId) =>
+      Effect.gen(function* () {
+        const executionId = yield* executionOf(runId)
+        const record = yield* store.journal.execution(executionId)
+        if (record === undefined) return undefined
+        const entries = yield* store.journal.entries(executionId)
+        const named = (prefix: string) =>
+          entries
+            .filter((entry) => entry.key.startsWith(prefix))
+            .map((entry) => entry.key.slice(prefix.length))
+        return {
+          executionId,
+          completed: record.result !== undefined,
+          interrupted: record.interrupted,
+          // `activity/<name>/<attempt>`: the name without effect's attempt counter.
+          activities: named("activity/").map((key) => key.replace(/\/\d+$/, "")),
+          deferreds: named("deferred/")
+        }
+      })
   }
 }

@@ -111,6 +111,7 @@ export const page = `<!doctype html>
         <div class="mono dim">sha256 <span id="artifact-sha"></span> <span id="artifact-check"></span></div>
         <pre id="artifact-content"></pre>
       </div>
+      <div id="workflow" class="mono dim"></div>
       <h3>Timeline</h3>
       <ul id="timeline" class="list mono"></ul>
     </div>
@@ -260,6 +261,12 @@ function renderRun(detail) {
       body.appendChild(row);
     });
   });
+  var workflow = detail.workflow;
+  $("workflow").textContent = workflow
+    ? "workflow " + workflow.executionId + " · " + (workflow.completed ? "completed" : "open") + (workflow.interrupted ? " · interrupted" : "") +
+      " · activities recorded: " + (workflow.activities.join(", ") || "none") +
+      (workflow.deferreds.length ? " · deferreds completed: " + workflow.deferreds.join(", ") : "")
+    : "";
   var timeline = $("timeline");
   timeline.replaceChildren();
   detail.events.forEach(function (event) {

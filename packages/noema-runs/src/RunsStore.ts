@@ -112,6 +112,10 @@ export interface WorkflowJournal {
   readonly entry: (executionId: string, key: string) => Effect.Effect<string | undefined, RunsStoreError>
   /** Writes the entry unless one is there; returns the value that stands. */
   readonly record: (executionId: string, key: string, value: string) => Effect.Effect<string, RunsStoreError>
+  /** The execution's entries, in the order they were recorded. */
+  readonly entries: (
+    executionId: string
+  ) => Effect.Effect<ReadonlyArray<{ readonly key: string; readonly value: string }>, RunsStoreError>
 }
 
 export interface Service {
@@ -264,6 +268,7 @@ export const queuedEvent = (options: CreateRun): EventData => ({
 
 const memoryJournal = (): WorkflowJournal => {
   const executions = new Map<string, ExecutionRecord>()
+  /** Insertion-ordered, so an execution's entries come back in the order recorded. */
   const entries = new Map<string, string>()
   const update = (executionId: string, f: (record: ExecutionRecord) => ExecutionRecord) =>
     Effect.sync(() => {
@@ -291,7 +296,13 @@ const memoryJournal = (): WorkflowJournal => {
         if (existing !== undefined) return existing
         entries.set(id, value)
         return value
-      })
+      }),
+    entries: (executionId) =>
+      Effect.sync(() =>
+        [...entries]
+          .filter(([id]) => id.startsWith(`${executionId}\u0000`))
+          .map(([id, value]) => ({ key: id.slice(executionId.length + 1), value }))
+      )
   }
 }
 

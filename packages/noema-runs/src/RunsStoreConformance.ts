@@ -692,8 +692,16 @@ export const cases: ReadonlyArray<Case> = [
         )
         check(new Set(values).size === 1, `eight writers agree on one value: ${values.join(" ")}`)
         equal(yield* journal.entry("x/1", "activity/a/1"), values[0], "what is read is what stood")
-        equal(yield* journal.entry("x/1", "deferred/d"), undefined, "no such entry")
-        equal(yield* journal.entry("x/2", "activity/a/1"), undefined, "entries belong to one execution")
+        yield* journal.record("x/1", "deferred/d", '"d"')
+        yield* journal.record("x/1", "activity/0/1", '"z"')
+        yield* journal.record("x/2", "activity/a/1", '"other"')
+        equal(
+          (yield* journal.entries("x/1")).map((entry) => entry.key),
+          ["activity/a/1", "deferred/d", "activity/0/1"],
+          "entries in the order recorded, of one execution"
+        )
+        equal(yield* journal.entry("x/1", "clock/c"), undefined, "no such entry")
+        equal(yield* journal.entry("x/3", "activity/a/1"), undefined, "entries belong to one execution")
         yield* journal.interrupt("x/1")
         yield* journal.complete("x/1", '"first"')
         yield* journal.complete("x/1", '"second"')

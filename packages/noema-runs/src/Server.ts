@@ -9,7 +9,7 @@
  *     POST /api/runs                            { thread_id, request, pipeline? }  -> 201 run
  *                                               or { thread_id, request, plan: true, approve?: "none"|"first"|"all" }:
  *                                               the stages from the model's plan (PlanPipeline)
- *     GET  /api/runs/:id                        { run, events }
+ *     GET  /api/runs/:id                        { run, events, workflow }
  *     GET  /api/runs/:id/verify                 the artifacts re-hashed against their manifests
  *     GET  /api/runs/:id/stages/:position/attempts/:attempt/artifacts/<path>
  *                                               the artifact's bytes (text/plain), its sha256 in `X-Sha256`
@@ -316,7 +316,11 @@ export const start = (options: Options): Promise<Server> => {
       if (id === undefined) throw new HttpError(405, "MethodNotAllowed", `${method} ${url.pathname}`)
       if (action === undefined && method === "GET") {
         const view = await run(store.getRun(id))
-        return send(response, 200, { run: view, events: await run(store.events(id)) })
+        return send(response, 200, {
+          run: view,
+          events: await run(store.events(id)),
+          workflow: (await run(executor.workflowOf(id))) ?? null
+        })
       }
       if (action === "verify" && method === "GET")
         return send(

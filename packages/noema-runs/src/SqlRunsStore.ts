@@ -131,11 +131,12 @@ const migrations = (dialect: DialectName) => ({
       created_at TEXT NOT NULL
     )`)
     yield* sql.unsafe(`CREATE TABLE runs_workflow_journal (
+      ${dialect === "pg" ? "seq BIGSERIAL PRIMARY KEY" : "seq INTEGER PRIMARY KEY AUTOINCREMENT"},
       execution_id TEXT NOT NULL,
       entry_key TEXT NOT NULL,
       value TEXT NOT NULL,
       recorded_at TEXT NOT NULL,
-      PRIMARY KEY (execution_id, entry_key)
+      UNIQUE (execution_id, entry_key)
     )`)
   })
 })
@@ -368,6 +369,14 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
             // Nothing returned: an entry was there already, and it stands.
             return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
           })
+        ),
+      entries: (executionId) =>
+        orStoreError(
+          Effect.map(
+            sql<{ entry_key: string; value: string }>`SELECT entry_key, value FROM runs_workflow_journal
+              WHERE execution_id = ${executionId} ORDER BY seq`,
+            (rows) => rows.map((row) => ({ key: row.entry_key, value: row.value }))
+          )
         )
     }
 

@@ -200,6 +200,13 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(file.headers.get("x-sha256-matches")).toBe("true")
     expect(await file.text()).toBe("# Note\n\nmade by a stage\n")
     const detail = (await call("GET", `/api/runs/${runId}`)).body
+    expect(detail.workflow).toEqual({
+      executionId: `${runId}/1`,
+      completed: true,
+      interrupted: false,
+      activities: ["stage/1/attempt/1", "request-approval/2", "stage/2/attempt/1", "complete"],
+      deferreds: ["approval/2"]
+    })
     expect(detail.events.map((e: Json) => e.data.type)).toContain("ApprovalGranted")
     expect(detail.events.find((e: Json) => e.data.type === "ApprovalGranted").data.by).toBe("ana")
     expect((await call("GET", `/api/runs/${runId}/verify`)).body.ok).toBe(true)
