@@ -391,13 +391,23 @@ export const make = (options: Options): Executor => {
       if (run.status !== "running" && run.status !== "waiting_approval")
         return { _tag: "Finished", run } as const
       const executionId = yield* executionOf(runId)
-      pipelines.set(runId, pipeline)
-      const result = yield* engine
-        .run(RunWorkflow, { executionId, payload: { runId } })
-        .pipe(Effect.ensuring(Effect.sync(() => pipelines.delete(runId))))
-      if (result._tag === "Suspended" && result.cause !== undefined)
-        return yield* failureOf(result.cause) as Effect.Effect<never, ExecuteError>
+      const once = Effect.gen(function* () {
+        pipelines.set(runId, pipeline)
+        const result = yield* engine
+          .run(RunWorkflow, { executionId, payload: { runId } })
+          .pipe(Effect.ensuring(Effect.sync(() => pipelines.delete(runId))))
+        if (result._tag === "Suspended" && result.cause !== undefined)
+          return yield* failureOf(result.cause) as Effect.Effect<never, ExecuteError>
+        return result
+      })
+      let result = yield* once
       run = yield* store.getRun(runId)
+      // Suspended at the gate just as the approval was recorded elsewhere (the timeline says
+      // running): the replay reads the decision and carries on.
+      for (let again = 0; again < 3 && result._tag === "Suspended" && run.status === "running"; again++) {
+        result = yield* once
+        run = yield* store.getRun(runId)
+      }
       if (run.status === "waiting_approval") {
         const waiting = run.stages.find((s) => s.status === "waiting_approval")
         return { _tag: "WaitingApproval", run, position: waiting?.position ?? 0 } as const

@@ -124,6 +124,8 @@ interface ExecutionState {
   fiber: Fiber.Fiber<Result> | undefined
   /** A replay is being started. */
   starting: boolean
+  /** Callers waiting here for the execution's run (`run`): while any waits, a wake replays it. */
+  awaiting: number
   /** Completed, and replaced, whenever the above change or the state is dropped (see `changed`). */
   changed: Deferred.Deferred<void>
   /** Completed once a run completes; it cannot resume after that. */
@@ -141,6 +143,8 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
       { readonly workflow: Workflow.Any; readonly execute: Execute; readonly scope: Scope.Scope }
     >()
     const executions = new Map<string, ExecutionState>()
+    /** Per run, the deferreds it found not completed (what it may have suspended on). */
+    const missed = new WeakMap<WorkflowInstance, Set<string>>()
     const deferredState = WorkflowEngine.makeDeferredState()
     const clocks = yield* FiberMap.make<string>()
 
@@ -306,6 +310,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           resumeRequested: undefined,
           fiber: undefined,
           starting: false,
+          awaiting: 0,
           changed: Deferred.makeUnsafe(),
           done: Deferred.makeUnsafe(),
           scope: Scope.makeUnsafe(),
@@ -319,7 +324,9 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
       const state = executions.get(executionId)
       return (
         state !== undefined &&
-        (state.starting || (state.fiber !== undefined && state.fiber.pollUnsafe() === undefined))
+        (state.starting ||
+          state.awaiting > 0 ||
+          (state.fiber !== undefined && state.fiber.pollUnsafe() === undefined))
       )
     }
 
@@ -350,9 +357,28 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
             yield* Deferred.await(change)
             continue
           }
-          return Exit.isFailure(exit) ? yield* Effect.failCause(exit.cause) : exit.value
+          if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
+          // Suspended on a deferred that was completed meanwhile (its wake came before this run
+          // parked, or from another process): replay rather than report a stale suspension.
+          if (exit.value._tag === "Suspended" && exit.value.cause === undefined) {
+            const awaited = [...(missed.get(instance) ?? [])]
+            const done = yield* Effect.forEach(awaited, (name) =>
+              durable(journal.entry(executionId, `deferred/${name}`))
+            )
+            if (state.fiber !== fiber || state.starting) continue
+            if (done.some((entry) => entry !== undefined)) {
+              yield* resume(executionId, "explicit")
+              continue
+            }
+          }
+          return exit.value
         }
-      })
+      }).pipe(Effect.ensuring(Effect.sync(() => void state.awaiting--)), (effect) =>
+        Effect.andThen(
+          Effect.sync(() => void state.awaiting++),
+          effect
+        )
+      )
 
     const engine: StoreWorkflowEngine = Object.assign(
       WorkflowEngine.makeUnsafe({
@@ -446,6 +472,11 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         deferredResult: Effect.fnUntraced(function* (deferred: DurableDeferred.Any) {
           const instance = yield* WorkflowEngine.WorkflowInstance
           const recorded = yield* durable(journal.entry(instance.executionId, `deferred/${deferred.name}`))
+          if (recorded === undefined) {
+            const names = missed.get(instance) ?? new Set<string>()
+            names.add(deferred.name)
+            missed.set(instance, names)
+          }
           return recorded === undefined
             ? Option.none()
             : Option.some(yield* fromText<Exit.Exit<unknown, unknown>>(deferredExit, recorded))

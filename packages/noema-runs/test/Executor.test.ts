@@ -203,6 +203,44 @@ describe("Executor", () => {
     })
   )
 
+  it.effect("an approval recorded just as the run reads its gate: the same execute carries on", () =>
+    Effect.gen(function* () {
+      const pipeline: Pipeline.Pipeline = {
+        name: "gated",
+        stages: [{ key: "publish", instructions: "Publish.", tools: [], approval: true }]
+      }
+      const { executor, thread, store, workspace, model } = yield* setup(["published"])
+      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
+      assert.strictEqual((yield* executor.execute(run.runId, pipeline))._tag, "WaitingApproval")
+      // Another process approves at the moment this one's replay reads the gate (and finds it shut).
+      const other = Executor.make({ store, workspace, model })
+      let raced = false
+      const racing: RunsStore.Service = {
+        ...store,
+        journal: {
+          ...store.journal,
+          entry: (executionId, key) =>
+            Effect.tap(store.journal.entry(executionId, key), () =>
+              key === "deferred/approval/1" && !raced
+                ? Effect.andThen(
+                    Effect.sync(() => (raced = true)),
+                    other.approve(run.runId, "them")
+                  ).pipe(Effect.orDie)
+                : Effect.void
+            )
+        }
+      }
+      const carried = Executor.make({ store: racing, workspace, model })
+      const done = yield* carried.execute(run.runId, pipeline)
+      assert.isTrue(raced)
+      assert.strictEqual(done.run.status, "completed")
+      assert.deepStrictEqual(
+        done.run.stages[0]?.attempts.map((a) => a.status),
+        ["completed"]
+      )
+    })
+  )
+
   it.effect("refusals write nothing: a closed thread, an empty request; cancel ends a run", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread, store } = yield* setup([])
