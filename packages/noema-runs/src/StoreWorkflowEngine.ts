@@ -26,10 +26,12 @@
  * Who runs an execution is not decided here: one process at a time must, and
  * in noema the run's claim in the store (`RunLease`) decides it. So the engine
  * starts a run only when asked to (`execute`, `run`, `resume`): a deferred
- * completed (or a clock due) wakes a run under way in this process and is
- * otherwise read by the execution's next replay, wherever that happens; an
- * interrupt stops a run under way here at once and is otherwise completed by
- * the next replay.
+ * completed (or a clock due) wakes a run under way in this process, or one a
+ * caller here is waiting for, and is otherwise read by the execution's next
+ * replay, wherever that happens (a caller whose run suspended on a deferred
+ * completed meanwhile gets a replay, not a stale suspension); an interrupt
+ * stops a run under way here at once and is otherwise completed by the next
+ * replay.
  */
 import {
   Cause,
