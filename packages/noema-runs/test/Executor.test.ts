@@ -26,6 +26,12 @@ const setup = (replies: ReadonlyArray<ScriptedChatModel.Reply>) =>
     return { workspace, store, model, executor, thread, progress }
   })
 
+/** One stage that waits for approval. */
+const gated: Pipeline.Pipeline = {
+  name: "gated",
+  stages: [{ key: "publish", instructions: "Publish.", tools: [], approval: true }]
+}
+
 /** What the workflow journal holds of an execution: its result's run status, if completed. */
 const executionOf = (store: RunsStore.Service, executionId: string) =>
   Effect.map(store.journal.execution(executionId), (record) => ({
@@ -160,13 +166,9 @@ describe("Executor", () => {
 
   it.effect("approval pauses the run; approve carries on, reject fails it", () =>
     Effect.gen(function* () {
-      const pipeline: Pipeline.Pipeline = {
-        name: "gated",
-        stages: [{ key: "publish", instructions: "Publish.", tools: [], approval: true }]
-      }
       const { executor, thread, store, workspace, model } = yield* setup(["published"])
-      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
-      const paused = yield* executor.execute(run.runId, pipeline)
+      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: gated })
+      const paused = yield* executor.execute(run.runId, gated)
       assert.strictEqual(paused._tag, "WaitingApproval")
       assert.strictEqual(paused.run.status, "waiting_approval")
       // The workflow execution is suspended on its approval gate (a durable deferred).
@@ -178,18 +180,18 @@ describe("Executor", () => {
         JSON.parse((yield* store.journal.entry(execution, "deferred/approval/1")) ?? "null"),
         { _tag: "Success", value: { approved: true } }
       )
-      const done = yield* Executor.make({ store, workspace, model }).execute(run.runId, pipeline)
+      const done = yield* Executor.make({ store, workspace, model }).execute(run.runId, gated)
       assert.strictEqual(done.run.status, "completed")
       assert.deepStrictEqual(yield* executionOf(store, execution), {
         status: "completed",
         interrupted: false
       })
       assert.isDefined(yield* store.journal.entry(execution, "activity/stage/1/attempt/1/1"))
-      const second = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
-      yield* executor.execute(second.runId, pipeline)
+      const second = yield* executor.create({ threadId: thread.id, request: "r", pipeline: gated })
+      yield* executor.execute(second.runId, gated)
       const other = yield* store.createThread({ title: "other" })
-      const third = yield* executor.create({ threadId: other.id, request: "r", pipeline })
-      yield* executor.execute(third.runId, pipeline)
+      const third = yield* executor.create({ threadId: other.id, request: "r", pipeline: gated })
+      yield* executor.execute(third.runId, gated)
       yield* executor.cancel(third.runId, "not needed")
       // Canceled at its gate, the run's execution completes (interrupted) rather than stay open.
       const closed = yield* store.journal.execution(`${third.runId}/1`)
@@ -205,13 +207,9 @@ describe("Executor", () => {
 
   it.effect("an approval recorded just as the run reads its gate: the same execute carries on", () =>
     Effect.gen(function* () {
-      const pipeline: Pipeline.Pipeline = {
-        name: "gated",
-        stages: [{ key: "publish", instructions: "Publish.", tools: [], approval: true }]
-      }
       const { executor, thread, store, workspace, model } = yield* setup(["published"])
-      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
-      assert.strictEqual((yield* executor.execute(run.runId, pipeline))._tag, "WaitingApproval")
+      const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: gated })
+      assert.strictEqual((yield* executor.execute(run.runId, gated))._tag, "WaitingApproval")
       // Another process approves at the moment this one's replay reads the gate (and finds it shut).
       const other = Executor.make({ store, workspace, model })
       let raced = false
@@ -231,7 +229,7 @@ describe("Executor", () => {
         }
       }
       const carried = Executor.make({ store: racing, workspace, model })
-      const done = yield* carried.execute(run.runId, pipeline)
+      const done = yield* carried.execute(run.runId, gated)
       assert.isTrue(raced)
       assert.strictEqual(done.run.status, "completed")
       assert.deepStrictEqual(
