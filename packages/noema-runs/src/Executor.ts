@@ -5,9 +5,11 @@
  * executor reads the run's view, finds the next stage, and does one of three
  * things: asks for approval (the run waits), runs one attempt of the stage
  * (`runAttempt`: files first, manifest last, then the event), or completes the
- * run. Those steps are what will become effect/workflow activities: they take
- * plain values (run id, stage position, attempt) and leave everything they did
- * in the files and the timeline, so a later process can carry on from the view.
+ * run. The run executes as an effect/workflow workflow (`RunWorkflow`) whose
+ * steps are those activities: they take plain values (run id, stage position,
+ * attempt) and leave everything they did in the files and the timeline, and
+ * the engine's journal (`StoreWorkflowEngine`) keeps each one's result, so a
+ * later process replays the run without doing a finished step again.
  *
  * An attempt: `StageStarted` (the attempt's number comes from the view), the
  * stage directory (an earlier attempt's is kept aside), `input.json`, the
@@ -22,24 +24,25 @@ import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, ConversationContext, Message, type Tool } from "@noema/core"
 import { Cause, Effect, Exit, Schema, Scope } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
-import type { Pipeline, PipelineError } from "./Pipeline.js"
 import * as PipelineModule from "./Pipeline.js"
+import { type Pipeline, PipelineError } from "./Pipeline.js"
 import {
   type ArtifactEntry,
   currentStage,
   type EventData,
   IllegalTransition,
   InvalidInput,
+  RunNotFound,
   type RunView,
   type StageError
 } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
-import type {
-  AppendError,
-  ClaimRequest,
-  CreateRunError,
+import {
+  type AppendError,
+  type ClaimRequest,
+  type CreateRunError,
   RunsStoreError,
-  Service as Store
+  type Service as Store
 } from "./RunsStore.js"
 import * as StoreWorkflowEngine from "./StoreWorkflowEngine.js"
 
@@ -137,20 +140,10 @@ export const RunWorkflow = Workflow.make("noema/run", {
 export const approvalGate = (position: number) =>
   DurableDeferred.make(`approval/${position}`, { success: Schema.Struct({ approved: Schema.Boolean }) })
 
-const executeErrorTags = new Set([
-  "RunNotFound",
-  "IllegalTransition",
-  "RunsStoreError",
-  "FileError",
-  "PipelineError",
-  "InvalidInput"
-])
-const isExecuteError = (error: unknown): error is ExecuteError | PipelineError =>
-  typeof error === "object" &&
-  error !== null &&
-  "_tag" in error &&
-  typeof error._tag === "string" &&
-  executeErrorTags.has(error._tag)
+/** The executor's own errors, told apart from defects when a suspended workflow reports its cause. */
+const isExecuteError = Schema.is(
+  Schema.Union([RunNotFound, IllegalTransition, RunsStoreError, RunFiles.FileError, PipelineError])
+)
 
 const errorOf = (error: Agent.AgentError | RunFiles.FileError): StageError =>
   error._tag === "FileError"
@@ -576,15 +569,19 @@ export const make = (options: Options): Executor => {
       Effect.gen(function* () {
         const before = yield* store.getRun(runId)
         const canceled = yield* append(runId, [{ type: "RunCanceled", reason }])
-        yield* interrupt(runId)
+        const executionId = yield* executionOf(runId)
+        yield* engine.interruptUnsafe(RunWorkflow, executionId)
         // Suspended at its approval gate, the execution runs nowhere: replayed here, it reads
-        // the cancel and completes, so the journal does not keep it open.
+        // the cancel and completes, so the journal does not keep it open. The cancel stands
+        // whatever this tidying meets (it is retried by nothing, so it is only logged).
         if (before.status === "waiting_approval")
-          yield* Effect.ignore(
-            Effect.flatMap(executionOf(runId), (executionId) =>
-              engine.run(RunWorkflow, { executionId, payload: { runId } })
+          yield* engine
+            .run(RunWorkflow, { executionId, payload: { runId } })
+            .pipe(
+              Effect.catchCause((cause) =>
+                Effect.logWarning(`run ${runId} canceled; closing its workflow execution failed`, cause)
+              )
             )
-          )
         return canceled
       }),
     interrupt: (runId) => Effect.orDie(interrupt(runId)),
