@@ -381,5 +381,5 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
       assert.equal(manifest.status, "completed")
     }
     assert.equal((await runCli(["runs", "verify", runId], { env })).code, 0)
-  })
+  }, 600_000)
 })
