@@ -126,7 +126,7 @@ describe("noema chat on the runtime", () => {
       command: `sh -c ${shellQuote(`${npx}; echo "shell went on: $?"`)}`
     })
     const session = terminal
-    await session.waitFor(prompt, 30_000)
+    await session.waitFor(prompt, 90_000)
     session.type("go\r")
     await session.waitFor(/An answer/)
     session.type("\u0003")

@@ -272,7 +272,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
           if (chunk.toString().includes("▸ 02-result")) setTimeout(() => child.kill("SIGKILL"), 120)
         })
       },
-      timeoutMs: 30_000
+      timeoutMs: 90_000
     })
     assert.equal(killed.signal, "SIGKILL", killed.stdout)
     const runId = runIdOf(killed.stdout)
@@ -280,7 +280,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
     assert.equal(fs.existsSync(path.join(runDir, "stages", "02-result", "manifest.json")), false)
     const firstStage = snapshot(path.join(runDir, "stages", "01-brief"))
 
-    const resumed = await runCli(["runs", "resume", ...model], { env, timeoutMs: 30_000 })
+    const resumed = await runCli(["runs", "resume", ...model], { env, timeoutMs: 90_000 })
     assert.equal(resumed.code, 0, resumed.stderr)
     assert.match(resumed.stdout, new RegExp(`resuming run ${runId}\n`))
     assert.match(resumed.stdout, /▸ 02-result \(attempt 2\)/)
@@ -330,7 +330,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
     let result = await runCli(["run", "a report", "--thread", thread, "--pipeline", pipeline, ...model], {
       env,
       onStart: killAfter,
-      timeoutMs: 30_000
+      timeoutMs: 90_000
     })
     // Killed before the run was even created: nothing to carry on; the request is made again.
     const runsOf = async () =>
@@ -344,7 +344,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
       result = await runCli(["run", "a report", "--thread", thread, "--pipeline", pipeline, ...model], {
         env,
         onStart: killAfter,
-        timeoutMs: 30_000
+        timeoutMs: 90_000
       })
     const runId = (await runsOf())[0]!.runId
     const runDir = path.join(frame.home, "random-kills", "workspace", "runs", runId)
@@ -357,7 +357,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
       result = await runCli(["runs", "resume", runId, ...model], {
         env,
         ...(kills < 4 && { onStart: killAfter }),
-        timeoutMs: 30_000
+        timeoutMs: 90_000
       })
     }
     assert.equal(result.code, 0, `seed ${seed}: ${result.stdout}${result.stderr}`)

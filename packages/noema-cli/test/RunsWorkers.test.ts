@@ -52,7 +52,7 @@ describe("noema worker on PostgreSQL", () => {
     const env = { NOEMA_HOME: path.join(home, "workers") }
     const storage = ["--database", database.url, "--workspace", path.join(home, "shared-workspace")]
     const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
-    const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 30_000 })
+    const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 90_000 })
 
     const queued = (await cli(["threads", "create", "--queue", "enqueue"])).stdout.trim()
     const other = (await cli(["threads", "create"])).stdout.trim()
@@ -142,7 +142,7 @@ describe("noema worker on PostgreSQL", () => {
       const database = backend === "SQLite" ? [] : ["--database", await databaseUrl(`random`)]
       const storage = [...database, "--workspace", path.join(home, `random-${backend}-workspace`)]
       const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
-      const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 30_000 })
+      const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 90_000 })
       const queued = (await cli(["threads", "create", "--queue", "enqueue"])).stdout.trim()
       const alone = (await cli(["threads", "create", "--queue", "enqueue"])).stdout.trim()
       const runIds: Array<string> = []

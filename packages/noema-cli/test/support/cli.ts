@@ -67,7 +67,7 @@ export const runCli = (args: ReadonlyArray<string>, options: RunOptions = {}): P
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
       reject(new Error(`noema ${args.join(" ")} timed out\nstdout: ${stdout}\nstderr: ${stderr}`))
-    }, options.timeoutMs ?? 20_000)
+    }, options.timeoutMs ?? 90_000)
     child.on("error", reject)
     child.on("close", (code, signal) => {
       clearTimeout(timer)
@@ -142,7 +142,7 @@ export const startTerminal = (
     type: (text) => {
       child.stdin?.write(text)
     },
-    waitFor: (pattern, timeoutMs = 10_000) =>
+    waitFor: (pattern, timeoutMs = 60_000) =>
       new Promise((resolve, reject) => {
         const check = () => {
           const match = pattern.exec(plainText(output.slice(marked)))
