@@ -12,9 +12,10 @@
  *    conversation's history), the assistant's inner tool loop (`ToolAgent`),
  *    and its output persisted as a `message` resource under the task; the task
  *    is then stored `done` (or `failed`, with why). A task with subtasks
- *    **supervises**: it subscribes to `RESOURCE_PUT` events under its URN
- *    before its subtasks start, and learns from those events, not from the
- *    fibers, when each subtask has finished; then it evaluates their results
+ *    **supervises**: it subscribes, as its assistant (which hears only what
+ *    the policy lets it read), to `RESOURCE_PUT` events under its URN before
+ *    its subtasks start, and learns from those events, not from the fibers,
+ *    when each subtask has finished; then it evaluates their results
  *    against its `evaluation` with the model, and when they fall short it adds
  *    corrective subtasks (assigned and run the same way) and evaluates again.
  *    Siblings run in parallel, at most `parallel` leaves at a time.
@@ -398,6 +399,7 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
         Effect.gen(function* () {
           const heard = yield* Effect.mapError(
             events.subscribe(
+              actor,
               { prefix: task.urn, detailType: "RESOURCE_PUT" },
               { buffer: 4096, overflow: "fail" }
             ),

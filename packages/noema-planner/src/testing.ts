@@ -33,9 +33,9 @@ export interface World {
 export const world = (policy?: Policy.Service): Effect.Effect<World> =>
   Effect.gen(function* () {
     const store = MemoryResourceStore.make()
-    const events = yield* ResourceEvents.makeMemory
-    const vectors = yield* Effect.orDie(VectorIndex.makeMemory(LocalEmbedder.make()))
     const engine = policy ?? (yield* Policy.allowAll)
+    const events = yield* ResourceEvents.makeMemory(engine)
+    const vectors = yield* Effect.orDie(VectorIndex.makeMemory(LocalEmbedder.make()))
     const index = ResourceIndex.make(store, engine, { events, vectors })
     return { store, index, events, vectors }
   })

@@ -7,7 +7,8 @@
  * whose parents are its URN's ancestors (each a `Noema::Resource` in its own
  * parent), so `resource in Noema::Resource::"cld:conversation.c1"` covers
  * everything below that conversation. A resource carries its `type` (the last
- * element's type). Policies are validated against `schema` when loaded: a parse
+ * element's type), and so does an actor (`principal.type == "assistant"` grants
+ * every assistant at once). Policies are validated against `schema` when loaded: a parse
  * or validation error refuses the load. A request is allowed only when Cedar
  * allows every resource it names; a Cedar error is a deny (fail closed).
  *
@@ -21,7 +22,7 @@ import * as Policy from "./Policy.js"
 import * as Urn from "./Urn.js"
 
 export const schema = `namespace Noema {
-  entity Actor;
+  entity Actor { type: String };
   entity Resource in [Resource] { type: String };
   action "get", "put", "delete" appliesTo { principal: Actor, resource: Resource };
 }`
@@ -121,7 +122,11 @@ export const make = (policies: string): Effect.Effect<Policy.Service, CedarPolic
               validateRequest: true,
               preparsedPolicySetId: policySetId,
               entities: [
-                { uid: { type: "Noema::Actor", id: request.actor }, attrs: {}, parents: [] },
+                {
+                  uid: { type: "Noema::Actor", id: request.actor },
+                  attrs: { type: Urn.typeOf(request.actor) },
+                  parents: []
+                },
                 ...entitiesOf(urn)
               ]
             })

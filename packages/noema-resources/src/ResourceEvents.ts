@@ -7,6 +7,13 @@
  * a URN prefix (an event matches when one of its resources is that URN or lies
  * under it).
  *
+ * A subscriber is an actor, and hears only what the `Policy` lets it `get`:
+ * each event is delivered with just the resources the actor may read (none:
+ * not delivered), and the filter's prefix is matched against those, so a
+ * hidden resource is never named, never makes an event match, and never
+ * counts towards a full buffer. The policy is asked once per resource and
+ * subscriber (a small cache per subscription), when the event is delivered.
+ *
  * Every subscriber has its own bounded buffer, so a slow subscriber never
  * blocks publishers; and it never loses events silently. What happens when its
  * buffer is full is the subscription's explicit `overflow` policy:
@@ -26,8 +33,20 @@
  * the same filters and overflow policies. A missed notification costs nothing:
  * the next one reads every row since.
  */
-import { Cause, Context, Effect, Layer, Option, type Queue, Schema, type Scope, Stream } from "effect"
+import {
+  Cause,
+  Context,
+  Effect,
+  Layer,
+  Option,
+  type Queue,
+  Schema,
+  type Scope,
+  Semaphore,
+  Stream
+} from "effect"
 import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import * as Policy from "./Policy.js"
 import * as Urn from "./Urn.js"
 
 // ---------------------------------------------------------------------------
@@ -94,11 +113,13 @@ export interface Service {
   /** Publishes an event (checked first: a bad detail type, source or URN is refused) and returns it as stored. */
   readonly publish: (event: Publish) => Effect.Effect<ResourceEvent, ResourceEventsError>
   /**
-   * Subscribes until the scope closes: the stream carries the matching events
-   * published from now on, in order; it fails with `EventsOverflowError` under
+   * Subscribes `actor` until the scope closes: the stream carries the matching
+   * events published from now on that the actor may read, in order, each with
+   * only the resources it may read; it fails with `EventsOverflowError` under
    * `"fail"` when the subscriber fell `buffer` events behind.
    */
   readonly subscribe: (
+    actor: string,
     filter?: Filter,
     options?: SubscribeOptions
   ) => Effect.Effect<
@@ -136,7 +157,9 @@ export const matches = (filter: Filter, event: ResourceEvent): boolean => {
 const eventsError = (message: string, cause?: unknown) =>
   new ResourceEventsError({ message, ...(cause === undefined ? {} : { cause }) })
 
-const checkFilter = (filter: Filter): ResourceEventsError | undefined => {
+const checkFilter = (actor: string, filter: Filter): ResourceEventsError | undefined => {
+  const parsedActor = Urn.parseEither(actor)
+  if (parsedActor instanceof Urn.InvalidUrnError) return eventsError(`subscriber: ${parsedActor.message}`)
   for (const type of asList(filter.detailType) ?? []) {
     if (!detailTypes.includes(type))
       return eventsError(`unknown detail type "${type}" (known: ${detailTypes.join(", ")})`)
@@ -173,6 +196,8 @@ const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsEr
 // ---------------------------------------------------------------------------
 
 const defaultBuffer = 1024
+/** Policy decisions each subscription remembers. */
+const decisionsRemembered = 1024
 
 /** One subscriber's bounded buffer and overflow policy. */
 class Mailbox {
@@ -183,10 +208,30 @@ class Mailbox {
   private missed = 0
 
   constructor(
+    readonly actor: string,
     readonly filter: Filter,
     readonly capacity: number,
     readonly overflow: Overflow
   ) {}
+
+  /** Decisions already made for this subscriber, by URN (the oldest forgotten first). */
+  private readonly decisions = new Map<string, boolean>()
+
+  /** Whether the policy lets this subscriber read `urn`, asking it once per URN while remembered. */
+  mayGet(policy: Policy.Service, urn: string): Effect.Effect<boolean> {
+    const known = this.decisions.get(urn)
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.map(
+      policy.authorize({ actor: this.actor, action: "get", resources: [urn] }),
+      (decision) => {
+        const allowed = decision.decision === "allow"
+        if (this.decisions.size >= decisionsRemembered)
+          this.decisions.delete(this.decisions.keys().next().value as string)
+        this.decisions.set(urn, allowed)
+        return allowed
+      }
+    )
+  }
 
   private get size() {
     return this.buffer.length - this.head
@@ -268,20 +313,51 @@ class Mailbox {
   )
 }
 
+/** The event as `mailbox`'s subscriber may see it, or undefined when it hears nothing of it. */
+const viewOf = (
+  policy: Policy.Service,
+  mailbox: Mailbox,
+  event: ResourceEvent
+): Effect.Effect<ResourceEvent | undefined> =>
+  // The filter on the whole event first: what it leaves out costs no policy decision.
+  !matches(mailbox.filter, event)
+    ? Effect.succeed(undefined)
+    : Effect.map(
+        Effect.filter(event.resources, (urn) => mailbox.mayGet(policy, urn)),
+        (readable) => {
+          if (readable.length === 0) return undefined
+          const view = readable.length === event.resources.length ? event : { ...event, resources: readable }
+          // The prefix again, on what the subscriber may read: a hidden resource never makes it match.
+          return matches(mailbox.filter, view) ? view : undefined
+        }
+      )
+
 interface Hub {
-  readonly deliver: (event: ResourceEvent) => void
+  readonly deliver: (event: ResourceEvent) => Effect.Effect<void>
   readonly subscribe: Service["subscribe"]
 }
 
-const makeHub = (): Hub => {
+const makeHub = (policy: Policy.Service): Hub => {
   const mailboxes = new Set<Mailbox>()
+  // One event delivered at a time, and to every subscriber or none: all receive events in one order.
+  const delivering = Semaphore.makeUnsafe(1)
   return {
-    deliver: (event) => {
-      for (const mailbox of mailboxes) if (matches(mailbox.filter, event)) mailbox.offer(event)
-    },
-    subscribe: (filter = {}, options = {}) =>
+    deliver: (event) =>
+      delivering
+        .withPermits(1)(
+          Effect.forEach(
+            [...mailboxes],
+            (mailbox) =>
+              Effect.map(viewOf(policy, mailbox, event), (view) => {
+                if (view !== undefined) mailbox.offer(view)
+              }),
+            { discard: true }
+          )
+        )
+        .pipe(Effect.uninterruptible),
+    subscribe: (actor, filter = {}, options = {}) =>
       Effect.suspend(() => {
-        const problem = checkFilter(filter)
+        const problem = checkFilter(actor, filter)
         if (problem !== undefined) return Effect.fail(problem)
         const capacity = options.buffer ?? defaultBuffer
         if (!Number.isInteger(capacity) || capacity < 1)
@@ -291,7 +367,7 @@ const makeHub = (): Hub => {
           return Effect.fail(eventsError(`unknown overflow policy "${overflow}" (known: fail, drop-oldest)`))
         return Effect.acquireRelease(
           Effect.sync(() => {
-            const mailbox = new Mailbox(filter, capacity, overflow)
+            const mailbox = new Mailbox(actor, filter, capacity, overflow)
             mailboxes.add(mailbox)
             return mailbox
           }),
@@ -311,22 +387,27 @@ const makeHub = (): Hub => {
 // In-process
 // ---------------------------------------------------------------------------
 
-/** Events within this process. */
-export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
-  const hub = makeHub()
-  return {
-    publish: (event) =>
-      Effect.suspend(() => {
-        const completed = complete(event, Date.now())
-        if (completed instanceof ResourceEventsError) return Effect.fail(completed)
-        hub.deliver(completed)
-        return Effect.succeed(completed)
-      }),
-    subscribe: hub.subscribe
-  }
-})
+/** Events within this process; each subscriber hears what `policy` lets it read. */
+export const makeMemory = (policy: Policy.Service): Effect.Effect<Service> =>
+  Effect.sync(() => {
+    const hub = makeHub(policy)
+    return {
+      publish: (event) =>
+        Effect.suspend(() => {
+          const completed = complete(event, Date.now())
+          if (completed instanceof ResourceEventsError) return Effect.fail(completed)
+          return Effect.as(hub.deliver(completed), completed)
+        }),
+      subscribe: hub.subscribe
+    }
+  })
 
-export const layerMemory: Layer.Layer<ResourceEvents> = Layer.effect(ResourceEvents, makeMemory)
+export const layerMemory: Layer.Layer<ResourceEvents, never, Policy.Policy> = Layer.effect(
+  ResourceEvents,
+  Effect.gen(function* () {
+    return yield* makeMemory(yield* Policy.Policy)
+  })
+)
 
 // ---------------------------------------------------------------------------
 // Across processes: PostgreSQL
@@ -385,9 +466,12 @@ const fromRow = (row: EventRow): ResourceEvent => ({
 /**
  * Events shared by every process on one PostgreSQL database (the `SqlClient`
  * in context must be `@effect/sql-pg`'s, as `Database.layer` gives for a
- * `postgres://` URL). Listens until the scope closes.
+ * `postgres://` URL); each subscriber here hears what `policy` lets it read.
+ * Listens until the scope closes.
  */
-export const makePostgres: Effect.Effect<Service, ResourceEventsError, SqlClient.SqlClient | Scope.Scope> =
+export const makePostgres = (
+  policy: Policy.Service
+): Effect.Effect<Service, ResourceEventsError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const listen = pgListen(sql)
@@ -400,7 +484,7 @@ export const makePostgres: Effect.Effect<Service, ResourceEventsError, SqlClient
     yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable }).pipe(
       Effect.mapError(failure("preparing the events table"))
     )
-    const hub = makeHub()
+    const hub = makeHub(policy)
     // LISTEN first, then read where the log stands: nothing committed in between is missed.
     const notifications = yield* Effect.mapError(listen(channel), failure("listening for events"))
     const start = yield* Effect.mapError(
@@ -416,12 +500,15 @@ export const makePostgres: Effect.Effect<Service, ResourceEventsError, SqlClient
           [lastSeq]
         ),
         (rows) =>
-          Effect.sync(() => {
-            for (const row of rows) {
-              lastSeq = Math.max(lastSeq, Number(row.seq))
-              hub.deliver(fromRow(row))
-            }
-          })
+          Effect.forEach(
+            rows,
+            (row) =>
+              Effect.suspend(() => {
+                lastSeq = Math.max(lastSeq, Number(row.seq))
+                return hub.deliver(fromRow(row))
+              }),
+            { discard: true }
+          )
       )
     )
     // One reader at a time: a notification arriving while rows are read is covered by the next read.
@@ -461,5 +548,13 @@ export const makePostgres: Effect.Effect<Service, ResourceEventsError, SqlClient
     }
   })
 
-export const layerPostgres: Layer.Layer<ResourceEvents, ResourceEventsError, SqlClient.SqlClient> =
-  Layer.effect(ResourceEvents, makePostgres)
+export const layerPostgres: Layer.Layer<
+  ResourceEvents,
+  ResourceEventsError,
+  SqlClient.SqlClient | Policy.Policy
+> = Layer.effect(
+  ResourceEvents,
+  Effect.gen(function* () {
+    return yield* makePostgres(yield* Policy.Policy)
+  })
+)

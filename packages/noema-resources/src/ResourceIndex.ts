@@ -6,6 +6,12 @@
  * touches; a deny fails with `AccessDeniedError` carrying the reasons, and the
  * store is not touched.
  *
+ * Nothing reaches an actor about a resource it may not read: an error names
+ * only what the actor asked for (a `findByPrefix` refused for a descendant
+ * names the prefix, never the descendant, and leaves the engine's reasons
+ * out, since they name it), and `search` filters before it limits, so a
+ * hidden better match never shows as a missing result.
+ *
  * Given `ResourceEvents`, every access that succeeded is published:
  * `RESOURCE_PUT`, `RESOURCE_GET` (the resources returned) and `RESOURCE_DELETE`
  * (when something was deleted), with the actor as the source unless `source`
@@ -13,9 +19,9 @@
  * caller learns that the event is missing).
  *
  * Given a `VectorIndex`, `put` also embeds the resource and `delete` forgets
- * its vector, and `search` ranks resources by similarity: only those the
- * actor may `get` are returned (the others are left out), each with its
- * `meta.score`.
+ * its vector, and `search` ranks resources by similarity: the best `limit`
+ * of those the actor may `get` (it reads on past the hits it may not until it
+ * has `limit` or the index ends), each with its `meta.score`.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Policy from "./Policy.js"
@@ -104,6 +110,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       : Effect.asVoid(events.publish({ source: options.source ?? actor, detailType, resources }))
   const urnsOf = (found: ReadonlyArray<Resource.Resource>) => found.map((resource) => resource.meta.urn)
   const vectors = options.vectors
+  /** Authorizes what the actor named itself: the error may name it, with the engine's reasons. */
   const check = (actor: string, action: Policy.Action, resources: ReadonlyArray<string>) =>
     Effect.flatMap(policy.authorize({ actor, action, resources }), (decision) =>
       decision.decision === "allow"
@@ -118,6 +125,28 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
             })
           )
     )
+  /** Authorizes what lies under `urn`, which the actor did not name: the error names only `urn`. */
+  const checkUnder = (actor: string, urn: string, found: ReadonlyArray<Resource.Resource>) =>
+    found.length === 0
+      ? Effect.void
+      : Effect.flatMap(policy.authorize({ actor, action: "get", resources: urnsOf(found) }), (decision) =>
+          decision.decision === "allow"
+            ? Effect.void
+            : Effect.fail(
+                new AccessDeniedError({
+                  actor,
+                  action: "get",
+                  resources: [urn],
+                  reasons: ["the policy withholds some of what lies under it"],
+                  message: `${actor} may not get everything under ${urn}: the policy withholds some of it`
+                })
+              )
+        )
+  const mayGet = (actor: string, urn: string) =>
+    Effect.map(
+      policy.authorize({ actor, action: "get", resources: [urn] }),
+      (decision) => decision.decision === "allow"
+    )
   return {
     get: (actor, urn) =>
       Effect.andThen(check(actor, "get", [urn]), store.get(urn)).pipe(
@@ -131,7 +160,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
           ),
     findByPrefix: (actor, urn) =>
       Effect.andThen(check(actor, "get", [urn]), store.findByPrefix(urn)).pipe(
-        Effect.tap((found) => (found.length === 0 ? Effect.void : check(actor, "get", urnsOf(found)))),
+        Effect.tap((found) => checkUnder(actor, urn, found)),
         Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
       ),
     findReadable: (actor, urn) =>
@@ -144,12 +173,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         const resources =
           all.decision === "allow"
             ? found
-            : yield* Effect.filter(found, (resource) =>
-                Effect.map(
-                  policy.authorize({ actor, action: "get", resources: [resource.meta.urn] }),
-                  (decision) => decision.decision === "allow"
-                )
-              )
+            : yield* Effect.filter(found, (resource) => mayGet(actor, resource.meta.urn))
         const readable = new Set(urnsOf(resources))
         const withheld = urnsOf(found).filter((found) => !readable.has(found))
         yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
@@ -173,33 +197,60 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
             })
           )
         : Effect.gen(function* () {
-            const hits = yield* vectors.search(query, searchOptions)
-            // Each hit on its own: a denied one is left out, it does not fail the search.
-            const allowed = yield* Effect.filter(hits, (hit) =>
-              Effect.map(
-                policy.authorize({ actor, action: "get", resources: [hit.urn] }),
-                (decision) => decision.decision === "allow"
-              )
+            const results = yield* readableHits(
+              vectors,
+              store,
+              (urn) => mayGet(actor, urn),
+              query,
+              searchOptions
             )
-            if (allowed.length === 0) return []
-            const found = new Map(
+            yield* publish(actor, "RESOURCE_GET", urnsOf(results))
+            return results
+          })
+  }
+}
+
+/**
+ * The best `limit` hits the actor may read, as resources with their scores, best first.
+ * The index is asked for `limit` hits, then twice as many, and so on, each round reading only
+ * the hits it had not seen, until `limit` are readable or the index has no more: the policy
+ * filters before the limit applies, so what the actor may not read changes nothing it sees.
+ */
+const readableHits = (
+  vectors: VectorIndex.Service,
+  store: Store,
+  readable: (urn: string) => Effect.Effect<boolean>,
+  query: VectorIndex.Query,
+  options: VectorIndex.SearchOptions = {}
+): Effect.Effect<Array<Resource.Resource>, VectorIndex.VectorIndexError | ResourceStoreError> =>
+  Effect.gen(function* () {
+    const limit = options.limit ?? 10
+    const seen = new Set<string>()
+    const results: Array<Resource.Resource> = []
+    for (let asked = limit; ; asked *= 2) {
+      const hits = yield* vectors.search(query, { ...options, limit: asked })
+      const fresh = hits.filter((hit) => !seen.has(hit.urn))
+      for (const hit of fresh) seen.add(hit.urn)
+      // Each hit on its own: one the actor may not read is passed over, it does not fail the search.
+      const allowed = yield* Effect.filter(fresh, (hit) => readable(hit.urn))
+      const found =
+        allowed.length === 0
+          ? new Map<string, Resource.Resource>()
+          : new Map(
               (yield* store.getMany(allowed.map((hit) => hit.urn))).map((resource) => [
                 resource.meta.urn,
                 resource
               ])
             )
-            // A vector whose resource is gone (deleted behind the index's back) is skipped.
-            const results = allowed.flatMap((hit) => {
-              const resource = found.get(hit.urn)
-              return resource === undefined
-                ? []
-                : [{ ...resource, meta: { ...resource.meta, score: hit.score } }]
-            })
-            yield* publish(actor, "RESOURCE_GET", urnsOf(results))
-            return results as Array<Resource.Resource>
-          })
-  }
-}
+      for (const hit of allowed) {
+        // A vector whose resource is gone (deleted behind the index's back) is skipped.
+        const resource = found.get(hit.urn)
+        if (resource !== undefined && results.length < limit)
+          results.push({ ...resource, meta: { ...resource.meta, score: hit.score } } as Resource.Resource)
+      }
+      if (results.length >= limit || hits.length < asked) return results
+    }
+  })
 
 export const layer: Layer.Layer<ResourceIndex, never, ResourceStore | Policy.Policy> = Layer.effect(
   ResourceIndex,

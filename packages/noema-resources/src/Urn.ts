@@ -6,10 +6,20 @@
  * be namespaced, `plan.task`; an id holds no "."). The namespace is always `cld`.
  * Descendants of a URN are exactly the URNs starting with `urn + "/"`, which is
  * what every store's prefix lookup uses.
+ *
+ * A URN is bounded: at most `maxElements` elements and `maxLength` characters.
+ * Every path (the CLI, the stores, the policy engines, the events) parses URNs
+ * here, so none of them ever works on a deeper one: a policy check builds an
+ * entity per ancestor, and a 3,000-element URN once took 48 s and 1.1 GB there.
  */
 import { Schema } from "effect"
 
 export const NAMESPACE = "cld"
+
+/** The most elements a URN may have: far deeper than any tree noema builds (a plan is a few levels). */
+export const maxElements = 32
+/** The most characters a URN may have. */
+export const maxLength = 1024
 
 const TYPE = /^[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*$/i
 const ID = /^[A-Za-z0-9_-]+$/
@@ -29,8 +39,25 @@ export interface Urn {
   readonly elements: ReadonlyArray<Element>
 }
 
+/** The URN as a message quotes it: a long one cut short, so the message stays readable. */
+const shown = (urn: string) => (urn.length > 120 ? `${urn.slice(0, 120)}...` : urn)
+
 const fail = (urn: string, reason: string) =>
-  new InvalidUrnError({ urn, message: `invalid URN "${urn}": ${reason}` })
+  new InvalidUrnError({ urn, message: `invalid URN "${shown(urn)}": ${reason}` })
+
+/** Why a URN of this many elements and characters is too big, or undefined. */
+const checkBounds = (elements: number, length: number): string | undefined => {
+  if (elements > maxElements) return `has ${elements} elements, at most ${maxElements} are allowed`
+  if (length > maxLength) return `has ${length} characters, at most ${maxLength} are allowed`
+  return undefined
+}
+
+/** The elements of a path, counted without splitting it. */
+const countElements = (path: string) => {
+  let count = 1
+  for (let at = path.indexOf("/"); at !== -1; at = path.indexOf("/", at + 1)) count++
+  return count
+}
 
 /** Checks one element's type and id. */
 export const checkElement = (type: string, id: string): string | undefined => {
@@ -46,6 +73,8 @@ export const parseEither = (urn: string): Urn | InvalidUrnError => {
   if (!urn.startsWith(prefix)) return fail(urn, `must start with "${prefix}"`)
   const path = urn.slice(prefix.length)
   if (path.length === 0) return fail(urn, "has no path")
+  const tooBig = checkBounds(countElements(path), urn.length)
+  if (tooBig !== undefined) return fail(urn, tooBig)
   const elements: Array<Element> = []
   for (const part of path.split("/")) {
     if (part.length === 0) return fail(urn, "has an empty path element")
@@ -75,7 +104,10 @@ export const format = (urn: Urn): string => {
     const reason = checkElement(element.type, element.id)
     if (reason !== undefined) throw fail(`${NAMESPACE}:${element.type}.${element.id}`, reason)
   }
-  return `${NAMESPACE}:${urn.elements.map((e) => `${e.type}.${e.id}`).join("/")}`
+  const formatted = `${NAMESPACE}:${urn.elements.map((e) => `${e.type}.${e.id}`).join("/")}`
+  const tooBig = checkBounds(urn.elements.length, formatted.length)
+  if (tooBig !== undefined) throw fail(formatted, tooBig)
+  return formatted
 }
 
 /** The URN of a child of `parent` (or a root when parent is undefined). */

@@ -1,8 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Logger, References } from "effect"
+import { Effect, Logger, References, Stream } from "effect"
 import * as CedarPolicy from "../src/CedarPolicy.js"
+import * as LocalEmbedder from "../src/LocalEmbedder.js"
+import * as MemoryResourceStore from "../src/MemoryResourceStore.js"
 import * as OpaPolicy from "../src/OpaPolicy.js"
 import * as Policy from "../src/Policy.js"
+import * as Resource from "../src/Resource.js"
+import * as ResourceEvents from "../src/ResourceEvents.js"
+import * as ResourceIndex from "../src/ResourceIndex.js"
+import * as Urn from "../src/Urn.js"
+import * as VectorIndex from "../src/VectorIndex.js"
 
 const c1 = "cld:conversation.c1"
 const m1 = `${c1}/message.m1`
@@ -211,6 +218,157 @@ describe("Policy", () => {
       const decision = yield* engine.authorize({ actor: planner, action: "get", resources: [c1] })
       assert.equal(decision.decision, "deny")
       assert.match(decision.reasons.join(" "), /error/)
+    })
+  )
+})
+
+// ---------------------------------------------------------------------------
+// No side channels: what an actor may not read never reaches it, by any path
+// ---------------------------------------------------------------------------
+
+describe("the decision table, through the index and the events: nothing hidden leaks", () => {
+  const kitchen = Resource.make("conversation", { name: "kitchen" })
+  const chunk = (name: string, text: string) =>
+    Resource.make("chunk", { name, parent: kitchen.meta.urn, text })
+  const open = chunk("open", "bread recipe: flour, water and salt, baked slowly")
+  const secret = chunk("secret", "the secret sourdough bread recipe with the starter")
+  const elsewhere = Resource.make("conversation", { name: "elsewhere" }).meta.urn
+  const guest = "cld:user.guest"
+  const owner = "cld:user.owner"
+  // The guest reads the kitchen (but not the secret) and one other conversation; the owner does anything.
+  const policyText = `
+@id("owner-does-anything")
+permit (principal == Noema::Actor::"${owner}", action, resource);
+@id("guest-reads-the-kitchen")
+permit (principal == Noema::Actor::"${guest}", action == Noema::Action::"get", resource in Noema::Resource::"${kitchen.meta.urn}");
+@id("guest-reads-elsewhere")
+permit (principal == Noema::Actor::"${guest}", action == Noema::Action::"get", resource == Noema::Resource::"${elsewhere}");
+@id("the-secret-is-hidden")
+forbid (principal == Noema::Actor::"${guest}", action, resource == Noema::Resource::"${secret.meta.urn}");
+`
+  const world = Effect.gen(function* () {
+    const policy = yield* CedarPolicy.make(policyText)
+    const events = yield* ResourceEvents.makeMemory(policy)
+    const vectors = yield* VectorIndex.makeMemory(LocalEmbedder.make())
+    const index = ResourceIndex.make(MemoryResourceStore.make(), policy, { events, vectors })
+    return { policy, events, index }
+  })
+  const store = (index: ResourceIndex.Service) =>
+    Effect.forEach([kitchen, open, secret], (resource) => index.put(owner, resource), { discard: true })
+
+  it.effect("ls refused for an actor names only the prefix it asked for, never what is hidden under it", () =>
+    Effect.gen(function* () {
+      const { index } = yield* world
+      yield* store(index)
+      const refused = yield* Effect.flip(index.findByPrefix(guest, kitchen.meta.urn))
+      assert.equal(refused._tag, "AccessDeniedError")
+      const error = refused as ResourceIndex.AccessDeniedError
+      assert.deepEqual(error.resources, [kitchen.meta.urn])
+      const told = JSON.stringify({
+        message: error.message,
+        reasons: error.reasons,
+        resources: error.resources
+      })
+      assert.notInclude(told, secret.meta.urn)
+      assert.notInclude(told, secret.meta.hash)
+      assert.notInclude(told, "the-secret-is-hidden")
+      assert.match(error.message, /cld:user\.guest may not get everything under cld:conversation\./)
+      // The owner lists everything; the guest's own requests still name what it asked for.
+      assert.lengthOf(yield* index.findByPrefix(owner, kitchen.meta.urn), 2)
+      const named = yield* Effect.flip(index.get(guest, secret.meta.urn))
+      assert.deepEqual((named as ResourceIndex.AccessDeniedError).resources, [secret.meta.urn])
+    })
+  )
+
+  it.effect(
+    "search --limit 1 filters before it limits: a hidden better match changes nothing the actor sees",
+    () =>
+      Effect.gen(function* () {
+        const { index } = yield* world
+        yield* store(index)
+        const query = { text: "the secret sourdough bread recipe with the starter" }
+        // For the owner the secret is the best match, so it is the one a limit of 1 would keep.
+        const best = yield* index.search(owner, query, { limit: 1 })
+        assert.deepEqual(
+          best.map((resource) => resource.meta.urn),
+          [secret.meta.urn]
+        )
+        // The guest gets the best it may read, not "nothing found".
+        const readable = yield* index.search(guest, query, { limit: 1 })
+        assert.deepEqual(
+          readable.map((resource) => resource.meta.urn),
+          [open.meta.urn]
+        )
+        assert.isAbove(readable[0]!.meta.score!, 0)
+        // And the hits it may read, in order, whatever the limit.
+        const all = yield* index.search(guest, query, { limit: 5 })
+        assert.deepEqual(
+          all.map((resource) => resource.meta.urn).sort(),
+          [kitchen.meta.urn, open.meta.urn].sort()
+        )
+      })
+  )
+
+  it.effect("a subscription carries an actor and hears only the events, and the resources, it may read", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { events } = yield* world
+        const hears = yield* events.subscribe(guest, { prefix: kitchen.meta.urn }, { buffer: 2 })
+        const everything = yield* events.subscribe(owner, { prefix: kitchen.meta.urn })
+        const publish = (resources: ReadonlyArray<string>) =>
+          events.publish({ source: owner, detailType: "RESOURCE_PUT", resources })
+        // More events about the secret than the guest's buffer holds: they never count against it.
+        for (let i = 0; i < 5; i++) yield* publish([secret.meta.urn])
+        const both = yield* publish([secret.meta.urn, open.meta.urn])
+        const last = yield* publish([open.meta.urn])
+        const heard = yield* Stream.runCollect(Stream.take(hears, 2))
+        assert.deepEqual(
+          heard.map((event) => [event.id, event.resources, event.missedBefore]),
+          [
+            [both.id, [open.meta.urn], undefined],
+            [last.id, [open.meta.urn], undefined]
+          ]
+        )
+        // The owner, under the same filter, hears all seven as published.
+        const all = yield* Stream.runCollect(Stream.take(everything, 7))
+        assert.deepEqual(all.at(5)?.resources, [secret.meta.urn, open.meta.urn])
+      })
+    )
+  )
+
+  it.effect("a subscription's prefix matches only what the actor may read", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { events } = yield* world
+        const underKitchen = yield* events.subscribe(guest, { prefix: kitchen.meta.urn })
+        const publish = (resources: ReadonlyArray<string>) =>
+          events.publish({ source: owner, detailType: "RESOURCE_PUT", resources })
+        // Under the kitchen only through the secret: the guest must not hear it (nor learn of the secret).
+        yield* publish([secret.meta.urn, elsewhere])
+        const marker = yield* publish([open.meta.urn])
+        const [first] = yield* Stream.runCollect(Stream.take(underKitchen, 1))
+        assert.equal(first?.id, marker.id)
+      })
+    )
+  )
+
+  it.effect("a 3,000-element URN is refused with a clear error wherever it is parsed", () =>
+    Effect.gen(function* () {
+      const deep = `cld:${Array.from({ length: 3000 }, (_, i) => `task.t${i}`).join("/")}`
+      const parsed = Urn.parseEither(deep)
+      assert.instanceOf(parsed, Urn.InvalidUrnError)
+      assert.match((parsed as Urn.InvalidUrnError).message, /has 3000 elements, at most 32 are allowed$/)
+      assert.isBelow((parsed as Urn.InvalidUrnError).message.length, 300)
+      const { policy, index, events } = yield* world
+      const decision = yield* policy.authorize({ actor: owner, action: "get", resources: [deep] })
+      assert.equal(decision.decision, "deny")
+      assert.match(decision.reasons.join(" "), /has 3000 elements, at most 32/)
+      const refused = yield* Effect.flip(index.get(owner, deep))
+      assert.match(refused.message, /has 3000 elements, at most 32/)
+      const published = yield* Effect.flip(
+        events.publish({ source: owner, detailType: "RESOURCE_PUT", resources: [deep] })
+      )
+      assert.match(published.message, /has 3000 elements, at most 32/)
     })
   )
 })

@@ -5,6 +5,7 @@ import { Database } from "@noema/session"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import fc from "fast-check"
+import * as CedarPolicy from "../src/CedarPolicy.js"
 import * as MemoryResourceStore from "../src/MemoryResourceStore.js"
 import * as Policy from "../src/Policy.js"
 import * as Resource from "../src/Resource.js"
@@ -19,6 +20,10 @@ const put = (resources: ReadonlyArray<string>, source = "cld:assistant.a"): Reso
   resources
 })
 
+/** Who subscribes in these tests: the policy allows everyone everything, except where a test says. */
+const listener = "cld:assistant.listener"
+const memory = Effect.flatMap(Policy.allowAll, ResourceEvents.makeMemory)
+
 /** The first `count` events of the stream. */
 const collect = <A, E>(stream: Stream.Stream<A, E>, count: number) =>
   Stream.runCollect(Stream.take(stream, count))
@@ -27,11 +32,11 @@ describe("ResourceEvents (in-process)", () => {
   it.effect("filters by source, detail type and URN prefix (the URN itself or under it, not a sibling)", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        const events = yield* ResourceEvents.makeMemory
-        const byPrefix = yield* events.subscribe({ prefix: conversation })
-        const bySource = yield* events.subscribe({ source: ["cld:assistant.b"] })
-        const deletes = yield* events.subscribe({ detailType: "RESOURCE_DELETE" })
-        const everything = yield* events.subscribe()
+        const events = yield* memory
+        const byPrefix = yield* events.subscribe(listener, { prefix: conversation })
+        const bySource = yield* events.subscribe(listener, { source: ["cld:assistant.b"] })
+        const deletes = yield* events.subscribe(listener, { detailType: "RESOURCE_DELETE" })
+        const everything = yield* events.subscribe(listener)
         const published = [
           yield* events.publish(put([conversation])),
           yield* events.publish(put(["cld:conversation.c10"])), // a sibling whose name starts the same
@@ -56,7 +61,7 @@ describe("ResourceEvents (in-process)", () => {
   it.effect("refuses bad events and filters with a clear error", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        const events = yield* ResourceEvents.makeMemory
+        const events = yield* memory
         const refusals = [
           yield* Effect.flip(events.publish(put(["not a urn"]))),
           yield* Effect.flip(events.publish(put([]))),
@@ -64,9 +69,10 @@ describe("ResourceEvents (in-process)", () => {
             events.publish({ ...put([conversation]), detailType: "RESOURCE_MOVE" as never })
           ),
           yield* Effect.flip(events.publish(put([conversation], ""))),
-          yield* Effect.flip(events.subscribe({ prefix: "nope" })),
-          yield* Effect.flip(events.subscribe({}, { buffer: 0 })),
-          yield* Effect.flip(events.subscribe({}, { overflow: "block" as never }))
+          yield* Effect.flip(events.subscribe(listener, { prefix: "nope" })),
+          yield* Effect.flip(events.subscribe(listener, {}, { buffer: 0 })),
+          yield* Effect.flip(events.subscribe(listener, {}, { overflow: "block" as never })),
+          yield* Effect.flip(events.subscribe("listener"))
         ]
         for (const refusal of refusals) {
           assert.equal(refusal._tag, "ResourceEventsError")
@@ -74,15 +80,16 @@ describe("ResourceEvents (in-process)", () => {
         }
         assert.match(refusals[0]!.message, /not a urn|URN/i)
         assert.match(refusals[2]!.message, /RESOURCE_MOVE/)
+        assert.match(refusals[7]!.message, /subscriber: invalid URN "listener"/)
       })
     )
   )
 
   it.effect("a subscriber stops hearing when its scope closes", () =>
     Effect.gen(function* () {
-      const events = yield* ResourceEvents.makeMemory
+      const events = yield* memory
       const scope = yield* Scope.make()
-      const stream = yield* Scope.provide(events.subscribe(), scope)
+      const stream = yield* Scope.provide(events.subscribe(listener), scope)
       yield* events.publish(put([conversation]))
       yield* Scope.close(scope, Exit.void)
       // Publishing after the subscriber left reaches nobody and does not fail.
@@ -96,9 +103,9 @@ describe("ResourceEvents (in-process)", () => {
     () =>
       Effect.scoped(
         Effect.gen(function* () {
-          const events = yield* ResourceEvents.makeMemory
-          const slow = yield* events.subscribe({}, { buffer: 3 })
-          const fast = yield* events.subscribe({}, { buffer: 3 })
+          const events = yield* memory
+          const slow = yield* events.subscribe(listener, {}, { buffer: 3 })
+          const fast = yield* events.subscribe(listener, {}, { buffer: 3 })
           const fastReader = yield* Effect.forkChild(collect(fast, 10))
           const published: Array<ResourceEvents.ResourceEvent> = []
           for (let i = 0; i < 10; i++) {
@@ -131,8 +138,8 @@ describe("ResourceEvents (in-process)", () => {
     () =>
       Effect.scoped(
         Effect.gen(function* () {
-          const events = yield* ResourceEvents.makeMemory
-          const sliding = yield* events.subscribe({}, { buffer: 3, overflow: "drop-oldest" })
+          const events = yield* memory
+          const sliding = yield* events.subscribe(listener, {}, { buffer: 3, overflow: "drop-oldest" })
           const published: Array<ResourceEvents.ResourceEvent> = []
           for (let i = 0; i < 10; i++)
             published.push(yield* events.publish(put([`${conversation}/message.m${i}`])))
@@ -159,8 +166,8 @@ describe("ResourceEvents (in-process)", () => {
           Effect.runPromise(
             Effect.scoped(
               Effect.gen(function* () {
-                const events = yield* ResourceEvents.makeMemory
-                const stream = yield* events.subscribe({}, { buffer, overflow })
+                const events = yield* memory
+                const stream = yield* events.subscribe(listener, {}, { buffer, overflow })
                 // A read pulls everything buffered at that moment; it only happens when something
                 // was published since the last one, so it never waits.
                 const pull = yield* Stream.toPull(stream)
@@ -213,8 +220,8 @@ describe("ResourceEvents (in-process)", () => {
   it.effect("ResourceIndex publishes every access that succeeded, with the actor as source", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        const events = yield* ResourceEvents.makeMemory
-        const heard = yield* events.subscribe()
+        const events = yield* memory
+        const heard = yield* events.subscribe(listener)
         const index = ResourceIndex.make(MemoryResourceStore.make(), yield* Policy.allowAll, { events })
         const actor = "cld:assistant.writer"
         const parent = Resource.make("conversation", { name: "c" })
@@ -246,7 +253,7 @@ describe("ResourceEvents (in-process)", () => {
     Effect.scoped(
       Effect.gen(function* () {
         const events = yield* ResourceEvents.ResourceEvents
-        const heard = yield* events.subscribe({ detailType: "RESOURCE_PUT" })
+        const heard = yield* events.subscribe(listener, { detailType: "RESOURCE_PUT" })
         const index = yield* ResourceIndex.ResourceIndex
         const resource = Resource.make("conversation", { name: "layered" })
         yield* index.put("cld:assistant.a", resource)
@@ -338,16 +345,23 @@ describe("ResourceEvents across processes (PostgreSQL LISTEN/NOTIFY)", () => {
       )
     )
 
-    // This process, on the same database, reads the same log: 30 events in commit order.
+    // This process, on the same database, reads the same log, and its subscriber hears only
+    // what its policy lets it read (the hidden chunk: neither its event nor its name).
+    const hidden = `${parent}/chunk.hidden`
     await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
           const context = yield* Layer.build(Database.layer({ kind: "postgres", url }))
-          const events = yield* Effect.provideContext(ResourceEvents.makePostgres, context)
-          const heard = yield* events.subscribe({ prefix: parent })
-          const mine = yield* events.publish(put([`${parent}/chunk.local`], "cld:assistant.local"))
+          const policy = yield* CedarPolicy.make(`
+            forbid (principal, action, resource == Noema::Resource::"${hidden}");
+            permit (principal, action, resource);`)
+          const events = yield* Effect.provideContext(ResourceEvents.makePostgres(policy), context)
+          const heard = yield* events.subscribe(listener, { prefix: parent })
+          yield* events.publish(put([hidden], "cld:assistant.local"))
+          const both = yield* events.publish(put([hidden, `${parent}/chunk.local`], "cld:assistant.local"))
           const [first] = yield* collect(heard, 1)
-          assert.equal(first?.id, mine.id)
+          assert.equal(first?.id, both.id)
+          assert.deepEqual(first?.resources, [`${parent}/chunk.local`])
         })
       )
     )
@@ -357,7 +371,9 @@ describe("ResourceEvents across processes (PostgreSQL LISTEN/NOTIFY)", () => {
     Effect.scoped(
       Effect.gen(function* () {
         const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: ":memory:" }))
-        const error = yield* Effect.flip(Effect.provideContext(ResourceEvents.makePostgres, context))
+        const error = yield* Effect.flip(
+          Effect.provideContext(ResourceEvents.makePostgres(yield* Policy.allowAll), context)
+        )
         assert.match(error.message, /PostgreSQL/)
       })
     )

@@ -31,6 +31,13 @@ describe("Urn", () => {
     expect(Urn.child("cld:conversation.c1", "message", "m9")).toBe("cld:conversation.c1/message.m9")
   })
 
+  it("takes a URN of 32 elements and 1,024 characters, and makes none bigger", () => {
+    const deepest = `cld:${Array.from({ length: 32 }, (_, i) => `task.t${i}`).join("/")}`
+    expect(Urn.isValid(deepest)).toBe(true)
+    expect(Urn.isValid(`cld:chunk.${"x".repeat(1024 - 10)}`)).toBe(true)
+    expect(() => Urn.child(deepest, "task", "one-more")).toThrow(/has 33 elements, at most 32/)
+  })
+
   it.each([
     ["", /must start with "cld:"/],
     ["urn:conversation.c1", /must start with "cld:"/],
@@ -42,7 +49,9 @@ describe("Urn", () => {
     ["cld:conversation.c 1", /id "c 1"/],
     ["cld:1conv.c1", /type "1conv"/],
     ["cld:conversation.", /id ""/],
-    ["cld:a.b/../c.d", /must be <type>\.<id>|type/]
+    ["cld:a.b/../c.d", /must be <type>\.<id>|type/],
+    [`cld:${Array.from({ length: 33 }, (_, i) => `task.t${i}`).join("/")}`, /has 33 elements, at most 32/],
+    [`cld:chunk.${"x".repeat(1020)}`, /has 1030 characters, at most 1024/]
   ])("refuses %j with a clear error", (urn, reason) => {
     expect(Urn.isValid(urn)).toBe(false)
     try {
