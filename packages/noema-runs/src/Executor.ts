@@ -11,6 +11,11 @@
  * the engine's journal (`StoreWorkflowEngine`) keeps each one's result, so a
  * later process replays the run without doing a finished step again.
  *
+ * What a stage runs is what the run was created (and approved) with: `create`
+ * records run.json's sha256 in the run's `RunQueued`, and `approve`, `resume`
+ * and the workflow read the pipeline back only through `RunFiles.readRunFile`,
+ * which refuses a run.json changed since (`RunFileChanged`).
+ *
  * An attempt: `StageStarted` (the attempt's number comes from the view), the
  * stage directory (an earlier attempt's is kept aside), `input.json`, the
  * agent (a ToolAgent with the stage's instructions, `write_artifact` and the
@@ -32,6 +37,7 @@ import {
   type EventData,
   IllegalTransition,
   InvalidInput,
+  newRunId,
   RunNotFound,
   type RunView,
   type StageError
@@ -59,7 +65,7 @@ export interface Options {
   readonly maxSteps?: number
 }
 
-export type ExecuteError = AppendError | RunFiles.FileError
+export type ExecuteError = AppendError | RunFiles.FileError | RunFiles.RunFileChanged
 
 /** Why `execute` returned: the run is done (completed/failed/canceled), waits for approval, or waits in its thread's queue. */
 export type Outcome =
@@ -78,8 +84,11 @@ export interface Executor {
     readonly pipeline: Pipeline
     readonly claim?: ClaimRequest
   }) => Effect.Effect<RunView, CreateRunError | RunFiles.FileError>
-  /** The pipeline the run was created with (run.json keeps it). */
-  readonly pipelineOf: (runId: string) => Effect.Effect<Pipeline, RunFiles.FileError | PipelineError>
+  /**
+   * The pipeline the run was created with (run.json keeps it), refused with `RunFileChanged`
+   * when run.json is not the one the run's timeline recorded.
+   */
+  readonly pipelineOf: (runId: string) => Effect.Effect<Pipeline, ExecuteError | PipelineError>
   /** Carries the run on from where its view says it is, until it finishes or must wait. */
   readonly execute: (runId: string, pipeline: Pipeline) => Effect.Effect<Outcome, ExecuteError>
   /**
@@ -89,10 +98,12 @@ export interface Executor {
    * completed stages are not run again, the interrupted stage gets a new attempt. Only for a run
    * no live process is executing (see `RunLease`). The pipeline is the run's own (`pipelineOf`);
    * a run whose process stopped before its run.json was written (nothing of it ran) is
-   * canceled, saying so.
+   * canceled, saying so; a run whose run.json was changed since is refused (`RunFileChanged`)
+   * before anything is recorded.
    */
   readonly resume: (runId: string) => Effect.Effect<Outcome, ExecuteError | PipelineError>
-  readonly approve: (runId: string, by?: string) => Effect.Effect<RunView, AppendError>
+  /** Records the approval; refused (`RunFileChanged`) when run.json is not the one the run was created with. */
+  readonly approve: (runId: string, by?: string) => Effect.Effect<RunView, ExecuteError>
   readonly reject: (runId: string, reason: string) => Effect.Effect<RunView, AppendError>
   /** A failed run starts again at its failed stage, with a new attempt. */
   readonly retry: (runId: string) => Effect.Effect<RunView, AppendError>
@@ -142,7 +153,14 @@ export const approvalGate = (position: number) =>
 
 /** The executor's own errors, told apart from defects when a suspended workflow reports its cause. */
 const isExecuteError = Schema.is(
-  Schema.Union([RunNotFound, IllegalTransition, RunsStoreError, RunFiles.FileError, PipelineError])
+  Schema.Union([
+    RunNotFound,
+    IllegalTransition,
+    RunsStoreError,
+    RunFiles.FileError,
+    RunFiles.RunFileChanged,
+    PipelineError
+  ])
 )
 
 const errorOf = (error: Agent.AgentError | RunFiles.FileError): StageError =>
@@ -446,15 +464,19 @@ export const make = (options: Options): Executor => {
         : Effect.succeed(stage.position)
     })
 
+  /** The run's run.json, checked against the sha256 its timeline recorded. */
+  const runFileOf = (runId: string) =>
+    Effect.flatMap(store.getRun(runId), (run) => RunFiles.readRunFile(workspace, run))
+
   const pipelineOf = (runId: string) =>
     Effect.gen(function* () {
-      const file = yield* RunFiles.readRunFile(workspace, runId)
+      const file = yield* runFileOf(runId)
       if (file.pipeline_definition !== undefined)
         return yield* PipelineModule.decode(file.pipeline_definition, `run ${runId}'s run.json`)
       if (file.pipeline === PipelineModule.defaultPipeline.name) return PipelineModule.defaultPipeline
       return yield* Effect.fail(
         new RunFiles.FileError({
-          path: path.join(RunFiles.runDirectory(workspace, runId), "run.json"),
+          path: RunFiles.runFileName(runId),
           detail: `it does not hold the run's pipeline "${file.pipeline}"`
         })
       )
@@ -463,7 +485,7 @@ export const make = (options: Options): Executor => {
   const resume = (runId: string): Effect.Effect<Outcome, ExecuteError | PipelineError> =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
-      if (!fs.existsSync(path.join(RunFiles.runDirectory(workspace, runId), "run.json"))) {
+      if (!fs.existsSync(path.join(workspace, RunFiles.runFileName(runId)))) {
         if (run.status !== "queued" && run.status !== "running") return { _tag: "Finished", run } as const
         // Nothing of it ran, and its pipeline was never written down: it cannot be carried on.
         const canceled = yield* append(runId, [
@@ -526,33 +548,38 @@ export const make = (options: Options): Executor => {
         const input = { request }
         if (typeof input.request !== "string" || input.request.trim().length === 0)
           return yield* Effect.fail(new InvalidInput({ detail: "input.json needs a non-empty request" }))
-        const run = yield* store.createRun({
-          threadId,
+        const stages = PipelineModule.planned(pipeline)
+        const file: RunFiles.RunFile = {
+          run_id: newRunId(),
+          thread_id: threadId,
           request,
           pipeline: pipeline.name,
-          stages: PipelineModule.planned(pipeline),
-          ...(claim !== undefined && { claim })
-        })
-        yield* RunFiles.writeRunFile(workspace, {
-          run_id: run.runId,
-          thread_id: run.threadId,
-          request: run.request,
-          pipeline: run.pipeline,
           pipeline_definition: pipeline,
-          created_at: run.createdAt,
-          stages: run.stages.map((s) => ({
+          created_at: new Date().toISOString(),
+          stages: stages.map((s) => ({
             position: s.position,
             stage_key: s.key,
             needs_approval: s.needsApproval
           }))
+        }
+        // The timeline records run.json's sha256 with the run: what is carried on later is checked against it.
+        const run = yield* store.createRun({
+          threadId,
+          request,
+          pipeline: pipeline.name,
+          stages,
+          runId: file.run_id,
+          runFileSha256: RunFiles.sha256(RunFiles.encodeRunFile(file)),
+          ...(claim !== undefined && { claim })
         })
+        yield* RunFiles.writeRunFile(workspace, file)
         return run
       }),
     pipelineOf,
     execute,
     resume,
     approve: (runId, by) =>
-      Effect.flatMap(waitingStage(runId), (position) =>
+      Effect.flatMap(Effect.andThen(runFileOf(runId), waitingStage(runId)), (position) =>
         Effect.tap(
           append(runId, [{ type: "ApprovalGranted", position, ...(by !== undefined && { by }) }]),
           () => decide(runId, position, true)

@@ -171,6 +171,8 @@ export type EventData =
       readonly request: string
       readonly pipeline: string
       readonly stages: ReadonlyArray<PlannedStage>
+      /** The sha256 of the run's `run.json` as it was written; absent for runs made before it was recorded. */
+      readonly run_file_sha256?: string
     }
   | { readonly type: "RunStarted" }
   | { readonly type: "ApprovalRequested"; readonly position: number }
@@ -233,6 +235,11 @@ export interface RunView {
   readonly finishedAt?: string
   readonly error?: StageError
   readonly stages: ReadonlyArray<StageView>
+  /**
+   * The sha256 of `run.json` recorded when the run was created (its `RunQueued`): whoever
+   * carries the run on checks the file against it. Absent for runs made before it was recorded.
+   */
+  readonly runFileSha256?: string
   /** The seq of the last event folded in. */
   readonly seq: number
 }
@@ -276,6 +283,7 @@ export const apply = (run: RunView | undefined, event: Event): RunView | Illegal
         status: "pending",
         attempts: []
       })),
+      ...(data.run_file_sha256 !== undefined && { runFileSha256: data.run_file_sha256 }),
       seq: 1
     }
   }

@@ -11,6 +11,13 @@
  * ever overwritten; the temporary name is then removed), and the directory is
  * fsynced so the new name survives a crash. `manifest.json` is written last,
  * after every artifact is complete: a manifest never describes a partial file.
+ * Files are made 0600 and directories 0700 (as `$NOEMA_HOME` is): a run's
+ * request and artifacts are its owner's alone, wherever the workspace is.
+ *
+ * `run.json` holds the run's fixed facts, its pipeline included. Its sha256 is
+ * recorded in the timeline when the run is created (`RunQueued`), and
+ * `readRunFile` refuses a file that no longer matches (`RunFileChanged`): the
+ * instructions a stage runs are the ones the run was created, and approved, with.
  *
  * Attempts: the stage directory holds the latest attempt. When a stage is
  * retried, its earlier attempt's directory is renamed, whole and untouched, to
@@ -20,8 +27,8 @@
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Tool } from "@noema/core"
-import { Effect, Schema } from "effect"
+import { Printable, Tool } from "@noema/core"
+import { Cause, Effect, Exit, Schema } from "effect"
 import { type ArtifactEntry, type RunView, stageDirectory } from "./Run.js"
 
 export class FileError extends Schema.TaggedError<FileError>()("FileError", {
@@ -33,7 +40,21 @@ export class FileError extends Schema.TaggedError<FileError>()("FileError", {
   }
 }
 
+/** A run's `run.json` differs from the one its timeline recorded: nothing of the run is carried on. */
+export class RunFileChanged extends Schema.TaggedError<RunFileChanged>()("RunFileChanged", {
+  /** Relative to the workspace (`runs/<run_id>/run.json`). */
+  path: Schema.String,
+  recorded: Schema.String,
+  found: Schema.String
+}) {
+  override get message() {
+    return `${this.path} was changed after the run was created (its sha256 is ${this.found.slice(0, 12)}…, the timeline recorded ${this.recorded.slice(0, 12)}…); the run is not carried on: put the file back as it was, or cancel the run`
+  }
+}
+
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 
 // ---------------------------------------------------------------------------
 // Atomic, never-overwriting writes
@@ -48,11 +69,15 @@ const fsyncDirectory = (directory: string) => {
   }
 }
 
-/** Creates `directory` (and parents), fsyncing each new one's parent. */
+/** The modes of what a run writes: its owner's alone (what is already there is left as it is). */
+const directoryMode = 0o700
+const fileMode = 0o600
+
+/** Creates `directory` (and parents, 0700), fsyncing each new one's parent. */
 const ensureDirectory = (directory: string) => {
   if (fs.existsSync(directory)) return
   ensureDirectory(path.dirname(directory))
-  fs.mkdirSync(directory)
+  fs.mkdirSync(directory, { mode: directoryMode })
   fsyncDirectory(path.dirname(directory))
 }
 
@@ -64,7 +89,7 @@ export const writeFileAtomic = (file: string, data: string | Uint8Array): void =
   const directory = path.dirname(file)
   ensureDirectory(directory)
   const temporary = path.join(directory, `.${path.basename(file)}.${process.pid}.${crypto.randomUUID()}.tmp`)
-  const fd = fs.openSync(temporary, "wx", 0o644)
+  const fd = fs.openSync(temporary, "wx", fileMode)
   try {
     fs.writeFileSync(fd, data)
     fs.fsyncSync(fd)
@@ -100,30 +125,84 @@ export const stagePath = (workspace: string, runId: string, position: number, ke
 // ---------------------------------------------------------------------------
 
 /** The run's fixed facts (its status lives in the store's timeline: run.json is never rewritten). */
-export interface RunFile {
-  readonly run_id: string
-  readonly thread_id: string
-  readonly request: string
-  readonly pipeline: string
+export const RunFile = Schema.Struct({
+  run_id: Schema.String,
+  thread_id: Schema.String,
+  request: Schema.String,
+  pipeline: Schema.String,
   /** The whole pipeline the run was created with, so any process can carry the run on. */
-  readonly pipeline_definition?: unknown
-  readonly created_at: string
-  readonly stages: ReadonlyArray<{
-    readonly position: number
-    readonly stage_key: string
-    readonly needs_approval: boolean
-  }>
+  pipeline_definition: Schema.optionalKey(Schema.Unknown),
+  /** When the executor made the run (its `RunQueued` is recorded a moment later). */
+  created_at: Schema.String,
+  stages: Schema.Array(
+    Schema.Struct({ position: Schema.Number, stage_key: Schema.String, needs_approval: Schema.Boolean })
+  )
+})
+export type RunFile = typeof RunFile.Type
+
+/** `run.json`, relative to the workspace: how messages name it. */
+export const runFileName = (runId: string): string => ["runs", runId, "run.json"].join("/")
+
+/** The bytes of `run.json` for `run`: what is written, and whose sha256 the timeline records. */
+export const encodeRunFile = (run: RunFile): string => json(run)
+
+/** Which run.json is meant, and the sha256 its timeline recorded (a `RunView` is one). */
+export interface RunFileRef {
+  readonly runId: string
+  readonly runFileSha256?: string | undefined
 }
 
-/** The run's run.json. */
-export const readRunFile = (workspace: string, runId: string): Effect.Effect<RunFile, FileError> => {
-  const file = path.join(runDirectory(workspace, runId), "run.json")
-  return attempt(file, () => JSON.parse(fs.readFileSync(file, "utf8")) as RunFile)
+const decodeRunFile = Schema.decodeUnknownExit(Schema.fromJsonString(RunFile))
+
+/** What `run.json`'s bytes are, against the sha256 the timeline recorded. */
+type RunFileCheck =
+  | { readonly _tag: "Valid"; readonly file: RunFile; readonly sha256: "matches" | "not recorded" }
+  | { readonly _tag: "Changed"; readonly error: RunFileChanged }
+  | { readonly _tag: "Invalid"; readonly detail: string }
+
+/** The one check of a run.json: its sha256 against the recorded one, then its content. */
+const checkRunFile = (bytes: Uint8Array, run: RunFileRef): RunFileCheck => {
+  const found = sha256(bytes)
+  if (run.runFileSha256 !== undefined && found !== run.runFileSha256)
+    return {
+      _tag: "Changed",
+      error: new RunFileChanged({ path: runFileName(run.runId), recorded: run.runFileSha256, found })
+    }
+  const decoded = decodeRunFile(Buffer.from(bytes).toString("utf8"))
+  if (Exit.isFailure(decoded))
+    return { _tag: "Invalid", detail: `not a run file: ${oneLine(describe(Cause.squash(decoded.cause)))}` }
+  if (decoded.value.run_id !== run.runId)
+    return { _tag: "Invalid", detail: `it is the run.json of another run (${decoded.value.run_id})` }
+  return {
+    _tag: "Valid",
+    file: decoded.value,
+    sha256: run.runFileSha256 === undefined ? "not recorded" : "matches"
+  }
+}
+
+/**
+ * The run's run.json, checked against the sha256 its timeline recorded (`RunFileChanged`
+ * when it differs), then decoded; a run made before the sha256 was recorded is only decoded.
+ */
+export const readRunFile = (
+  workspace: string,
+  run: RunFileRef
+): Effect.Effect<RunFile, FileError | RunFileChanged> => {
+  const file = path.join(workspace, runFileName(run.runId))
+  return Effect.flatMap(
+    attempt(file, () => fs.readFileSync(file)),
+    (bytes): Effect.Effect<RunFile, FileError | RunFileChanged> => {
+      const check = checkRunFile(bytes, run)
+      if (check._tag === "Changed") return Effect.fail(check.error)
+      if (check._tag === "Invalid") return Effect.fail(new FileError({ path: file, detail: check.detail }))
+      return Effect.succeed(check.file)
+    }
+  )
 }
 
 export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<void, FileError> => {
-  const file = path.join(runDirectory(workspace, run.run_id), "run.json")
-  return attempt(file, () => writeFileAtomic(file, json(run)))
+  const file = path.join(workspace, runFileName(run.run_id))
+  return attempt(file, () => writeFileAtomic(file, encodeRunFile(run)))
 }
 
 export interface Manifest {
@@ -203,6 +282,18 @@ export const confine = (root: string, relative: string): string | { readonly pro
 }
 
 /**
+ * Why an artifact name is refused before it is a path: a control character (an escape
+ * sequence, a newline) or a bidirectional-text control in it would make every listing that
+ * shows the name show something else (a changed window title, a fake line, reversed text).
+ */
+const nameProblem = (relative: string): string | undefined => {
+  const control = Printable.firstControl(relative)
+  return control === undefined
+    ? undefined
+    : `character ${control.index + 1} is ${control.codePoint}, a control or bidirectional-text character: artifact names take printable characters only`
+}
+
+/**
  * The writer of one stage attempt. For attempt k > 1, the directory holding
  * the earlier attempt is first renamed to `<nn>-<key>.attempt-<k-1>`.
  */
@@ -238,7 +329,11 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
         const file = path.join(directory, "output.json")
         return attempt(file, () => writeFileAtomic(file, json(output)))
       },
-      writeArtifact: (relative, content, kind) => {
+      writeArtifact: (name, content, kind) => {
+        const relative = name.normalize("NFC")
+        const refused = nameProblem(relative)
+        if (refused !== undefined)
+          return Effect.fail(new FileError({ path: Printable.escapeControls(relative), detail: refused }))
         const target = confine(artifactsDirectory, relative)
         if (typeof target !== "string")
           return Effect.fail(new FileError({ path: relative, detail: target.problem }))
@@ -305,7 +400,7 @@ export const writeArtifactTool = (
   Tool.make({
     name: "write_artifact",
     description:
-      "Write a file (Markdown, JSON or any text) as an artifact of the current stage. The path is relative to the stage's artifacts directory; an existing artifact is never overwritten.",
+      "Write a file (Markdown, JSON or any text) as an artifact of the current stage. The path is relative to the stage's artifacts directory, in printable characters (no control or bidirectional-text characters); an existing artifact is never overwritten.",
     parameters: Schema.Struct({
       path: Schema.String,
       content: Schema.String,
@@ -366,6 +461,11 @@ export interface VerifyProblem {
 export interface VerifyReport {
   readonly runId: string
   readonly ok: boolean
+  /**
+   * run.json against the sha256 its timeline recorded when the run was created: `not recorded`
+   * for a run made before noema recorded it (or when no sha256 was given to `verify`).
+   */
+  readonly runFile: "matches" | "changed" | "not recorded"
   /** Stage directories (and earlier attempts) with a manifest. */
   readonly checked: ReadonlyArray<string>
   readonly artifacts: number
@@ -384,15 +484,38 @@ const listFiles = (root: string, prefix = ""): Array<string> =>
     : []
 
 /**
- * Re-hashes every artifact of every stage directory (earlier attempts
- * included) against its manifest; reports missing, changed and unlisted files.
+ * Checks run.json (against `runFileSha256`, the sha256 the run's timeline recorded, when
+ * given; then its content) and re-hashes every artifact of every stage directory (earlier
+ * attempts included) against its manifest; reports missing, changed and unlisted files.
  */
-export const verify = (workspace: string, runId: string): Effect.Effect<VerifyReport, FileError> => {
+export const verify = (
+  workspace: string,
+  runId: string,
+  runFileSha256?: string
+): Effect.Effect<VerifyReport, FileError> => {
   const runDir = runDirectory(workspace, runId)
   return attempt(runDir, () => {
     if (!fs.existsSync(path.join(runDir, "run.json"))) throw new Error("no run.json: not a run directory")
-    const stagesDir = path.join(runDir, "stages")
     const problems: Array<VerifyProblem> = []
+    const check = checkRunFile(fs.readFileSync(path.join(runDir, "run.json")), { runId, runFileSha256 })
+    if (check._tag !== "Valid")
+      problems.push({
+        stage: "",
+        path: "run.json",
+        problem:
+          check._tag === "Changed"
+            ? `changed after the run was created: its sha256 is ${check.error.found}, the timeline recorded ${check.error.recorded}`
+            : check.detail
+      })
+    const runFile =
+      check._tag === "Valid"
+        ? check.sha256
+        : check._tag === "Changed"
+          ? "changed"
+          : runFileSha256 === undefined
+            ? "not recorded"
+            : "matches"
+    const stagesDir = path.join(runDir, "stages")
     const checked: Array<string> = []
     let artifacts = 0
     const stageDirs = fs.existsSync(stagesDir) ? fs.readdirSync(stagesDir).sort() : []
@@ -435,7 +558,7 @@ export const verify = (workspace: string, runId: string): Effect.Effect<VerifyRe
         if (!listed.has(file)) problems.push({ stage, path: file, problem: "not listed in the manifest" })
       }
     }
-    return { runId, ok: problems.length === 0, checked, artifacts, problems }
+    return { runId, ok: problems.length === 0, runFile, checked, artifacts, problems }
   })
 }
 
@@ -523,7 +646,7 @@ export const agreement = (
 
 /** `verify`, and the files' agreement with the store's view of the run (`agreement`). */
 export const verifyRun = (workspace: string, run: RunView): Effect.Effect<VerifyReport, FileError> =>
-  Effect.flatMap(verify(workspace, run.runId), (report) =>
+  Effect.flatMap(verify(workspace, run.runId, run.runFileSha256), (report) =>
     Effect.map(agreement(workspace, run), (disagreements) => ({
       ...report,
       ok: report.ok && disagreements.length === 0,

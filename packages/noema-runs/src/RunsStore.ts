@@ -78,6 +78,8 @@ export interface CreateRun {
   readonly runId?: string
   /** Claims the new run in the same transaction. */
   readonly claim?: ClaimRequest
+  /** The sha256 of the run's `run.json`, recorded in its `RunQueued` (see `RunFiles.readRunFile`). */
+  readonly runFileSha256?: string
 }
 
 /** A workflow execution as the journal keeps it (see `WorkflowJournal`). */
@@ -183,8 +185,17 @@ export const checkStages = (stages: ReadonlyArray<PlannedStage>): InvalidInput |
   return undefined
 }
 
+/** The longest request a run takes, in characters (it is sent to the model, kept in run.json and the timeline). */
+export const maxRequestLength = 100_000
+
 export const checkRequest = (request: string): InvalidInput | undefined =>
-  request.trim().length === 0 ? new InvalidInput({ detail: "the request is empty" }) : undefined
+  request.trim().length === 0
+    ? new InvalidInput({ detail: "the request is empty" })
+    : request.length > maxRequestLength
+      ? new InvalidInput({
+          detail: `the request has ${request.length} characters, more than the ${maxRequestLength} a run takes`
+        })
+      : undefined
 
 /**
  * Whether `run` may start now: the runs of its thread (every one, in creation order)
@@ -259,7 +270,8 @@ export const queuedEvent = (options: CreateRun): EventData => ({
   type: "RunQueued",
   request: options.request,
   pipeline: options.pipeline,
-  stages: options.stages.map((stage) => ({ ...stage }))
+  stages: options.stages.map((stage) => ({ ...stage })),
+  ...(options.runFileSha256 !== undefined && { run_file_sha256: options.runFileSha256 })
 })
 
 // ---------------------------------------------------------------------------

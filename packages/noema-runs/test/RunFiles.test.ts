@@ -2,7 +2,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Tool } from "@noema/core"
+import { Printable, Tool } from "@noema/core"
 import { Effect } from "effect"
 import * as RunFiles from "../src/RunFiles.js"
 
@@ -238,5 +238,110 @@ describe("RunFiles", () => {
         assert.isTrue(bad.isError)
         assert.deepStrictEqual(published, ["x.md"])
       })
+  )
+
+  it.effect(
+    "write_artifact refuses control and bidirectional-text characters, saying which; names are NFC",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        const writer = yield* RunFiles.stageWriter({
+          workspace: root,
+          runId: "run_1",
+          position: 1,
+          key: "draft",
+          attempt: 1
+        })
+        const tool = RunFiles.writeArtifactTool(writer)
+        const hostile = [
+          "title\u001b]0;pwned\u0007.md",
+          "ok.md\n\u2713 verified.md",
+          "report\u202egpj.md",
+          "a\u2066b.md",
+          "c\u200fd.md",
+          "e\u061cf.md",
+          "del\u007f.md",
+          "csi\u009b2J.md"
+        ]
+        for (const name of hostile) {
+          const result = yield* Tool.call(tool, {
+            id: "c",
+            name: "write_artifact",
+            arguments: JSON.stringify({ path: name, content: "x" })
+          })
+          assert.isTrue(result.isError, name)
+          assert.match(result.content, /is U\+[0-9A-F]{4}, a control or bidirectional-text character/, name)
+          // The error quotes the name with the character escaped, not as it is.
+          assert.isUndefined(Printable.firstControl(result.content), name)
+        }
+        assert.deepStrictEqual(fs.readdirSync(writer.artifactsDirectory), [])
+        // "é" as e + combining accent is stored (and published) as the one character.
+        const entry = yield* writer.writeArtifact("caf\u0065\u0301.md", "x")
+        assert.strictEqual(entry.path, "caf\u00e9.md")
+        assert.deepStrictEqual(fs.readdirSync(writer.artifactsDirectory), ["caf\u00e9.md"])
+      })
+  )
+
+  it.effect("what a run writes is its owner's alone: directories 0700, files 0600", () =>
+    Effect.gen(function* () {
+      // A workspace that does not exist yet, outside any home: every level is created here.
+      const root = path.join(workspace(), "elsewhere", "workspace")
+      yield* RunFiles.writeRunFile(root, runFile("run_1"))
+      const writer = yield* RunFiles.stageWriter({
+        workspace: root,
+        runId: "run_1",
+        position: 1,
+        key: "draft",
+        attempt: 1
+      })
+      yield* writer.writeInput({ request: "write a note" })
+      yield* writer.writeArtifact("deep/note.md", "# Note\n")
+      yield* writer.writeOutput({ text: "done" })
+      yield* writer.writeManifest(manifestFields(1))
+      const modes = [path.dirname(root), root, ...fs.readdirSync(root, { recursive: true }).map(String)].map(
+        (entry) => {
+          const full = path.isAbsolute(entry) ? entry : path.join(root, entry)
+          const stat = fs.statSync(full)
+          return [stat.isDirectory() ? "d" : "f", (stat.mode & 0o777).toString(8)]
+        }
+      )
+      assert.isAbove(modes.length, 8)
+      for (const [kind, mode] of modes) assert.strictEqual(mode, kind === "d" ? "700" : "600")
+    })
+  )
+
+  it.effect("verify reads run.json: a truncated or foreign one fails; an unrecorded sha256 says so", () =>
+    Effect.gen(function* () {
+      const root = workspace()
+      yield* RunFiles.writeRunFile(root, runFile("run_1"))
+      const file = path.join(root, "runs", "run_1", "run.json")
+      const whole = fs.readFileSync(file)
+      const unrecorded = yield* RunFiles.verify(root, "run_1")
+      assert.isTrue(unrecorded.ok)
+      assert.strictEqual(unrecorded.runFile, "not recorded")
+      const recorded = yield* RunFiles.verify(root, "run_1", RunFiles.sha256(whole))
+      assert.isTrue(recorded.ok)
+      assert.strictEqual(recorded.runFile, "matches")
+
+      fs.writeFileSync(file, whole.subarray(0, whole.length - 20))
+      const truncated = yield* RunFiles.verify(root, "run_1")
+      assert.isFalse(truncated.ok)
+      assert.deepStrictEqual(
+        truncated.problems.map((p) => [p.stage, p.path]),
+        [["", "run.json"]]
+      )
+      assert.match(truncated.problems[0]?.problem ?? "", /^not a run file/)
+      const changed = yield* RunFiles.verify(root, "run_1", RunFiles.sha256(whole))
+      assert.isFalse(changed.ok)
+      assert.strictEqual(changed.runFile, "changed")
+      assert.match(changed.problems[0]?.problem ?? "", /^changed after the run was created/)
+      const read = yield* Effect.flip(RunFiles.readRunFile(root, { runId: "run_1" }))
+      assert.strictEqual(read._tag, "FileError")
+
+      fs.writeFileSync(file, RunFiles.encodeRunFile(runFile("run_2")))
+      const foreign = yield* RunFiles.verify(root, "run_1")
+      assert.isFalse(foreign.ok)
+      assert.include(foreign.problems[0]?.problem, "another run (run_2)")
+    })
   )
 })
