@@ -99,8 +99,9 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     case "routine-run":
     case "routine-status":
       return (await import("./RoutineCommand.js")).runCommand(command, io)
-    // Policies (noema policy check).
+    // Policies (noema policy check|show).
     case "policy-check":
+    case "policy-show":
       return (await import("./PolicyCommand.js")).run(command, io)
     // Resources (noema resources ls|show|put|search|reindex).
     case "resources-ls":

@@ -9,7 +9,7 @@
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { ModelFlags } from "./CliConfig.js"
 import { type PlanCommand, PlanUsageError, parsePlan, parseTasks } from "./PlanArguments.js"
-import { type PolicyCheck, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
+import { type PolicyCommand, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
 import { parse as parseResources, type ResourcesCommand, ResourcesUsageError } from "./ResourcesArguments.js"
 import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
 import {
@@ -86,8 +86,8 @@ export type Command =
   | ({ readonly type: "sessions-import"; readonly file: string | undefined } & StoreOptions)
   /** `noema routine run|status` (see RoutineArguments). */
   | RoutineCommand
-  /** `noema policy check` (see PolicyArguments). */
-  | PolicyCheck
+  /** `noema policy check|show` (see PolicyArguments). */
+  | PolicyCommand
   /** `noema resources ...` (see ResourcesArguments). */
   | ResourcesCommand
   /** `noema plan "request"`, `noema tasks show URN` (see PlanArguments). */

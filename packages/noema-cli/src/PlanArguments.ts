@@ -189,8 +189,8 @@ export const parseTasks = (args: ReadonlyArray<string>): PlanCommand | "help" =>
 const storage = `      --database DB         a SQLite file or postgres:// URL (env NOEMA_DATABASE_URL;
                             default $NOEMA_HOME/noema.db)
       --policy FILE         a Cedar (.cedar) or OPA (.wasm) policy (default
-                            $NOEMA_HOME/policy.cedar when it exists, else every access is allowed)
-      --engine NAME         cedar, opa or allow-all
+                            $NOEMA_HOME/policy.cedar, written on first use; noema policy show)
+      --engine NAME         cedar, opa, or allow-all (every access allowed: only when asked)
       --embedding-model M   "local" (default: offline, lexical, not semantic) or a model of an
                             OpenAI-compatible server (env NOEMA_EMBEDDING_MODEL)`
 

@@ -2,7 +2,7 @@
  * PlanCommand: `noema plan "request"` (the planner, its tree shown as it is
  * worked on, the answer at the end) and `noema tasks show URN` (a stored tree),
  * over the resources in the configured database, every access through the
- * policy (`--policy`, default `$NOEMA_HOME/policy.cedar` when it exists).
+ * policy (`--policy`, else the default one, written on first use: `DefaultPolicy`).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -182,17 +182,13 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
   )
   const model =
     modelConfig === undefined ? undefined : await Runtime.makeModel(modelConfig, { interactive: false })
-  const engine = PolicyCommand.engineOrAllowAll(command, io)
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
 
   const program = Effect.gen(function* () {
     const store = yield* SqlResourceStore.fromDatabase
     const vectors = yield* VectorIndex.fromDatabase(embedder)
-    const policy: Policy.Service = yield* PolicyCommand.engineOf(
-      { policy: command.policy, engine, entrypoint: undefined, data: undefined },
-      io
-    )
-    const events = yield* ResourceEvents.makeMemory
+    const policy: Policy.Service = yield* PolicyCommand.engineOf(command, io)
+    const events = yield* ResourceEvents.makeMemory(policy)
     const index = ResourceIndex.make(store, policy, { vectors, events })
 
     if (command.type === "tasks-show") {

@@ -1,5 +1,6 @@
 /**
- * PolicyArguments: \`noema policy check ...\`, parsed (light: \`noema --help\` loads it).
+ * PolicyArguments: `noema policy check ...` and `noema policy show`, parsed (light:
+ * `noema --help` loads it).
  */
 import { parseArgs } from "node:util"
 
@@ -26,6 +27,14 @@ const options = {
 const parseRaw = (args: ReadonlyArray<string>) =>
   parseArgs({ args: [...args], allowPositionals: true, strict: true, options })
 
+/** `noema policy show`: the policy in use, as text. */
+export interface PolicyShow {
+  readonly type: "policy-show"
+  readonly policy: string | undefined
+}
+
+export type PolicyCommand = PolicyCheck | PolicyShow
+
 export interface PolicyCheck {
   readonly type: "policy-check"
   readonly actor: string
@@ -39,18 +48,24 @@ export interface PolicyCheck {
   readonly json: boolean
 }
 
-export const help = `noema policy: ask a policy engine what it decides
+export const help = `noema policy: the policy every access to resources is asked of
 
 Usage
   noema policy check --actor URN --action get|put|delete URN...
+  noema policy show [--policy FILE]
 
-Prints allow or deny and the reasons. Exit status 0 when allowed, 3 when denied.
+check prints allow or deny and the reasons (exit status 0 when allowed, 3 when denied);
+show prints the policy in use. Without --policy it is $NOEMA_HOME/policy.cedar, which
+noema writes on first use: the local user (cld:user.cli) may do anything, the planner
+(cld:assistant.planner) may read and write, the assistants a plan elects may read and
+write tasks and messages, anyone else nothing. Edit it to change that; only
+--engine allow-all allows everything.
 
 Options
       --actor URN       who acts, e.g. cld:assistant.planner
       --action ACTION   get, put or delete
       --policy FILE     a Cedar policy set (.cedar) or a compiled OPA policy (.wasm)
-                        (default $NOEMA_HOME/policy.cedar)
+                        (default $NOEMA_HOME/policy.cedar, written on first use)
       --engine NAME     cedar, opa (default: from the file's extension) or allow-all
       --entrypoint E    OPA: the entrypoint to evaluate (default noema/authz/decision)
       --data FILE       OPA: a JSON file the policy reads as data
@@ -63,7 +78,7 @@ const usage = (message: string) =>
   new PolicyUsageError(`noema policy check: ${message} (see noema policy --help)`)
 
 /** `noema policy ...` parsed; "help" for --help. Throws UsageError. */
-export const parse = (args: ReadonlyArray<string>): PolicyCheck | "help" => {
+export const parse = (args: ReadonlyArray<string>): PolicyCommand | "help" => {
   let parsed: ReturnType<typeof parseRaw>
   try {
     parsed = parseRaw(args)
@@ -73,11 +88,12 @@ export const parse = (args: ReadonlyArray<string>): PolicyCheck | "help" => {
   const { values, positionals } = parsed
   if (values.help === true) return "help"
   const [verb, ...resources] = positionals
+  if (verb === "show") return parseShow(values, resources)
   if (verb !== "check")
     throw new PolicyUsageError(
       verb === undefined
-        ? "noema policy: missing the action check (see noema policy --help)"
-        : `noema policy: unknown action "${verb}" (use check; see noema policy --help)`
+        ? "noema policy: missing the action check or show (see noema policy --help)"
+        : `noema policy: unknown action "${verb}" (use check or show; see noema policy --help)`
     )
   if (values.actor === undefined) throw usage("missing --actor URN")
   if (values.action === undefined) throw usage("missing --action get|put|delete")
@@ -99,4 +115,16 @@ export const parse = (args: ReadonlyArray<string>): PolicyCheck | "help" => {
     shadow: values.shadow === true,
     json: values.json === true
   }
+}
+
+const parseShow = (
+  values: ReturnType<typeof parseRaw>["values"],
+  rest: ReadonlyArray<string>
+): PolicyShow => {
+  const fail = (message: string) =>
+    new PolicyUsageError(`noema policy show: ${message} (see noema policy --help)`)
+  if (rest.length > 0) throw fail(`unexpected argument "${rest[0]}"`)
+  for (const flag of ["actor", "action", "engine", "entrypoint", "data", "shadow", "json"] as const)
+    if (values[flag] !== undefined) throw fail(`--${flag} belongs to noema policy check`)
+  return { type: "policy-show", policy: values.policy }
 }

@@ -1,12 +1,14 @@
 /**
  * PolicyCommand: `noema policy check --actor A --action get|put|delete URN...`
- * asks a policy engine for a decision and prints it with its reasons.
+ * asks a policy engine for a decision and prints it with its reasons;
+ * `noema policy show` prints the policy in use.
  *
  * The engine comes from `--policy FILE` (a Cedar policy set, `.cedar`, or a
- * compiled OPA policy, `.wasm`; default `$NOEMA_HOME/policy.cedar`), or is
- * `--engine allow-all`. `--shadow` asks the engine but allows, saying what it
- * would have decided. Exit status: 0 allow, 3 deny, 2 usage, 1 a policy that
- * does not load.
+ * compiled OPA policy, `.wasm`), else the default policy (`DefaultPolicy`,
+ * `$NOEMA_HOME/policy.cedar`, written on first use), or is `--engine
+ * allow-all`, the only way to allow everything. `--shadow` asks the engine but
+ * allows, saying what it would have decided. Exit status of check: 0 allow,
+ * 3 deny, 2 usage, 1 a policy that does not load.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -14,73 +16,84 @@ import { CedarPolicy, OpaPolicy, Policy, Urn } from "@noema/resources"
 import { Effect, Logger } from "effect"
 import type { Io } from "./Cli.js"
 import { UsageError } from "./CliArguments.js"
-import * as CliConfig from "./CliConfig.js"
-import type { PolicyCheck } from "./PolicyArguments.js"
+import * as DefaultPolicy from "./DefaultPolicy.js"
+import type { PolicyCheck, PolicyCommand, PolicyShow } from "./PolicyArguments.js"
 
 class PolicyLoadError extends Error {
   override readonly name = "PolicyLoadError"
 }
 
-/** How a command names its policy engine (`noema policy`, `noema resources`). */
+/** How a command names its policy engine (`noema policy`, `noema resources`, `noema plan`). */
 export interface EngineOptions {
   readonly policy: string | undefined
   readonly engine: "cedar" | "opa" | "allow-all" | undefined
-  readonly entrypoint: string | undefined
-  readonly data: string | undefined
+  readonly entrypoint?: string | undefined
+  readonly data?: string | undefined
 }
 
-/** The default policy file, `$NOEMA_HOME/policy.cedar`. */
-export const defaultPolicyFile = (io: Io): string => path.join(CliConfig.paths(io.env).home, "policy.cedar")
-
-/**
- * The engine a command that reads or writes resources uses: the one it names, or, with no
- * engine, no policy file named and none at the default place, allow-all (which says so).
- */
-export const engineOrAllowAll = (
-  command: Pick<EngineOptions, "engine" | "policy">,
+/** The policy file the command names, else the default one (written on first use). */
+const policyFile = (
+  command: Pick<EngineOptions, "policy">,
   io: Io
-): EngineOptions["engine"] =>
-  command.engine === undefined && command.policy === undefined && !fs.existsSync(defaultPolicyFile(io))
-    ? "allow-all"
-    : command.engine
+): Effect.Effect<string, PolicyLoadError> =>
+  command.policy === undefined
+    ? Effect.mapError(DefaultPolicy.ensure(io), (error) => new PolicyLoadError(error.message))
+    : Effect.sync(() => path.resolve(io.cwd, command.policy as string))
 
-/** The engine the command names, loaded (a policy that does not load is an error naming the file). */
-export const engineOf = (command: EngineOptions, io: Io): Effect.Effect<Policy.Service, PolicyLoadError> => {
-  if (command.engine === "allow-all") return Policy.allowAll
-  const file = path.resolve(io.cwd, command.policy ?? defaultPolicyFile(io))
-  const kind = command.engine ?? (file.endsWith(".wasm") ? "opa" : "cedar")
-  if (!fs.existsSync(file))
-    return Effect.fail(
+const readText = (file: string): Effect.Effect<string, PolicyLoadError> =>
+  Effect.try({
+    try: () => fs.readFileSync(file, "utf8"),
+    catch: (error) =>
       new PolicyLoadError(
-        `policy: ${file} does not exist (pass --policy FILE, a .cedar policy set or an OPA .wasm, or --engine allow-all)`
+        (error as NodeJS.ErrnoException).code === "ENOENT"
+          ? `policy: ${file} does not exist (pass --policy FILE, a .cedar policy set or an OPA .wasm, or --engine allow-all)`
+          : `policy: cannot read ${file}: ${String(error)}`
       )
+  })
+
+const loadCedar = (file: string) =>
+  Effect.flatMap(readText(file), (text) =>
+    CedarPolicy.make(text).pipe(
+      Effect.mapError((error) => new PolicyLoadError(`policy: ${file}: ${error.message}`))
     )
-  if (kind === "opa") {
-    let data: object | undefined
-    if (command.data !== undefined) {
-      try {
-        data = JSON.parse(fs.readFileSync(path.resolve(io.cwd, command.data), "utf8")) as object
-      } catch (error) {
-        return Effect.fail(
-          new PolicyLoadError(
-            `policy: --data ${command.data}: ${error instanceof Error ? error.message : String(error)}`
-          )
-        )
-      }
-    }
-    return OpaPolicy.load(file, {
+  )
+
+const loadOpa = (file: string, command: EngineOptions, io: Io) =>
+  Effect.gen(function* () {
+    if (!fs.existsSync(file))
+      return yield* Effect.fail(
+        new PolicyLoadError(`policy: ${file} does not exist (pass --policy FILE, a compiled OPA .wasm)`)
+      )
+    const data =
+      command.data === undefined
+        ? undefined
+        : yield* Effect.try({
+            try: () =>
+              JSON.parse(fs.readFileSync(path.resolve(io.cwd, command.data as string), "utf8")) as object,
+            catch: (error) =>
+              new PolicyLoadError(
+                `policy: --data ${command.data}: ${error instanceof Error ? error.message : String(error)}`
+              )
+          })
+    return yield* OpaPolicy.load(file, {
       ...(command.entrypoint === undefined ? {} : { entrypoint: command.entrypoint }),
       ...(data === undefined ? {} : { data })
     }).pipe(Effect.mapError((error) => new PolicyLoadError(`policy: ${error.message}`)))
-  }
-  let text: string
-  try {
-    text = fs.readFileSync(file, "utf8")
-  } catch (error) {
-    return Effect.fail(new PolicyLoadError(`policy: cannot read ${file}: ${String(error)}`))
-  }
-  return CedarPolicy.make(text).pipe(
-    Effect.mapError((error) => new PolicyLoadError(`policy: ${file}: ${error.message}`))
+  })
+
+/**
+ * The engine the command names, loaded: `--engine allow-all`; the `--policy` file (Cedar, or
+ * OPA for a `.wasm` or `--engine opa`); else the default policy. A policy that does not load
+ * is an error naming the file.
+ */
+export const engineOf = (command: EngineOptions, io: Io): Effect.Effect<Policy.Service, PolicyLoadError> => {
+  if (command.engine === "allow-all") return Policy.allowAll
+  if (command.engine === "opa" && command.policy === undefined)
+    return Effect.fail(new PolicyLoadError("policy: --engine opa needs --policy FILE (a compiled OPA .wasm)"))
+  return Effect.flatMap(policyFile(command, io), (file) =>
+    (command.engine ?? (file.endsWith(".wasm") ? "opa" : "cedar")) === "opa"
+      ? loadOpa(file, command, io)
+      : loadCedar(file)
   )
 }
 
@@ -92,7 +105,7 @@ export const stderrLogger = (io: Io) =>
     })
   ])
 
-export const run = async (command: PolicyCheck, io: Io): Promise<number> => {
+const check = async (command: PolicyCheck, io: Io): Promise<number> => {
   for (const urn of [command.actor, ...command.resources]) {
     const problem = Urn.parseEither(urn)
     if (problem instanceof Urn.InvalidUrnError)
@@ -127,3 +140,26 @@ export const run = async (command: PolicyCheck, io: Io): Promise<number> => {
   }
   return decision.decision === "allow" ? 0 : 3
 }
+
+/** The text of the policy in use (the default one written first, as any command would). */
+const show = async (command: PolicyShow, io: Io): Promise<number> => {
+  const text = await Effect.runPromise(
+    Effect.gen(function* () {
+      const file = yield* policyFile(command, io)
+      if (file.endsWith(".wasm"))
+        return yield* Effect.fail(
+          new PolicyLoadError(`policy: ${file} is a compiled OPA policy; its Rego source is not in it`)
+        )
+      const text = yield* readText(file)
+      // Shown only once it loads: what is printed is what the commands would enforce.
+      yield* loadCedar(file)
+      io.stderr.write(`noema: ${file}\n`)
+      return text
+    })
+  )
+  io.stdout.write(text.endsWith("\n") ? text : `${text}\n`)
+  return 0
+}
+
+export const run = (command: PolicyCommand, io: Io): Promise<number> =>
+  command.type === "policy-check" ? check(command, io) : show(command, io)

@@ -149,8 +149,8 @@ Every access goes through the policy, as the actor --as (default ${defaultActor}
 Options
       --as URN              who acts (default ${defaultActor})
       --policy FILE         a Cedar (.cedar) or OPA (.wasm) policy (default
-                            $NOEMA_HOME/policy.cedar when it exists, else every access is allowed)
-      --engine NAME         cedar, opa or allow-all
+                            $NOEMA_HOME/policy.cedar, written on first use; noema policy show)
+      --engine NAME         cedar, opa, or allow-all (every access allowed: only when asked)
       --embedding-model M   "local" (default: offline, lexical feature hashing, not semantic)
                             or a model of an OpenAI-compatible server, e.g. text-embedding-3-small
                             (env NOEMA_EMBEDDING_MODEL; uses --base-url/--api-key as noema chat)

@@ -2,7 +2,8 @@
  * ResourcesCommand: `noema resources ls|show|put|search|reindex`, the resources
  * in the configured database (`--database` / `NOEMA_DATABASE_URL`, default
  * `$NOEMA_HOME/noema.db`), every access through a `ResourceIndex` with the
- * policy and the actor (`--as`), the vector index kept in step on `put`.
+ * policy (`--policy`, else the default one, see `DefaultPolicy`) and the actor
+ * (`--as`), the vector index kept in step on `put`.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -109,14 +110,10 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
   if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
   const embedder = await makeEmbedder(command, io)
-  const engine = PolicyCommand.engineOrAllowAll(command, io)
   const program = Effect.gen(function* () {
     const store = yield* SqlResourceStore.fromDatabase
     const vectors = yield* VectorIndex.fromDatabase(embedder, { reset: command.type === "resources-reindex" })
-    const policy = yield* PolicyCommand.engineOf(
-      { policy: command.policy, engine, entrypoint: undefined, data: undefined },
-      io
-    )
+    const policy = yield* PolicyCommand.engineOf(command, io)
     const index = ResourceIndex.make(store, policy, { vectors })
     const actor = command.actor
     const print = (text: string) => Effect.sync(() => io.stdout.write(text))

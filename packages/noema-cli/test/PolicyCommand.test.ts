@@ -55,9 +55,17 @@ describe("noema policy check", () => {
   })
 
   it("uses $NOEMA_HOME/policy.cedar by default; shadow and allow-all say what they are on stderr", async () => {
-    const missing = await check("--actor", reader, "--action", "get", c1)
-    assert.equal(missing.code, 1)
-    assert.match(missing.stderr, /policy\.cedar does not exist.*--engine allow-all/)
+    // None yet: the default policy is written, and decides.
+    const fresh = await check("--actor", "cld:user.guest", "--action", "get", c1)
+    assert.equal(fresh.code, 3, fresh.stderr)
+    assert.match(fresh.stderr, /wrote the default policy/)
+    assert.match(
+      fresh.stdout,
+      /^deny \(cedar\)\n {2}- cedar: get cld:conversation\.c1 denied \(no policy allows it\)/
+    )
+    const local = await check("--actor", "cld:user.cli", "--action", "delete", c1)
+    assert.equal(local.code, 0, local.stdout)
+    assert.match(local.stdout, /allowed by local-user/)
     fs.copyFileSync(policyFile, path.join(home, "policy.cedar"))
     const byDefault = await check("--actor", reader, "--action", "put", c1)
     assert.equal(byDefault.code, 3)
@@ -98,6 +106,15 @@ describe("noema policy check", () => {
     const usage = await runCli(["policy", "allow"], { env })
     assert.equal(usage.code, 2)
     assert.match(usage.stderr, /unknown action "allow"/)
+    const showCheck = await runCli(["policy", "show", "--actor", reader], { env })
+    assert.equal(showCheck.code, 2)
+    assert.match(showCheck.stderr, /--actor belongs to noema policy check/)
+    const showMissing = await runCli(["policy", "show", "--policy", path.join(home, "absent.cedar")], { env })
+    assert.equal(showMissing.code, 1)
+    assert.match(showMissing.stderr, /absent\.cedar does not exist/)
+    const showBroken = await runCli(["policy", "show", "--policy", broken], { env })
+    assert.equal(showBroken.code, 1)
+    assert.match(showBroken.stderr, /broken\.cedar/)
     const help = await runCli(["policy", "--help"], { env })
     assert.equal(help.code, 0)
     assert.match(help.stdout, /noema policy check --actor URN/)

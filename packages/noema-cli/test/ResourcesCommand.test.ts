@@ -19,7 +19,9 @@ describe("noema resources", () => {
     assert.equal(put.code, 0, put.stderr)
     const [kitchen] = JSON.parse(put.stdout) as Array<string>
     assert.match(kitchen!, /^cld:conversation\.[0-9a-f]{16}$/)
-    assert.match(put.stderr, /allow-all engine in use/)
+    // No policy named: the default one, written on first use (never allow-all unasked).
+    assert.match(put.stderr, /wrote the default policy to .*policy\.cedar/)
+    assert.notMatch(put.stderr, /allow-all/)
     const chunks = await noema(
       "put",
       file("chunks.json", [
@@ -112,8 +114,96 @@ describe("noema resources", () => {
       })
       assert.equal(search.code, 0, search.stderr)
       assert.deepEqual(JSON.parse(search.stdout), [])
+      // An ls refused for a resource under the prefix names the prefix, never the hidden one.
+      const [secret] = JSON.parse(
+        (
+          await runCli(
+            [
+              "resources",
+              "put",
+              file("secret.json", { type: "chunk", name: "s", parent: urn, text: "x" }),
+              "--json"
+            ],
+            { env: local }
+          )
+        ).stdout
+      ) as Array<string>
+      fs.appendFileSync(
+        path.join(policyHome, "policy.cedar"),
+        `\n@id("guest-reads-one") permit (principal == Noema::Actor::"cld:user.guest", action == Noema::Action::"get", resource in Noema::Resource::"${urn}");
+@id("but-not-the-secret") forbid (principal == Noema::Actor::"cld:user.guest", action, resource == Noema::Resource::"${secret}");`
+      )
+      const ls = await runCli(["resources", "ls", urn, "--as", "cld:user.guest"], { env: local })
+      assert.equal(ls.code, 1)
+      assert.equal(
+        ls.stderr,
+        `noema: cld:user.guest may not get everything under ${urn}: the policy withholds some of it\n`
+      )
     } finally {
       removeHome(policyHome)
+    }
+  })
+
+  it("a fresh home gets the default policy (0600): plan and resources work on it, anyone else is refused", async () => {
+    const fresh = makeHome()
+    try {
+      const local = { NOEMA_HOME: path.join(fresh, "home") }
+      const policyFile = path.join(fresh, "home", "policy.cedar")
+      const shown = await runCli(["policy", "show"], { env: local })
+      assert.equal(shown.code, 0, shown.stderr)
+      assert.match(shown.stderr, /wrote the default policy to .*policy\.cedar/)
+      assert.equal(fs.statSync(policyFile).mode & 0o777, 0o600)
+      assert.equal(shown.stdout, fs.readFileSync(policyFile, "utf8"))
+      assert.match(shown.stdout, /@id\("local-user"\)/)
+      // Written once: the next use finds it and says nothing.
+      const again = await runCli(["policy", "show"], { env: local })
+      assert.equal(again.stderr, `noema: ${policyFile}\n`)
+      assert.equal(again.stdout, shown.stdout)
+
+      // noema plan, as the planner and the assistants it elects, and tasks show.
+      const planned = await runCli(["plan", "what is 12*7", "--json"], { env: local })
+      assert.equal(planned.code, 0, planned.stderr)
+      const result = JSON.parse(planned.stdout.trim().split("\n").at(-1)!) as {
+        missing: Array<unknown>
+        tree: { conversation: string; message: string }
+      }
+      assert.deepEqual(result.missing, [])
+      const tasks = await runCli(["tasks", "show", result.tree.message], { env: local })
+      assert.equal(tasks.code, 0, tasks.stderr)
+      assert.match(tasks.stdout, /12 \* 7 = 84/)
+      // noema resources, as the local user: what the plan stored.
+      const listed = await runCli(["resources", "ls", result.tree.conversation], { env: local })
+      assert.equal(listed.code, 0, listed.stderr)
+      assert.match(listed.stdout, /\/task\.[0-9a-f]+ {2}task {2}.*what is 12\*7/)
+      // An actor the policy does not name is refused.
+      const guest = await runCli(["resources", "ls", result.tree.conversation, "--as", "cld:user.guest"], {
+        env: local
+      })
+      assert.equal(guest.code, 1)
+      assert.match(
+        guest.stderr,
+        /^noema: cld:user\.guest may not get cld:conversation\.[0-9a-f]+: cedar: get .* denied/
+      )
+      const check = await runCli(
+        ["policy", "check", "--actor", "cld:user.guest", "--action", "get", result.tree.conversation],
+        { env: local }
+      )
+      assert.equal(check.code, 3)
+      // An assistant reads, but changes no assistant.
+      const assistantPut = await runCli(
+        ["policy", "check", "--actor", "cld:assistant.writer", "--action", "put", "cld:assistant.writer"],
+        { env: local }
+      )
+      assert.equal(assistantPut.code, 3, assistantPut.stdout)
+      // Allow-all only when asked for, and it says so.
+      const open = await runCli(
+        ["resources", "ls", result.tree.conversation, "--as", "cld:user.guest", "--engine", "allow-all"],
+        { env: local }
+      )
+      assert.equal(open.code, 0, open.stderr)
+      assert.match(open.stderr, /allow-all engine in use/)
+    } finally {
+      removeHome(fresh)
     }
   })
 
@@ -121,6 +211,11 @@ describe("noema resources", () => {
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, number, RegExp]> = [
       [["ls"], 2, /missing the URN PREFIX/],
       [["ls", "kitchen"], 2, /kitchen/],
+      [
+        ["show", `cld:${Array.from({ length: 3000 }, (_, i) => `task.t${i}`).join("/")}`],
+        2,
+        /has 3000 elements, at most 32 are allowed/
+      ],
       [["search"], 2, /missing the "text"/],
       [["search", "x", "--limit", "0"], 2, /--limit/],
       [["show", "cld:conversation.none"], 1, /not found/],

@@ -49,6 +49,7 @@ Usage
   noema resources ls|show|put|search resources (conversations, tasks, chunks...) and similarity search
   noema policy check --actor A --action X URN...
                                     what a policy (Cedar, OPA) decides, and why
+  noema policy show                 the policy in use ($NOEMA_HOME/policy.cedar by default)
   noema COMMAND --help              help for one command
 
 Options
