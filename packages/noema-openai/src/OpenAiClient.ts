@@ -7,9 +7,10 @@
  * The SDK's own retries are switched off: core's `Retry` owns
  * retries, so they honour `retry-after` and never replay a stream that already
  * produced output. Secrets stay `Redacted` until the SDK is built, and every
- * error message produced from this client is scrubbed of the key.
+ * error message produced from this client is scrubbed of the key and of the
+ * credentials in any URL it quotes.
  */
-import type { Retry } from "@noema/core"
+import { Printable, type Retry } from "@noema/core"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import OpenAI from "openai"
 
@@ -77,12 +78,16 @@ const isOpenAiHost = (baseURL: string): boolean => {
 
 const keyPattern = /\bsk-[A-Za-z0-9_*.-]{6,}/g
 
+/**
+ * What every message of this client goes through: the API key cut out, and the credentials
+ * of any URL (fetch quotes the base URL, user and password included, when it refuses one).
+ */
 const scrubberFor = (apiKey: string): ((text: string) => string) => {
   // Short keys would also match ordinary words; OpenAI's are far longer than 8 characters.
   const exact = apiKey.length >= 8 && apiKey !== placeholderApiKey ? apiKey : undefined
   return (text) => {
     const withoutKey = exact === undefined ? text : text.split(exact).join("[redacted]")
-    return withoutKey.replace(keyPattern, "sk-[redacted]")
+    return Printable.redactUrls(withoutKey.replace(keyPattern, "sk-[redacted]"))
   }
 }
 

@@ -685,6 +685,20 @@ describe("OpenAiChatModel failures", () => {
     })
   )
 
+  it.live("a base URL with credentials: the failure quotes it without them", () =>
+    Effect.gen(function* () {
+      const url = new URL(server.url)
+      const model = yield* makeModel({
+        baseURL: `http://user:hunter2secret@${url.host}${url.pathname}?api_key=tok3nvalue`
+      })
+      const error = yield* Effect.flip(model.complete(request))
+      expectReason(error, "Network")
+      assert.include(error.message, `http://***@${url.host}`)
+      assert.notInclude(error.message, "hunter2secret")
+      assert.notInclude(error.message, "tok3nvalue")
+    })
+  )
+
   it.live("a timeout is a Network failure and closes the connection", () =>
     Effect.gen(function* () {
       server.enqueue({ type: "hang" }, { type: "hang" })
