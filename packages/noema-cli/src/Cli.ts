@@ -9,7 +9,7 @@
  */
 import { readFileSync } from "node:fs"
 import { type Command, parseCommand, UsageError } from "./CliArguments.js"
-import * as CliError from "./CliError.js"
+import type * as CliError from "./CliError.js"
 import * as Help from "./internal/help.js"
 import { planHelp, tasksHelp } from "./PlanArguments.js"
 import { help as PolicyHelp } from "./PolicyArguments.js"
@@ -133,10 +133,14 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
   }
 }
 
-/** Reports an error that reached the top: one line, the cause only with NOEMA_DEBUG. */
-export const report = (error: unknown, io: Io, context: CliError.Context = {}): void => {
-  io.stderr.write(`noema: ${CliError.describe(error, context)}\n`)
-  if (CliError.debugEnabled(io.env)) io.stderr.write(`${CliError.detail(error)}\n`)
+/**
+ * Reports an error that reached the top: one line, the cause only with NOEMA_DEBUG. CliError
+ * (and the core it prints with) is loaded only then, so `--help` and `--version` stay cheap.
+ */
+export const report = async (error: unknown, io: Io, context: CliError.Context = {}): Promise<void> => {
+  const { debugEnabled, describe, detail } = await import("./CliError.js")
+  io.stderr.write(`noema: ${describe(error, context)}\n`)
+  if (debugEnabled(io.env)) io.stderr.write(`${detail(error)}\n`)
 }
 
 /** Runs `noema <args>`; resolves to the exit status and never rejects. */
@@ -148,7 +152,7 @@ export const run = async (args: ReadonlyArray<string>, io: Io = processIo()): Pr
       io.stderr.write(`${error.message}\n`)
       return error.exitCode
     }
-    report(error, io)
+    await report(error, io)
     return 1
   }
 }

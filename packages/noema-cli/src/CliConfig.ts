@@ -16,6 +16,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { Printable } from "@noema/core"
 import { Postgres, Usage } from "@noema/session"
 import { Redacted, Schema } from "effect"
 import { UsageError } from "./CliArguments.js"
@@ -100,7 +101,7 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
   if (baseUrl.value !== undefined && !isHttpUrl(baseUrl.value)) {
     const from = baseUrl.source === "flag" ? "--base-url" : "NOEMA_BASE_URL / OPENAI_BASE_URL"
     throw new UsageError(
-      `noema: ${from}: "${baseUrl.value}" is not an http(s) URL (e.g. http://localhost:11434/v1)`
+      `noema: ${from}: "${Printable.redactUrl(baseUrl.value)}" is not an http(s) URL (e.g. http://localhost:11434/v1)`
     )
   }
   const api = pick(flags.api, env.NOEMA_OPENAI_API)
@@ -183,11 +184,11 @@ export const offlineNotice =
   "noema: no model configured, using the built-in offline model (arithmetic, time, files; not an LLM). " +
   "Set OPENAI_API_KEY, or pass --api-key / --base-url (e.g. http://localhost:11434/v1 for Ollama)."
 
-/** Where the model is, for messages: `gpt-4o-mini at https://api.openai.com/v1`. */
+/** Where the model is, for messages: `gpt-4o-mini at https://api.openai.com/v1` (credentials redacted). */
 export const describeModel = (config: ModelConfig): string =>
   config.kind === "offline"
     ? "offline model (built in, not an LLM)"
-    : `${config.model} at ${config.baseUrl ?? "https://api.openai.com/v1"}`
+    : `${config.model} at ${Printable.redactUrl(config.baseUrl ?? "https://api.openai.com/v1")}`
 
 // ---------------------------------------------------------------------------
 // Prices

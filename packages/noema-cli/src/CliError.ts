@@ -4,10 +4,13 @@
  * The CLI never shows a stack trace: errors are caught at the top and turned
  * into `noema: <what happened>` plus, where it helps, what to do about it. The
  * typed errors of the other packages are recognised by their `_tag`, so this
- * module imports none of them (it is on the path of every command, including
- * the cheap ones). `NOEMA_DEBUG=1` adds the full cause below the line.
+ * module imports none of them. Every line is fit to print: control and
+ * bidirectional characters escaped, and the credentials of any URL in it (the
+ * model server's above all) redacted, with core's `Printable`.
+ * `NOEMA_DEBUG=1` adds the full cause below the line.
  */
 import { inspect } from "node:util"
+import { Printable } from "@noema/core"
 
 export interface Context {
   /** The model server, to name it in connection errors. */
@@ -35,7 +38,9 @@ const messageOf = (value: unknown): string => {
   return String(value)
 }
 
-const flatten = (text: string): string => text.replace(/\s+/g, " ").trim()
+/** One line, fit to print: whitespace collapsed, URLs redacted, control characters escaped. */
+const flatten = (text: string): string =>
+  Printable.escapeControls(Printable.redactUrls(text.replace(/\s+/g, " ").trim()))
 
 /** Whether `baseUrl`'s path ends in `/v1`, where OpenAI-compatible servers keep their API. */
 const endsInV1 = (baseUrl: string): boolean => {
@@ -49,7 +54,7 @@ const endsInV1 = (baseUrl: string): boolean => {
 /** The server's 404 names a path it does not have: for a base URL without `/v1`, that is the likely cause. */
 const notFoundHint = (status: unknown, baseUrl: string | undefined): string | undefined =>
   status === 404 && baseUrl !== undefined && !endsInV1(baseUrl)
-    ? `; the API is usually under /v1: try --base-url ${baseUrl.replace(/\/+$/, "")}/v1`
+    ? `; the API is usually under /v1: try --base-url ${Printable.redactUrl(baseUrl.replace(/\/+$/, ""))}/v1`
     : undefined
 
 const describeModelError = (error: Tagged, context: Context): string => {
@@ -57,7 +62,7 @@ const describeModelError = (error: Tagged, context: Context): string => {
   const provider = typeof error.provider === "string" ? error.provider : "the model provider"
   if (!isTagged(reason)) return messageOf(error)
   const detail = messageOf(reason)
-  const server = context.baseUrl ?? "https://api.openai.com/v1"
+  const server = Printable.redactUrl(context.baseUrl ?? "https://api.openai.com/v1")
   switch (reason._tag) {
     case "Authentication":
       return `${provider} rejected the credentials (${detail}); check --api-key or OPENAI_API_KEY`
@@ -106,7 +111,7 @@ export const describe = (error: unknown, context: Context = {}): string => {
       case "AgentError": {
         const reason = error.reason
         if (isTagged(reason) && reason._tag === "ModelFailed" && isTagged(reason.error)) {
-          return describeModelError(reason.error, context)
+          return flatten(describeModelError(reason.error, context))
         }
         return flatten(messageOf(reason))
       }

@@ -201,6 +201,22 @@ describe("noema ask", () => {
     )
   })
 
+  it("names a model server given with credentials without them", async () => {
+    setup()
+    const port = await freePort()
+    const result = await runCli(
+      ["ask", "--base-url", `http://user:hunter2secret@127.0.0.1:${port}/v1?api-key=tok3nvalue`, "hello"],
+      { env: { NOEMA_HOME: home } }
+    )
+    expect(result.code).toBe(1)
+    expect(result.stderr.trim().split("\n").at(-1)).toMatch(
+      new RegExp(
+        `^noema: cannot reach the model server at http://\\*\\*\\*@127\\.0\\.0\\.1:${port}/v1\\?api-key=\\*\\*\\* `
+      )
+    )
+    expect(result.stderr + result.stdout).not.toMatch(/hunter2secret|tok3nvalue|user:/)
+  })
+
   it("gives up with one line when rate limited after retries", async () => {
     setup()
     const limited = {

@@ -69,6 +69,18 @@ describe("CliConfig", () => {
     assert.deepInclude(config, { kind: "openai", model: "llama3.2", apiKey: undefined })
   })
 
+  it("describes the model server without the credentials in its URL", () => {
+    const config = CliConfig.resolveModel({ baseUrl: "https://me:s3cret@llm.example/v1?api_key=k3y" }, {})
+    assert.strictEqual(
+      CliConfig.describeModel(config),
+      "gpt-4o-mini at https://***@llm.example/v1?api_key=***"
+    )
+    assert.throws(
+      () => CliConfig.resolveModel({ baseUrl: "ftp://me:s3cret@llm.example" }, {}),
+      /"ftp:\/\/\*\*\*@llm\.example" is not an http\(s\) URL/
+    )
+  })
+
   it("selects the offline model explicitly with --model offline, even with a key", () => {
     assert.deepStrictEqual(CliConfig.resolveModel({ model: "offline" }, { OPENAI_API_KEY: "sk" }), {
       kind: "offline",

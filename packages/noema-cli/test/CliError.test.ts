@@ -27,4 +27,21 @@ describe("CliError.describe", () => {
     expect(CliError.describe(missing, { inChat: true })).toMatch(/\/sessions lists them\)$/)
     expect(CliError.describe(missing)).toMatch(/see noema sessions list\)$/)
   })
+
+  it("names a model server without the credentials in its URL, and escapes control characters", () => {
+    const unreachable = ChatModel.error(
+      "openai",
+      new ModelError.Network({ message: "connection failed: Connection error. (ECONNREFUSED)" }),
+      "m"
+    )
+    const text = CliError.describe(unreachable, {
+      baseUrl: "http://user:hunter2@10.0.0.5:8080/v1?token=t0k&model=x"
+    })
+    expect(text).toMatch(
+      /^cannot reach the model server at http:\/\/\*\*\*@10\.0\.0\.5:8080\/v1\?token=\*\*\*&model=x /
+    )
+    expect(text).not.toMatch(/hunter2|t0k/)
+    const hostile = CliError.describe(new Error("bad \u001b]0;title\u0007 name \u202e"))
+    expect(hostile).toBe("bad \\x1b]0;title\\x07 name \\u202e")
+  })
 })
