@@ -4,6 +4,10 @@
  * artifacts (content and sha256) and the timeline; live over SSE; the
  * approve/reject/retry/cancel buttons call the JSON API. Everything shown is
  * set as text (never as HTML), so an artifact or a request cannot inject markup.
+ * The page holds no secret: the server's access cookie (HttpOnly, set when
+ * the tokened address was opened) goes with every same-origin request it
+ * makes, and a 401 (a restarted server has a new token) says to open the
+ * address noema serve printed again.
  */
 export const page = `<!doctype html>
 <html lang="en">
@@ -135,10 +139,21 @@ function el(tag, attrs, children) {
 
 function notice(text) { $("notice").textContent = text || ""; }
 
+var signedOut = "Not signed in (the server restarted?): open the address noema serve printed.";
+
+/** A same-origin request: the access cookie goes with it. */
+function request(path, init) {
+  init.credentials = "same-origin";
+  return fetch(path, init).then(function (response) {
+    if (response.status === 401) throw new Error(signedOut);
+    return response;
+  });
+}
+
 function api(method, path, body) {
   var init = { method: method, headers: {} };
   if (body !== undefined) { init.headers["content-type"] = "application/json"; init.body = JSON.stringify(body); }
-  return fetch(path, init).then(function (response) {
+  return request(path, init).then(function (response) {
     return response.json().then(function (data) {
       if (!response.ok) throw new Error(data && data.error ? data.error.message : response.statusText);
       return data;
@@ -206,7 +221,7 @@ function showArtifact(run, stage, attempt, artifact) {
   state.artifact = [stage.position, attempt.attempt, artifact.path].join("/");
   var url = "/api/runs/" + encodeURIComponent(run.runId) + "/stages/" + stage.position + "/attempts/" + attempt.attempt +
     "/artifacts/" + artifact.path.split("/").map(encodeURIComponent).join("/");
-  fetch(url).then(function (response) {
+  request(url, {}).then(function (response) {
     if (!response.ok) return response.json().then(function (data) { throw new Error(data.error.message); });
     var matches = response.headers.get("x-sha256-matches") === "true";
     return response.text().then(function (text) {
@@ -356,7 +371,12 @@ $("new-run").addEventListener("submit", function (event) {
 function connect() {
   var source = new EventSource("/api/events");
   source.onopen = function () { $("live").className = "on"; $("live").textContent = "live"; soon(); };
-  source.onerror = function () { $("live").className = "off"; $("live").textContent = "reconnecting"; };
+  source.onerror = function () {
+    $("live").className = "off";
+    // A refused connection (401, 503) is not retried by the browser: try again later, as a page reload would.
+    if (source.readyState === EventSource.CLOSED) { $("live").textContent = "offline"; setTimeout(connect, 5000); }
+    else $("live").textContent = "reconnecting";
+  };
   source.addEventListener("run-event", function (message) {
     var event = JSON.parse(message.data);
     document.body.setAttribute("data-cursor", String(event.cursor));

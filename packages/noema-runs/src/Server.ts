@@ -1,6 +1,7 @@
 /**
  * Server: the runs panel and the JSON HTTP API behind it, on `node:http`.
  *
+ *     GET  /?token=TOKEN                        sets the access cookie, then redirects to /
  *     GET  /                                    the panel (one page, no build step)
  *     GET  /api/threads                         threads, newest last
  *     POST /api/threads                         { title?, queue_policy? }  -> 201 thread
@@ -13,27 +14,45 @@
  *     GET  /api/runs/:id/verify                 the artifacts re-hashed against their manifests
  *     GET  /api/runs/:id/stages/:position/attempts/:attempt/artifacts/<path>
  *                                               the artifact's bytes (text/plain), its sha256 in `X-Sha256`
- *     POST /api/runs/:id/approve|reject|retry|cancel   { by? } | { reason } | {} | { reason? }
+ *     POST /api/runs/:id/approve|reject|retry|cancel   {} | { reason } | {} | { reason? }
  *     GET  /api/events                          Server-Sent Events: every event appended to any run,
  *                                               from any process (`id:` is the feed's cursor, so a
  *                                               reconnecting client with Last-Event-ID misses nothing)
  *
- * Errors are `{ "error": { "code", "message" } }` with 400 (bad input), 404
- * (unknown thread, run or file), 409 (refused by the run's state or the
- * thread's policy) or 500. The server listens on 127.0.0.1 only, answers only
- * requests whose Host is that address (no DNS rebinding), and takes a POST
- * only as `application/json` (a cross-site form cannot post). Approve, retry
- * and a new run only record what happened; the worker (`wake`) carries the run
- * on, here or in any other process sharing the store.
+ * Every request needs the server's access token (AccessToken: `Authorization:
+ * Bearer`, or the cookie the tokened URL sets); without it the answer is 401
+ * and says how to get in. The server listens on 127.0.0.1 only and answers
+ * only requests whose Host is that address (no DNS rebinding); a
+ * state-changing request whose Origin is another site's is refused
+ * (SameOrigin); a POST is taken only as `application/json`, up to
+ * `maxBodyBytes` (JsonBody). No CORS header is ever sent, and no page may
+ * frame the panel. Approvals are recorded as `approver`, never as a name the
+ * request gives. Feed clients are capped and written no faster than they read
+ * (FeedClients); artifacts are opened so that a link or a FIFO planted in the
+ * workspace gets nowhere (ArtifactFile). Errors are `{ "error": { "code",
+ * "message" } }` (ApiError), and never show where the workspace is.
+ *
+ * Approve, retry and a new run only record what happened; the worker (`wake`)
+ * carries the run on, here or in any other process sharing the store. Each
+ * mechanism is a module of its own under `internal/` with a plain interface;
+ * this module only wires them to the routes.
  */
+import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
 import { Cause, Effect, Exit } from "effect"
 import type { Executor } from "./Executor.js"
+import * as AccessToken from "./internal/AccessToken.js"
+import * as ApiError from "./internal/ApiError.js"
+import * as ArtifactFile from "./internal/ArtifactFile.js"
+import * as FeedClients from "./internal/FeedClients.js"
+import * as JsonBody from "./internal/JsonBody.js"
+import * as SameOrigin from "./internal/SameOrigin.js"
 import { page } from "./PanelPage.js"
 import * as Pipeline from "./Pipeline.js"
 import type * as PlanPipeline from "./PlanPipeline.js"
-import type { Event } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
 import type { Service as Store } from "./RunsStore.js"
 
@@ -54,389 +73,502 @@ export interface Options {
   ) => Effect.Effect<Pipeline.Pipeline, unknown>
   /** How often the store's feed is read for live updates. Default 250 ms. */
   readonly feedPollMs?: number
+  /** The access token every request must carry (see `tokenProblem`). Default: a new random one per start. */
+  readonly token?: string
+  /** Who an approval made through this server is recorded as. Default `panel (<user the server runs as>)`. */
+  readonly approver?: string
+  /** Most clients of /api/events at once; past it, 503 with Retry-After. Default 64. */
+  readonly maxFeedClients?: number
+  /** Largest request body; past it, 413. Default 1 MiB. */
+  readonly maxBodyBytes?: number
+  /** Where the details of a failure answered 500 are written. Default: standard error. */
+  readonly log?: (line: string) => void
 }
 
 export interface Server {
+  /** The server's address, `http://127.0.0.1:PORT`: API clients send the token in a header. */
   readonly url: string
   readonly port: number
+  readonly token: string
+  /** The address to open in a browser: it carries the token, which the page trades for a cookie. */
+  readonly panelUrl: string
+  /** What the event feed holds now: its clients and the bytes written to them not yet sent. */
+  readonly feed: () => FeedStats
   readonly close: () => Promise<void>
 }
 
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string
-  ) {
-    super(message)
+export type FeedStats = FeedClients.Stats
+
+/** Why `token` cannot be a server's access token, or undefined when it can. */
+export const tokenProblem = AccessToken.problem
+
+const defaultApprover = (): string => {
+  try {
+    return `panel (${os.userInfo().username})`
+  } catch {
+    // No user name to be had (a container without a passwd entry).
+    return "panel"
   }
 }
 
-const statusOf: Record<string, number> = {
-  ThreadNotFound: 404,
-  RunNotFound: 404,
-  ThreadClosed: 409,
-  ThreadBusy: 409,
-  IllegalTransition: 409,
-  RunBusy: 409,
-  InvalidInput: 400,
-  PipelineError: 400
+/** Sent with every answer: nothing is cached, sniffed, framed or sent on as a referrer. */
+const commonHeaders = {
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "referrer-policy": "no-referrer",
+  "content-security-policy": "default-src 'none'; frame-ancestors 'none'"
 }
 
-const send = (response: http.ServerResponse, status: number, body: unknown) => {
+const pagePolicy =
+  "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+/** Bounds on the texts a request may carry (a run's request is bounded by the store, pipelines by Pipeline). */
+const maxTitleLength = 200
+const maxReasonLength = 2000
+
+const send = (response: http.ServerResponse, status: number, body: unknown, headers = {}) => {
   const text = JSON.stringify(body)
   response.writeHead(status, {
+    ...headers,
     "content-type": "application/json; charset=utf-8",
-    "cache-control": "no-store",
     "content-length": Buffer.byteLength(text)
   })
   response.end(text)
 }
 
-const readBody = (request: http.IncomingMessage, limit = 1024 * 1024): Promise<unknown> =>
-  new Promise((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    let size = 0
-    request.on("data", (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) {
-        reject(new HttpError(413, "TooLarge", `the body is larger than ${limit} bytes`))
-        request.destroy()
-      } else chunks.push(chunk)
-    })
-    request.on("end", () => {
-      const text = Buffer.concat(chunks).toString("utf8")
-      if (text.trim() === "") return resolve({})
-      try {
-        resolve(JSON.parse(text))
-      } catch (error) {
-        reject(new HttpError(400, "BadJson", `the body is not JSON: ${(error as Error).message}`))
-      }
-    })
-    request.on("error", reject)
-  })
-
 const field = (body: unknown, name: string): unknown =>
   typeof body === "object" && body !== null ? (body as Record<string, unknown>)[name] : undefined
 
-const optionalString = (body: unknown, name: string): string | undefined => {
+const optionalString = (body: unknown, name: string, maxLength = Number.POSITIVE_INFINITY) => {
   const value = field(body, name)
   if (value === undefined || value === null) return undefined
-  if (typeof value !== "string") throw new HttpError(400, "InvalidInput", `${name} must be a string`)
+  if (typeof value !== "string") throw new ApiError.ApiError(400, "InvalidInput", `${name} must be a string`)
+  if (value.length > maxLength)
+    throw new ApiError.ApiError(400, "InvalidInput", `${name} must have at most ${maxLength} characters`)
   return value
 }
 
-const requiredString = (body: unknown, name: string): string => {
-  const value = optionalString(body, name)
+const requiredString = (body: unknown, name: string, maxLength?: number): string => {
+  const value = optionalString(body, name, maxLength)
   if (value === undefined || value.trim() === "")
-    throw new HttpError(400, "InvalidInput", `${name} is required (a non-empty string)`)
+    throw new ApiError.ApiError(400, "InvalidInput", `${name} is required (a non-empty string)`)
   return value
 }
 
-/** The SSE frame of one feed item. */
-const frame = (item: { readonly cursor: number; readonly event: Event }) =>
-  `id: ${item.cursor}\nevent: run-event\ndata: ${JSON.stringify({
-    cursor: item.cursor,
-    event_id: item.event.event_id,
-    run_id: item.event.run_id,
-    thread_id: item.event.thread_id,
-    seq: item.event.seq,
-    at: item.event.at,
-    ...item.event.data
-  })}\n\n`
+/** Runs `effect`, throwing its failure as it is (ApiError.fromFailure sorts it out). */
+const run = async <A>(effect: Effect.Effect<A, unknown>): Promise<A> => {
+  const exit = await Effect.runPromiseExit(effect)
+  if (Exit.isSuccess(exit)) return exit.value
+  throw Cause.squash(exit.cause)
+}
 
-export const start = (options: Options): Promise<Server> => {
-  const { store, executor, workspace } = options
-  const wake = options.wake ?? (() => {})
-  /** The live clients, each with the last cursor it was sent. */
-  const clients = new Map<http.ServerResponse, number>()
-  let cursor = 0
-  let closed = false
+/** What the routes share. */
+interface Context {
+  readonly options: Options
+  readonly store: Store
+  readonly executor: Executor
+  readonly wake: () => void
+  readonly approver: string
+  readonly maxBodyBytes: number
+  readonly feed: FeedClients.FeedClients
+}
 
-  const run = async <A>(effect: Effect.Effect<A, unknown>): Promise<A> => {
-    const exit = await Effect.runPromiseExit(effect)
-    if (Exit.isSuccess(exit)) return exit.value
-    const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
-    if (error instanceof HttpError) throw error
-    const status = error?._tag === undefined ? 500 : (statusOf[error._tag] ?? 500)
-    if (error?._tag === "FileError" && /ENOENT/.test(error.message ?? ""))
-      throw new HttpError(404, "NotFound", error.message ?? "not found")
-    throw new HttpError(status, error?._tag ?? "Error", error?.message ?? String(error))
+interface Route {
+  readonly method: string
+  readonly url: URL
+  /** The path's segments after `/api`, decoded. */
+  readonly parts: ReadonlyArray<string>
+}
+
+const readBody = (context: Context, request: http.IncomingMessage) =>
+  JsonBody.read(request, { limit: context.maxBodyBytes })
+
+const threads = async (
+  context: Context,
+  route: Route,
+  request: http.IncomingMessage,
+  response: http.ServerResponse
+): Promise<boolean> => {
+  const { store } = context
+  const [id, action] = route.parts.slice(1)
+  if (id === undefined && route.method === "GET") {
+    send(response, 200, await run(store.listThreads()))
+    return true
   }
-
-  /** Reads the feed to its end (every page), from `after`; the last cursor read. */
-  const drain = async (after: number, each: (item: { cursor: number; event: Event }) => void) => {
-    let at = after
-    while (true) {
-      const items = await run(store.feed(at, 500))
-      for (const item of items) each(item)
-      at = items.at(-1)?.cursor ?? at
-      if (items.length < 500) return at
-    }
+  if (id === undefined && route.method === "POST") {
+    const body = await readBody(context, request)
+    const queue = optionalString(body, "queue_policy") ?? "reject"
+    if (queue !== "reject" && queue !== "enqueue")
+      throw new ApiError.ApiError(400, "InvalidInput", 'queue_policy must be "reject" or "enqueue"')
+    const title = optionalString(body, "title", maxTitleLength)
+    send(
+      response,
+      201,
+      await run(store.createThread({ ...(title !== undefined && { title }), queuePolicy: queue }))
+    )
+    return true
   }
-
-  const poll = async () => {
-    while (!closed) {
-      try {
-        cursor = await drain(cursor, (item) => {
-          const text = frame(item)
-          for (const [client, sent] of clients)
-            if (item.cursor > sent) {
-              client.write(text)
-              clients.set(client, item.cursor)
-            }
-        })
-      } catch {
-        // The store failing now and then: the next round reads again from the same cursor.
-      }
-      await new Promise((resolve) => setTimeout(resolve, options.feedPollMs ?? 250))
-    }
+  if (id !== undefined && action === undefined && route.method === "GET") {
+    send(response, 200, await run(store.getThread(id)))
+    return true
   }
+  if (id !== undefined && action === "close" && route.method === "POST") {
+    send(response, 200, await run(store.closeThread(id)))
+    return true
+  }
+  return false
+}
 
-  const route = async (request: http.IncomingMessage, response: http.ServerResponse, address: string) => {
-    const url = new URL(request.url ?? "/", `http://${address}`)
-    const method = request.method ?? "GET"
-    let parts: Array<string>
-    try {
-      parts = url.pathname
-        .split("/")
-        .filter((part) => part !== "")
-        .map(decodeURIComponent)
-    } catch {
-      throw new HttpError(400, "BadPath", `the path is not valid percent-encoding: ${url.pathname}`)
-    }
-    if (method === "POST" && !/^application\/json\b/i.test(request.headers["content-type"] ?? ""))
-      throw new HttpError(415, "UnsupportedMediaType", "send JSON (Content-Type: application/json)")
-
-    if (method === "GET" && url.pathname === "/") {
-      response.writeHead(200, {
-        "content-type": "text/html; charset=utf-8",
-        "cache-control": "no-store",
-        "content-security-policy":
-          "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:"
-      })
-      response.end(page)
-      return
-    }
-    if (parts[0] !== "api") throw new HttpError(404, "NotFound", `no page ${url.pathname}`)
-    const [, resource, id, action, ...rest] = parts
-
-    if (resource === "events" && id === undefined && method === "GET") {
-      response.writeHead(200, {
-        "content-type": "text/event-stream; charset=utf-8",
-        "cache-control": "no-store",
-        connection: "keep-alive"
-      })
-      response.write("retry: 1000\n\n")
-      const last = Number(request.headers["last-event-id"] ?? url.searchParams.get("cursor") ?? Number.NaN)
-      // A reconnecting client gets what it missed, then joins the live feed past what it got.
-      // Until it has caught up with the live feed's cursor, which may move while it reads;
-      // from the check to the registration nothing waits, so nothing falls in between.
-      let sent = Number.isFinite(last) ? last : cursor
-      while (sent < cursor) {
-        const reached = await drain(sent, (item) => {
-          response.write(frame(item))
-        })
-        if (reached === sent) break // nothing more to read (the live feed's cursor is ahead of the store?)
-        sent = reached
-      }
-      clients.set(response, sent)
-      const keepAlive = setInterval(() => response.write(": keep-alive\n\n"), 15_000)
-      request.on("close", () => {
-        clearInterval(keepAlive)
-        clients.delete(response)
-      })
-      return
-    }
-
-    if (resource === "threads") {
-      if (id === undefined && method === "GET") return send(response, 200, await run(store.listThreads()))
-      if (id === undefined && method === "POST") {
-        const body = await readBody(request)
-        const queue = optionalString(body, "queue_policy") ?? "reject"
-        if (queue !== "reject" && queue !== "enqueue")
-          throw new HttpError(400, "InvalidInput", 'queue_policy must be "reject" or "enqueue"')
-        const title = optionalString(body, "title")
-        return send(
-          response,
-          201,
-          await run(store.createThread({ ...(title !== undefined && { title }), queuePolicy: queue }))
+/** The pipeline of a new run: the one given, the model's plan, or the default. */
+const pipelineOf = async (context: Context, body: unknown, threadId: string, text: string) => {
+  const definition = field(body, "pipeline")
+  const planned = field(body, "plan") === true
+  const approve = optionalString(body, "approve") ?? "none"
+  if (approve !== "none" && approve !== "first" && approve !== "all")
+    throw new ApiError.ApiError(400, "InvalidInput", 'approve must be "none", "first" or "all"')
+  if (planned && definition !== undefined && definition !== null)
+    throw new ApiError.ApiError(400, "InvalidInput", "plan and pipeline both choose the stages: give one")
+  if (!planned)
+    return definition === undefined || definition === null
+      ? Pipeline.defaultPipeline
+      : await run(Pipeline.decode(definition, "the pipeline"))
+  const plan = context.options.plan
+  if (plan === undefined)
+    throw new ApiError.ApiError(400, "InvalidInput", "this server cannot plan stages (no model)")
+  // A closed or unknown thread is refused before the model is asked.
+  const thread = await run(context.store.getThread(threadId))
+  if (thread.status === "closed")
+    throw new ApiError.ApiError(409, "ThreadClosed", `Thread ${threadId} is closed: it takes no new runs`)
+  return run(
+    Effect.mapError(
+      plan(text, approve),
+      (error) =>
+        new ApiError.ApiError(
+          502,
+          "PlanFailed",
+          `the model could not plan the stages: ${(error as { message?: string })?.message ?? String(error)}`
         )
-      }
-      if (id !== undefined && action === undefined && method === "GET")
-        return send(response, 200, await run(store.getThread(id)))
-      if (id !== undefined && action === "close" && method === "POST")
-        return send(response, 200, await run(store.closeThread(id)))
-    }
+    )
+  )
+}
 
-    if (resource === "runs") {
-      if (id === undefined && method === "GET") {
-        const thread = url.searchParams.get("thread")
-        const runs = await run(store.listRuns(thread === null ? {} : { threadId: thread }))
-        return send(response, 200, [...runs].reverse())
-      }
-      if (id === undefined && method === "POST") {
-        const body = await readBody(request)
-        const threadId = requiredString(body, "thread_id")
-        const text = requiredString(body, "request")
-        const definition = field(body, "pipeline")
-        const planned = field(body, "plan") === true
-        const approve = optionalString(body, "approve") ?? "none"
-        if (approve !== "none" && approve !== "first" && approve !== "all")
-          throw new HttpError(400, "InvalidInput", 'approve must be "none", "first" or "all"')
-        if (planned && definition !== undefined && definition !== null)
-          throw new HttpError(400, "InvalidInput", "plan and pipeline both choose the stages: give one")
-        if (planned && options.plan === undefined)
-          throw new HttpError(400, "InvalidInput", "this server cannot plan stages (no model)")
-        if (planned) {
-          // A closed or unknown thread is refused before the model is asked.
-          const thread = await run(store.getThread(threadId))
-          if (thread.status === "closed")
-            throw new HttpError(409, "ThreadClosed", `Thread ${threadId} is closed: it takes no new runs`)
-        }
-        const pipeline = planned
-          ? await run(
-              Effect.mapError(
-                (options.plan as NonNullable<Options["plan"]>)(text, approve),
-                (error) =>
-                  new HttpError(
-                    502,
-                    "PlanFailed",
-                    `the model could not plan the stages: ${(error as { message?: string })?.message ?? String(error)}`
-                  )
-              )
-            )
-          : definition === undefined || definition === null
-            ? Pipeline.defaultPipeline
-            : await run(Pipeline.decode(definition, "the pipeline"))
-        const created = await run(executor.create({ threadId, request: text, pipeline }))
-        wake()
-        return send(response, 201, created)
-      }
-      if (id === undefined) throw new HttpError(405, "MethodNotAllowed", `${method} ${url.pathname}`)
-      if (action === undefined && method === "GET") {
-        const view = await run(store.getRun(id))
-        return send(response, 200, {
-          run: view,
-          events: await run(store.events(id)),
-          workflow: (await run(executor.workflowOf(id))) ?? null
-        })
-      }
-      if (action === "verify" && method === "GET")
-        return send(
-          response,
-          200,
-          await run(Effect.flatMap(store.getRun(id), (view) => RunFiles.verifyRun(workspace, view)))
+const createRun = async (context: Context, request: http.IncomingMessage, response: http.ServerResponse) => {
+  const body = await readBody(context, request)
+  const threadId = requiredString(body, "thread_id")
+  const text = requiredString(body, "request")
+  const pipeline = await pipelineOf(context, body, threadId, text)
+  const created = await run(context.executor.create({ threadId, request: text, pipeline }))
+  context.wake()
+  send(response, 201, created)
+}
+
+const artifact = async (
+  context: Context,
+  runId: string,
+  rest: ReadonlyArray<string>,
+  response: http.ServerResponse
+) => {
+  const position = Number(rest[0])
+  const attemptNumber = Number(rest[2])
+  const relative = rest.slice(4).join("/")
+  const view = await run(context.store.getRun(runId))
+  const stage = view.stages.find((s) => s.position === position)
+  const entry = stage?.attempts
+    .find((a) => a.attempt === attemptNumber)
+    ?.artifacts.find((a) => a.path === relative)
+  if (stage === undefined || entry === undefined)
+    throw new ApiError.ApiError(
+      404,
+      "NotFound",
+      `no artifact ${relative} in stage ${position} attempt ${attemptNumber}`
+    )
+  const workspace = context.options.workspace
+  const attemptDirectory = RunFiles.attemptPath(
+    workspace,
+    runId,
+    position,
+    stage.key,
+    attemptNumber,
+    stage.attempts.length
+  )
+  const bytes = await run(ArtifactFile.read({ workspace, attemptDirectory, relative }))
+  response.writeHead(200, {
+    "content-type": entry.kind === "json" ? "application/json; charset=utf-8" : "text/plain; charset=utf-8",
+    "x-sha256": entry.sha256,
+    "x-sha256-matches": String(RunFiles.sha256(bytes) === entry.sha256),
+    "content-length": bytes.length
+  })
+  response.end(bytes)
+}
+
+/** approve, reject, retry, cancel: the run after it. */
+const act = async (context: Context, runId: string, action: string, body: unknown) => {
+  const { executor, wake } = context
+  switch (action) {
+    case "approve": {
+      if (field(body, "by") !== undefined)
+        throw new ApiError.ApiError(
+          400,
+          "InvalidInput",
+          `by is not taken from the request: this server records approvals as "${context.approver}"`
         )
-      if (action === "stages" && method === "GET" && rest[1] === "attempts" && rest[3] === "artifacts") {
-        const position = Number(rest[0])
-        const attemptNumber = Number(rest[2])
-        const relative = rest.slice(4).join("/")
-        const view = await run(store.getRun(id))
-        const stage = view.stages.find((s) => s.position === position)
-        const entry = stage?.attempts
-          .find((a) => a.attempt === attemptNumber)
-          ?.artifacts.find((a) => a.path === relative)
-        if (stage === undefined || entry === undefined)
-          throw new HttpError(
-            404,
-            "NotFound",
-            `no artifact ${relative} in stage ${position} attempt ${attemptNumber}`
-          )
-        const directory = RunFiles.attemptPath(
-          workspace,
-          id,
-          position,
-          stage.key,
-          attemptNumber,
-          stage.attempts.length
-        )
-        const bytes = await run(RunFiles.readArtifact(directory, relative))
-        response.writeHead(200, {
-          "content-type":
-            entry.kind === "json" ? "application/json; charset=utf-8" : "text/plain; charset=utf-8",
-          "x-content-type-options": "nosniff",
-          "cache-control": "no-store",
-          "x-sha256": entry.sha256,
-          "x-sha256-matches": String(RunFiles.sha256(bytes) === entry.sha256),
-          "content-length": bytes.length
-        })
-        response.end(bytes)
-        return
-      }
-      if (method === "POST" && action !== undefined) {
-        const body = await readBody(request)
-        switch (action) {
-          case "approve": {
-            const by = optionalString(body, "by")
-            const view = await run(executor.approve(id, by ?? "panel"))
-            wake()
-            return send(response, 200, view)
-          }
-          case "reject":
-            return send(response, 200, await run(executor.reject(id, requiredString(body, "reason"))))
-          case "retry": {
-            const view = await run(executor.retry(id))
-            wake()
-            return send(response, 200, view)
-          }
-          case "cancel":
-            return send(
-              response,
-              200,
-              await run(executor.cancel(id, optionalString(body, "reason") ?? "canceled from the panel"))
-            )
-        }
-      }
+      const view = await run(executor.approve(runId, context.approver))
+      wake()
+      return view
     }
-    throw new HttpError(404, "NotFound", `no route ${method} ${url.pathname}`)
+    case "reject":
+      return run(executor.reject(runId, requiredString(body, "reason", maxReasonLength)))
+    case "retry": {
+      const view = await run(executor.retry(runId))
+      wake()
+      return view
+    }
+    case "cancel":
+      return run(
+        executor.cancel(runId, optionalString(body, "reason", maxReasonLength) ?? "canceled from the panel")
+      )
+    default:
+      return undefined
   }
+}
 
-  return new Promise((resolve, reject) => {
-    const host = options.host ?? "127.0.0.1"
-    let address = ""
-    const server = http.createServer((request, response) => {
-      const allowed = [address, `localhost:${(server.address() as AddressInfo | null)?.port}`]
-      if (!allowed.includes(request.headers.host ?? "")) {
-        send(response, 421, {
-          error: { code: "MisdirectedRequest", message: `this server answers for ${address} only` }
-        })
-        return
-      }
-      route(request, response, address).catch((error: unknown) => {
-        if (response.headersSent) {
-          response.end()
-          return
-        }
-        const known = error instanceof HttpError ? error : new HttpError(500, "Error", String(error))
-        send(response, known.status, { error: { code: known.code, message: known.message } })
-      })
+const runs = async (
+  context: Context,
+  route: Route,
+  request: http.IncomingMessage,
+  response: http.ServerResponse
+): Promise<boolean> => {
+  const { store, executor } = context
+  const { method } = route
+  const [id, action, ...rest] = route.parts.slice(1)
+  if (id === undefined && method === "GET") {
+    const thread = route.url.searchParams.get("thread")
+    send(
+      response,
+      200,
+      [...(await run(store.listRuns(thread === null ? {} : { threadId: thread })))].reverse()
+    )
+    return true
+  }
+  if (id === undefined && method === "POST") {
+    await createRun(context, request, response)
+    return true
+  }
+  if (id === undefined) return false
+  if (action === undefined && method === "GET") {
+    send(response, 200, {
+      run: await run(store.getRun(id)),
+      events: await run(store.events(id)),
+      workflow: (await run(executor.workflowOf(id))) ?? null
     })
-    server.on("error", reject)
-    server.listen(options.port ?? 0, host, () => {
-      const port = (server.address() as AddressInfo).port
-      address = `${host}:${port}`
-      drain(0, () => {})
-        .then((end) => {
-          cursor = end
-          void poll()
-          resolve({
-            url: `http://${address}`,
-            port,
-            close: () =>
-              new Promise<void>((done) => {
-                closed = true
-                for (const client of clients.keys()) client.end()
-                clients.clear()
-                server.close(() => done())
-                server.closeAllConnections()
-              })
-          })
-        })
-        .catch((error) => {
-          server.close()
-          reject(error)
-        })
+    return true
+  }
+  if (action === "verify" && method === "GET") {
+    send(
+      response,
+      200,
+      await run(
+        Effect.flatMap(store.getRun(id), (view) => RunFiles.verifyRun(context.options.workspace, view))
+      )
+    )
+    return true
+  }
+  if (action === "stages" && method === "GET" && rest[1] === "attempts" && rest[3] === "artifacts") {
+    await artifact(context, id, rest, response)
+    return true
+  }
+  if (action !== undefined && method === "POST") {
+    const view = await act(context, id, action, await readBody(context, request))
+    if (view === undefined) return false
+    send(response, 200, view)
+    return true
+  }
+  return false
+}
+
+const events = (
+  context: Context,
+  route: Route,
+  request: http.IncomingMessage,
+  response: http.ServerResponse
+) => {
+  if (!context.feed.hasRoom())
+    throw new ApiError.ApiError(
+      503,
+      "TooManyClients",
+      "the live feed has as many clients as it takes; try again shortly",
+      { "retry-after": "5" }
+    )
+  const header = request.headers["last-event-id"]
+  const after = FeedClients.cursorOf(
+    typeof header === "string" ? header : route.url.searchParams.get("cursor")
+  )
+  response.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", connection: "keep-alive" })
+  const client = context.feed.admit(response, after)
+  response.on("close", () => client?.leave())
+}
+
+/** The API's routes; false when none matched. */
+const api = async (
+  context: Context,
+  route: Route,
+  request: http.IncomingMessage,
+  response: http.ServerResponse
+): Promise<boolean> => {
+  const [resource, id] = route.parts
+  if (resource === "events" && id === undefined && route.method === "GET") {
+    events(context, route, request, response)
+    return true
+  }
+  if (resource === "threads") return threads(context, route, request, response)
+  if (resource === "runs") return runs(context, route, request, response)
+  return false
+}
+
+const routeOf = (request: http.IncomingMessage, base: string): Route => {
+  try {
+    const url = new URL(request.url ?? "/", base)
+    const parts = url.pathname
+      .split("/")
+      .filter((part) => part !== "")
+      .map(decodeURIComponent)
+    return { method: request.method ?? "GET", url, parts }
+  } catch {
+    throw new ApiError.ApiError(
+      400,
+      "BadPath",
+      "the path is not a valid URL path (or not valid percent-encoding)"
+    )
+  }
+}
+
+/** What a request must show before anything else: the right host, the token, its own origin. */
+interface Gate {
+  readonly access: AccessToken.AccessToken
+  readonly origin: SameOrigin.SameOrigin
+  readonly base: string
+}
+
+const unauthorized = (base: string) =>
+  new ApiError.ApiError(
+    401,
+    "Unauthorized",
+    `this server needs its access token: open the address noema serve printed (${base}/?token=…), or send the header "Authorization: Bearer <token>"`,
+    { "www-authenticate": 'Bearer realm="noema runs"' }
+  )
+
+/** Answers a request, or throws why not. */
+const answer = async (
+  context: Context,
+  gate: Gate,
+  request: http.IncomingMessage,
+  response: http.ServerResponse
+) => {
+  if (!gate.origin.hostAllowed(request.headers.host))
+    throw new ApiError.ApiError(
+      421,
+      "MisdirectedRequest",
+      `this server answers for ${gate.origin.hosts.join(" and ")} only`
+    )
+  const route = routeOf(request, gate.base)
+  if (route.method === "GET" && route.url.pathname === "/" && route.url.searchParams.has("token")) {
+    // The tokened address: trade the token for the cookie, and take it out of the address bar.
+    if (!gate.access.matches(route.url.searchParams.get("token"))) throw unauthorized(gate.base)
+    response.writeHead(303, { location: "/", "set-cookie": gate.access.cookie })
+    response.end()
+    return
+  }
+  if (!gate.access.admits(request.headers)) throw unauthorized(gate.base)
+  if (SameOrigin.changesState(route.method) && !gate.origin.originAllowed(request.headers.origin))
+    throw new ApiError.ApiError(403, "ForeignOrigin", "a page of another site cannot change anything here")
+  if (route.method === "POST" && !/^application\/json\b/i.test(request.headers["content-type"] ?? ""))
+    throw new ApiError.ApiError(415, "UnsupportedMediaType", "send JSON (Content-Type: application/json)")
+  if (route.method === "GET" && route.url.pathname === "/") {
+    response.writeHead(200, {
+      "content-type": "text/html; charset=utf-8",
+      "content-security-policy": pagePolicy
+    })
+    response.end(page)
+    return
+  }
+  const matched =
+    route.parts[0] === "api" &&
+    (await api(context, { ...route, parts: route.parts.slice(1) }, request, response))
+  if (!matched) throw new ApiError.ApiError(404, "NotFound", `no route ${route.method} ${route.url.pathname}`)
+}
+
+/** The paths no error message may show: the workspace, as given and as resolved. */
+const hiddenPaths = (workspace: string): ReadonlyArray<string> => {
+  const resolved = path.resolve(workspace)
+  try {
+    return [...new Set([fs.realpathSync(resolved), resolved])]
+  } catch {
+    return [resolved]
+  }
+}
+
+const listen = (server: http.Server, port: number, host: string) =>
+  new Promise<number>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(port, host, () => {
+      server.off("error", reject)
+      resolve((server.address() as AddressInfo).port)
     })
   })
+
+export const start = async (options: Options): Promise<Server> => {
+  const token = options.token ?? AccessToken.generate()
+  const problem = AccessToken.problem(token)
+  if (problem !== undefined) throw new Error(`cannot start the runs server: ${problem}`)
+  const host = options.host ?? "127.0.0.1"
+  const log = options.log ?? ((line: string) => void process.stderr.write(line))
+  const hidden = hiddenPaths(options.workspace)
+  const feed = await FeedClients.start({
+    read: (after, limit) => run(options.store.feed(after, limit)),
+    ...(options.maxFeedClients !== undefined && { maxClients: options.maxFeedClients }),
+    ...(options.feedPollMs !== undefined && { pollMs: options.feedPollMs })
+  })
+  const context: Context = {
+    options,
+    store: options.store,
+    executor: options.executor,
+    wake: options.wake ?? (() => {}),
+    approver: options.approver ?? defaultApprover(),
+    maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
+    feed
+  }
+  // Set once the port is known: the listen callback and this assignment run before any request is read.
+  let gate: Gate | undefined
+  const server = http.createServer((request, response) => {
+    for (const [name, value] of Object.entries(commonHeaders)) response.setHeader(name, value)
+    answer(context, gate as Gate, request, response).catch((error: unknown) => {
+      if (response.headersSent) return void response.end()
+      const failure = ApiError.fromFailure(error, hidden, log)
+      send(response, failure.status, ApiError.body(failure), failure.headers)
+    })
+  })
+  let port: number
+  try {
+    port = await listen(server, options.port ?? 0, host)
+  } catch (error) {
+    feed.close()
+    throw error
+  }
+  const origin = SameOrigin.make(host, port)
+  const base = `http://${origin.hosts[0]}`
+  gate = { access: AccessToken.make(token, port), origin, base }
+  return {
+    url: base,
+    port,
+    token,
+    panelUrl: `${base}/?token=${encodeURIComponent(token)}`,
+    feed: feed.stats,
+    close: () =>
+      new Promise<void>((done) => {
+        feed.close()
+        server.close(() => done())
+        server.closeAllConnections()
+      })
+  }
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
@@ -20,6 +21,8 @@ const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-server-"))
 let server: Server.Server
 let store: RunsStore.Service
 let stop: () => Promise<void>
+/** What the server logged (the details of failures answered 500). */
+const logged: Array<string> = []
 
 beforeAll(async () => {
   store = await Effect.runPromise(RunsStore.makeMemory())
@@ -61,6 +64,8 @@ beforeAll(async () => {
     workspace,
     wake: worker.wake,
     feedPollMs: 20,
+    approver: "the operator",
+    log: (line) => logged.push(line),
     plan: (request, approval) => PlanPipeline.plan(request, model, { approval })
   })
   stop = async () => {
@@ -74,8 +79,18 @@ afterAll(async () => {
   fs.rmSync(workspace, { recursive: true, force: true })
 })
 
+/** The header that lets a program in. */
+const auth = () => ({ authorization: `Bearer ${server.token}` })
+
+/** `fetch` with the access token. */
+const get = (route: string, init: RequestInit = {}) =>
+  fetch(`${server.url}${route}`, {
+    ...init,
+    headers: { ...auth(), ...(init.headers as Record<string, string>) }
+  })
+
 const call = async (method: string, route: string, body?: unknown) => {
-  const response = await fetch(`${server.url}${route}`, {
+  const response = await get(route, {
     method,
     ...(body !== undefined && { headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
   })
@@ -108,7 +123,7 @@ const readEvents = (count: number, lastEventId?: string) =>
     const url = new URL(`${server.url}/api/events`)
     const request = http.get(
       url,
-      { headers: lastEventId === undefined ? {} : { "last-event-id": lastEventId } },
+      { headers: { ...auth(), ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }) } },
       (response) => {
         let buffer = ""
         const frames: Array<{ id: string; data: Json }> = []
@@ -139,25 +154,25 @@ const readEvents = (count: number, lastEventId?: string) =>
 
 describe("runs server (JSON API, SSE, worker)", () => {
   it("serves the panel page, and refuses other hosts and non-JSON posts", async () => {
-    const page = await fetch(server.url)
+    const page = await get("/")
     expect(page.status).toBe(200)
     expect(page.headers.get("content-type")).toMatch(/^text\/html/)
     expect(await page.text()).toContain("<title>noema runs</title>")
     const rebinding = await new Promise<number>((resolve) =>
-      http.get(`${server.url}/api/threads`, { headers: { host: "evil.example:80" } }, (r) => {
+      http.get(`${server.url}/api/threads`, { headers: { ...auth(), host: "evil.example:80" } }, (r) => {
         r.resume()
         resolve(r.statusCode ?? 0)
       })
     )
     expect(rebinding).toBe(421)
-    const form = await fetch(`${server.url}/api/threads`, {
+    const form = await get("/api/threads", {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: "title=x"
     })
     expect(form.status).toBe(415)
     expect((await call("GET", "/api/nothing")).status).toBe(404)
-    const badPath = await fetch(`${server.url}/api/runs/%E0%A4%A`)
+    const badPath = await get("/api/runs/%E0%A4%A")
     expect(badPath.status).toBe(400)
   })
 
@@ -187,14 +202,19 @@ describe("runs server (JSON API, SSE, worker)", () => {
     ])
     expect(frames.every((f) => f.data.run_id === runId)).toBe(true)
 
-    const approved = await call("POST", `/api/runs/${runId}/approve`, { by: "ana" })
+    // Who approved is the server's to say, never the caller's.
+    const claimed = await call("POST", `/api/runs/${runId}/approve`, { by: "nobody-the-attacker" })
+    expect(claimed.status).toBe(400)
+    expect(claimed.body.error.message).toMatch(/records approvals as "the operator"/)
+    expect((await statusOf(runId)).status).toBe("waiting_approval")
+    const approved = await call("POST", `/api/runs/${runId}/approve`, {})
     expect(approved.status).toBe(200)
     const done = await until(async () => {
       const run = await statusOf(runId)
       return run.status === "completed" ? run : undefined
     }, "completed")
     const artifact = done.stages[1]!.attempts[0]!.artifacts[0]!
-    const file = await fetch(`${server.url}/api/runs/${runId}/stages/2/attempts/1/artifacts/${artifact.path}`)
+    const file = await get(`/api/runs/${runId}/stages/2/attempts/1/artifacts/${artifact.path}`)
     expect(file.status).toBe(200)
     expect(file.headers.get("x-sha256")).toBe(artifact.sha256)
     expect(file.headers.get("x-sha256-matches")).toBe("true")
@@ -208,7 +228,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
       deferreds: ["approval/2"]
     })
     expect(detail.events.map((e: Json) => e.data.type)).toContain("ApprovalGranted")
-    expect(detail.events.find((e: Json) => e.data.type === "ApprovalGranted").data.by).toBe("ana")
+    expect(detail.events.find((e: Json) => e.data.type === "ApprovalGranted").data.by).toBe("the operator")
     expect((await call("GET", `/api/runs/${runId}/verify`)).body.ok).toBe(true)
     // The file on disk is the one the API served.
     const onDisk = path.join(RunFiles.stagePath(workspace, runId, 2, "publish"), "artifacts", artifact.path)
@@ -236,7 +256,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(missing.body.error.message).toBe("request is required (a non-empty string)")
     const unknownThread = await call("POST", "/api/runs", { thread_id: "thr_nope", request: "x" })
     expect(unknownThread.status).toBe(404)
-    const brokenJson = await fetch(`${server.url}/api/threads`, {
+    const brokenJson = await get("/api/threads", {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: "{nope"
@@ -251,9 +271,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
     const refused = await call("POST", `/api/runs/${run.runId}/approve`, {})
     expect(refused.status).toBe(409)
     expect(refused.body.error.code).toBe("IllegalTransition")
-    const outside = await fetch(
-      `${server.url}/api/runs/${run.runId}/stages/1/attempts/1/artifacts/..%2F..%2Frun.json`
-    )
+    const outside = await get(`/api/runs/${run.runId}/stages/1/attempts/1/artifacts/..%2F..%2Frun.json`)
     expect(outside.status).toBe(404)
     expect(done.status).toBe("completed")
     const closed = await call("POST", `/api/threads/${thread.id}/close`, {})
@@ -317,5 +335,295 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(
       (await call("POST", "/api/runs", { thread_id: "thr_nope", request: "x", plan: true })).status
     ).toBe(404)
+  })
+})
+
+/** A run of the default pipeline, completed: each stage wrote note.md. */
+const completedRun = async () => {
+  const thread = (await call("POST", "/api/threads", {})).body as Thread
+  const run = (await call("POST", "/api/runs", { thread_id: thread.id, request: "a note" })).body as RunView
+  return until(async () => {
+    const view = await statusOf(run.runId)
+    return view.status === "completed" ? view : undefined
+  }, "completed")
+}
+
+/** The first stage's note.md: its place on disk and its address in the API. */
+const noteOf = (run: RunView) => {
+  const stage = run.stages[0]!
+  const artifacts = path.join(RunFiles.stagePath(workspace, run.runId, 1, stage.key), "artifacts")
+  return {
+    artifacts,
+    file: path.join(artifacts, "note.md"),
+    route: `/api/runs/${run.runId}/stages/1/attempts/1/artifacts/note.md`
+  }
+}
+
+/** A file outside the workspace, with a secret in it. */
+const outside = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-outside-"))
+fs.writeFileSync(path.join(outside, "note.md"), "SECRET of another user\n")
+afterAll(() => fs.rmSync(outside, { recursive: true, force: true }))
+
+/** No absolute path of this machine's in an error body. */
+const expectNoPath = (text: string) => {
+  expect(text).not.toContain(workspace)
+  expect(text).not.toContain(fs.realpathSync(workspace))
+  expect(text).not.toContain(os.tmpdir())
+}
+
+describe("runs server: only the operator gets in", () => {
+  it("every route needs the token; the 401 says how to get in and never shows the token", async () => {
+    const routes: Array<[string, string]> = [
+      ["GET", "/"],
+      ["GET", "/api/threads"],
+      ["GET", "/api/runs"],
+      ["GET", "/api/events"],
+      ["POST", "/api/threads"],
+      ["GET", "/api/nothing"]
+    ]
+    for (const [method, route] of routes) {
+      const response = await fetch(`${server.url}${route}`, {
+        method,
+        ...(method === "POST" && { headers: { "content-type": "application/json" }, body: "{}" })
+      })
+      expect(response.status, `${method} ${route}`).toBe(401)
+      expect(response.headers.get("www-authenticate")).toMatch(/^Bearer/)
+      const body = (await response.json()) as Json
+      expect(body.error.code).toBe("Unauthorized")
+      expect(body.error.message).toContain(`open the address noema serve printed (${server.url}/?token=…)`)
+      expect(JSON.stringify(body)).not.toContain(server.token)
+    }
+    const wrong = await fetch(`${server.url}/api/threads`, {
+      headers: { authorization: "Bearer not-the-token" }
+    })
+    expect(wrong.status).toBe(401)
+    const longer = await fetch(`${server.url}/api/threads`, {
+      headers: { authorization: `Bearer ${server.token}x` }
+    })
+    expect(longer.status).toBe(401)
+    const jupyterStyle = await fetch(`${server.url}/api/threads`, {
+      headers: { authorization: `token ${server.token}` }
+    })
+    expect(jupyterStyle.status).toBe(200)
+    expect(server.token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+  })
+
+  it("another local user cannot approve the operator's run: no token, no approval", async () => {
+    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const run = (
+      await call("POST", "/api/runs", { thread_id: thread.id, request: "gate", pipeline: approval })
+    ).body as RunView
+    await until(
+      async () => ((await statusOf(run.runId)).status === "waiting_approval" ? true : undefined),
+      "waiting"
+    )
+    const attack = await fetch(`${server.url}/api/runs/${run.runId}/approve`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ by: "nobody-the-attacker" })
+    })
+    expect(attack.status).toBe(401)
+    const read = await fetch(`${server.url}/api/runs/${run.runId}`)
+    expect(read.status).toBe(401)
+    const detail = (await call("GET", `/api/runs/${run.runId}`)).body
+    expect(detail.run.status).toBe("waiting_approval")
+    expect(detail.events.map((e: Json) => e.data.type)).not.toContain("ApprovalGranted")
+    expect((await call("POST", `/api/runs/${run.runId}/cancel`, {})).status).toBe(200)
+  })
+
+  it("the tokened address sets an HttpOnly SameSite=Strict cookie and redirects to /; the cookie lets page, API and feed in", async () => {
+    expect(server.panelUrl).toBe(`${server.url}/?token=${server.token}`)
+    const entry = await fetch(server.panelUrl, { redirect: "manual" })
+    expect(entry.status).toBe(303)
+    expect(entry.headers.get("location")).toBe("/")
+    const cookie = entry.headers.get("set-cookie") ?? ""
+    expect(cookie).toBe(`noema-token-${server.port}=${server.token}; Path=/; HttpOnly; SameSite=Strict`)
+    const jar = { cookie: cookie.split(";")[0]! }
+    expect((await fetch(server.url, { headers: jar })).status).toBe(200)
+    expect((await fetch(`${server.url}/api/threads`, { headers: jar })).status).toBe(200)
+    const feed = await new Promise<number>((resolve) =>
+      http.get(`${server.url}/api/events`, { headers: jar }, (response) => {
+        resolve(response.statusCode ?? 0)
+        response.destroy()
+      })
+    )
+    expect(feed).toBe(200)
+    // A cookie of a server on another port, or a wrong token in the address, gets nothing.
+    const otherPort = { cookie: `noema-token-${server.port + 1}=${server.token}` }
+    expect((await fetch(`${server.url}/api/threads`, { headers: otherPort })).status).toBe(401)
+    const guess = await fetch(`${server.url}/?token=guess`, { redirect: "manual" })
+    expect(guess.status).toBe(401)
+    expect(guess.headers.get("set-cookie")).toBeNull()
+  })
+
+  it("a page of another site changes nothing; no CORS header; the panel cannot be framed", async () => {
+    const before = (await call("GET", "/api/threads")).body.length
+    const foreign = await get("/api/threads", {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: "http://evil.example" },
+      body: "{}"
+    })
+    expect(foreign.status).toBe(403)
+    expect(((await foreign.json()) as Json).error.code).toBe("ForeignOrigin")
+    expect((await call("GET", "/api/threads")).body.length).toBe(before)
+    const own = await get("/api/threads", {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: server.url },
+      body: "{}"
+    })
+    expect(own.status).toBe(201)
+    const read = await get("/api/threads", { headers: { origin: "http://evil.example" } })
+    const preflight = await get("/api/threads", {
+      method: "OPTIONS",
+      headers: { origin: "http://evil.example", "access-control-request-method": "POST" }
+    })
+    const page = await get("/")
+    for (const response of [read, preflight, page, own]) {
+      expect([...response.headers.keys()].filter((name) => name.startsWith("access-control-"))).toEqual([])
+      expect(response.headers.get("content-security-policy")).toContain("frame-ancestors 'none'")
+      expect(response.headers.get("x-frame-options")).toBe("DENY")
+    }
+  })
+
+  it("a body over the limit is answered 413 with the JSON error (a real 2 MiB POST), not a reset", async () => {
+    const body = JSON.stringify({ title: "x".repeat(2 * 1024 * 1024) })
+    const response = await get("/api/threads", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body
+    })
+    expect(response.status).toBe(413)
+    const error = ((await response.json()) as Json).error
+    expect(error.code).toBe("PayloadTooLarge")
+    expect(error.message).toBe("the body is larger than 1048576 bytes")
+    // The server still answers (on a new connection or the same one).
+    expect((await call("GET", "/api/threads")).status).toBe(200)
+  })
+
+  it("requests, titles, reasons and pipelines past their bounds are refused, saying the bound", async () => {
+    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const long = await call("POST", "/api/runs", { thread_id: thread.id, request: "x".repeat(100_001) })
+    expect(long.status).toBe(400)
+    expect(long.body.error.message).toMatch(/100001 characters, more than the 100000 a run takes/)
+    const title = await call("POST", "/api/threads", { title: "t".repeat(201) })
+    expect(title.status).toBe(400)
+    expect(title.body.error.message).toBe("title must have at most 200 characters")
+    const stages = Array.from({ length: 51 }, (_, index) => ({ key: `s${index}`, instructions: "Do it." }))
+    const big = await call("POST", "/api/runs", {
+      thread_id: thread.id,
+      request: "x",
+      pipeline: { name: "p", stages }
+    })
+    expect(big.status).toBe(400)
+    expect(big.body.error.code).toBe("PipelineError")
+    expect(big.body.error.message).toMatch(/stages: 51 stages, more than the 50 allowed/)
+    const run = await completedRun()
+    const reason = await call("POST", `/api/runs/${run.runId}/cancel`, { reason: "r".repeat(2001) })
+    expect(reason.status).toBe(400)
+    expect(reason.body.error.message).toBe("reason must have at most 2000 characters")
+  })
+})
+
+describe("runs server: artifacts are regular files inside the run's directory, read without blocking", () => {
+  it("a symbolic link planted in the artifacts directory is refused, not followed", async () => {
+    const note = noteOf(await completedRun())
+    fs.rmSync(note.file)
+    fs.symlinkSync(path.join(outside, "note.md"), note.file)
+    const response = await get(note.route)
+    const text = await response.text()
+    expect(response.status).toBe(403)
+    expect(text).not.toContain("SECRET")
+    expect(JSON.parse(text).error.message).toBe("artifact note.md: the artifact is a symbolic link")
+    expectNoPath(text)
+  })
+
+  it("a directory on the way replaced by a link is refused", async () => {
+    const note = noteOf(await completedRun())
+    fs.rmSync(note.artifacts, { recursive: true })
+    fs.symlinkSync(outside, note.artifacts)
+    const response = await get(note.route)
+    const text = await response.text()
+    expect(response.status).toBe(403)
+    expect(text).not.toContain("SECRET")
+    expect(JSON.parse(text).error.message).toBe("artifact note.md: the path goes through a symbolic link")
+    expectNoPath(text)
+  })
+
+  it("a FIFO does not stop the server: it is refused, and other requests are answered meanwhile", async () => {
+    const note = noteOf(await completedRun())
+    fs.rmSync(note.file)
+    execFileSync("mkfifo", [note.file])
+    const [fifo, threads] = await Promise.all([get(note.route), call("GET", "/api/threads")])
+    expect(threads.status).toBe(200)
+    expect(fifo.status).toBe(403)
+    expect(((await fifo.json()) as Json).error.message).toBe(
+      "artifact note.md: the artifact is not a regular file"
+    )
+  })
+
+  it("a missing artifact is a 404 that names it by its relative path only", async () => {
+    const note = noteOf(await completedRun())
+    fs.rmSync(note.file)
+    const response = await get(note.route)
+    const text = await response.text()
+    expect(response.status).toBe(404)
+    expect(JSON.parse(text).error.message).toBe("artifact note.md: no such file")
+    expectNoPath(text)
+  })
+})
+
+describe("runs server: errors never show where things are", () => {
+  it("a store failure is a 500 that says only that; the details, paths included, go to the log", async () => {
+    const secretPath = path.join(workspace, "noema.db")
+    const failing: RunsStore.Service = {
+      ...store,
+      getThread: () =>
+        Effect.fail(
+          new RunsStore.RunsStoreError({ location: secretPath, detail: `cannot open ${secretPath}` })
+        )
+    }
+    const executor = Executor.make({
+      store: failing,
+      workspace,
+      model: ScriptedChatModel.make({ fallback: () => "x" })
+    })
+    const lines: Array<string> = []
+    const other = await Server.start({ store: failing, executor, workspace, log: (line) => lines.push(line) })
+    try {
+      const response = await fetch(`${other.url}/api/threads/thr_x`, {
+        headers: { authorization: `Bearer ${other.token}` }
+      })
+      const text = await response.text()
+      expect(response.status).toBe(500)
+      expect(JSON.parse(text).error).toEqual({
+        code: "InternalError",
+        message: "the server failed to answer this request (its log says why)"
+      })
+      expectNoPath(text)
+      expect(lines.join("")).toContain(secretPath)
+    } finally {
+      await other.close()
+    }
+  })
+
+  it("a configured token is used as given, and a weak one is refused at start", async () => {
+    const executor = Executor.make({
+      store,
+      workspace,
+      model: ScriptedChatModel.make({ fallback: () => "x" })
+    })
+    await expect(Server.start({ store, executor, workspace, token: "short" })).rejects.toThrow(
+      /the token must be 16 to 512 characters/
+    )
+    const other = await Server.start({ store, executor, workspace, token: "a-configured-token-0123456789" })
+    try {
+      expect(other.panelUrl).toBe(`${other.url}/?token=a-configured-token-0123456789`)
+      const response = await fetch(`${other.url}/api/threads`, {
+        headers: { authorization: "Bearer a-configured-token-0123456789" }
+      })
+      expect(response.status).toBe(200)
+    } finally {
+      await other.close()
+    }
   })
 })
