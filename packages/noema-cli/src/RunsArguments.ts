@@ -60,6 +60,8 @@ export type RunsCommand =
       readonly worker: boolean
       readonly concurrency: number
       readonly leaseTtl: string | undefined
+      /** `--token`: the panel's access token (default NOEMA_SERVE_TOKEN, else a new one per start). */
+      readonly token: string | undefined
     } & Common &
       Executing)
   | ({
@@ -89,6 +91,7 @@ const options = {
   "no-worker": { type: "boolean" },
   concurrency: { type: "string" },
   "lease-ttl": { type: "string" },
+  token: { type: "string" },
   detach: { type: "boolean" },
   plan: { type: "boolean" },
   approve: { type: "string" }
@@ -280,7 +283,7 @@ export const defaultPort = 7077
 export const parseServe = (args: ReadonlyArray<string>): RunsCommand | "help" => {
   const { values, positionals } = parseWith("serve", args)
   if (values.help === true) return "help"
-  only("serve", values, ["port", "no-worker", "concurrency", "lease-ttl", ...model])
+  only("serve", values, ["port", "no-worker", "concurrency", "lease-ttl", "token", ...model])
   if (positionals.length > 0) throw usage("serve", `unexpected argument "${positionals[0]}"`)
   return {
     type: "serve",
@@ -288,6 +291,7 @@ export const parseServe = (args: ReadonlyArray<string>): RunsCommand | "help" =>
     worker: values["no-worker"] !== true,
     concurrency: integer("serve", "concurrency", values.concurrency, 4, 1, 64),
     leaseTtl: values["lease-ttl"],
+    token: values.token,
     ...commonOf(values),
     ...executingOf(values)
   }
@@ -384,18 +388,24 @@ const workerOptions = `      --concurrency N     runs carried on at once (defaul
 export const serveHelp = `noema serve: the runs panel, a JSON HTTP API and a worker
 
 Usage
-  noema serve [--port N] [--no-worker]
+  noema serve [--port N] [--no-worker] [--token TOKEN]
 
-Listens on http://127.0.0.1:${defaultPort} (--port; 0 picks a free port): threads, their runs
-(status, times), stages (status, attempts, durations), artifacts (content and sha256) and
-the timeline, updated live; approve, reject, retry and cancel buttons; a JSON API under
-/api (see docs/runs.md) with live events at /api/events (Server-Sent Events). Unless
+Prints the address to open, http://127.0.0.1:${defaultPort}/?token=… (--port; 0 picks a free
+port). Every request needs that token (the page trades it for a cookie; programs send
+"Authorization: Bearer TOKEN"), so other users of the machine get nothing. The panel shows
+threads, their runs (status, times), stages (status, attempts, durations), artifacts
+(content and sha256) and the timeline, updated live; approve, reject, retry and cancel
+buttons; a JSON API under /api (see docs/runs.md) with live events at /api/events
+(Server-Sent Events). Unless
 --no-worker, this process also carries runs on, as noema worker does: on start it resumes
 runs whose process stopped. Ctrl-C stops it; runs under way are taken by the next worker.
 
 Options
       --port N            the port (default ${defaultPort})
       --no-worker         the panel only: other processes (noema worker) carry runs on
+      --token TOKEN       the access token (env NOEMA_SERVE_TOKEN, better: a flag is seen
+                          by every user in ps; default a new random one per start);
+                          16 to 512 letters, digits or . _ ~ + / = -
 ${workerOptions}
 ${modelOptions}
 ${storage}

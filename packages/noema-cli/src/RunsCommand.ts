@@ -192,6 +192,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       )
     ttlMs = Duration.toMillis(parsed.value)
   }
+  // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else Server.start makes one per start.
+  const token =
+    command.type === "serve" ? (command.token ?? (io.env.NOEMA_SERVE_TOKEN || undefined)) : undefined
+  const tokenProblem = token === undefined ? undefined : Server.tokenProblem(token)
+  if (tokenProblem !== undefined)
+    throw new UsageError(`noema serve: ${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
 
   const program = Effect.gen(function* () {
     const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
@@ -391,7 +397,9 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
                       port: command.port,
                       plan: (request, approval) =>
                         PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
-                      ...(carrying && { wake: worker.wake })
+                      ...(carrying && { wake: worker.wake }),
+                      ...(token !== undefined && { token }),
+                      log: (line) => void io.stderr.write(line)
                     }),
                   catch: (error) =>
                     new RunsCommandError(
@@ -402,8 +410,8 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
               )
               yield* print(
                 json
-                  ? `${JSON.stringify({ url: server.url, worker: carrying, workspace, database: store.location })}\n`
-                  : `noema serve: ${server.url}  (${carrying ? "carrying runs on" : "panel only: noema worker carries runs on"}; Ctrl-C stops)\n`
+                  ? `${JSON.stringify({ url: server.url, panel: server.panelUrl, token: server.token, worker: carrying, workspace, database: store.location })}\n`
+                  : `noema serve: ${server.panelUrl}  (${carrying ? "carrying runs on" : "panel only: noema worker carries runs on"}; Ctrl-C stops)\n`
               )
             } else if (!json)
               yield* print(

@@ -2,7 +2,9 @@
  * `noema serve` in a real headless Chromium (from @sparticuz/chromium, driven by
  * playwright-core): the panel shows threads, runs, stages, artifacts and the
  * timeline, follows runs made by other processes live (SSE), and its buttons
- * approve, reject, retry and cancel. One browser for the whole file.
+ * approve, reject, retry and cancel. The panel is opened at the tokened address
+ * `noema serve` prints, as a person would; without the token a page gets
+ * nothing. One browser for the whole file.
  * NOEMA_PANEL_SCREENSHOT=FILE saves a screenshot of the panel (the docs' picture).
  */
 import { type ChildProcess, spawn } from "node:child_process"
@@ -14,6 +16,9 @@ import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.j
 let home: string
 let serve: ChildProcess
 let url: string
+/** The address serve prints: the panel's, with the access token. */
+let panel: string
+let token: string
 let browser: Browser
 let serveOutput = ""
 const env = () => ({ NOEMA_HOME: path.join(home, "panel") })
@@ -24,21 +29,23 @@ beforeAll(async () => {
     env: cleanEnv({ ...env(), NO_COLOR: "1" }),
     stdio: ["ignore", "pipe", "pipe"]
   })
-  url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`noema serve did not start: ${serveOutput}`)), 20_000)
-    serve.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
-      serveOutput += chunk
-      const line = serveOutput.split("\n")[0] ?? ""
-      if (serveOutput.includes("\n")) {
-        clearTimeout(timer)
-        resolve((JSON.parse(line) as { url: string }).url)
-      }
-    })
-    serve.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-      serveOutput += chunk
-    })
-    serve.on("exit", (code) => reject(new Error(`noema serve exited with ${code}: ${serveOutput}`)))
-  })
+  ;({ url, panel, token } = await new Promise<{ url: string; panel: string; token: string }>(
+    (resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`noema serve did not start: ${serveOutput}`)), 20_000)
+      serve.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+        serveOutput += chunk
+        const line = serveOutput.split("\n")[0] ?? ""
+        if (serveOutput.includes("\n")) {
+          clearTimeout(timer)
+          resolve(JSON.parse(line) as { url: string; panel: string; token: string })
+        }
+      })
+      serve.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+        serveOutput += chunk
+      })
+      serve.on("exit", (code) => reject(new Error(`noema serve exited with ${code}: ${serveOutput}`)))
+    }
+  ))
   // Before the import: @sparticuz/chromium then unpacks its own libraries and fonts.
   process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
   const chromium = (await import("@sparticuz/chromium")).default
@@ -63,11 +70,20 @@ const openPanel = async (hash = ""): Promise<Page> => {
   page.on("console", (message) => {
     if (message.type() === "error") problems.push(message.text())
   })
-  await page.goto(`${url}/${hash}`)
+  await page.goto(`${panel}${hash}`)
   await page.waitForSelector("#live.on")
+  // The token was traded for the cookie and is gone from the address bar.
+  expect(page.url()).toBe(`${url}/${hash}`)
   ;(page as Page & { problems?: Array<string> }).problems = problems
   return page
 }
+
+/** The API, as a program calls it: with the token in a header. */
+const api = (route: string, init: RequestInit = {}) =>
+  fetch(`${url}${route}`, {
+    ...init,
+    headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) }
+  })
 
 const problemsOf = (page: Page) => (page as Page & { problems?: Array<string> }).problems ?? []
 
@@ -122,7 +138,7 @@ describe("noema serve: the runs panel in Chromium", () => {
     ])
 
     const runId = (await page.textContent("#run-id"))?.trim() ?? ""
-    const detail = (await (await fetch(`${url}/api/runs/${runId}`)).json()) as {
+    const detail = (await (await api(`/api/runs/${runId}`)).json()) as {
       run: { stages: Array<{ attempts: Array<{ artifacts: Array<{ path: string; sha256: string }> }> }> }
     }
     const artifact = detail.run.stages[1]!.attempts[0]!.artifacts[0]!
@@ -131,7 +147,7 @@ describe("noema serve: the runs panel in Chromium", () => {
     expect(await page.textContent("#artifact-sha")).toBe(artifact.sha256)
     expect(await page.textContent("#artifact-check")).toBe("matches the file")
     const served = await (
-      await fetch(`${url}/api/runs/${runId}/stages/2/attempts/1/artifacts/${artifact.path}`)
+      await api(`/api/runs/${runId}/stages/2/attempts/1/artifacts/${artifact.path}`)
     ).text()
     expect(await page.textContent("#artifact-content")).toBe(served)
 
@@ -173,7 +189,7 @@ describe("noema serve: the runs panel in Chromium", () => {
 
   it("reject (with a reason), retry asks again, cancel ends the run; a closed thread offers no new run", async () => {
     const thread = (await runCli(["threads", "create", "--title", "gates"], { env: env() })).stdout.trim()
-    const created = await fetch(`${url}/api/runs`, {
+    const created = await api("/api/runs", {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ thread_id: thread, request: "a gated note", pipeline: JSON.parse(gated) })
@@ -198,5 +214,60 @@ describe("noema serve: the runs panel in Chromium", () => {
     expect(await page.isHidden("#new-run")).toBe(true)
     expect(problemsOf(page)).toEqual([])
     await page.close()
+  }, 60_000)
+
+  it("without the token a page gets nothing: no panel, no data, no live feed", async () => {
+    // bypassCSP: the 401's policy forbids any request from its page; the fetches below check the server, not the policy.
+    const page = await browser.newPage({ bypassCSP: true })
+    const response = await page.goto(url)
+    expect(response?.status()).toBe(401)
+    const shown = (await page.textContent("body")) ?? ""
+    expect(shown).toContain("open the address noema serve printed")
+    expect(shown).not.toContain(token)
+    expect(await page.$("#threads")).toBeNull()
+    // Requests from the browser without the cookie are refused too.
+    const statuses = await page.evaluate(async () => {
+      const threads = await fetch("/api/threads", { credentials: "same-origin" })
+      const feed = await fetch("/api/events", { credentials: "same-origin" })
+      return [threads.status, feed.status, (await threads.text()).includes("Tea notes")]
+    })
+    expect(statuses).toEqual([401, 401, false])
+    // A wrong token in the address sets no cookie.
+    expect((await page.goto(`${url}/?token=guess`))?.status()).toBe(401)
+    expect(await page.context().cookies()).toEqual([])
+    await page.close()
+  }, 60_000)
+
+  it("serve prints the tokened address; NOEMA_SERVE_TOKEN (or --token) sets the token; a weak one is refused", async () => {
+    const configured = "a-token-from-the-environment-0123456789"
+    const child = spawn(process.execPath, [binPath, "serve", "--port", "0", "--no-worker"], {
+      env: cleanEnv({ ...env(), NO_COLOR: "1", NOEMA_SERVE_TOKEN: configured }),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let output = ""
+        child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+          output += chunk
+          if (output.includes("\n")) resolve(output.split("\n")[0] ?? "")
+        })
+        child.on("exit", (code) => reject(new Error(`noema serve exited with ${code}`)))
+      })
+      expect(line).toMatch(
+        new RegExp(`^noema serve: http://127\\.0\\.0\\.1:\\d+/\\?token=${configured}  \\(panel only: `)
+      )
+      const address = /http:\/\/127\.0\.0\.1:\d+/.exec(line)?.[0]
+      const refused = await fetch(`${address}/api/threads`)
+      expect(refused.status).toBe(401)
+      const admitted = await fetch(`${address}/api/threads`, {
+        headers: { authorization: `Bearer ${configured}` }
+      })
+      expect(admitted.status).toBe(200)
+    } finally {
+      child.kill("SIGTERM")
+    }
+    const weak = await runCli(["serve", "--port", "0", "--token", "short"], { env: env() })
+    expect(weak.code).toBe(2)
+    expect(weak.stderr).toContain("the token must be 16 to 512 characters")
   }, 60_000)
 })
