@@ -6,7 +6,7 @@
  * is one dim line per call (`  ⚙ calculator(2+2) → 4`) and earlier turns are
  * replayed compactly; both are pure functions of messages, tested as text.
  */
-import { Message } from "@noema/core"
+import { Message, Printable } from "@noema/core"
 import { Compaction, type SessionStore } from "@noema/session"
 
 export type Environment = Readonly<Record<string, string | undefined>>
@@ -50,29 +50,28 @@ export const styleFor = (stream: { readonly isTTY?: boolean }, env: Environment)
 // Text from elsewhere on a terminal
 // ---------------------------------------------------------------------------
 
-// Whole escape sequences: strings (OSC, DCS, SOS, PM, APC) up to BEL or ST, CSI, and two-byte escapes.
-const escapeSequence =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal escape sequences is the point
-  /\u001b(?:[\]PX^_][\s\S]*?(?:\u0007|\u001b\\)|\[[0-?]*[ -/]*[@-~]|[ -/]*[0-OQ-WYZ\\`-~])/g
-// C0 controls but tab and newline, DEL, and the C1 controls (8-bit CSI, OSC, ...).
-// biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point
-const controlCharacter = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g
-
 /**
- * Text a model, a tool or the database supplied, made safe to print on a
- * terminal: escape sequences (a window title, a screen clear) and control
- * characters are removed, newlines and tabs kept. Only what is shown changes;
- * stored text stays as it was. noema styles the result afterwards.
+ * Text a model, a tool, a user or the database supplied, made safe to print
+ * on a terminal: every control character (C0 but newline and tab, DEL, C1)
+ * and every bidirectional-text control is shown as a visible escape (`\x1b`,
+ * `\u202e`, see `Printable.escapeControls`), so an escape sequence cannot set
+ * the window title or clear the screen, and an override cannot make a line
+ * read otherwise; a CRLF is a newline. Only what is shown changes; stored text
+ * stays as it was. noema styles the result afterwards.
+ *
+ * The CLI's one sanitiser, in three shapes: `sanitize` for text of several
+ * lines, `oneLine` for prose in a summary line, `inline` for a name or a path
+ * (an artifact, a stage, a key) shown exactly, newlines and tabs escaped too.
  */
 export const sanitize = (text: string): string =>
-  text.replace(escapeSequence, "").replace(controlCharacter, "")
+  Printable.escapeControls(text.replace(/\r\n/g, "\n"), "\n\t")
 
-/** An unfinished escape sequence this long is not waited for any more. */
-const maxHeldSequence = 256
+/** A name or a path as it is, on one line: every control and bidirectional character escaped. */
+export const inline = (text: string): string => Printable.escapeControls(text)
 
 /**
- * `sanitize` for text that arrives in pieces: an escape sequence cut between
- * two pieces is held back until it is complete, so no part of it leaks.
+ * `sanitize` for text that arrives in pieces: a carriage return that ends a
+ * piece is held back until the next one says whether it begins a CRLF.
  */
 export class StreamSanitizer {
   #held = ""
@@ -80,18 +79,9 @@ export class StreamSanitizer {
   /** The printable part of `piece` (and of what was held back before it). */
   push(piece: string): string {
     const text = this.#held + piece
-    this.#held = ""
-    const start = text.lastIndexOf("\u001b")
-    if (start >= 0 && text.length - start < maxHeldSequence) {
-      const tail = text.slice(start)
-      escapeSequence.lastIndex = 0
-      const match = escapeSequence.exec(tail)
-      if (match === null || match.index !== 0) {
-        this.#held = tail
-        return sanitize(text.slice(0, start))
-      }
-    }
-    return sanitize(text)
+    const cut = text.endsWith("\r") ? text.length - 1 : text.length
+    this.#held = text.slice(cut)
+    return sanitize(text.slice(0, cut))
   }
 
   /** What is still held back, made safe (the stream ended). */
@@ -106,9 +96,9 @@ export class StreamSanitizer {
 // Text helpers
 // ---------------------------------------------------------------------------
 
-/** One line of at most `max` characters (whitespace collapsed, an ellipsis when cut). */
+/** Prose as one line of at most `max` characters (whitespace collapsed, escaped as `inline`, an ellipsis when cut). */
 export const oneLine = (text: string, max: number): string => {
-  const single = sanitize(text).replace(/\s+/g, " ").trim()
+  const single = inline(text.replace(/\s+/g, " ").trim())
   return single.length <= max ? single : `${single.slice(0, Math.max(0, max - 1))}…`
 }
 
@@ -153,7 +143,7 @@ export const toolLine = (
   result: Message.ToolMessage,
   styled: Style = plain
 ): string => {
-  const name = sanitize(call?.name ?? result.name)
+  const name = inline(call?.name ?? result.name)
   const args = call === undefined ? "" : formatArguments(call.arguments)
   const outcome = result.isError ? `✗ ${oneLine(result.content, 100)}` : `→ ${formatResult(result.content)}`
   const line = `  ⚙ ${name}(${args}) ${outcome}`
@@ -162,7 +152,7 @@ export const toolLine = (
 
 /** A call that waits for approval, as the chat asks about it: `delete_file(path: "a.txt")`. */
 export const callLine = (call: Message.ToolCall): string =>
-  `${sanitize(call.name)}(${formatArguments(call.arguments)})`
+  `${inline(call.name)}(${formatArguments(call.arguments)})`
 
 // ---------------------------------------------------------------------------
 // Transcripts

@@ -237,7 +237,7 @@ describe("noema chat", () => {
     expect(await stored()).toEqual([])
   })
 
-  it("shows an answer without its terminal control sequences, and stores it intact", async () => {
+  it("shows an answer's terminal control sequences as visible escapes, and stores it intact", async () => {
     const answer = "Hello\u001b]0;pwned\u0007 there\u001b[2J, friend."
     server.enqueue({
       type: "text",
@@ -249,13 +249,13 @@ describe("noema chat", () => {
     session.mark()
     session.type("hi\r")
     await session.waitFor(/friend\.[\s\S]*› $/)
-    expect(session.sinceMark()).toContain("Hello there, friend.")
+    expect(session.sinceMark()).toContain("Hello\\x1b]0;pwned\\x07 there\\x1b[2J, friend.")
     session.mark()
     session.type("/history\r")
     await session.waitFor(/friend\.[\s\S]*› $/)
     session.type("/exit\r")
     expect(await session.exited).toBe(0)
-    expect(session.output()).not.toContain("pwned")
+    expect(session.output()).not.toContain("\u001b]0;pwned")
     expect(session.output()).not.toContain("\u001b[2J")
     const [saved] = await stored()
     expect(saved?.messages.map((message) => message.content)).toEqual(["hi", answer])

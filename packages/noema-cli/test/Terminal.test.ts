@@ -88,18 +88,21 @@ describe("Terminal", () => {
     assert.match(rows[2] ?? "", /^\* bbbb .* {2}\(untitled\)$/)
     assert.deepStrictEqual(Terminal.sessionTable([]), ["No sessions yet. Start one with: noema chat"])
   })
-  it("drops escape sequences and control characters from shown text, keeping newlines and tabs", () => {
-    const hostile =
-      "Hi\u001b]0;pwned\u0007 there\u001b[2J\u001b[31m!\u001b[0m\r\n\tok\u0008\u009b2J\u001b]8;;http://x\u001b\\"
-    assert.strictEqual(Terminal.sanitize(hostile), "Hi there!\n\tok2J")
+  it("shows control and bidirectional characters as visible escapes, keeping newlines and tabs", () => {
+    const hostile = "Hi\u001b]0;pwned\u0007 there\u001b[2J!\r\n\tok\u0008\u009b2J\u202e\u2066"
+    assert.strictEqual(
+      Terminal.sanitize(hostile),
+      "Hi\\x1b]0;pwned\\x07 there\\x1b[2J!\n\tok\\x08\\x9b2J\\u202e\\u2066"
+    )
     assert.strictEqual(Terminal.sanitize("plain text\n"), "plain text\n")
+    assert.strictEqual(Terminal.sanitize("a lone\rreturn"), "a lone\\x0dreturn")
     const tool = Message.toolResult({ toolCallId: "c1", name: "calculator", content: "4\u001b[2J" })
     assert.strictEqual(
       Terminal.toolLine(call("calculator\u001b]0;x\u0007", "{}"), tool),
-      "  ⚙ calculator() → 4"
+      "  ⚙ calculator\\x1b]0;x\\x07() → 4\\x1b[2J"
     )
-    const lines = Terminal.transcript([Message.user("a\u001b[2J"), Message.assistant("b\u001b]0;t\u0007")])
-    assert.deepStrictEqual(lines, ["› a", "b"])
+    const lines = Terminal.transcript([Message.user("a\u001b[2J"), Message.assistant("b\u202ec")])
+    assert.deepStrictEqual(lines, ["› a\\x1b[2J", "b\\u202ec"])
     const table = Terminal.sessionTable([
       {
         id: "s1",
@@ -110,14 +113,25 @@ describe("Terminal", () => {
         metadata: {}
       }
     ])
-    assert.isTrue(table[1]?.endsWith("  Title"))
+    assert.isTrue(table[1]?.endsWith("  \\x1b]0;pwned\\x07Title"))
+    // Nothing that reaches the screen steers it.
+    for (const shown of [Terminal.sanitize(hostile), ...lines, ...table])
+      for (const character of ["\u001b", "\u0007", "\u009b", "\u202e", "\u2066"])
+        assert.notInclude(shown, character)
   })
 
-  it("holds back an escape sequence cut between streamed pieces until it is complete", () => {
+  it("shows a name exactly on one line, and prose collapsed and cut", () => {
+    assert.strictEqual(Terminal.inline("ok.md\n\u2713 verified"), "ok.md\\x0a\u2713 verified")
+    assert.strictEqual(Terminal.inline("report\u202egpj.md"), "report\\u202egpj.md")
+    assert.strictEqual(Terminal.oneLine("two\n  lines\u001b[31m", 80), "two lines\\x1b[31m")
+    assert.strictEqual(Terminal.oneLine("abcdef", 4), "abc…")
+  })
+
+  it("keeps a CRLF cut between streamed pieces a newline", () => {
     const sanitizer = new Terminal.StreamSanitizer()
-    const pieces = ["He\u001b]0;pw", "ned\u0007llo \u001b", "[2", "J!", " end\u001b"]
+    const pieces = ["He\u001b]0;pw", "ned\u0007llo\r", "\nnext", " end\r"]
     const shown = pieces.map((piece) => sanitizer.push(piece))
-    assert.deepStrictEqual(shown, ["He", "llo ", "", "!", " end"])
-    assert.strictEqual(sanitizer.flush(), "")
+    assert.deepStrictEqual(shown, ["He\\x1b]0;pw", "ned\\x07llo", "\nnext", " end"])
+    assert.strictEqual(sanitizer.flush(), "\\x0d")
   })
 })

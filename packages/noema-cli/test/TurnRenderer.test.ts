@@ -45,7 +45,7 @@ describe("TurnRenderer and reasoning", () => {
     renderer.end()
     expect(screen.all()).toBe("<dim>Hmm.</dim>\nYes.\n")
   })
-  it("drops control sequences from an answer shown on a terminal, and keeps the text it got", () => {
+  it("shows control sequences in an answer on a terminal as visible escapes, and keeps the text it got", () => {
     const answer = ["Hi\u001b]0;pw", "ned\u0007 there\u001b[2J", "!"]
     const render = (onTerminal: boolean) => {
       const screen = sink()
@@ -65,7 +65,7 @@ describe("TurnRenderer and reasoning", () => {
       return { shown: screen.all(), text: renderer.text }
     }
     const terminal = render(true)
-    expect(terminal.shown).toBe("think\nHi there!\n")
+    expect(terminal.shown).toBe("think\\x1b]0;x\\x07\nHi\\x1b]0;pwned\\x07 there\\x1b[2J!\n")
     expect(terminal.text).toBe(answer.join(""))
     // A pipe or a file gets the answer exactly as the model sent it.
     expect(render(false).shown).toBe(`think\u001b]0;x\u0007\n${answer.join("")}\n`)

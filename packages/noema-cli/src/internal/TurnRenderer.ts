@@ -3,8 +3,9 @@
  * the model's reasoning dim where tool lines go (stderr for `ask`, so stdout
  * holds only the answer), one dim line per finished tool call, and (on a
  * colour terminal) a small "thinking" marker while the model has not said
- * anything yet. What goes to a terminal is `sanitize`d: a model cannot set
- * the window title or clear the screen; `text` keeps what the model sent.
+ * anything yet. What goes to a terminal is `sanitize`d (control and
+ * bidirectional characters shown as visible escapes): a model cannot set the
+ * window title or clear the screen; `text` keeps what the model sent.
  */
 import { PlanAgent } from "@noema/agents"
 import type { Agent, Message } from "@noema/core"
@@ -22,9 +23,9 @@ export interface Options {
   readonly tools: Output
   readonly textStyle: Style
   readonly toolStyle: Style
-  /** `text` is a terminal: control sequences in the answer are dropped. */
+  /** `text` is a terminal: control characters in the answer are shown escaped. */
   readonly textOnTerminal?: boolean
-  /** `tools` is a terminal: control sequences in the reasoning are dropped. */
+  /** `tools` is a terminal: control characters in the reasoning are shown escaped. */
   readonly toolsOnTerminal?: boolean
   /** Show a transient "thinking" marker (needs cursor control: colour terminals only). */
   readonly indicator: boolean
