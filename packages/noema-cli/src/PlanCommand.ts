@@ -72,7 +72,7 @@ const renderer = (io: Io, names: ReadonlyMap<string, string>) => {
   const style = Terminal.styleFor(io.stdout, io.env)
   const started = new Map<string, number>()
   const indent = (depth: number) => "  ".repeat(depth)
-  const nameOf = (urn: string) => names.get(urn) ?? urn
+  const nameOf = (urn: string) => Terminal.oneLine(names.get(urn) ?? urn, 80)
   return (raw: Planner.PlannerEvent): string | undefined => {
     // Titles come from the model: shown without escape sequences.
     const event = "title" in raw ? { ...raw, title: Terminal.oneLine(raw.title, 80) } : raw
@@ -103,9 +103,9 @@ const renderer = (io: Io, names: ReadonlyMap<string, string>) => {
       case "evaluated":
         return `${indent(event.depth)}${event.successful ? "☑" : "☒"} ${event.title} evaluated: ${firstLine(event.reason)}`
       case "corrective":
-        return `${indent(event.depth)}+ ${event.title}: corrective ${event.tasks.length === 1 ? "subtask" : "subtasks"} ${event.tasks.map((task) => `"${task.spec.title}"`).join(", ")}`
+        return `${indent(event.depth)}+ ${event.title}: corrective ${event.tasks.length === 1 ? "subtask" : "subtasks"} ${event.tasks.map((task) => `"${Terminal.oneLine(task.spec.title, 80)}"`).join(", ")}`
       case "stalled":
-        return `${indent(event.depth)}${style.red("⏸")} ${event.title} stalled waiting for ${event.waitingFor.join(", ")}`
+        return `${indent(event.depth)}${style.red("⏸")} ${event.title} stalled waiting for ${Terminal.inline(event.waitingFor.join(", "))}`
       case "context":
         return event.withheld.length === 0 && event.dropped.length === 0
           ? undefined
@@ -140,7 +140,7 @@ const taskLine = (task: Resource.Task, depth: number, names: ReadonlyMap<string,
   const who =
     assignment === undefined
       ? ""
-      : `  → ${names.get(assignment.assistant) ?? assignment.assistant} (${assignment.by} ${assignment.score.toFixed(2)})`
+      : `  → ${Terminal.oneLine(names.get(assignment.assistant) ?? assignment.assistant, 80)} (${assignment.by} ${assignment.score.toFixed(2)})`
   const detail =
     task.status === "done" && task.output !== undefined
       ? `\n${"  ".repeat(depth + 1)}${firstLine(task.output)}`
@@ -311,7 +311,7 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
     error?._tag === "AccessDeniedError" ||
     error?._tag === "PlannerError"
   ) {
-    io.stderr.write(`noema: ${error.message}\n`)
+    io.stderr.write(`noema: ${Terminal.sanitize(error.message ?? "")}\n`)
     return 1
   }
   throw error

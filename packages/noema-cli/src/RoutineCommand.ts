@@ -24,6 +24,7 @@ import type { Io } from "./Cli.js"
 import * as CliConfig from "./CliConfig.js"
 import * as Runtime from "./internal/runtime.js"
 import type { RoutineCommand } from "./RoutineArguments.js"
+import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
 const load = (file: string, io: Io) => {
@@ -62,27 +63,29 @@ const runOn = async <A, E>(
   throw Cause.squash(exit.cause)
 }
 
-const firstLine = (message: Message.Message): string => {
-  const line = Message.text(message).trim().split("\n")[0] ?? ""
-  return line.length > 100 ? `${line.slice(0, 99)}…` : line
-}
+/** The first line of what the model said, made safe for the terminal. */
+const firstLine = (message: Message.Message): string =>
+  Terminal.oneLine(Message.text(message).trim().split("\n")[0] ?? "", 100)
+
+// Chains, tasks and titles come from the document (or a model that wrote it): shown sanitised.
+const { inline, oneLine } = Terminal
 
 const progressLine = (event: RoutineContext.RoutineEvent): string | undefined => {
   switch (event.type) {
     case "setup":
-      return `▶ ${event.chain}: ${event.completed} of ${event.total} task${event.total === 1 ? "" : "s"} done${
+      return `▶ ${inline(event.chain)}: ${event.completed} of ${event.total} task${event.total === 1 ? "" : "s"} done${
         event.resumed ? " (resumed)" : ""
       }`
     case "preamble":
       return `  ${event.kind} preamble sent`
     case "overview":
-      return `  told what is already done: ${event.completed.join(", ")}`
+      return `  told what is already done: ${inline(event.completed.join(", "))}`
     case "task-started":
-      return `  · ${event.chain} ${event.task}: ${event.title}`
+      return `  · ${inline(event.chain)} ${inline(event.task)}: ${oneLine(event.title, 100)}`
     case "task-completed":
-      return `  ✓ ${event.chain} ${event.task}: ${firstLine(event.evidence)}`
+      return `  ✓ ${inline(event.chain)} ${inline(event.task)}: ${firstLine(event.evidence)}`
     case "goal-completed":
-      return `✔ ${event.chain} complete`
+      return `✔ ${inline(event.chain)} complete`
     case "setup-failed":
     case "agent":
       return undefined
@@ -129,7 +132,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
         Effect.sync(() => {
           if (event.type === "setup-failed") {
             io.stderr.write(
-              `noema: setting up ${event.chain} failed (attempt ${event.attempt}): ${event.error}${
+              `noema: setting up ${inline(event.chain)} failed (attempt ${event.attempt}): ${oneLine(event.error, 300)}${
                 event.willRetry ? "; retrying" : ""
               }\n`
             )
@@ -143,7 +146,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
     for (const chain of chains) {
       const state = await runOn(runtime, store.load(full, WorkBreakdown.chainKey(chain)))
       if (state?.status === "complete")
-        io.stdout.write(`✔ ${WorkBreakdown.chainKey(chain)} already complete\n`)
+        io.stdout.write(`✔ ${inline(WorkBreakdown.chainKey(chain))} already complete\n`)
       else pending.push(chain)
     }
     await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }))
@@ -221,9 +224,9 @@ const status = async (
   }
   for (const chain of progress) {
     const count = chain.tasks.filter((task) => task.done).length
-    io.stdout.write(`${chain.chain} (${chain.status}, ${count}/${chain.tasks.length})\n`)
+    io.stdout.write(`${inline(chain.chain)} (${chain.status}, ${count}/${chain.tasks.length})\n`)
     for (const task of chain.tasks)
-      io.stdout.write(`  [${task.done ? "x" : " "}] ${task.id}: ${task.title}\n`)
+      io.stdout.write(`  [${task.done ? "x" : " "}] ${inline(task.id)}: ${oneLine(task.title, 200)}\n`)
   }
   if (options.write) io.stdout.write(`progress written to ${options.file}\n`)
   return 0

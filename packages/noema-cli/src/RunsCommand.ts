@@ -62,8 +62,12 @@ const since = (from: string | undefined, to: string | undefined) => {
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`
 }
 
+// Everything shown that a model, a user or the files chose (names, paths, reasons, errors) goes
+// through the terminal's sanitiser: `Terminal.inline` for a name, `Terminal.oneLine` for prose.
+const { inline, oneLine } = Terminal
+
 const stageName = (run: Run.RunView, position: number) =>
-  `${String(position).padStart(2, "0")}-${run.stages[position - 1]?.key ?? "?"}`
+  inline(`${String(position).padStart(2, "0")}-${run.stages[position - 1]?.key ?? "?"}`)
 
 /** One line per event, as a run goes (undefined: nothing to show). */
 const progressLine = (style: Terminal.Style, run: Run.RunView, event: Run.EventData): string | undefined => {
@@ -71,37 +75,52 @@ const progressLine = (style: Terminal.Style, run: Run.RunView, event: Run.EventD
     case "RunQueued":
       return undefined
     case "RunStarted":
-      return style.dim(`run ${run.runId} running (thread ${run.threadId}, pipeline ${run.pipeline})`)
+      return style.dim(`run ${run.runId} running (thread ${run.threadId}, pipeline ${inline(run.pipeline)})`)
     case "StageStarted":
       return `▸ ${stageName(run, event.position)}${event.attempt > 1 ? ` (attempt ${event.attempt})` : ""}`
     case "ArtifactPublished":
-      return style.dim(`    + ${event.path}  ${size(event.size)}  sha256 ${event.sha256.slice(0, 12)}…`)
+      return style.dim(
+        `    + ${inline(event.path)}  ${size(event.size)}  sha256 ${inline(event.sha256.slice(0, 12))}…`
+      )
     case "StageCompleted": {
       const attempt = run.stages[event.position - 1]?.attempts[event.attempt - 1]
       return `${style.green("✓")} ${stageName(run, event.position)}  ${style.dim(since(attempt?.startedAt, attempt?.finishedAt))}`
     }
     case "StageFailed":
-      return `${style.red("✗")} ${stageName(run, event.position)}: ${event.error_code}: ${Terminal.oneLine(event.error_message, 160)}`
+      return `${style.red("✗")} ${stageName(run, event.position)}: ${inline(event.error_code)}: ${oneLine(event.error_message, 160)}`
     case "ApprovalRequested":
       return `⏸ ${stageName(run, event.position)} waits for approval: noema runs approve ${run.runId} (or reject --reason …)`
     case "ApprovalGranted":
-      return `☑ ${stageName(run, event.position)} approved${event.by === undefined ? "" : ` by ${event.by}`}`
+      return `☑ ${stageName(run, event.position)} approved${event.by === undefined ? "" : ` by ${oneLine(event.by, 60)}`}`
     case "ApprovalRejected":
-      return `☒ ${stageName(run, event.position)} rejected: ${Terminal.oneLine(event.reason, 160)}`
+      return `☒ ${stageName(run, event.position)} rejected: ${oneLine(event.reason, 160)}`
     case "RunCompleted":
       return `${style.green("✔")} run ${run.runId} completed  ${style.dim(since(run.startedAt, run.finishedAt))}`
     case "RunFailed":
-      return `${style.red("✘")} run ${run.runId} failed: ${event.error_code}${event.retryable ? ` (noema runs retry ${run.runId})` : ""}`
+      return `${style.red("✘")} run ${run.runId} failed: ${inline(event.error_code)}${event.retryable ? ` (noema runs retry ${run.runId})` : ""}`
     case "RunCanceled":
-      return `run ${run.runId} canceled: ${event.reason}`
+      return `run ${run.runId} canceled: ${oneLine(event.reason, 160)}`
   }
 }
 
 const threadLine = (thread: Run.Thread) =>
-  `${thread.id}  ${thread.status.padEnd(6)}  ${thread.queuePolicy.padEnd(7)}  ${thread.createdAt}  ${Terminal.oneLine(thread.title, 60)}`
+  `${thread.id}  ${thread.status.padEnd(6)}  ${thread.queuePolicy.padEnd(7)}  ${thread.createdAt}  ${oneLine(thread.title, 60)}`
 
 const runLine = (run: Run.RunView) =>
-  `${run.runId}  ${run.status.padEnd(16)}  ${run.threadId}  ${run.createdAt}  ${run.pipeline}  ${Terminal.oneLine(run.request, 50)}`
+  `${run.runId}  ${run.status.padEnd(16)}  ${run.threadId}  ${run.createdAt}  ${inline(run.pipeline)}  ${oneLine(run.request, 50)}`
+
+/** What `runs verify` found; a run.json whose sha256 was never recorded is said to be so, not "ok". */
+const verifyText = (report: RunFiles.VerifyReport): string => {
+  const runFile =
+    report.runFile === "not recorded"
+      ? "run.json's sha256: not recorded (the run was made before noema recorded it; run.json was read, not checked against it)\n"
+      : ""
+  if (report.ok)
+    return `ok: ${report.runFile === "matches" ? "run.json matches the sha256 recorded when the run was created; " : ""}${report.artifacts} artifacts in ${report.checked.length} stage directories match their manifests and the timeline\n${runFile}`
+  const where = (problem: RunFiles.VerifyProblem) =>
+    inline(problem.stage === "" ? problem.path : `${problem.stage}/artifacts/${problem.path}`)
+  return `${report.problems.map((p) => `${where(p)}: ${oneLine(p.problem, 300)}\n`).join("")}${runFile}${report.problems.length} problem${report.problems.length === 1 ? "" : "s"}\n`
+}
 
 const showRun = (
   run: Run.RunView,
@@ -111,12 +130,12 @@ const showRun = (
 ): string => {
   const lines = [
     `run ${run.runId}  ${run.status}`,
-    `thread ${run.threadId}, pipeline ${run.pipeline}, created ${run.createdAt}${run.finishedAt === undefined ? "" : `, finished ${run.finishedAt}`}`,
-    `request: ${Terminal.oneLine(run.request, 200)}`,
+    `thread ${run.threadId}, pipeline ${inline(run.pipeline)}, created ${run.createdAt}${run.finishedAt === undefined ? "" : `, finished ${run.finishedAt}`}`,
+    `request: ${oneLine(run.request, 200)}`,
     ...(run.error === undefined
       ? []
       : [
-          `error: ${run.error.error_code}: ${Terminal.oneLine(run.error.error_message, 200)}${run.error.retryable ? " (retryable)" : ""}`
+          `error: ${inline(run.error.error_code)}: ${oneLine(run.error.error_message, 200)}${run.error.retryable ? " (retryable)" : ""}`
         ]),
     `files: ${RunFiles.runDirectory(workspace, run.runId)}`,
     "",
@@ -128,11 +147,11 @@ const showRun = (
     )
     for (const attempt of stage.attempts) {
       lines.push(
-        `    attempt ${attempt.attempt}  ${attempt.status}  ${since(attempt.startedAt, attempt.finishedAt)}${attempt.error === undefined ? "" : `  ${attempt.error.error_code}: ${Terminal.oneLine(attempt.error.error_message, 120)}`}`
+        `    attempt ${attempt.attempt}  ${attempt.status}  ${since(attempt.startedAt, attempt.finishedAt)}${attempt.error === undefined ? "" : `  ${inline(attempt.error.error_code)}: ${oneLine(attempt.error.error_message, 120)}`}`
       )
       for (const artifact of attempt.artifacts)
         lines.push(
-          `      ${artifact.path}  ${artifact.kind}  ${size(artifact.size)}  sha256 ${artifact.sha256}`
+          `      ${inline(artifact.path)}  ${inline(artifact.kind)}  ${size(artifact.size)}  sha256 ${inline(artifact.sha256)}`
         )
     }
   }
@@ -149,7 +168,7 @@ const showRun = (
     const detail = Object.entries(rest)
       .map(
         ([key, value]) =>
-          `${key}=${typeof value === "string" ? Terminal.oneLine(value, 60) : JSON.stringify(value)}`
+          `${key}=${typeof value === "string" ? oneLine(value, 60) : inline(JSON.stringify(value))}`
       )
       .join(" ")
     lines.push(
@@ -239,7 +258,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         if (outcome._tag === "Queued") {
           if (!json)
             yield* print(
-              `run ${runId} is queued: ${outcome.reason} (a worker, noema worker or noema serve, starts it when the thread is free; or noema runs resume)\n`
+              `run ${runId} is queued: ${oneLine(outcome.reason, 200)} (a worker, noema worker or noema serve, starts it when the thread is free; or noema runs resume)\n`
             )
           return waitingStatus
         }
@@ -291,7 +310,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
               `planned ${stages.stages.length} stage${stages.stages.length === 1 ? "" : "s"}: ${stages.stages
                 .map(
                   (stage, index) =>
-                    `${String(index + 1).padStart(2, "0")}-${stage.key}${stage.approval ? " (approval)" : ""}`
+                    `${inline(`${String(index + 1).padStart(2, "0")}-${stage.key}`)}${stage.approval ? " (approval)" : ""}`
                 )
                 .join(", ")}\n`
             )
@@ -334,16 +353,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       }
       case "runs-verify": {
         const report = yield* RunFiles.verifyRun(workspace, yield* store.getRun(command.run))
-        if (json) yield* print(`${JSON.stringify(report)}\n`)
-        else if (report.ok)
-          yield* print(
-            `ok: ${report.artifacts} artifacts in ${report.checked.length} stage directories match their manifests and the timeline\n`
-          )
-        else
-          yield* print(
-            report.problems.map((p) => `${p.stage}/artifacts/${p.path}: ${p.problem}\n`).join("") +
-              `${report.problems.length} problem${report.problems.length === 1 ? "" : "s"}\n`
-          )
+        yield* print(json ? `${JSON.stringify(report)}\n` : verifyText(report))
         return report.ok ? 0 : 1
       }
       case "runs-approve":
@@ -381,7 +391,9 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
                       const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
                       // Another worker was quicker: nothing to say.
                       if (error?._tag === "RunBusy") return
-                      io.stderr.write(`noema: run ${runId} stopped: ${error?.message ?? String(error)}\n`)
+                      io.stderr.write(
+                        `noema: run ${runId} stopped: ${Terminal.sanitize(error?.message ?? String(error))}\n`
+                      )
                     })
                   : Effect.void
             })
@@ -470,10 +482,11 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     "RunBusy",
     "LeaseLost",
     "PipelineError",
-    "FileError"
+    "FileError",
+    "RunFileChanged"
   ]
   if (error instanceof RunsCommandError || (error?._tag !== undefined && known.includes(error._tag))) {
-    io.stderr.write(`noema: ${error.message}\n`)
+    io.stderr.write(`noema: ${Terminal.sanitize(error.message ?? "")}\n`)
     return 1
   }
   throw error
