@@ -315,3 +315,30 @@ describe("noema routine run, killed with SIGKILL at random moments", () => {
     expect(kills, `seed ${seed}`).toBeGreaterThan(0)
   }, 120_000)
 })
+
+describe("noema routine run: what the model says is shown escaped", () => {
+  it("evidence with an escape sequence and a bidi override is printed with both escaped", async () => {
+    home = makeHome()
+    fs.writeFileSync(
+      path.join(home, "one.yaml"),
+      [
+        "skills:",
+        "  - id: ops",
+        "    scenarios:",
+        "      - id: run",
+        "        tasks:",
+        '          - { id: t1, title: "Do t1" }',
+        ""
+      ].join("\n")
+    )
+    server.setFallback({ type: "text", text: "done\u001b]0;pwned\u0007 \u202eko" })
+    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const result = await runCli(["routine", "run", "one.yaml", ...model], {
+      env: { NOEMA_HOME: home },
+      cwd: home
+    })
+    expect(result.code, result.stderr).toBe(0)
+    expect(result.stdout).toContain("  ✓ ops/run t1: done\\x1b]0;pwned\\x07 \\u202eko\n")
+    for (const character of ["\u001b", "\u0007", "\u202e"]) expect(result.stdout).not.toContain(character)
+  })
+})
