@@ -3,8 +3,11 @@
  *
  * A connection (the official `@modelcontextprotocol/sdk` client, over stdio
  * or streamable HTTP) lives in a Scope: closing the scope closes the client,
- * and for a stdio server ends its process (stdin closed, then SIGTERM, then
- * SIGKILL), so no server outlives noema. Each server tool becomes a
+ * and for a stdio server ends its process and every process it started (its
+ * process group: stdin closed, then SIGTERM, then SIGKILL; see
+ * `internal/ProcessTransport`), so no server outlives noema. The same happens
+ * at once when a server fails to start, does not answer `initialize` within
+ * `initializeTimeout`, or the connecting is interrupted. Each server tool becomes a
  * `Tool.fromJsonSchema` tool: its input schema is what the model sees, its
  * MCP annotations become noema's, and a call is `tools/call`. A result with
  * `isError`, or a call that fails (the server rejects it, the connection
@@ -15,11 +18,12 @@
  * `_` and the name is cut to 64 characters (what model APIs accept).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js"
 import { Tool } from "@noema/core"
-import { Cause, Context, Effect, Exit, Layer, Schema, Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Schema, Scope } from "effect"
+import { ProcessTransport } from "./internal/ProcessTransport.js"
 import { isHttp, type ServerConfig, type Servers } from "./McpConfig.js"
 
 // ---------------------------------------------------------------------------
@@ -50,6 +54,8 @@ export interface ConnectOptions {
   /** Who noema says it is in the MCP handshake. */
   readonly clientName?: string
   readonly clientVersion?: string
+  /** How long a server may take to start and answer `initialize`. Default 60 seconds (the SDK's). */
+  readonly initializeTimeout?: Duration.Input
 }
 
 // ---------------------------------------------------------------------------
@@ -136,9 +142,69 @@ const lastLines = (text: string): string => {
   return lines.slice(-1)[0]?.trim().slice(0, 300) ?? ""
 }
 
+/** The transport to a server: a child process of its own group (stdio), or streamable HTTP. */
+const transportFor = (config: ServerConfig) =>
+  isHttp(config)
+    ? new StreamableHTTPClientTransport(new URL(config.url), {
+        ...(config.headers !== undefined && { requestInit: { headers: { ...config.headers } } })
+      })
+    : new ProcessTransport({
+        command: config.command,
+        args: config.args ?? [],
+        // A small default environment (PATH, HOME, ...) plus the server's own, not all of noema's.
+        env: { ...getDefaultEnvironment(), ...config.env },
+        cwd: config.cwd
+      })
+
+/**
+ * Starts the client on a new transport and runs the MCP handshake. The transport is closed
+ * (a stdio server's process tree ended) when the scope closes, and at once when starting
+ * fails, times out or is interrupted: it is registered with the scope before anything starts.
+ */
+const start = (server: string, config: ServerConfig, options: ConnectOptions) =>
+  Effect.gen(function* () {
+    const client = new Client({
+      name: options.clientName ?? "noema",
+      version: options.clientVersion ?? "0.1.0"
+    })
+    const transport = transportFor(config)
+    let stderr = ""
+    if (transport instanceof ProcessTransport)
+      // Kept to explain a failed start; a server's logs do not belong on noema's terminal.
+      transport.stderr.on("data", (chunk: Buffer) => {
+        stderr = (stderr + chunk.toString("utf8")).slice(-4096)
+      })
+    const close = Effect.promise(async () => {
+      await client.close().catch(() => undefined)
+      await transport.close().catch(() => undefined)
+    })
+    yield* Effect.addFinalizer(() => close)
+    const timeout = Duration.fromInputUnsafe(options.initializeTimeout ?? "60 seconds")
+    const failure = (reason: string) => {
+      const detail = lastLines(stderr)
+      return new McpError({
+        server,
+        message: `MCP server "${server}" (${isHttp(config) ? config.url : config.command}) failed to start: ${reason}${
+          detail === "" ? "" : ` (stderr: ${detail})`
+        }`
+      })
+    }
+    yield* Effect.tryPromise({
+      try: (signal) => client.connect(transport, { signal, timeout: Duration.toMillis(timeout) }),
+      catch: (error) => failure(describe(error))
+    }).pipe(
+      Effect.timeoutOrElse({
+        duration: timeout,
+        orElse: () => Effect.fail(failure(`it did not answer initialize within ${Duration.format(timeout)}`))
+      }),
+      Effect.onError(() => close)
+    )
+    return { client, pid: transport instanceof ProcessTransport ? transport.pid : undefined }
+  })
+
 /**
  * Connects to one server and lists its tools; the connection is closed (a
- * stdio server's process ended) when the scope closes.
+ * stdio server's process tree ended) when the scope closes.
  */
 export const connect = (
   server: string,
@@ -146,55 +212,7 @@ export const connect = (
   options: ConnectOptions = {}
 ): Effect.Effect<Connection, McpError, Scope.Scope> =>
   Effect.gen(function* () {
-    let stderr = ""
-    const acquire = Effect.tryPromise({
-      try: async () => {
-        const client = new Client({
-          name: options.clientName ?? "noema",
-          version: options.clientVersion ?? "0.1.0"
-        })
-        let pid: () => number | undefined = () => undefined
-        if (isHttp(config)) {
-          const transport = new StreamableHTTPClientTransport(new URL(config.url), {
-            ...(config.headers !== undefined && { requestInit: { headers: { ...config.headers } } })
-          })
-          await client.connect(transport)
-        } else {
-          const transport = new StdioClientTransport({
-            command: config.command,
-            ...(config.args !== undefined && { args: [...config.args] }),
-            ...(config.env !== undefined && { env: { ...getDefaultEnvironment(), ...config.env } }),
-            ...(config.cwd !== undefined && { cwd: config.cwd }),
-            // Kept to explain a failed start; a server's logs do not belong on noema's terminal.
-            stderr: "pipe"
-          })
-          transport.stderr?.on("data", (chunk: Buffer) => {
-            stderr = (stderr + chunk.toString("utf8")).slice(-4096)
-          })
-          pid = () => transport.pid ?? undefined
-          try {
-            await client.connect(transport)
-          } catch (error) {
-            await transport.close().catch(() => undefined)
-            throw error
-          }
-        }
-        return { client, pid: pid() }
-      },
-      catch: (error) => {
-        const detail = lastLines(stderr)
-        const where = isHttp(config) ? config.url : config.command
-        return new McpError({
-          server,
-          message: `MCP server "${server}" (${where}) failed to start: ${describe(error)}${
-            detail === "" ? "" : ` (stderr: ${detail})`
-          }`
-        })
-      }
-    })
-    const { client, pid } = yield* Effect.acquireRelease(acquire, ({ client }) =>
-      Effect.promise(() => client.close().catch(() => undefined))
-    )
+    const { client, pid } = yield* start(server, config, options)
     const listed = yield* Effect.tryPromise({
       try: async () => {
         const tools: Array<McpTool> = []

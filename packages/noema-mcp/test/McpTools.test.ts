@@ -1,16 +1,20 @@
+import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { Tool } from "@noema/core"
-import { Effect, Exit, Scope } from "effect"
+import { Effect, Exit, Fiber, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import * as z from "zod"
 import { McpTools } from "../src/index.js"
 
 const fixture = path.join(import.meta.dirname, "fixtures", "StdioServer.ts")
 const stdio = { command: process.execPath, args: [fixture] }
+const silentServer = path.join(import.meta.dirname, "fixtures", "SilentServer.ts")
 
 const call = (tools: ReadonlyArray<Tool.Any>, name: string, args: unknown) =>
   Tool.callIn(tools, { id: "c1", name, arguments: JSON.stringify(args) })
@@ -153,6 +157,150 @@ describe("McpTools over stdio (a real server process)", () => {
     )
     assert.instanceOf(error, McpTools.McpError)
   })
+})
+
+// ---------------------------------------------------------------------------
+// The process tree: a server and what it started end on every path
+// ---------------------------------------------------------------------------
+
+/**
+ * Whether a process is gone: `kill(pid, 0)` fails with ESRCH, or it is a zombie (dead, its
+ * exit status not collected: a grandchild whose parent died is handed to PID 1, and a
+ * container's PID 1 may never collect it).
+ */
+const isGone = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH"
+  }
+  try {
+    return /^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
+  } catch {
+    return false
+  }
+}
+
+const pause = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/** Polls until `done`, at most `tries` times 50 ms apart (a generous bound: a busy machine is slow, not wrong). */
+const eventually = (done: () => boolean, tries = 600): Effect.Effect<boolean> =>
+  Effect.gen(function* () {
+    for (let i = 0; i < tries; i++) {
+      if (done()) return true
+      yield* pause(50)
+    }
+    return done()
+  })
+
+interface Pids {
+  readonly child: number
+  readonly grandchild: number
+}
+
+/** A file for the fixture to write its pids to, and a way to wait for them. */
+const pidsFile = () => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "noema-mcp-")), "pids.json")
+  const read = (): Pids | undefined => {
+    try {
+      return JSON.parse(fs.readFileSync(file, "utf8")) as Pids
+    } catch {
+      return undefined
+    }
+  }
+  const written = Effect.gen(function* () {
+    assert.isTrue(yield* eventually(() => read() !== undefined), `the fixture never wrote ${file}`)
+    return read() as Pids
+  })
+  return { file, written }
+}
+
+/** Both running before noema gives up: what is checked afterwards is noema's doing. */
+const assertRunning = (pids: Pids) => {
+  assert.isFalse(isGone(pids.child))
+  assert.isFalse(isGone(pids.grandchild))
+}
+
+const assertTreeGone = (pids: Pids) =>
+  Effect.gen(function* () {
+    assert.isTrue(yield* eventually(() => isGone(pids.child)), `the server ${pids.child} is still running`)
+    assert.isTrue(
+      yield* eventually(() => isGone(pids.grandchild)),
+      `the server's child ${pids.grandchild} is still running`
+    )
+  })
+
+const silent = (file: string, mode: "silent" | "exit") => ({
+  command: process.execPath,
+  args: [silentServer, file, mode]
+})
+
+describe("McpTools ends a stdio server's process tree on every path", () => {
+  it.effect("a server that never answers initialize: ended when the timeout gives up", () =>
+    Effect.gen(function* () {
+      const { file, written } = pidsFile()
+      const connecting = yield* Effect.forkChild(
+        McpTools.connect("mute", silent(file, "silent"), { initializeTimeout: "1 minute" }).pipe(
+          Effect.scoped,
+          Effect.flip
+        )
+      )
+      const pids = yield* written
+      assertRunning(pids)
+      // The test's clock: the timeout fires now, however slow the machine was to start the server.
+      yield* TestClock.adjust("1 minute")
+      const error = yield* Fiber.join(connecting)
+      assert.strictEqual(error._tag, "McpError")
+      assert.match(
+        error.message,
+        /^MCP server "mute" \(.*\) failed to start: it did not answer initialize within 1m/
+      )
+      yield* assertTreeGone(pids)
+    })
+  )
+
+  it.effect("a server that fails to start: ended at once, before its scope closes", () =>
+    Effect.gen(function* () {
+      const { file, written } = pidsFile()
+      // The scope stays open: what ends the tree is the failed start itself. (The server has
+      // exited by design; its child ignores SIGTERM and would run on.)
+      const scope = yield* Scope.make()
+      const error = yield* Effect.flip(Scope.provide(McpTools.connect("quits", silent(file, "exit")), scope))
+      assert.match(error.message, /^MCP server "quits" \(.*\) failed to start/)
+      yield* assertTreeGone(yield* written)
+      yield* Scope.close(scope, Exit.void)
+    })
+  )
+
+  it.effect("connecting interrupted: ended", () =>
+    Effect.gen(function* () {
+      const { file, written } = pidsFile()
+      const connecting = yield* Effect.forkChild(
+        Effect.scoped(McpTools.connect("interrupted", silent(file, "silent")))
+      )
+      const pids = yield* written
+      assertRunning(pids)
+      yield* Fiber.interrupt(connecting)
+      yield* assertTreeGone(pids)
+    })
+  )
+
+  it.effect("a connected server: ended, with what it started, when the scope closes", () =>
+    Effect.gen(function* () {
+      const { file, written } = pidsFile()
+      const scope = yield* Scope.make()
+      const connection = yield* Scope.provide(
+        McpTools.connect("calc", { ...stdio, env: { FIXTURE_PIDS_FILE: file } }),
+        scope
+      )
+      const pids = yield* written
+      assertRunning(pids)
+      assert.strictEqual(connection.pid, pids.child)
+      assert.strictEqual((yield* call(connection.tools, "calc__add", { a: 1, b: 1 })).content, "2")
+      yield* Scope.close(scope, Exit.void)
+      yield* assertTreeGone(pids)
+    })
+  )
 })
 
 describe("McpTools.toolName", () => {
