@@ -157,8 +157,8 @@ export const run = async (options: PlannerOptions): Promise<Record<string, numbe
             VectorIndex.fromDatabase(LocalEmbedder.make()),
             context
           )
-          const events = yield* ResourceEvents.makeMemory
           const policy = yield* Policy.allowAll
+          const events = yield* ResourceEvents.makeMemory(policy)
           const index = ResourceIndex.make(store, policy, { events, vectors })
           yield* PlannerTesting.registerAssistants(index, "cld:assistant.planner", team)
           const sqliteWorld = { store, index, events, vectors }
