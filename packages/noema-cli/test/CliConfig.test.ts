@@ -73,11 +73,11 @@ describe("CliConfig", () => {
     const config = CliConfig.resolveModel({ baseUrl: "https://me:s3cret@llm.example/v1?api_key=k3y" }, {})
     assert.strictEqual(
       CliConfig.describeModel(config),
-      "gpt-4o-mini at https://***@llm.example/v1?api_key=***"
+      "gpt-4o-mini at https://me:***@llm.example/v1?api_key=***"
     )
     assert.throws(
       () => CliConfig.resolveModel({ baseUrl: "ftp://me:s3cret@llm.example" }, {}),
-      /"ftp:\/\/\*\*\*@llm\.example" is not an http\(s\) URL/
+      /"ftp:\/\/me:\*\*\*@llm\.example" is not an http\(s\) URL/
     )
   })
 

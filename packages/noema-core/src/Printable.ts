@@ -52,18 +52,30 @@ export const firstControl = (
 const secretParameter = /key|token|secret|passw|pwd|auth|signature|sig$|credential/i
 
 /** The scheme and the user part of a URL (everything before the last `@` of its authority). */
-const userPart = /^([a-z][a-z0-9+.-]*:\/\/)[^/?#\s]*@/i
+const userPart = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#\s]*)@/i
+
+/**
+ * `user:password` shown as `user:***`: the name helps, the password never shows. A lone
+ * user part of a web URL may be a token (`https://TOKEN@host`): `***`; a database's
+ * (`postgres://alice@db`) is a user name.
+ */
+const maskUser = (_whole: string, scheme: string, userInfo: string): string => {
+  const colon = userInfo.indexOf(":")
+  if (colon > 0) return `${scheme}${userInfo.slice(0, colon)}:***@`
+  return /^(https?|wss?):/i.test(scheme) || colon === 0 ? `${scheme}***@` : `${scheme}${userInfo}@`
+}
 
 /** Parameters of the query or the fragment (OAuth puts tokens there): the separator, the name, the value. */
 const parameter = /([?&;#])([^=&#;]*)=([^&#;]*)/g
 
 /**
- * `url` as it may be shown: the user part replaced by `***` (`http://***@host/v1`) and the
+ * `url` as it may be shown: the password replaced by `***` (`http://user:***@host/v1`; a user part
+ * without a password, which may be a token, as a whole: `http://***@host`) and the
  * values of secret-named query (or fragment) parameters by `***`. The rest is kept as written, also when
  * `url` is not a valid URL.
  */
 export const redactUrl = (url: string): string => {
-  const withoutUser = url.replace(userPart, "$1***@")
+  const withoutUser = url.replace(userPart, maskUser)
   const query = withoutUser.search(/[?#]/)
   if (query < 0) return withoutUser
   return (

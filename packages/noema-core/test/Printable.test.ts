@@ -24,9 +24,9 @@ describe("Printable.escapeControls", () => {
 
 describe("Printable.redactUrl", () => {
   it("hides the user part and secret-named parameters, keeps the rest as written", () => {
-    assert.strictEqual(Printable.redactUrl("http://user:secret@host:8080/v1"), "http://***@host:8080/v1")
+    assert.strictEqual(Printable.redactUrl("http://user:secret@host:8080/v1"), "http://user:***@host:8080/v1")
     assert.strictEqual(Printable.redactUrl("https://tok3n@host/v1"), "https://***@host/v1")
-    assert.strictEqual(Printable.redactUrl("http://u:p@ss@host/v1"), "http://***@host/v1")
+    assert.strictEqual(Printable.redactUrl("http://u:p@ss@host/v1"), "http://u:***@host/v1")
     assert.strictEqual(
       Printable.redactUrl(
         "http://host/v1?api-key=k1&apikey=k2&access_token=t&x=1&Password=p&client_secret=s"
@@ -46,7 +46,7 @@ describe("Printable.redactUrl", () => {
       Printable.redactUrls(
         "Request cannot be constructed from a URL that includes credentials: http://user:secret@127.0.0.1:9/v1/chat/completions?api_key=tok (see https://docs.example/x)"
       ),
-      "Request cannot be constructed from a URL that includes credentials: http://***@127.0.0.1:9/v1/chat/completions?api_key=*** (see https://docs.example/x)"
+      "Request cannot be constructed from a URL that includes credentials: http://user:***@127.0.0.1:9/v1/chat/completions?api_key=*** (see https://docs.example/x)"
     )
   })
 })

@@ -693,7 +693,7 @@ describe("OpenAiChatModel failures", () => {
       })
       const error = yield* Effect.flip(model.complete(request))
       expectReason(error, "Network")
-      assert.include(error.message, `http://***@${url.host}`)
+      assert.include(error.message, `http://user:***@${url.host}`)
       assert.notInclude(error.message, "hunter2secret")
       assert.notInclude(error.message, "tok3nvalue")
     })

@@ -9,6 +9,7 @@
  * status line or a log never shows the password.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
+import { Printable } from "@noema/core"
 import { Effect, Layer, Redacted } from "effect"
 import type * as SqlClient from "effect/sql/SqlClient"
 import { IoFailure, StoreError } from "./SessionStore.js"
@@ -27,24 +28,9 @@ export const isUrl = (text: string): boolean => /^postgres(?:ql)?:\/\//i.test(te
 
 /**
  * `url` as it may be shown to people: without its password (in the user part
- * or a `password=` parameter). A text that does not parse as a URL is shown as
- * its scheme only, since where the password sits in it cannot be known.
+ * or a `password=` parameter). The one definition is core's `Printable.redactUrl`.
  */
-export const redactUrl = (url: string): string => {
-  let parsed: URL
-  try {
-    parsed = new URL(url.trim())
-  } catch {
-    const scheme = /^([a-z][a-z0-9+.-]*:)/i.exec(url.trim())?.[1]
-    return scheme === undefined ? "(unparseable database URL)" : `${scheme}//(unparseable URL)`
-  }
-  if (parsed.password !== "") parsed.password = "***"
-  for (const key of [...parsed.searchParams.keys()]) {
-    if (key.toLowerCase() === "password") parsed.searchParams.set(key, "***")
-  }
-  // `***` percent-encoded by URL would read as %2A%2A%2A; keep it readable.
-  return parsed.toString().replaceAll("%2A%2A%2A", "***")
-}
+export const redactUrl = (url: string): string => Printable.redactUrl(url.trim())
 
 const secretOf = (url: Options["url"]): Redacted.Redacted<string> =>
   typeof url === "string" ? Redacted.make(url.trim()) : url

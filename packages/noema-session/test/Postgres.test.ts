@@ -110,8 +110,8 @@ describe("Postgres.redactUrl", () => {
     assert.strictEqual(Postgres.redactUrl("postgres://db/noema"), "postgres://db/noema")
   })
 
-  it("shows nothing of a URL it cannot parse", () => {
-    assert.strictEqual(Postgres.redactUrl("postgres://alice:hunter2@[bad"), "postgres://(unparseable URL)")
+  it("hides the password of a URL it cannot parse too", () => {
+    assert.strictEqual(Postgres.redactUrl("postgres://alice:hunter2@[bad"), "postgres://alice:***@[bad")
   })
 
   it("tells URLs from file paths", () => {
