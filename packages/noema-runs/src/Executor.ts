@@ -83,7 +83,7 @@ export interface Executor {
     readonly request: string
     readonly pipeline: Pipeline
     readonly claim?: ClaimRequest
-  }) => Effect.Effect<RunView, CreateRunError | RunFiles.FileError>
+  }) => Effect.Effect<RunView, CreateRunError | RunFiles.FileError | PipelineModule.PipelineError>
   /**
    * The pipeline the run was created with (run.json keeps it), refused with `RunFileChanged`
    * when run.json is not the one the run's timeline recorded.
@@ -543,11 +543,13 @@ export const make = (options: Options): Executor => {
     })
 
   return {
-    create: ({ threadId, request, pipeline, claim }) =>
+    create: ({ threadId, request, pipeline: given, claim }) =>
       Effect.gen(function* () {
         const input = { request }
         if (typeof input.request !== "string" || input.request.trim().length === 0)
           return yield* Effect.fail(new InvalidInput({ detail: "input.json needs a non-empty request" }))
+        // The one gate every pipeline passes, whichever way it came (a file, the API, a model's plan).
+        const pipeline = yield* PipelineModule.decode(given, "the pipeline")
         const stages = PipelineModule.planned(pipeline)
         const file: RunFiles.RunFile = {
           run_id: newRunId(),

@@ -326,9 +326,10 @@ document.querySelectorAll("[data-action]").forEach(function (button) {
     if (action === "verify") {
       api("GET", "/api/runs/" + encodeURIComponent(run) + "/verify").then(function (report) {
         $("verify").className = report.ok ? "mono s-completed" : "mono error";
+        var runFile = "run.json " + (report.runFile === "not recorded" ? "not checked (no sha256 recorded for this run)" : report.runFile === "matches" ? "matches its sha256" : "changed");
         $("verify").textContent = report.ok
-          ? "verified: " + report.artifacts + " artifacts in " + report.checked.length + " stage directories match their manifests and the timeline"
-          : "problems: " + report.problems.map(function (p) { return p.stage + "/" + p.path + ": " + p.problem; }).join("; ");
+          ? "verified: " + runFile + "; " + report.artifacts + " artifacts in " + report.checked.length + " stage directories match their manifests and the timeline"
+          : "problems: " + report.problems.map(function (p) { return [p.stage, p.path].filter(Boolean).join("/") + ": " + p.problem; }).join("; ");
       }).catch(function (error) { notice(error.message); });
       return;
     }

@@ -57,6 +57,56 @@ const describe = (error: unknown): string => (error instanceof Error ? error.mes
 const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 
 // ---------------------------------------------------------------------------
+// Reading what is on disk, trusting nothing
+// ---------------------------------------------------------------------------
+
+/**
+ * The problem with the way from `root` down to `file`'s directory, if any: every
+ * directory on it must be a real directory, not a symbolic link (a link placed in a
+ * run's directory must not lead a reader outside it).
+ */
+export const linkOnTheWay = (root: string, file: string): string | undefined => {
+  const relative = path.relative(root, path.dirname(file))
+  if (relative === "") return undefined
+  if (relative.startsWith("..") || path.isAbsolute(relative)) return "outside the directory it belongs to"
+  let at = root
+  for (const segment of relative.split(path.sep)) {
+    at = path.join(at, segment)
+    const stat = fs.lstatSync(at)
+    if (stat.isSymbolicLink()) return "the path goes through a symbolic link"
+    if (!stat.isDirectory()) return "the path goes through something that is not a directory"
+  }
+  return undefined
+}
+
+/**
+ * The bytes of `file` (under `root`), read only as a regular file reached through real
+ * directories: a symbolic link, a FIFO (whose open would block the reader), a device or a
+ * directory is refused with an error saying which, never followed or waited on.
+ * `undefined` when there is no such file.
+ */
+export const readRegularFile = (root: string, file: string): Buffer | undefined => {
+  if (!fs.existsSync(path.dirname(file))) return undefined
+  const problem = linkOnTheWay(root, file)
+  if (problem !== undefined) throw new Error(problem)
+  let fd: number
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === "ENOENT") return undefined
+    if (code === "ELOOP") throw new Error("a symbolic link, not a file")
+    throw error
+  }
+  try {
+    if (!fs.fstatSync(fd).isFile()) throw new Error("not a regular file")
+    return fs.readFileSync(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Atomic, never-overwriting writes
 // ---------------------------------------------------------------------------
 
@@ -190,7 +240,11 @@ export const readRunFile = (
 ): Effect.Effect<RunFile, FileError | RunFileChanged> => {
   const file = path.join(workspace, runFileName(run.runId))
   return Effect.flatMap(
-    attempt(file, () => fs.readFileSync(file)),
+    attempt(file, () => {
+      const bytes = readRegularFile(workspace, file)
+      if (bytes === undefined) throw new Error("no such file")
+      return bytes
+    }),
     (bytes): Effect.Effect<RunFile, FileError | RunFileChanged> => {
       const check = checkRunFile(bytes, run)
       if (check._tag === "Changed") return Effect.fail(check.error)
@@ -383,9 +437,8 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
 
 /** The manifest in an attempt's directory, if it has one. */
 export const readManifest = (directory: string): Manifest | undefined => {
-  const file = path.join(directory, "manifest.json")
-  if (!fs.existsSync(file)) return undefined
-  return JSON.parse(fs.readFileSync(file, "utf8")) as Manifest
+  const bytes = readRegularFile(directory, path.join(directory, "manifest.json"))
+  return bytes === undefined ? undefined : (JSON.parse(bytes.toString("utf8")) as Manifest)
 }
 
 // ---------------------------------------------------------------------------
@@ -429,23 +482,6 @@ export const attemptPath = (
 ): string => {
   const directory = stagePath(workspace, runId, position, key)
   return attempt === latest ? directory : `${directory}.attempt-${attempt}`
-}
-
-/** An artifact's bytes, read from inside the attempt's `artifacts/` directory only. */
-export const readArtifact = (
-  attemptDirectory: string,
-  relative: string,
-  maxBytes = 4 * 1024 * 1024
-): Effect.Effect<Uint8Array, FileError> => {
-  const root = path.join(attemptDirectory, "artifacts")
-  const target = confine(root, relative)
-  if (typeof target !== "string")
-    return Effect.fail(new FileError({ path: relative, detail: target.problem }))
-  return attempt(target, () => {
-    const size = fs.statSync(target).size
-    if (size > maxBytes) throw new Error(`${size} bytes, more than the ${maxBytes} shown`)
-    return new Uint8Array(fs.readFileSync(target))
-  })
 }
 
 // ---------------------------------------------------------------------------
@@ -495,9 +531,10 @@ export const verify = (
 ): Effect.Effect<VerifyReport, FileError> => {
   const runDir = runDirectory(workspace, runId)
   return attempt(runDir, () => {
-    if (!fs.existsSync(path.join(runDir, "run.json"))) throw new Error("no run.json: not a run directory")
+    const runFileBytes = readRegularFile(runDir, path.join(runDir, "run.json"))
+    if (runFileBytes === undefined) throw new Error("no run.json: not a run directory")
     const problems: Array<VerifyProblem> = []
-    const check = checkRunFile(fs.readFileSync(path.join(runDir, "run.json")), { runId, runFileSha256 })
+    const check = checkRunFile(runFileBytes, { runId, runFileSha256 })
     if (check._tag !== "Valid")
       problems.push({
         stage: "",
@@ -521,6 +558,14 @@ export const verify = (
     const stageDirs = fs.existsSync(stagesDir) ? fs.readdirSync(stagesDir).sort() : []
     for (const stage of stageDirs) {
       const directory = path.join(stagesDir, stage)
+      if (!fs.lstatSync(directory).isDirectory()) {
+        problems.push({
+          stage,
+          path: "",
+          problem: "not a directory (a symbolic link?): nothing in it is trusted"
+        })
+        continue
+      }
       let manifest: Manifest | undefined
       try {
         manifest = readManifest(directory)
@@ -539,11 +584,17 @@ export const verify = (
           problems.push({ stage, path: entry.path, problem: target.problem })
           continue
         }
-        if (!fs.existsSync(target)) {
+        let bytes: Buffer | undefined
+        try {
+          bytes = readRegularFile(runDir, target)
+        } catch (error) {
+          problems.push({ stage, path: entry.path, problem: `refused: ${describe(error)}` })
+          continue
+        }
+        if (bytes === undefined) {
           problems.push({ stage, path: entry.path, problem: "missing" })
           continue
         }
-        const bytes = fs.readFileSync(target)
         if (bytes.length !== entry.size)
           problems.push({
             stage,

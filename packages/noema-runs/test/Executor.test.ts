@@ -7,6 +7,7 @@ import { ScriptedChatModel } from "@noema/core/testing"
 import { Cause, Deferred, Effect, Exit } from "effect"
 import * as Executor from "../src/Executor.js"
 import * as Pipeline from "../src/Pipeline.js"
+import * as PlanPipeline from "../src/PlanPipeline.js"
 import * as RunFiles from "../src/RunFiles.js"
 import * as RunsStore from "../src/RunsStore.js"
 import * as Worker from "../src/Worker.js"
@@ -460,6 +461,26 @@ const withInstructions = (instructions: string) => (file: RunFiles.RunFile) => (
 })
 
 describe("run.json's integrity", () => {
+  it.effect("every pipeline passes the same bounds when a run is made, a model's plan included", () =>
+    Effect.gen(function* () {
+      const { workspace, executor, thread, store } = yield* setup([])
+      const huge = "x".repeat(Pipeline.limits.maxInstructionsLength + 1)
+      const planned = PlanPipeline.fromPlan({
+        goal: "g",
+        steps: [{ id: 1, title: "Write", detail: huge, status: "pending" }],
+        replans: 0
+      })
+      const refused = yield* Effect.flip(
+        executor.create({ threadId: thread.id, request: "r", pipeline: planned })
+      )
+      assert.strictEqual(refused._tag, "PipelineError")
+      assert.match(refused.message, /stages\[0\]\.instructions: \d+ characters, more than the 20000 allowed/)
+      // Nothing was made: no run in the store, no run directory.
+      assert.deepStrictEqual(yield* store.listRuns(), [])
+      assert.isFalse(fs.existsSync(path.join(workspace, "runs")))
+    })
+  )
+
   it.effect("a waiting run whose run.json was changed: approve and resume refuse it, verify names it", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread, store, model } = yield* setup(["published"])

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -342,6 +343,58 @@ describe("RunFiles", () => {
       const foreign = yield* RunFiles.verify(root, "run_1")
       assert.isFalse(foreign.ok)
       assert.include(foreign.problems[0]?.problem, "another run (run_2)")
+    })
+  )
+
+  // Another local user (or a hostile tool) may put links and FIFOs where a run's files are:
+  // verify and the readers must neither follow them nor block on them.
+  it.effect("verify and readRunFile refuse links and FIFOs instead of following or waiting on them", () =>
+    Effect.gen(function* () {
+      const root = workspace()
+      const outside = path.join(root, "outside.md")
+      fs.writeFileSync(outside, "aaa")
+      yield* RunFiles.writeRunFile(root, runFile("run_1"))
+      const writer = yield* RunFiles.stageWriter({
+        workspace: root,
+        runId: "run_1",
+        position: 1,
+        key: "draft",
+        attempt: 1
+      })
+      yield* writer.writeArtifact("a.md", "aaa")
+      yield* writer.writeArtifact("b.md", "bbb")
+      yield* writer.writeArtifact("sub/c.md", "ccc")
+      yield* writer.writeManifest(manifestFields(1))
+      const artifacts = writer.artifactsDirectory
+      // a.md: a link to a file with the same bytes; b.md: a FIFO; sub/: a link to a directory.
+      fs.rmSync(path.join(artifacts, "a.md"))
+      fs.symlinkSync(outside, path.join(artifacts, "a.md"))
+      fs.rmSync(path.join(artifacts, "b.md"))
+      execFileSync("mkfifo", [path.join(artifacts, "b.md")])
+      const elsewhere = path.join(root, "elsewhere")
+      fs.mkdirSync(elsewhere)
+      fs.writeFileSync(path.join(elsewhere, "c.md"), "ccc")
+      fs.rmSync(path.join(artifacts, "sub"), { recursive: true })
+      fs.symlinkSync(elsewhere, path.join(artifacts, "sub"))
+      const report = yield* RunFiles.verify(root, "run_1")
+      assert.isFalse(report.ok)
+      assert.deepStrictEqual(
+        report.problems.map((p) => [p.path, p.problem]),
+        [
+          ["a.md", "refused: a symbolic link, not a file"],
+          ["b.md", "refused: not a regular file"],
+          ["sub/c.md", "refused: the path goes through a symbolic link"],
+          ["sub", "not listed in the manifest"]
+        ]
+      )
+      // run.json as a FIFO: refused at once, not waited on.
+      const file = path.join(root, "runs", "run_1", "run.json")
+      fs.rmSync(file)
+      execFileSync("mkfifo", [file])
+      const read = yield* Effect.flip(RunFiles.readRunFile(root, { runId: "run_1" }))
+      assert.include(read.message, "not a regular file")
+      const verified = yield* Effect.flip(RunFiles.verify(root, "run_1"))
+      assert.include(verified.message, "not a regular file")
     })
   )
 })

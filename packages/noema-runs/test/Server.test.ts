@@ -281,6 +281,30 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(refusedRun.body.error.code).toBe("ThreadClosed")
   })
 
+  it("a waiting run whose run.json was changed: approve is refused with 409, naming the file, not the workspace", async () => {
+    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const created = await call("POST", "/api/runs", {
+      thread_id: thread.id,
+      request: "a note",
+      pipeline: approval
+    })
+    const runId = (created.body as RunView).runId
+    await until(async () => {
+      const run = await statusOf(runId)
+      return run.status === "waiting_approval" ? run : undefined
+    }, "waiting_approval")
+    const file = path.join(RunFiles.runDirectory(workspace, runId), "run.json")
+    fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace("Publish", "Leak"))
+    const refused = await call("POST", `/api/runs/${runId}/approve`, {})
+    expect(refused.status).toBe(409)
+    expect(refused.body.error.code).toBe("RunFileChanged")
+    expect(refused.body.error.message).toMatch(new RegExp(`^runs/${runId}/run\\.json was changed`))
+    expect(JSON.stringify(refused.body)).not.toContain(workspace)
+    expect((await statusOf(runId)).status).toBe("waiting_approval")
+    const cancel = await call("POST", `/api/runs/${runId}/cancel`, {})
+    expect(cancel.status).toBe(200)
+  })
+
   it("reject fails the run; retry asks again; cancel ends it", async () => {
     const thread = (await call("POST", "/api/threads", {})).body as Thread
     const run = (

@@ -19,6 +19,7 @@ import {
   ThreadClosed,
   ThreadNotFound
 } from "../Run.js"
+import { RunFileChanged } from "../RunFiles.js"
 import { RunBusy } from "../RunLease.js"
 import { ArtifactFileError } from "./ArtifactFile.js"
 
@@ -44,7 +45,8 @@ const statusOf = (error: unknown): number | undefined => {
     error instanceof ThreadClosed ||
     error instanceof ThreadBusy ||
     error instanceof IllegalTransition ||
-    error instanceof RunBusy
+    error instanceof RunBusy ||
+    error instanceof RunFileChanged
   )
     return 409
   if (error instanceof InvalidInput || error instanceof PipelineError) return 400

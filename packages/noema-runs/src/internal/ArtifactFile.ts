@@ -24,7 +24,7 @@ import { constants } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Effect, Schema } from "effect"
-import { confine } from "../RunFiles.js"
+import { confine, linkOnTheWay } from "../RunFiles.js"
 
 export class ArtifactFileError extends Schema.TaggedError<ArtifactFileError>()("ArtifactFileError", {
   /** The artifact's path, relative to its attempt's `artifacts/` directory. */
@@ -54,15 +54,9 @@ const codeOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
 /** Fails when a directory from the workspace down to `file`'s parent is a link or not a directory. */
-const checkDirectories = async (workspace: string, file: string, refuse: (detail: string) => never) => {
-  const segments = path.relative(workspace, path.dirname(file)).split(path.sep)
-  let at = workspace
-  for (const segment of segments) {
-    at = path.join(at, segment)
-    const stat = await fs.lstat(at)
-    if (stat.isSymbolicLink()) refuse("the path goes through a symbolic link")
-    if (!stat.isDirectory()) refuse("the path goes through something that is not a directory")
-  }
+const checkDirectories = (workspace: string, file: string, refuse: (detail: string) => never) => {
+  const problem = linkOnTheWay(workspace, file)
+  if (problem !== undefined) refuse(problem)
 }
 
 /**
@@ -99,7 +93,7 @@ export const read = (options: Options): Effect.Effect<Uint8Array, ArtifactFileEr
       if (!target.startsWith(workspace + path.sep)) return refuse("the artifact is outside the workspace")
       let handle: fs.FileHandle | undefined
       try {
-        await checkDirectories(workspace, target, refuse)
+        checkDirectories(workspace, target, refuse)
         handle = await fs.open(target, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
       } catch (error) {
         if (error instanceof ArtifactFileError) throw error
@@ -114,7 +108,7 @@ export const read = (options: Options): Effect.Effect<Uint8Array, ArtifactFileEr
         if (stat.size > maxBytes)
           return fail("TooLarge", `${stat.size} bytes, more than the ${maxBytes} served`)
         // The path may have changed since the open: it must still lead, through real directories, to this file.
-        await checkDirectories(workspace, target, refuse)
+        checkDirectories(workspace, target, refuse)
         const now = await fs.lstat(target)
         if (now.dev !== stat.dev || now.ino !== stat.ino)
           return refuse("the artifact changed while it was opened")
