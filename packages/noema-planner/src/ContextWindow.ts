@@ -41,8 +41,11 @@ export interface Options {
   readonly task: Resource.Resource
   /** Tokens the window may hold. */
   readonly budget: number
-  readonly vectors?: VectorIndex.Service
-  /** Similar resources considered. Default 5. */
+  /**
+   * Similar resources considered (default 5; 0 for none): found by the index's `search`
+   * as the actor (so the index needs its vector index), which filters by the policy
+   * before it limits.
+   */
   readonly similar?: number
   /** The lowest similarity that counts as similar (an unrelated resource is not). Default 0.1. */
   readonly minScore?: number
@@ -91,26 +94,28 @@ export const build = (
       if (resource !== undefined) candidates.push({ resource, source: "path" })
     }
     const seen = new Set([...path, task.meta.urn])
-    if (options.vectors !== undefined) {
-      const hits = yield* options.vectors.search(
+    const similar = options.similar ?? 5
+    if (similar > 0) {
+      // Through the index, as the actor: the policy filters before the limit, so a similar
+      // resource the actor may not read neither takes a slot nor shows that it exists.
+      const hits = yield* index.search(
+        actor,
         { text: VectorIndex.searchText(task) },
-        { limit: (options.similar ?? 5) + seen.size }
+        { limit: similar + seen.size }
       )
       let taken = 0
-      for (const hit of hits) {
+      for (const resource of hits) {
+        const urn = resource.meta.urn
         if (
-          seen.has(hit.urn) ||
-          hit.type === "assistant" ||
-          hit.score < (options.minScore ?? 0.1) ||
-          taken >= (options.similar ?? 5)
+          seen.has(urn) ||
+          resource.meta.type === "assistant" ||
+          (resource.meta.score ?? 0) < (options.minScore ?? 0.1)
         )
           continue
-        seen.add(hit.urn)
-        const resource = yield* readable(hit.urn)
-        if (resource !== undefined) {
-          candidates.push({ resource, source: "similar" })
-          taken++
-        }
+        if (taken >= similar) break
+        seen.add(urn)
+        candidates.push({ resource, source: "similar" })
+        taken++
       }
     }
     const conversation = path[0]

@@ -289,8 +289,7 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
           index,
           actor,
           task: task.resource,
-          budget: limits.contextTokens,
-          vectors
+          budget: limits.contextTokens
         }).pipe(
           Effect.mapError(
             (error) =>

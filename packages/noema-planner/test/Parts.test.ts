@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Resource, Urn, VectorIndex } from "@noema/resources"
+import { CedarPolicy, Policy, Resource, ResourceIndex, Urn, VectorIndex } from "@noema/resources"
 import { Effect } from "effect"
 import * as Assistants from "../src/Assistants.js"
 import * as ContextWindow from "../src/ContextWindow.js"
@@ -228,8 +228,7 @@ describe("ContextWindow.build", () => {
         index: world.index,
         actor: planner,
         task,
-        budget: 10_000,
-        vectors: world.vectors
+        budget: 10_000
       })
       assert.deepStrictEqual(
         window.items.map((item) => [item.source, item.urn]),
@@ -256,16 +255,14 @@ describe("ContextWindow.build", () => {
         index: world.index,
         actor: planner,
         task,
-        budget: 10_000,
-        vectors: world.vectors
+        budget: 10_000
       })
       const budget = full.items[0]!.tokens + full.items[1]!.tokens + full.items[2]!.tokens + 5
       const tight = yield* ContextWindow.build({
         index: world.index,
         actor: planner,
         task,
-        budget,
-        vectors: world.vectors
+        budget
       })
       assert.strictEqual(tight.items.length, 3)
       assert.deepStrictEqual(
@@ -285,13 +282,54 @@ describe("ContextWindow.build", () => {
         actor: planner,
         task,
         budget: roomy,
-        vectors: world.vectors,
         summarizer
       })
       const summaries = summarised.items.filter((item) => item.summarized === true)
       assert.isAbove(summaries.length, 0)
       assert.match(summaries[0]!.text, /, summarised\]\nolder notes$/)
       assert.isAtMost(summarised.tokens, roomy)
+    })
+  )
+})
+
+describe("ContextWindow.build and the policy", () => {
+  it.effect("a similar resource the actor may not read takes no slot and is not named", () =>
+    Effect.gen(function* () {
+      const hidden = Resource.make("chunk", {
+        name: "hidden",
+        parent: "cld:conversation.library",
+        text: "brew green tea at 80 degrees for two minutes"
+      })
+      const policy = yield* CedarPolicy.make(`
+        @id("everyone")
+        permit (principal, action, resource);
+        @id("not-hidden")
+        forbid (principal, action == Noema::Action::"get", resource == Noema::Resource::"${hidden.meta.urn}");
+      `)
+      const world = yield* PlannerTesting.world(policy)
+      const readable = Resource.make("chunk", {
+        name: "readable",
+        parent: "cld:conversation.library",
+        text: "green tea is brewed cooler than black tea"
+      })
+      const task = TaskPlanner.taskResource(
+        "cld:conversation.c/message.m",
+        leaf("brew tea", "brew green tea at 80 degrees"),
+        1
+      )
+      for (const resource of [hidden, readable]) yield* world.index.put(planner, resource)
+      const window = yield* ContextWindow.build({
+        index: world.index,
+        actor: planner,
+        task,
+        budget: 10_000,
+        similar: 1
+      })
+      assert.deepStrictEqual(
+        window.items.filter((item) => item.source === "similar").map((item) => item.urn),
+        [readable.meta.urn]
+      )
+      assert.notInclude(window.withheld, hidden.meta.urn)
     })
   )
 })
@@ -307,9 +345,8 @@ describe("ContextWindow.build, failures", () => {
           ...world.vectors,
           search: () => Effect.fail(new VectorIndex.VectorIndexError({ message: "the index is gone" }))
         }
-        const error = yield* Effect.flip(
-          ContextWindow.build({ index: world.index, actor: planner, task, budget: 100, vectors: broken })
-        )
+        const index = ResourceIndex.make(world.store, yield* Policy.allowAll, { vectors: broken })
+        const error = yield* Effect.flip(ContextWindow.build({ index, actor: planner, task, budget: 100 }))
         assert.strictEqual(error.message, "the index is gone")
       })
   )
