@@ -32,7 +32,7 @@
 
 import { ToolAgent } from "@noema/agents"
 import { type ChatModel, ConversationContext, Message, StructuredOutput, type Tool } from "@noema/core"
-import { Resource, type ResourceEvents, type ResourceIndex, type VectorIndex } from "@noema/resources"
+import { Resource, type ResourceEvents, type ResourceIndex, Urn, type VectorIndex } from "@noema/resources"
 import { Cause, Duration, Effect, Fiber, Option, Schema, Semaphore, Stream } from "effect"
 import * as Assistants from "./Assistants.js"
 import * as Budget from "./Budget.js"
@@ -187,10 +187,28 @@ const describe = (error: unknown): string =>
 
 const titleOf = (task: TaskPlanner.PlannedTask) => task.spec.title
 
+/**
+ * A task's URN holds its conversation, the request and one element per level (a corrective
+ * subtask adds one more): refused before anything is asked when that cannot fit a URN.
+ */
+const checkDepth = (limits: Limits, conversation: string | undefined): Effect.Effect<void, PlannerError> => {
+  const parsed = conversation === undefined ? undefined : Urn.parseEither(conversation)
+  const above = parsed === undefined || parsed instanceof Urn.InvalidUrnError ? 1 : parsed.elements.length
+  const deepest = above + 1 + limits.maxDepth + 1
+  return deepest <= Urn.maxElements
+    ? Effect.void
+    : Effect.fail(
+        new PlannerError({
+          message: `a plan at most ${limits.maxDepth} levels deep makes URNs of ${deepest} elements here, more than the ${Urn.maxElements} a URN may have: at most ${Urn.maxElements - above - 2} levels`
+        })
+      )
+}
+
 /** Runs the whole flow for `request`. */
 export const run = (request: string, options: Options): Effect.Effect<Result, PlannerError> =>
   Effect.gen(function* () {
     const limits: Limits = { ...defaultLimits, ...options.limits }
+    yield* checkDepth(limits, options.conversation)
     const budget = Budget.make(options.model, limits)
     const model = budget.model
     const planner = options.plannerActor ?? "cld:assistant.planner"

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { ChatModel } from "@noema/core"
+import { ScriptedChatModel } from "@noema/core/testing"
 import { CedarPolicy, Resource, Urn } from "@noema/resources"
 import { Deferred, Effect, Stream } from "effect"
 import * as Planner from "../src/Planner.js"
@@ -237,6 +238,27 @@ describe("Planner.run", () => {
       const draft = tasks.find((task) => task.meta.name === "1. Draft")!
       assert.strictEqual(draft.status, "done")
       assert.match(draft.output!, /^Draft is complete now/)
+    })
+  )
+
+  it.effect("a depth no URN can hold is refused before the model is asked", () =>
+    Effect.gen(function* () {
+      const world = yield* PlannerTesting.world()
+      const scripted = PlannerTesting.scriptedModel({ plan: { tasks: [PlannerTesting.leaf("Write body")] } })
+      const error = yield* Effect.flip(
+        Planner.run("Draft", { model: scripted, ...world, limits: { maxDepth: 31 } })
+      )
+      assert.strictEqual(error._tag, "PlannerError")
+      assert.match(error.message, /more than the 32 a URN may have: at most 29 levels$/)
+      const fits = yield* Effect.flip(
+        Planner.run("Draft", {
+          model: ScriptedChatModel.make({ replies: [] }),
+          ...world,
+          limits: { maxDepth: 29 }
+        })
+      )
+      // 29 levels pass the check: what fails then is the script's empty model, not the depth.
+      assert.notMatch(fits.message, /a URN may have/)
     })
   )
 
