@@ -157,7 +157,9 @@ describe("noema serve: the runs panel in Chromium", () => {
 
     await page.click('[data-action="verify"]')
     await expect.poll(() => page.textContent("#verify")).toMatch(/^verified: /)
-    expect(await page.textContent("#verify")).toMatch(/^verified: run.json matches its sha256; 2 artifacts in 2 stage directories match/)
+    expect(await page.textContent("#verify")).toMatch(
+      /^verified: run.json matches its sha256; 2 artifacts in 2 stage directories match/
+    )
 
     if (process.env.NOEMA_PANEL_SCREENSHOT !== undefined)
       await page.screenshot({ path: process.env.NOEMA_PANEL_SCREENSHOT, fullPage: true })
