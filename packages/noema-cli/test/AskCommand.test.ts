@@ -211,7 +211,7 @@ describe("noema ask", () => {
     expect(result.code).toBe(1)
     expect(result.stderr.trim().split("\n").at(-1)).toMatch(
       new RegExp(
-        `^noema: cannot reach the model server at http://\\*\\*\\*@127\\.0\\.0\\.1:${port}/v1\\?api-key=\\*\\*\\* `
+        `^noema: cannot reach the model server at http://user:\\*\\*\\*@127\\.0\\.0\\.1:${port}/v1\\?api-key=\\*\\*\\* `
       )
     )
     expect(result.stderr + result.stdout).not.toMatch(/hunter2secret|tok3nvalue|user:/)

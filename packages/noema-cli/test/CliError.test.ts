@@ -38,7 +38,7 @@ describe("CliError.describe", () => {
       baseUrl: "http://user:hunter2@10.0.0.5:8080/v1?token=t0k&model=x"
     })
     expect(text).toMatch(
-      /^cannot reach the model server at http:\/\/\*\*\*@10\.0\.0\.5:8080\/v1\?token=\*\*\*&model=x /
+      /^cannot reach the model server at http:\/\/user:\*\*\*@10\.0\.0\.5:8080\/v1\?token=\*\*\*&model=x /
     )
     expect(text).not.toMatch(/hunter2|t0k/)
     const hostile = CliError.describe(new Error("bad \u001b]0;title\u0007 name \u202e"))
