@@ -564,18 +564,21 @@ export const make = (options: Options): Executor => {
             needs_approval: s.needsApproval
           }))
         }
-        // The timeline records run.json's sha256 with the run: what is carried on later is checked against it.
-        const run = yield* store.createRun({
-          threadId,
-          request,
-          pipeline: pipeline.name,
-          stages,
-          runId: file.run_id,
-          runFileSha256: RunFiles.sha256(RunFiles.encodeRunFile(file)),
-          ...(claim !== undefined && { claim })
-        })
+        // run.json first, then the run: a run in the store always has its file, whenever the
+        // process dies (a kill in between leaves only a directory no run names). The timeline
+        // records the file's sha256: what is carried on later is checked against it.
         yield* RunFiles.writeRunFile(workspace, file)
-        return run
+        return yield* store
+          .createRun({
+            threadId,
+            request,
+            pipeline: pipeline.name,
+            stages,
+            runId: file.run_id,
+            runFileSha256: RunFiles.sha256(RunFiles.encodeRunFile(file)),
+            ...(claim !== undefined && { claim })
+          })
+          .pipe(Effect.tapError(() => RunFiles.discardRunFile(workspace, file.run_id)))
       }),
     pipelineOf,
     execute,

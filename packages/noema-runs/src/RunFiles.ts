@@ -254,6 +254,18 @@ export const readRunFile = (
   )
 }
 
+/** Removes the run.json of a run the store refused to make (and its directory, holding nothing else). */
+export const discardRunFile = (workspace: string, runId: string): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const directory = runDirectory(workspace, runId)
+    try {
+      fs.rmSync(path.join(directory, "run.json"), { force: true })
+      fs.rmdirSync(directory)
+    } catch {
+      // Left as it is: a directory no run names harms nothing.
+    }
+  })
+
 export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<void, FileError> => {
   const file = path.join(workspace, runFileName(run.run_id))
   return attempt(file, () => writeFileAtomic(file, encodeRunFile(run)))

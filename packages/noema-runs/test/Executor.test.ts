@@ -461,6 +461,36 @@ const withInstructions = (instructions: string) => (file: RunFiles.RunFile) => (
 })
 
 describe("run.json's integrity", () => {
+  it.effect("run.json is written before the run is stored; a run the store refuses leaves no file", () =>
+    Effect.gen(function* () {
+      const { workspace, thread, store, model } = yield* setup([])
+      // What the store sees when it is asked to make the run: the run's file already there.
+      const seen: Array<boolean> = []
+      const watched: RunsStore.Service = {
+        ...store,
+        createRun: (options) =>
+          Effect.suspend(() => {
+            seen.push(
+              fs.existsSync(path.join(RunFiles.runDirectory(workspace, options.runId ?? ""), "run.json"))
+            )
+            return store.createRun(options)
+          })
+      }
+      const executor = Executor.make({ store: watched, workspace, model })
+      const made = yield* executor.create({ threadId: thread.id, request: "r", pipeline: gated })
+      assert.deepStrictEqual(seen, [true])
+      // Whenever the process dies, a run the store holds has its run.json.
+      const view = yield* store.getRun(made.runId)
+      assert.strictEqual((yield* RunFiles.verifyRun(workspace, view)).runFile, "matches")
+      yield* store.closeThread(thread.id)
+      const refused = yield* Effect.flip(
+        executor.create({ threadId: thread.id, request: "r", pipeline: gated })
+      )
+      assert.strictEqual(refused._tag, "ThreadClosed")
+      assert.deepStrictEqual(fs.readdirSync(path.join(workspace, "runs")), [made.runId])
+    })
+  )
+
   it.effect("every pipeline passes the same bounds when a run is made, a model's plan included", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread, store } = yield* setup([])
