@@ -12,6 +12,10 @@
  * once the first commits and matches nothing), so concurrent writers in other
  * processes or on other machines get a `SessionConflictError`, never
  * interleaved turns.
+ * On SQLite, appends that arrive together in one process share one transaction
+ * and one fsync, each in its own savepoint with its own result, and each
+ * acknowledged only after that COMMIT (group commit: `internal/GroupCommit.ts`
+ * states the contract); PostgreSQL keeps one transaction per append.
  * Messages are validated with core's `Message` Schema on the way in and out.
  * The schema is migrated by effect's `Migrator` when the store is made; a
  * SQLite file is first checked to be an empty database or noema's (application
