@@ -19,13 +19,16 @@
  *   out of the batch; once the batch has taken it, it is committed with the batch
  *   (or fails with it) and only the result is lost to the caller. The batch runs in
  *   a fiber of its own, so no caller's interruption cuts the others' transaction.
- * - A writer alone pays nothing: no timer, and no waiting for company. node:sqlite
- *   is synchronous, so nothing can queue while a COMMIT runs; others join a batch
- *   only if its fiber lets the event loop turn once before taking the lock. It does
- *   so after a batch that held several appends (the writers it just answered queue
- *   their next ones meanwhile), and once every `probeEvery` batches of one, to notice
- *   writers that started meanwhile; a writer alone thus pays one turn of the event
- *   loop (microseconds) every `probeEvery` commits of an fsync (a millisecond) each.
+ * - A writer alone pays nothing: no timer, no waiting for company, no fiber of its
+ *   own: its append is its own transaction in its own fiber, as without grouping
+ *   (interrupting it rolls it back), and appends arriving meanwhile queue for the
+ *   batch after it. node:sqlite is synchronous, so nothing can queue while a COMMIT
+ *   runs; others join a batch only if it lets the event loop turn once before it
+ *   takes the lock. A batch does so after a batch that held several appends (the
+ *   writers just answered queue their next ones meanwhile), and once every
+ *   `probeEvery` appends made alone, to notice writers that started meanwhile: a
+ *   writer alone pays one turn of the event loop (microseconds) every `probeEvery`
+ *   commits of an fsync (a millisecond) each.
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  */
@@ -132,7 +135,7 @@ export const make = (sql: SqlClient.SqlClient) => {
         })
       )
     )
-    return Effect.andThen(waitForCompany() ? nextTurn : Effect.void, Effect.exit(transaction)).pipe(
+    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(transaction)).pipe(
       Effect.flatMap((exit) =>
         Effect.sync(() => {
           // A transaction that never began (the lock not had within the busy timeout) fails
@@ -161,21 +164,40 @@ export const make = (sql: SqlClient.SqlClient) => {
       if (index >= 0) queue.splice(index, 1)
     })
 
+  // Started in place: the batch fiber runs in the caller's turn until it first waits.
+  const startCommitting = Effect.forkDetach(commitAll, { startImmediately: true, uninterruptible: true })
+
+  /**
+   * A writer alone, with no batch to wait for company: its append is its own transaction, in its
+   * own fiber, as without grouping. Appends arriving meanwhile (while it waits for the lock)
+   * queue, and are committed by a batch fiber once it is done.
+   */
+  const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
+    committing = true
+    company = false
+    return Effect.onExit(sql.withTransaction(onTransactionConnection(sql, append)), () => {
+      if (queue.length > 0) return Effect.asVoid(startCommitting)
+      committing = false
+      return Effect.void
+    })
+  }
+
+  // Interruptible only while waiting, so a queued append always has its way out.
   const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
-    Effect.suspend(() => {
+    Effect.uninterruptibleMask((restore) => {
+      if (!committing) {
+        if (!waitForCompany()) return restore(alone(append))
+        company = true
+      }
       const job: Job = { append, done: Deferred.makeUnsafe(), taken: false, exit: undefined }
       queue.push(job)
-      const wait = Effect.onInterrupt(Deferred.await(job.done), () => leave(job)) as Effect.Effect<
+      const wait = Effect.onInterrupt(restore(Deferred.await(job.done)), () => leave(job)) as Effect.Effect<
         A,
         E | SqlError.SqlError
       >
       if (committing) return wait
       committing = true
-      // Started in place: a writer alone commits in its own turn, with no hop through the scheduler.
-      return Effect.andThen(
-        Effect.forkDetach(commitAll, { startImmediately: true, uninterruptible: true }),
-        wait
-      )
+      return Effect.andThen(startCommitting, wait)
     })
 
   return <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
