@@ -19,10 +19,10 @@
  *   out of the batch; once the batch has taken it, it is committed with the batch
  *   (or fails with it) and only the result is lost to the caller. The batch runs in
  *   a fiber of its own, so no caller's interruption cuts the others' transaction.
- * - A writer alone pays nothing: no timer, no waiting for company, no fiber of its
- *   own: its append is its own transaction in its own fiber, as without grouping
- *   (interrupting it rolls it back), and appends arriving meanwhile queue for the
- *   batch after it. node:sqlite is synchronous, so nothing can queue while a COMMIT
+ * - A writer alone pays nothing: no timer, no waiting for company, no batch fiber:
+ *   its append is a transaction of its own, run in the caller's fiber as without
+ *   grouping (interrupting it rolls it back), and appends arriving meanwhile queue
+ *   for the batch after it. node:sqlite is synchronous, so nothing can queue while a COMMIT
  *   runs; others join a batch only if it lets the event loop turn once before it
  *   takes the lock. A batch does so after a batch that held several appends (the
  *   writers just answered queue their next ones meanwhile), and once every
