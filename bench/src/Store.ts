@@ -8,6 +8,11 @@
  *   interleaved with the same commits made by plain `node:sqlite` (same schema,
  *   same pragmas, same statements, nothing else): the disk's ceiling, so noema's
  *   figure can be read against what this disk allows;
+ * - group commit: 8 writers in this one process committing such turns at once,
+ *   each to its own session, turns per second over all of them, interleaved with
+ *   plain `node:sqlite` doing the same with one transaction per turn: noema
+ *   groups the turns that wait for the write lock into one transaction and one
+ *   fsync; afterwards every session is checked whole;
  * - loading: a session of 100,000 messages opened and read in a fresh process
  *   (see `LoadProcess.ts`), its time and heap growth;
  * - concurrency: 8 processes committing turns at once to 8 sessions in one file
@@ -66,9 +71,9 @@ const rawSchema = `
 `
 
 interface RawStore {
-  /** Stores one turn: stamped, serialised, committed in one `BEGIN IMMEDIATE` transaction. */
-  readonly commit: (messages: ReadonlyArray<Message.Message>) => void
-  readonly storedMessages: () => number
+  /** Stores one turn in session `session`: stamped, serialised, committed in one `BEGIN IMMEDIATE` transaction. */
+  readonly commit: (session: number, messages: ReadonlyArray<Message.Message>) => void
+  readonly storedMessages: (session: number) => number
   readonly close: () => void
 }
 
@@ -78,16 +83,17 @@ interface RawStore {
  * same statements (count check inside the transaction, one multi-row insert, the
  * session row updated), without validation, Effect or a session handle.
  */
-const openRaw = (filename: string): RawStore => {
+const openRaw = (filename: string, sessions = 1): RawStore => {
   const db = new DatabaseSync(filename, { timeout: 5_000, enableForeignKeyConstraints: true })
   db.exec("PRAGMA journal_mode = WAL")
   db.exec("PRAGMA synchronous = FULL")
   db.exec(rawSchema)
-  const sessionId = crypto.randomUUID()
+  const sessionIds = Array.from({ length: sessions }, () => crypto.randomUUID())
   const created = Date.now()
-  db.prepare(
+  const insertSession = db.prepare(
     "INSERT INTO sessions (id, title, created_at, updated_at, activity, metadata) VALUES (?, 'bench', ?, ?, 1, '{}')"
-  ).run(sessionId, created, created)
+  )
+  for (const id of sessionIds) insertSession.run(id, created, created)
   const begin = db.prepare("BEGIN IMMEDIATE")
   const commit = db.prepare("COMMIT")
   const rollback = db.prepare("ROLLBACK")
@@ -106,9 +112,11 @@ const openRaw = (filename: string): RawStore => {
   const update = db.prepare(
     "UPDATE sessions SET message_count = ?, updated_at = ?, activity = (SELECT max(activity) + 1 FROM sessions) WHERE id = ?"
   )
-  let stored = 0
+  const storedCounts = sessionIds.map(() => 0)
   return {
-    commit: (messages) => {
+    commit: (session, messages) => {
+      const sessionId = sessionIds[session] as string
+      const stored = storedCounts[session] as number
       const now = Date.now()
       const parameters: Array<string | number> = []
       for (let index = 0; index < messages.length; index++) {
@@ -131,9 +139,9 @@ const openRaw = (filename: string): RawStore => {
         if (db.isTransaction) rollback.run()
         throw error
       }
-      stored += messages.length
+      storedCounts[session] = stored + messages.length
     },
-    storedMessages: () => stored,
+    storedMessages: (session) => storedCounts[session] as number,
     close: () => db.close()
   }
 }
@@ -159,7 +167,7 @@ const commits = async (
     const raw = openRaw(rawFilename)
     let rawIndex = 0
     // Async like noema's, so both loops pay the same await per commit.
-    const commitRaw = async () => raw.commit(turn(rawIndex++))
+    const commitRaw = async () => raw.commit(0, turn(rawIndex++))
     try {
       for (let i = 0; i < options.warmupCommits; i++) {
         await commitOne()
@@ -196,7 +204,7 @@ const commits = async (
 
       const stored = await Effect.runPromise(store.info(handle.id))
       check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
-      check(raw.storedMessages() === rawIndex * 4, "every raw commit stored")
+      check(raw.storedMessages(0) === rawIndex * 4, "every raw commit stored")
       process.stderr.write(
         `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
           `raw node:sqlite ${median(rawRates).toFixed(0)}/s (this disk's ceiling)\n`
@@ -205,6 +213,98 @@ const commits = async (
         "store.commit.sqlite_us": median(latencies),
         "store.commit.sqlite_per_s": median(rates),
         "store.commit.rawsqlite_per_s": median(rawRates)
+      }
+    } finally {
+      raw.close()
+    }
+  })
+
+/** Writers committing at once in this process, each to its own session. */
+export const groupWriters = 8
+
+/**
+ * 8 writers committing turns at once, each through its own `Session` handle, as a server's
+ * requests do, against 8 loops over one `node:sqlite` connection committing the same turns one
+ * transaction each; interleaved rounds, turns per second over all writers.
+ */
+const groupCommits = async (
+  session: SessionPackage,
+  filename: string,
+  rawFilename: string,
+  options: StoreOptions
+): Promise<Record<string, number>> =>
+  withStore(session, filename, async (store) => {
+    const handles = await Promise.all(
+      Array.from({ length: groupWriters }, () =>
+        Effect.runPromise(
+          session.Session.create({ title: "bench" }).pipe(
+            Effect.provideService(session.SessionStore.SessionStore, store)
+          )
+        )
+      )
+    )
+    const turns = handles.map(() => 0)
+    const commitOne = async (writer: number) => {
+      const handle = handles[writer] as (typeof handles)[number]
+      const transaction = handle.begin()
+      transaction.extend(turn(turns[writer] as number))
+      turns[writer] = (turns[writer] as number) + 1
+      await Effect.runPromise(handle.commit(transaction))
+    }
+    const raw = openRaw(rawFilename, groupWriters)
+    const rawTurns = handles.map(() => 0)
+    const commitRaw = async (writer: number) => {
+      const index = rawTurns[writer] as number
+      rawTurns[writer] = index + 1
+      raw.commit(writer, turn(index))
+    }
+    const perWriter = Math.max(1, Math.floor(options.sustainedCommits / groupWriters))
+    const atOnce = async (operation: (writer: number) => Promise<void>, count: number): Promise<number> => {
+      const start = now()
+      await Promise.all(
+        Array.from({ length: groupWriters }, async (_, writer) => {
+          for (let i = 0; i < count; i++) await operation(writer)
+        })
+      )
+      return (groupWriters * count) / ((now() - start) / 1000)
+    }
+    try {
+      const warmup = Math.max(1, Math.floor(options.warmupCommits / groupWriters))
+      await atOnce(commitOne, warmup)
+      await atOnce(commitRaw, warmup)
+      const started = now()
+      const rates: Array<number> = []
+      const rawRates: Array<number> = []
+      for (let round = 0; round < options.sustainedRounds; round++) {
+        if (round >= 1 && now() - started > options.budgetMs * 2) break
+        if (round % 2 === 0) {
+          rates.push(await atOnce(commitOne, perWriter))
+          rawRates.push(await atOnce(commitRaw, perWriter))
+        } else {
+          rawRates.push(await atOnce(commitRaw, perWriter))
+          rates.push(await atOnce(commitOne, perWriter))
+        }
+      }
+      for (const [writer, handle] of handles.entries()) {
+        const { messages } = await Effect.runPromise(store.load(handle.id))
+        const expected = (turns[writer] as number) * 4
+        check(
+          messages.length === expected,
+          `writer ${writer}: ${messages.length} of ${expected} messages stored`
+        )
+        messages.forEach((message, index) => {
+          const wanted = turn(Math.floor(index / 4))[index % 4] as Message.Message
+          check(message.content === wanted.content, `writer ${writer}: message ${index} is not in its place`)
+        })
+        check(raw.storedMessages(writer) === (rawTurns[writer] as number) * 4, "every raw commit stored")
+      }
+      process.stderr.write(
+        `  store.commit.group8: noema ${median(rates).toFixed(0)} turns/s, ` +
+          `raw node:sqlite ${median(rawRates).toFixed(0)} turns/s (one transaction each)\n`
+      )
+      return {
+        "store.commit.group8.sqlite_per_s": median(rates),
+        "store.commit.group8.rawsqlite_per_s": median(rawRates)
       }
     } finally {
       raw.close()
@@ -250,6 +350,12 @@ export const run = async (noema: Availability, options: StoreOptions): Promise<R
   try {
     return {
       ...(await commits(session, join(directory, "commits.sqlite"), join(directory, "raw.sqlite"), options)),
+      ...(await groupCommits(
+        session,
+        join(directory, "group8.sqlite"),
+        join(directory, "group8-raw.sqlite"),
+        options
+      )),
       ...(await loads(session, join(directory, "load100k.sqlite"), options)),
       ...(await concurrent(session, join(directory, "concurrent.sqlite"), options))
     }

@@ -12,14 +12,19 @@
  * once the first commits and matches nothing), so concurrent writers in other
  * processes or on other machines get a `SessionConflictError`, never
  * interleaved turns.
+ * On SQLite, appends that arrive together in one process share one transaction
+ * and one fsync, each in its own savepoint with its own result, and each
+ * acknowledged only after that COMMIT (group commit: `internal/GroupCommit.ts`
+ * states the contract); PostgreSQL keeps one transaction per append.
  * Messages are validated with core's `Message` Schema on the way in and out.
  * The schema is migrated by effect's `Migrator` when the store is made; a
  * SQLite file is first checked to be an empty database or noema's (application
  * id, schema version) and is refused, untouched, otherwise.
  */
 import { Message } from "@noema/core"
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { Migrator, SqlClient, type SqlConnection, type SqlError } from "effect/sql"
+
 import * as Database from "./Database.js"
 import * as databaseFile from "./internal/databaseFile.js"
 import {
@@ -30,6 +35,7 @@ import {
   type SqliteMarks,
   sqliteMarks
 } from "./internal/databaseFile.js"
+import * as GroupCommit from "./internal/GroupCommit.js"
 import { type Dialect, migrationsTable, pg, sqlite } from "./internal/sqlDialect.js"
 import {
   CorruptDatabase,
@@ -370,17 +376,18 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
     Effect.map(query<SessionRow>(text, [id]), (rows) => rows[0])
 
   /**
-   * Runs `f` on the connection of the transaction it is called in. The append's statements
-   * go to the connection directly: no statement object, compilation or span per statement
-   * on the commit path (the transaction has its span). Used only inside `writeTransaction`.
+   * Runs an append's statements in a writing transaction, on its connection directly: no
+   * statement object, compilation or span per statement on the commit path (the transaction
+   * has its span). SQLite groups the appends that arrive together into one transaction and one
+   * fsync (`internal/GroupCommit.ts`); PostgreSQL keeps one transaction per append, as its
+   * server already flushes concurrent commits together.
    */
-  const onTransactionConnection = <A, E>(
-    f: (connection: SqlConnection.Connection) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E | SqlError.SqlError> =>
-    Effect.withFiber((fiber) => {
-      const level = Context.getOrUndefined(fiber.context, sql.transactionService)
-      return level === undefined ? Effect.die(new Error("no transaction is open")) : f(level[0])
-    })
+  const appendTransaction: <A, E>(
+    append: GroupCommit.Append<A, E>
+  ) => Effect.Effect<A, E | SqlError.SqlError> =
+    dialect.name === "sqlite"
+      ? GroupCommit.make(sql)
+      : (append) => writeTransaction(GroupCommit.onTransactionConnection(sql, append))
 
   /**
    * The append's check and update: the session row (its `created_at, title, metadata` last),
@@ -520,33 +527,31 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
           parameters[offset + 3] = Math.floor(message.createdAt ?? now)
         }
         return store(
-          writeTransaction(
-            onTransactionConnection((connection) =>
-              Effect.flatMap(
-                appendToSession(connection, id, expectedMessageCount, [count, now, id, expectedMessageCount]),
-                (row) =>
-                  Effect.flatMap(insertMessages(connection, parameters, 0), () => {
-                    const stored = row[row.length - 2] as string | null
-                    // Only an untitled session takes a title from the turn: worked out only then.
-                    const title = stored === null ? (defaultTitle(messages) ?? null) : stored
-                    const info = decodeRows(() =>
-                      infoOf(
-                        id,
-                        title,
-                        Number(row[row.length - 3]),
-                        now,
-                        expectedMessageCount + count,
-                        cachedMetadata(id, row[row.length - 1] as string)
-                      )
+          appendTransaction((connection) =>
+            Effect.flatMap(
+              appendToSession(connection, id, expectedMessageCount, [count, now, id, expectedMessageCount]),
+              (row) =>
+                Effect.flatMap(insertMessages(connection, parameters, 0), () => {
+                  const stored = row[row.length - 2] as string | null
+                  // Only an untitled session takes a title from the turn: worked out only then.
+                  const title = stored === null ? (defaultTitle(messages) ?? null) : stored
+                  const info = decodeRows(() =>
+                    infoOf(
+                      id,
+                      title,
+                      Number(row[row.length - 3]),
+                      now,
+                      expectedMessageCount + count,
+                      cachedMetadata(id, row[row.length - 1] as string)
                     )
-                    return title === stored
-                      ? info
-                      : Effect.flatMap(
-                          connection.execute(statements.setTitle, [title, id], undefined),
-                          () => info
-                        )
-                  })
-              )
+                  )
+                  return title === stored
+                    ? info
+                    : Effect.flatMap(
+                        connection.execute(statements.setTitle, [title, id], undefined),
+                        () => info
+                      )
+                })
             )
           )
         )

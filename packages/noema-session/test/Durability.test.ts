@@ -44,9 +44,9 @@ interface Run {
   readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
 }
 
-/** `target`: a SQLite file or a PostgreSQL URL, as the commit loop takes it. */
-const start = (target: string, run: number): Run => {
-  const child = spawn(process.execPath, [fixture, target, String(run)], {
+/** `target`: a SQLite file or a PostgreSQL URL, as the commit loop takes it; `writers` commit at once. */
+const start = (target: string, run: number, writers: number): Run => {
+  const child = spawn(process.execPath, [fixture, target, String(run), String(writers)], {
     stdio: ["ignore", "pipe", "pipe"]
   })
   const lines: Array<string> = []
@@ -96,8 +96,9 @@ const expectedContent = (id: string, index: number) =>
 /**
  * Kills a process committing to `target` at random moments, again and again, and checks after
  * each kill that every acknowledged turn is stored, whole, and that no session holds part of one.
+ * With several `writers`, the process commits from that many fibers at once (SQLite groups them).
  */
-const killedWhileCommitting = async (target: string, make: MakeStore): Promise<void> => {
+const killedWhileCommitting = async (target: string, make: MakeStore, writers = 1): Promise<void> => {
   const seed = Number(process.env.NOEMA_DURABILITY_SEED ?? Math.floor(Math.random() * 2 ** 31))
   const random = generator(seed)
   const context = `(seed ${seed}; rerun with NOEMA_DURABILITY_SEED=${seed})`
@@ -106,7 +107,7 @@ const killedWhileCommitting = async (target: string, make: MakeStore): Promise<v
   const kills = 20
 
   for (let run = 0; run < kills; run++) {
-    const current = start(filename, run)
+    const current = start(filename, run, writers)
     // Half the kills land at any moment from start-up (opening, migrating), half mid-loop.
     if (run % 2 === 0 && run > 0) await delay(random() * 250)
     else {
@@ -150,6 +151,14 @@ const killedWhileCommitting = async (target: string, make: MakeStore): Promise<v
   const total = Array.from(acknowledged.values()).reduce((sum, turn) => sum + turn + 1, 0)
   assert.ok(total >= kills, `only ${total} commits were acknowledged in ${kills} runs ${context}`)
   assert.ok((acknowledged.get("shared") ?? -1) >= 0, "runs continued the shared session")
+  if (writers > 1) {
+    const runSessions = (run: number) =>
+      Array.from(acknowledged.keys()).filter((id) => id.startsWith(`run-${run}-`)).length
+    assert.ok(
+      Array.from({ length: kills }, (_, run) => runSessions(run)).some((count) => count === writers),
+      `no run had its ${writers} writers all acknowledged ${context}`
+    )
+  }
 }
 
 describe("SqliteStore durability", () => {
@@ -157,6 +166,12 @@ describe("SqliteStore durability", () => {
     "acknowledged commits survive SIGKILL, and no session ever holds part of a turn",
     () => killedWhileCommitting(path.join(directory, "killed.db"), sqlite),
     120_000
+  )
+
+  it(
+    "with 8 writers committing at once in the process (grouped commits), acknowledged commits survive SIGKILL, and no turn is split or interleaved",
+    () => killedWhileCommitting(path.join(directory, "killed-group.db"), sqlite, 8),
+    180_000
   )
 })
 

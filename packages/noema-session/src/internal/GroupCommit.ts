@@ -1,0 +1,209 @@
+/**
+ * GroupCommit: appends that arrive together share one SQLite transaction and one fsync.
+ *
+ * SQLite has one writer at a time and, with `synchronous=FULL`, every COMMIT is
+ * an fsync: one transaction per append caps a file at one turn per fsync however
+ * many turns are waiting. Here the appends waiting for the write lock are
+ * committed as one batch by one fiber:
+ *
+ * - The batch is whatever is queued when its fiber takes the lock. It runs in one
+ *   `BEGIN IMMEDIATE` transaction; each append in its own SAVEPOINT, rolled back
+ *   alone when it fails (a conflict, a missing session, a SQL error) and released
+ *   otherwise; then one COMMIT. A batch of one has no savepoint: it is exactly the
+ *   transaction of an append alone.
+ * - Each caller gets its own result: its own success, or its own failure; the
+ *   COMMIT's failure, if it fails, goes to every append it held that had succeeded.
+ *   A caller's effect succeeds only after the COMMIT holding its append returned,
+ *   so with `synchronous=FULL` an acknowledged append survives a SIGKILL.
+ * - Interruption: a caller interrupted while its append is still queued takes it
+ *   out of the batch; once the batch has taken it, it is committed with the batch
+ *   (or fails with it) and only the result is lost to the caller. The batch runs in
+ *   a fiber of its own, so no caller's interruption cuts the others' transaction.
+ * - A writer alone pays nothing: no timer, no waiting for company, no batch fiber:
+ *   its append is a transaction of its own, run in the caller's fiber as without
+ *   grouping (interrupting it rolls it back), and appends arriving meanwhile queue
+ *   for the batch after it. node:sqlite is synchronous, so nothing can queue while a COMMIT
+ *   runs; others join a batch only if it lets the event loop turn once before it
+ *   takes the lock. A batch does so after a batch that held several appends (the
+ *   writers just answered queue their next ones meanwhile), and once every
+ *   `probeEvery` appends made alone, to notice writers that started meanwhile: a
+ *   writer alone pays one turn of the event loop (microseconds) every `probeEvery`
+ *   commits of an fsync (a millisecond) each.
+ * - An append made inside a transaction already open on the client (a session
+ *   created with its first turn) is not grouped: it is a savepoint of that one.
+ */
+import { Context, Deferred, Effect, Exit } from "effect"
+import type { SqlClient, SqlConnection, SqlError } from "effect/sql"
+
+/** An append's statements, run on the connection of the transaction that holds it. */
+export type Append<A, E> = (connection: SqlConnection.Connection) => Effect.Effect<A, E | SqlError.SqlError>
+
+/** Runs `append` on the connection of the `sql` transaction it is called in. */
+export const onTransactionConnection = <A, E>(
+  sql: SqlClient.SqlClient,
+  append: Append<A, E>
+): Effect.Effect<A, E | SqlError.SqlError> =>
+  Effect.withFiber((fiber) => {
+    const level = Context.getOrUndefined(fiber.context, sql.transactionService)
+    return level === undefined ? Effect.die(new Error("no transaction is open")) : append(level[0])
+  })
+
+/** Batches of one in a row after which a batch waits one turn of the event loop for company. */
+export const probeEvery = 8
+
+// The batch holds appends of every type: each caller casts its own result back.
+type AnyExit = Exit.Exit<unknown, unknown>
+
+interface Job {
+  readonly append: Append<unknown, unknown>
+  readonly done: Deferred.Deferred<unknown, unknown>
+  /** Queued: may still leave; taken: in a running batch. */
+  taken: boolean
+  /** The append's own outcome in its batch, once it ran. */
+  exit: AnyExit | undefined
+}
+
+/** The turn of the event loop a batch waits when company is likely: I/O and other fibers run first. */
+const nextTurn: Effect.Effect<void> = Effect.callback<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
+const savepoint = "SAVEPOINT noema_group_append"
+const release = "RELEASE noema_group_append"
+const rollbackTo = "ROLLBACK TO noema_group_append"
+
+const control = (connection: SqlConnection.Connection, statement: string) =>
+  connection.execute(statement, [], undefined)
+
+/** Runs one append of a shared batch in its own savepoint, recording its outcome. */
+const inSavepoint = (connection: SqlConnection.Connection, job: Job) =>
+  Effect.flatMap(control(connection, savepoint), () =>
+    Effect.flatMap(Effect.exit(job.append(connection)), (exit) => {
+      job.exit = exit
+      return Exit.isSuccess(exit)
+        ? control(connection, release)
+        : Effect.andThen(control(connection, rollbackTo), control(connection, release))
+    })
+  )
+
+/** A batch's statements: a lone append as it is (its failure rolls the transaction back), others in savepoints. */
+const runBatch = (connection: SqlConnection.Connection, batch: ReadonlyArray<Job>) => {
+  const only = batch.length === 1 ? batch[0] : undefined
+  if (only !== undefined) {
+    return Effect.map(only.append(connection), (value) => {
+      only.exit = Exit.succeed(value)
+    })
+  }
+  return Effect.forEach(batch, (job) => inSavepoint(connection, job), { discard: true })
+}
+
+/** What a job's caller gets once its batch's transaction ended with `transaction`. */
+const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
+  job.exit !== undefined && (Exit.isFailure(job.exit) || Exit.isSuccess(transaction)) ? job.exit : transaction
+
+/**
+ * The append runner of one client: `run(append)` succeeds with the append's result once the
+ * COMMIT holding it returned, or fails with its own failure (see the module comment).
+ */
+export const make = (sql: SqlClient.SqlClient) => {
+  const queue: Array<Job> = []
+  let committing = false
+  let company = false
+  let lone = 0
+
+  const takeBatch = (): Array<Job> => {
+    const batch = queue.splice(0)
+    for (const job of batch) job.taken = true
+    return batch
+  }
+
+  const waitForCompany = (): boolean => {
+    if (company) return true
+    lone = (lone + 1) % probeEvery
+    return lone === 0
+  }
+
+  /** One batch: the lock, whatever is queued then, one transaction; every caller answered. */
+  const commitBatch = Effect.suspend(() => {
+    let batch: Array<Job> | undefined
+    const transaction = sql.withTransaction(
+      onTransactionConnection(sql, (connection) =>
+        Effect.suspend(() => {
+          batch = takeBatch()
+          return runBatch(connection, batch)
+        })
+      )
+    )
+    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(transaction)).pipe(
+      Effect.flatMap((exit) =>
+        Effect.sync(() => {
+          // A transaction that never began (the lock not had within the busy timeout) fails
+          // everything queued: each would have waited for the same lock.
+          const answered = batch ?? takeBatch()
+          company = answered.length > 1
+          for (const job of answered) Deferred.doneUnsafe(job.done, outcome(job, exit))
+        })
+      )
+    )
+  })
+
+  /** Commits batches while appends are queued; the one fiber writing for this client. */
+  const commitAll: Effect.Effect<void> = Effect.suspend(() =>
+    queue.length === 0
+      ? Effect.sync(() => {
+          committing = false
+        })
+      : Effect.andThen(commitBatch, commitAll)
+  )
+
+  const leave = (job: Job) =>
+    Effect.sync(() => {
+      if (job.taken) return
+      const index = queue.indexOf(job)
+      if (index >= 0) queue.splice(index, 1)
+    })
+
+  // Started in place: the batch fiber runs in the caller's turn until it first waits.
+  const startCommitting = Effect.forkDetach(commitAll, { startImmediately: true, uninterruptible: true })
+
+  /**
+   * A writer alone, with no batch to wait for company: its append is its own transaction, in its
+   * own fiber, as without grouping. Appends arriving meanwhile (while it waits for the lock)
+   * queue, and are committed by a batch fiber once it is done.
+   */
+  const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
+    committing = true
+    company = false
+    return Effect.onExit(sql.withTransaction(onTransactionConnection(sql, append)), () => {
+      if (queue.length > 0) return Effect.asVoid(startCommitting)
+      committing = false
+      return Effect.void
+    })
+  }
+
+  // Interruptible only while waiting, so a queued append always has its way out.
+  const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+    Effect.uninterruptibleMask((restore) => {
+      if (!committing) {
+        if (!waitForCompany()) return restore(alone(append))
+        company = true
+      }
+      const job: Job = { append, done: Deferred.makeUnsafe(), taken: false, exit: undefined }
+      queue.push(job)
+      const wait = Effect.onInterrupt(restore(Deferred.await(job.done)), () => leave(job)) as Effect.Effect<
+        A,
+        E | SqlError.SqlError
+      >
+      if (committing) return wait
+      committing = true
+      return Effect.andThen(startCommitting, wait)
+    })
+
+  return <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+    Effect.withFiber((fiber) =>
+      Context.getOrUndefined(fiber.context, sql.transactionService) === undefined
+        ? grouped(append)
+        : sql.withTransaction(onTransactionConnection(sql, append))
+    )
+}

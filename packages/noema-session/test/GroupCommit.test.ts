@@ -1,0 +1,194 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Message } from "@noema/core"
+import { SqliteClient } from "@noema/sql-sqlite"
+import { Cause, Deferred, Effect, Exit, Fiber, Tracer } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient } from "effect/sql"
+import { SessionConflictError, SessionNotFoundError, StoreError } from "../src/SessionStore.js"
+import * as SqlStore from "../src/SqlStore.js"
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-group-commit-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+
+let files = 0
+
+/** A store on a client of its own, and the client: the tests hold its write lock. */
+const open = Effect.gen(function* () {
+  const filename = path.join(directory, `group-${files++}.db`)
+  const sql = yield* SqliteClient.make({ filename }).pipe(
+    Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make)
+  )
+  const store = yield* SqlStore.make({ location: filename }).pipe(
+    Effect.provideService(SqlClient.SqlClient, sql)
+  )
+  return { sql, store }
+})
+
+/** Counts the transactions begun (effect's `sql.transaction` spans) by what runs under `tracer`. */
+const transactionCounter = () => {
+  let count = 0
+  const tracer = Tracer.make({
+    span(options) {
+      if (options.name === "sql.transaction") count++
+      return new Tracer.NativeSpan(options)
+    }
+  })
+  return { tracer, count: () => count }
+}
+
+/**
+ * Holds the client's write lock in a transaction of another fiber until `release`, so appends
+ * made meanwhile queue up behind it, as they do behind a batch being committed.
+ */
+const holdLock = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const held = Deferred.makeUnsafe<void>()
+    const released = Deferred.makeUnsafe<void>()
+    const holder = yield* Effect.forkChild(
+      sql.withTransaction(Effect.andThen(Deferred.succeed(held, undefined), Deferred.await(released)))
+    )
+    yield* Deferred.await(held)
+    return Effect.andThen(Deferred.succeed(released, undefined), Fiber.join(holder))
+  })
+
+const turn = (label: string) => [Message.user(`${label} question`), Message.assistant(`${label} answer`)]
+
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): unknown =>
+  Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+
+describe("SqlStore on SQLite: group commit", () => {
+  it.effect("appends queued together commit in one transaction, each with its own outcome", () =>
+    Effect.gen(function* () {
+      const { sql, store } = yield* open
+      const [a, b, c, d] = yield* Effect.forEach([0, 1, 2, 3], () =>
+        Effect.map(store.create(), (info) => info.id)
+      )
+      // A row already at c's first place: c's insert fails after its session row was updated.
+      yield* sql.unsafe("INSERT INTO messages (session_id, seq, message, created_at) VALUES (?, 0, ?, 0)", [
+        c,
+        JSON.stringify(Message.user("in the way"))
+      ])
+      const counter = transactionCounter()
+      const release = yield* holdLock(sql)
+      const before = counter.count()
+      const appends = [
+        store.append(a as string, 0, turn("a")),
+        store.append(b as string, 0, turn("b")),
+        store.append(a as string, 0, turn("a again")),
+        store.append("missing", 0, turn("missing")),
+        store.append(c as string, 0, turn("c")),
+        store.append(d as string, 0, [Message.user("d"), { role: "wizard" } as unknown as Message.Message]),
+        store.append(d as string, 0, turn("d"))
+      ]
+      const fibers = yield* Effect.forEach(appends, (append) =>
+        Effect.forkChild(Effect.exit(append).pipe(Effect.withTracer(counter.tracer)))
+      )
+      // Every append is queued behind the lock before it is released.
+      yield* Effect.yieldNow
+      yield* release
+      const exits = yield* Effect.forEach(fibers, Fiber.join)
+      // The first append found no batch and waited for the lock alone, in its own transaction;
+      // the six that came while it waited were committed together after it.
+      assert.strictEqual(counter.count() - before, 2, "one transaction for the six queued appends")
+
+      const [first, second, conflict, missing, collided, invalid, last] = exits as Array<
+        Exit.Exit<unknown, unknown>
+      >
+      assert.isTrue(Exit.isSuccess(first as Exit.Exit<unknown, unknown>))
+      assert.isTrue(Exit.isSuccess(second as Exit.Exit<unknown, unknown>))
+      assert.isTrue(Exit.isSuccess(last as Exit.Exit<unknown, unknown>))
+      const conflictError = failureOf(conflict as Exit.Exit<unknown, unknown>)
+      assert.instanceOf(conflictError, SessionConflictError)
+      assert.strictEqual((conflictError as SessionConflictError).actualMessageCount, 2)
+      assert.instanceOf(failureOf(missing as Exit.Exit<unknown, unknown>), SessionNotFoundError)
+      const collision = failureOf(collided as Exit.Exit<unknown, unknown>)
+      assert.instanceOf(collision, StoreError)
+      const invalidError = failureOf(invalid as Exit.Exit<unknown, unknown>)
+      assert.instanceOf(invalidError, StoreError)
+      assert.strictEqual((invalidError as StoreError).reason._tag, "InvalidMessage")
+
+      const contents = (id: string) =>
+        Effect.map(store.load(id), ({ messages }) => messages.map((message) => message.content))
+      assert.deepStrictEqual(yield* contents(a as string), ["a question", "a answer"])
+      assert.deepStrictEqual(yield* contents(b as string), ["b question", "b answer"])
+      assert.deepStrictEqual(yield* contents(d as string), ["d question", "d answer"])
+      // The failed append was rolled back alone: c's row still counts no message.
+      assert.strictEqual((yield* store.info(c as string)).messageCount, 0)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a caller interrupted while its append is queued takes it out of the batch", () =>
+    Effect.gen(function* () {
+      const { sql, store } = yield* open
+      const [first, left, stayed] = yield* Effect.forEach([0, 1, 2], () =>
+        Effect.map(store.create(), (info) => info.id)
+      )
+      const release = yield* holdLock(sql)
+      // The first waits for the lock alone; the other two queue behind it for the next batch.
+      const fibers = yield* Effect.forEach([first, left, stayed], (id) =>
+        Effect.forkChild(store.append(id as string, 0, turn(id as string)))
+      )
+      yield* Effect.yieldNow
+      yield* Fiber.interrupt(fibers[1] as Fiber.Fiber<unknown, unknown>)
+      yield* release
+      yield* Fiber.join(fibers[0] as Fiber.Fiber<unknown, unknown>)
+      yield* Fiber.join(fibers[2] as Fiber.Fiber<unknown, unknown>)
+      assert.strictEqual((yield* store.info(first as string)).messageCount, 2)
+      assert.strictEqual((yield* store.info(left as string)).messageCount, 0)
+      assert.strictEqual((yield* store.info(stayed as string)).messageCount, 2)
+      // The store goes on: the next append is committed.
+      yield* store.append(left as string, 0, turn("after"))
+      assert.strictEqual((yield* store.info(left as string)).messageCount, 2)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("writers committing at once share transactions; every turn is stored whole and in order", () =>
+    Effect.gen(function* () {
+      const { store } = yield* open
+      const writers = 8
+      const turns = 25
+      const ids = yield* Effect.forEach(Array.from({ length: writers }), () =>
+        Effect.map(store.create(), (info) => info.id)
+      )
+      const counter = transactionCounter()
+      yield* Effect.forEach(
+        ids,
+        (id) =>
+          Effect.forEach(
+            Array.from({ length: turns }, (_, index) => index),
+            (index) => store.append(id, index * 2, turn(`${id} ${index}`)),
+            { discard: true }
+          ),
+        { concurrency: "unbounded", discard: true }
+      ).pipe(Effect.withTracer(counter.tracer))
+      const appends = writers * turns
+      assert.isAtMost(counter.count(), appends / 4, `${counter.count()} transactions for ${appends} appends`)
+      for (const id of ids) {
+        const { messages } = yield* store.load(id)
+        assert.deepStrictEqual(
+          messages.map((message) => message.content),
+          Array.from({ length: turns }, (_, index) => [
+            `${id} ${index} question`,
+            `${id} ${index} answer`
+          ]).flat()
+        )
+      }
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a writer alone commits each append in a transaction of its own", () =>
+    Effect.gen(function* () {
+      const { store } = yield* open
+      const { id } = yield* store.create()
+      const counter = transactionCounter()
+      for (let index = 0; index < 20; index++) {
+        yield* store.append(id, index * 2, turn(`${index}`)).pipe(Effect.withTracer(counter.tracer))
+      }
+      assert.strictEqual(counter.count(), 20)
+      assert.strictEqual((yield* store.info(id)).messageCount, 40)
+    }).pipe(Effect.scoped)
+  )
+})
