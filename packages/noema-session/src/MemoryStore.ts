@@ -91,14 +91,14 @@ export const make = (): Effect.Effect<Service> =>
             const info: SessionInfo = {
               id,
               ...(options?.title !== undefined && { title: options.title }),
-              createdAt: now,
-              updatedAt: now,
+              createdAt: options?.createdAt ?? now,
+              updatedAt: options?.updatedAt ?? now,
               messageCount: 0,
               metadata: copy(options?.metadata ?? {})
             }
             const entry: Entry = { info, messages: [], activity: ++activity }
             sessions.set(id, entry)
-            if (first.length > 0) appendTo(entry, first, now)
+            if (first.length > 0) appendTo(entry, first, options?.updatedAt ?? now)
             return Effect.succeed(entry.info)
           }
         ),

@@ -9,15 +9,15 @@
  * SQLite, PostgreSQL): this is how sessions move from SQLite to PostgreSQL.
  *
  * Import never merges: a session whose id the target already holds is left
- * alone and reported. What the contract cannot carry over are the session's
- * own `createdAt` / `updatedAt` (the target stamps the import time); every
- * message, with its own id and timestamps, the title and the metadata are kept.
+ * alone and reported. Nothing is lost in a round trip: the session's id, title,
+ * `createdAt`, `updatedAt` and metadata, and every message with its own id and
+ * timestamps, are kept, so an export of the imported store is the export it came
+ * from, byte for byte.
  */
 import { Message } from "@noema/core"
 import { Effect, Exit, Schema, Stream } from "effect"
 import {
   SessionAlreadyExistsError,
-  type SessionConflictError,
   SessionNotFoundError,
   SessionStore,
   type StoredSession,
@@ -42,8 +42,12 @@ export class ArchiveLineError extends Schema.TaggedError<ArchiveLineError>()("Ar
  * the same session gives the same bytes whichever backend it was read from (a store may keep a
  * message's keys in the order they were built in).
  */
-export const encodeLine = (stored: StoredSession): string =>
-  JSON.stringify({ format, version, session: stored.info, messages: stored.messages.map(Message.encode) })
+export const encodeLine = (stored: StoredSession): string => {
+  const { id, title, createdAt, updatedAt, messageCount, metadata } = stored.info
+  // The fields in one order, whichever store the session comes from: the same session is the same line.
+  const session = { id, ...(title !== undefined && { title }), createdAt, updatedAt, messageCount, metadata }
+  return JSON.stringify({ format, version, session, messages: stored.messages.map(Message.encode) })
+}
 
 const Info = Schema.Struct({
   id: Schema.NonEmptyString,
@@ -131,14 +135,13 @@ export type ImportOutcome =
   | { readonly _tag: "AlreadyExists"; readonly id: string }
 
 /**
- * Creates the session with its id, title and metadata, then appends all its
- * messages in one append. A session of that id already in the store is left
- * untouched (`AlreadyExists`). If the append fails, the new session is
- * deleted again, so a failed import leaves nothing of that session behind.
+ * Creates the session as it was (id, title, times, metadata) with all its messages,
+ * in one step of the store: it is there whole or not at all. A session of that id
+ * already in the store is left untouched (`AlreadyExists`).
  */
 export const importSession = (
   stored: StoredSession
-): Effect.Effect<ImportOutcome, StoreError | SessionConflictError | SessionNotFoundError, SessionStore> =>
+): Effect.Effect<ImportOutcome, StoreError, SessionStore> =>
   Effect.gen(function* () {
     const store = yield* SessionStore
     const { info, messages } = stored
@@ -146,6 +149,9 @@ export const importSession = (
       .create({
         id: info.id,
         metadata: info.metadata,
+        createdAt: info.createdAt,
+        updatedAt: info.updatedAt,
+        messages,
         ...(info.title !== undefined && { title: info.title })
       })
       .pipe(
@@ -156,18 +162,5 @@ export const importSession = (
         )
       )
     if (!created) return { _tag: "AlreadyExists", id: info.id } as const
-    if (messages.length > 0) {
-      yield* store.append(info.id, 0, messages).pipe(
-        Effect.onError(() =>
-          store.delete(info.id).pipe(
-            Effect.catchIf(
-              (error) => error instanceof SessionNotFoundError,
-              () => Effect.void
-            ),
-            Effect.ignore
-          )
-        )
-      )
-    }
     return { _tag: "Imported", id: info.id, messages: messages.length } as const
   })

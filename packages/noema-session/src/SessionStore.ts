@@ -46,6 +46,13 @@ export interface CreateOptions {
    * from them as from an `append`.
    */
   readonly messages?: ReadonlyArray<Message.Message>
+  /**
+   * The session's own times (epoch milliseconds), for a session copied from another store
+   * (`SessionArchive.importSession`): it keeps when it was made and last changed, not when
+   * it was copied. Default: now.
+   */
+  readonly createdAt?: number
+  readonly updatedAt?: number
 }
 
 export interface MetadataUpdate {

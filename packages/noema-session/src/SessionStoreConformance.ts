@@ -309,6 +309,44 @@ const storeCases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "create with its own times: a copied session keeps when it was made and last changed",
+    run: withStore((store) =>
+      Effect.gen(function* () {
+        const createdAt = Date.UTC(2024, 0, 2, 3, 4, 5, 678)
+        const updatedAt = Date.UTC(2025, 6, 8, 9, 10, 11, 121)
+        const turn = [
+          Message.user("From another store", { id: "m-1", createdAt: createdAt + 1 }),
+          Message.assistant("Kept.")
+        ]
+        const info = yield* store.create({
+          id: "copied",
+          title: "A copied session",
+          metadata: { source: "archive" },
+          createdAt,
+          updatedAt,
+          messages: turn
+        })
+        const expected = {
+          id: "copied",
+          title: "A copied session",
+          createdAt,
+          updatedAt,
+          messageCount: 2,
+          metadata: { source: "archive" }
+        }
+        assert.deepEqual(info, expected)
+        assert.deepEqual(yield* store.info("copied"), expected)
+        const loaded = yield* store.load("copied")
+        assert.deepEqual(loaded.info, expected)
+        assert.deepEqual(loaded.messages, turn)
+        // Without messages too.
+        const empty = yield* store.create({ id: "copied-empty", createdAt, updatedAt })
+        assert.equal(empty.createdAt, createdAt)
+        assert.equal((yield* store.info("copied-empty")).updatedAt, updatedAt)
+      })
+    )
+  },
+  {
     name: "missing sessions: every operation fails with SessionNotFoundError",
     run: withStore((store) =>
       Effect.gen(function* () {

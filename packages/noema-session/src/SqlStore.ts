@@ -458,8 +458,8 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
             const rows = yield* query<SessionRow>(statements.insertSession, [
               id,
               options?.title ?? null,
-              now,
-              now,
+              options?.createdAt ?? now,
+              options?.updatedAt ?? now,
               metadata
             ])
             const row = rows[0]
@@ -469,7 +469,9 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
         )
         const first = options?.messages
         if (first === undefined || first.length === 0) return insert
-        // The session and its first messages in one transaction (the append's nests as a savepoint).
+        const updatedAt = options?.updatedAt
+        // The session and its first messages in one transaction (the append's nests as a savepoint);
+        // an imported session keeps its own `updatedAt`, which the append would have made now.
         return store(
           writeTransaction(
             Effect.flatMap(insert, () =>
@@ -478,7 +480,12 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
                   // The session was created a moment ago in this very transaction.
                   SessionNotFoundError: Effect.die,
                   SessionConflictError: Effect.die
-                })
+                }),
+                Effect.flatMap((info) =>
+                  updatedAt === undefined
+                    ? Effect.succeed(info)
+                    : Effect.as(query(statements.setUpdatedAt, [updatedAt, id]), { ...info, updatedAt })
+                )
               )
             )
           )

@@ -4,9 +4,10 @@ import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
 import { Effect, Exit, Layer, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as MemoryStore from "../src/MemoryStore.js"
 import * as SessionArchive from "../src/SessionArchive.js"
-import { SessionStore } from "../src/SessionStore.js"
+import { type CreateOptions, SessionStore } from "../src/SessionStore.js"
 import * as SqliteStore from "../src/SqliteStore.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-archive-"))
@@ -29,9 +30,16 @@ const fill = Effect.gen(function* () {
     title: "Kept title",
     metadata: { systemPrompt: "be brief" }
   })
+  // Every step at its own time, so a copy that stamped its own would show.
+  yield* TestClock.adjust("1 minute")
   yield* store.append(titled.id, 0, turn(0))
+  yield* TestClock.adjust("1 minute")
   const long = yield* store.create({ id: "long" })
-  for (let n = 0; n < 50; n++) yield* store.append(long.id, n * 4, turn(n))
+  for (let n = 0; n < 50; n++) {
+    yield* TestClock.adjust("1 second")
+    yield* store.append(long.id, n * 4, turn(n))
+  }
+  yield* TestClock.adjust("1 minute")
   yield* store.create({ id: "empty", metadata: { tag: ["a", 1, null] } })
 })
 
@@ -42,7 +50,7 @@ const importLines = (lines: ReadonlyArray<string>) =>
     Effect.flatMap(SessionArchive.decodeLine(text, index + 1), SessionArchive.importSession)
   )
 
-/** What must survive a copy: everything but the session's own timestamps. */
+/** What a copy keeps, as the store shows it. */
 const snapshot = Effect.gen(function* () {
   const store = yield* SessionStore
   const sessions = yield* store.list()
@@ -68,9 +76,15 @@ const roundTrip = (source: Layer.Layer<SessionStore, unknown>, target: Layer.Lay
     )
     assert.lengthOf(lines, 3)
     for (const line of lines) assert.notInclude(line, "\n")
-    const after = yield* Effect.provide(Effect.andThen(importLines(lines), snapshot), target)
+    yield* TestClock.adjust("1 day")
+    const { after, again } = yield* Effect.provide(
+      Effect.andThen(importLines(lines), Effect.all({ after: snapshot, again: exportLines })),
+      target
+    )
     assert.deepStrictEqual(after, before)
     assert.strictEqual(after.find((session) => session.id === "long")?.messages.length, 200)
+    // Nothing lost in a round trip: the target's export is the source's, byte for byte (times included).
+    assert.deepStrictEqual(Array.from(again), lines)
   })
 
 describe("SessionArchive", () => {
@@ -146,12 +160,15 @@ describe("SessionArchive", () => {
 
   it.effect("a session the store refuses leaves nothing behind", () =>
     Effect.gen(function* () {
-      // A store whose append fails after the session was created (a full disk, a lost connection).
+      // The session and its messages are one `create`, stored whole or not at all (the store's
+      // contract): a store that refuses its messages (a full disk, a lost connection) keeps nothing.
       const failing = Layer.effect(
         SessionStore,
         Effect.map(MemoryStore.make(), (store) => ({
           ...store,
-          append: () => Effect.die(new Error("disk full"))
+          append: () => Effect.die(new Error("import must not append after create")),
+          create: (options?: CreateOptions) =>
+            options?.messages === undefined ? store.create(options) : Effect.die(new Error("disk full"))
         }))
       )
       const line = SessionArchive.encodeLine({

@@ -37,6 +37,8 @@ export interface Statements {
   readonly selectMessageCount: string
   /** An untitled session's title, from the turn just appended (in the append's transaction, the row locked). */
   readonly setTitle: string
+  /** A session's `updated_at` as given (an imported session keeps its own). */
+  readonly setUpdatedAt: string
   /** `selectSession`, locking the row (metadata updates). */
   readonly selectSessionForUpdate: string
   readonly listSessions: string
@@ -101,6 +103,7 @@ const statements = ({ forUpdate, firstActivity, nextActivity, readBack }: Varian
     : undefined,
   selectMessageCount: "SELECT message_count FROM sessions WHERE id = ?",
   setTitle: "UPDATE sessions SET title = ? WHERE id = ?",
+  setUpdatedAt: "UPDATE sessions SET updated_at = ? WHERE id = ?",
   selectSessionForUpdate: `SELECT ${sessionColumns} FROM sessions WHERE id = ?${forUpdate}`,
   listSessions: `SELECT ${sessionColumns} FROM sessions ORDER BY activity DESC`,
   selectMessages: "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq",
