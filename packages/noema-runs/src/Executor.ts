@@ -20,8 +20,8 @@
  * stage directory (an earlier attempt's is kept aside), `input.json` (what the
  * stage is given of the earlier stages: their answers, their artifacts whole or
  * listed; see `internal/HandOff.ts`), the agent (a ToolAgent with the stage's
- * instructions, `write_artifact`, `read_artifact` and the tools the pipeline names), every artifact published as it is written,
- * `output.json`, `manifest.json` last, then `StageCompleted`, or on failure
+ * instructions, `write_artifact`, `read_artifact` and the tools the pipeline
+ * names), every artifact published as it is written, `output.json`, `manifest.json` last, then `StageCompleted`, or on failure
  * `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`.
  */
 import * as fs from "node:fs"

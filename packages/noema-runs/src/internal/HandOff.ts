@@ -210,7 +210,15 @@ const resolve = (
     )
   }
   // The path rules of write_artifact, before anything is looked up.
-  const named = RunFiles.artifactTarget(path.join(workspace, "artifacts"), request.path)
+  const directory = RunFiles.attemptPath(
+    workspace,
+    run.runId,
+    stage.position,
+    stage.key,
+    completed.attempt,
+    stage.attempts.length
+  )
+  const named = RunFiles.artifactTarget(path.join(directory, "artifacts"), request.path)
   if (named instanceof RunFiles.FileError) return named
   const entry = completed.artifacts.find((e) => e.path === named.relative)
   if (entry === undefined)
