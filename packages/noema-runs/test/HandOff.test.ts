@@ -298,6 +298,23 @@ describe("hand-off between stages", () => {
       assert.strictEqual(again.toString("utf8"), first.toString("utf8"))
       assert.include(again.toString("utf8"), '"included": "full"')
       assert.include(userText(model.requests[0]!), "Green tea, three sentences, no sugar.")
+
+      // And what a straight run of the same request, with the same stage 1, writes.
+      const straightModel = ScriptedChatModel.make({
+        replies: [
+          { toolCalls: [write("brief.md", brief), write("big.md", big)] },
+          "Notes done.",
+          "Report done."
+        ]
+      })
+      const straight = Executor.make({ store, workspace, model: straightModel })
+      const other = yield* straight.create({ threadId: thread.id, request: "About tea", pipeline })
+      assert.strictEqual((yield* straight.execute(other.runId, pipeline)).run.status, "completed")
+      const straightInput = fs.readFileSync(
+        path.join(RunFiles.runDirectory(workspace, other.runId), "stages", "02-report", "input.json")
+      )
+      assert.strictEqual(straightInput.toString("utf8"), again.toString("utf8"))
+      assert.strictEqual(userText(straightModel.requests[2]!), userText(model.requests[0]!))
     })
   )
 })
