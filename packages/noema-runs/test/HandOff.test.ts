@@ -5,7 +5,7 @@ import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Message, ModelError } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Deferred, Effect, Exit, Fiber } from "effect"
+import { Deferred, Effect, Exit, Fiber, Schema } from "effect"
 import * as Executor from "../src/Executor.js"
 import type * as Pipeline from "../src/Pipeline.js"
 import * as RunFiles from "../src/RunFiles.js"
@@ -107,6 +107,8 @@ describe("hand-off between stages", () => {
         assert.include(prompt, `notes/bin.dat (text, 2 bytes, sha256 ${sha("\u0000\u0001")}): listed only`)
 
         const input = inputOf(workspace, run.runId, "02-report")
+        // The file follows its documented shape.
+        Schema.decodeUnknownSync(RunFiles.StageInput)(input)
         assert.deepStrictEqual(input, {
           request: "About tea",
           instructions: "Do report.",
