@@ -55,7 +55,7 @@ const inputOf = (workspace: string, runId: string, directory: string): RunFiles.
 
 const sha = (text: string) => RunFiles.sha256(Buffer.from(text, "utf8"))
 
-const brief = "# Brief\n\nGreen tea, three sentences, no sugar.\n"
+const brief = "# Brief\n\nGreen tea, three sentences, no sugar.\n\n```\nsteep 2 min\n```\n"
 const big = `${"A long survey of tea growing regions and their soils. ".repeat(200)}\n`
 const data = '{"cups": 3}\n'
 
@@ -98,6 +98,8 @@ describe("hand-off between stages", () => {
         assert.include(prompt, "Notes written: the brief and the data.")
         assert.include(prompt, "Green tea, three sentences, no sugar.")
         assert.include(prompt, '{"cups": 3}')
+        // In a fence its own cannot close.
+        assert.include(prompt, `\n\`\`\`\`\n${brief}\`\`\`\`\n`)
         // Past the budget (big.md) or binary (bin.dat): listed with kind, size, sha256, and how to read it.
         assert.notInclude(prompt, "A long survey")
         assert.include(

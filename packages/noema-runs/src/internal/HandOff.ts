@@ -120,7 +120,14 @@ export const gather = Effect.fnUntraced(function* (
         remaining -= tokens
         texts.set(textKey(stage.key, entry.path), text)
       }
-      artifacts.push({ stage: stage.key, ...entry, included: full ? "full" : "listed" })
+      artifacts.push({
+        stage: stage.key,
+        path: entry.path,
+        kind: entry.kind,
+        size: entry.size,
+        sha256: entry.sha256,
+        included: full ? "full" : "listed"
+      })
     }
   }
   const input: RunFiles.StageInput = {
@@ -135,7 +142,8 @@ export const gather = Effect.fnUntraced(function* (
 
 /** A Markdown fence longer than any run of backticks in `text`, so the text cannot close it. */
 const fenceFor = (text: string) => {
-  const longest = Math.max(0, ...Array.from(text.matchAll(/`+/g), (match) => match[0].length))
+  let longest = 0
+  for (const match of text.matchAll(/`+/g)) longest = Math.max(longest, match[0].length)
   return "`".repeat(Math.max(3, longest + 1))
 }
 
