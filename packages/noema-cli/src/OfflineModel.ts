@@ -341,8 +341,8 @@ const taskPlanner = (request: ChatModel.ChatRequest, asked: string): Decision | 
 /**
  * A stage of a run (`@noema/runs`: the stage agent has `write_artifact`): one Markdown
  * artifact, named as the instructions say ("... as brief.md") or after the stage, holding
- * the request, the stage's instructions and what earlier stages made; then a line saying
- * so. Honest about being the offline model: the form is right, the content is not thought.
+ * the request, the stage's instructions and what earlier stages made (their answers and
+ * the names of their artifacts); then a line saying so. Honest about being the offline model: the form is right, the content is not thought.
  */
 const runStage = (
   request: ChatModel.ChatRequest,
@@ -355,11 +355,17 @@ const runStage = (
   if (last?.role === "tool") return { type: "text", text: Message.text(last) }
   const system = messages.find((message) => message.role === "system")
   const instructions = system === undefined ? "" : Message.text(system).trim()
-  const [requested = "", earlierText = ""] = asked.split(/\n\nEarlier stages:\n/)
-  const name = /\bas ([\w.-]+\.(?:md|markdown|txt|json))\b/i.exec(instructions)?.[1] ?? "notes.md"
-  const earlier = [...earlierText.matchAll(/^## (\S+)\n([^\n]*)/gm)].map(
-    (match) => `- ${match[1]}: ${shorten(match[2] ?? "", 140)}`
+  // The stage's input as @noema/runs writes it: the request, then each earlier stage's
+  // answer (`## key (stage n)`) and its artifacts (`### Artifact key/path (...)`).
+  const [requested = "", earlierText = ""] = asked.split(
+    /\n\nEarlier stages \(their answers and artifacts\):\n/
   )
+  const name = /\bas ([\w.-]+\.(?:md|markdown|txt|json))\b/i.exec(instructions)?.[1] ?? "notes.md"
+  const artifacts = [...earlierText.matchAll(/^### Artifact ([^/\s]+)\/(\S+) \(/gm)]
+  const earlier = [...earlierText.matchAll(/^## (\S+) \(stage \d+\)\n([^\n]*)/gm)].map((match) => {
+    const own = artifacts.filter((artifact) => artifact[1] === match[1]).map((artifact) => artifact[2])
+    return `- ${match[1]}: ${shorten(match[2] ?? "", 140)}${own.length === 0 ? "" : ` (artifacts: ${own.join(", ")})`}`
+  })
   const content = [
     `# ${shorten(requested.trim() || "The request", 80)}`,
     "",

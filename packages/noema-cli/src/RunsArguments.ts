@@ -321,7 +321,7 @@ const storage = `      --workspace DIR     where runs write their files (env NOE
 
 const modelOptions = `  -m, --model NAME        model (as for noema chat; "offline" = the built-in model)
       --base-url URL, --api-key KEY, --api chat|responses
-      --no-tools          no tools for the stages (write_artifact stays)`
+      --no-tools          no tools for the stages (write_artifact, read_artifact stay)`
 
 export const threadsHelp = `noema threads: threads hold runs
 

@@ -223,7 +223,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     /** Runs this process canceled (its progress said so already). */
     const canceledHere = new Set<string>()
     const tools = executing && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : []
-    /** What a planned stage may use besides write_artifact. */
+    /** What a planned stage may use besides write_artifact and read_artifact. */
     const toolNames = tools.map((tool) => tool.name)
     const executor = Executor.make({
       store,

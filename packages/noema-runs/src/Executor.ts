@@ -17,18 +17,27 @@
  * which refuses a run.json changed since (`RunFileChanged`).
  *
  * An attempt: `StageStarted` (the attempt's number comes from the view), the
- * stage directory (an earlier attempt's is kept aside), `input.json`, the
- * agent (a ToolAgent with the stage's instructions, `write_artifact` and the
- * tools the pipeline names), every artifact published as it is written,
- * `output.json`, `manifest.json` last, then `StageCompleted`, or on failure
+ * stage directory (an earlier attempt's is kept aside), `input.json` (what the
+ * stage is given of the earlier stages: their answers, their artifacts whole or
+ * listed; see `internal/HandOff.ts`), the agent (a ToolAgent with the stage's
+ * instructions, `write_artifact`, `read_artifact` and the tools the pipeline
+ * names), every artifact published as it is written, `output.json`, `manifest.json` last, then `StageCompleted`, or on failure
  * `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
-import { type Agent, type ChatModel, ConversationContext, Message, type Tool } from "@noema/core"
+import {
+  type Agent,
+  type ChatModel,
+  ConversationContext,
+  Message,
+  TokenCounter,
+  type Tool
+} from "@noema/core"
 import { Cause, Effect, Exit, Schema, Scope } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
+import * as HandOff from "./internal/HandOff.js"
 import * as PipelineModule from "./Pipeline.js"
 import { type Pipeline, PipelineError } from "./Pipeline.js"
 import {
@@ -56,14 +65,26 @@ export interface Options {
   readonly store: Store
   readonly workspace: string
   readonly model: ChatModel.Service
-  /** Tools stages may name in the pipeline (`write_artifact` is always there). */
+  /** Tools stages may name in the pipeline (`write_artifact` and `read_artifact` are always there). */
   readonly tools?: ReadonlyArray<Tool.Any>
   /** Told about every event appended, for live progress. */
   readonly onEvent?: (run: RunView, event: EventData) => Effect.Effect<void>
   readonly maxArtifactBytes?: number
   /** Model calls per stage attempt. Default 10. */
   readonly maxSteps?: number
+  /**
+   * Tokens the earlier stages' artifacts may take, together, in a stage's input; the others
+   * are listed for `read_artifact`. Default 8,000 (`defaultArtifactBudget`).
+   */
+  readonly artifactBudget?: number
+  /** Counts those tokens. Default core's `TokenCounter.estimate`. */
+  readonly counter?: TokenCounter.TokenCounter
+  /** The most characters `read_artifact` returns (it says where it cut). Default 50,000. */
+  readonly maxReadCharacters?: number
 }
+
+/** Tokens of earlier artifacts given whole to a stage when `artifactBudget` is not set. */
+export const defaultArtifactBudget = HandOff.defaultBudget
 
 export type ExecuteError = AppendError | RunFiles.FileError | RunFiles.RunFileChanged
 
@@ -177,15 +198,15 @@ const errorOf = (error: Agent.AgentError | RunFiles.FileError): StageError =>
         retryable: error.reason._tag !== "Failed" || error.isRetryable
       }
 
-const stagePrompt = (request: string, previous: ReadonlyArray<{ stage_key: string; output: unknown }>) =>
-  previous.length === 0
-    ? request
-    : `${request}\n\nEarlier stages:\n${previous
-        .map(
-          (p) =>
-            `## ${p.stage_key}\n${typeof p.output === "object" && p.output !== null && "text" in p.output ? String((p.output as { text: unknown }).text) : JSON.stringify(p.output)}`
-        )
-        .join("\n\n")}`
+/** The tools a stage has besides the ones its pipeline names. */
+const artifactTools = (
+  writer: RunFiles.StageWriter,
+  publish: (entry: ArtifactEntry) => Effect.Effect<void>,
+  read: Parameters<typeof RunFiles.readArtifactTool>[0]
+): Array<Tool.Any> => [
+  RunFiles.writeArtifactTool(writer, publish) as unknown as Tool.Any,
+  RunFiles.readArtifactTool(read) as unknown as Tool.Any
+]
 
 export const make = (options: Options): Executor => {
   const { store, workspace, model } = options
@@ -195,27 +216,12 @@ export const make = (options: Options): Executor => {
       Effect.forEach(events, (event) => notify(run, event), { discard: true })
     )
 
-  /** What earlier completed stages returned (their output.json), for the next stage's input. */
-  const previousOutputs = (run: RunView, position: number) =>
-    Effect.try({
-      try: () =>
-        run.stages
-          .filter((stage) => stage.position < position && stage.status === "completed")
-          .map((stage) => ({
-            stage_key: stage.key,
-            output: JSON.parse(
-              fs.readFileSync(
-                path.join(RunFiles.stagePath(workspace, run.runId, stage.position, stage.key), "output.json"),
-                "utf8"
-              )
-            ) as unknown
-          })),
-      catch: (error) =>
-        new RunFiles.FileError({
-          path: run.runId,
-          detail: error instanceof Error ? error.message : String(error)
-        })
-    })
+  const handOff: HandOff.Options = {
+    workspace,
+    budget: options.artifactBudget ?? HandOff.defaultBudget,
+    counter: options.counter ?? TokenCounter.estimate
+  }
+  const maxReadCharacters = options.maxReadCharacters ?? HandOff.defaultMaxReadCharacters
 
   const runAttempt = (run: RunView, pipeline: Pipeline, position: number) =>
     Effect.gen(function* () {
@@ -260,11 +266,16 @@ export const make = (options: Options): Executor => {
           Effect.asVoid
         )
       const work = Effect.gen(function* () {
-        const previous = yield* previousOutputs(started, position)
-        yield* writer.writeInput({ request: run.request, previous })
+        const given = yield* HandOff.gather(handOff, started, position, definition.instructions)
+        yield* writer.writeInput(given.input)
         const named = new Map((options.tools ?? []).map((tool) => [tool.name, tool]))
-        const tools: Array<Tool.Any> = [RunFiles.writeArtifactTool(writer, publish) as unknown as Tool.Any]
+        const tools = artifactTools(
+          writer,
+          publish,
+          HandOff.reader(workspace, started, position, maxReadCharacters)
+        )
         for (const name of definition.tools) {
+          if (PipelineModule.stageTools.includes(name)) continue
           const tool = named.get(name)
           if (tool === undefined)
             return yield* Effect.fail(
@@ -279,7 +290,7 @@ export const make = (options: Options): Executor => {
           maxSteps: options.maxSteps ?? 10
         })
         const messages = yield* agent.execute(
-          ConversationContext.of(Message.user(stagePrompt(run.request, previous))),
+          ConversationContext.of(Message.user(HandOff.prompt(given.input, given.texts))),
           model
         )
         const answer = messages

@@ -8,7 +8,7 @@
  *
  * `key` names the stage's directory (`<nn>-<key>`); `instructions` are the
  * stage agent's system prompt; `tools` names tools the executor is given (every
- * stage has `write_artifact`); `approval: true` makes the run wait for a
+ * stage has `stageTools`: `write_artifact` and `read_artifact`); `approval: true` makes the run wait for a
  * person before the stage runs. A file that does not match is refused with
  * every problem, one per line, naming where it is.
  *
@@ -45,6 +45,12 @@ export class PipelineError extends Schema.TaggedError<PipelineError>()("Pipeline
 }
 
 const toolName = /^[a-zA-Z0-9_-]{1,64}$/
+
+/**
+ * The tools every stage has, whatever its `tools` say: `write_artifact` (its own artifacts)
+ * and `read_artifact` (those of the earlier stages). A pipeline may name them too.
+ */
+export const stageTools: ReadonlyArray<string> = ["write_artifact", "read_artifact"]
 
 /** The bounds every pipeline keeps (a stage key is bounded by its pattern: at most 48 characters). */
 export const limits = {

@@ -82,10 +82,10 @@ export const linkOnTheWay = (root: string, file: string): string | undefined => 
 /**
  * The bytes of `file` (under `root`), read only as a regular file reached through real
  * directories: a symbolic link, a FIFO (whose open would block the reader), a device or a
- * directory is refused with an error saying which, never followed or waited on.
- * `undefined` when there is no such file.
+ * directory is refused with an error saying which, never followed or waited on; so is a
+ * file of more than `maxBytes`, when given. `undefined` when there is no such file.
  */
-export const readRegularFile = (root: string, file: string): Buffer | undefined => {
+export const readRegularFile = (root: string, file: string, maxBytes?: number): Buffer | undefined => {
   if (!fs.existsSync(path.dirname(file))) return undefined
   const problem = linkOnTheWay(root, file)
   if (problem !== undefined) throw new Error(problem)
@@ -99,7 +99,11 @@ export const readRegularFile = (root: string, file: string): Buffer | undefined 
     throw error
   }
   try {
-    if (!fs.fstatSync(fd).isFile()) throw new Error("not a regular file")
+    const stat = fs.fstatSync(fd)
+    if (!stat.isFile()) throw new Error("not a regular file")
+    // Checked on what was opened, so a file swapped for a huge one is refused, not read.
+    if (maxBytes !== undefined && stat.size > maxBytes)
+      throw new Error(`${stat.size} bytes, more than the ${maxBytes} expected`)
     return fs.readFileSync(fd)
   } finally {
     fs.closeSync(fd)
@@ -284,10 +288,42 @@ export interface Manifest {
   readonly artifacts: ReadonlyArray<ArtifactEntry>
 }
 
-/** The stage's input: an object with a `request` string (the stage's minimal contract). */
+/**
+ * An artifact of an earlier stage as a stage's input names it: its content was in the
+ * stage's prompt (`full`), or only its path, kind, size and sha256 were, for `read_artifact`
+ * (`listed`: too big, binary, or past the budget).
+ */
+export const ArtifactReference = Schema.Struct({
+  stage: Schema.String,
+  path: Schema.String,
+  kind: Schema.String,
+  size: Schema.Number,
+  sha256: Schema.String,
+  included: Schema.Literals(["full", "listed"])
+})
+export type ArtifactReference = typeof ArtifactReference.Type
+
+/**
+ * What a stage was given (`input.json`): the request, its instructions, the earlier stages'
+ * answers and a reference to each of their artifacts, with the budget that chose which went
+ * in whole. The artifacts are named by sha256 and never change, so this file and the earlier
+ * stages' files are the stage's whole prompt: a run can be audited, and a stage run again
+ * after a crash is given the same.
+ */
 export const StageInput = Schema.Struct({
   request: Schema.String,
-  previous: Schema.optional(Schema.Array(Schema.Struct({ stage_key: Schema.String, output: Schema.Unknown })))
+  instructions: Schema.String,
+  previous: Schema.Array(
+    Schema.Struct({
+      stage_key: Schema.String,
+      position: Schema.Number,
+      attempt: Schema.Number,
+      answer: Schema.String
+    })
+  ),
+  artifacts: Schema.Array(ArtifactReference),
+  /** Tokens all `full` artifacts may take together, and the counter that measured them. */
+  artifact_budget: Schema.Struct({ tokens: Schema.Number, counter: Schema.String })
 })
 export type StageInput = typeof StageInput.Type
 
@@ -360,6 +396,24 @@ const nameProblem = (relative: string): string | undefined => {
 }
 
 /**
+ * An artifact's name as every tool takes it, writing or reading: stored in Unicode NFC,
+ * refused with a control or bidirectional-text character (`nameProblem`) or a path that
+ * `confine` refuses. The file it names in `artifactsDirectory`, and its relative path.
+ */
+export const artifactTarget = (
+  artifactsDirectory: string,
+  name: string
+): { readonly relative: string; readonly target: string } | FileError => {
+  const relative = name.normalize("NFC")
+  const refused = nameProblem(relative)
+  if (refused !== undefined)
+    return new FileError({ path: Printable.escapeControls(relative), detail: refused })
+  const target = confine(artifactsDirectory, relative)
+  if (typeof target !== "string") return new FileError({ path: relative, detail: target.problem })
+  return { relative, target }
+}
+
+/**
  * The writer of one stage attempt. For attempt k > 1, the directory holding
  * the earlier attempt is first renamed to `<nn>-<key>.attempt-<k-1>`.
  */
@@ -396,13 +450,9 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
         return attempt(file, () => writeFileAtomic(file, json(output)))
       },
       writeArtifact: (name, content, kind) => {
-        const relative = name.normalize("NFC")
-        const refused = nameProblem(relative)
-        if (refused !== undefined)
-          return Effect.fail(new FileError({ path: Printable.escapeControls(relative), detail: refused }))
-        const target = confine(artifactsDirectory, relative)
-        if (typeof target !== "string")
-          return Effect.fail(new FileError({ path: relative, detail: target.problem }))
+        const named = artifactTarget(artifactsDirectory, name)
+        if (named instanceof FileError) return Effect.fail(named)
+        const { relative, target } = named
         const bytes = Buffer.from(content, "utf8")
         if (bytes.length > maxBytes)
           return Effect.fail(
@@ -478,6 +528,90 @@ export const writeArtifactTool = (
         Effect.map((entry) => `Wrote ${entry.path} (${entry.size} bytes, sha256 ${entry.sha256})`),
         Effect.mapError((error) => error.message)
       )
+  })
+
+// ---------------------------------------------------------------------------
+// read_artifact: the tool agents read earlier stages' artifacts with
+// ---------------------------------------------------------------------------
+
+/** An artifact the timeline published for one attempt of one stage. */
+export interface PublishedArtifact {
+  readonly runId: string
+  readonly position: number
+  readonly key: string
+  readonly attempt: number
+  /** The stage's latest attempt: its directory is the stage's, earlier ones were set aside. */
+  readonly latest: number
+  readonly entry: ArtifactEntry
+}
+
+/** `<nn>-<key>/<path>`: how a published artifact is named in errors (never by where the workspace is). */
+const publishedName = (artifact: PublishedArtifact) =>
+  `${stageDirectory(artifact.position, artifact.key)}/${artifact.entry.path}`
+
+/**
+ * The bytes of a published artifact, exactly as published: the same path rules as
+ * `write_artifact` (`artifactTarget`), read by `readRegularFile` from the workspace down (no
+ * symbolic link, FIFO or device; nothing larger than the published size), and refused
+ * unless its size and sha256 are the ones the timeline recorded.
+ */
+export const readPublished = (
+  workspace: string,
+  artifact: PublishedArtifact
+): Effect.Effect<Buffer, FileError> => {
+  const name = publishedName(artifact)
+  const directory = attemptPath(
+    workspace,
+    artifact.runId,
+    artifact.position,
+    artifact.key,
+    artifact.attempt,
+    artifact.latest
+  )
+  const named = artifactTarget(path.join(directory, "artifacts"), artifact.entry.path)
+  if (named instanceof FileError) return Effect.fail(new FileError({ path: name, detail: named.detail }))
+  return Effect.try({
+    try: () => {
+      const bytes = readRegularFile(workspace, named.target, artifact.entry.size)
+      if (bytes === undefined) throw new Error("missing: the file is not there any more")
+      if (bytes.length !== artifact.entry.size || sha256(bytes) !== artifact.entry.sha256)
+        throw new Error("changed since it was published: its sha256 is not the one recorded")
+      return bytes
+    },
+    // A system error's message names the file's absolute path: its code alone is said.
+    catch: (error) =>
+      new FileError({
+        path: name,
+        detail:
+          (error as NodeJS.ErrnoException).code === undefined
+            ? describe(error)
+            : `cannot read it (${(error as NodeJS.ErrnoException).code})`
+      })
+  })
+}
+
+/**
+ * A `read_artifact` tool: `read` finds the artifact an agent names (an earlier, completed
+ * stage of its run; refusals are the message the model reads) and gives its text.
+ */
+export const readArtifactTool = (
+  read: (request: {
+    readonly stage: string
+    readonly path: string
+    readonly attempt?: number | undefined
+  }) => Effect.Effect<string, FileError>
+) =>
+  Tool.make({
+    name: "read_artifact",
+    description:
+      "Read an artifact of an earlier, completed stage of this run: `stage` is the stage's key, `path` the artifact's path in that stage, as your input lists them. Long texts are cut, saying so.",
+    parameters: Schema.Struct({
+      stage: Schema.String,
+      path: Schema.String,
+      attempt: Schema.optional(Schema.Number)
+    }),
+    annotations: { readOnly: true, destructive: false, idempotent: true },
+    handler: (request) => read(request).pipe(Effect.mapError((error) => error.message))
   })
 
 /**
