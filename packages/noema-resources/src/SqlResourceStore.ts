@@ -155,9 +155,7 @@ export const fromDatabase: Effect.Effect<
   Service,
   ResourceStoreError,
   SqlClient.SqlClient | Database.Database
-> = Effect.flatMap(Database.Database, (database) =>
-  make({ location: database.location, readonly: database.readonly })
-)
+> = Database.store(make)
 
 export const layerFromDatabase: Layer.Layer<
   ResourceStore,

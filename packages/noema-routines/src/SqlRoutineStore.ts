@@ -121,9 +121,7 @@ export const fromDatabase: Effect.Effect<
   Service,
   DatabaseError.DatabaseError,
   SqlClient.SqlClient | Database.Database
-> = Effect.flatMap(Database.Database, (database) =>
-  make({ location: database.location, readonly: database.readonly })
-)
+> = Database.store(make)
 
 export const layerFromDatabase: Layer.Layer<
   RoutineStore,

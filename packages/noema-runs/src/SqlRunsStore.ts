@@ -542,9 +542,7 @@ export const layer = (options: Options): Layer.Layer<RunsStore, RunsStoreError, 
 
 /** The store in the shared database the context holds (`Database` from @noema/sql), read-only as it is. */
 export const fromDatabase: Effect.Effect<Service, RunsStoreError, SqlClient.SqlClient | Database.Database> =
-  Effect.flatMap(Database.Database, (database) =>
-    make({ location: database.location, readonly: database.readonly })
-  )
+  Database.store(make)
 
 export const layerFromDatabase: Layer.Layer<
   RunsStore,

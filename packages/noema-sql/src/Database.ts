@@ -84,6 +84,21 @@ export class Database extends Context.Service<
   }
 >()("@noema/sql/Database") {}
 
+/** What a store is told of the database it opens on: how to name it, and whether it may write. */
+export interface StoreOptions {
+  readonly location: string
+  readonly readonly: boolean
+}
+
+/**
+ * A store made on the database in context (`make` given its location and read-only
+ * flag): how every store's `fromDatabase` opens it, so none forgets `readonly`.
+ */
+export const store = <A, E, R>(
+  make: (options: StoreOptions) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R | Database> =>
+  Effect.flatMap(Database, (database) => make({ location: database.location, readonly: database.readonly }))
+
 // ---------------------------------------------------------------------------
 // SQLite
 // ---------------------------------------------------------------------------
