@@ -79,7 +79,9 @@ describe("SqlRunsStore on a SQLite file", () => {
       const before = fs.readFileSync(filename)
       // On the bare client (no `Database.layer`, which would check the file itself).
       const error = yield* Effect.flip(
-        SqlRunsStore.make({ location: filename }).pipe(Effect.provide(SqliteClient.layer({ filename, wal: false })))
+        SqlRunsStore.make({ location: filename }).pipe(
+          Effect.provide(SqliteClient.layer({ filename, wal: false }))
+        )
       )
       assert.strictEqual(error.reason?._tag, "Foreign")
       assert.isTrue(fs.readFileSync(filename).equals(before))
