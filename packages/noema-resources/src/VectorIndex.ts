@@ -301,6 +301,8 @@ export interface SqlOptions {
    * instead of refusing. The resources must then be added again.
    */
   readonly reset?: boolean
+  /** Write nothing: the tables must be there; searches work, changes fail (`ReadOnly`). Default false. */
+  readonly readonly?: boolean
 }
 
 const toBytes = (vector: Float32Array): Uint8Array =>
@@ -384,7 +386,8 @@ export const makeSql = (
         location,
         schema: "vector index",
         table: migrationsTable,
-        migrations: migrations(dimensions, pgvector)
+        migrations: migrations(dimensions, pgvector),
+        readonly: options.readonly === true
       }),
       failure("preparing the vector tables")
     )
@@ -402,14 +405,16 @@ export const makeSql = (
     const emptyForThisEmbedder = doing("resetting the index")(
       sql.withTransaction(Effect.andThen(sql`DELETE FROM ${vectors}`, writeIdentity))
     ).pipe(Effect.asVoid)
-    if (existing === undefined) yield* doing("recording the index's embedder")(writeIdentity)
-    else if (
+    // Read-only, an index no embedder has written to yet stays unrecorded (and empty).
+    if (existing === undefined) {
+      if (options.readonly !== true) yield* doing("recording the index's embedder")(writeIdentity)
+    } else if (
       existing.provider !== identity.provider ||
       existing.model !== identity.model ||
       Number(existing.dimensions) !== identity.dimensions ||
       existing.storage !== storage
     ) {
-      if (options.reset === true) yield* emptyForThisEmbedder
+      if (options.reset === true && options.readonly !== true) yield* emptyForThisEmbedder
       else
         return yield* Effect.fail(
           indexError(
@@ -508,6 +513,4 @@ export const fromDatabase = (
   embedder: Embedder.Service,
   options: Omit<SqlOptions, "location"> = {}
 ): Effect.Effect<Service, VectorIndexError, SqlClient.SqlClient | Database.Database> =>
-  Effect.flatMap(Database.Database, (database) =>
-    makeSql(embedder, { ...options, location: database.location })
-  )
+  Database.store((database) => makeSql(embedder, { ...options, ...database }))
