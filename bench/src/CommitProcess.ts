@@ -7,7 +7,8 @@
  * processes start together. Prints one JSON line: `{ "turns", "ms" }`.
  */
 import { existsSync } from "node:fs"
-import { Postgres, PostgresStore, Session, SessionStore, SqliteStore } from "@noema/session"
+import { PostgresStore, Session, SessionStore, SqliteStore } from "@noema/session"
+import { Postgres } from "@noema/sql"
 import { Effect, Exit, Scope } from "effect"
 import { turn } from "./Conversation.ts"
 import { now } from "./Harness.ts"

@@ -11,7 +11,8 @@
  * Prints one JSON line: `{ "ms", "heapMb", "messages" }`.
  */
 import { Message } from "@noema/core"
-import { Postgres, PostgresStore, Session, SessionStore, SqliteStore } from "@noema/session"
+import { PostgresStore, Session, SessionStore, SqliteStore } from "@noema/session"
+import { Postgres } from "@noema/sql"
 import { Effect, Exit, Scope } from "effect"
 import { megabytes, now, settledHeap } from "./Harness.ts"
 

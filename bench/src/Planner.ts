@@ -28,7 +28,7 @@ import {
   SqlResourceStore,
   VectorIndex
 } from "@noema/resources"
-import { Database } from "@noema/session"
+import { Database } from "@noema/sql"
 import { Effect, Layer, Schema, Stream } from "effect"
 import { check, median, now } from "./Harness.ts"
 

@@ -28,7 +28,7 @@ import {
   Urn,
   VectorIndex
 } from "@noema/resources"
-import { Database } from "@noema/session"
+import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"

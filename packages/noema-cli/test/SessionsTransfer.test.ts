@@ -171,7 +171,7 @@ describe("--database and NOEMA_DATABASE_URL", () => {
     for (const result of outputs) {
       expect(result.code).toBe(1)
       expect(result.stdout + result.stderr).not.toContain(password)
-      expect(result.stderr).toContain("postgres://noema:***@127.0.0.1:1/noema: cannot read or write (")
+      expect(result.stderr).toContain("postgres://noema:***@127.0.0.1:1/noema: cannot connect (")
       expect(result.stderr.trimEnd().split("\n")).toHaveLength(1)
     }
   })

@@ -33,6 +33,7 @@
  * the same filters and overflow policies. A missed notification costs nothing:
  * the next one reads every row since.
  */
+import { DatabaseError, Migrations } from "@noema/sql"
 import {
   Cause,
   Context,
@@ -45,7 +46,7 @@ import {
   Semaphore,
   Stream
 } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import * as Policy from "./Policy.js"
 import * as Urn from "./Urn.js"
 
@@ -432,17 +433,16 @@ const pgListen = (sql: SqlClient.SqlClient) => {
   return typeof listen === "function" ? listen.bind(sql) : undefined
 }
 
-const migrations = {
+const migrations: Migrations.Record = {
   "1_events": Effect.flatMap(
     SqlClient.SqlClient,
-    (sql) =>
-      sql.unsafe(`CREATE TABLE ${eventsTable} (
+    (sql) => sql`CREATE TABLE ${sql(eventsTable)} (
       seq BIGSERIAL PRIMARY KEY,
       id TEXT NOT NULL UNIQUE,
       source TEXT NOT NULL,
       detail_type TEXT NOT NULL,
       time BIGINT NOT NULL,
-      resources TEXT NOT NULL)`).unprepared
+      resources TEXT NOT NULL)`
   )
 }
 
@@ -479,26 +479,31 @@ export const makePostgres = (
       return yield* Effect.fail(
         eventsError("cross-process events need PostgreSQL (LISTEN/NOTIFY); this database is not")
       )
+    const location = "the events log"
+    const mapSqlErrors = DatabaseError.mapSqlErrors(location)
     const failure = (what: string) => (cause: unknown) =>
-      eventsError(`${what}: ${cause instanceof Error ? cause.message : String(cause)}`, cause)
-    yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: migrationsTable }).pipe(
-      Effect.mapError(failure("preparing the events table"))
+      eventsError(`${what}: ${DatabaseError.describe(cause)}`, cause)
+    /** `effect` with its SQL failures mapped once (`DatabaseError`), then said as what it was doing. */
+    const doing =
+      (what: string) =>
+      <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.mapError(mapSqlErrors(effect), failure(what))
+    yield* doing("preparing the events table")(
+      Migrations.run({ location, schema: "resource events", table: migrationsTable, migrations })
     )
+    const events = sql(eventsTable)
     const hub = makeHub(policy)
     // LISTEN first, then read where the log stands: nothing committed in between is missed.
-    const notifications = yield* Effect.mapError(listen(channel), failure("listening for events"))
-    const start = yield* Effect.mapError(
-      sql.unsafe<{ seq: string | number | null }>(`SELECT max(seq) AS seq FROM ${eventsTable}`),
-      failure("reading the events log")
+    const notifications = yield* doing("listening for events")(listen(channel))
+    const start = yield* doing("reading the events log")(
+      sql<{ seq: string | number | null }>`SELECT max(seq) AS seq FROM ${events}`
     )
     let lastSeq = Number(start[0]?.seq ?? 0)
     // Suspended: each read asks for the rows after the sequence seen by then.
     const catchUp = Effect.suspend(() =>
       Effect.flatMap(
-        sql.unsafe<EventRow>(
-          `SELECT seq, id, source, detail_type, time, resources FROM ${eventsTable} WHERE seq > $1 ORDER BY seq`,
-          [lastSeq]
-        ),
+        sql<EventRow>`SELECT seq, id, source, detail_type, time, resources FROM ${events}
+          WHERE seq > ${lastSeq} ORDER BY seq`,
         (rows) =>
           Effect.forEach(
             rows,
@@ -521,7 +526,6 @@ export const makePostgres = (
       ),
       Effect.forkScoped
     )
-    const insert = `INSERT INTO ${eventsTable} (id, source, detail_type, time, resources) VALUES ($1, $2, $3, $4, $5) RETURNING seq`
     return {
       publish: (event) =>
         Effect.suspend(() => {
@@ -530,19 +534,19 @@ export const makePostgres = (
           return sql
             .withTransaction(
               Effect.gen(function* () {
-                yield* sql.unsafe(`SELECT pg_advisory_xact_lock(${appendLock})`)
-                const rows = yield* sql.unsafe<{ seq: string | number }>(insert, [
-                  completed.id,
-                  completed.source,
-                  completed.detailType,
-                  completed.time,
-                  JSON.stringify(completed.resources)
-                ])
+                yield* sql`SELECT pg_advisory_xact_lock(${appendLock})`
+                const rows = yield* sql<{ seq: string | number }>`INSERT INTO ${events} ${sql.insert({
+                  id: completed.id,
+                  source: completed.source,
+                  detail_type: completed.detailType,
+                  time: completed.time,
+                  resources: JSON.stringify(completed.resources)
+                })} RETURNING seq`
                 // Delivered at commit; the payload is only the sequence number.
-                yield* sql.unsafe(`SELECT pg_notify($1, $2)`, [channel, String(rows[0]?.seq ?? "")])
+                yield* sql`SELECT pg_notify(${channel}, ${String(rows[0]?.seq ?? "")})`
               })
             )
-            .pipe(Effect.mapError(failure("publishing an event")), Effect.as(completed))
+            .pipe(doing("publishing an event"), Effect.as(completed))
         }),
       subscribe: hub.subscribe
     }

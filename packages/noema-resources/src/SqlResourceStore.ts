@@ -5,14 +5,15 @@
  * One table, `noema_resources`, one row per URN (type, parent, the resource as
  * JSON). The URN is the primary key, so `findByPrefix` is a range scan on it:
  * `urn >= 'P/' AND urn < 'P0'` ('0' follows '/'), never a full scan. Migrations
- * are run by effect's `Migrator` with the resources' own table
- * (`noema_resources_migrations`). The dialects differ only in placeholders and
- * in the key's collation: PostgreSQL compares the key byte-wise (`COLLATE "C"`)
- * so the range and the order are those of the URN's characters, as on SQLite.
+ * run through @noema/sql's `Migrations` with the resources' own table
+ * (`noema_resources_migrations`). The statements are effect's tagged templates,
+ * the same on both databases; only the key's collation differs: PostgreSQL
+ * compares the key byte-wise (`COLLATE "C"`) so the range and the order are
+ * those of the URN's characters, as on SQLite.
  */
-import { Database, SqlStore } from "@noema/session"
+import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Layer } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { checkResource, checkUrn } from "./MemoryResourceStore.js"
 import * as Resource from "./Resource.js"
 import { notFound, ResourceStore, ResourceStoreError, type Service } from "./ResourceStore.js"
@@ -20,43 +21,22 @@ import { notFound, ResourceStore, ResourceStoreError, type Service } from "./Res
 export const migrationsTable = "noema_resources_migrations"
 export const resourcesTable = "noema_resources"
 
-interface Dialect {
-  readonly name: "sqlite" | "pg"
-  readonly placeholders: (text: string) => string
-  readonly keyCollation: string
+const migrations: Migrations.Record = {
+  "1_resources": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // PostgreSQL compares the key byte-wise, so range and order are the URN's characters', as on SQLite.
+    const key = sql.onDialectOrElse({
+      pg: () => sql.literal(`TEXT COLLATE "C"`),
+      orElse: () => sql.literal("TEXT")
+    })
+    yield* sql`CREATE TABLE ${sql(resourcesTable)} (
+      urn ${key} NOT NULL PRIMARY KEY,
+      type TEXT NOT NULL,
+      parent TEXT,
+      body TEXT NOT NULL)`
+    yield* sql`CREATE INDEX ${sql(`${resourcesTable}_type`)} ON ${sql(resourcesTable)} (type, urn)`
+  })
 }
-
-const sqlite: Dialect = { name: "sqlite", placeholders: (text) => text, keyCollation: "" }
-const pg: Dialect = {
-  name: "pg",
-  placeholders: (text) => {
-    let index = 0
-    return text.replace(/\?/g, () => `$${++index}`)
-  },
-  keyCollation: ` COLLATE "C"`
-}
-
-const migrations = (dialect: Dialect): Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> => ({
-  "1_resources": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.andThen(
-      sql.unsafe(`CREATE TABLE ${resourcesTable} (
-        urn TEXT${dialect.keyCollation} NOT NULL PRIMARY KEY,
-        type TEXT NOT NULL,
-        parent TEXT,
-        body TEXT NOT NULL)`).unprepared,
-      sql.unsafe(`CREATE INDEX ${resourcesTable}_type ON ${resourcesTable} (type, urn)`).unprepared
-    )
-  )
-})
-
-const statements = (dialect: Dialect) => ({
-  get: dialect.placeholders(`SELECT body FROM ${resourcesTable} WHERE urn = ?`),
-  prefix: dialect.placeholders(`SELECT body FROM ${resourcesTable} WHERE urn >= ? AND urn < ? ORDER BY urn`),
-  type: dialect.placeholders(`SELECT body FROM ${resourcesTable} WHERE type = ? ORDER BY urn`),
-  put: dialect.placeholders(`INSERT INTO ${resourcesTable} (urn, type, parent, body) VALUES (?, ?, ?, ?)
-    ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`),
-  delete: dialect.placeholders(`DELETE FROM ${resourcesTable} WHERE urn = ? RETURNING urn`)
-})
 
 /** The bounds of the range holding every descendant of `urn`. */
 export const prefixRange = (urn: string): readonly [string, string] => [`${urn}/`, `${urn}0`]
@@ -64,69 +44,65 @@ export const prefixRange = (urn: string): readonly [string, string] => [`${urn}/
 export interface Options {
   /** Where the resources live, for messages: a file path or a database name. */
   readonly location: string
-  readonly dialect?: "sqlite" | "pg"
-  /** Migrate nothing. */
+  /** Migrate nothing: check the table is there. */
   readonly readonly?: boolean
 }
 
-const runMigrations = Migrator.make({})
+/** Keys per `IN (...)` query: well below both databases' limits on bound parameters. */
+const keysPerQuery = 500
 
-const toStoreError = (location: string) => (error: SqlError.SqlError | Migrator.MigrationError | unknown) =>
-  new ResourceStoreError({
-    message: SqlStore.storeError(location, error as SqlError.SqlError).message,
-    cause: error
-  })
+/** A database failure as the store's error, the `DatabaseError` kept as its cause. */
+const storeError = (error: DatabaseError.DatabaseError) =>
+  new ResourceStoreError({ message: error.message, cause: error })
 
-/** The store on the `SqlClient` in context, migrating its table first (unless read-only). */
+/** The store on the `SqlClient` in context, migrating its table first (or, read-only, checking it). */
 export const make = (options: Options): Effect.Effect<Service, ResourceStoreError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const location = options.location
-    const dialect = (options.dialect ?? Database.dialectOf(sql)) === "pg" ? pg : sqlite
-    const failure = toStoreError(location)
-    const guard = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ResourceStoreError, R> =>
-      Effect.mapError(effect, (error) => (error instanceof ResourceStoreError ? error : failure(error)))
-    if (options.readonly !== true) {
-      const migrate = runMigrations({
-        loader: Migrator.fromRecord(migrations(dialect)),
-        table: migrationsTable
-      })
-      // A SQLite file must be empty or noema's before a table goes into it.
-      yield* guard(
-        dialect === sqlite
-          ? sql.withTransaction(Effect.andThen(Database.claimSqlite(sql, location), migrate))
-          : migrate
+    const mapSqlErrors = DatabaseError.mapSqlErrors(location)
+    const guard = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.mapError(mapSqlErrors(effect), (error) =>
+        error instanceof DatabaseError.DatabaseError ? storeError(error) : error
       )
-    }
-    const text = statements(dialect)
+    yield* Effect.mapError(
+      Migrations.run({
+        location,
+        schema: "resources",
+        table: migrationsTable,
+        migrations,
+        readonly: options.readonly === true
+      }),
+      storeError
+    )
+    const table = sql(resourcesTable)
     const read = (rows: ReadonlyArray<{ body: string }>) =>
       Effect.try({
         try: () => rows.map((row) => Resource.decode(JSON.parse(row.body))),
         catch: (error) =>
           new ResourceStoreError({
-            message: `${location}: a stored resource does not decode: ${error instanceof Error ? error.message : String(error)}`,
+            message: `${location}: a stored resource does not decode: ${DatabaseError.describe(error)}`,
             cause: error
           })
       })
-    const getOne = (urn: string) =>
-      guard(Effect.flatMap(sql.unsafe<{ body: string }>(text.get, [urn]), read)).pipe(
-        Effect.map((found) => found[0])
-      )
+    const bodies = (statement: Effect.Effect<ReadonlyArray<{ body: string }>, SqlError.SqlError>) =>
+      guard(Effect.flatMap(statement, read))
     const service: Service = {
       put: (resource) =>
         Effect.flatMap(checkResource(resource), (checked) =>
           guard(
-            sql.unsafe(text.put, [
-              checked.meta.urn,
-              checked.meta.type,
-              checked.meta.parent ?? null,
-              JSON.stringify(checked)
-            ])
+            sql`INSERT INTO ${table} ${sql.insert({
+              urn: checked.meta.urn,
+              type: checked.meta.type,
+              parent: checked.meta.parent ?? null,
+              body: JSON.stringify(checked)
+            })}
+            ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`
           ).pipe(Effect.asVoid)
         ),
       get: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) =>
-          Effect.flatMap(getOne(key), (found) =>
+          Effect.flatMap(bodies(sql`SELECT body FROM ${table} WHERE urn = ${key}`), ([found]) =>
             found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
           )
         ),
@@ -135,21 +111,11 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
           // One query per batch of keys (IN list), then back into the order asked.
           const batches: Array<Array<string>> = []
           const distinct = [...new Set(keys)]
-          for (let offset = 0; offset < distinct.length; offset += 500)
-            batches.push(distinct.slice(offset, offset + 500))
+          for (let offset = 0; offset < distinct.length; offset += keysPerQuery)
+            batches.push(distinct.slice(offset, offset + keysPerQuery))
           return Effect.map(
             Effect.forEach(batches, (batch) =>
-              guard(
-                Effect.flatMap(
-                  sql.unsafe<{ body: string }>(
-                    dialect.placeholders(
-                      `SELECT body FROM ${resourcesTable} WHERE urn IN (${batch.map(() => "?").join(", ")})`
-                    ),
-                    batch
-                  ),
-                  read
-                )
-              )
+              bodies(sql`SELECT body FROM ${table} WHERE ${sql.in("urn", batch)}`)
             ),
             (found) => {
               const byUrn = new Map(found.flat().map((resource) => [resource.meta.urn, resource]))
@@ -161,13 +127,19 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
           )
         }),
       findByPrefix: (urn) =>
-        Effect.flatMap(checkUrn(urn), (key) =>
-          guard(Effect.flatMap(sql.unsafe<{ body: string }>(text.prefix, [...prefixRange(key)]), read))
-        ),
-      findByType: (type) => guard(Effect.flatMap(sql.unsafe<{ body: string }>(text.type, [type]), read)),
+        Effect.flatMap(checkUrn(urn), (key) => {
+          const [from, to] = prefixRange(key)
+          return bodies(sql`SELECT body FROM ${table} WHERE urn >= ${from} AND urn < ${to} ORDER BY urn`)
+        }),
+      findByType: (type) => bodies(sql`SELECT body FROM ${table} WHERE type = ${type} ORDER BY urn`),
       delete: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) =>
-          guard(Effect.map(sql.unsafe<{ urn: string }>(text.delete, [key]), (rows) => rows.length > 0))
+          guard(
+            Effect.map(
+              sql<{ urn: string }>`DELETE FROM ${table} WHERE urn = ${key} RETURNING urn`,
+              (rows) => rows.length > 0
+            )
+          )
         )
     }
     return service
@@ -183,9 +155,7 @@ export const fromDatabase: Effect.Effect<
   Service,
   ResourceStoreError,
   SqlClient.SqlClient | Database.Database
-> = Effect.flatMap(Database.Database, (database) =>
-  make({ location: database.location, dialect: database.dialect, readonly: database.readonly })
-)
+> = Database.store(make)
 
 export const layerFromDatabase: Layer.Layer<
   ResourceStore,

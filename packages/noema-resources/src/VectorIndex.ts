@@ -19,9 +19,9 @@
  * cannot be compared. `reset` empties it for the new embedder, explicitly.
  */
 import { Embedder } from "@noema/core"
-import { Database, SqlStore } from "@noema/session"
+import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Schema } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import * as Resource from "./Resource.js"
 import * as Urn from "./Urn.js"
 
@@ -301,12 +301,8 @@ export interface SqlOptions {
    * instead of refusing. The resources must then be added again.
    */
   readonly reset?: boolean
-}
-
-const placeholders = (pg: boolean, text: string) => {
-  if (!pg) return text
-  let index = 0
-  return text.replace(/\?/g, () => `$${++index}`)
+  /** Write nothing: the tables must be there; searches work, changes fail (`ReadOnly`). Default false. */
+  readonly readonly?: boolean
 }
 
 const toBytes = (vector: Float32Array): Uint8Array =>
@@ -327,12 +323,30 @@ export const pgvectorAvailable: Effect.Effect<boolean, SqlError.SqlError, SqlCli
     Database.dialectOf(sql) !== "pg"
       ? Effect.succeed(false)
       : Effect.map(
-          sql.unsafe<{ n: number | string }>(
-            "SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'"
-          ),
+          sql<{
+            n: number | string
+          }>`SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'`,
           (rows) => Number(rows[0]?.n ?? 0) > 0
         )
   )
+
+/** The index's tables: the vector column's type is the embedder's (and pgvector's, when used). */
+const migrations = (dimensions: number, pgvector: boolean): Migrations.Record => ({
+  "1_vectors": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const vector = sql.literal(
+      pgvector ? `vector(${dimensions})` : sql.onDialectOrElse({ pg: () => "BYTEA", orElse: () => "BLOB" })
+    )
+    // PostgreSQL compares the key byte-wise, so the prefix range is the URN's characters', as on SQLite.
+    const key = sql.literal(sql.onDialectOrElse({ pg: () => `TEXT COLLATE "C"`, orElse: () => "TEXT" }))
+    if (pgvector) yield* sql`CREATE EXTENSION IF NOT EXISTS vector`
+    yield* sql`CREATE TABLE ${sql(identityTable)} (id INTEGER PRIMARY KEY, provider TEXT NOT NULL,
+      model TEXT NOT NULL, dimensions INTEGER NOT NULL, storage TEXT NOT NULL)`
+    yield* sql`CREATE TABLE ${sql(vectorsTable)} (urn ${key} NOT NULL PRIMARY KEY, type TEXT NOT NULL,
+      vector ${vector} NOT NULL)`
+    yield* sql`CREATE INDEX ${sql(`${vectorsTable}_type`)} ON ${sql(vectorsTable)} (type, urn)`
+  })
+})
 
 /**
  * The index in the shared SQL database (its own tables and migrations table).
@@ -346,73 +360,61 @@ export const makeSql = (
     const sql = yield* SqlClient.SqlClient
     const pg = Database.dialectOf(sql) === "pg"
     const location = options.location
+    const mapSqlErrors = DatabaseError.mapSqlErrors(location)
     const failure = (what: string) => (error: unknown) =>
       error instanceof VectorIndexError
         ? error
-        : indexError(
-            `${location}: ${what}: ${SqlStore.storeError(location, error as SqlError.SqlError).message}`,
-            error
-          )
+        : indexError(`${location}: ${what}: ${DatabaseError.describe(error)}`, error)
+    /** `effect` with its SQL failures mapped once (`DatabaseError`), then said as what the index was doing. */
+    const doing =
+      (what: string) =>
+      <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
+        Effect.mapError(mapSqlErrors(effect), failure(what))
     const dimensions = yield* dimensionsOf(embedder)
     const identity = identityOf(embedder, dimensions)
     const pgvector = options.pgvector === true
     if (pgvector) {
       if (!pg) return yield* Effect.fail(indexError(`${location}: pgvector needs PostgreSQL`))
-      const available = yield* Effect.mapError(pgvectorAvailable, failure("checking for pgvector"))
+      const available = yield* doing("checking for pgvector")(pgvectorAvailable)
       if (!available)
         return yield* Effect.fail(
           indexError(`${location}: the pgvector extension is not installed on this PostgreSQL server`)
         )
     }
-    const vectorColumn = pgvector ? `vector(${dimensions})` : pg ? "BYTEA" : "BLOB"
-    const key = pg ? `TEXT COLLATE "C"` : "TEXT"
-    yield* Migrator.make({})({
-      loader: Migrator.fromRecord({
-        "1_vectors": Effect.gen(function* () {
-          if (pgvector) yield* sql.unsafe("CREATE EXTENSION IF NOT EXISTS vector").unprepared
-          yield* sql.unsafe(
-            `CREATE TABLE ${identityTable} (id INTEGER PRIMARY KEY, provider TEXT NOT NULL, model TEXT NOT NULL, dimensions INTEGER NOT NULL, storage TEXT NOT NULL)`
-          ).unprepared
-          yield* sql.unsafe(
-            `CREATE TABLE ${vectorsTable} (urn ${key} NOT NULL PRIMARY KEY, type TEXT NOT NULL, vector ${vectorColumn} NOT NULL)`
-          ).unprepared
-          yield* sql.unsafe(`CREATE INDEX ${vectorsTable}_type ON ${vectorsTable} (type, urn)`).unprepared
-        })
+    yield* Effect.mapError(
+      Migrations.run({
+        location,
+        schema: "vector index",
+        table: migrationsTable,
+        migrations: migrations(dimensions, pgvector),
+        readonly: options.readonly === true
       }),
-      table: migrationsTable
-    }).pipe(
-      (migrate) =>
-        pg ? migrate : sql.withTransaction(Effect.andThen(Database.claimSqlite(sql, location), migrate)),
-      Effect.mapError(failure("preparing the vector tables"))
+      failure("preparing the vector tables")
     )
+    const identities = sql(identityTable)
+    const vectors = sql(vectorsTable)
     const storage = pgvector ? "pgvector" : "bytes"
-    const recorded = yield* Effect.mapError(
-      sql.unsafe<{ provider: string; model: string; dimensions: number | string; storage: string }>(
-        `SELECT provider, model, dimensions, storage FROM ${identityTable} WHERE id = 1`
-      ),
-      failure("reading the index's embedder")
+    const recorded = yield* doing("reading the index's embedder")(
+      sql<{ provider: string; model: string; dimensions: number | string; storage: string }>`
+        SELECT provider, model, dimensions, storage FROM ${identities} WHERE id = 1`
     )
-    const writeIdentity = sql.unsafe(
-      placeholders(
-        pg,
-        `INSERT INTO ${identityTable} (id, provider, model, dimensions, storage) VALUES (1, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, model = excluded.model, dimensions = excluded.dimensions, storage = excluded.storage`
-      ),
-      [identity.provider, identity.model, identity.dimensions, storage]
-    )
+    const writeIdentity = sql`INSERT INTO ${identities} ${sql.insert({ id: 1, ...identity, storage })}
+      ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, model = excluded.model,
+        dimensions = excluded.dimensions, storage = excluded.storage`
     const existing = recorded[0]
-    const emptyForThisEmbedder = sql
-      .withTransaction(Effect.andThen(sql.unsafe(`DELETE FROM ${vectorsTable}`), writeIdentity))
-      .pipe(Effect.asVoid, Effect.mapError(failure("resetting the index")))
-    if (existing === undefined)
-      yield* Effect.mapError(writeIdentity, failure("recording the index's embedder"))
-    else if (
+    const emptyForThisEmbedder = doing("resetting the index")(
+      sql.withTransaction(Effect.andThen(sql`DELETE FROM ${vectors}`, writeIdentity))
+    ).pipe(Effect.asVoid)
+    // Read-only, an index no embedder has written to yet stays unrecorded (and empty).
+    if (existing === undefined) {
+      if (options.readonly !== true) yield* doing("recording the index's embedder")(writeIdentity)
+    } else if (
       existing.provider !== identity.provider ||
       existing.model !== identity.model ||
       Number(existing.dimensions) !== identity.dimensions ||
       existing.storage !== storage
     ) {
-      if (options.reset === true) yield* emptyForThisEmbedder
+      if (options.reset === true && options.readonly !== true) yield* emptyForThisEmbedder
       else
         return yield* Effect.fail(
           indexError(
@@ -422,57 +424,43 @@ export const makeSql = (
     }
 
     const { queryVector, vectorsOf } = common(embedder)
-    const upsertText = placeholders(
-      pg,
-      `INSERT INTO ${vectorsTable} (urn, type, vector) VALUES (?, ?, ${pgvector ? "?::vector" : "?"})
-       ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`
-    )
+    /** A vector as its column takes it: pgvector's text form, else its bytes. */
+    const stored = (vector: Float32Array) =>
+      pgvector ? sql`${pgvectorLiteral(vector)}::vector` : sql`${toBytes(vector)}`
     const filters = (options: SearchOptions) => {
-      const where: Array<string> = []
-      const params: Array<unknown> = []
-      if (options.type !== undefined) {
-        where.push("type = ?")
-        params.push(options.type)
-      }
+      const where: Array<Statement.Fragment> = []
+      if (options.type !== undefined) where.push(sql`type = ${options.type}`)
       if (options.prefix !== undefined) {
         // The URN itself, or the key range of its descendants ('0' follows '/').
-        where.push("(urn = ? OR (urn >= ? AND urn < ?))")
-        params.push(options.prefix, `${options.prefix}/`, `${options.prefix}0`)
+        const prefix = options.prefix
+        where.push(sql`(urn = ${prefix} OR (urn >= ${`${prefix}/`} AND urn < ${`${prefix}0`}))`)
       }
-      return { where: where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`, params }
+      return where.length === 0 ? sql.literal("") : sql`WHERE ${sql.and(where)}`
     }
     const service: Service = {
       identity,
       upsert: (resources) => {
         const list = asList(resources)
         if (list.length === 0) return Effect.void
-        return Effect.flatMap(vectorsOf(list, dimensions), (vectors) =>
-          sql
-            .withTransaction(
+        return Effect.flatMap(vectorsOf(list, dimensions), (computed) =>
+          doing("storing vectors")(
+            sql.withTransaction(
               Effect.forEach(
                 list,
                 (resource, i) =>
-                  sql.unsafe(upsertText, [
-                    resource.meta.urn,
-                    resource.meta.type,
-                    pgvector
-                      ? pgvectorLiteral(vectors[i] as Float32Array)
-                      : toBytes(vectors[i] as Float32Array)
-                  ]),
+                  sql`INSERT INTO ${vectors} (urn, type, vector)
+                    VALUES (${resource.meta.urn}, ${resource.meta.type}, ${stored(computed[i] as Float32Array)})
+                    ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`,
                 { discard: true }
               )
             )
-            .pipe(Effect.mapError(failure("storing vectors")))
+          )
         )
       },
       remove: (urn) =>
         Effect.map(
-          Effect.mapError(
-            sql.unsafe<{ urn: string }>(
-              placeholders(pg, `DELETE FROM ${vectorsTable} WHERE urn = ? RETURNING urn`),
-              [urn]
-            ),
-            failure("removing a vector")
+          doing("removing a vector")(
+            sql<{ urn: string }>`DELETE FROM ${vectors} WHERE urn = ${urn} RETURNING urn`
           ),
           (rows) => rows.length > 0
         ),
@@ -480,31 +468,27 @@ export const makeSql = (
         const problem = checkOptions(options)
         if (problem !== undefined) return Effect.fail(problem)
         const limit = options.limit ?? 10
-        const { where, params } = filters(options)
+        const where = filters(options)
         return Effect.flatMap(queryVector(query, dimensions), (q) => {
           if (pgvector) {
             // Exact: no approximate index, every filtered row is ranked by cosine distance.
+            const target = stored(q)
             return Effect.map(
-              Effect.mapError(
-                sql.unsafe<{ urn: string; type: string; score: number | string }>(
-                  placeholders(
-                    true,
-                    `SELECT urn, type, 1 - (vector <=> ?::vector) AS score FROM ${vectorsTable}${where} ORDER BY vector <=> ?::vector, urn LIMIT ${limit}`
-                  ),
-                  [pgvectorLiteral(q), ...params, pgvectorLiteral(q)]
-                ),
-                failure("searching")
+              doing("searching")(
+                sql<{ urn: string; type: string; score: number | string }>`
+                  SELECT urn, type, 1 - (vector <=> ${target}) AS score FROM ${vectors} ${where}
+                  ORDER BY vector <=> ${target}, urn LIMIT ${limit}`
               ),
               (rows) => rows.map((row) => ({ urn: row.urn, type: row.type, score: Number(row.score) }))
             )
           }
           return Effect.map(
-            Effect.mapError(
-              sql.unsafe<{ urn: string; type: string; vector: Uint8Array }>(
-                placeholders(pg, `SELECT urn, type, vector FROM ${vectorsTable}${where}`),
-                params
-              ),
-              failure("searching")
+            doing("searching")(
+              sql<{
+                urn: string
+                type: string
+                vector: Uint8Array
+              }>`SELECT urn, type, vector FROM ${vectors} ${where}`
             ),
             (rows) => {
               const top = new TopK(limit)
@@ -516,10 +500,7 @@ export const makeSql = (
         })
       },
       size: Effect.map(
-        Effect.mapError(
-          sql.unsafe<{ n: number | string }>(`SELECT count(*) AS n FROM ${vectorsTable}`),
-          failure("counting")
-        ),
+        doing("counting")(sql<{ n: number | string }>`SELECT count(*) AS n FROM ${vectors}`),
         (rows) => Number(rows[0]?.n ?? 0)
       ),
       reset: emptyForThisEmbedder
@@ -532,6 +513,4 @@ export const fromDatabase = (
   embedder: Embedder.Service,
   options: Omit<SqlOptions, "location"> = {}
 ): Effect.Effect<Service, VectorIndexError, SqlClient.SqlClient | Database.Database> =>
-  Effect.flatMap(Database.Database, (database) =>
-    makeSql(embedder, { ...options, location: database.location })
-  )
+  Database.store((database) => makeSql(embedder, { ...options, ...database }))

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Database } from "@noema/session"
+import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import fc from "fast-check"

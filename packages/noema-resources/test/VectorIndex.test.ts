@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Embedder, ModelError } from "@noema/core"
-import { Database } from "@noema/session"
+import { Database, DatabaseError } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer, type Scope } from "effect"
 import * as CedarPolicy from "../src/CedarPolicy.js"
@@ -217,6 +217,28 @@ describe("VectorIndex on SQLite", () => {
       const back = yield* Effect.scoped(Effect.flip(sqliteIndex(file)))
       assert.match(back.message, /built with local\/hash-v1 \(64/)
     }).pipe(Effect.scoped)
+  )
+
+  it.effect("opened read-only, searches an index and writes nothing; a change fails as ReadOnly", () =>
+    Effect.gen(function* () {
+      const file = path.join(directory, "readonly.db")
+      yield* Effect.scoped(Effect.flatMap(sqliteIndex(file), (index) => index.upsert(all)))
+      const before = fs.readFileSync(file)
+      const readonlyIndex = Effect.flatMap(
+        Layer.build(Database.layer({ kind: "sqlite", filename: file, readonly: true })),
+        (context) => Effect.provideContext(VectorIndex.fromDatabase(embedder), context)
+      )
+      const found = yield* Effect.scoped(
+        Effect.flatMap(readonlyIndex, (index) => index.search({ text: "bake bread" }, { limit: 1 }))
+      )
+      assert.equal(found[0]?.urn, bread.meta.urn)
+      const refused = yield* Effect.scoped(
+        Effect.flip(Effect.flatMap(readonlyIndex, (index) => index.upsert(all)))
+      )
+      assert.instanceOf(refused.cause, DatabaseError.DatabaseError)
+      assert.equal((refused.cause as DatabaseError.DatabaseError).reason._tag, "ReadOnly")
+      assert.isTrue(fs.readFileSync(file).equals(before))
+    })
   )
 
   it.effect("gives the same results as the memory index on the same data (exact search)", () =>

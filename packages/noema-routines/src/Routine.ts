@@ -13,6 +13,7 @@
 
 import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, ConversationContext, type Message, type Tool } from "@noema/core"
+import type { DatabaseError } from "@noema/sql"
 import { type Duration, Effect, Schedule } from "effect"
 import { RoutineContext, type RoutineEvent } from "./RoutineContext.js"
 import type * as RoutineStore from "./RoutineStore.js"
@@ -75,7 +76,7 @@ export class SetupFailed extends Error {
 export type RoutineError =
   | SetupFailed
   | Agent.AgentError
-  | RoutineStore.StoreError
+  | DatabaseError.DatabaseError
   | RoutineStore.RoutineConflictError
 
 export class Routine<R = never> {
@@ -125,7 +126,7 @@ export class Routine<R = never> {
     chain: GoalChain
   ): Effect.Effect<
     RoutineContext<R>,
-    SetupFailed | RoutineStore.StoreError | RoutineStore.RoutineConflictError
+    SetupFailed | DatabaseError.DatabaseError | RoutineStore.RoutineConflictError
   > {
     const self = this
     return Effect.gen(function* () {
@@ -148,7 +149,7 @@ export class Routine<R = never> {
       // source has stops the setup at once (asking again would not make it appear).
       yield* context.setup().pipe(
         Effect.tapError((error) =>
-          error._tag === "StoreError" || error._tag === "RoutineConflictError"
+          error._tag === "DatabaseError" || error._tag === "RoutineConflictError"
             ? Effect.void
             : Effect.suspend(() => {
                 attempt++

@@ -12,6 +12,7 @@
  * saved runs again, a completed one never does.
  */
 import { type Agent, type ChatModel, ConversationContext, Message } from "@noema/core"
+import type { DatabaseError } from "@noema/sql"
 import { Effect, Stream } from "effect"
 import type * as RoutineStore from "./RoutineStore.js"
 import type { ChainState, CompletedTask } from "./RoutineStore.js"
@@ -113,7 +114,7 @@ export class RoutineContext<R = never> {
   }
 
   /** The context of `options.chain`, from its stored state if it has one. */
-  static load<R>(options: Options<R>): Effect.Effect<RoutineContext<R>, RoutineStore.StoreError> {
+  static load<R>(options: Options<R>): Effect.Effect<RoutineContext<R>, DatabaseError.DatabaseError> {
     return Effect.map(options.store.load(options.routine, chainKey(options.chain)), (stored) => {
       const state: ChainState = stored ?? {
         routine: options.routine,
@@ -155,7 +156,7 @@ export class RoutineContext<R = never> {
 
   private save(
     next: Omit<ChainState, "updatedAt" | "revision">
-  ): Effect.Effect<void, RoutineStore.StoreError | RoutineStore.RoutineConflictError> {
+  ): Effect.Effect<void, DatabaseError.DatabaseError | RoutineStore.RoutineConflictError> {
     const state: ChainState = { ...next, updatedAt: this.options.now(), revision: this.state.revision + 1 }
     return Effect.as(this.options.store.save(state), undefined).pipe(
       Effect.tap(() =>
@@ -171,7 +172,7 @@ export class RoutineContext<R = never> {
     attempt: number,
     error: string,
     willRetry: boolean
-  ): Effect.Effect<void, RoutineStore.StoreError | RoutineStore.RoutineConflictError> {
+  ): Effect.Effect<void, DatabaseError.DatabaseError | RoutineStore.RoutineConflictError> {
     const failures = [...this.state.failures, { attempt, error, at: this.options.now() }].slice(-20)
     return Effect.andThen(this.save({ ...this.state, failures }), () =>
       this.options.onEvent({ type: "setup-failed", chain: this.key, attempt, error, willRetry })
@@ -187,7 +188,7 @@ export class RoutineContext<R = never> {
     void,
     | Variables.MissingVariable
     | Variables.VariableSourceError
-    | RoutineStore.StoreError
+    | DatabaseError.DatabaseError
     | RoutineStore.RoutineConflictError
   > {
     const self = this
@@ -250,7 +251,7 @@ export class RoutineContext<R = never> {
    */
   runNext(): Effect.Effect<
     Task | undefined,
-    Agent.AgentError | RoutineStore.StoreError | RoutineStore.RoutineConflictError,
+    Agent.AgentError | DatabaseError.DatabaseError | RoutineStore.RoutineConflictError,
     R
   > {
     const self = this

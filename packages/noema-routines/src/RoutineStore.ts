@@ -9,7 +9,7 @@
  * (SQLite and PostgreSQL, the same code; see `SqlRoutineStore`).
  */
 import { Message } from "@noema/core"
-import { SessionStore } from "@noema/session"
+import type { DatabaseError } from "@noema/sql"
 import { Context, Effect, Layer, Schema } from "effect"
 
 export const CompletedTask = Schema.Struct({
@@ -49,9 +49,6 @@ export type ChainState = typeof ChainState.Type
 
 export const ChainStateFromJson = Schema.fromJsonString(ChainState)
 
-export type StoreError = SessionStore.StoreError
-export const StoreError = SessionStore.StoreError
-
 /** The chain was saved by someone else (another process working on it) since it was read. */
 export class RoutineConflictError extends Schema.TaggedError<RoutineConflictError>()("RoutineConflictError", {
   routine: Schema.String,
@@ -65,14 +62,14 @@ export class RoutineConflictError extends Schema.TaggedError<RoutineConflictErro
 export interface Service {
   /** Where the routines live, for messages to people. */
   readonly location: string
-  load(routine: string, chain: string): Effect.Effect<ChainState | undefined, StoreError>
+  load(routine: string, chain: string): Effect.Effect<ChainState | undefined, DatabaseError.DatabaseError>
   /** Every chain of `routine` that has state, by chain key. */
-  list(routine: string): Effect.Effect<ReadonlyArray<ChainState>, StoreError>
+  list(routine: string): Effect.Effect<ReadonlyArray<ChainState>, DatabaseError.DatabaseError>
   /**
    * Replaces the chain's state (one atomic write), if the stored one is still revision
    * `state.revision - 1` (or there is none); otherwise `RoutineConflictError`.
    */
-  save(state: ChainState): Effect.Effect<void, StoreError | RoutineConflictError>
+  save(state: ChainState): Effect.Effect<void, DatabaseError.DatabaseError | RoutineConflictError>
 }
 
 export class RoutineStore extends Context.Service<RoutineStore, Service>()("@noema/routines/RoutineStore") {}

@@ -4,148 +4,108 @@
  *
  * One table, `noema_routine_chains`, one row per (routine, chain) holding the
  * chain's state as JSON text; a step's save is one upsert, so a killed process
- * leaves the state before or after the step, never half of it. Migrations are
- * run by effect's `Migrator` with the routines' own table
- * (`noema_routines_migrations`). The two dialects differ only in how
- * placeholders are written and in SQLite's file mark (below).
+ * leaves the state before or after the step, never half of it. The statements
+ * are effect's tagged templates, the same text on both databases; migrations
+ * run through @noema/sql's `Migrations` with the routines' own table
+ * (`noema_routines_migrations`). Failures are @noema/sql's `DatabaseError`.
  */
-import { Database, SessionStore, SqlStore } from "@noema/session"
+import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Layer, Schema } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import {
   type ChainState,
   ChainStateFromJson,
   RoutineConflictError,
   RoutineStore,
-  type Service,
-  StoreError
+  type Service
 } from "./RoutineStore.js"
 
 export const migrationsTable = "noema_routines_migrations"
 export const chainsTable = "noema_routine_chains"
 
-const migration = (text: string): Effect.Effect<void, unknown, SqlClient.SqlClient> =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).unprepared)
-
 /** The same DDL on both: text and 64-bit integers. */
-const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "1_routine_chains": migration(`CREATE TABLE ${chainsTable} (
-    routine TEXT NOT NULL,
-    chain TEXT NOT NULL,
-    status TEXT NOT NULL,
-    state TEXT NOT NULL,
-    updated_at BIGINT NOT NULL,
-    revision BIGINT NOT NULL,
-    PRIMARY KEY (routine, chain))`)
+const migrations: Migrations.Record = {
+  "1_routine_chains": Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`CREATE TABLE ${sql(chainsTable)} (
+      routine TEXT NOT NULL,
+      chain TEXT NOT NULL,
+      status TEXT NOT NULL,
+      state TEXT NOT NULL,
+      updated_at BIGINT NOT NULL,
+      revision BIGINT NOT NULL,
+      PRIMARY KEY (routine, chain))`
+  )
 }
-
-interface Dialect {
-  readonly name: "sqlite" | "pg"
-  readonly placeholders: (text: string) => string
-}
-
-const sqlite: Dialect = { name: "sqlite", placeholders: (text) => text }
-const pg: Dialect = {
-  name: "pg",
-  placeholders: (text) => {
-    let index = 0
-    return text.replace(/\?/g, () => `$${++index}`)
-  }
-}
-
-const statements = (dialect: Dialect) => ({
-  select: dialect.placeholders(`SELECT state FROM ${chainsTable} WHERE routine = ? AND chain = ?`),
-  list: dialect.placeholders(`SELECT state FROM ${chainsTable} WHERE routine = ? ORDER BY chain`),
-  /** Inserts revision 1, or replaces the row that holds the revision before; returns a row when it wrote. */
-  upsert:
-    dialect.placeholders(`INSERT INTO ${chainsTable} (routine, chain, status, state, updated_at, revision)
-    VALUES (?, ?, ?, ?, ?, ?)
-    ON CONFLICT (routine, chain) DO UPDATE
-    SET status = excluded.status, state = excluded.state, updated_at = excluded.updated_at,
-        revision = excluded.revision
-    WHERE ${chainsTable}.revision = excluded.revision - 1
-    RETURNING chain`)
-})
 
 export interface Options {
   /** Where the routines live, for messages: a file path or a database name. */
   readonly location: string
-  /** Defaults to the client's dialect. */
-  readonly dialect?: "sqlite" | "pg"
   /** Check the schema, migrate nothing (a database that needs migrating is refused). */
   readonly readonly?: boolean
 }
 
-const runMigrations = Migrator.make({})
-
-const asStoreError =
-  (location: string) =>
-  <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError | Migrator.MigrationError, R>) =>
-    Effect.catchIf(
-      effect,
-      (error): error is SqlError.SqlError | Migrator.MigrationError => {
-        const tag = (error as { _tag?: unknown } | null)?._tag
-        return tag === "SqlError" || tag === "MigrationError"
-      },
-      (error) => Effect.fail(SqlStore.storeError(location, error))
-    )
-
-/** The store on the `SqlClient` in context, migrating its tables first (unless read-only). */
-export const make = (options: Options): Effect.Effect<Service, StoreError, SqlClient.SqlClient> =>
+/** The store on the `SqlClient` in context, migrating its table first (or, read-only, checking it). */
+export const make = (
+  options: Options
+): Effect.Effect<Service, DatabaseError.DatabaseError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const location = options.location
-    const dialect = (options.dialect ?? Database.dialectOf(sql)) === "pg" ? pg : sqlite
-    const guard = asStoreError(location)
-    if (options.readonly !== true) {
-      if (dialect.name === "sqlite") {
-        yield* guard(
-          sql.withTransaction(
-            Effect.gen(function* () {
-              yield* Database.claimSqlite(sql, location)
-              yield* runMigrations({ loader: Migrator.fromRecord(migrations), table: migrationsTable })
-            })
-          )
-        )
-      } else {
-        yield* guard(runMigrations({ loader: Migrator.fromRecord(migrations), table: migrationsTable }))
-      }
-    }
-    const text = statements(dialect)
+    yield* Migrations.run({
+      location,
+      schema: "routines",
+      table: migrationsTable,
+      migrations,
+      readonly: options.readonly === true
+    })
+    const guard = DatabaseError.mapSqlErrors(location)
+    const table = sql(chainsTable)
     const decode = Schema.decodeUnknownEffect(ChainStateFromJson)
     const encode = Schema.encodeSync(ChainStateFromJson)
-    const corrupt = (detail: string) =>
-      new StoreError({ reason: new SessionStore.CorruptDatabase({ location, detail }) })
     const read = (row: { state: string }) =>
       Effect.mapError(decode(row.state), (error) =>
-        corrupt(`a routine chain's state does not decode: ${error.message}`)
+        DatabaseError.make(
+          new DatabaseError.Corrupt({
+            location,
+            detail: `a routine chain's state does not decode: ${error.message}`
+          })
+        )
       )
     const service: Service = {
       location,
       load: (routine, chain) =>
         guard(
           Effect.gen(function* () {
-            const rows = yield* sql.unsafe<{ state: string }>(text.select, [routine, chain])
+            const rows = yield* sql<{ state: string }>`SELECT state FROM ${table}
+              WHERE routine = ${routine} AND chain = ${chain}`
             return rows[0] === undefined ? undefined : yield* read(rows[0])
           })
         ),
       list: (routine) =>
         guard(
-          Effect.flatMap(sql.unsafe<{ state: string }>(text.list, [routine]), (rows) =>
-            Effect.forEach(rows, read)
+          Effect.flatMap(
+            sql<{ state: string }>`SELECT state FROM ${table} WHERE routine = ${routine} ORDER BY chain`,
+            (rows) => Effect.forEach(rows, read)
           )
         ),
+      // Inserts revision 1, or replaces the row that holds the revision before; returns a row when it wrote.
       save: (state: ChainState) =>
         guard(
           Effect.flatMap(
-            sql.unsafe<{ chain: string }>(text.upsert, [
-              state.routine,
-              state.chain,
-              state.status,
-              encode(state),
-              state.updatedAt,
-              state.revision
-            ]),
+            sql<{ chain: string }>`INSERT INTO ${table} ${sql.insert({
+              routine: state.routine,
+              chain: state.chain,
+              status: state.status,
+              state: encode(state),
+              updated_at: state.updatedAt,
+              revision: state.revision
+            })}
+            ON CONFLICT (routine, chain) DO UPDATE
+            SET status = excluded.status, state = excluded.state, updated_at = excluded.updated_at,
+                revision = excluded.revision
+            WHERE ${table}.revision = excluded.revision - 1
+            RETURNING chain`,
             (rows) =>
               rows.length === 1
                 ? Effect.void
@@ -157,13 +117,14 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
   })
 
 /** The store on the command's `Database` (its location and read-only flag). */
-export const fromDatabase: Effect.Effect<Service, StoreError, SqlClient.SqlClient | Database.Database> =
-  Effect.flatMap(Database.Database, (database) =>
-    make({ location: database.location, dialect: database.dialect, readonly: database.readonly })
-  )
+export const fromDatabase: Effect.Effect<
+  Service,
+  DatabaseError.DatabaseError,
+  SqlClient.SqlClient | Database.Database
+> = Database.store(make)
 
 export const layerFromDatabase: Layer.Layer<
   RoutineStore,
-  StoreError,
+  DatabaseError.DatabaseError,
   SqlClient.SqlClient | Database.Database
 > = Layer.effect(RoutineStore, fromDatabase)

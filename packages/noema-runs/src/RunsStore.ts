@@ -17,6 +17,7 @@
  * `claim` is claimed in the same transaction, so no worker can pick it up
  * between its creation and its files.
  */
+import { DatabaseError } from "@noema/sql"
 import { Context, Effect, Schema, Semaphore } from "effect"
 import {
   applyAll,
@@ -41,10 +42,22 @@ import {
 
 export class RunsStoreError extends Schema.TaggedError<RunsStoreError>()("RunsStoreError", {
   location: Schema.String,
-  detail: Schema.String
+  detail: Schema.String,
+  /** When the database failed: why (@noema/sql's reason, which says whether to retry). */
+  reason: Schema.optionalKey(DatabaseError.Reason)
 }) {
+  /** A database failure as the store's error: the same reason, said once. */
+  static fromDatabaseError(location: string, error: DatabaseError.DatabaseError): RunsStoreError {
+    return new RunsStoreError({ location, detail: error.reason.detail, reason: error.reason })
+  }
+  get isRetryable(): boolean {
+    return this.reason?.isRetryable ?? false
+  }
   override get message() {
-    return `Runs store ${this.location}: ${this.detail}`
+    // A reason's message names the database itself.
+    return this.reason === undefined
+      ? `Runs store ${this.location}: ${this.detail}`
+      : `Runs store: ${this.reason.message}`
   }
 }
 

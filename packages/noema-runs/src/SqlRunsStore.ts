@@ -1,20 +1,21 @@
 /**
  * SqlRunsStore: the runs store on effect's `SqlClient`, for SQLite and PostgreSQL.
  *
- * One implementation; the dialects differ only in `dialect` below (the event
- * log's serial column, how a writer locks its thread). Tables are prefixed
- * `runs_` and migrated by effect's `Migrator` with the store's own table
- * `noema_runs_migrations`, so runs share one database with sessions and the
- * other stores. Every write is one transaction that first locks the thread
+ * One implementation in effect's tagged templates; the dialects differ only
+ * where `onDialectOrElse` says (the event log's serial column, how a writer
+ * locks its thread). Tables are prefixed `runs_` and migrated by @noema/sql's
+ * `Migrations` with the store's own table `noema_runs_migrations`, so runs
+ * share one database with sessions and the other stores (a SQLite file is
+ * claimed as noema's first; opened read-only, nothing is migrated). Every write is one transaction that first locks the thread
  * (SQLite: the client's `BEGIN IMMEDIATE`; PostgreSQL: `SELECT ... FOR UPDATE`
  * on the thread row), so a thread's runs are serialised across processes and
  * machines. The log (`runs_events`) is the truth; `runs_runs` (the folded view),
  * `runs_stage_attempts` and `runs_artifacts` are its projections, rewritten in
  * the same transaction and rebuilt from the log by `rebuild`.
  */
-import { Database } from "@noema/session"
+import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Layer } from "effect"
-import { Migrator, SqlClient, type SqlError } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import {
   applyAll,
   type Event,
@@ -44,102 +45,100 @@ import {
 
 export const migrationsTable = "noema_runs_migrations"
 
-type DialectName = "sqlite" | "pg"
+/** A serial primary key: the log's order (PostgreSQL's BIGSERIAL, SQLite's AUTOINCREMENT). */
+const serialKey = (sql: SqlClient.SqlClient, column: string) =>
+  sql.literal(
+    sql.onDialectOrElse({
+      pg: () => `${column} BIGSERIAL PRIMARY KEY`,
+      orElse: () => `${column} INTEGER PRIMARY KEY AUTOINCREMENT`
+    })
+  )
 
-const schema = (dialect: DialectName) => `
-  CREATE TABLE runs_threads (
-    id TEXT PRIMARY KEY NOT NULL,
-    title TEXT NOT NULL,
-    status TEXT NOT NULL,
-    queue_policy TEXT NOT NULL,
-    created_at TEXT NOT NULL
-  );
-  CREATE TABLE runs_events (
-    ${dialect === "pg" ? "id BIGSERIAL PRIMARY KEY" : "id INTEGER PRIMARY KEY AUTOINCREMENT"},
-    event_id TEXT NOT NULL UNIQUE,
-    run_id TEXT NOT NULL,
-    thread_id TEXT NOT NULL REFERENCES runs_threads (id),
-    seq INTEGER NOT NULL,
-    at TEXT NOT NULL,
-    type TEXT NOT NULL,
-    data TEXT NOT NULL,
-    UNIQUE (run_id, seq)
-  );
-  CREATE INDEX runs_events_by_thread ON runs_events (thread_id, id);
-  CREATE TABLE runs_runs (
-    run_id TEXT PRIMARY KEY NOT NULL,
-    thread_id TEXT NOT NULL REFERENCES runs_threads (id),
-    status TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    queue_order BIGINT NOT NULL,
-    seq INTEGER NOT NULL,
-    view TEXT NOT NULL
-  );
-  CREATE INDEX runs_runs_by_thread ON runs_runs (thread_id, queue_order);
-  CREATE TABLE runs_stage_attempts (
-    run_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    stage_key TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    error_code TEXT,
-    error_message TEXT,
-    retryable INTEGER,
-    PRIMARY KEY (run_id, position, attempt)
-  );
-  CREATE TABLE runs_artifacts (
-    run_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    path TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    PRIMARY KEY (run_id, position, attempt, path)
-  );
-`
-
-const migrations = (dialect: DialectName) => ({
+const migrations: Migrations.Record = {
   "1_runs": Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    for (const statement of schema(dialect)
-      .split(";")
-      .map((s) => s.trim())
-      .filter((s) => s.length > 0)) {
-      yield* sql.unsafe(statement)
-    }
+    yield* sql`CREATE TABLE runs_threads (
+      id TEXT PRIMARY KEY NOT NULL,
+      title TEXT NOT NULL,
+      status TEXT NOT NULL,
+      queue_policy TEXT NOT NULL,
+      created_at TEXT NOT NULL
+    )`
+    yield* sql`CREATE TABLE runs_events (
+      ${serialKey(sql, "id")},
+      event_id TEXT NOT NULL UNIQUE,
+      run_id TEXT NOT NULL,
+      thread_id TEXT NOT NULL REFERENCES runs_threads (id),
+      seq INTEGER NOT NULL,
+      at TEXT NOT NULL,
+      type TEXT NOT NULL,
+      data TEXT NOT NULL,
+      UNIQUE (run_id, seq)
+    )`
+    yield* sql`CREATE INDEX runs_events_by_thread ON runs_events (thread_id, id)`
+    yield* sql`CREATE TABLE runs_runs (
+      run_id TEXT PRIMARY KEY NOT NULL,
+      thread_id TEXT NOT NULL REFERENCES runs_threads (id),
+      status TEXT NOT NULL,
+      created_at TEXT NOT NULL,
+      queue_order BIGINT NOT NULL,
+      seq INTEGER NOT NULL,
+      view TEXT NOT NULL
+    )`
+    yield* sql`CREATE INDEX runs_runs_by_thread ON runs_runs (thread_id, queue_order)`
+    yield* sql`CREATE TABLE runs_stage_attempts (
+      run_id TEXT NOT NULL,
+      position INTEGER NOT NULL,
+      stage_key TEXT NOT NULL,
+      attempt INTEGER NOT NULL,
+      status TEXT NOT NULL,
+      started_at TEXT NOT NULL,
+      finished_at TEXT,
+      error_code TEXT,
+      error_message TEXT,
+      retryable INTEGER,
+      PRIMARY KEY (run_id, position, attempt)
+    )`
+    yield* sql`CREATE TABLE runs_artifacts (
+      run_id TEXT NOT NULL,
+      position INTEGER NOT NULL,
+      attempt INTEGER NOT NULL,
+      path TEXT NOT NULL,
+      kind TEXT NOT NULL,
+      sha256 TEXT NOT NULL,
+      size INTEGER NOT NULL,
+      PRIMARY KEY (run_id, position, attempt, path)
+    )`
   }),
-  "2_claims": Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE TABLE runs_claims (
+  "2_claims": Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`CREATE TABLE runs_claims (
       run_id TEXT PRIMARY KEY NOT NULL,
       owner TEXT NOT NULL,
       expires_at BIGINT NOT NULL,
       claimed_at TEXT NOT NULL
-    )`)
-  }),
+    )`
+  ),
   "3_workflow": Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE TABLE runs_workflow_executions (
+    yield* sql`CREATE TABLE runs_workflow_executions (
       execution_id TEXT PRIMARY KEY NOT NULL,
       workflow TEXT NOT NULL,
       payload TEXT NOT NULL,
       result TEXT,
       interrupted INTEGER NOT NULL DEFAULT 0,
       created_at TEXT NOT NULL
-    )`)
-    yield* sql.unsafe(`CREATE TABLE runs_workflow_journal (
-      ${dialect === "pg" ? "seq BIGSERIAL PRIMARY KEY" : "seq INTEGER PRIMARY KEY AUTOINCREMENT"},
+    )`
+    yield* sql`CREATE TABLE runs_workflow_journal (
+      ${serialKey(sql, "seq")},
       execution_id TEXT NOT NULL,
       entry_key TEXT NOT NULL,
       value TEXT NOT NULL,
       recorded_at TEXT NOT NULL,
       UNIQUE (execution_id, entry_key)
-    )`)
+    )`
   })
-})
+}
 
 interface EventRow {
   readonly id: number | string
@@ -177,6 +176,8 @@ const claimOf = (row: ClaimRow): Claim => ({
 export interface Options {
   /** How messages name the database. */
   readonly location: string
+  /** Check the schema, migrate nothing (a database that needs migrating is refused). Default false. */
+  readonly readonly?: boolean
 }
 
 interface ThreadRow {
@@ -216,28 +217,38 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const location = options.location
-    const dialect: DialectName = Database.dialectOf(sql)
-    const toError = (error: SqlError.SqlError | Migrator.MigrationError) =>
-      new RunsStoreError({ location, detail: String(error.message).replace(/\s*\n\s*/g, "; ") })
-    yield* Migrator.make({})({
-      loader: Migrator.fromRecord(migrations(dialect)),
-      table: migrationsTable
-    }).pipe(Effect.mapError(toError))
+    const toError = (error: DatabaseError.DatabaseError) => RunsStoreError.fromDatabaseError(location, error)
+    yield* Effect.mapError(
+      Migrations.run({
+        location,
+        schema: "runs",
+        table: migrationsTable,
+        migrations,
+        readonly: options.readonly === true
+      }),
+      toError
+    )
+    const mapSqlErrors = DatabaseError.mapSqlErrors(location)
     const orStoreError = <A, E>(effect: Effect.Effect<A, E | SqlError.SqlError>) =>
-      Effect.catchTag(effect as Effect.Effect<A, SqlError.SqlError>, "SqlError", (error) =>
-        Effect.fail(toError(error))
+      Effect.mapError(mapSqlErrors(effect), (error) =>
+        error instanceof DatabaseError.DatabaseError ? toError(error) : error
       ) as Effect.Effect<A, Exclude<E, SqlError.SqlError> | RunsStoreError>
-    const beginWrite = dialect === "pg" ? "BEGIN ISOLATION LEVEL READ COMMITTED" : undefined
+    // A writer locks its thread: PostgreSQL names READ COMMITTED and locks the row (`FOR UPDATE`);
+    // SQLite's client begins IMMEDIATE, one writer at a time, and has no row locks.
     const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      beginWrite === undefined
-        ? sql.withTransaction(effect)
-        : sql.withTransaction(effect).pipe(Effect.provideService(SqlClient.BeginTransaction, beginWrite))
+      sql.onDialectOrElse({
+        pg: () =>
+          sql
+            .withTransaction(effect)
+            .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL READ COMMITTED")),
+        orElse: () => sql.withTransaction(effect)
+      })
+    const forUpdate = sql.literal(sql.onDialectOrElse({ pg: () => "FOR UPDATE", orElse: () => "" }))
+    const noLock = sql.literal("")
 
     const selectThread = (threadId: string, lock: boolean) =>
       Effect.flatMap(
-        lock && dialect === "pg"
-          ? sql<ThreadRow>`SELECT * FROM runs_threads WHERE id = ${threadId} FOR UPDATE`
-          : sql<ThreadRow>`SELECT * FROM runs_threads WHERE id = ${threadId}`,
+        sql<ThreadRow>`SELECT * FROM runs_threads WHERE id = ${threadId} ${lock ? forUpdate : noLock}`,
         (rows) =>
           rows[0] === undefined
             ? Effect.fail(new ThreadNotFound({ threadId }))
@@ -529,9 +540,9 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
 export const layer = (options: Options): Layer.Layer<RunsStore, RunsStoreError, SqlClient.SqlClient> =>
   Layer.effect(RunsStore, make(options))
 
-/** The store in the shared database the context holds (`Database` from @noema/session). */
+/** The store in the shared database the context holds (`Database` from @noema/sql), read-only as it is. */
 export const fromDatabase: Effect.Effect<Service, RunsStoreError, SqlClient.SqlClient | Database.Database> =
-  Effect.flatMap(Database.Database, (database) => make({ location: database.location }))
+  Database.store(make)
 
 export const layerFromDatabase: Layer.Layer<
   RunsStore,

@@ -17,18 +17,18 @@
  * is never shown: `location` and every error name the server by
  * `Postgres.redactUrl`.
  */
+import { Database, type Postgres } from "@noema/sql"
 import { Effect, Layer, type Scope } from "effect"
-import * as Database from "./Database.js"
-import type * as Postgres from "./Postgres.js"
-import { type Service, SessionStore, type StoreError } from "./SessionStore.js"
+import { fromDatabaseError, type Service, SessionStore, type StoreError } from "./SessionStore.js"
 import * as SqlStore from "./SqlStore.js"
 
 export type Options = Postgres.Options
 
 /** Connects (checking the server answers) and migrates; the pool is closed when the scope closes. */
 export const make = (options: Options): Effect.Effect<Service, StoreError, Scope.Scope> =>
-  Effect.flatMap(Layer.build(Database.layer({ kind: "postgres", ...options })), (context) =>
-    Effect.provideContext(SqlStore.fromDatabase, context)
+  Effect.flatMap(
+    Effect.mapError(Layer.build(Database.layer({ kind: "postgres", ...options })), fromDatabaseError),
+    (context) => Effect.provideContext(SqlStore.fromDatabase, context)
   )
 
 /** The PostgreSQL store as the `SessionStore` service. */

@@ -9,6 +9,7 @@
  * many, so two handles can never interleave their turns or lose one.
  */
 import { Message } from "@noema/core"
+import { DatabaseError } from "@noema/sql"
 import { Context, type Effect, Schema } from "effect"
 
 // ---------------------------------------------------------------------------
@@ -101,94 +102,37 @@ export class SessionConflictError extends Schema.TaggedError<SessionConflictErro
   }
 }
 
-/** The file is not a readable SQLite database, or its contents are damaged. */
-export class CorruptDatabase extends Schema.TaggedClass<CorruptDatabase>()("CorruptDatabase", {
-  location: Schema.String,
-  detail: Schema.String
-}) {
-  get message(): string {
-    return `${this.location} is corrupt or not a database (${this.detail}); it was left untouched`
-  }
-  get isRetryable(): boolean {
-    return false
-  }
-}
-
-/** A valid database that belongs to some other application. */
-export class ForeignDatabase extends Schema.TaggedClass<ForeignDatabase>()("ForeignDatabase", {
-  location: Schema.String,
-  detail: Schema.String
-}) {
-  get message(): string {
-    return `${this.location} is not a noema database (${this.detail}); it was left untouched`
-  }
-  get isRetryable(): boolean {
-    return false
-  }
-}
-
-/** Written by a newer noema whose schema this code does not know. */
-export class SchemaTooNew extends Schema.TaggedClass<SchemaTooNew>()("SchemaTooNew", {
-  location: Schema.String,
-  found: Schema.Number,
-  supported: Schema.Number
-}) {
-  get message(): string {
-    return (
-      `${this.location} has session schema version ${this.found}, newer than the ${this.supported} ` +
-      `this version of noema understands; upgrade noema to open it`
-    )
-  }
-  get isRetryable(): boolean {
-    return false
-  }
-}
-
 /**
- * The database was opened read-only but needs migrating (written by an earlier
- * noema, or not set up yet), which would write to it: it was left untouched.
+ * The database's own failures are @noema/sql's reasons (one family for every
+ * store); the old names stay as aliases, so `SessionStore.CorruptDatabase` is
+ * `DatabaseError.Corrupt`.
  */
-export class NeedsMigration extends Schema.TaggedClass<NeedsMigration>()("NeedsMigration", {
-  location: Schema.String,
-  found: Schema.Number,
-  supported: Schema.Number
-}) {
-  get message(): string {
-    return (
-      `${this.location} needs migrating to this noema's session schema (version ${this.supported}), ` +
-      `which a read-only open does not do; open it once with write access to migrate it`
-    )
-  }
-  get isRetryable(): boolean {
-    return false
-  }
-}
-
-/** Reading or writing failed: permissions, a full disk, a missing directory. */
-export class IoFailure extends Schema.TaggedClass<IoFailure>()("IoFailure", {
-  location: Schema.String,
-  detail: Schema.String
-}) {
-  get message(): string {
-    return `${this.location}: cannot read or write (${this.detail})`
-  }
-  get isRetryable(): boolean {
-    return false
-  }
-}
-
-/** Another process held the database for longer than the store was willing to wait. */
-export class Locked extends Schema.TaggedClass<Locked>()("Locked", {
-  location: Schema.String,
-  detail: Schema.String
-}) {
-  get message(): string {
-    return `${this.location} is locked by another process (${this.detail}); try again`
-  }
-  get isRetryable(): boolean {
-    return true
-  }
-}
+export const {
+  Constraint,
+  Connection,
+  Corrupt,
+  Foreign,
+  Io,
+  Locked,
+  NeedsMigration,
+  ReadOnly,
+  SchemaTooNew
+} = DatabaseError
+export type Constraint = DatabaseError.Constraint
+export type Connection = DatabaseError.Connection
+export type Corrupt = DatabaseError.Corrupt
+export type Foreign = DatabaseError.Foreign
+export type Io = DatabaseError.Io
+export type Locked = DatabaseError.Locked
+export type NeedsMigration = DatabaseError.NeedsMigration
+export type ReadOnly = DatabaseError.ReadOnly
+export type SchemaTooNew = DatabaseError.SchemaTooNew
+export const CorruptDatabase = DatabaseError.Corrupt
+export type CorruptDatabase = DatabaseError.Corrupt
+export const ForeignDatabase = DatabaseError.Foreign
+export type ForeignDatabase = DatabaseError.Foreign
+export const IoFailure = DatabaseError.Io
+export type IoFailure = DatabaseError.Io
 
 /** A message that does not have the shape of a message was refused before it reached storage. */
 export class InvalidMessage extends Schema.TaggedClass<InvalidMessage>()("InvalidMessage", {
@@ -205,15 +149,7 @@ export class InvalidMessage extends Schema.TaggedClass<InvalidMessage>()("Invali
   }
 }
 
-export const StoreErrorReason = Schema.Union([
-  CorruptDatabase,
-  ForeignDatabase,
-  SchemaTooNew,
-  NeedsMigration,
-  IoFailure,
-  Locked,
-  InvalidMessage
-])
+export const StoreErrorReason = Schema.Union([...DatabaseError.Reason.members, InvalidMessage])
 export type StoreErrorReason = typeof StoreErrorReason.Type
 
 export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
@@ -226,6 +162,10 @@ export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
     return this.reason.message
   }
 }
+
+/** A database failure as the store's error: the same reason. */
+export const fromDatabaseError = (error: DatabaseError.DatabaseError): StoreError =>
+  new StoreError({ reason: error.reason })
 
 // ---------------------------------------------------------------------------
 // Service

@@ -17,35 +17,23 @@
  * acknowledged only after that COMMIT (group commit: `internal/GroupCommit.ts`
  * states the contract); PostgreSQL keeps one transaction per append.
  * Messages are validated with core's `Message` Schema on the way in and out.
- * The schema is migrated by effect's `Migrator` when the store is made; a
+ * The schema is migrated by @noema/sql's `Migrations` when the store is made; a
  * SQLite file is first checked to be an empty database or noema's (application
  * id, schema version) and is refused, untouched, otherwise.
  */
 import { Message } from "@noema/core"
+import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Clock, Effect, Layer } from "effect"
-import { Migrator, SqlClient, type SqlConnection, type SqlError } from "effect/sql"
-
-import * as Database from "./Database.js"
-import * as databaseFile from "./internal/databaseFile.js"
-import {
-  applicationId,
-  checkOwner,
-  describe,
-  oneLine,
-  type SqliteMarks,
-  sqliteMarks
-} from "./internal/databaseFile.js"
+import { Migrator, SqlClient, type SqlConnection, SqlError } from "effect/sql"
 import * as GroupCommit from "./internal/GroupCommit.js"
 import { type Dialect, migrationsTable, pg, sqlite } from "./internal/sqlDialect.js"
 import {
   CorruptDatabase,
   defaultTitle,
-  ForeignDatabase,
+  fromDatabaseError,
   InvalidMessage,
   type Metadata,
   mergeMetadata,
-  NeedsMigration,
-  SchemaTooNew,
   type Service,
   SessionAlreadyExistsError,
   SessionConflictError,
@@ -68,115 +56,94 @@ export interface Options {
   readonly readonly?: boolean
 }
 
-/** The migrations this code knows; a database with a later one is refused as too new. */
-const loader = (dialect: Dialect) => Migrator.fromRecord(dialect.migrations)
-const runMigrations = Migrator.make({})
-
-export const latestMigration = (dialect: Dialect): number =>
-  Math.max(0, ...Object.keys(dialect.migrations).map((key) => Number.parseInt(key, 10)))
+export const latestMigration = (dialect: Dialect): number => Migrations.latest(dialect.migrations)
 
 // ---------------------------------------------------------------------------
 // Opening: recognise the database, then migrate
 // ---------------------------------------------------------------------------
 
-/** A SQL or migration failure as a one-line `StoreError` naming `location`. */
-export const storeError = databaseFile.storeError
-
-/** Refuses a file that is neither an empty database nor one of ours, or one of a newer noema. */
-const checkSqliteMarks = (marks: SqliteMarks, location: string, supported: number): StoreError | undefined =>
-  marks.applicationId === applicationId && marks.version > supported
-    ? new StoreError({ reason: new SchemaTooNew({ location, found: marks.version, supported }) })
-    : checkOwner(marks, location)
+/** A SQL failure as the store's one-line `StoreError` naming `location` (the one mapping, @noema/sql's). */
+const storeError = (location: string, error: SqlError.SqlError): StoreError =>
+  fromDatabaseError(DatabaseError.fromSqlError(location, error))
 
 /**
- * Refuses a PostgreSQL schema holding a `sessions` or `messages` table that noema's
- * migrations did not create (another application's), before the Migrator touches it.
+ * What only the session store checks on opening: on SQLite, its schema version
+ * (`PRAGMA user_version`, which release 0.1.0 migrated by) must not be newer than
+ * this code's; on PostgreSQL, a `sessions` or `messages` table that noema's
+ * migrations did not create (another application's) is refused before the
+ * Migrator touches it.
  */
-const checkPgTables = (sql: SqlClient.SqlClient, location: string) =>
-  Effect.map(
-    sql.unsafe<{ table: string }>(
-      `SELECT t.name AS "table" FROM unnest(ARRAY['sessions', 'messages']) AS t (name)
-       WHERE to_regclass(t.name) IS NOT NULL AND to_regclass('${migrationsTable}') IS NULL`
-    ),
-    (rows): StoreError | undefined =>
-      rows.length === 0
-        ? undefined
-        : new StoreError({
-            reason: new ForeignDatabase({
-              location,
-              detail: `tables ${rows.map((row) => row.table).join(", ")} without noema's ${migrationsTable}`
-            })
-          })
-  )
+const check = (sql: SqlClient.SqlClient, location: string, supported: number): Migrations.Step =>
+  sql.onDialectOrElse({
+    pg: () =>
+      Effect.flatMap(
+        sql<{ table: string }>`SELECT t.name AS "table" FROM unnest(ARRAY['sessions', 'messages']) AS t (name)
+          WHERE to_regclass(t.name) IS NOT NULL AND to_regclass(${migrationsTable}) IS NULL`,
+        (rows) =>
+          rows.length === 0
+            ? Effect.void
+            : Effect.fail(
+                DatabaseError.make(
+                  new DatabaseError.Foreign({
+                    location,
+                    detail: `tables ${rows.map((row) => row.table).join(", ")} without noema's ${migrationsTable}`
+                  })
+                )
+              )
+      ),
+    orElse: () =>
+      Effect.flatMap(sqliteUserVersion(sql), (found) =>
+        found > supported
+          ? Effect.fail(
+              DatabaseError.make(
+                new DatabaseError.SchemaTooNew({ location, schema: "session", found, supported })
+              )
+            )
+          : Effect.void
+      )
+  })
+
+const sqliteUserVersion = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ user_version: number }>`PRAGMA user_version`, (rows) => Number(rows[0]?.user_version ?? 0))
 
 /**
- * Brings the database to the latest schema. On SQLite the file is inspected
- * read-only first, then switched to WAL, then everything (the re-check under
- * the write lock, the migrations, the marks) happens in one transaction, so a
- * crash leaves either the old file or the migrated one.
+ * Release 0.1.0 migrated a SQLite file by hand up to `user_version`, without a
+ * migrations table: those migrations are recorded as applied before the Migrator runs.
+ */
+const adoptRelease01 = (sql: SqlClient.SqlClient, dialect: Dialect): Migrations.Step =>
+  Effect.gen(function* () {
+    if (dialect.name !== "sqlite") return
+    const version = yield* sqliteUserVersion(sql)
+    if (version === 0 || (yield* Migrations.applied(sql, migrationsTable)) > 0) return
+    yield* sql`CREATE TABLE IF NOT EXISTS ${sql(migrationsTable)} (
+      migration_id integer PRIMARY KEY NOT NULL,
+      created_at datetime NOT NULL DEFAULT current_timestamp,
+      name VARCHAR(255) NOT NULL)`
+    const known = yield* Migrator.fromRecord(dialect.migrations)
+    for (const [id, name] of known) {
+      if (id <= version)
+        yield* sql`INSERT INTO ${sql(migrationsTable)} ${sql.insert({ migration_id: id, name })}`
+    }
+  }).pipe(Effect.catchTag("MigrationError", (error) => Effect.die(error)))
+
+/**
+ * Brings the database to the latest schema through @noema/sql's `Migrations`
+ * (on SQLite in one transaction, so a crash leaves either the old file or the
+ * migrated one), then records the version in SQLite's `user_version`.
  */
 const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string, readonly: boolean) => {
   const supported = latestMigration(dialect)
-  const migrations = runMigrations({ loader: loader(dialect), table: migrationsTable })
-  if (dialect.name !== "sqlite") {
-    // PostgreSQL: the Migrator locks its table; a database migrated by a newer noema is refused.
-    return Effect.gen(function* () {
-      const refused = yield* checkPgTables(sql, location)
-      if (refused !== undefined) return yield* Effect.fail(refused)
-      yield* migrations
-      const rows = yield* sql.unsafe<{ id: number | string | null }>(
-        `SELECT max(migration_id) AS id FROM ${migrationsTable}`
-      )
-      const found = Number(rows[0]?.id ?? 0)
-      if (found > supported) {
-        return yield* Effect.fail(
-          new StoreError({ reason: new SchemaTooNew({ location, found, supported }) })
-        )
-      }
+  return Migrations.run({
+    location,
+    schema: "session",
+    table: migrationsTable,
+    migrations: dialect.migrations,
+    readonly,
+    check: check(sql, location, supported),
+    prepare: adoptRelease01(sql, dialect),
+    ...(dialect.name === "sqlite" && {
+      finish: sql.unsafe(`PRAGMA user_version = ${supported}`).pipe(Effect.asVoid)
     })
-  }
-  return Effect.gen(function* () {
-    const before = yield* sqliteMarks(sql)
-    const refused = checkSqliteMarks(before, location, supported)
-    if (refused !== undefined) return yield* Effect.fail(refused)
-    const current =
-      before.applicationId === applicationId &&
-      before.version === supported &&
-      before.tables.includes(migrationsTable)
-    if (current) return
-    if (readonly) {
-      return yield* Effect.fail(
-        new StoreError({ reason: new NeedsMigration({ location, found: before.version, supported }) })
-      )
-    }
-    yield* sql.unsafe("PRAGMA journal_mode = WAL")
-    yield* sql.withTransaction(
-      Effect.gen(function* () {
-        // Read again under the write lock: another process may have migrated meanwhile.
-        const marks = yield* sqliteMarks(sql)
-        const refusedNow = checkSqliteMarks(marks, location, supported)
-        if (refusedNow !== undefined) return yield* Effect.fail(refusedNow)
-        if (marks.version > 0 && !marks.tables.includes(migrationsTable)) {
-          // Release 0.1.0 migrated by hand up to `user_version`: record those as applied.
-          yield* sql.unsafe(`CREATE TABLE ${migrationsTable} (
-            migration_id integer PRIMARY KEY NOT NULL,
-            created_at datetime NOT NULL DEFAULT current_timestamp,
-            name VARCHAR(255) NOT NULL)`)
-          const known = yield* loader(dialect)
-          for (const [id, name] of known) {
-            if (id <= marks.version) {
-              yield* sql.unsafe(`INSERT INTO ${migrationsTable} (migration_id, name) VALUES (?, ?)`, [
-                id,
-                name
-              ])
-            }
-          }
-        }
-        yield* migrations
-        yield* sql.unsafe(`PRAGMA application_id = ${applicationId}`)
-        yield* sql.unsafe(`PRAGMA user_version = ${supported}`)
-      })
-    )
   })
 }
 
@@ -217,12 +184,12 @@ const encodeMessage = (message: Message.Message): string | { readonly problem: s
   try {
     json = JSON.stringify(Message.encode(message))
   } catch (error) {
-    return { problem: describe(error) }
+    return { problem: DatabaseError.describe(error) }
   }
   try {
     Message.decodeSync(JSON.parse(json))
   } catch (error) {
-    return { problem: `it would not read back from JSON: ${describe(error)}` }
+    return { problem: `it would not read back from JSON: ${DatabaseError.describe(error)}` }
   }
   return json
 }
@@ -237,13 +204,7 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
     const sql = yield* SqlClient.SqlClient
     const location = options.location
     const dialect: Dialect = options.dialect ?? sql.onDialectOrElse({ pg: () => pg, orElse: () => sqlite })
-    const toStoreError = (error: SqlError.SqlError | Migrator.MigrationError) => storeError(location, error)
-    yield* migrate(sql, dialect, location, options.readonly === true).pipe(
-      Effect.catchTags({
-        SqlError: (error) => Effect.fail(toStoreError(error)),
-        MigrationError: (error) => Effect.fail(toStoreError(error))
-      })
-    )
+    yield* Effect.mapError(migrate(sql, dialect, location, options.readonly === true), fromDatabaseError)
     return makeService(sql, dialect, location)
   })
 
@@ -282,11 +243,8 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
 
   /** Runs `effect`, turning the client's errors into `StoreError`s. */
   const store = <A, E>(effect: Effect.Effect<A, E | SqlError.SqlError>): Effect.Effect<A, E | StoreError> =>
-    Effect.catchIf(
-      effect,
-      (error): error is SqlError.SqlError =>
-        typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "SqlError",
-      (error) => Effect.fail(storeError(location, error))
+    Effect.catchIf(effect, SqlError.isSqlError, (error) =>
+      Effect.fail(storeError(location, error))
     ) as Effect.Effect<A, E | StoreError>
 
   const parseMetadata = (id: string, text: string): Metadata => {
@@ -329,7 +287,7 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
     try {
       return Effect.succeed(body())
     } catch (error) {
-      return Effect.fail(error instanceof StoreError ? error : corrupt(describe(error)))
+      return Effect.fail(error instanceof StoreError ? error : corrupt(DatabaseError.describe(error)))
     }
   }
 
@@ -348,7 +306,7 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
       try {
         parsed[i] = JSON.parse(row[1])
       } catch (error) {
-        throw corrupt(`session "${id}", message ${i}: invalid JSON (${describe(error)})`)
+        throw corrupt(`session "${id}", message ${i}: invalid JSON (${DatabaseError.describe(error)})`)
       }
     }
     // Checked with core's Schema in place: the parsed JSON is already the plain data a decode
@@ -359,12 +317,12 @@ const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: strin
       try {
         Message.decodeSync(parsed[i])
       } catch (error) {
-        reason = describe(error)
+        reason = DatabaseError.describe(error)
       }
       // The stored text, shortened, shows what is there; the Schema's message says what was expected.
       const text = (rows[i] as readonly [unknown, string])[1]
       const stored = text.length > 80 ? `${text.slice(0, 79)}…` : text
-      throw corrupt(`session "${id}", message ${i}: ${reason}; stored: ${oneLine(stored)}`)
+      throw corrupt(`session "${id}", message ${i}: ${reason}; stored: ${DatabaseError.oneLine(stored)}`)
     }
     return parsed as Array<Message.Message>
   }

@@ -17,9 +17,9 @@
  * immutable, which is safe because no writer can be at work in it either: a
  * WAL writer needs that file too. Writes fail with a `StoreError`.
  */
+import { Database } from "@noema/sql"
 import { Effect, Layer, type Scope } from "effect"
-import * as Database from "./Database.js"
-import { type Service, SessionStore, type StoreError } from "./SessionStore.js"
+import { fromDatabaseError, type Service, SessionStore, type StoreError } from "./SessionStore.js"
 import * as SqlStore from "./SqlStore.js"
 
 /** The file, and how to open it (see `Database.SqliteOptions`). */
@@ -27,7 +27,9 @@ export type Options = Omit<Database.SqliteOptions, "kind">
 
 /** Opens (creating or migrating) the database; it is closed when the scope closes. */
 export const make = (options: Options): Effect.Effect<Service, StoreError, Scope.Scope> =>
-  Effect.flatMap(Database.sqlite(options), (context) => Effect.provideContext(SqlStore.fromDatabase, context))
+  Effect.flatMap(Effect.mapError(Database.sqlite(options), fromDatabaseError), (context) =>
+    Effect.provideContext(SqlStore.fromDatabase, context)
+  )
 
 /** The SQLite store as the `SessionStore` service. */
 export const layer = (options: Options): Layer.Layer<SessionStore, StoreError> =>

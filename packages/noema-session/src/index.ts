@@ -2,9 +2,7 @@
  * @noema/session: conversations kept in a store, turns committed as transactions.
  */
 export * as Compaction from "./Compaction.js"
-export * as Database from "./Database.js"
 export * as MemoryStore from "./MemoryStore.js"
-export * as Postgres from "./Postgres.js"
 export * as PostgresStore from "./PostgresStore.js"
 export * as Session from "./Session.js"
 export * as SessionArchive from "./SessionArchive.js"

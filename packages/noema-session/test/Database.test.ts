@@ -4,11 +4,10 @@ import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
+import { Database, DatabaseError } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer, Redacted, Result } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
-import * as Database from "../src/Database.js"
-import * as SessionStore from "../src/SessionStore.js"
 import * as SqlStore from "../src/SqlStore.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-database-"))
@@ -110,8 +109,8 @@ describe("Database on SQLite", () => {
       )
       assert.isTrue(Result.isFailure(result))
       if (Result.isFailure(result)) {
-        assert.instanceOf(result.failure, SessionStore.StoreError)
-        assert.strictEqual(result.failure.reason._tag, "ForeignDatabase")
+        assert.instanceOf(result.failure, DatabaseError.DatabaseError)
+        assert.strictEqual(result.failure.reason._tag, "Foreign")
         assert.include(result.failure.message, "tables accounts")
       }
       assert.isTrue(fs.readFileSync(filename).equals(before))
@@ -131,7 +130,7 @@ describe("Database on SQLite", () => {
       )
       assert.isTrue(Result.isFailure(result))
       if (Result.isFailure(result)) {
-        assert.strictEqual(result.failure.reason._tag, "CorruptDatabase")
+        assert.strictEqual(result.failure.reason._tag, "Corrupt")
         assert.notInclude(result.failure.message, "\n")
       }
     })

@@ -249,13 +249,13 @@ describe("SqliteStore refuses files it must not touch", () => {
   it("random bytes", async () => {
     const file = path.join(directory, "random.db")
     fs.writeFileSync(file, crypto.getRandomValues(new Uint8Array(16_384)))
-    assert.equal((await refuse(file)).reason._tag, "CorruptDatabase")
+    assert.equal((await refuse(file)).reason._tag, "Corrupt")
   })
 
   it("a text file", async () => {
     const file = path.join(directory, "notes.txt")
     fs.writeFileSync(file, "Shopping list:\n- bread\n- coffee\n".repeat(50))
-    assert.equal((await refuse(file)).reason._tag, "CorruptDatabase")
+    assert.equal((await refuse(file)).reason._tag, "Corrupt")
   })
 
   it("a truncated noema database", async () => {
@@ -268,7 +268,7 @@ describe("SqliteStore refuses files it must not touch", () => {
     ] as const) {
       const file = path.join(directory, name)
       fs.writeFileSync(file, bytes.subarray(0, length))
-      assert.equal((await refuse(file)).reason._tag, "CorruptDatabase")
+      assert.equal((await refuse(file)).reason._tag, "Corrupt")
     }
   })
 
@@ -280,14 +280,14 @@ describe("SqliteStore refuses files it must not touch", () => {
     )
     other.close()
     const error = await refuse(file)
-    assert.equal(error.reason._tag, "ForeignDatabase")
+    assert.equal(error.reason._tag, "Foreign")
     assert.ok(error.message.includes("users"), error.message)
 
     const tagged = path.join(directory, "other-app-id.db")
     const withId = new DatabaseSync(tagged)
     withId.exec("PRAGMA application_id = 1234")
     withId.close()
-    assert.equal((await refuse(tagged)).reason._tag, "ForeignDatabase")
+    assert.equal((await refuse(tagged)).reason._tag, "Foreign")
   })
 
   it("a noema database written by a newer schema", async () => {

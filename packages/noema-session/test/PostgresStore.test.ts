@@ -1,9 +1,9 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
+import { Postgres } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Deferred, Effect, Fiber, Layer, Result } from "effect"
 import { SqlClient } from "effect/sql"
-import * as Postgres from "../src/Postgres.js"
 import * as PostgresStore from "../src/PostgresStore.js"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SessionStoreConformance from "../src/SessionStoreConformance.js"
@@ -144,7 +144,7 @@ describe("PostgresStore", () => {
         )
       )
       const error = yield* Effect.flip(Effect.scoped(PostgresStore.make({ url })))
-      assert.strictEqual(error.reason._tag, "ForeignDatabase")
+      assert.strictEqual(error.reason._tag, "Foreign")
       assert.include(error.message, "sessions")
       assert.notInclude(error.message, "\n")
       const rows = yield* onServer(

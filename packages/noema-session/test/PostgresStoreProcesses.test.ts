@@ -7,11 +7,11 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { Message } from "@noema/core"
+import { Postgres } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Deferred, Effect, Fiber, type Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
-import * as Postgres from "../src/Postgres.js"
 import * as PostgresStore from "../src/PostgresStore.js"
 import type * as SessionStore from "../src/SessionStore.js"
 

@@ -155,7 +155,7 @@ describe("SqliteStore", () => {
 
         for (const failure of [error, invalidJson, missing]) {
           assert.instanceOf(failure, SessionStore.StoreError)
-          assert.strictEqual(failure.reason._tag, "CorruptDatabase")
+          assert.strictEqual(failure.reason._tag, "Corrupt")
           assert.include(failure.message, filename)
           assert.include(failure.message, "damaged")
           assert.notInclude(failure.message, "\n")
@@ -186,10 +186,10 @@ describe("SqliteStore", () => {
     }).pipe(Effect.scoped)
   )
 
-  it.effect("a path that cannot be opened is an IoFailure", () =>
+  it.effect("a path that cannot be opened is an Io failure", () =>
     Effect.gen(function* () {
       const error = yield* Effect.flip(Effect.scoped(SqliteStore.make({ filename: directory })))
-      assert.strictEqual(error.reason._tag, "IoFailure")
+      assert.strictEqual(error.reason._tag, "Io")
       assert.include(error.message, directory)
     })
   )
@@ -246,7 +246,7 @@ describe("SqliteStore and content parts", () => {
         const error = yield* Effect.flip(
           Effect.scoped(Effect.flatMap(SqliteStore.make({ filename }), (store) => store.load(id)))
         )
-        assert.strictEqual(error._tag === "StoreError" && error.reason._tag, "CorruptDatabase", bad)
+        assert.strictEqual(error._tag === "StoreError" && error.reason._tag, "Corrupt", bad)
         assert.notInclude(error.message, "\n")
       }
       database.close()

@@ -7,7 +7,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { PlanAgent, ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, Tool } from "@noema/core"
-import { Database, type Session, SessionStore, SqlStore } from "@noema/session"
+import { type Session, SessionStore, SqlStore } from "@noema/session"
+import { Database, type DatabaseError } from "@noema/sql"
 import { Cause, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { UsageError } from "../CliArguments.js"
@@ -201,7 +202,7 @@ export interface StoreLayer {
 export const databaseLayer = (
   database: DatabaseConfig,
   options: { readonly readonly?: boolean } = {}
-): Layer.Layer<SqlClient.SqlClient | Database.Database, SessionStore.StoreError> =>
+): Layer.Layer<SqlClient.SqlClient | Database.Database, DatabaseError.DatabaseError> =>
   Database.layer(
     database.kind === "sqlite"
       ? { kind: "sqlite", filename: database.path, ...(options.readonly === true && { readonly: true }) }
@@ -217,7 +218,14 @@ export const storeLayer = (
   options: { readonly readonly?: boolean } = {}
 ): StoreLayer => ({
   database,
-  layer: SqlStore.layerFromDatabase.pipe(Layer.provide(databaseLayer(database, options)))
+  layer: SqlStore.layerFromDatabase.pipe(
+    Layer.provide(
+      // The session store's contract says `StoreError`: the database's reason, as it is.
+      Layer.effectContext(
+        Effect.mapError(Layer.build(databaseLayer(database, options)), SessionStore.fromDatabaseError)
+      )
+    )
+  )
 })
 
 /** Opens the store (for SQLite, its directory is created, private to the user), with the tracer if there is one. */

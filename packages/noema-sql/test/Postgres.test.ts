@@ -2,8 +2,8 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Exit, Redacted } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
+import { DatabaseError } from "../src/DatabaseError.js"
 import * as Postgres from "../src/Postgres.js"
-import { StoreError } from "../src/SessionStore.js"
 
 let database: TestDatabase.TestDatabase
 beforeAll(async () => {
@@ -73,7 +73,9 @@ describe("Postgres.layer", () => {
       assert.isTrue(Exit.isFailure(exit))
       const error = Exit.isFailure(exit) ? exit.cause.reasons[0] : undefined
       const failure = error !== undefined && "error" in error ? error.error : undefined
-      assert.instanceOf(failure, StoreError)
+      assert.instanceOf(failure, DatabaseError)
+      assert.strictEqual(failure?.reason._tag, "Connection")
+      assert.isTrue(failure?.isRetryable)
       const text = `${failure?.message} ${JSON.stringify(failure)}`
       assert.notInclude(text, "Wr0ng-Secret-Pa55")
       assert.include(text, "***@127.0.0.1")

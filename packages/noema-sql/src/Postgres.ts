@@ -12,7 +12,7 @@ import type * as PgClient from "@effect/sql-pg/PgClient"
 import { Printable } from "@noema/core"
 import { Effect, Layer, Redacted } from "effect"
 import type * as SqlClient from "effect/sql/SqlClient"
-import { IoFailure, StoreError } from "./SessionStore.js"
+import { Connection, type DatabaseError, fromSqlError, isMappable, make } from "./DatabaseError.js"
 
 export interface Options {
   /** `postgres://user:password@host:port/database?sslmode=...`; a plain string is wrapped in `Redacted`. */
@@ -44,36 +44,40 @@ const passwordOf = (url: string): string | undefined => {
   }
 }
 
-/** The text of a failure, with the password cut out should a driver ever repeat it. */
-const describeFailure = (error: unknown, url: string): string => {
-  const parts: Array<string> = []
-  let current: unknown = error
-  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
-    if (current.message !== "" && !parts.includes(current.message)) parts.push(current.message)
-    current = current.cause
+/** `text` with the password cut out, and the URL shown without it, should a driver ever repeat them. */
+const hidePassword =
+  (url: string) =>
+  (text: string): string => {
+    const password = passwordOf(url)
+    const hidden = password === undefined ? text : text.replaceAll(password, "***")
+    return hidden.replaceAll(url, redactUrl(url))
   }
-  const text = parts.length === 0 ? String(error) : parts.join(": ")
-  const password = passwordOf(url)
-  const hidden = password === undefined ? text : text.replaceAll(password, "***")
-  return hidden.replaceAll(url, redactUrl(url))
-}
 
-/** A failure to reach or use the server, as the session stores report it. */
-export const storeError = (url: Redacted.Redacted<string>, error: unknown): StoreError => {
+/**
+ * A failure to reach or use the server as a `DatabaseError` naming it without its
+ * password: mapped by `DatabaseError.fromSqlError` (a wrong password or an
+ * unreachable server is `Connection`), anything else the driver raised is `Connection` too.
+ */
+export const databaseError = (url: Redacted.Redacted<string>, error: unknown): DatabaseError => {
   const value = Redacted.value(url)
-  return new StoreError({
-    reason: new IoFailure({ location: redactUrl(value), detail: describeFailure(error, value) })
-  })
+  const location = redactUrl(value)
+  const redact = hidePassword(value)
+  if (isMappable(error)) return fromSqlError(location, error, redact)
+  return make(
+    new Connection({ location, detail: redact(error instanceof Error ? error.message : String(error)) })
+  )
 }
 
 /**
  * `PgClient` and `SqlClient` for the server at `options.url`: a pool of up to
  * `maxConnections` connections, opened lazily and closed with the layer. The
  * layer checks that the server answers (`SELECT 1`) before it is built, so a
- * wrong URL, password or database fails here, as one `StoreError`, rather than
+ * wrong URL, password or database fails here, as one `DatabaseError`, rather than
  * at the first query.
  */
-export const layer = (options: Options): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, StoreError> => {
+export const layer = (
+  options: Options
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, DatabaseError> => {
   const url = secretOf(options.url)
   return Layer.unwrap(
     // Loaded on demand, so programs that only use SQLite never load the PostgreSQL driver.
@@ -89,7 +93,7 @@ export const layer = (options: Options): Layer.Layer<PgClient.PgClient | SqlClie
             })
             yield* client`SELECT 1`
             return client
-          }).pipe(Effect.mapError((error) => storeError(url, error)))
+          }).pipe(Effect.mapError((error) => databaseError(url, error)))
         )
     )
   )

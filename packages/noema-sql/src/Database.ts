@@ -11,7 +11,7 @@
  *
  * A SQLite file is checked before anything is written to it: an empty
  * database, or one marked as noema's (`PRAGMA application_id`), is opened;
- * anything else is refused with a one-line `StoreError` and left untouched. A
+ * anything else is refused with a one-line `DatabaseError` (`Foreign`) and left untouched. A
  * writable file is then switched to WAL with `synchronous=FULL` (a commit that
  * returned survives a crash or a power cut) and marked as noema's; a new file
  * is created private to its user (0600, with its directory 0700). Opened
@@ -24,9 +24,9 @@ import { SqliteClient } from "@noema/sql-sqlite"
 import { Context, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
-import { applicationId, checkOwner, isEmpty, sqliteMarks, storeError } from "./internal/databaseFile.js"
+import { type DatabaseError, fromSqlError, io } from "./DatabaseError.js"
+import { applicationId, checkOwner, isEmpty, sqliteMarks } from "./internal/databaseFile.js"
 import * as Postgres from "./Postgres.js"
-import { IoFailure, StoreError } from "./SessionStore.js"
 
 // ---------------------------------------------------------------------------
 // Configuration
@@ -78,20 +78,30 @@ export class Database extends Context.Service<
   {
     /** How messages name it: a file path, or a URL without its password. */
     readonly location: string
-    readonly dialect: "sqlite" | "pg"
+    readonly dialect: Dialect
     /** Opened for reading only: stores check their schema but migrate nothing. */
     readonly readonly: boolean
   }
->()("@noema/session/Database") {}
+>()("@noema/sql/Database") {}
+
+/** What a store is told of the database it opens on: how to name it, and whether it may write. */
+export interface StoreOptions {
+  readonly location: string
+  readonly readonly: boolean
+}
+
+/**
+ * A store made on the database in context (`make` given its location and read-only
+ * flag): how every store's `fromDatabase` opens it, so none forgets `readonly`.
+ */
+export const store = <A, E, R>(
+  make: (options: StoreOptions) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R | Database> =>
+  Effect.flatMap(Database, (database) => make({ location: database.location, readonly: database.readonly }))
 
 // ---------------------------------------------------------------------------
 // SQLite
 // ---------------------------------------------------------------------------
-
-const ioFailure = (location: string, error: unknown) =>
-  new StoreError({
-    reason: new IoFailure({ location, detail: error instanceof Error ? error.message : String(error) })
-  })
 
 /** Whether SQLite can create files next to `location` (the -shm and -wal of WAL mode). */
 const directoryWritable = (location: string): boolean => {
@@ -138,11 +148,17 @@ const createPrivately = (location: string) =>
         if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
       }
     },
-    catch: (error) => ioFailure(location, error)
+    catch: (error) => io(location, error)
   })
 
-/** The dialect of a `SqlClient`: PostgreSQL, or SQLite for anything else noema opens. */
-export const dialectOf = (sql: SqlClient.SqlClient): "sqlite" | "pg" =>
+export type Dialect = "sqlite" | "pg"
+
+/**
+ * The dialect of a `SqlClient`: PostgreSQL, or SQLite for anything else noema opens.
+ * Statements are written once as effect's tagged templates; this names the dialect
+ * only where the SQL itself differs (a column type, a lock clause).
+ */
+export const dialectOf = (sql: SqlClient.SqlClient): Dialect =>
   sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
 
 /**
@@ -155,7 +171,7 @@ export const dialectOf = (sql: SqlClient.SqlClient): "sqlite" | "pg" =>
 export const claimSqlite = (
   sql: SqlClient.SqlClient,
   location: string
-): Effect.Effect<void, StoreError | SqlError.SqlError> =>
+): Effect.Effect<void, DatabaseError | SqlError.SqlError> =>
   Effect.gen(function* () {
     const marks = yield* sqliteMarks(sql)
     const refused = checkOwner(marks, location)
@@ -187,7 +203,7 @@ export const sqlite = (
   options: Omit<SqliteOptions, "kind">
 ): Effect.Effect<
   Context.Context<SqliteClient.SqliteClient | SqlClient.SqlClient | Database>,
-  StoreError,
+  DatabaseError,
   Scope.Scope
 > => {
   const isFile = options.filename !== ":memory:"
@@ -196,9 +212,9 @@ export const sqlite = (
   return Effect.gen(function* () {
     if (isFile && !readonly) yield* createPrivately(location)
     if (isFile && readonly && !fs.existsSync(location)) {
-      return yield* Effect.fail(ioFailure(location, "no such file"))
+      return yield* Effect.fail(io(location, "no such file"))
     }
-    const toStoreError = (error: Parameters<typeof storeError>[1]) => storeError(location, error)
+    const toDatabaseError = (error: SqlError.SqlError) => fromSqlError(location, error)
     const client = yield* SqliteClient.make({
       filename: isFile && readonly ? readonlyFilename(location) : location,
       readonly,
@@ -208,10 +224,10 @@ export const sqlite = (
       synchronous: "FULL"
     }).pipe(
       Effect.provideServiceEffect(Reactivity.Reactivity, Reactivity.make),
-      Effect.mapError(toStoreError)
+      Effect.mapError(toDatabaseError)
     )
     yield* claim(client, location, readonly).pipe(
-      Effect.catchTag("SqlError", (error) => Effect.fail(toStoreError(error)))
+      Effect.catchTag("SqlError", (error) => Effect.fail(toDatabaseError(error)))
     )
     return Context.make(SqliteClient.SqliteClient, client).pipe(
       Context.add(SqlClient.SqlClient, client),
@@ -230,7 +246,7 @@ export const sqlite = (
  * checks the server answers before the layer is built). Nothing is opened
  * until the layer is built; it is closed with it.
  */
-export const layer = (options: Options): Layer.Layer<SqlClient.SqlClient | Database, StoreError> => {
+export const layer = (options: Options): Layer.Layer<SqlClient.SqlClient | Database, DatabaseError> => {
   if (options.kind === "sqlite") {
     const { kind: _, ...rest } = options
     return Layer.effectContext(sqlite(rest))
