@@ -73,6 +73,9 @@ export const runCli = (args: ReadonlyArray<string>, options: RunOptions = {}): P
       clearTimeout(timer)
       resolve({ code, signal, stdout, stderr })
     })
+    // A child that exits (or is killed) before it reads its input closes the pipe: the write's
+    // EPIPE says nothing about the command, whose exit and output are what a test checks.
+    child.stdin.on("error", () => {})
     child.stdin.end(options.stdin ?? "")
     options.onStart?.(child)
   })
@@ -132,6 +135,8 @@ export const startTerminal = (
   }
   child.stdout?.setEncoding("utf8").on("data", onData)
   child.stderr?.setEncoding("utf8").on("data", onData)
+  // Typing into a terminal whose program has exited: what the test checks is the output.
+  child.stdin?.on("error", () => {})
   const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
   return {
     output: () => output,
