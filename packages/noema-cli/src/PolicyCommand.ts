@@ -5,7 +5,8 @@
  *
  * The engine comes from `--policy FILE` (a Cedar policy set, `.cedar`, or a
  * compiled OPA policy, `.wasm`), else the default policy (`DefaultPolicy`,
- * `$NOEMA_HOME/policy.cedar`, written on first use), or is `--engine
+ * `$NOEMA_HOME/policy.cedar`, written on first use, except by a command that only
+ * reads), or is `--engine
  * allow-all`, the only way to allow everything. `--shadow` asks the engine but
  * allows, saying what it would have decided. Exit status of check: 0 allow,
  * 3 deny, 2 usage, 1 a policy that does not load.
