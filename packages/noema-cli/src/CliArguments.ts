@@ -288,6 +288,33 @@ const parseSessions = (args: ReadonlyArray<string>): Command => {
   }
 }
 
+/**
+ * The commands that only read the database: the one list of them. They open a
+ * SQLite file read-only (`Runtime.openReadOnlyFirst`), so a database the user may
+ * only read still answers them, and they write nothing in `$NOEMA_HOME` (not the
+ * database, not the default policy). `routine status --write` writes the
+ * routine's document, never the database.
+ */
+const readingCommands: ReadonlySet<Command["type"]> = new Set<Command["type"]>([
+  "sessions-list",
+  "sessions-show",
+  "sessions-export",
+  "sessions-export-all",
+  "runs-list",
+  "runs-show",
+  "runs-verify",
+  "threads-list",
+  "resources-ls",
+  "resources-show",
+  "resources-search",
+  "tasks-show",
+  "routine-status"
+])
+
+/** Whether `command` only reads the database (see `readingCommands`). */
+export const readsOnly = (command: { readonly type: Command["type"] }): boolean =>
+  readingCommands.has(command.type)
+
 /** The command `args` (the arguments after `noema`) ask for. Throws `UsageError`. */
 export const parseCommand = (args: ReadonlyArray<string>): Command => {
   const [first, ...rest] = args

@@ -2,7 +2,8 @@
  * DefaultPolicy: the Cedar policy every command that reads or writes resources
  * uses when none is named, `$NOEMA_HOME/policy.cedar`.
  *
- * It is written on first use (mode 0600, in a 0700 home), never overwritten,
+ * It is written on first use (mode 0600, in a 0700 home) by a command that may
+ * write (a command that only reads, `readsOnly`, uses `text` as it is), never overwritten,
  * and grants exactly the actors noema's own commands act as: the local user
  * (`noema resources`, `--as` default `cld:user.cli`) everything; the planner
  * (`noema plan`, `noema tasks show`, `cld:assistant.planner`) reads and

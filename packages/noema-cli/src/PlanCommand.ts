@@ -4,9 +4,7 @@
  * over the resources in the configured database, every access through the
  * policy (`--policy`, else the default one, written on first use: `DefaultPolicy`).
  */
-import * as fs from "node:fs"
 import * as os from "node:os"
-import * as path from "node:path"
 import { Planner } from "@noema/planner"
 import {
   type Policy,
@@ -19,7 +17,7 @@ import {
 } from "@noema/resources"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
-import { UsageError } from "./CliArguments.js"
+import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as Runtime from "./internal/runtime.js"
 import { type PlanCommand, plannerActor } from "./PlanArguments.js"
@@ -172,7 +170,6 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
     )
   const modelConfig = command.type === "plan" ? CliConfig.resolveModel(command.model, io.env) : undefined
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
-  if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
   const embedder = await ResourcesCommand.makeEmbedder(
     {
       embeddingModel: command.embeddingModel,
@@ -295,7 +292,7 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
   const { exit, signalled } = await Runtime.runInterruptible(
     Effect.scoped(
       program.pipe(
-        Effect.provide(Runtime.databaseLayer(database)),
+        (effect) => Runtime.provideDatabase(effect, database, readsOnly(command)),
         Effect.provide(PolicyCommand.stderrLogger(io))
       )
     )

@@ -5,7 +5,8 @@
  *
  * The engine comes from `--policy FILE` (a Cedar policy set, `.cedar`, or a
  * compiled OPA policy, `.wasm`), else the default policy (`DefaultPolicy`,
- * `$NOEMA_HOME/policy.cedar`, written on first use), or is `--engine
+ * `$NOEMA_HOME/policy.cedar`, written on first use, except by a command that only
+ * reads), or is `--engine
  * allow-all`, the only way to allow everything. `--shadow` asks the engine but
  * allows, saying what it would have decided. Exit status of check: 0 allow,
  * 3 deny, 2 usage, 1 a policy that does not load.
@@ -15,7 +16,7 @@ import * as path from "node:path"
 import { CedarPolicy, OpaPolicy, Policy, Urn } from "@noema/resources"
 import { Effect, Logger } from "effect"
 import type { Io } from "./Cli.js"
-import { UsageError } from "./CliArguments.js"
+import { type Command, readsOnly, UsageError } from "./CliArguments.js"
 import * as DefaultPolicy from "./DefaultPolicy.js"
 import type { PolicyCheck, PolicyCommand, PolicyShow } from "./PolicyArguments.js"
 
@@ -25,6 +26,8 @@ class PolicyLoadError extends Error {
 
 /** How a command names its policy engine (`noema policy`, `noema resources`, `noema plan`). */
 export interface EngineOptions {
+  /** Which command: one that only reads (`readsOnly`) writes no default policy. */
+  readonly type: Command["type"]
   readonly policy: string | undefined
   readonly engine: "cedar" | "opa" | "allow-all" | undefined
   readonly entrypoint?: string | undefined
@@ -51,12 +54,12 @@ const readText = (file: string): Effect.Effect<string, PolicyLoadError> =>
       )
   })
 
-const loadCedar = (file: string) =>
-  Effect.flatMap(readText(file), (text) =>
-    CedarPolicy.make(text).pipe(
-      Effect.mapError((error) => new PolicyLoadError(`policy: ${file}: ${error.message}`))
-    )
+const cedarOf = (file: string, text: string) =>
+  CedarPolicy.make(text).pipe(
+    Effect.mapError((error) => new PolicyLoadError(`policy: ${file}: ${error.message}`))
   )
+
+const loadCedar = (file: string) => Effect.flatMap(readText(file), (text) => cedarOf(file, text))
 
 const loadOpa = (file: string, command: EngineOptions, io: Io) =>
   Effect.gen(function* () {
@@ -90,6 +93,10 @@ export const engineOf = (command: EngineOptions, io: Io): Effect.Effect<Policy.S
   if (command.engine === "allow-all") return Policy.allowAll
   if (command.engine === "opa" && command.policy === undefined)
     return Effect.fail(new PolicyLoadError("policy: --engine opa needs --policy FILE (a compiled OPA .wasm)"))
+  // Reading needs the policy, but a command that only reads writes nothing, also on a
+  // home it may only read: before the default policy is written, it is the text it would be.
+  if (command.policy === undefined && readsOnly(command) && !fs.existsSync(DefaultPolicy.file(io)))
+    return cedarOf(DefaultPolicy.file(io), DefaultPolicy.text)
   return Effect.flatMap(policyFile(command, io), (file) =>
     (command.engine ?? (file.endsWith(".wasm") ? "opa" : "cedar")) === "opa"
       ? loadOpa(file, command, io)

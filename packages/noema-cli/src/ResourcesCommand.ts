@@ -11,7 +11,7 @@ import type { Embedder } from "@noema/core"
 import { LocalEmbedder, Resource, ResourceIndex, SqlResourceStore, Urn, VectorIndex } from "@noema/resources"
 import { Cause, Effect, Exit } from "effect"
 import type { Io } from "./Cli.js"
-import { UsageError } from "./CliArguments.js"
+import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as Runtime from "./internal/runtime.js"
 import * as PolicyCommand from "./PolicyCommand.js"
@@ -108,7 +108,6 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
   }
   const toPut = command.type === "resources-put" ? readResources(command.file, io) : []
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
-  if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
   const embedder = await makeEmbedder(command, io)
   const program = Effect.gen(function* () {
     const store = yield* SqlResourceStore.fromDatabase
@@ -171,7 +170,7 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
   const exit = await Effect.runPromiseExit(
     Effect.scoped(
       program.pipe(
-        Effect.provide(Runtime.databaseLayer(database)),
+        (effect) => Runtime.provideDatabase(effect, database, readsOnly(command)),
         Effect.provide(PolicyCommand.stderrLogger(io))
       )
     )

@@ -21,6 +21,7 @@ import { SessionStore, SqlStore } from "@noema/session"
 import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { isMap, isSeq, parseDocument } from "yaml"
 import type { Io } from "./Cli.js"
+import { readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as Runtime from "./internal/runtime.js"
 import type { RoutineCommand } from "./RoutineArguments.js"
@@ -40,16 +41,36 @@ const load = (file: string, io: Io) => {
   return { full, text, breakdown: WorkBreakdown.parse(text, full) }
 }
 
-const openStore = (options: { readonly database: string | undefined }, io: Io, readonly: boolean) => {
-  const database = CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
-  if (database.kind === "sqlite") {
-    if (readonly && !fs.existsSync(database.path)) return undefined
-    fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
-  }
+const databaseOf = (options: { readonly database: string | undefined }, io: Io) =>
+  CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
+
+/** The stores `routine run` writes to (the SQLite file and its directory are created if need be). */
+const openStore = (options: { readonly database: string | undefined }, io: Io) =>
   // The sessions beside the routines: `--session` reads one for message and thread variables.
-  return ManagedRuntime.make(
+  ManagedRuntime.make(
     Layer.merge(SqlRoutineStore.layerFromDatabase, SqlStore.layerFromDatabase).pipe(
-      Layer.provide(Runtime.databaseLayer(database))
+      Layer.provide(Runtime.databaseLayer(databaseOf(options, io)))
+    )
+  )
+
+/**
+ * The stored progress of the chains of the document `file`, read as `routine status`
+ * reads (only reading: `Runtime.openReadOnlyFirst`). No database yet is no progress
+ * yet, and none is created.
+ */
+const storedStates = (
+  options: Extract<RoutineCommand, { type: "routine-status" }>,
+  file: string,
+  io: Io
+): Promise<ReadonlyArray<RoutineStore.ChainState>> => {
+  const database = databaseOf(options, io)
+  if (database.kind === "sqlite" && !fs.existsSync(database.path)) return Promise.resolve([])
+  const list = Effect.flatMap(Effect.service(RoutineStore.RoutineStore), (store) => store.list(file))
+  return Effect.runPromise(
+    Runtime.provideDatabase(
+      Effect.provide(list, SqlRoutineStore.layerFromDatabase),
+      database,
+      readsOnly(options)
     )
   )
 }
@@ -97,7 +118,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
   const chains = WorkBreakdown.select(breakdown, options.goal)
   const config = CliConfig.resolveModel(options.model, io.env)
   const model = await Runtime.makeModel(config, { interactive: false })
-  const runtime = openStore(options, io, false)!
+  const runtime = openStore(options, io)
   const sessionSources =
     options.session === undefined
       ? []
@@ -184,18 +205,7 @@ const status = async (
   io: Io
 ): Promise<number> => {
   const { full, text, breakdown } = load(options.file, io)
-  const runtime = openStore(options, io, !options.write)
-  let states: ReadonlyArray<RoutineStore.ChainState> = []
-  if (runtime !== undefined) {
-    try {
-      states = await runOn(
-        runtime,
-        Effect.flatMap(Effect.service(RoutineStore.RoutineStore), (store) => store.list(full))
-      )
-    } finally {
-      await runtime.dispose()
-    }
-  }
+  const states = await storedStates(options, full, io)
   const progress = Routine.progress(breakdown, states)
   if (options.write) {
     const done = new Set(

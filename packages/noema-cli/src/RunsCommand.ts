@@ -7,7 +7,6 @@
  * (`RunLease`), shows each event as it happens (or prints it as a JSON line
  * with `--json`), and stops when the run finishes or must wait.
  */
-import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { ChatModel } from "@noema/core"
@@ -25,7 +24,7 @@ import {
 } from "@noema/runs"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
-import { UsageError } from "./CliArguments.js"
+import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as Runtime from "./internal/runtime.js"
 import type { RunsCommand } from "./RunsArguments.js"
@@ -181,7 +180,6 @@ const showRun = (
 export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   const workspace = workspaceOf(command.workspace, io)
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
-  if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
   const executing = "model" in command
   const pipelineFile =
     command.type === "run" && command.pipeline !== undefined
@@ -457,7 +455,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   // Ctrl-C stops the run where it is: the attempt under way stays open in the timeline and
   // `noema runs resume` gives its stage a new attempt.
   const { exit, signalled } = await Runtime.runInterruptible(
-    program.pipe(Effect.provide(Runtime.databaseLayer(database))),
+    Runtime.provideDatabase(program, database, readsOnly(command)),
     executing ? undefined : []
   )
   if (Exit.isSuccess(exit)) return exit.value

@@ -13,7 +13,7 @@ import * as readline from "node:readline"
 import { Session, SessionArchive, Usage } from "@noema/session"
 import { Effect, Stream } from "effect"
 import type { Io } from "./Cli.js"
-import type { Command } from "./CliArguments.js"
+import { type Command, readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import * as Runtime from "./internal/runtime.js"
@@ -139,10 +139,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     }
   }
   // Only `delete` and `import` write: the others open a SQLite file read-only.
-  const runtime =
-    options.type === "sessions-delete" || options.type === "sessions-import"
-      ? Runtime.openStore(database)
-      : await Runtime.openForReading(database)
+  const runtime = await Runtime.openFor(database, readsOnly(options))
   try {
     switch (options.type) {
       case "sessions-export-all":

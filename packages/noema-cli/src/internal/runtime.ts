@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { PlanAgent, ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, Tool } from "@noema/core"
 import { type Session, SessionStore, SqlStore } from "@noema/session"
-import { Database, type DatabaseError } from "@noema/sql"
+import { Database, DatabaseError } from "@noema/sql"
 import { Cause, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import { UsageError } from "../CliArguments.js"
@@ -239,32 +239,96 @@ export const openStore = <Tracer = never>(
   return ManagedRuntime.make(tracer === undefined ? layer : Layer.merge(layer, tracer))
 }
 
-/**
- * Opens the store for a command that only reads (`sessions list`, `show`,
- * `export`): a SQLite file read-only, so a database the user may only read
- * (mode 0444, a read-only directory) can be listed, and nothing is written. A
- * file of an earlier noema that needs migrating is migrated by opening it with
- * write access instead; if that is not allowed either, the read-only open's
- * one-line `NeedsMigration` error says why. PostgreSQL opens as usual.
- */
-export const openForReading = async (database: DatabaseConfig): Promise<StoreRuntime> => {
-  if (database.kind !== "sqlite") return openStore(database)
-  const opened = async (runtime: StoreRuntime) => {
-    const exit = await runtime.runPromiseExit(Effect.void)
-    if (Exit.isSuccess(exit)) return runtime
-    await runtime.dispose()
-    throw Cause.squash(exit.cause)
-  }
-  try {
-    return await opened(ManagedRuntime.make(storeLayer(database, { readonly: true }).layer))
-  } catch (error) {
-    const needsMigration = error instanceof SessionStore.StoreError && error.reason._tag === "NeedsMigration"
-    if (!needsMigration) throw error
-    return opened(openStore(database)).catch(() => {
-      throw error
-    })
+/** A reading command found no SQLite file where the database should be: it creates none. */
+export class NoDatabase extends Schema.TaggedError<NoDatabase>()("NoDatabase", { location: Schema.String }) {
+  override get message(): string {
+    return `there is no database at ${this.location} (nothing is stored there yet); nothing was created`
   }
 }
+
+/**
+ * The database's own reason for `error`, wherever the store that failed keeps it:
+ * a `DatabaseError`, a store error's `reason` (sessions, runs), or its `cause` (resources, vectors).
+ */
+const databaseReason = (error: unknown): DatabaseError.Reason | undefined => {
+  let value = error
+  for (let depth = 0; depth < 4 && typeof value === "object" && value !== null; depth++) {
+    const { reason, cause } = value as { readonly reason?: unknown; readonly cause?: unknown }
+    if (isReason(reason)) return reason
+    value = cause
+  }
+  return undefined
+}
+
+const isReason = Schema.is(DatabaseError.Reason)
+
+const needsMigration = (error: unknown): boolean => databaseReason(error)?._tag === "NeedsMigration"
+
+/**
+ * How every command opens the database, the one place that applies `readsOnly`
+ * (`CliArguments`): `open` is given the database read-only for a command that only
+ * reads a SQLite file, so a database the user may only read (mode 0444, a read-only
+ * directory, another user's file) answers it, and nothing is written. Such a command
+ * creates no database that is not there (`NoDatabase`). A file of an earlier noema
+ * that needs migrating is migrated by opening it with write access instead; if that
+ * fails on the database too, the read-only open's one-line `NeedsMigration` says why.
+ * PostgreSQL, and every command that writes, open as usual. `open` must fail before
+ * it shows anything when the database does not open: it may run twice.
+ */
+export const openReadOnlyFirst = <A, E, R>(
+  database: DatabaseConfig,
+  readsOnly: boolean,
+  open: (options: { readonly readonly: boolean }) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | NoDatabase, R> => {
+  if (!readsOnly || database.kind !== "sqlite") return open({ readonly: false })
+  if (!fs.existsSync(database.path)) return Effect.fail(new NoDatabase({ location: database.path }))
+  return open({ readonly: true }).pipe(
+    Effect.catchIf(needsMigration, (error) =>
+      open({ readonly: false }).pipe(
+        Effect.catchIf(
+          (again) => databaseReason(again) !== undefined,
+          () => Effect.fail(error)
+        )
+      )
+    )
+  )
+}
+
+/** `program` on the configured database, opened as `openReadOnlyFirst` decides. */
+export const provideDatabase = <A, E, R>(
+  program: Effect.Effect<A, E, R>,
+  database: DatabaseConfig,
+  readsOnly: boolean
+): Effect.Effect<
+  A,
+  E | DatabaseError.DatabaseError | NoDatabase,
+  Exclude<R, SqlClient.SqlClient | Database.Database>
+> =>
+  openReadOnlyFirst(database, readsOnly, (options) =>
+    Effect.provide(program, databaseLayer(database, options))
+  )
+
+/**
+ * Opens the session store as `openReadOnlyFirst` decides (`sessions list`, `show` and
+ * `export` only read): the runtime, once the store opened.
+ */
+export const openFor = (database: DatabaseConfig, readsOnly: boolean): Promise<StoreRuntime> =>
+  Effect.runPromise(
+    openReadOnlyFirst(database, readsOnly, (options) =>
+      Effect.tryPromise({
+        try: async () => {
+          const runtime = options.readonly
+            ? ManagedRuntime.make(storeLayer(database, options).layer)
+            : openStore(database)
+          const exit = await runtime.runPromiseExit(Effect.void)
+          if (Exit.isSuccess(exit)) return runtime
+          await runtime.dispose()
+          throw Cause.squash(exit.cause)
+        },
+        catch: (error) => error
+      })
+    )
+  )
 
 /** Runs `effect` on the runtime and returns its value, or throws its failure. */
 export const runOn = async <A, E>(
