@@ -4,45 +4,23 @@
  * a plan's tasks, a routine's progress), then made 0444 in a 0555 directory.
  * The reading commands answer with the data; the writing ones say so in one
  * line; nothing in `$NOEMA_HOME` changes. Root ignores file modes, so as root
- * the commands run as the user `nobody` (util-linux `setpriv`), as in
- * `SessionsReadonly.test.ts`.
+ * the commands run as the user `nobody`, or in a read-only mount (`runAsReader`).
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.js"
-
-const isRoot = process.getuid?.() === 0
-const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((file) => fs.existsSync(file))
+import { binPath, cleanEnv, makeHome, readerMode, removeHome, runAsReader, runCli } from "./support/cli.js"
 
 let home: string
 let work: string
 const env = () => ({ NOEMA_HOME: home, NOEMA_MODEL: "offline" })
 
-/** `noema <args>` as a user whom permissions bind: this one, or `nobody` when this one is root. */
+/** `noema <args>` for whom the database can only be read (see `runAsReader`). */
 const runAsUser = (
   args: ReadonlyArray<string>,
   options: { readonly env?: Readonly<Record<string, string>>; readonly cwd?: string } = {}
-) => {
-  const command = isRoot
-    ? [
-        setpriv as string,
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        process.execPath,
-        binPath,
-        ...args
-      ]
-    : [process.execPath, binPath, ...args]
-  return spawnSync(command[0] as string, command.slice(1), {
-    env: cleanEnv(options.env ?? env()),
-    cwd: options.cwd ?? work,
-    encoding: "utf8",
-    timeout: 90_000
-  })
-}
+) => runAsReader(args, { env: options.env ?? env(), cwd: options.cwd ?? work })
 
 const succeed = async (args: ReadonlyArray<string>): Promise<string> => {
   const result = await runCli(args, { env: env(), cwd: work })
@@ -126,7 +104,7 @@ afterAll(() => {
   removeHome(home)
 })
 
-const skip = isRoot && setpriv === undefined
+const skip = readerMode === undefined
 
 describe.skipIf(skip)("the reading commands on a 0444 database in a 0555 directory", () => {
   const reads: ReadonlyArray<readonly [string, () => ReadonlyArray<string>, (stdout: string) => void]> = [

@@ -1,15 +1,14 @@
 /**
  * Reading commands on a database the user may only read, and the modes of the
  * files noema creates. Root ignores file permissions, so when the tests run as
- * root the read-only case runs `noema` as the user `nobody` (util-linux
- * `setpriv`), for whom a 0444 file in a 0555 directory really is read-only.
+ * root the read-only case runs `noema` as the user `nobody`, or in a read-only
+ * mount where `nobody` cannot reach the checkout (`runAsReader`).
  */
-import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterEach, describe, expect, it } from "vitest"
-import { binPath, cleanEnv, makeHome, removeHome, runCli, startTerminal } from "./support/cli.js"
+import { makeHome, readerMode, removeHome, runAsReader, runCli, startTerminal } from "./support/cli.js"
 
 let home: string
 afterEach(() => {
@@ -19,28 +18,8 @@ afterEach(() => {
 
 const mode = (file: string) => fs.statSync(file).mode & 0o777
 
-const isRoot = process.getuid?.() === 0
-const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((file) => fs.existsSync(file))
-
-/** `noema <args>` as a user whom permissions bind: this one, or `nobody` when this one is root. */
-const runAsUser = (args: ReadonlyArray<string>) => {
-  const command = isRoot
-    ? [
-        setpriv as string,
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        process.execPath,
-        binPath,
-        ...args
-      ]
-    : [process.execPath, binPath, ...args]
-  return spawnSync(command[0] as string, command.slice(1), {
-    env: cleanEnv({ NOEMA_HOME: home }),
-    cwd: "/",
-    encoding: "utf8"
-  })
-}
+/** `noema <args>` for whom the database can only be read (see `runAsReader`). */
+const runAsUser = (args: ReadonlyArray<string>) => runAsReader(args, { env: { NOEMA_HOME: home } })
 
 const askOffline = async (question: string) => {
   const result = await runCli(["ask", "--model", "offline", question], { env: { NOEMA_HOME: home } })
@@ -48,7 +27,7 @@ const askOffline = async (question: string) => {
 }
 
 describe("noema sessions on a read-only database", () => {
-  it.skipIf(isRoot && setpriv === undefined)(
+  it.skipIf(readerMode === undefined)(
     "lists, shows and exports a 0444 database in a 0555 directory, and changes nothing",
     async () => {
       home = makeHome()

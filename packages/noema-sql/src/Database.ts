@@ -24,7 +24,7 @@ import { SqliteClient } from "@noema/sql-sqlite"
 import { Context, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlError } from "effect/sql"
-import { type DatabaseError, fromSqlError, io } from "./DatabaseError.js"
+import { type DatabaseError, fromSqlError, io, make, ReadOnly } from "./DatabaseError.js"
 import { applicationId, checkOwner, isEmpty, sqliteMarks } from "./internal/databaseFile.js"
 import * as Postgres from "./Postgres.js"
 
@@ -137,19 +137,43 @@ const readonlyFilename = (location: string): string => {
 
 /** Creates the file private to its user (and its directory), before SQLite would create it 0644. */
 const createPrivately = (location: string) =>
-  Effect.try({
-    try: () => {
-      fs.mkdirSync(path.dirname(location), { recursive: true, mode: 0o700 })
-      if (fs.existsSync(location)) return
-      try {
-        fs.closeSync(fs.openSync(location, "wx", 0o600))
-      } catch (error) {
-        // Another process created it meanwhile: theirs it is.
-        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
-      }
-    },
-    catch: (error) => io(location, error)
-  })
+  Effect.flatMap(
+    Effect.try({
+      try: () => {
+        fs.mkdirSync(path.dirname(location), { recursive: true, mode: 0o700 })
+        if (fs.existsSync(location)) return
+        try {
+          fs.closeSync(fs.openSync(location, "wx", 0o600))
+        } catch (error) {
+          // Another process created it meanwhile: theirs it is.
+          if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+        }
+      },
+      catch: (error) => io(location, error)
+    }),
+    () => writable(location)
+  )
+
+/**
+ * A database to write must be writable, and so must its directory (SQLite writes its
+ * journal there): otherwise `ReadOnly` at once, whatever makes it so (the modes, another
+ * user's file, a read-only file system), before SQLite fails less clearly on the first write.
+ */
+const writable = (location: string): Effect.Effect<void, DatabaseError> => {
+  for (const target of [location, path.dirname(location)]) {
+    try {
+      fs.accessSync(target, fs.constants.W_OK)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === "EACCES" || code === "EPERM" || code === "EROFS")
+        return Effect.fail(
+          make(new ReadOnly({ location, detail: `${target === location ? "the file" : "its directory"}: ${code}` }))
+        )
+      return Effect.fail(io(location, error))
+    }
+  }
+  return Effect.void
+}
 
 export type Dialect = "sqlite" | "pg"
 

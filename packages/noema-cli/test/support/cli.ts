@@ -4,7 +4,7 @@
  * (util-linux `script`) for `startTerminal`. Every run gets a clean
  * environment (no OPENAI_* from the developer's shell) and its own NOEMA_HOME.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -21,6 +21,76 @@ if (!fs.existsSync(binPath)) {
 export const makeHome = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "noema-cli-test-"))
 
 export const removeHome = (home: string): void => fs.rmSync(home, { recursive: true, force: true })
+
+const isRoot = process.getuid?.() === 0
+const setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].find((file) => fs.existsSync(file))
+const asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups"]
+/** The shell words that bind-mount `$1` on itself, read-only. */
+const readOnlyMount = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1"'
+
+/**
+ * How `runAsReader` makes a database really read-only for the command, as root ignores file
+ * modes: as the user `nobody` where `nobody` can reach this checkout and its Node, else (a
+ * checkout in a 0700 directory) as root in a mount namespace of its own where `NOEMA_HOME`
+ * is a read-only bind mount. `undefined`: neither can be done here (the tests say so and skip).
+ */
+export const readerMode: "self" | "nobody" | "read-only mount" | undefined = (() => {
+  if (!isRoot) return "self"
+  const reaches = (file: string) =>
+    setpriv !== undefined && spawnSync(setpriv, [...asNobody, "test", "-r", file]).status === 0
+  if (reaches(binPath) && reaches(process.execPath)) return "nobody"
+  const probe = fs.mkdtempSync(path.join(os.tmpdir(), "noema-ro-probe-"))
+  try {
+    const mounted = spawnSync("unshare", [
+      "-m",
+      "--propagation",
+      "private",
+      "sh",
+      "-c",
+      `${readOnlyMount} && ! touch "$1/x"`,
+      "sh",
+      probe
+    ])
+    return mounted.status === 0 ? "read-only mount" : undefined
+  } finally {
+    fs.rmSync(probe, { recursive: true, force: true })
+  }
+})()
+
+/**
+ * `noema <args>` for whom the database in `NOEMA_HOME` can only be read, whatever its modes
+ * say to root (see `readerMode`); synchronous, with the output as text.
+ */
+export const runAsReader = (
+  args: ReadonlyArray<string>,
+  options: { readonly env: Readonly<Record<string, string>>; readonly cwd?: string }
+) => {
+  const noema = [process.execPath, binPath, ...args]
+  const home = options.env.NOEMA_HOME ?? ""
+  const command =
+    readerMode === "nobody"
+      ? [setpriv as string, ...asNobody, ...noema]
+      : readerMode === "read-only mount"
+        ? [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            `${readOnlyMount} && shift && exec "$@"`,
+            "sh",
+            home,
+            ...noema
+          ]
+        : noema
+  return spawnSync(command[0] as string, command.slice(1), {
+    env: cleanEnv(options.env),
+    cwd: options.cwd ?? "/",
+    encoding: "utf8",
+    timeout: 90_000
+  })
+}
 
 /** The parent's environment minus everything that configures noema or OpenAI. */
 export const cleanEnv = (extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv => {
