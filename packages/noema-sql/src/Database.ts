@@ -167,7 +167,12 @@ const writable = (location: string): Effect.Effect<void, DatabaseError> => {
       const code = (error as NodeJS.ErrnoException).code
       if (code === "EACCES" || code === "EPERM" || code === "EROFS")
         return Effect.fail(
-          make(new ReadOnly({ location, detail: `${target === location ? "the file" : "its directory"}: ${code}` }))
+          make(
+            new ReadOnly({
+              location,
+              detail: `${target === location ? "the file" : "its directory"}: ${code}`
+            })
+          )
         )
       return Effect.fail(io(location, error))
     }
