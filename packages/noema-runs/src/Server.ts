@@ -527,7 +527,8 @@ export const start = async (options: Options): Promise<Server> => {
   const feed = await FeedClients.start({
     read: (after, limit) => run(options.store.feed(after, limit)),
     ...(options.maxFeedClients !== undefined && { maxClients: options.maxFeedClients }),
-    ...(options.feedPollMs !== undefined && { pollMs: options.feedPollMs })
+    ...(options.feedPollMs !== undefined && { pollMs: options.feedPollMs }),
+    onReadFailure: (detail) => log(`noema runs server: ${detail}\n`)
   })
   const context: Context = {
     options,

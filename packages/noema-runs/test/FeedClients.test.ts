@@ -125,6 +125,37 @@ describe("FeedClients: memory bounded by connections, not by the feed", () => {
     }
   })
 
+  it("a store that cannot be read is reported once per streak; the live feed goes on from the same cursor", async () => {
+    const feed = makeFeed(3, 10)
+    let failures = 0
+    const reported: Array<string> = []
+    const read = async (after: number, limit: number) => {
+      if (failures > 0) {
+        failures--
+        throw new Error("the database is locked")
+      }
+      return feed.read(after, limit)
+    }
+    const clients = await FeedClients.start({
+      read,
+      pollMs: 5,
+      onReadFailure: (detail) => reported.push(detail)
+    })
+    try {
+      const connection = new Connection()
+      expect(clients.admit(connection, undefined)).toBeDefined()
+      failures = 5
+      feed.items.push(item(4, 10))
+      await eventually(() => connection.cursors().includes(4), "the item after the failures")
+      expect(reported).toEqual([
+        "the live feed cannot read the store: the database is locked",
+        "the live feed reads the store again"
+      ])
+    } finally {
+      clients.close()
+    }
+  })
+
   it("takes at most maxClients; a client that leaves makes room", async () => {
     const feed = makeFeed(10, 10)
     const clients = await FeedClients.start({ read: feed.read, pollMs: 5, maxClients: 2 })

@@ -37,6 +37,9 @@ export interface Sink {
   readonly writableLength: number
 }
 
+const describe = (error: unknown): string =>
+  (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim()
+
 export interface Options {
   /** The store's feed: items past `after`, oldest first, at most `limit`. */
   readonly read: (after: number, limit: number) => Promise<ReadonlyArray<FeedItem>>
@@ -48,6 +51,11 @@ export interface Options {
   readonly pollMs?: number
   /** How often an idle client is sent a comment, so proxies keep the connection. Default 15 s. */
   readonly keepAliveMs?: number
+  /**
+   * Told when the store cannot be read (the first failure of a streak, and when it reads
+   * again): the feed goes on from the same cursor, but an operator should know.
+   */
+  readonly onReadFailure?: (detail: string) => void
 }
 
 export interface Stats {
@@ -149,8 +157,9 @@ export const start = async (options: Options): Promise<FeedClients> => {
       let items: ReadonlyArray<FeedItem>
       try {
         items = await options.read(client.sent, pageSize)
-      } catch {
+      } catch (error) {
         // The client reconnects with its Last-Event-ID and tries again.
+        options.onReadFailure?.(`a client catching up was dropped: ${describe(error)}`)
         return drop(client)
       }
       if (client.gone) return
@@ -174,12 +183,17 @@ export const start = async (options: Options): Promise<FeedClients> => {
     }
   }
 
+  let failing = false
   const poll = async () => {
     while (!closed) {
       try {
         await advance()
-      } catch {
+        if (failing) options.onReadFailure?.("the live feed reads the store again")
+        failing = false
+      } catch (error) {
         // The store failing now and then: the next round reads again from the same cursor.
+        if (!failing) options.onReadFailure?.(`the live feed cannot read the store: ${describe(error)}`)
+        failing = true
       }
       await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 250).unref())
     }
