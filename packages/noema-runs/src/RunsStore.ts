@@ -142,6 +142,11 @@ export interface Service {
   readonly getThread: (threadId: string) => Effect.Effect<Thread, ThreadNotFound | RunsStoreError>
   readonly listThreads: () => Effect.Effect<ReadonlyArray<Thread>, RunsStoreError>
   readonly closeThread: (threadId: string) => Effect.Effect<Thread, ThreadNotFound | RunsStoreError>
+  /** What a request does while another run of the thread is active, from now on (runs made before stay). */
+  readonly setQueuePolicy: (
+    threadId: string,
+    queuePolicy: QueuePolicy
+  ) => Effect.Effect<Thread, ThreadNotFound | RunsStoreError>
   /** A new run, `queued`; refused before anything is written when the thread cannot take it. */
   readonly createRun: (options: CreateRun) => Effect.Effect<RunView, CreateRunError>
   /** Appends a batch of events to a run's timeline, all or nothing. */
@@ -210,13 +215,16 @@ export const checkRequest = (request: string): InvalidInput | undefined =>
         })
       : undefined
 
+/** The run that holds its thread now: the one running or waiting for approval (a thread has at most one). */
+export const holderOf = (threadRuns: ReadonlyArray<RunView>): RunView | undefined =>
+  threadRuns.find((run) => run.status === "running" || run.status === "waiting_approval")
+
 /**
  * Whether `run` may start now: the runs of its thread (every one, in creation order)
  * hold no other running or waiting run, and no older queued one.
  */
 export const startRefusal = (run: RunView, threadRuns: ReadonlyArray<RunView>): string | undefined => {
-  const others = threadRuns.filter((other) => other.runId !== run.runId)
-  const busy = others.find((other) => other.status === "running" || other.status === "waiting_approval")
+  const busy = holderOf(threadRuns.filter((other) => other.runId !== run.runId))
   if (busy !== undefined) return `run ${busy.runId} of the thread is ${busy.status}`
   if (run.status === "queued") {
     const index = threadRuns.findIndex((other) => other.runId === run.runId)
@@ -384,6 +392,14 @@ export const makeMemory = (): Effect.Effect<Service> =>
             const closed: Thread = { ...thread, status: "closed" }
             threads.set(threadId, closed)
             return closed
+          })
+        ),
+      setQueuePolicy: (threadId, queuePolicy) =>
+        lock.withPermit(
+          Effect.map(getThread(threadId), (thread) => {
+            const updated: Thread = { ...thread, queuePolicy }
+            threads.set(threadId, updated)
+            return updated
           })
         ),
       createRun: (options) =>

@@ -353,6 +353,39 @@ export const cases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "threads: the queue policy can be changed; it decides the next request, not the runs made before",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const first = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        equal(
+          (yield* failure(store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })))
+            ._tag,
+          "ThreadBusy",
+          "reject refuses"
+        )
+        const enqueuing = yield* store.setQueuePolicy(thread.id, "enqueue")
+        equal(enqueuing.queuePolicy, "enqueue", "returned")
+        equal((yield* store.getThread(thread.id)).queuePolicy, "enqueue", "read back")
+        const second = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        equal(second.status, "queued", "enqueue queues")
+        yield* store.setQueuePolicy(thread.id, "reject")
+        equal(
+          (yield* failure(store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })))
+            ._tag,
+          "ThreadBusy",
+          "reject again"
+        )
+        equal(
+          (yield* store.listRuns({ threadId: thread.id })).map((run) => run.runId),
+          [first.runId, second.runId],
+          "earlier runs stay"
+        )
+        equal((yield* failure(store.setQueuePolicy("thr_nope", "enqueue")))._tag, "ThreadNotFound", "unknown")
+      })
+    )
+  },
+  {
     name: "a run is created queued and completes; its timeline and view agree",
     run: scoped((store) =>
       Effect.gen(function* () {

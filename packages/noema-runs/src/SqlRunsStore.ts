@@ -427,6 +427,16 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
             })
           )
         ),
+      setQueuePolicy: (threadId, queuePolicy) =>
+        orStoreError(
+          transaction(
+            Effect.gen(function* () {
+              const thread = yield* selectThread(threadId, true)
+              yield* sql`UPDATE runs_threads SET queue_policy = ${queuePolicy} WHERE id = ${threadId}`
+              return { ...thread, queuePolicy }
+            })
+          )
+        ),
       createRun: (options) =>
         orStoreError(
           transaction(
