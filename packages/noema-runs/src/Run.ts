@@ -107,10 +107,14 @@ export class ThreadClosed extends Schema.TaggedError<ThreadClosed>()("ThreadClos
 
 export class ThreadBusy extends Schema.TaggedError<ThreadBusy>()("ThreadBusy", {
   threadId: Schema.String,
-  activeRunId: Schema.String
+  activeRunId: Schema.String,
+  /** The active run is running but no process carries it on (see `RunLease.explainBusy`): waiting would not free the thread. */
+  interrupted: Schema.optionalKey(Schema.Boolean)
 }) {
   override get message() {
-    return `Thread ${this.threadId} already has an active run (${this.activeRunId}); wait for it, cancel it, or give the thread the queue policy "enqueue"`
+    return this.interrupted === true
+      ? `Thread ${this.threadId} is held by run ${this.activeRunId}, which was interrupted (no process carries it on): carry it on with noema runs resume ${this.activeRunId} (or a worker: noema worker, noema serve), or cancel it`
+      : `Thread ${this.threadId} already has an active run (${this.activeRunId}); wait for it, cancel it, or let the thread queue runs (noema threads set-queue ${this.threadId} enqueue)`
   }
 }
 

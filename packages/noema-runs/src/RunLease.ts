@@ -15,6 +15,7 @@
  */
 import * as os from "node:os"
 import { Duration, Effect, Schema } from "effect"
+import { type RunView, ThreadBusy } from "./Run.js"
 import type { Claim, RunsStoreError, Service as Store } from "./RunsStore.js"
 
 export class RunBusy extends Schema.TaggedError<RunBusy>()("RunBusy", {
@@ -72,6 +73,35 @@ export const isStale = (claim: Claim, now: number = Date.now()): boolean => {
     holder !== undefined && holder.host === os.hostname() && holder.pid !== process.pid && !alive(holder.pid)
   )
 }
+
+/** The runs a live process carries on now: those whose claim is not stale. */
+export const carried = (claims: ReadonlyArray<Claim>, now: number = Date.now()): ReadonlySet<string> =>
+  new Set(claims.filter((claim) => !isStale(claim, now)).map((claim) => claim.runId))
+
+/**
+ * Whether `run` was interrupted: the timeline says it is running, but no live process carries
+ * it on (its process was killed, crashed or stopped, or nobody took it since it was approved or
+ * retried). It goes on only when `noema runs resume` or a worker takes it.
+ */
+export const isInterrupted = (run: RunView, carriedOn: ReadonlySet<string>): boolean =>
+  run.status === "running" && !carriedOn.has(run.runId)
+
+/** What carries an interrupted run on, in words (the CLI's, the panel's). */
+export const resumeHint = (runId: string): string =>
+  `noema runs resume ${runId}, or a worker (noema worker, noema serve)`
+
+/**
+ * `error`, saying so when the run holding the thread was interrupted: then waiting for it
+ * frees nothing. The refusal as it was if the store cannot tell.
+ */
+export const explainBusy = (store: Store, error: ThreadBusy): Effect.Effect<ThreadBusy> =>
+  Effect.gen(function* () {
+    const run = yield* store.getRun(error.activeRunId)
+    const carriedOn = carried(yield* store.claims())
+    return isInterrupted(run, carriedOn)
+      ? new ThreadBusy({ threadId: error.threadId, activeRunId: error.activeRunId, interrupted: true })
+      : error
+  }).pipe(Effect.orElseSucceed(() => error))
 
 /** Takes the run's claim, taking over a stale one; `RunBusy` while a live process holds it. */
 export const acquire = (

@@ -79,7 +79,7 @@ export const runnable = (
   claims: ReadonlyArray<Claim>,
   now: number = Date.now()
 ): ReadonlyArray<RunView> => {
-  const held = new Set(claims.filter((claim) => !RunLease.isStale(claim, now)).map((claim) => claim.runId))
+  const held = RunLease.carried(claims, now)
   const byThread = new Map<string, Array<RunView>>()
   for (const run of runs) {
     const list = byThread.get(run.threadId)
