@@ -3,14 +3,17 @@
  *
  *     GET  /?token=TOKEN                        sets the access cookie, then redirects to /
  *     GET  /                                    the panel (one page, no build step)
- *     GET  /api/threads                         threads, newest last
+ *     GET  /api/threads                         threads, newest last, each with the run holding it
  *     POST /api/threads                         { title?, queue_policy? }  -> 201 thread
+ *     GET  /api/threads/:id
  *     POST /api/threads/:id/close
+ *     POST /api/threads/:id/queue-policy        { queue_policy }: "reject" or "enqueue"
  *     GET  /api/runs[?thread=ID]                runs, newest first
  *     POST /api/runs                            { thread_id, request, pipeline? }  -> 201 run
  *                                               or { thread_id, request, plan: true, approve?: "none"|"first"|"all" }:
  *                                               the stages from the model's plan (PlanPipeline)
- *     GET  /api/runs/:id                        { run, events, workflow }
+ *     GET  /api/runs/:id                        { run, events, workflow }: a run no live process carries
+ *                                               on is shown `interrupted` (Shown)
  *     GET  /api/runs/:id/verify                 the artifacts re-hashed against their manifests
  *     GET  /api/runs/:id/stages/:position/attempts/:attempt/artifacts/<path>
  *                                               the artifact's bytes (text/plain), its sha256 in `X-Sha256`
@@ -30,7 +33,8 @@
  * request gives. Feed clients are capped and written no faster than they read
  * (FeedClients); artifacts are opened so that a link or a FIFO planted in the
  * workspace gets nowhere (ArtifactFile). Errors are `{ "error": { "code",
- * "message" } }` (ApiError), and never show where the workspace is.
+ * "message" } }` (ApiError), and never show where the workspace is. Every body,
+ * sent or taken, is in the runs' JSON style (snake_case keys, `Shown.json`).
  *
  * Approve, retry and a new run only record what happened; the worker (`wake`)
  * carries the run on, here or in any other process sharing the store. Each
@@ -53,8 +57,11 @@ import * as SameOrigin from "./internal/SameOrigin.js"
 import { page } from "./PanelPage.js"
 import * as Pipeline from "./Pipeline.js"
 import type * as PlanPipeline from "./PlanPipeline.js"
+import type { QueuePolicy, Thread } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
+import * as RunLease from "./RunLease.js"
 import type { Service as Store } from "./RunsStore.js"
+import * as Shown from "./Shown.js"
 
 export interface Options {
   readonly store: Store
@@ -127,8 +134,9 @@ const pagePolicy =
 const maxTitleLength = 200
 const maxReasonLength = 2000
 
+/** Every JSON answer goes out here, in the runs' JSON style. */
 const send = (response: http.ServerResponse, status: number, body: unknown, headers = {}) => {
-  const text = JSON.stringify(body)
+  const text = Shown.stringify(body)
   response.writeHead(status, {
     ...headers,
     "content-type": "application/json; charset=utf-8",
@@ -184,6 +192,13 @@ interface Route {
 const readBody = (context: Context, request: http.IncomingMessage) =>
   JsonBody.read(request, { limit: context.maxBodyBytes })
 
+const queuePolicyOf = (body: unknown, fallback?: QueuePolicy): QueuePolicy => {
+  const queue = optionalString(body, "queue_policy") ?? fallback
+  if (queue !== "reject" && queue !== "enqueue")
+    throw new ApiError.ApiError(400, "InvalidInput", 'queue_policy must be "reject" or "enqueue"')
+  return queue
+}
+
 const threads = async (
   context: Context,
   route: Route,
@@ -192,29 +207,35 @@ const threads = async (
 ): Promise<boolean> => {
   const { store } = context
   const [id, action] = route.parts.slice(1)
+  /** The thread after `effect`, as shown (with the run holding it). */
+  const shown = (effect: Effect.Effect<Thread, unknown>) =>
+    run(Effect.flatMap(effect, (thread) => Shown.threadOf(store, thread)))
   if (id === undefined && route.method === "GET") {
-    send(response, 200, await run(store.listThreads()))
+    send(response, 200, await run(Shown.threads(store)))
     return true
   }
   if (id === undefined && route.method === "POST") {
     const body = await readBody(context, request)
-    const queue = optionalString(body, "queue_policy") ?? "reject"
-    if (queue !== "reject" && queue !== "enqueue")
-      throw new ApiError.ApiError(400, "InvalidInput", 'queue_policy must be "reject" or "enqueue"')
+    const queuePolicy = queuePolicyOf(body, "reject")
     const title = optionalString(body, "title", maxTitleLength)
     send(
       response,
       201,
-      await run(store.createThread({ ...(title !== undefined && { title }), queuePolicy: queue }))
+      await shown(store.createThread({ ...(title !== undefined && { title }), queuePolicy }))
     )
     return true
   }
   if (id !== undefined && action === undefined && route.method === "GET") {
-    send(response, 200, await run(store.getThread(id)))
+    send(response, 200, await shown(store.getThread(id)))
     return true
   }
   if (id !== undefined && action === "close" && route.method === "POST") {
-    send(response, 200, await run(store.closeThread(id)))
+    send(response, 200, await shown(store.closeThread(id)))
+    return true
+  }
+  if (id !== undefined && action === "queue-policy" && route.method === "POST") {
+    const queuePolicy = queuePolicyOf(await readBody(context, request))
+    send(response, 200, await shown(store.setQueuePolicy(id, queuePolicy)))
     return true
   }
   return false
@@ -258,7 +279,11 @@ const createRun = async (context: Context, request: http.IncomingMessage, respon
   const threadId = requiredString(body, "thread_id")
   const text = requiredString(body, "request")
   const pipeline = await pipelineOf(context, body, threadId, text)
-  const created = await run(context.executor.create({ threadId, request: text, pipeline }))
+  const created = await run(
+    Effect.catchTag(context.executor.create({ threadId, request: text, pipeline }), "ThreadBusy", (busy) =>
+      Effect.flatMap(RunLease.explainBusy(context.store, busy), Effect.fail)
+    )
+  )
   context.wake()
   send(response, 201, created)
 }
@@ -347,7 +372,7 @@ const runs = async (
     send(
       response,
       200,
-      [...(await run(store.listRuns(thread === null ? {} : { threadId: thread })))].reverse()
+      [...(await run(Shown.runs(store, thread === null ? {} : { threadId: thread })))].reverse()
     )
     return true
   }
@@ -358,7 +383,7 @@ const runs = async (
   if (id === undefined) return false
   if (action === undefined && method === "GET") {
     send(response, 200, {
-      run: await run(store.getRun(id)),
+      run: await run(Shown.runOf(store, id)),
       events: await run(store.events(id)),
       workflow: (await run(executor.workflowOf(id))) ?? null
     })

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
@@ -8,7 +8,6 @@ import { Effect, Exit, Fiber, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Executor from "../src/Executor.js"
 import * as PlanPipeline from "../src/PlanPipeline.js"
-import type { RunView, Thread } from "../src/Run.js"
 import * as RunFiles from "../src/RunFiles.js"
 import * as RunsStore from "../src/RunsStore.js"
 import * as Server from "../src/Server.js"
@@ -16,6 +15,9 @@ import * as Worker from "../src/Worker.js"
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON from the API, checked by the assertions
 type Json = any
+/** A thread and a run as the API sends them (snake_case keys). */
+type ThreadJson = Json
+type RunJson = Json
 
 const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-server-"))
 let server: Server.Server
@@ -107,7 +109,7 @@ const until = async <A>(f: () => Promise<A | undefined>, what: string): Promise<
   throw new Error(`timed out waiting for ${what}`)
 }
 
-const statusOf = async (runId: string) => (await call("GET", `/api/runs/${runId}`)).body.run as RunView
+const statusOf = async (runId: string) => (await call("GET", `/api/runs/${runId}`)).body.run as RunJson
 
 const approval = {
   name: "gated",
@@ -178,8 +180,8 @@ describe("runs server (JSON API, SSE, worker)", () => {
 
   it("a run with approval: created over HTTP, waits, approved, completed by the worker; live over SSE", async () => {
     const thread = (await call("POST", "/api/threads", { title: "panel", queue_policy: "enqueue" }))
-      .body as Thread
-    expect(thread.queuePolicy).toBe("enqueue")
+      .body as ThreadJson
+    expect(thread.queue_policy).toBe("enqueue")
     const live = readEvents(4)
     const created = await call("POST", "/api/runs", {
       thread_id: thread.id,
@@ -187,12 +189,12 @@ describe("runs server (JSON API, SSE, worker)", () => {
       pipeline: approval
     })
     expect(created.status).toBe(201)
-    const runId = (created.body as RunView).runId
+    const runId = (created.body as RunJson).run_id
     const waiting = await until(async () => {
       const run = await statusOf(runId)
       return run.status === "waiting_approval" ? run : undefined
     }, "waiting_approval")
-    expect(waiting.stages.map((s) => s.status)).toEqual(["completed", "waiting_approval"])
+    expect(waiting.stages.map((s: Json) => s.status)).toEqual(["completed", "waiting_approval"])
     const frames = await live
     expect(frames.map((f) => f.data.type)).toEqual([
       "RunQueued",
@@ -221,7 +223,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(await file.text()).toBe("# Note\n\nmade by a stage\n")
     const detail = (await call("GET", `/api/runs/${runId}`)).body
     expect(detail.workflow).toEqual({
-      executionId: `${runId}/1`,
+      execution_id: `${runId}/1`,
       completed: true,
       interrupted: false,
       activities: ["stage/1/attempt/1", "request-approval/2", "stage/2/attempt/1", "complete"],
@@ -241,7 +243,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
 
   it("clear errors: unknown run, a refused transition, a bad pipeline, a path outside the artifacts", async () => {
     expect((await call("GET", "/api/runs/run_nope")).status).toBe(404)
-    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const bad = await call("POST", "/api/runs", {
       thread_id: thread.id,
       request: "x",
@@ -263,15 +265,15 @@ describe("runs server (JSON API, SSE, worker)", () => {
     })
     expect(brokenJson.status).toBe(400)
 
-    const run = (await call("POST", "/api/runs", { thread_id: thread.id, request: "a note" })).body as RunView
+    const run = (await call("POST", "/api/runs", { thread_id: thread.id, request: "a note" })).body as RunJson
     const done = await until(async () => {
-      const view = await statusOf(run.runId)
+      const view = await statusOf(run.run_id)
       return view.status === "completed" ? view : undefined
     }, "completed")
-    const refused = await call("POST", `/api/runs/${run.runId}/approve`, {})
+    const refused = await call("POST", `/api/runs/${run.run_id}/approve`, {})
     expect(refused.status).toBe(409)
     expect(refused.body.error.code).toBe("IllegalTransition")
-    const outside = await get(`/api/runs/${run.runId}/stages/1/attempts/1/artifacts/..%2F..%2Frun.json`)
+    const outside = await get(`/api/runs/${run.run_id}/stages/1/attempts/1/artifacts/..%2F..%2Frun.json`)
     expect(outside.status).toBe(404)
     expect(done.status).toBe("completed")
     const closed = await call("POST", `/api/threads/${thread.id}/close`, {})
@@ -282,13 +284,13 @@ describe("runs server (JSON API, SSE, worker)", () => {
   })
 
   it("a waiting run whose run.json was changed: approve is refused with 409, naming the file, not the workspace", async () => {
-    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const created = await call("POST", "/api/runs", {
       thread_id: thread.id,
       request: "a note",
       pipeline: approval
     })
-    const runId = (created.body as RunView).runId
+    const runId = (created.body as RunJson).run_id
     await until(async () => {
       const run = await statusOf(runId)
       return run.status === "waiting_approval" ? run : undefined
@@ -306,32 +308,32 @@ describe("runs server (JSON API, SSE, worker)", () => {
   })
 
   it("reject fails the run; retry asks again; cancel ends it", async () => {
-    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const run = (
       await call("POST", "/api/runs", { thread_id: thread.id, request: "gate", pipeline: approval })
-    ).body as RunView
+    ).body as RunJson
     await until(
-      async () => ((await statusOf(run.runId)).status === "waiting_approval" ? true : undefined),
+      async () => ((await statusOf(run.run_id)).status === "waiting_approval" ? true : undefined),
       "waiting"
     )
-    expect((await call("POST", `/api/runs/${run.runId}/reject`, {})).status).toBe(400)
-    const rejected = await call("POST", `/api/runs/${run.runId}/reject`, { reason: "not yet" })
+    expect((await call("POST", `/api/runs/${run.run_id}/reject`, {})).status).toBe(400)
+    const rejected = await call("POST", `/api/runs/${run.run_id}/reject`, { reason: "not yet" })
     expect(rejected.body.status).toBe("failed")
     expect(rejected.body.error.error_code).toBe("approval_rejected")
-    expect((await call("POST", `/api/runs/${run.runId}/retry`, {})).status).toBe(200)
+    expect((await call("POST", `/api/runs/${run.run_id}/retry`, {})).status).toBe(200)
     await until(
-      async () => ((await statusOf(run.runId)).status === "waiting_approval" ? true : undefined),
+      async () => ((await statusOf(run.run_id)).status === "waiting_approval" ? true : undefined),
       "again"
     )
-    const canceled = await call("POST", `/api/runs/${run.runId}/cancel`, {})
+    const canceled = await call("POST", `/api/runs/${run.run_id}/cancel`, {})
     expect(canceled.body.status).toBe("canceled")
-    expect((await call("GET", `/api/runs?thread=${thread.id}`)).body.map((r: RunView) => r.status)).toEqual([
+    expect((await call("GET", `/api/runs?thread=${thread.id}`)).body.map((r: RunJson) => r.status)).toEqual([
       "canceled"
     ])
   })
 
   it("plan: true makes the stages from the model's plan, with approval as asked", async () => {
-    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const both = await call("POST", "/api/runs", {
       thread_id: thread.id,
       request: "x",
@@ -346,14 +348,14 @@ describe("runs server (JSON API, SSE, worker)", () => {
       approve: "all"
     })
     expect(created.status).toBe(201)
-    const run = created.body as RunView
+    const run = created.body as RunJson
     expect(run.pipeline).toBe("plan")
-    expect(run.stages.map((s) => [s.key, s.needsApproval])).toEqual([
+    expect(run.stages.map((s: Json) => [s.key, s.needs_approval])).toEqual([
       ["collect", true],
       ["write", true]
     ])
     await until(
-      async () => ((await statusOf(run.runId)).status === "waiting_approval" ? true : undefined),
+      async () => ((await statusOf(run.run_id)).status === "waiting_approval" ? true : undefined),
       "gate"
     )
     expect(
@@ -364,22 +366,22 @@ describe("runs server (JSON API, SSE, worker)", () => {
 
 /** A run of the default pipeline, completed: each stage wrote note.md. */
 const completedRun = async () => {
-  const thread = (await call("POST", "/api/threads", {})).body as Thread
-  const run = (await call("POST", "/api/runs", { thread_id: thread.id, request: "a note" })).body as RunView
+  const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
+  const run = (await call("POST", "/api/runs", { thread_id: thread.id, request: "a note" })).body as RunJson
   return until(async () => {
-    const view = await statusOf(run.runId)
+    const view = await statusOf(run.run_id)
     return view.status === "completed" ? view : undefined
   }, "completed")
 }
 
 /** The first stage's note.md: its place on disk and its address in the API. */
-const noteOf = (run: RunView) => {
+const noteOf = (run: RunJson) => {
   const stage = run.stages[0]!
-  const artifacts = path.join(RunFiles.stagePath(workspace, run.runId, 1, stage.key), "artifacts")
+  const artifacts = path.join(RunFiles.stagePath(workspace, run.run_id, 1, stage.key), "artifacts")
   return {
     artifacts,
     file: path.join(artifacts, "note.md"),
-    route: `/api/runs/${run.runId}/stages/1/attempts/1/artifacts/note.md`
+    route: `/api/runs/${run.run_id}/stages/1/attempts/1/artifacts/note.md`
   }
 }
 
@@ -433,26 +435,26 @@ describe("runs server: only the operator gets in", () => {
   })
 
   it("another local user cannot approve the operator's run: no token, no approval", async () => {
-    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const run = (
       await call("POST", "/api/runs", { thread_id: thread.id, request: "gate", pipeline: approval })
-    ).body as RunView
+    ).body as RunJson
     await until(
-      async () => ((await statusOf(run.runId)).status === "waiting_approval" ? true : undefined),
+      async () => ((await statusOf(run.run_id)).status === "waiting_approval" ? true : undefined),
       "waiting"
     )
-    const attack = await fetch(`${server.url}/api/runs/${run.runId}/approve`, {
+    const attack = await fetch(`${server.url}/api/runs/${run.run_id}/approve`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ by: "nobody-the-attacker" })
     })
     expect(attack.status).toBe(401)
-    const read = await fetch(`${server.url}/api/runs/${run.runId}`)
+    const read = await fetch(`${server.url}/api/runs/${run.run_id}`)
     expect(read.status).toBe(401)
-    const detail = (await call("GET", `/api/runs/${run.runId}`)).body
+    const detail = (await call("GET", `/api/runs/${run.run_id}`)).body
     expect(detail.run.status).toBe("waiting_approval")
     expect(detail.events.map((e: Json) => e.data.type)).not.toContain("ApprovalGranted")
-    expect((await call("POST", `/api/runs/${run.runId}/cancel`, {})).status).toBe(200)
+    expect((await call("POST", `/api/runs/${run.run_id}/cancel`, {})).status).toBe(200)
   })
 
   it("the tokened address sets an HttpOnly SameSite=Strict cookie and redirects to /; the cookie lets page, API and feed in", async () => {
@@ -525,7 +527,7 @@ describe("runs server: only the operator gets in", () => {
   })
 
   it("requests, titles, reasons and pipelines past their bounds are refused, saying the bound", async () => {
-    const thread = (await call("POST", "/api/threads", {})).body as Thread
+    const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const long = await call("POST", "/api/runs", { thread_id: thread.id, request: "x".repeat(100_001) })
     expect(long.status).toBe(400)
     expect(long.body.error.message).toMatch(/100001 characters, more than the 100000 a run takes/)
@@ -542,7 +544,7 @@ describe("runs server: only the operator gets in", () => {
     expect(big.body.error.code).toBe("PipelineError")
     expect(big.body.error.message).toMatch(/stages: 51 stages, more than the 50 allowed/)
     const run = await completedRun()
-    const reason = await call("POST", `/api/runs/${run.runId}/cancel`, { reason: "r".repeat(2001) })
+    const reason = await call("POST", `/api/runs/${run.run_id}/cancel`, { reason: "r".repeat(2001) })
     expect(reason.status).toBe(400)
     expect(reason.body.error.message).toBe("reason must have at most 2000 characters")
   })
@@ -649,5 +651,151 @@ describe("runs server: errors never show where things are", () => {
     } finally {
       await other.close()
     }
+  })
+})
+
+/** Every key in `value` that is not snake_case, with where it is. */
+const notSnakeCase = (value: unknown, at = "$"): Array<string> =>
+  Array.isArray(value)
+    ? value.flatMap((item, index) => notSnakeCase(item, `${at}[${index}]`))
+    : typeof value === "object" && value !== null
+      ? Object.entries(value).flatMap(([key, inner]) => [
+          ...(/^[a-z][a-z0-9_]*$/.test(key) ? [] : [`${at}.${key}`]),
+          ...notSnakeCase(inner, `${at}.${key}`)
+        ])
+      : []
+
+describe("runs server: one JSON style, snake_case, in every body and every event", () => {
+  it("threads, runs, a run's detail, verify, an action's answer and the feed's frames", async () => {
+    const live = readEvents(3)
+    const thread = await call("POST", "/api/threads", { title: "style", queue_policy: "enqueue" })
+    const created = await call("POST", "/api/runs", {
+      thread_id: thread.body.id,
+      request: "gated",
+      pipeline: approval
+    })
+    const runId = created.body.run_id as string
+    await until(
+      async () => ((await statusOf(runId)).status === "waiting_approval" ? true : undefined),
+      "waiting"
+    )
+    const bodies = {
+      thread: thread.body,
+      created: created.body,
+      threads: (await call("GET", "/api/threads")).body,
+      runs: (await call("GET", `/api/runs?thread=${thread.body.id}`)).body,
+      detail: (await call("GET", `/api/runs/${runId}`)).body,
+      verify: (await call("GET", `/api/runs/${runId}/verify`)).body,
+      canceled: (await call("POST", `/api/runs/${runId}/cancel`, {})).body,
+      frames: (await live).map((frame) => frame.data)
+    }
+    expect(notSnakeCase(bodies)).toEqual([])
+    // The names the models spell in camelCase, as the files spell them.
+    expect(bodies.thread.queue_policy).toBe("enqueue")
+    expect(bodies.detail.run).toMatchObject({ run_id: runId, thread_id: thread.body.id })
+    expect(bodies.detail.run.stages[1].needs_approval).toBe(true)
+    expect(bodies.detail.workflow.execution_id).toBe(`${runId}/1`)
+    expect(bodies.verify.run_file).toBe("matches")
+    expect(bodies.frames[0].stages[1].needs_approval).toBe(true)
+  })
+})
+
+describe("runs server: a run whose process died is shown interrupted", () => {
+  it("the run, its stage and attempt, and its thread say so; a new run on the thread is refused saying how to go on", async () => {
+    const own = await Effect.runPromise(RunsStore.makeMemory())
+    const deadPid = spawnSync(process.execPath, ["-e", ""]).pid
+    const make = (owner: string) =>
+      Effect.runPromise(
+        Effect.gen(function* () {
+          const thread = yield* own.createThread()
+          const run = yield* own.createRun({
+            threadId: thread.id,
+            request: "r",
+            pipeline: "p",
+            stages: [{ key: "draft", position: 1, needsApproval: false }],
+            claim: { owner, ttlMs: 3_600_000 }
+          })
+          yield* own.append(run.runId, [
+            { type: "RunStarted" },
+            { type: "StageStarted", position: 1, attempt: 1 }
+          ])
+          return { threadId: thread.id, runId: run.runId }
+        })
+      )
+    const dead = await make(`${os.hostname()}/${deadPid}/gone`)
+    const live = await make(`${os.hostname()}/${process.pid}/here`)
+    const executor = Executor.make({
+      store: own,
+      workspace,
+      model: ScriptedChatModel.make({ fallback: () => "x" })
+    })
+    const other = await Server.start({ store: own, executor, workspace })
+    const ask = async (method: string, route: string, body?: unknown) => {
+      const response = await fetch(`${other.url}${route}`, {
+        method,
+        headers: { authorization: `Bearer ${other.token}`, "content-type": "application/json" },
+        ...(body !== undefined && { body: JSON.stringify(body) })
+      })
+      return { status: response.status, body: (await response.json()) as Json }
+    }
+    try {
+      const shown = (await ask("GET", `/api/runs/${dead.runId}`)).body.run
+      expect(shown.status).toBe("interrupted")
+      expect(shown.stages[0].status).toBe("interrupted")
+      expect(shown.stages[0].attempts[0].status).toBe("interrupted")
+      // A run whose process lives is running.
+      const carried = (await ask("GET", `/api/runs/${live.runId}`)).body.run
+      expect([carried.status, carried.stages[0].attempts[0].status]).toEqual(["running", "running"])
+      const threads = (await ask("GET", "/api/threads")).body as Array<Json>
+      expect(threads.find((t) => t.id === dead.threadId).active_run).toEqual({
+        run_id: dead.runId,
+        status: "interrupted"
+      })
+      expect(threads.find((t) => t.id === live.threadId).active_run.status).toBe("running")
+      expect((await ask("GET", `/api/runs?thread=${dead.threadId}`)).body[0].status).toBe("interrupted")
+
+      const refused = await ask("POST", "/api/runs", { thread_id: dead.threadId, request: "more" })
+      expect(refused.status).toBe(409)
+      expect(refused.body.error).toEqual({
+        code: "ThreadBusy",
+        message: `Thread ${dead.threadId} is held by run ${dead.runId}, which was interrupted (no process carries it on): carry it on with noema runs resume ${dead.runId} (or a worker: noema worker, noema serve), or cancel it`
+      })
+      const waiting = await ask("POST", "/api/runs", { thread_id: live.threadId, request: "more" })
+      expect(waiting.body.error.message).toMatch(/already has an active run/)
+    } finally {
+      await other.close()
+    }
+  })
+})
+
+describe("runs server: a thread's queue policy", () => {
+  it("is changed with POST /api/threads/:id/queue-policy, and decides the next request", async () => {
+    const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
+    const first = await call("POST", "/api/runs", {
+      thread_id: thread.id,
+      request: "gate",
+      pipeline: approval
+    })
+    await until(
+      async () => ((await statusOf(first.body.run_id)).status === "waiting_approval" ? true : undefined),
+      "waiting"
+    )
+    expect((await call("POST", "/api/runs", { thread_id: thread.id, request: "next" })).status).toBe(409)
+    const changed = await call("POST", `/api/threads/${thread.id}/queue-policy`, { queue_policy: "enqueue" })
+    expect(changed.status).toBe(200)
+    expect(changed.body).toMatchObject({
+      id: thread.id,
+      queue_policy: "enqueue",
+      active_run: { run_id: first.body.run_id, status: "waiting_approval" }
+    })
+    const queued = await call("POST", "/api/runs", { thread_id: thread.id, request: "next" })
+    expect([queued.status, queued.body.status]).toEqual([201, "queued"])
+    const bad = await call("POST", `/api/threads/${thread.id}/queue-policy`, { queue_policy: "later" })
+    expect([bad.status, bad.body.error.message]).toEqual([400, 'queue_policy must be "reject" or "enqueue"'])
+    expect(
+      (await call("POST", "/api/threads/thr_nope/queue-policy", { queue_policy: "enqueue" })).status
+    ).toBe(404)
+    await call("POST", `/api/runs/${queued.body.run_id}/cancel`, {})
+    await call("POST", `/api/runs/${first.body.run_id}/cancel`, {})
   })
 })

@@ -21,6 +21,7 @@
  * missed or sent twice.
  */
 import type { Event } from "../Run.js"
+import * as Shown from "../Shown.js"
 
 export interface FeedItem {
   readonly cursor: number
@@ -88,7 +89,7 @@ export interface FeedClients {
 
 /** The SSE frame of one feed item (`id:` is the cursor a reconnecting client sends back). */
 export const frame = (item: FeedItem): string =>
-  `id: ${item.cursor}\nevent: run-event\ndata: ${JSON.stringify({
+  `id: ${item.cursor}\nevent: run-event\ndata: ${Shown.stringify({
     cursor: item.cursor,
     event_id: item.event.event_id,
     run_id: item.event.run_id,
