@@ -22,6 +22,7 @@ import {
 } from "../CliConfig.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
+import * as IdPrefix from "./IdPrefix.js"
 
 export const defaultSystemPrompt =
   "You are noema, a helpful assistant in a terminal chat. Answer concisely; plain text reads best in a terminal. " +
@@ -344,31 +345,17 @@ export const runOn = async <A, E>(
 // Sessions by id or prefix
 // ---------------------------------------------------------------------------
 
-export class AmbiguousSessionId extends Schema.TaggedError<AmbiguousSessionId>()("AmbiguousSessionId", {
-  prefix: Schema.String,
-  matches: Schema.Array(Schema.String)
-}) {
-  override get message(): string {
-    return `"${this.prefix}" matches ${this.matches.length} sessions (${this.matches.slice(0, 3).join(", ")}${
-      this.matches.length > 3 ? ", …" : ""
-    }); give more of the id`
-  }
-}
-
-/** The full id of the session `idOrPrefix` names: an exact id, or a unique prefix of one. */
+/** The full id of the session `idOrPrefix` names: an exact id, or a unique prefix of one (`IdPrefix`). */
 export const resolveSessionId = (idOrPrefix: string) =>
   Effect.gen(function* () {
     const store = yield* SessionStore.SessionStore
     const sessions = yield* store.list()
-    const wanted = idOrPrefix.trim()
-    if (sessions.some((info) => info.id === wanted)) return wanted
-    const matches = sessions
-      .filter((info) => info.id.startsWith(wanted))
-      .map((info) => info.id)
-      .sort()
-    if (matches.length === 1) return matches[0] as string
-    if (matches.length > 1) return yield* new AmbiguousSessionId({ prefix: wanted, matches })
-    return yield* new SessionStore.SessionNotFoundError({ sessionId: wanted })
+    return yield* IdPrefix.resolve(
+      "session",
+      idOrPrefix,
+      sessions.map((info) => info.id),
+      (sessionId) => new SessionStore.SessionNotFoundError({ sessionId })
+    )
   })
 
 export const deleteSession = (id: string) =>
