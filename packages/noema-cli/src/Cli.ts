@@ -117,6 +117,8 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
     // Runs (noema threads, noema run, noema runs).
     case "threads-create":
     case "threads-list":
+    case "threads-show":
+    case "threads-set-queue":
     case "threads-close":
     case "run":
     case "runs-list":

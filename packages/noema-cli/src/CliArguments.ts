@@ -304,6 +304,7 @@ const readingCommands: ReadonlySet<Command["type"]> = new Set<Command["type"]>([
   "runs-show",
   "runs-verify",
   "threads-list",
+  "threads-show",
   "resources-ls",
   "resources-show",
   "resources-search",

@@ -1,7 +1,8 @@
 /**
- * RunsArguments: `noema threads create|list|close`, `noema run "request"`,
- * `noema runs list|show|approve|reject|retry|cancel|resume|verify`, parsed
- * (light: `noema --help` loads it).
+ * RunsArguments: `noema threads create|list|show|set-queue|close`, `noema run
+ * "request"`, `noema runs list|show|approve|reject|retry|cancel|resume|verify`,
+ * parsed (light: `noema --help` loads it). A RUN or THREAD id may be any unique
+ * prefix of one: RunsCommand resolves it.
  */
 import { parseArgs } from "node:util"
 import type { ModelFlags } from "./CliConfig.js"
@@ -31,6 +32,12 @@ export type RunsCommand =
       readonly queue: "reject" | "enqueue"
     } & Common)
   | ({ readonly type: "threads-list" } & Common)
+  | ({ readonly type: "threads-show"; readonly thread: string } & Common)
+  | ({
+      readonly type: "threads-set-queue"
+      readonly thread: string
+      readonly queue: "reject" | "enqueue"
+    } & Common)
   | ({ readonly type: "threads-close"; readonly thread: string } & Common)
   | ({
       readonly type: "run"
@@ -162,11 +169,23 @@ export const parseThreads = (args: ReadonlyArray<string>): RunsCommand | "help" 
       only("threads list", values, [])
       if (rest.length > 0) throw usage("threads list", `unexpected argument "${rest[0]}"`)
       return { type: "threads-list", ...commonOf(values) }
+    case "show":
+      only(command, values, [])
+      return { type: "threads-show", thread: one(command, rest, "THREAD id"), ...commonOf(values) }
+    case "set-queue": {
+      only(command, values, [])
+      if (rest.length < 2) throw usage(command, "give the THREAD id and the policy: enqueue or reject")
+      if (rest.length > 2) throw usage(command, `unexpected argument "${rest[2]}"`)
+      const [thread, queue] = rest as [string, string]
+      if (queue !== "reject" && queue !== "enqueue")
+        throw usage(command, `the policy must be enqueue or reject, got "${queue}"`)
+      return { type: "threads-set-queue", thread, queue, ...commonOf(values) }
+    }
     case "close":
       only(command, values, [])
       return { type: "threads-close", thread: one(command, rest, "THREAD id"), ...commonOf(values) }
     default:
-      throw usage("threads", `unknown action "${action}" (use create, list or close)`)
+      throw usage("threads", `unknown action "${action}" (use create, list, show, set-queue or close)`)
   }
 }
 
@@ -329,8 +348,15 @@ Usage
   noema threads create [--title T] [--queue reject|enqueue]
                           a new open thread; --queue enqueue lets runs wait their turn
                           (default: a request while a run is active is refused)
-  noema threads list      every thread
+  noema threads list      every thread, with the run holding it
+  noema threads show ID   one thread: its queue policy and its runs
+  noema threads set-queue ID enqueue|reject
+                          what a request does while a run of the thread is active, from
+                          now on: wait its turn (enqueue) or be refused (reject)
   noema threads close ID  no new runs in it
+
+ID may be any unique prefix of a thread id. A thread held by an interrupted run (its
+process stopped) says so, and how to carry the run on.
 
 Options
 ${storage}
@@ -374,6 +400,9 @@ Usage
                                     new attempt; without RUN, every such run
   noema runs verify RUN             re-hash every artifact against its manifest, and check
                                     the manifests against the timeline
+
+RUN may be any unique prefix of a run id. A run whose process stopped (killed, crashed)
+is shown interrupted, with what carries it on (noema runs resume RUN, or a worker).
 
 Options
 ${modelOptions}

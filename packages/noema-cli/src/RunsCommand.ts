@@ -5,7 +5,10 @@
  *
  * Whatever carries a run on (run, approve, retry, resume) holds the run's lease
  * (`RunLease`), shows each event as it happens (or prints it as a JSON line
- * with `--json`), and stops when the run finishes or must wait.
+ * with `--json`), and stops when the run finishes or must wait. Runs and
+ * threads are shown as `Shown` sees them (a run no process carries on is
+ * interrupted) and printed as JSON in its style; a RUN or THREAD id may be any
+ * unique prefix of one (`IdPrefix`).
  */
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,6 +22,7 @@ import {
   RunLease,
   type RunsStore,
   Server,
+  Shown,
   SqlRunsStore,
   Worker
 } from "@noema/runs"
@@ -26,6 +30,7 @@ import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import * as IdPrefix from "./internal/IdPrefix.js"
 import * as Runtime from "./internal/runtime.js"
 import type { RunsCommand } from "./RunsArguments.js"
 import * as Terminal from "./Terminal.js"
@@ -65,7 +70,7 @@ const since = (from: string | undefined, to: string | undefined) => {
 // through the terminal's sanitiser: `Terminal.inline` for a name, `Terminal.oneLine` for prose.
 const { inline, oneLine } = Terminal
 
-const stageName = (run: Run.RunView, position: number) =>
+const stageName = (run: { readonly stages: ReadonlyArray<{ readonly key: string }> }, position: number) =>
   inline(`${String(position).padStart(2, "0")}-${run.stages[position - 1]?.key ?? "?"}`)
 
 /** One line per event, as a run goes (undefined: nothing to show). */
@@ -102,10 +107,42 @@ const progressLine = (style: Terminal.Style, run: Run.RunView, event: Run.EventD
   }
 }
 
-const threadLine = (thread: Run.Thread) =>
-  `${thread.id}  ${thread.status.padEnd(6)}  ${thread.queuePolicy.padEnd(7)}  ${thread.createdAt}  ${oneLine(thread.title, 60)}`
+/** What holds the thread, when what holds it is an interrupted run: waiting for it frees nothing. */
+const heldLine = (thread: Shown.ShownThread): string | undefined =>
+  thread.activeRun?.status === "interrupted"
+    ? `held by run ${thread.activeRun.runId}, which was interrupted (no process carries it on): ${RunLease.resumeHint(thread.activeRun.runId)}, or cancel it`
+    : undefined
 
-const runLine = (run: Run.RunView) =>
+const threadLine = (thread: Shown.ShownThread) => {
+  const held = heldLine(thread)
+  return `${thread.id}  ${thread.status.padEnd(6)}  ${thread.queuePolicy.padEnd(7)}  ${thread.createdAt}  ${oneLine(thread.title, 60)}${held === undefined ? "" : `\n  ${held}`}`
+}
+
+const queueText = (thread: Run.Thread) =>
+  thread.queuePolicy === "enqueue"
+    ? `enqueue (a request while a run is active waits its turn; noema threads set-queue ${thread.id} reject refuses it)`
+    : `reject (a request while a run is active is refused; noema threads set-queue ${thread.id} enqueue queues it)`
+
+const showThread = (thread: Shown.ShownThread, runs: ReadonlyArray<Shown.ShownRun>): string => {
+  const held = heldLine(thread)
+  const active = thread.activeRun
+  return [
+    `thread ${thread.id}  ${thread.status}${thread.title === "" ? "" : `  ${oneLine(thread.title, 80)}`}`,
+    `created ${thread.createdAt}`,
+    `queue policy: ${queueText(thread)}`,
+    held ?? (active === null ? "active run: none" : `active run: ${active.runId} ${active.status}`),
+    ...(thread.queuedRuns > 0
+      ? [`queued: ${thread.queuedRuns} run${thread.queuedRuns === 1 ? "" : "s"}`]
+      : []),
+    "",
+    runs.length === 0 ? "no runs" : "runs, newest first",
+    ...[...runs].reverse().map((one) => `  ${runLine(one)}`)
+  ]
+    .join("\n")
+    .concat("\n")
+}
+
+const runLine = (run: Shown.ShownRun) =>
   `${run.runId}  ${run.status.padEnd(16)}  ${run.threadId}  ${run.createdAt}  ${inline(run.pipeline)}  ${oneLine(run.request, 50)}`
 
 /** What `runs verify` found; a run.json whose sha256 was never recorded is said to be so, not "ok". */
@@ -122,13 +159,18 @@ const verifyText = (report: RunFiles.VerifyReport): string => {
 }
 
 const showRun = (
-  run: Run.RunView,
+  run: Shown.ShownRun,
   events: ReadonlyArray<Run.Event>,
   workflow: Executor.WorkflowView | undefined,
   workspace: string
 ): string => {
   const lines = [
     `run ${run.runId}  ${run.status}`,
+    ...(run.status === "interrupted"
+      ? [
+          `interrupted: no process carries it on (its process stopped); ${RunLease.resumeHint(run.runId)} carries it on`
+        ]
+      : []),
     `thread ${run.threadId}, pipeline ${inline(run.pipeline)}, created ${run.createdAt}${run.finishedAt === undefined ? "" : `, finished ${run.finishedAt}`}`,
     `request: ${oneLine(run.request, 200)}`,
     ...(run.error === undefined
@@ -146,7 +188,7 @@ const showRun = (
     )
     for (const attempt of stage.attempts) {
       lines.push(
-        `    attempt ${attempt.attempt}  ${attempt.status}  ${since(attempt.startedAt, attempt.finishedAt)}${attempt.error === undefined ? "" : `  ${inline(attempt.error.error_code)}: ${oneLine(attempt.error.error_message, 120)}`}`
+        `    attempt ${attempt.attempt}  ${attempt.status}  ${attempt.status === "interrupted" ? `started ${attempt.startedAt}` : since(attempt.startedAt, attempt.finishedAt)}${attempt.error === undefined ? "" : `  ${inline(attempt.error.error_code)}: ${oneLine(attempt.error.error_message, 120)}`}`
       )
       for (const artifact of attempt.artifacts)
         lines.push(
@@ -167,7 +209,7 @@ const showRun = (
     const detail = Object.entries(rest)
       .map(
         ([key, value]) =>
-          `${key}=${typeof value === "string" ? oneLine(value, 60) : inline(JSON.stringify(value))}`
+          `${key}=${typeof value === "string" ? oneLine(value, 60) : inline(Shown.stringify(value))}`
       )
       .join(" ")
     lines.push(
@@ -176,6 +218,54 @@ const showRun = (
   }
   return `${lines.join("\n")}\n`
 }
+
+/** The run `idOrPrefix` names (`IdPrefix`): the id itself, or the one run id it begins. */
+const runIdOf = (store: RunsStore.Service, idOrPrefix: string) =>
+  store.getRun(idOrPrefix).pipe(
+    Effect.as(idOrPrefix),
+    Effect.catchTag("RunNotFound", () =>
+      Effect.flatMap(store.listRuns(), (runs) =>
+        IdPrefix.resolve(
+          "run",
+          idOrPrefix,
+          runs.map((one) => one.runId),
+          (runId) => new Run.RunNotFound({ runId })
+        )
+      )
+    )
+  )
+
+/** The thread `idOrPrefix` names (`IdPrefix`): the id itself, or the one thread id it begins. */
+const threadIdOf = (store: RunsStore.Service, idOrPrefix: string) =>
+  store.getThread(idOrPrefix).pipe(
+    Effect.as(idOrPrefix),
+    Effect.catchTag("ThreadNotFound", () =>
+      Effect.flatMap(store.listThreads(), (threads) =>
+        IdPrefix.resolve(
+          "thread",
+          idOrPrefix,
+          threads.map((thread) => thread.id),
+          (threadId) => new Run.ThreadNotFound({ threadId })
+        )
+      )
+    )
+  )
+
+/** `command` with its RUN and THREAD ids whole: each may have been given as a unique prefix. */
+const withIds = (store: RunsStore.Service, command: RunsCommand) =>
+  Effect.gen(function* () {
+    const run = "run" in command && command.run !== undefined ? yield* runIdOf(store, command.run) : undefined
+    const thread =
+      "thread" in command && command.thread !== undefined
+        ? yield* threadIdOf(store, command.thread)
+        : undefined
+    const resolved: RunsCommand = {
+      ...command,
+      ...(run !== undefined && { run }),
+      ...(thread !== undefined && { thread })
+    }
+    return resolved
+  })
 
 export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   const workspace = workspaceOf(command.workspace, io)
@@ -216,11 +306,14 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   if (tokenProblem !== undefined)
     throw new UsageError(`noema serve: ${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
 
+  const given = command
   const program = Effect.gen(function* () {
     const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
+    // The RUN and THREAD ids given may be prefixes: from here on, they are whole.
+    const command = yield* withIds(store, given)
     /** Runs this process canceled (its progress said so already). */
     const canceledHere = new Set<string>()
-    const tools = executing && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : []
+    const tools = "model" in command && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : []
     /** What a planned stage may use besides write_artifact and read_artifact. */
     const toolNames = tools.map((tool) => tool.name)
     const executor = Executor.make({
@@ -231,7 +324,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       onEvent: (view, event) =>
         Effect.sync(() => {
           if (event.type === "RunCanceled") canceledHere.add(view.runId)
-          if (json) io.stdout.write(`${JSON.stringify({ run_id: view.runId, ...event })}\n`)
+          if (json) io.stdout.write(`${Shown.stringify({ run_id: view.runId, ...event })}\n`)
           else {
             const line = progressLine(style, view, event)
             // A worker carries several runs on at once: each line says whose it is.
@@ -240,6 +333,18 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
           }
         })
     })
+    /** Why the run waits in its thread's queue, and what frees the thread when an interrupted run holds it. */
+    const queuedText = (runId: string, reason: string) =>
+      Effect.gen(function* () {
+        const thread = yield* Shown.threadOf(
+          store,
+          yield* store.getThread((yield* store.getRun(runId)).threadId)
+        )
+        const held = heldLine(thread)
+        return held === undefined
+          ? `run ${runId} is queued: ${oneLine(reason, 200)} (a worker, noema worker or noema serve, starts it when the thread is free; or noema runs resume)`
+          : `run ${runId} is queued: the thread is ${held}`
+      })
     /**
      * Carries the run on holding its lease (taken before `before`, so no worker starts it
      * in between); the exit status its outcome gives.
@@ -254,10 +359,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
           interrupt: executor.interrupt
         })
         if (outcome._tag === "Queued") {
-          if (!json)
-            yield* print(
-              `run ${runId} is queued: ${oneLine(outcome.reason, 200)} (a worker, noema worker or noema serve, starts it when the thread is free; or noema runs resume)\n`
-            )
+          if (!json) yield* print(`${yield* queuedText(runId, outcome.reason)}\n`)
           return waitingStatus
         }
         if (outcome._tag === "WaitingApproval") return waitingStatus
@@ -272,20 +374,40 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
           ...(command.title !== undefined && { title: command.title }),
           queuePolicy: command.queue
         })
-        yield* print(json ? `${JSON.stringify(thread)}\n` : `${thread.id}\n`)
+        yield* print(json ? `${Shown.stringify(yield* Shown.threadOf(store, thread))}\n` : `${thread.id}\n`)
         return 0
       }
       case "threads-list": {
-        const threads = yield* store.listThreads()
-        if (json) yield* print(`${JSON.stringify(threads)}\n`)
+        const threads = yield* Shown.threads(store)
+        if (json) yield* print(`${Shown.stringify(threads)}\n`)
         else if (threads.length === 0)
           yield* Effect.sync(() => io.stderr.write("noema: no threads yet (noema threads create)\n"))
         else yield* print(threads.map((thread) => `${threadLine(thread)}\n`).join(""))
         return 0
       }
+      case "threads-show": {
+        const thread = yield* Shown.threadOf(store, yield* store.getThread(command.thread))
+        const runs = yield* Shown.runs(store, { threadId: thread.id })
+        yield* print(
+          json ? `${Shown.stringify({ ...thread, runs: [...runs].reverse() })}\n` : showThread(thread, runs)
+        )
+        return 0
+      }
+      case "threads-set-queue": {
+        const thread = yield* Shown.threadOf(
+          store,
+          yield* store.setQueuePolicy(command.thread, command.queue)
+        )
+        yield* print(
+          json ? `${Shown.stringify(thread)}\n` : `thread ${thread.id}: queue policy ${queueText(thread)}\n`
+        )
+        return 0
+      }
       case "threads-close": {
         const thread = yield* store.closeThread(command.thread)
-        yield* print(json ? `${JSON.stringify(thread)}\n` : `closed ${thread.id}\n`)
+        yield* print(
+          json ? `${Shown.stringify(yield* Shown.threadOf(store, thread))}\n` : `closed ${thread.id}\n`
+        )
         return 0
       }
       case "run": {
@@ -313,45 +435,53 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
                 .join(", ")}\n`
             )
         }
-        const created = yield* executor.create({
-          threadId: command.thread,
-          request: command.request,
-          pipeline: stages,
-          ...(!command.detach && { claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs } })
-        })
+        const created = yield* executor
+          .create({
+            threadId: command.thread,
+            request: command.request,
+            pipeline: stages,
+            ...(!command.detach && {
+              claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs }
+            })
+          })
+          .pipe(
+            Effect.catchTag("ThreadBusy", (busy) =>
+              Effect.flatMap(RunLease.explainBusy(store, busy), Effect.fail)
+            )
+          )
         if (command.detach) {
           yield* print(
-            json ? `${JSON.stringify({ run_id: created.runId, type: "RunQueued" })}\n` : `${created.runId}\n`
+            json ? `${Shown.stringify({ run_id: created.runId, type: "RunQueued" })}\n` : `${created.runId}\n`
           )
           return 0
         }
-        if (json) yield* print(`${JSON.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
+        if (json) yield* print(`${Shown.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
         else yield* print(`run ${created.runId}\n`)
         return yield* carryOn(created.runId, executor.execute(created.runId, stages))
       }
       case "runs-list": {
         const runs = [
-          ...(yield* store.listRuns(command.thread === undefined ? {} : { threadId: command.thread }))
+          ...(yield* Shown.runs(store, command.thread === undefined ? {} : { threadId: command.thread }))
         ].reverse()
-        if (json) yield* print(`${JSON.stringify(runs)}\n`)
+        if (json) yield* print(`${Shown.stringify(runs)}\n`)
         else if (runs.length === 0) yield* Effect.sync(() => io.stderr.write("noema: no runs\n"))
         else yield* print(runs.map((r) => `${runLine(r)}\n`).join(""))
         return 0
       }
       case "runs-show": {
-        const view = yield* store.getRun(command.run)
+        const view = yield* Shown.runOf(store, command.run)
         const events = yield* store.events(command.run)
         const workflow = yield* executor.workflowOf(command.run)
         yield* print(
           json
-            ? `${JSON.stringify({ ...view, events, workflow: workflow ?? null })}\n`
+            ? `${Shown.stringify({ ...view, events, workflow: workflow ?? null })}\n`
             : showRun(view, events, workflow, workspace)
         )
         return 0
       }
       case "runs-verify": {
         const report = yield* RunFiles.verifyRun(workspace, yield* store.getRun(command.run))
-        yield* print(json ? `${JSON.stringify(report)}\n` : verifyText(report))
+        yield* print(json ? `${Shown.stringify(report)}\n` : verifyText(report))
         return report.ok ? 0 : 1
       }
       case "runs-approve":
@@ -420,7 +550,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
               )
               yield* print(
                 json
-                  ? `${JSON.stringify({ url: server.url, panel: server.panelUrl, token: server.token, worker: carrying, workspace, database: store.location })}\n`
+                  ? `${Shown.stringify({ url: server.url, panel: server.panelUrl, token: server.token, worker: carrying, workspace, database: store.location })}\n`
                   : `noema serve: ${server.panelUrl}  (${carrying ? "carrying runs on" : "panel only: noema worker carries runs on"}; Ctrl-C stops)\n`
               )
             } else if (!json)
@@ -481,7 +611,8 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     "LeaseLost",
     "PipelineError",
     "FileError",
-    "RunFileChanged"
+    "RunFileChanged",
+    "AmbiguousId"
   ]
   if (error instanceof RunsCommandError || (error?._tag !== undefined && known.includes(error._tag))) {
     io.stderr.write(`noema: ${Terminal.sanitize(error.message ?? "")}\n`)

@@ -82,7 +82,7 @@ describe("noema threads, run and runs (offline model)", () => {
       "ok: run.json matches the sha256 recorded when the run was created; 2 artifacts in 2 stage directories match their manifests and the timeline\n"
     )
     const listed = JSON.parse((await runCli(["runs", "list", "--json"], { env })).stdout) as Array<{
-      runId: string
+      run_id: string
       status: string
     }>
     assert.deepEqual(
@@ -106,7 +106,7 @@ describe("noema threads, run and runs (offline model)", () => {
     )
     // The run executed as an effect/workflow workflow: each step's result is in its journal.
     assert.deepEqual(shown.workflow, {
-      executionId: `${runId}/1`,
+      execution_id: `${runId}/1`,
       completed: true,
       interrupted: false,
       activities: ["stage/1/attempt/1", "stage/2/attempt/1", "complete"],
@@ -283,6 +283,14 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
     const runId = runIdOf(killed.stdout)
     const runDir = path.join(frame.home, "killed", "workspace", "runs", runId)
     assert.equal(fs.existsSync(path.join(runDir, "stages", "02-result", "manifest.json")), false)
+    // Its process is gone: the run, and the attempt it was cut in, are shown interrupted, not running.
+    const dead = await runCli(["runs", "show", runId], { env })
+    assert.match(dead.stdout, new RegExp(`^run ${runId}  interrupted\ninterrupted: no process carries it on`))
+    assert.include(dead.stdout, `noema runs resume ${runId}, or a worker (noema worker, noema serve)`)
+    assert.match(dead.stdout, /\n {4}attempt 1 {2}interrupted {2}started /)
+    const deadJson = JSON.parse((await runCli(["runs", "show", runId, "--json"], { env })).stdout)
+    assert.equal(deadJson.status, "interrupted")
+    assert.equal(deadJson.stages[1].attempts[0].status, "interrupted")
     const firstStage = snapshot(path.join(runDir, "stages", "01-brief"))
 
     const resumed = await runCli(["runs", "resume", ...model], { env, timeoutMs: 90_000 })
@@ -342,7 +350,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
       JSON.parse(
         (await runCli(["runs", "list", "--thread", thread, "--json"], { env })).stdout || "[]"
       ) as Array<{
-        runId: string
+        run_id: string
         status: string
       }>
     while ((await runsOf()).length === 0 && result.signal === "SIGKILL")
@@ -351,7 +359,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
         onStart: killAfter,
         timeoutMs: 90_000
       })
-    const runId = (await runsOf())[0]!.runId
+    const runId = (await runsOf())[0]!.run_id
     const runDir = path.join(frame.home, "random-kills", "workspace", "runs", runId)
     let kills = 0
     while (result.signal === "SIGKILL" && kills < 12) {

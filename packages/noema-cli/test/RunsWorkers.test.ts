@@ -29,12 +29,13 @@ afterAll(async () => {
   removeHome(home)
 })
 
+/** A run as `runs list --json` prints it (snake_case keys). */
 interface RunJson {
-  readonly runId: string
-  readonly threadId: string
+  readonly run_id: string
+  readonly thread_id: string
   readonly status: string
-  readonly startedAt?: string
-  readonly finishedAt?: string
+  readonly started_at?: string
+  readonly finished_at?: string
   readonly stages: ReadonlyArray<{
     readonly key: string
     readonly status: string
@@ -124,10 +125,10 @@ describe("noema worker on PostgreSQL", () => {
     expect(b.stdout).toMatch(/\(attempt 2\)/)
 
     // A thread's runs one after another, in their order.
-    const inQueue = runs.filter((run) => run.threadId === queued).reverse()
+    const inQueue = runs.filter((run) => run.thread_id === queued).reverse()
     expect(inQueue).toHaveLength(3)
     for (let n = 1; n < inQueue.length; n++)
-      expect(inQueue[n]!.startedAt! >= inQueue[n - 1]!.finishedAt!).toBe(true)
+      expect(inQueue[n]!.started_at! >= inQueue[n - 1]!.finished_at!).toBe(true)
 
     for (const runId of runIds) {
       const verified = await cli(["runs", "verify", runId])
@@ -206,8 +207,8 @@ describe("noema worker on PostgreSQL", () => {
           for (const attempt of stage.attempts.slice(0, -1))
             expect(attempt.error?.error_code).toBe("interrupted")
         }
-      const inQueue = runs.filter((run) => run.threadId === queued).reverse()
+      const inQueue = runs.filter((run) => run.thread_id === queued).reverse()
       for (let n = 1; n < inQueue.length; n++)
-        expect(inQueue[n]!.startedAt! >= inQueue[n - 1]!.finishedAt!, `seed ${seed}`).toBe(true)
+        expect(inQueue[n]!.started_at! >= inQueue[n - 1]!.finished_at!, `seed ${seed}`).toBe(true)
     }, 600_000)
 })
