@@ -1,14 +1,19 @@
 /**
  * `noema serve` in a real headless Chromium (from @sparticuz/chromium, driven by
- * playwright-core): the panel shows threads, runs, stages, artifacts and the
- * timeline, follows runs made by other processes live (SSE), and its buttons
- * approve, reject, retry and cancel. The panel is opened at the tokened address
+ * playwright-core): the panel shows threads, runs, stages, artifacts (Markdown
+ * rendered, safely) and the timeline (one row per event), follows runs made by
+ * other processes live (SSE), and its buttons approve, reject, retry and cancel. The panel is opened at the tokened address
  * `noema serve` prints, as a person would; without the token a page gets
  * nothing. One browser for the whole file.
  * NOEMA_PANEL_SCREENSHOT=FILE saves a screenshot of the panel (the docs' picture).
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import * as os from "node:os"
 import * as path from "node:path"
+import { OpenAiTestServer } from "@noema/openai/testing"
+import { SqlRunsStore } from "@noema/runs"
+import { Database } from "@noema/sql"
+import { Effect } from "effect"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.js"
@@ -95,6 +100,30 @@ const gated = JSON.stringify({
   ]
 })
 
+/** What an agent could write: Markdown, with HTML and links meant to run script in the panel. */
+const hostileMarkdown = [
+  "# Findings",
+  "",
+  "Brew **slowly** at `80 °C`; see [a guide](https://example.com/tea).",
+  "",
+  "- green tea",
+  "- black tea",
+  "",
+  "1. steep",
+  "2. pour",
+  "",
+  "```js",
+  'const label = "<b>not bold</b>"',
+  "```",
+  "",
+  "## Next steps",
+  "",
+  "<img src=x onerror=\"window.__pwned = 'img'\">",
+  "<script>window.__pwned = 'script'</script>",
+  "[click me](javascript:window.__pwned='link')",
+  ""
+].join("\n")
+
 const statusIs = (page: Page, status: string) =>
   page.waitForSelector(`#run-status[data-status="${status}"]`, { timeout: 15_000 })
 
@@ -119,8 +148,8 @@ describe("noema serve: the runs panel in Chromium", () => {
 
     await page.click('[data-action="approve"]')
     await statusIs(page, "completed")
-    await page.waitForSelector('#timeline li[data-type="RunCompleted"]')
-    const types = await page.$$eval("#timeline li", (items) =>
+    await page.waitForSelector('#timeline-rows tr[data-type="RunCompleted"]')
+    const types = await page.$$eval("#timeline-rows tr", (items) =>
       items.map((item) => item.getAttribute("data-type"))
     )
     expect(types).toEqual([
@@ -196,7 +225,7 @@ describe("noema serve: the runs panel in Chromium", () => {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ thread_id: thread, request: "a gated note", pipeline: JSON.parse(gated) })
     })
-    const runId = ((await created.json()) as { runId: string }).runId
+    const runId = ((await created.json()) as { run_id: string }).run_id
     const page = await openPanel(`#thread=${thread}&run=${runId}`)
     await statusIs(page, "waiting_approval")
     page.once("dialog", (dialog) => void dialog.accept("the draft is too long"))
@@ -216,6 +245,174 @@ describe("noema serve: the runs panel in Chromium", () => {
     expect(await page.isHidden("#new-run")).toBe(true)
     expect(problemsOf(page)).toEqual([])
     await page.close()
+  }, 60_000)
+
+  it("a Markdown artifact is rendered as elements, its hostile HTML shown as text; the timeline is rows", async () => {
+    const model = await OpenAiTestServer.start()
+    try {
+      // Each stage's agent writes findings.md, then answers.
+      model.setFallback((request) =>
+        (request.body as { messages: ReadonlyArray<{ role: string }> }).messages.at(-1)?.role === "tool"
+          ? { type: "text", text: "done" }
+          : {
+              type: "tool-calls",
+              calls: [
+                {
+                  name: "write_artifact",
+                  arguments: JSON.stringify({ path: "findings.md", content: hostileMarkdown })
+                }
+              ]
+            }
+      )
+      const thread = (await runCli(["threads", "create", "--title", "md"], { env: env() })).stdout.trim()
+      const made = await runCli(
+        [
+          "run",
+          "findings",
+          "--thread",
+          thread,
+          "--base-url",
+          model.url,
+          "--api-key",
+          "k",
+          "-m",
+          "m",
+          "--no-tools"
+        ],
+        { env: env() }
+      )
+      expect(made.code, made.stderr).toBe(0)
+      const runId = /^run (run_\S+)$/m.exec(made.stdout)?.[1] ?? ""
+      const page = await openPanel(`#thread=${thread}&run=${runId}`)
+      await statusIs(page, "completed")
+      await page.click('a[data-artifact="1/1/findings.md"]')
+      await page.waitForSelector("#artifact-rendered h1")
+      const rendered = await page.$eval("#artifact-rendered", (root) => ({
+        headings: [...root.querySelectorAll("h1, h2")].map((h) => `${h.tagName} ${h.textContent}`),
+        bullets: [...root.querySelectorAll("ul > li")].map((li) => li.textContent),
+        numbered: [...root.querySelectorAll("ol > li")].map((li) => li.textContent),
+        code: root.querySelector("pre > code")?.textContent,
+        inlineCode: [...root.querySelectorAll("p code")].map((code) => code.textContent),
+        strong: root.querySelector("strong")?.textContent,
+        links: [...root.querySelectorAll("a")].map((a) => [
+          a.getAttribute("href"),
+          a.getAttribute("rel"),
+          a.textContent
+        ]),
+        elements: [...root.querySelectorAll("*")].map((node) => node.tagName.toLowerCase()),
+        text: root.textContent ?? ""
+      }))
+      expect(rendered.headings).toEqual(["H1 Findings", "H2 Next steps"])
+      expect(rendered.bullets).toEqual(["green tea", "black tea"])
+      expect(rendered.numbered).toEqual(["steep", "pour"])
+      expect(rendered.code).toBe('const label = "<b>not bold</b>"')
+      expect(rendered.inlineCode).toEqual(["80 °C"])
+      expect(rendered.strong).toBe("slowly")
+      // Only the http(s) link is a link, and it opens no door back to the panel.
+      expect(rendered.links).toEqual([["https://example.com/tea", "noopener noreferrer", "a guide"]])
+      // The hostile HTML is there as text: no element of it, and none of its scripts ran.
+      for (const tag of ["img", "script", "iframe", "b"]) expect(rendered.elements).not.toContain(tag)
+      expect(rendered.text).toContain("<img src=x onerror=\"window.__pwned = 'img'\">")
+      expect(rendered.text).toContain("<script>window.__pwned = 'script'</script>")
+      expect(rendered.text).toContain("[click me](javascript:window.__pwned='link')")
+      await page.click("#artifact-rendered >> text=click me").catch(() => {})
+      expect(await page.evaluate(() => (globalThis as { __pwned?: string }).__pwned)).toBeUndefined()
+      // The source is one click away, exactly as stored.
+      expect(await page.textContent("#artifact-content")).toBe(hostileMarkdown)
+
+      // The timeline: one row per event, with its time, kind, stage, who and a short detail.
+      const rows = await page.$$eval("#timeline-rows tr", (trs) =>
+        trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent ?? ""))
+      )
+      expect(rows.map((cells) => cells[1])).toEqual([
+        "RunQueued",
+        "RunStarted",
+        "StageStarted",
+        "ArtifactPublished",
+        "StageCompleted",
+        "StageStarted",
+        "ArtifactPublished",
+        "StageCompleted",
+        "RunCompleted"
+      ])
+      for (const cells of rows) {
+        expect(cells).toHaveLength(5)
+        expect(cells[0]).toMatch(/\d/)
+        expect(cells.join(" ")).not.toMatch(/[{}]/)
+      }
+      const published = rows[3] ?? []
+      expect(published.slice(2, 4)).toEqual(["01-brief", "agent"])
+      expect(published[4]).toMatch(/^findings\.md · markdown · \d+ B · sha256 [0-9a-f]{12}…$/)
+      expect(rows[0]?.[4]).toBe("findings · pipeline default · 2 stages")
+      expect(problemsOf(page)).toEqual([])
+      await page.close()
+    } finally {
+      await model.close()
+    }
+  }, 60_000)
+
+  it("a run whose process died is shown interrupted, with how to go on; so is the thread it holds", async () => {
+    // A panel without a worker, so that nothing carries the run on while the page looks at it.
+    const alone = { NOEMA_HOME: path.join(home, "alone") }
+    const thread = (await runCli(["threads", "create", "--title", "held"], { env: alone })).stdout.trim()
+    const deadPid = spawnSync(process.execPath, ["-e", ""]).pid
+    const runId = await Effect.runPromise(
+      Effect.gen(function* () {
+        const store = yield* SqlRunsStore.fromDatabase
+        const run = yield* store.createRun({
+          threadId: thread,
+          request: "a report",
+          pipeline: "default",
+          stages: [
+            { key: "brief", position: 1, needsApproval: false },
+            { key: "result", position: 2, needsApproval: false }
+          ],
+          // As a `noema run` killed with SIGKILL leaves it: claimed by a process that is gone.
+          claim: { owner: `${os.hostname()}/${deadPid}/gone`, ttlMs: 3_600_000 }
+        })
+        yield* store.append(run.runId, [
+          { type: "RunStarted" },
+          { type: "StageStarted", position: 1, attempt: 1 },
+          { type: "StageCompleted", position: 1, attempt: 1 },
+          { type: "StageStarted", position: 2, attempt: 1 }
+        ])
+        return run.runId
+      }).pipe(
+        Effect.provide(Database.layer({ kind: "sqlite", filename: path.join(alone.NOEMA_HOME, "noema.db") }))
+      )
+    )
+    const child = spawn(process.execPath, [binPath, "serve", "--port", "0", "--no-worker", "--json"], {
+      env: cleanEnv({ ...alone, NO_COLOR: "1" }),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      const started = await new Promise<{ panel: string }>((resolve, reject) => {
+        let output = ""
+        child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+          output += chunk
+          if (output.includes("\n")) resolve(JSON.parse(output.split("\n")[0] ?? ""))
+        })
+        child.on("exit", (code) => reject(new Error(`noema serve exited with ${code}`)))
+      })
+      const page = await browser.newPage()
+      await page.goto(`${started.panel}#thread=${thread}&run=${runId}`)
+      await statusIs(page, "interrupted")
+      expect(await page.textContent("#run-interrupted")).toBe(
+        `Interrupted: no process carries this run on (its process stopped). noema runs resume ${runId}, or a worker (noema worker, noema serve) carries it on; completed stages are kept.`
+      )
+      expect(await page.textContent('tr[data-stage="02-result"]')).toContain("interrupted")
+      expect(await page.textContent('tr[data-stage="01-brief"]')).toContain("completed")
+      expect(await page.textContent("#run-status")).toBe("interrupted")
+      expect(await page.isEnabled('[data-action="cancel"]')).toBe(true)
+      expect(await page.textContent("#thread-held")).toBe(
+        `Held by run ${runId}, which was interrupted (no process carries it on): noema runs resume ${runId}, or a worker (noema worker, noema serve), or cancel it.`
+      )
+      expect(await page.textContent(`#threads li[data-thread-id="${thread}"]`)).toContain("held")
+      expect(await page.textContent(`#runs li[data-run-id="${runId}"]`)).toContain("interrupted")
+      await page.close()
+    } finally {
+      child.kill("SIGTERM")
+    }
   }, 60_000)
 
   it("without the token a page gets nothing: no panel, no data, no live feed", async () => {
