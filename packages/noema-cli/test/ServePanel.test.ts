@@ -238,11 +238,21 @@ describe("noema serve: the runs panel in Chromium", () => {
     await statusIs(page, "canceled")
     for (const action of ["approve", "reject", "retry", "cancel"])
       expect(await page.isEnabled(`[data-action="${action}"]`)).toBe(false)
+    // The thread's queue policy is changed from the page.
+    expect(await page.inputValue("#thread-queue")).toBe("reject")
+    await page.selectOption("#thread-queue", "enqueue")
+    await expect
+      .poll(
+        async () =>
+          ((await (await api(`/api/threads/${thread}`)).json()) as { queue_policy: string }).queue_policy
+      )
+      .toBe("enqueue")
     // A closed thread takes no new runs: the form is gone.
     await runCli(["threads", "close", thread], { env: env() })
     await page.reload()
     await page.waitForSelector("#live.on")
     expect(await page.isHidden("#new-run")).toBe(true)
+    expect(await page.isHidden("#thread-queue-label")).toBe(true)
     expect(problemsOf(page)).toEqual([])
     await page.close()
   }, 60_000)
