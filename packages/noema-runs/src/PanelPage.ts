@@ -206,7 +206,7 @@ function safeHref(href) {
   } catch (error) { return null; }
 }
 
-var inlinePattern = /(\`+)([^\`]|[^\`][\\s\\S]*?[^\`])\\1(?!\`)|\\[([^\\]]*)\\]\\(\\s*(\\S*?)\\s*(?:"[^"]*")?\\s*\\)|\\*\\*(?!\\s)((?:(?!\\*\\*)[\\s\\S])+?)(?<!\\s)\\*\\*|(?<![A-Za-z0-9_])__(?!\\s)((?:(?!__)[\\s\\S])+?)(?<!\\s)__(?![A-Za-z0-9_])|\\*(?!\\s)([^*]+?)(?<!\\s)\\*/g;
+var inlinePattern = /(\`+)([^\`]|[^\`][\\s\\S]*?[^\`])\\1(?!\`)|\\[([^\\]]*)\\]\\(\\s*(\\S*?)\\s*(?:"[^"]*")?\\s*\\)|\\*\\*(?!\\s)((?:(?!\\*\\*)[\\s\\S])+?)(?<!\\s)\\*\\*|(?<![A-Za-z0-9_])__(?!\\s)((?:(?!__)[\\s\\S])+?)(?<!\\s)__(?![A-Za-z0-9_])|\\*(?!\\s)([^*]+?)(?<!\\s)\\*|(?<![A-Za-z0-9_])_(?!\\s)([^_]+?)(?<!\\s)_(?![A-Za-z0-9_])/g;
 
 /** Appends \`text\`'s inline Markdown to \`parent\`: code spans, links, strong and emphasis. */
 function inline(text, parent) {
@@ -230,7 +230,7 @@ function inline(text, parent) {
       parent.appendChild(strong);
     } else {
       var em = el("em");
-      inline(match[7], em);
+      inline(match[7] !== undefined ? match[7] : match[8], em);
       parent.appendChild(em);
     }
     last = pattern.lastIndex;
