@@ -41,7 +41,7 @@ export const notRetryable: Readonly<Record<Exclude<ErrorCode, "interrupted">, st
     "a file the stage needs was refused (outside its directory, through a link, already there, or changed since it was published), and is refused again",
   pipeline_error:
     "the stage's pipeline does not fit the process that ran it (a tool it names is not offered there); it fails the same way until the pipeline or the process changes",
-  approval_rejected: "a person rejected the stage; a retry asks them again, which only you can decide to do"
+  approval_rejected: "a person rejected the stage, and a retry would ask them again"
 }
 
 /**
