@@ -43,7 +43,7 @@ export const version = (): string => {
   return (JSON.parse(text) as { readonly version: string }).version
 }
 
-const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string => {
+const helpText = async (topic: Extract<Command, { type: "help" }>["topic"]): Promise<string> => {
   switch (topic) {
     case "main":
       return Help.main
@@ -66,7 +66,8 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
     case "threads":
       return threadsHelp
     case "run":
-      return runHelp
+      // It lists the tools a pipeline may use, from the tools themselves: loaded for this help only.
+      return runHelp((await import("./RunsCommand.js")).pipelineTools)
     case "runs":
       return runsHelp
     case "serve":
@@ -79,7 +80,7 @@ const helpText = (topic: Extract<Command, { type: "help" }>["topic"]): string =>
 const dispatch = async (command: Command, io: Io): Promise<number> => {
   switch (command.type) {
     case "help":
-      io.stdout.write(helpText(command.topic))
+      io.stdout.write(await helpText(command.topic))
       return 0
     case "version":
       io.stdout.write(`noema ${version()}\n`)

@@ -56,7 +56,13 @@ export type RunsCommand =
   | ({ readonly type: "runs-approve"; readonly run: string; readonly by: string | undefined } & Common &
       Executing)
   | ({ readonly type: "runs-reject"; readonly run: string; readonly reason: string } & Common)
-  | ({ readonly type: "runs-retry"; readonly run: string } & Common & Executing)
+  | ({
+      readonly type: "runs-retry"
+      readonly run: string
+      /** `--force`: retry a failure that is not retryable too (saying so). */
+      readonly force: boolean
+    } & Common &
+      Executing)
   | ({ readonly type: "runs-cancel"; readonly run: string; readonly reason: string | undefined } & Common)
   | ({ readonly type: "runs-resume"; readonly run: string | undefined } & Common & Executing)
   | ({ readonly type: "runs-verify"; readonly run: string } & Common)
@@ -101,7 +107,8 @@ const options = {
   token: { type: "string" },
   detach: { type: "boolean" },
   plan: { type: "boolean" },
-  approve: { type: "string" }
+  approve: { type: "string" },
+  force: { type: "boolean" }
 } as const
 
 type Values = ReturnType<typeof parseRaw>["values"]
@@ -253,10 +260,11 @@ export const parseRuns = (args: ReadonlyArray<string>): RunsCommand | "help" => 
       return { type: "runs-reject", run, reason: values.reason, ...commonOf(values) }
     }
     case "retry":
-      only(command, values, model)
+      only(command, values, ["force", ...model])
       return {
         type: "runs-retry",
         run: one(command, rest, "RUN id"),
+        force: values.force === true,
         ...commonOf(values),
         ...executingOf(values)
       }
@@ -362,7 +370,16 @@ Options
 ${storage}
 `
 
-export const runHelp = `noema run: a request in a thread becomes a run whose stages write files
+/** The tools a pipeline's stages may name: those every stage has, and the built-in ones. */
+export interface PipelineTools {
+  readonly always: ReadonlyArray<string>
+  readonly builtin: ReadonlyArray<string>
+}
+
+/** `noema run --help`, listing the tools a pipeline may use (`RunsCommand.pipelineTools`). */
+export const runHelp = (
+  tools: PipelineTools
+): string => `noema run: a request in a thread becomes a run whose stages write files
 
 Usage
   noema run "request" --thread THREAD [--pipeline FILE | --plan] [--detach]
@@ -371,12 +388,27 @@ Each stage of the pipeline (a JSON or YAML file; default: brief, then result) ru
 that writes artifacts under runs/<run_id>/stages/<nn>-<stage>/ in the workspace, hashed in
 the stage's manifest.json. Progress is shown as it happens. A stage that needs approval
 stops the run (exit status 4) until noema runs approve or reject. Exit status 0 when the run
-completes, 1 when it fails, 4 when it waits for approval or in its thread's queue.
+completes, 1 when it fails, 2 when the pipeline is refused, 4 when it waits for approval or
+in its thread's queue.
+
+Pipelines
+  name: review
+  stages:
+    - key: draft
+      instructions: Write a draft. Save it with write_artifact as draft.md.
+      tools: [current_time]
+    - key: publish
+      instructions: Publish the draft. Save it with write_artifact as final.md.
+      approval: true
+
+  The tools a stage may name: ${[...tools.always, ...tools.builtin].join(", ")}
+  (every stage has ${tools.always.join(" and ")}; --no-tools leaves only those). A file
+  with a problem (an unknown tool or field, a bad key, ...) is refused before anything
+  runs, with every problem on a line of its own as FILE:LINE:COLUMN: ... (exit status 2).
 
 Options
   -t, --thread THREAD     the thread (noema threads create)
-  -p, --pipeline FILE     the stages: { "name": ..., "stages": [{ "key", "instructions",
-                          "tools": [...], "approval": true|false }] }
+  -p, --pipeline FILE     the stages, as above (JSON has the same fields)
       --plan              the model plans the stages (PlanAgent's plan: one stage per step);
                           the plan is kept in run.json like a pipeline
       --approve WHICH     with --plan: none (default), first or all stages wait for approval
@@ -392,8 +424,11 @@ Usage
   noema runs list [--thread T]      runs, newest first
   noema runs show RUN               stages, attempts, artifacts and the timeline
   noema runs approve RUN [--by WHO] approve the stage waiting, then carry the run on
-  noema runs reject RUN --reason R  reject it: the run fails (a retry asks again)
-  noema runs retry RUN              a failed run again from its failed stage (a new attempt)
+  noema runs reject RUN --reason R  reject it: the run fails (retry --force asks again)
+  noema runs retry RUN [--force]    a failed run again from its failed stage (a new attempt);
+                                    a failure that is not retryable (a rejection, a refused
+                                    pipeline or file, a model server refusing the request)
+                                    is refused with the reason (exit status 1) unless --force
   noema runs cancel RUN [--reason R]
   noema runs resume [RUN]           carry on runs whose process stopped (killed, crashed):
                                     completed stages are kept, the interrupted one gets a

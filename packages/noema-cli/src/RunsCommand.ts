@@ -32,7 +32,7 @@ import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
 import * as Runtime from "./internal/runtime.js"
-import type { RunsCommand } from "./RunsArguments.js"
+import type { PipelineTools, RunsCommand } from "./RunsArguments.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
@@ -42,6 +42,28 @@ class RunsCommandError extends Error {
 
 /** Exit status of a run that waits (for approval, or in its thread's queue). */
 export const waitingStatus = 4
+
+/**
+ * The tools a pipeline's stages may name here: what `noema run --help` and docs/runs.md list,
+ * and what a pipeline file is checked against (without `--no-tools`).
+ */
+export const pipelineTools: PipelineTools = {
+  always: Pipeline.stageTools,
+  builtin: BuiltinTools.all.map((tool) => tool.name)
+}
+
+/**
+ * The pipeline in `file`, checked against the tools offered; refused as a usage error (exit 2)
+ * before anything is stored or written, every problem on a line of its own (`FILE:LINE:COLUMN: ...`).
+ */
+const loadPipeline = async (file: string, tools: ReadonlyArray<string>, noTools: boolean) => {
+  const result = await Effect.runPromise(Effect.result(Pipeline.load(file, { tools })))
+  if (result._tag === "Success") return result.success
+  const only = noTools ? ` (--no-tools: the stages have ${Pipeline.stageTools.join(" and ")} only)` : ""
+  throw new UsageError(
+    `noema run: the pipeline ${Terminal.inline(file)} is refused, nothing was run${only}:\n${result.failure.problems.map(Terminal.inline).join("\n")}`
+  )
+}
 
 const present = (value: string | undefined) =>
   value === undefined || value.trim() === "" ? undefined : value.trim()
@@ -176,7 +198,7 @@ const showRun = (
     ...(run.error === undefined
       ? []
       : [
-          `error: ${inline(run.error.error_code)}: ${oneLine(run.error.error_message, 200)}${run.error.retryable ? " (retryable)" : ""}`
+          `error: ${inline(run.error.error_code)}: ${oneLine(run.error.error_message, 200)} (${run.error.retryable ? "retryable" : "not retryable"})`
         ]),
     `files: ${RunFiles.runDirectory(workspace, run.runId)}`,
     "",
@@ -271,18 +293,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   const workspace = workspaceOf(command.workspace, io)
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
   const executing = "model" in command
-  const pipelineFile =
-    command.type === "run" && command.pipeline !== undefined
-      ? path.resolve(io.cwd, command.pipeline)
-      : undefined
-  // The pipeline is checked before anything is stored.
+  const tools = executing && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : []
+  // The pipeline is checked, its tools against those offered, before anything is stored.
   const pipeline =
-    pipelineFile === undefined
-      ? Pipeline.defaultPipeline
-      : await Effect.runPromise(Effect.result(Pipeline.load(pipelineFile))).then((result) => {
-          if (result._tag === "Failure") throw new RunsCommandError(result.failure.message)
-          return result.success
-        })
+    command.type === "run" && command.pipeline !== undefined
+      ? await loadPipeline(path.resolve(io.cwd, command.pipeline), Pipeline.toolNames(tools), command.noTools)
+      : Pipeline.defaultPipeline
   let model: ChatModel.Service | undefined
   if (executing)
     model = await Runtime.makeModel(CliConfig.resolveModel(command.model, io.env), { interactive: false })
@@ -313,7 +329,6 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     const command = yield* withIds(store, given)
     /** Runs this process canceled (its progress said so already). */
     const canceledHere = new Set<string>()
-    const tools = "model" in command && !command.noTools ? BuiltinTools.make({ root: io.cwd }) : []
     /** What a planned stage may use besides write_artifact and read_artifact. */
     const toolNames = tools.map((tool) => tool.name)
     const executor = Executor.make({
@@ -494,12 +509,23 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         const view = yield* executor.reject(command.run, command.reason)
         if (!json)
           yield* print(
-            `run ${view.runId} ${view.status} (noema runs retry ${view.runId} asks for approval again)\n`
+            `run ${view.runId} ${view.status} (noema runs retry ${view.runId} --force asks for approval again)\n`
           )
         return 0
       }
-      case "runs-retry":
-        return yield* carryOn(command.run, executor.resume(command.run), executor.retry(command.run))
+      case "runs-retry": {
+        // Refused unless forced (`NotRetryable`); forced, it says what it overrides.
+        const overridden = command.force ? Run.retryRefusal(yield* store.getRun(command.run)) : undefined
+        if (overridden !== undefined) {
+          const notice = `noema: ${Terminal.sanitize(overridden.message)}; retrying it anyway (--force)\n`
+          yield* Effect.sync(() => (json ? io.stderr : io.stdout).write(notice))
+        }
+        return yield* carryOn<Executor.ExecuteError | Pipeline.PipelineError | Run.NotRetryable>(
+          command.run,
+          executor.resume(command.run),
+          executor.retry(command.run, { force: command.force })
+        )
+      }
       case "runs-cancel": {
         yield* executor.cancel(command.run, command.reason)
         return 0
@@ -600,6 +626,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     return 128 + (os.constants.signals[signalled ?? "SIGINT"] ?? 2)
   }
   const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
+  if (error instanceof Run.NotRetryable) {
+    io.stderr.write(
+      `noema: ${Terminal.sanitize(error.message)}; noema runs retry ${error.runId} --force retries it anyway\n`
+    )
+    return 1
+  }
   const known = [
     "ThreadNotFound",
     "ThreadClosed",

@@ -126,7 +126,7 @@ describe("noema threads, run and runs (offline model)", () => {
     assert.match(caught.stdout, /02-result\/artifacts\/result\.md: size \d+, manifest says \d+\n1 problem\n/)
   })
 
-  it("a YAML pipeline with approval: the run waits, approve carries it on, reject fails it", async () => {
+  it("a YAML pipeline with approval: the run waits, approve carries it on, reject fails it for good unless a retry is forced", async () => {
     const env = envFor("approval")
     const pipeline = path.join(frame.home, "review.yaml")
     fs.writeFileSync(
@@ -164,13 +164,34 @@ describe("noema threads, run and runs (offline model)", () => {
     assert.equal(rejected.code, 0, rejected.stderr)
     assert.equal(
       rejected.stdout,
-      `☒ 02-publish rejected: not now\nrun ${rejectedId} failed (noema runs retry ${rejectedId} asks for approval again)\n`
+      `☒ 02-publish rejected: not now\nrun ${rejectedId} failed (noema runs retry ${rejectedId} --force asks for approval again)\n`
     )
-    // A retry asks for approval again.
-    const retried = await runCli(["runs", "retry", rejectedId], { env })
+    const shown = JSON.parse((await runCli(["runs", "show", rejectedId, "--json"], { env })).stdout)
+    assert.deepEqual(shown.error, {
+      error_code: "approval_rejected",
+      error_message: "not now",
+      retryable: false
+    })
+    assert.match(
+      (await runCli(["runs", "show", rejectedId], { env })).stdout,
+      /^error: approval_rejected: not now \(not retryable\)$/m
+    )
+    // A person said no: a retry is refused with the reason, and records nothing.
+    const why = `noema: Run ${rejectedId} failed with approval_rejected (not now), which is not retryable: a person rejected the stage, and a retry would ask them again`
+    const refused = await runCli(["runs", "retry", rejectedId], { env })
+    assert.equal(refused.code, 1)
+    assert.equal(refused.stdout, "")
+    assert.equal(refused.stderr, `${why}; noema runs retry ${rejectedId} --force retries it anyway\n`)
+    const events = (await runCli(["runs", "show", rejectedId, "--json"], { env })).stdout
+    assert.equal(JSON.parse(events).events.length, shown.events.length)
+    // Forced, it says so and asks for approval again.
+    const retried = await runCli(["runs", "retry", rejectedId, "--force"], { env })
     assert.equal(retried.code, 4, retried.stderr)
-    const canceled = await runCli(["runs", "cancel", rejectedId], { env })
-    assert.equal(canceled.stdout, `run ${rejectedId} canceled: canceled\n`)
+    assert.isTrue(retried.stdout.startsWith(`${why}; retrying it anyway (--force)\n`), retried.stdout)
+    assert.include(retried.stdout, `⏸ 02-publish waits for approval: noema runs approve ${rejectedId}`)
+    const completed = await runCli(["runs", "approve", rejectedId], { env })
+    assert.equal(completed.code, 0, completed.stderr)
+    assert.match(completed.stdout, /✔ run \S+ completed/)
   })
 
   it("bad input is refused before anything is written", async () => {
@@ -179,11 +200,16 @@ describe("noema threads, run and runs (offline model)", () => {
     fs.writeFileSync(bad, JSON.stringify({ name: "x", stages: [{ key: "Bad Key", instructions: "" }] }))
     const thread = (await runCli(["threads", "create"], { env })).stdout.trim()
     const invalid = await runCli(["run", "x", "--thread", thread, "--pipeline", bad], { env })
-    assert.equal(invalid.code, 1)
-    // Every problem, in one line.
-    assert.match(
+    assert.equal(invalid.code, 2)
+    // Every problem, one per line, with where it is.
+    assert.equal(
       invalid.stderr,
-      /^noema: Invalid pipeline .*bad\.json: stages\[0\]\.key: must be .* stages\[0\]\.instructions: must be a non-empty string\n$/
+      [
+        `noema run: the pipeline ${bad} is refused, nothing was run:`,
+        `${bad}:1:24: stages[0].key: must be lowercase letters, digits, '-' or '_', starting with a letter (at most 48)`,
+        `${bad}:1:40: stages[0].instructions: must be a non-empty string`,
+        ""
+      ].join("\n")
     )
     assert.equal((await runCli(["threads", "close", thread], { env })).code, 0)
     const closed = await runCli(["run", "x", "--thread", thread], { env })

@@ -72,7 +72,8 @@ describe("noema run: a stage hands its work on to the next", () => {
     assert.equal(failed.code, 1, failed.stdout + failed.stderr)
     const runId = /^run (run_\S+)$/m.exec(failed.stdout)?.[1]
     assert.ok(runId, failed.stdout)
-    const retried = await runCli(["runs", "retry", runId!, ...model], { env })
+    // A 400 is the server refusing the request itself: not retryable, so the retry is forced.
+    const retried = await runCli(["runs", "retry", runId!, "--force", ...model], { env })
     assert.equal(retried.code, 0, retried.stdout + retried.stderr)
     assert.match(retried.stdout, /✔ run run_\S+ completed/)
 

@@ -231,7 +231,7 @@ describe("noema serve: the runs panel in Chromium", () => {
     page.once("dialog", (dialog) => void dialog.accept("the draft is too long"))
     await page.click('[data-action="reject"]')
     await statusIs(page, "failed")
-    expect(await page.textContent("#run-error")).toBe("approval_rejected: the draft is too long (retryable)")
+    expect(await page.textContent("#run-error")).toBe("approval_rejected: the draft is too long")
     await page.click('[data-action="retry"]')
     await statusIs(page, "waiting_approval")
     await page.click('[data-action="cancel"]')

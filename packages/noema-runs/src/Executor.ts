@@ -22,21 +22,20 @@
  * listed; see `internal/HandOff.ts`), the agent (a ToolAgent with the stage's
  * instructions, `write_artifact`, `read_artifact` and the tools the pipeline
  * names), every artifact published as it is written, `output.json`, `manifest.json` last, then `StageCompleted`, or on failure
- * `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`.
+ * `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`
+ * (`internal/ErrorCode.ts`), which the failed attempt's manifest carries too.
+ *
+ * The tools a pipeline names must be offered (`Pipeline.toolNames` of `tools`): `create`
+ * refuses a pipeline naming another before anything is written, and so does `pipelineOf`
+ * before a run is carried on by a process that does not offer them.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
-import {
-  type Agent,
-  type ChatModel,
-  ConversationContext,
-  Message,
-  TokenCounter,
-  type Tool
-} from "@noema/core"
+import { type ChatModel, ConversationContext, Message, TokenCounter, type Tool } from "@noema/core"
 import { Cause, Effect, Exit, Schema, Scope } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
+import * as ErrorCode from "./internal/ErrorCode.js"
 import * as HandOff from "./internal/HandOff.js"
 import * as PipelineModule from "./Pipeline.js"
 import { type Pipeline, PipelineError } from "./Pipeline.js"
@@ -46,10 +45,11 @@ import {
   type EventData,
   IllegalTransition,
   InvalidInput,
+  type NotRetryable,
   newRunId,
   RunNotFound,
   type RunView,
-  type StageError
+  retryRefusal
 } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
 import {
@@ -126,8 +126,14 @@ export interface Executor {
   /** Records the approval; refused (`RunFileChanged`) when run.json is not the one the run was created with. */
   readonly approve: (runId: string, by?: string) => Effect.Effect<RunView, ExecuteError>
   readonly reject: (runId: string, reason: string) => Effect.Effect<RunView, AppendError>
-  /** A failed run starts again at its failed stage, with a new attempt. */
-  readonly retry: (runId: string) => Effect.Effect<RunView, AppendError>
+  /**
+   * A failed run starts again at its failed stage, with a new attempt. A failure that is not
+   * retryable (`retryable: false`) is refused with `NotRetryable`, saying why, unless `force`.
+   */
+  readonly retry: (
+    runId: string,
+    options?: { readonly force?: boolean }
+  ) => Effect.Effect<RunView, AppendError | NotRetryable>
   /** Records the cancel, then interrupts the run's workflow execution (see `interrupt`). */
   readonly cancel: (runId: string, reason?: string) => Effect.Effect<RunView, AppendError>
   /**
@@ -184,20 +190,6 @@ const isExecuteError = Schema.is(
   ])
 )
 
-const errorOf = (error: Agent.AgentError | RunFiles.FileError): StageError =>
-  error._tag === "FileError"
-    ? { error_code: "file_error", error_message: error.message, retryable: false }
-    : {
-        error_code:
-          error.reason._tag === "ModelFailed"
-            ? "model_failed"
-            : error.reason._tag === "MaxStepsExceeded"
-              ? "max_steps_exceeded"
-              : "agent_failed",
-        error_message: error.message,
-        retryable: error.reason._tag !== "Failed" || error.isRetryable
-      }
-
 /** The tools a stage has besides the ones its pipeline names. */
 const artifactTools = (
   writer: RunFiles.StageWriter,
@@ -210,6 +202,8 @@ const artifactTools = (
 
 export const make = (options: Options): Executor => {
   const { store, workspace, model } = options
+  /** The tool names a pipeline may use here. */
+  const offered = PipelineModule.toolNames(options.tools ?? [])
   const notify = options.onEvent ?? (() => Effect.void)
   const append = (runId: string, events: ReadonlyArray<EventData>) =>
     Effect.tap(store.append(runId, events), (run) =>
@@ -266,23 +260,19 @@ export const make = (options: Options): Executor => {
           Effect.asVoid
         )
       const work = Effect.gen(function* () {
+        // `create` and `pipelineOf` check the tools, but `execute` may be given any pipeline.
+        yield* PipelineModule.decode(pipeline, "the run's pipeline", { tools: offered })
         const given = yield* HandOff.gather(handOff, started, position, definition.instructions)
         yield* writer.writeInput(given.input)
-        const named = new Map((options.tools ?? []).map((tool) => [tool.name, tool]))
-        const tools = artifactTools(
-          writer,
-          publish,
-          HandOff.reader(workspace, started, position, maxReadCharacters)
+        const named = new Map(
+          (options.tools ?? [])
+            .filter((tool) => !PipelineModule.stageTools.includes(tool.name))
+            .map((tool) => [tool.name, tool])
         )
-        for (const name of definition.tools) {
-          if (PipelineModule.stageTools.includes(name)) continue
-          const tool = named.get(name)
-          if (tool === undefined)
-            return yield* Effect.fail(
-              new RunFiles.FileError({ path: `tool ${name}`, detail: "not available to this executor" })
-            )
-          tools.push(tool)
-        }
+        const tools = [
+          ...artifactTools(writer, publish, HandOff.reader(workspace, started, position, maxReadCharacters)),
+          ...definition.tools.flatMap((name) => named.get(name) ?? [])
+        ]
         const agent = ToolAgent.make({
           name: `stage-${stage.key}`,
           system: definition.instructions,
@@ -310,10 +300,10 @@ export const make = (options: Options): Executor => {
         Effect.matchEffect({
           onSuccess: () => append(run.runId, [{ type: "StageCompleted", position, attempt }]),
           onFailure: (error) => {
-            const stageError = errorOf(error as Agent.AgentError | RunFiles.FileError)
+            const stageError = ErrorCode.fromFailure(error)
             return Effect.gen(function* () {
               yield* Effect.ignore(writer.writeOutput({ error: stageError }))
-              yield* Effect.ignore(writer.writeManifest(manifestFields("failed")))
+              yield* Effect.ignore(writer.writeManifest({ ...manifestFields("failed"), ...stageError }))
               return yield* append(run.runId, [
                 { type: "StageFailed", position, attempt, ...stageError },
                 { type: "RunFailed", ...stageError }
@@ -483,7 +473,9 @@ export const make = (options: Options): Executor => {
     Effect.gen(function* () {
       const file = yield* runFileOf(runId)
       if (file.pipeline_definition !== undefined)
-        return yield* PipelineModule.decode(file.pipeline_definition, `run ${runId}'s run.json`)
+        return yield* PipelineModule.decode(file.pipeline_definition, `run ${runId}'s run.json`, {
+          tools: offered
+        })
       if (file.pipeline === PipelineModule.defaultPipeline.name) return PipelineModule.defaultPipeline
       return yield* Effect.fail(
         new RunFiles.FileError({
@@ -544,9 +536,7 @@ export const make = (options: Options): Executor => {
               type: "StageFailed",
               position: stopped.position,
               attempt: attempt.attempt,
-              error_code: "interrupted",
-              error_message: "the process running this attempt stopped before it finished",
-              retryable: true
+              ...ErrorCode.interrupted
             }
           ])
       }
@@ -560,7 +550,7 @@ export const make = (options: Options): Executor => {
         if (typeof input.request !== "string" || input.request.trim().length === 0)
           return yield* Effect.fail(new InvalidInput({ detail: "input.json needs a non-empty request" }))
         // The one gate every pipeline passes, whichever way it came (a file, the API, a model's plan).
-        const pipeline = yield* PipelineModule.decode(given, "the pipeline")
+        const pipeline = yield* PipelineModule.decode(given, "the pipeline", { tools: offered })
         const stages = PipelineModule.planned(pipeline)
         const file: RunFiles.RunFile = {
           run_id: newRunId(),
@@ -607,7 +597,12 @@ export const make = (options: Options): Executor => {
           decide(runId, position, false)
         )
       ),
-    retry: (runId) => append(runId, [{ type: "RunStarted" }]),
+    retry: (runId, { force = false } = {}) =>
+      Effect.gen(function* () {
+        const refused = force ? undefined : retryRefusal(yield* store.getRun(runId))
+        if (refused !== undefined) return yield* Effect.fail(refused)
+        return yield* append(runId, [{ type: "RunStarted" }])
+      }),
     cancel: (runId, reason = "canceled") =>
       Effect.gen(function* () {
         const before = yield* store.getRun(runId)

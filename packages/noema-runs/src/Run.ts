@@ -9,6 +9,7 @@
  * (`project`), so it can always be rebuilt from the log.
  */
 import { Schema } from "effect"
+import * as ErrorCode from "./internal/ErrorCode.js"
 
 // ---------------------------------------------------------------------------
 // Threads
@@ -136,6 +137,20 @@ export class IllegalTransition extends Schema.TaggedError<IllegalTransition>()("
   }
 }
 
+/** A retry of a run whose failure is not retryable, not forced: nothing is recorded. */
+export class NotRetryable extends Schema.TaggedError<NotRetryable>()("NotRetryable", {
+  runId: Schema.String,
+  errorCode: Schema.String,
+  errorMessage: Schema.String,
+  /** Why a retry would fail again (`ErrorCode.notRetryable`). */
+  why: Schema.String
+}) {
+  override get message() {
+    const said = this.errorMessage.replace(/\s+/g, " ").trim()
+    return `Run ${this.runId} failed with ${this.errorCode} (${said.length > 200 ? `${said.slice(0, 199)}…` : said}), which is not retryable: ${this.why}`
+  }
+}
+
 export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
   detail: Schema.String
 }) {
@@ -252,6 +267,20 @@ export interface RunView {
 export const currentStage = (run: RunView): StageView | undefined =>
   run.stages.find((stage) => stage.status !== "completed")
 
+/**
+ * Why a retry of `run` is refused unless forced: its failure is not retryable. Undefined when
+ * it may be retried (or is not failed, which the timeline refuses on its own).
+ */
+export const retryRefusal = (run: RunView): NotRetryable | undefined =>
+  run.status === "failed" && run.error !== undefined && !run.error.retryable
+    ? new NotRetryable({
+        runId: run.runId,
+        errorCode: run.error.error_code,
+        errorMessage: run.error.error_message,
+        why: ErrorCode.whyNotRetryable(run.error.error_code)
+      })
+    : undefined
+
 const setStage = (run: RunView, position: number, f: (stage: StageView) => StageView): RunView => ({
   ...run,
   stages: run.stages.map((stage) => (stage.position === position ? f(stage) : stage))
@@ -330,11 +359,7 @@ export const apply = (run: RunView | undefined, event: Event): RunView | Illegal
     case "ApprovalRejected": {
       const stage = stageAt(data.position)
       if (stage?.status !== "waiting_approval") return refuse(`stage ${data.position} awaits no approval`)
-      const error: StageError = {
-        error_code: "approval_rejected",
-        error_message: data.reason,
-        retryable: true
-      }
+      const error = ErrorCode.approvalRejected(data.reason)
       return move("failed", (r) => ({
         ...setStage(r, data.position, (s) => ({ ...s, status: "failed" })),
         error,

@@ -33,7 +33,9 @@ import { type ArtifactEntry, type RunView, stageDirectory } from "./Run.js"
 
 export class FileError extends Schema.TaggedError<FileError>()("FileError", {
   path: Schema.String,
-  detail: Schema.String
+  detail: Schema.String,
+  /** The system's error code when the file system refused (`ENOSPC`, `EACCES`): whether it may pass. */
+  systemError: Schema.optionalKey(Schema.String)
 }) {
   override get message() {
     return `${this.path}: ${this.detail}`
@@ -158,8 +160,17 @@ export const writeFileAtomic = (file: string, data: string | Uint8Array): void =
   fsyncDirectory(directory)
 }
 
+/** The system's error code of a thrown error, if it is a system error. */
+const systemErrorOf = (error: unknown): { readonly systemError?: string } => {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code
+  return typeof code === "string" ? { systemError: code } : {}
+}
+
 const attempt = <A>(file: string, f: () => A): Effect.Effect<A, FileError> =>
-  Effect.try({ try: f, catch: (error) => new FileError({ path: file, detail: describe(error) }) })
+  Effect.try({
+    try: f,
+    catch: (error) => new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
+  })
 
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`
 
@@ -285,6 +296,10 @@ export interface Manifest {
   readonly thread_id: string
   readonly run_id: string
   readonly event_id: string
+  /** A failed attempt's: why it failed, as its `StageFailed` says (absent in manifests of an earlier noema). */
+  readonly error_code?: string
+  readonly error_message?: string
+  readonly retryable?: boolean
   readonly artifacts: ReadonlyArray<ArtifactEntry>
 }
 
@@ -585,7 +600,8 @@ export const readPublished = (
         detail:
           (error as NodeJS.ErrnoException).code === undefined
             ? describe(error)
-            : `cannot read it (${(error as NodeJS.ErrnoException).code})`
+            : `cannot read it (${(error as NodeJS.ErrnoException).code})`,
+        ...systemErrorOf(error)
       })
   })
 }

@@ -345,7 +345,8 @@ const act = async (context: Context, runId: string, action: string, body: unknow
     case "reject":
       return run(executor.reject(runId, requiredString(body, "reason", maxReasonLength)))
     case "retry": {
-      const view = await run(executor.retry(runId))
+      // A person's retry from the panel, which shows whether the failure is retryable: forced.
+      const view = await run(executor.retry(runId, { force: true }))
       wake()
       return view
     }

@@ -2,9 +2,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { ModelError } from "@noema/core"
+import { type Tool as CoreTool, ModelError, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Cause, Deferred, Effect, Exit } from "effect"
+import { Cause, Deferred, Effect, Exit, Schema } from "effect"
 import * as Executor from "../src/Executor.js"
 import * as Pipeline from "../src/Pipeline.js"
 import * as PlanPipeline from "../src/PlanPipeline.js"
@@ -131,7 +131,9 @@ describe("Executor", () => {
       })
       const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
       assert.strictEqual(outcome.run.status, "failed")
-      assert.strictEqual(outcome.run.error?.error_code, "model_failed")
+      // A 503 is transient: the run may be retried without forcing.
+      assert.deepInclude(outcome.run.error, { error_code: "model_error", retryable: true })
+      assert.include(outcome.run.error?.error_message, "upstream down")
       assert.strictEqual(outcome.run.stages[0]?.status, "completed")
       const failedManifest = JSON.parse(
         fs.readFileSync(
@@ -139,7 +141,8 @@ describe("Executor", () => {
           "utf8"
         )
       )
-      assert.strictEqual(failedManifest.status, "failed")
+      // The failed attempt's manifest says why, as the timeline does.
+      assert.deepInclude(failedManifest, { status: "failed", ...outcome.run.error })
       model.enqueue("the result")
       yield* executor.retry(run.runId)
       const done = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
@@ -201,9 +204,23 @@ describe("Executor", () => {
       assert.isDefined(closed?.result)
       const rejected = yield* executor.reject(second.runId, "not today")
       assert.strictEqual(rejected.status, "failed")
-      assert.strictEqual(rejected.error?.error_code, "approval_rejected")
+      assert.deepStrictEqual(rejected.error, {
+        error_code: "approval_rejected",
+        error_message: "not today",
+        retryable: false
+      })
       const types = (yield* store.events(second.runId)).map((e) => e.data.type)
       assert.deepStrictEqual(types, ["RunQueued", "RunStarted", "ApprovalRequested", "ApprovalRejected"])
+      // A person said no: a retry is refused, saying why, and records nothing, unless forced.
+      const refused = yield* Effect.flip(executor.retry(second.runId))
+      assert.strictEqual(refused._tag, "NotRetryable")
+      assert.match(
+        refused.message,
+        /^Run \S+ failed with approval_rejected \(not today\), which is not retryable: a person rejected the stage/
+      )
+      assert.strictEqual((yield* store.events(second.runId)).length, types.length)
+      assert.strictEqual((yield* executor.retry(second.runId, { force: true })).status, "running")
+      assert.strictEqual((yield* executor.execute(second.runId, gated))._tag, "WaitingApproval")
     })
   )
 
@@ -239,6 +256,50 @@ describe("Executor", () => {
         ["completed"]
       )
     })
+  )
+
+  it.effect(
+    "a tool the executor does not offer: create refuses before anything is written, resume before anything is recorded",
+    () =>
+      Effect.gen(function* () {
+        const { workspace, executor, thread, store, model } = yield* setup(["It is noon."])
+        const clock = Tool.make({
+          name: "clock",
+          description: "The time.",
+          parameters: Schema.Struct({}),
+          handler: () => Effect.succeed("noon")
+        }) as unknown as CoreTool.Any
+        const timed: Pipeline.Pipeline = {
+          name: "timed",
+          stages: [{ key: "say", instructions: "Say the time.", tools: ["clock"], approval: false }]
+        }
+        const refused = yield* Effect.flip(
+          executor.create({ threadId: thread.id, request: "r", pipeline: timed })
+        )
+        assert.strictEqual(refused._tag, "PipelineError")
+        assert.deepStrictEqual((refused as Pipeline.PipelineError).problems, [
+          'stages[0].tools[0]: unknown tool "clock" in stage "say"; a pipeline may use write_artifact, read_artifact'
+        ])
+        assert.deepStrictEqual(yield* store.listRuns(), [])
+        assert.isFalse(fs.existsSync(path.join(workspace, "runs")))
+
+        const withClock = Executor.make({ store, workspace, model, tools: [clock] })
+        const run = yield* withClock.create({ threadId: thread.id, request: "r", pipeline: timed })
+        // A process without the tool does not carry the run on: refused, nothing recorded.
+        const notHere = yield* Effect.flip(executor.resume(run.runId))
+        assert.strictEqual(notHere._tag, "PipelineError")
+        assert.include(notHere.message, `run ${run.runId}'s run.json`)
+        assert.deepStrictEqual(
+          (yield* store.events(run.runId)).map((event) => event.data.type),
+          ["RunQueued"]
+        )
+        const done = yield* withClock.resume(run.runId)
+        assert.strictEqual(done.run.status, "completed")
+        assert.deepStrictEqual(
+          model.requests[0]?.request.tools?.map((tool) => tool.name),
+          ["write_artifact", "read_artifact", "clock"]
+        )
+      })
   )
 
   it.effect("refusals write nothing: a closed thread, an empty request; cancel ends a run", () =>
@@ -289,14 +350,15 @@ describe("Pipeline", () => {
           "p.json"
         )
       )
+      // Each where it is in the text (JSON is located as YAML's flow style is).
       assert.deepStrictEqual(bad.problems, [
-        "extra: unknown field (expected name, stages)",
-        "name: must be a non-empty string",
-        "stages[0].key: must be lowercase letters, digits, '-' or '_', starting with a letter (at most 48)",
-        "stages[0].instructions: must be a non-empty string",
-        "stages[1].tools: must be an array of tool names",
-        "stages[1].approval: must be true or false",
-        'stages[2].key: "a" is used twice'
+        "p.json:1:12: extra: unknown field (expected name, stages)",
+        "p.json:1:2: name: must be a non-empty string",
+        "p.json:1:33: stages[0].key: must be lowercase letters, digits, '-' or '_', starting with a letter (at most 48)",
+        "p.json:1:45: stages[0].instructions: must be a non-empty string",
+        "p.json:1:111: stages[1].tools: must be an array of tool names",
+        "p.json:1:94: stages[1].approval: must be true or false",
+        'p.json:1:125: stages[2].key: "a" is used twice'
       ])
       assert.include(bad.message, "p.json")
       const notJson = yield* Effect.flip(Pipeline.parse("{", "x.json"))
@@ -317,11 +379,11 @@ describe("Pipeline (YAML)", () => {
         stages: [{ key: "a", instructions: "do it", tools: [], approval: true }]
       })
       const bad = yield* Effect.flip(Pipeline.parse("name: p\nstages: []\n", "p.yml"))
-      assert.deepStrictEqual(bad.problems, ["stages: must be a non-empty array"])
+      assert.deepStrictEqual(bad.problems, ["p.yml:2:1: stages: must be a non-empty array"])
       const broken = yield* Effect.flip(Pipeline.parse("name: [p\n", "p.yaml"))
-      assert.match(broken.problems[0]!, /^not YAML: /)
+      assert.match(broken.problems[0]!, /^p\.yaml:\d+:\d+: not YAML: /)
       const duplicate = yield* Effect.flip(Pipeline.parse("name: p\nname: q\nstages: []\n", "p.yaml"))
-      assert.match(duplicate.problems[0]!, /^not YAML: .*[Mm]ap keys must be unique/)
+      assert.match(duplicate.problems[0]!, /^p\.yaml:2:1: not YAML: .*[Mm]ap keys must be unique/)
     })
   )
 })

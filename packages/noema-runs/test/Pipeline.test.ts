@@ -66,7 +66,7 @@ describe("Pipeline: limits", () => {
         `name: p\nstages:\n${Array.from({ length: 51 }, (_, index) => `  - key: s${index}\n    instructions: Do it.\n`).join("")}`
       )
       const tooMany = await Effect.runPromise(Effect.flip(Pipeline.load(yaml)))
-      expect(tooMany.problems).toEqual(["stages: 51 stages, more than the 50 allowed"])
+      expect(tooMany.problems).toEqual([`${yaml}:2:1: stages: 51 stages, more than the 50 allowed`])
       const huge = path.join(directory, "huge.json")
       fs.writeFileSync(huge, " ".repeat(Pipeline.limits.maxFileBytes + 1))
       const tooBig = await Effect.runPromise(Effect.flip(Pipeline.load(huge)))
@@ -76,5 +76,117 @@ describe("Pipeline: limits", () => {
     } finally {
       fs.rmSync(directory, { recursive: true, force: true })
     }
+  })
+})
+
+/** A pipeline file in a new directory, removed after `use`. */
+const withFile = async <A>(name: string, text: string, use: (file: string) => Promise<A>): Promise<A> => {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-pipeline-"))
+  try {
+    const file = path.join(directory, name)
+    fs.writeFileSync(file, text)
+    return await use(file)
+  } finally {
+    fs.rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+describe("Pipeline: tool names against the tools offered, each problem where it is", () => {
+  const offered = Pipeline.toolNames([
+    { name: "calculator" },
+    { name: "current_time" },
+    { name: "read_file" }
+  ])
+
+  it("the tools a pipeline may use: the stage tools, then the ones offered, once each", () => {
+    expect(offered).toEqual(["write_artifact", "read_artifact", "calculator", "current_time", "read_file"])
+    expect(Pipeline.toolNames([{ name: "write_artifact" }, { name: "x" }])).toEqual([
+      "write_artifact",
+      "read_artifact",
+      "x"
+    ])
+  })
+
+  it("an unknown tool in a YAML file is refused with file:line:column, the tool, the stage and the tools offered", async () => {
+    const text = [
+      "name: review", // 1
+      "stages:", // 2
+      "  - key: draft", // 3
+      "    instructions: Write it.", // 4
+      "    tools: [current_time]", // 5
+      "  - key: publish", // 6
+      "    instructions: Publish it.", // 7
+      "    tools:", // 8
+      "      - read_artifact", // 9
+      "      - clock", // 10
+      ""
+    ].join("\n")
+    await withFile("review.yaml", text, async (file) => {
+      const error = await Effect.runPromise(Effect.flip(Pipeline.load(file, { tools: offered })))
+      expect(error.problems).toEqual([
+        `${file}:10:9: stages[1].tools[1]: unknown tool "clock" in stage "publish"; a pipeline may use write_artifact, read_artifact, calculator, current_time, read_file`
+      ])
+      // Without the tools offered, only the names' form is checked.
+      expect((await Effect.runPromise(Pipeline.load(file))).stages[1]?.tools).toEqual([
+        "read_artifact",
+        "clock"
+      ])
+    })
+  })
+
+  it("every problem of a file is listed, one each, in the order of the checks, with its line", async () => {
+    const text = [
+      "name: report", // 1
+      "colour: blue", // 2
+      "stages:", // 3
+      "  - key: Draft", // 4
+      "    instructions: Write it.", // 5
+      "    tools: [calculater, current-time]", // 6
+      "  - key: final", // 7
+      "    approval: sometimes", // 8
+      ""
+    ].join("\n")
+    await withFile("report.yml", text, async (file) => {
+      const error = await Effect.runPromise(Effect.flip(Pipeline.load(file, { tools: offered })))
+      const tools = "a pipeline may use write_artifact, read_artifact, calculator, current_time, read_file"
+      expect(error.problems).toEqual([
+        `${file}:2:1: colour: unknown field (expected name, stages)`,
+        `${file}:4:5: stages[0].key: must be lowercase letters, digits, '-' or '_', starting with a letter (at most 48)`,
+        `${file}:6:13: stages[0].tools[0]: unknown tool "calculater" (did you mean "calculator"?); ${tools}`,
+        `${file}:6:25: stages[0].tools[1]: unknown tool "current-time" (did you mean "current_time"?); ${tools}`,
+        // A missing field is placed at its stage.
+        `${file}:7:5: stages[1].instructions: must be a non-empty string`,
+        `${file}:8:5: stages[1].approval: must be true or false`
+      ])
+      expect(error.message).toContain(`Invalid pipeline ${file}:\n  ${file}:2:1: colour`)
+    })
+  })
+
+  it("a JSON file's problems are placed too; a name far from every tool gets no guess", async () => {
+    const text = `${JSON.stringify(
+      { name: "p", stages: [{ key: "a", instructions: "Do it.", tools: ["read_artifacts", "weather"] }] },
+      null,
+      2
+    )}\n`
+    await withFile("p.json", text, async (file) => {
+      const error = await Effect.runPromise(Effect.flip(Pipeline.load(file, { tools: offered })))
+      expect(error.problems.map((problem) => problem.split("; ")[0])).toEqual([
+        `${file}:8:9: stages[0].tools[0]: unknown tool "read_artifacts" in stage "a" (did you mean "read_artifact"?)`,
+        `${file}:9:9: stages[0].tools[1]: unknown tool "weather" in stage "a"`
+      ])
+    })
+  })
+
+  it("the same check refuses a value (the API's JSON) without a place", async () => {
+    const error = await Effect.runPromise(
+      Effect.flip(
+        Pipeline.decode({ name: "p", stages: [stage(0, { tools: ["calculator"] })] }, "the pipeline", {
+          tools: Pipeline.stageTools
+        })
+      )
+    )
+    expect(error.problems).toEqual([
+      'stages[0].tools[0]: unknown tool "calculator" in stage "s0"; a pipeline may use write_artifact, read_artifact'
+    ])
   })
 })
