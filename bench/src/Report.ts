@@ -285,6 +285,20 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.stage_overhead_ms", raw: "runs.stage_overhead_raw_ms" }
   },
   {
+    workload: "runs.stage  (4th, given 3 stages' work | 2nd, given 1)",
+    unit: "ms",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.stage_fourth_ms", raw: "runs.stage_second_ms" }
+  },
+  {
+    workload: "runs.stage CPU  (4th, given 3 stages' work | 2nd, given 1)",
+    unit: "ms",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.stage_fourth_cpu_ms", raw: "runs.stage_second_cpu_ms" }
+  },
+  {
     workload: "runs.per_s  (100 runs of 2 stages, SQLite)",
     unit: "runs/s",
     suite: "runs",
@@ -443,6 +457,15 @@ const targets: ReadonlyArray<Target> = [
     description: "resources.find_prefix: big <= 2 x 10k (Postgres)",
     figures: ["resources.find_prefix_big.pg_us", "resources.find_prefix_10k.pg_us"],
     evaluate: ratio(2)
+  },
+  {
+    // Each earlier stage's work adds (4th - 2nd) / 2 of CPU to a stage; the 4th is given three.
+    description: "runs.stage: hand-off <= 1 ms CPU (4th stage)",
+    figures: ["runs.stage_fourth_cpu_ms", "runs.stage_second_cpu_ms"],
+    evaluate: ([fourth = Number.NaN, second = Number.NaN]) => {
+      const handOff = ((fourth - second) / 2) * 3
+      return { shown: `${handOff.toFixed(3)} ms`, pass: handOff <= 1 }
+    }
   },
   {
     description: "cli --version: <= node -e 0 + 150 ms",

@@ -16,7 +16,6 @@ import type { Io } from "./Cli.js"
 import { type Command, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
-import { RetryNotice } from "./internal/RetryNotice.js"
 import * as Runtime from "./internal/runtime.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Tracing from "./internal/tracing.js"
@@ -74,17 +73,12 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
   )
   const text = await question(options, io)
-  const config = CliConfig.resolveModel(options.model, io.env)
-  if (config.kind === "offline" && config.reason === "unconfigured")
-    io.stderr.write(`${CliConfig.offlineNotice}\n`)
-  const maxRetryWait = CliConfig.resolveMaxRetryWait(options.model, io.env)
   const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
-  const notice = new RetryNotice(io.stderr, io.env)
-  const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
+  const { config, model, errors, dispose } = await Runtime.commandModel(options.model, io)
   const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
   const mcp = await Runtime.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
     async (error: unknown) => {
-      notice.dispose()
+      dispose()
       await runtime.dispose()
       throw error
     }
@@ -152,10 +146,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         return cancelledStatus()
       }
       const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
-      io.stderr.write(
-        `noema: ${CliError.describe(error, { baseUrl: config.kind === "openai" ? config.baseUrl : undefined, maxRetryWait })}\n`
-      )
-      if (CliError.debugEnabled(io.env)) io.stderr.write(`${CliError.detail(error)}\n`)
+      CliError.report(error, io, errors)
       return 1
     }
     if (outcome.cancelRequested) {
@@ -183,7 +174,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     }
     return 0
   } finally {
-    notice.dispose()
+    dispose()
     for (const signal of cancelSignals) process.off(signal, onSignal)
     await runtime.dispose()
     await mcp.close()

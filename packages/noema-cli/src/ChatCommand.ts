@@ -749,8 +749,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Runtime.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
   const config = CliConfig.resolveModel(options.model, io.env)
-  if (config.kind === "offline" && config.reason === "unconfigured")
-    io.stderr.write(`${CliConfig.offlineNotice}\n`)
+  Runtime.noticeOffline(config, io.stderr)
   const interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
   const notice = new RetryNotice(io.stderr, io.env)
   const modelOptions: Runtime.ModelOptions = {

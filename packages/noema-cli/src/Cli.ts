@@ -140,11 +140,8 @@ const dispatch = async (command: Command, io: Io): Promise<number> => {
  * Reports an error that reached the top: one line, the cause only with NOEMA_DEBUG. CliError
  * (and the core it prints with) is loaded only then, so `--help` and `--version` stay cheap.
  */
-export const report = async (error: unknown, io: Io, context: CliError.Context = {}): Promise<void> => {
-  const { debugEnabled, describe, detail } = await import("./CliError.js")
-  io.stderr.write(`noema: ${describe(error, context)}\n`)
-  if (debugEnabled(io.env)) io.stderr.write(`${detail(error)}\n`)
-}
+export const report = async (error: unknown, io: Io, context: CliError.Context = {}): Promise<void> =>
+  (await import("./CliError.js")).report(error, io, context)
 
 /** Runs `noema <args>`; resolves to the exit status and never rejects. */
 export const run = async (args: ReadonlyArray<string>, io: Io = processIo()): Promise<number> => {

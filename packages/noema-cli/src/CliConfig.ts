@@ -185,11 +185,14 @@ export const offlineNotice =
   "noema: no model configured, using the built-in offline model (arithmetic, time, files; not an LLM). " +
   "Set OPENAI_API_KEY, or pass --api-key / --base-url (e.g. http://localhost:11434/v1 for Ollama)."
 
+/** The server of a model configured without a base URL: OpenAI itself. */
+export const openAiBaseUrl = "https://api.openai.com/v1"
+
 /** Where the model is, for messages: `gpt-4o-mini at https://api.openai.com/v1` (credentials redacted). */
 export const describeModel = (config: ModelConfig): string =>
   config.kind === "offline"
     ? "offline model (built in, not an LLM)"
-    : `${config.model} at ${Printable.redactUrl(config.baseUrl ?? "https://api.openai.com/v1")}`
+    : `${config.model} at ${Printable.redactUrl(config.baseUrl ?? openAiBaseUrl)}`
 
 // ---------------------------------------------------------------------------
 // Prices

@@ -7,7 +7,9 @@
  * module imports none of them. Every line is fit to print: control and
  * bidirectional characters escaped, and the credentials of any URL in it (the
  * model server's above all) redacted, with core's `Printable`.
- * `NOEMA_DEBUG=1` adds the full cause below the line.
+ * `NOEMA_DEBUG=1` adds the full cause below the line. A model's failure is
+ * told the same way in every command, however deep it was wrapped (a
+ * planner's, an agent's error): `modelFailure` finds it.
  */
 import { inspect } from "node:util"
 import { Printable } from "@noema/core"
@@ -99,6 +101,27 @@ const describeModelError = (error: Tagged, context: Context): string => {
   }
 }
 
+/**
+ * The model's failure that `error` is, or that caused it a few wrappers down (an agent's
+ * `ModelFailed`, a planner's or a routine's error with a `cause`), if any.
+ */
+const modelFailure = (error: unknown): Tagged | undefined => {
+  let value: unknown = error
+  for (let depth = 0; depth < 6 && isTagged(value); depth++) {
+    if (value._tag === "ChatModelError") return value
+    const reason = value.reason
+    if (
+      value._tag === "AgentError" &&
+      isTagged(reason) &&
+      reason._tag === "ModelFailed" &&
+      isTagged(reason.error)
+    )
+      return reason.error
+    value = value.cause
+  }
+  return undefined
+}
+
 /** A turn lost the race to another noema on the same session, in the user's terms. */
 export const conflictMessage =
   "another noema added to this session while this answer was being written; the answer was not saved. " +
@@ -106,17 +129,12 @@ export const conflictMessage =
 
 /** One line (without the `noema: ` prefix) describing `error`. */
 export const describe = (error: unknown, context: Context = {}): string => {
+  const model = modelFailure(error)
+  if (model !== undefined) return flatten(describeModelError(model, context))
   if (isTagged(error)) {
     switch (error._tag) {
-      case "AgentError": {
-        const reason = error.reason
-        if (isTagged(reason) && reason._tag === "ModelFailed" && isTagged(reason.error)) {
-          return flatten(describeModelError(reason.error, context))
-        }
-        return flatten(messageOf(reason))
-      }
-      case "ChatModelError":
-        return flatten(describeModelError(error, context))
+      case "AgentError":
+        return flatten(messageOf(error.reason))
       case "SessionNotFoundError":
         return `${flatten(messageOf(error))} (${context.inChat === true ? "/sessions lists them" : "see noema sessions list"})`
       case "SessionConflictError":
@@ -147,3 +165,16 @@ export const detail = (error: unknown): string =>
   error instanceof Error && error.stack !== undefined
     ? `${error.stack}${isTagged(error) ? `\n${inspect(error, { depth: 6 })}` : ""}`
     : inspect(error, { depth: 6 })
+
+/** Reports a failure that ends a command: its line on `output`, and the full cause with NOEMA_DEBUG. */
+export const report = (
+  error: unknown,
+  io: {
+    readonly stderr: { write(text: string): unknown }
+    readonly env: Readonly<Record<string, string | undefined>>
+  },
+  context: Context = {}
+): void => {
+  io.stderr.write(`noema: ${describe(error, context)}\n`)
+  if (debugEnabled(io.env)) io.stderr.write(`${detail(error)}\n`)
+}

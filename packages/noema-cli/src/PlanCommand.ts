@@ -19,6 +19,7 @@ import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import * as CliError from "./CliError.js"
 import * as Runtime from "./internal/runtime.js"
 import { type PlanCommand, plannerActor } from "./PlanArguments.js"
 import * as PolicyCommand from "./PolicyCommand.js"
@@ -168,7 +169,8 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
     throw new UsageError(
       `noema plan: --assistants ${command.type === "plan" ? command.assistants : ""} holds resources that are not assistants`
     )
-  const modelConfig = command.type === "plan" ? CliConfig.resolveModel(command.model, io.env) : undefined
+  // Retries shown and failures told as `ask` does; `tasks show` runs no model.
+  const planning = command.type === "plan" ? await Runtime.commandModel(command.model, io) : undefined
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
   const embedder = await ResourcesCommand.makeEmbedder(
     {
@@ -177,8 +179,7 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
     },
     io
   )
-  const model =
-    modelConfig === undefined ? undefined : await Runtime.makeModel(modelConfig, { interactive: false })
+  const model = planning?.model
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
 
   const program = Effect.gen(function* () {
@@ -296,20 +297,15 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
         Effect.provide(PolicyCommand.stderrLogger(io))
       )
     )
-  )
+  ).finally(() => planning?.dispose())
   if (Exit.isSuccess(exit)) return exit.value === "incomplete" ? 3 : 0
   if (Cause.hasInterruptsOnly(exit.cause)) {
     io.stderr.write("noema: interrupted; the tasks under way are stored as interrupted\n")
     return 128 + (os.constants.signals[signalled ?? "SIGINT"] ?? 2)
   }
-  const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
-  if (
-    error?._tag === "ResourceNotFoundError" ||
-    error?._tag === "AccessDeniedError" ||
-    error?._tag === "PlannerError"
-  ) {
-    io.stderr.write(`noema: ${Terminal.sanitize(error.message ?? "")}\n`)
-    return 1
-  }
-  throw error
+  const error = Cause.squash(exit.cause)
+  if (error instanceof UsageError) throw error
+  // The model's failure (planning, a task's) is told with its server, as `ask` tells it.
+  CliError.report(error, io, planning?.errors)
+  return 1
 }

@@ -23,6 +23,7 @@ import { isMap, isSeq, parseDocument } from "yaml"
 import type { Io } from "./Cli.js"
 import { readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import * as CliError from "./CliError.js"
 import * as Runtime from "./internal/runtime.js"
 import type { RoutineCommand } from "./RoutineArguments.js"
 import * as Terminal from "./Terminal.js"
@@ -116,8 +117,7 @@ const progressLine = (event: RoutineContext.RoutineEvent): string | undefined =>
 const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io: Io): Promise<number> => {
   const { full, breakdown } = load(options.file, io)
   const chains = WorkBreakdown.select(breakdown, options.goal)
-  const config = CliConfig.resolveModel(options.model, io.env)
-  const model = await Runtime.makeModel(config, { interactive: false })
+  const { model, errors, dispose } = await Runtime.commandModel(options.model, io)
   const runtime = openStore(options, io)
   const sessionSources =
     options.session === undefined
@@ -129,6 +129,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
             return Variables.session(yield* Effect.service(SessionStore.SessionStore), id)
           })
         ).catch(async (error: unknown) => {
+          dispose()
           await runtime.dispose()
           throw error
         })
@@ -172,7 +173,12 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
     }
     await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }))
     return 0
+  } catch (error) {
+    // Told with the model's server, as `ask` tells it (the top level does not know the server).
+    CliError.report(error, io, errors)
+    return 1
   } finally {
+    dispose()
     await runtime.dispose()
   }
 }

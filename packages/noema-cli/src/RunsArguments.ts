@@ -438,6 +438,10 @@ Usage
 
 RUN may be any unique prefix of a run id. A run whose process stopped (killed, crashed)
 is shown interrupted, with what carries it on (noema runs resume RUN, or a worker).
+A run is carried on with the model it was started with (run.json names it), as this process
+configures it (flags, environment); where it is not configured, the run waits and says so.
+--model NAME on approve, retry and resume carries it on with that model instead (on the
+configured server); the new attempts' manifests name it.
 
 Options
 ${modelOptions}
@@ -485,7 +489,9 @@ noema run or the panel, approved or retried runs, and runs whose process died (t
 completed stages are kept, the interrupted one gets a new attempt). With a PostgreSQL
 database (--database postgres://...) workers on several machines share the runs (they must
 share the workspace too, e.g. a network file system); a thread's runs stay one at a time
-across all of them. Ctrl-C stops it; runs under way are taken by the next worker.
+across all of them. A run started on a model this worker is not configured with waits for a
+process that is (the log says which model it needs). Ctrl-C stops it; runs under way are
+taken by the next worker.
 
 Options
 ${workerOptions}

@@ -9,6 +9,10 @@
  * threads are shown as `Shown` sees them (a run no process carries on is
  * interrupted) and printed as JSON in its style; a RUN or THREAD id may be any
  * unique prefix of one (`IdPrefix`).
+ *
+ * A run is carried on with the model it was started with, found among the ones
+ * this process has (`executorModels`: the configured one, the offline one); a
+ * run whose model is not here waits, saying how to go on (`modelWait`).
  */
 import * as os from "node:os"
 import * as path from "node:path"
@@ -30,8 +34,10 @@ import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import * as CliError from "./CliError.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
 import * as Runtime from "./internal/runtime.js"
+import * as OfflineModel from "./OfflineModel.js"
 import type { PipelineTools, RunsCommand } from "./RunsArguments.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
@@ -126,6 +132,9 @@ const progressLine = (style: Terminal.Style, run: Run.RunView, event: Run.EventD
       return `${style.red("✘")} run ${run.runId} failed: ${inline(event.error_code)}${event.retryable ? ` (noema runs retry ${run.runId})` : ""}`
     case "RunCanceled":
       return `run ${run.runId} canceled: ${oneLine(event.reason, 160)}`
+    case "ModelUnavailable":
+      // Said once by whoever could not carry the run on (`modelWait`), not per event.
+      return undefined
   }
 }
 
@@ -134,6 +143,85 @@ const heldLine = (thread: Shown.ShownThread): string | undefined =>
   thread.activeRun?.status === "interrupted"
     ? `held by run ${thread.activeRun.runId}, which was interrupted (no process carries it on): ${RunLease.resumeHint(thread.activeRun.runId)}, or cancel it`
     : undefined
+
+/** `runs resume|retry|approve --model NAME`: the run is carried on with that model, whatever it was started with. */
+const overriding: ReadonlyArray<RunsCommand["type"]> = ["runs-resume", "runs-retry", "runs-approve"]
+
+/**
+ * The models a command that carries runs on has: the configured one (flags, then the
+ * environment; the offline notice, retries shown, failures told as `ask` does) and the
+ * built-in offline one, which a run started on it keeps. A run is carried on with the model
+ * it was started with, unless `--model` on `runs resume|retry|approve` names another.
+ */
+const executorModels = async (command: Extract<RunsCommand, { readonly model: unknown }>, io: Io) => {
+  const override = overriding.includes(command.type) && present(command.model.model) !== undefined
+  const config = CliConfig.resolveModel(command.model, io.env)
+  if (override && config.kind === "offline" && config.reason === "unconfigured")
+    throw new UsageError(
+      `noema ${command.type.replace("-", " ")}: --model ${command.model.model} names no model server: give --base-url (or NOEMA_BASE_URL), or OPENAI_API_KEY for OpenAI`
+    )
+  const configured = await Runtime.commandModel(command.model, io)
+  let failure: ChatModel.ChatModelError | undefined
+  // A stage's failure keeps only its message: the model's own error is told beside it.
+  const model = Runtime.observeFailures(configured.model, (error) => {
+    failure = error
+  })
+  const offline = OfflineModel.make()
+  const options = {
+    modelIdentity: Run.modelIdentity(
+      configured.config.kind === "openai"
+        ? {
+            provider: model.provider,
+            name: configured.config.model,
+            baseUrl: configured.config.baseUrl ?? CliConfig.openAiBaseUrl,
+            api: configured.config.api
+          }
+        : { provider: model.provider, name: model.model }
+    ),
+    otherModels:
+      configured.config.kind === "offline"
+        ? []
+        : [
+            {
+              identity: Run.modelIdentity({ provider: offline.provider, name: offline.model }),
+              model: offline
+            }
+          ],
+    carryOnWith: override ? ("this" as const) : ("recorded" as const)
+  }
+  return {
+    ...configured,
+    model,
+    options,
+    /** The failure of the model's last call that failed in the end, if not told yet. */
+    takeFailure: () => {
+      const taken = failure
+      failure = undefined
+      return taken
+    }
+  }
+}
+
+/** The settings that configure `model` for `noema` (its server with `***` where credentials go). */
+const settingsOf = (model: Run.ModelIdentity): string =>
+  [
+    `NOEMA_MODEL=${model.name}`,
+    ...(model.base_url === undefined ? [] : [`NOEMA_BASE_URL=${model.base_url}`]),
+    ...(model.api === "responses" ? ["NOEMA_OPENAI_API=responses"] : [])
+  ].join(" ")
+
+/**
+ * A run that waits for its model, and how to go on: what `runs resume`, the worker's log and
+ * `runs show` say. `who` is the process that could not carry it on.
+ */
+const modelWait = (
+  runId: string,
+  wait: { readonly model: Run.ModelIdentity; readonly available: Run.ModelIdentity },
+  who: "this process" | "the process that tried"
+): string =>
+  `run ${runId} waits for the model it was started with, ${inline(Run.describeModel(wait.model))}; ${who} has ${inline(Run.describeModel(wait.available))}. ` +
+  `Configure that model where the run is carried on (${inline(settingsOf(wait.model))}), then noema runs resume ${runId} (or a worker carries it on); ` +
+  `or carry it on with another model: noema runs resume ${runId} --model NAME`
 
 const threadLine = (thread: Shown.ShownThread) => {
   const held = heldLine(thread)
@@ -199,6 +287,11 @@ const showRun = (
       ? []
       : [
           `error: ${inline(run.error.error_code)}: ${oneLine(run.error.error_message, 200)} (${run.error.retryable ? "retryable" : "not retryable"})`
+        ]),
+    ...(run.waitingForModel === undefined
+      ? []
+      : [
+          `waiting since ${run.waitingForModel.since}: ${modelWait(run.runId, run.waitingForModel, "the process that tried")}`
         ]),
     `files: ${RunFiles.runDirectory(workspace, run.runId)}`,
     "",
@@ -299,9 +392,8 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     command.type === "run" && command.pipeline !== undefined
       ? await loadPipeline(path.resolve(io.cwd, command.pipeline), Pipeline.toolNames(tools), command.noTools)
       : Pipeline.defaultPipeline
-  let model: ChatModel.Service | undefined
-  if (executing)
-    model = await Runtime.makeModel(CliConfig.resolveModel(command.model, io.env), { interactive: false })
+  const models = "model" in command ? await executorModels(command, io) : undefined
+  const model = models?.model
   const style = Terminal.styleFor(io.stdout, io.env)
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
   const json = command.json
@@ -331,14 +423,21 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     const canceledHere = new Set<string>()
     /** What a planned stage may use besides write_artifact and read_artifact. */
     const toolNames = tools.map((tool) => tool.name)
+    /** Runs whose wait for their model this process told already (a worker tries them again now and then). */
+    const toldWaiting = new Set<string>()
     const executor = Executor.make({
       store,
       workspace,
-      model: model!,
+      // A command that carries no run on (show, cancel, reject...) never calls a model.
+      model: model ?? OfflineModel.make(),
+      ...models?.options,
       tools,
       onEvent: (view, event) =>
         Effect.sync(() => {
           if (event.type === "RunCanceled") canceledHere.add(view.runId)
+          // One run at a time: the model's last failure is this stage's (a worker's runs share the model).
+          const failure = event.type === "StageFailed" && !longRunning ? models?.takeFailure() : undefined
+          if (failure !== undefined) io.stderr.write(`noema: ${CliError.describe(failure, models?.errors)}\n`)
           if (json) io.stdout.write(`${Shown.stringify({ run_id: view.runId, ...event })}\n`)
           else {
             const line = progressLine(style, view, event)
@@ -364,10 +463,10 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
      * Carries the run on holding its lease (taken before `before`, so no worker starts it
      * in between); the exit status its outcome gives.
      */
-    const carryOn = <E>(
+    const carryOn = (
       runId: string,
-      step: Effect.Effect<Executor.Outcome, E>,
-      before: Effect.Effect<unknown, E> = Effect.void
+      step: Effect.Effect<Executor.Outcome, Executor.ExecuteError | Pipeline.PipelineError>,
+      before: Effect.Effect<unknown, Executor.ExecuteError> = Effect.void
     ) =>
       Effect.gen(function* () {
         const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step), {
@@ -381,7 +480,14 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
         if (outcome.run.status === "canceled" && !canceledHere.has(runId) && !json)
           yield* print(`run ${runId} was canceled meanwhile (noema runs show ${runId})\n`)
         return outcome.run.status === "completed" ? 0 : 1
-      })
+      }).pipe(
+        Effect.catchTag("ModelUnavailable", (waiting) =>
+          Effect.as(
+            Effect.sync(() => io.stderr.write(`noema: ${modelWait(runId, waiting, "this process")}\n`)),
+            waitingStatus
+          )
+        )
+      )
 
     switch (command.type) {
       case "threads-create": {
@@ -437,7 +543,10 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
             approval: command.approve
           }).pipe(
             Effect.mapError(
-              (error) => new RunsCommandError(`the model could not plan the stages: ${error.message}`)
+              (error) =>
+                new RunsCommandError(
+                  `the model could not plan the stages: ${CliError.describe(error, models?.errors)}`
+                )
             )
           )
           if (!json)
@@ -545,6 +654,13 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
                       const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
                       // Another worker was quicker: nothing to say.
                       if (error?._tag === "RunBusy") return
+                      if (error instanceof Executor.ModelUnavailable) {
+                        // Said once: the worker tries it again now and then, and nothing changes here.
+                        if (!toldWaiting.has(runId))
+                          io.stderr.write(`noema: ${modelWait(runId, error, "this process")}\n`)
+                        toldWaiting.add(runId)
+                        return
+                      }
                       io.stderr.write(
                         `noema: run ${runId} stopped: ${Terminal.sanitize(error?.message ?? String(error))}\n`
                       )
@@ -613,7 +729,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   const { exit, signalled } = await Runtime.runInterruptible(
     Runtime.provideDatabase(program, database, readsOnly(command)),
     executing ? undefined : []
-  )
+  ).finally(() => models?.dispose())
   if (Exit.isSuccess(exit)) return exit.value
   if (Cause.hasInterruptsOnly(exit.cause) && longRunning) {
     io.stderr.write(

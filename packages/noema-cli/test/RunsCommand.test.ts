@@ -5,6 +5,7 @@ import { type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect } from "effect"
 import { assert, describe, it } from "vitest"
+import { offlineNotice } from "../src/CliConfig.js"
 import { schemaNameOf } from "./support/chat.js"
 import { runCli, useServerAndHome } from "./support/cli.js"
 
@@ -53,6 +54,7 @@ describe("noema threads, run and runs (offline model)", () => {
       "attempt",
       "event_id",
       "finished_at",
+      "model",
       "run_id",
       "stage_key",
       "stage_position",
@@ -342,7 +344,10 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
       ),
       [["completed"], ["interrupted", "completed"]]
     )
-    assert.equal((await runCli(["runs", "resume"], { env })).stderr, "noema: no run to resume\n")
+    assert.equal(
+      (await runCli(["runs", "resume"], { env })).stderr,
+      `${offlineNotice}\nnoema: no run to resume\n`
+    )
   })
 
   it("killed at random moments, again and again: each resume carries on, nothing completed runs twice", async () => {
@@ -458,7 +463,7 @@ describe("noema runs: what runs is what was created, and what is shown cannot st
     const refusal = `noema: runs/${runId}/run.json was changed after the run was created`
     const approved = await runCli(["runs", "approve", runId], { env })
     assert.equal(approved.code, 1)
-    assert.isTrue(approved.stderr.startsWith(refusal), approved.stderr)
+    assert.isTrue(approved.stderr.startsWith(`${offlineNotice}\n${refusal}`), approved.stderr)
     assert.notInclude(approved.stderr, frame.home)
     const resumed = await runCli(["runs", "resume", runId], { env })
     assert.equal(resumed.code, 1)

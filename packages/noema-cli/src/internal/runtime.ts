@@ -9,8 +9,9 @@ import { PlanAgent, ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, Tool } from "@noema/core"
 import { type Session, SessionStore, SqlStore } from "@noema/session"
 import { Database, DatabaseError } from "@noema/sql"
-import { Cause, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Schema } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, Layer, ManagedRuntime, Schema, Stream } from "effect"
 import type { SqlClient } from "effect/sql"
+import type { Io } from "../Cli.js"
 import { UsageError } from "../CliArguments.js"
 import {
   type ContextBudget,
@@ -18,11 +19,17 @@ import {
   type DatabaseConfig,
   defaultContextBudget,
   defaultMaxRetryWait,
-  type ModelConfig
+  type ModelConfig,
+  type ModelFlags,
+  offlineNotice,
+  resolveMaxRetryWait,
+  resolveModel
 } from "../CliConfig.js"
+import type * as CliError from "../CliError.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
 import * as IdPrefix from "./IdPrefix.js"
+import { RetryNotice } from "./RetryNotice.js"
 
 export const defaultSystemPrompt =
   "You are noema, a helpful assistant in a terminal chat. Answer concisely; plain text reads best in a terminal. " +
@@ -66,6 +73,59 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
     maxTotalDelay: Duration.seconds(options.maxRetryWait ?? defaultMaxRetryWait),
     ...(options.onRetry !== undefined && { onRetry: options.onRetry })
   })
+}
+
+/** Says so on stderr when nothing is configured and the offline model is used: every command that runs a model. */
+export const noticeOffline = (config: ModelConfig, stderr: { write(text: string): unknown }): void => {
+  if (config.kind === "offline" && config.reason === "unconfigured") stderr.write(`${offlineNotice}\n`)
+}
+
+/**
+ * The model of a command that runs it outside a chat (`ask`, `run`, `runs`, `worker`,
+ * `serve`, `plan`, `routine`), as the user configured it: the offline notice said when
+ * nothing is, each retry shown on stderr as it comes (`RetryNotice`), and the context its
+ * failures are told in (`CliError.describe`: the server, the cap on retry waits).
+ */
+export interface CommandModel {
+  readonly config: ModelConfig
+  readonly model: ChatModel.Service
+  readonly errors: CliError.Context
+  /** Stops a retry countdown still shown (at the end of the command). */
+  readonly dispose: () => void
+}
+
+export const commandModel = async (
+  flags: ModelFlags,
+  io: Pick<Io, "stderr" | "env">
+): Promise<CommandModel> => {
+  const config = resolveModel(flags, io.env)
+  const maxRetryWait = resolveMaxRetryWait(flags, io.env)
+  noticeOffline(config, io.stderr)
+  const notice = new RetryNotice(io.stderr, io.env)
+  const model = await makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
+  return {
+    config,
+    model,
+    errors: { baseUrl: config.kind === "openai" ? config.baseUrl : undefined, maxRetryWait },
+    dispose: () => notice.dispose()
+  }
+}
+
+/**
+ * `model`, telling `onFailure` of every call that fails in the end (after its retries): for
+ * a command whose model is called deep inside another system (a run's stages), which keeps
+ * only the failure's message, to tell the failure itself as `ask` does.
+ */
+export const observeFailures = (
+  model: ChatModel.Service,
+  onFailure: (error: ChatModel.ChatModelError) => void
+): ChatModel.Service => {
+  const tell = (error: ChatModel.ChatModelError) => Effect.sync(() => onFailure(error))
+  return {
+    ...model,
+    complete: (request) => Effect.tapError(model.complete(request), tell),
+    stream: (request) => Stream.tapError(model.stream(request), tell)
+  }
 }
 
 /** What a turn's compaction needs (`Session.TurnOptions["compaction"]`); a budget of 0 means never automatically. */
