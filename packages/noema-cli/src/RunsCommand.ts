@@ -465,8 +465,11 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
      */
     const carryOn = (
       runId: string,
-      step: Effect.Effect<Executor.Outcome, Executor.ExecuteError | Pipeline.PipelineError>,
-      before: Effect.Effect<unknown, Executor.ExecuteError> = Effect.void
+      step: Effect.Effect<
+        Executor.Outcome,
+        Executor.ExecuteError | Pipeline.PipelineError | Run.NotRetryable
+      >,
+      before: Effect.Effect<unknown, Executor.ExecuteError | Run.NotRetryable> = Effect.void
     ) =>
       Effect.gen(function* () {
         const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step), {
@@ -629,7 +632,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
           const notice = `noema: ${Terminal.sanitize(overridden.message)}; retrying it anyway (--force)\n`
           yield* Effect.sync(() => (json ? io.stderr : io.stdout).write(notice))
         }
-        return yield* carryOn<Executor.ExecuteError | Pipeline.PipelineError | Run.NotRetryable>(
+        return yield* carryOn(
           command.run,
           executor.resume(command.run),
           executor.retry(command.run, { force: command.force })

@@ -12,6 +12,7 @@ import { type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect } from "effect"
 import { assert, describe, it } from "vitest"
+import { offlineNotice } from "../src/CliConfig.js"
 import { runCli, useServerAndHome } from "./support/cli.js"
 
 const frame = useServerAndHome()
@@ -100,7 +101,7 @@ describe("a run whose process died", () => {
     assert.equal(refused.code, 1)
     assert.equal(
       refused.stderr,
-      `noema: Thread ${thread} is held by run ${runId}, which was interrupted (no process carries it on): carry it on with noema runs resume ${runId} (or a worker: noema worker, noema serve), or cancel it\n`
+      `${offlineNotice}\nnoema: Thread ${thread} is held by run ${runId}, which was interrupted (no process carries it on): carry it on with noema runs resume ${runId} (or a worker: noema worker, noema serve), or cancel it\n`
     )
     // Queued behind it (enqueue), a run says the same.
     assert.equal((await runCli(["threads", "set-queue", thread, "enqueue"], { env })).code, 0)

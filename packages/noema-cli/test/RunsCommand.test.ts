@@ -183,7 +183,10 @@ describe("noema threads, run and runs (offline model)", () => {
     const refused = await runCli(["runs", "retry", rejectedId], { env })
     assert.equal(refused.code, 1)
     assert.equal(refused.stdout, "")
-    assert.equal(refused.stderr, `${why}; noema runs retry ${rejectedId} --force retries it anyway\n`)
+    assert.equal(
+      refused.stderr,
+      `${offlineNotice}\n${why}; noema runs retry ${rejectedId} --force retries it anyway\n`
+    )
     const events = (await runCli(["runs", "show", rejectedId, "--json"], { env })).stdout
     assert.equal(JSON.parse(events).events.length, shown.events.length)
     // Forced, it says so and asks for approval again.

@@ -103,8 +103,9 @@ describe("a run remembers the model that ran it", () => {
       new RegExp(`\\nwaiting since \\S+: run ${runId} waits for the model it was started with, model-a at `)
     )
     const view = JSON.parse((await runCli(["runs", "show", runId, "--json"], { env })).stdout)
-    assert.equal(view.status, "running")
-    assert.equal(view.waitingForModel.model.name, "model-a")
+    // No process carries it on: shown interrupted (its stored status stays running), waiting for its model.
+    assert.equal(view.status, "interrupted")
+    assert.equal(view.waiting_for_model.model.name, "model-a")
     const types = (view.events as Array<{ data: { type: string } }>).map((event) => event.data.type)
     // The interrupted attempt is recorded; no stage started after it; each process's wait is
     // one event (the same wait again adds none).

@@ -57,7 +57,6 @@ import {
   RunNotFound,
   type RunView,
   retryRefusal,
-  type StageError,
   sameModel
 } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
