@@ -19,15 +19,16 @@ import { type Settings, toParams } from "./internal/request.js"
 import { EventTranslator, fromMessage } from "./internal/response.js"
 
 export interface ModelOptions {
-  /** The model to ask, e.g. `"claude-sonnet-4-5"`. */
+  /** The model to ask, e.g. `"claude-sonnet-5-5"`. */
   readonly model: string
   /** `max_tokens` for requests that set no `maxTokens` (Anthropic requires a limit). Default 4096. */
   readonly maxTokens?: number
   /**
-   * Extended thinking with this budget of tokens (below `maxTokens`). Its
-   * reasoning comes back as reasoning parts signed by Anthropic.
+   * Extended thinking: with a budget of tokens (below `maxTokens`), or
+   * `"adaptive"` (the model decides how much to think; what newer models
+   * prefer). Its reasoning comes back as reasoning parts signed by Anthropic.
    */
-  readonly thinking?: { readonly budgetTokens: number }
+  readonly thinking?: { readonly budgetTokens: number } | "adaptive"
   /**
    * Marks the system prompt and the tool definitions as cache breakpoints
    * (`cache_control`), so a conversation's fixed prefix is read from Anthropic's

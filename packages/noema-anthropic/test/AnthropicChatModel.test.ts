@@ -468,6 +468,10 @@ describe("AnthropicChatModel extended thinking", () => {
         tools: [weather]
       })
       assert.deepStrictEqual(bodyOf(0).thinking, { type: "enabled", budget_tokens: 2048 })
+      server.enqueue({ type: "text", text: "ok" })
+      const adaptive = yield* makeModel({ thinking: "adaptive" })
+      yield* adaptive.complete(request)
+      assert.deepStrictEqual(bodyOf(2).thinking, { type: "adaptive" })
       const sent = (bodyOf(1).messages as ReadonlyArray<{ role: string; content: unknown }>)[1]
       assert.deepStrictEqual(sent, {
         role: "assistant",

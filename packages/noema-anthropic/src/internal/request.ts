@@ -28,7 +28,7 @@ export interface Settings {
   readonly provider: string
   /** `max_tokens` when the request sets none (Anthropic requires one). */
   readonly maxTokens: number
-  readonly thinking: { readonly budgetTokens: number } | undefined
+  readonly thinking: { readonly budgetTokens: number } | "adaptive" | undefined
   readonly promptCaching: boolean
 }
 
@@ -256,7 +256,10 @@ export const toParams = (settings: Settings, request: ChatModel.ChatRequest): Tr
     ...(request.topP !== undefined && { top_p: request.topP }),
     ...(request.stop !== undefined && request.stop.length > 0 && { stop_sequences: [...request.stop] }),
     ...(settings.thinking !== undefined && {
-      thinking: { type: "enabled", budget_tokens: settings.thinking.budgetTokens }
+      thinking:
+        settings.thinking === "adaptive"
+          ? { type: "adaptive" }
+          : { type: "enabled", budget_tokens: settings.thinking.budgetTokens }
     })
   }
   if (own === undefined) return { params, outputTool: output?.name }
