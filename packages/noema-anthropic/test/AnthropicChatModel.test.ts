@@ -410,6 +410,23 @@ describe("AnthropicChatModel requests", () => {
     })
   )
 
+  it.live("a matched stop sequence is kept in the response's provider metadata", () =>
+    Effect.gen(function* () {
+      const stopped = Recorded.text.map((line) =>
+        line.includes('"stop_reason":"end_turn"')
+          ? line.replace(
+              '"stop_reason":"end_turn","stop_sequence":null',
+              '"stop_reason":"stop_sequence","stop_sequence":"END"'
+            )
+          : line
+      )
+      const response = yield* ChatModel.collect(Stream.fromArray(yield* replay(stopped)))
+      assert.strictEqual(response.finishReason, "stop")
+      assert.strictEqual(response.rawFinishReason, "stop_sequence")
+      assert.deepStrictEqual(response.providerMetadata, { anthropic: { stopSequence: "END" } })
+    })
+  )
+
   it.live("stop reasons map to core's, the raw one kept", () =>
     Effect.gen(function* () {
       const model = yield* makeModel()
