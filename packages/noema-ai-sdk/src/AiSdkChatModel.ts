@@ -13,7 +13,7 @@
  */
 import type { LanguageModelV3, LanguageModelV4 } from "@ai-sdk/provider"
 import { ChatModel, ProviderStream, type Retry } from "@noema/core"
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Effect, Layer, Stream } from "effect"
 import { requestIdFrom, requestIdOf, toReason } from "./internal/errors.js"
 import { generateChunks, PartTranslator, StreamErrorPart } from "./internal/parts.js"
 import { toCallOptions, toV3CallOptions } from "./internal/prompt.js"
@@ -39,31 +39,6 @@ const streamOf = (model: LanguageModel, request: ChatModel.ChatRequest, signal: 
     ? model.doStream(toV3CallOptions(toCallOptions(request, signal)))
     : model.doStream(toCallOptions(request, signal))
 
-/** The chunks a `doGenerate` content amounts to, folded the way core folds a stream. */
-const fold = (chunks: ReadonlyArray<ChatModel.StreamChunk>): ChatModel.ChatResponse => {
-  const accumulator = new ChatModel.ResponseAccumulator()
-  const pending: Array<{ id: string | undefined; name: string | undefined; arguments: string }> = []
-  for (const chunk of chunks) {
-    // `doGenerate` gives whole calls, one delta each: complete them before the finish, as core's normaliser does.
-    if (chunk.type === "tool-call-delta") {
-      pending[chunk.index] = { id: chunk.id, name: chunk.name, arguments: chunk.argumentsDelta }
-      continue
-    }
-    if (chunk.type === "finish") {
-      for (const call of pending) {
-        if (call !== undefined) {
-          accumulator.add({
-            type: "tool-call",
-            toolCall: { id: call.id ?? "", name: call.name ?? "", arguments: call.arguments }
-          })
-        }
-      }
-    }
-    accumulator.add(chunk)
-  }
-  return accumulator.build()
-}
-
 /** The bridge: a ChatModel over `model`. */
 export const make = (model: LanguageModel, options: Options = {}): ChatModel.Service => {
   const provider = options.provider ?? model.provider
@@ -81,25 +56,31 @@ export const make = (model: LanguageModel, options: Options = {}): ChatModel.Ser
       )
     })
 
+  /** `doGenerate`'s content as the chunks a stream of it would be, folded as core folds a stream. */
   const complete: ChatModel.Service["complete"] = (request) =>
-    Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
-      const controller = new AbortController()
-      const failed = (cause: unknown) => resume(fail(cause, "request"))
-      try {
-        Promise.resolve(generate(model, request, controller.signal)).then((result) => {
-          const requestId = requestIdFrom(result.response?.headers)
-          try {
-            resume(Effect.succeed(fold(generateChunks(result))))
-          } catch (cause) {
-            resume(fail(cause, "request", requestId))
-          }
-        }, failed)
-      } catch (cause) {
-        failed(cause)
-      }
-      // Runs only when the effect is interrupted while the call is in flight.
-      return Effect.sync(() => controller.abort())
-    })
+    Effect.flatMap(
+      Effect.callback<ReadonlyArray<ChatModel.StreamChunk>, ChatModel.ChatModelError>((resume) => {
+        const controller = new AbortController()
+        const failed = (cause: unknown) => resume(fail(cause, "request"))
+        try {
+          Promise.resolve(generate(model, request, controller.signal)).then((result) => {
+            // A result of the wrong shape (a provider outside the spec) must fail, not hang the call.
+            let chunks: ReadonlyArray<ChatModel.StreamChunk>
+            try {
+              chunks = generateChunks(result)
+            } catch (cause) {
+              return failed(cause)
+            }
+            resume(Effect.succeed(chunks))
+          }, failed)
+        } catch (cause) {
+          failed(cause)
+        }
+        // Runs only when the effect is interrupted while the call is in flight.
+        return Effect.sync(() => controller.abort())
+      }),
+      (chunks) => ChatModel.collect(Stream.fromArray(chunks))
+    )
 
   const stream: ChatModel.Service["stream"] = (request) =>
     ProviderStream.make(() => {
