@@ -75,18 +75,18 @@ export const fromClient = (client: AnthropicClient.Client, options: ModelOptions
   const complete: ChatModel.Service["complete"] = (request) =>
     Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
       const controller = new AbortController()
-      let requestId: string | undefined
-      const failed = (cause: unknown) => resume(fail(cause, "request", requestId))
+      const failed = (cause: unknown) => resume(fail(cause, "request"))
       try {
         const { params, outputTool } = toParams(settings, request)
-        sdk.messages
-          .create(params, { signal: controller.signal })
-          .withResponse()
-          .then((answer) => {
-            requestId = answer.request_id ?? undefined
-            resume(Effect.succeed(fromMessage(answer.data, outputTool)))
-          })
-          .catch(failed)
+        sdk.messages.create(params, { signal: controller.signal }).then((body) => {
+          let response: ChatModel.ChatResponse
+          try {
+            response = fromMessage(body, outputTool)
+          } catch (cause) {
+            return resume(fail(cause, "request", bodyRequestId(body)))
+          }
+          resume(Effect.succeed(response))
+        }, failed)
       } catch (cause) {
         failed(cause)
       }
@@ -121,6 +121,13 @@ export const fromClient = (client: AnthropicClient.Client, options: ModelOptions
     retry: client.retry,
     ...(options.capabilities !== undefined && { capabilities: options.capabilities })
   })
+}
+
+/** The request id the SDK attaches to a parsed body (not enumerable, so never part of the data). */
+const bodyRequestId = (body: unknown): string | undefined => {
+  if (typeof body !== "object" || body === null) return undefined
+  const id = (body as { readonly _request_id?: unknown })._request_id
+  return typeof id === "string" && id.length > 0 ? id : undefined
 }
 
 /** A chat model from options, reading what they leave out from the environment (see `AnthropicClient.make`). */

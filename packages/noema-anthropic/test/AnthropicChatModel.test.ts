@@ -646,7 +646,9 @@ describe("AnthropicChatModel errors", () => {
     Effect.gen(function* () {
       server.enqueue({ type: "raw", body: '{"type":"message","content":"not a list"}' })
       const model = yield* makeModel()
-      expectReason(yield* Effect.flip(model.complete(request)), "InvalidOutput")
+      const malformed = yield* Effect.flip(model.complete(request))
+      expectReason(malformed, "InvalidOutput")
+      assert.strictEqual(malformed.requestId, "req_test0", "the id of the response that was malformed")
       const unreachable = yield* makeModel({ baseURL: "http://127.0.0.1:9" })
       const error = yield* Effect.flip(unreachable.complete(request))
       expectReason(error, "Network")
