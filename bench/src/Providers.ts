@@ -34,40 +34,19 @@ export const run = async (noema: Availability, options: LatencyOptions): Promise
   }
 }
 
-/** Microseconds from now (before the request is sent) to the first text delta of `deltas`, read to the end. */
-const firstDelta = async (deltas: AsyncIterable<string | undefined>, what: string): Promise<number> => {
+/**
+ * Microseconds from the start of `read` (before the request is sent) to its first call of
+ * `mark` (the first text delta); `read` consumes the whole answer, so the connection goes
+ * back to the pool. Each contender reads its own stream in a plain loop, as `Http.ts` does.
+ */
+const firstDelta = async (what: string, read: (mark: () => void) => Promise<void>): Promise<number> => {
   const start = now()
   let first: number | undefined
-  for await (const delta of deltas) {
-    if (first === undefined && delta !== undefined && delta !== "") first = now()
-  }
+  await read(() => {
+    if (first === undefined) first = now()
+  })
   check(first !== undefined, `${what} had a text delta`)
   return ((first as number) - start) * 1000
-}
-
-async function* rawDeltas(raw: Anthropic): AsyncIterable<string | undefined> {
-  const stream = await raw.messages.create({
-    model: modelName,
-    max_tokens: 1024,
-    messages: [{ role: "user", content: question }],
-    stream: true
-  })
-  for await (const event of stream) {
-    yield event.type === "content_block_delta" && event.delta.type === "text_delta"
-      ? event.delta.text
-      : undefined
-  }
-}
-
-async function* agentDeltas(model: ChatModel.Service): AsyncIterable<string | undefined> {
-  const { SimpleAgent } = await import("@noema/agents")
-  for await (const event of Agent.runStream(
-    SimpleAgent.make(),
-    ConversationContext.of(Message.user(question)),
-    model
-  )) {
-    yield event.type === "text-delta" ? event.delta : undefined
-  }
 }
 
 const measure = async (
@@ -87,7 +66,24 @@ const measure = async (
       max_tokens: 1024,
       messages: [{ role: "user", content: question }]
     })
-  const rawFirstToken = () => firstDelta(rawDeltas(raw), "raw Anthropic stream")
+  const rawFirstToken = () =>
+    firstDelta("raw Anthropic stream", async (mark) => {
+      const stream = await raw.messages.create({
+        model: modelName,
+        max_tokens: 1024,
+        messages: [{ role: "user", content: question }],
+        stream: true
+      })
+      for await (const event of stream) {
+        if (
+          event.type === "content_block_delta" &&
+          event.delta.type === "text_delta" &&
+          event.delta.text !== ""
+        ) {
+          mark()
+        }
+      }
+    })
   const rawAnswer = await rawTurn()
   check(rawAnswer.content[0]?.type === "text" && rawAnswer.content[0].text === answer, "raw Anthropic answer")
 
@@ -97,12 +93,11 @@ const measure = async (
     prompt: [{ role: "user" as const, content: [{ type: "text" as const, text: question }] }]
   })
   const directTurn = async () => aiModel.doGenerate(callOptions())
-  // The generator sends the request when first read, inside `firstDelta`'s timing, as the others do.
-  async function* directDeltas(): AsyncIterable<string | undefined> {
-    const { stream } = await aiModel.doStream(callOptions())
-    for await (const part of stream) yield part.type === "text-delta" ? part.delta : undefined
-  }
-  const directFirstToken = () => firstDelta(directDeltas(), "@ai-sdk/anthropic stream")
+  const directFirstToken = () =>
+    firstDelta("@ai-sdk/anthropic stream", async (mark) => {
+      const { stream } = await aiModel.doStream(callOptions())
+      for await (const part of stream) if (part.type === "text-delta" && part.delta !== "") mark()
+    })
   const direct = await directTurn()
   check(direct.content[0]?.type === "text" && direct.content[0].text === answer, "@ai-sdk/anthropic answer")
 
@@ -115,7 +110,12 @@ const measure = async (
   const noemaContenders = async (prefix: "anthropic" | "bridge", model: ChatModel.Service) => {
     if (agent === undefined) return
     const turn = () => Agent.run(agent, context, model)
-    const firstToken = () => firstDelta(agentDeltas(model), `noema ${prefix} stream`)
+    const firstToken = () =>
+      firstDelta(`noema ${prefix} stream`, async (mark) => {
+        for await (const event of Agent.runStream(agent, context, model)) {
+          if (event.type === "text-delta" && event.delta !== "") mark()
+        }
+      })
     const messages = (await turn()) as ReadonlyArray<Message.Message>
     check(
       messages.length === 1 && Message.text(messages[0] as Message.Message) === answer,

@@ -13,7 +13,7 @@
  */
 import type { LanguageModelV3, LanguageModelV4 } from "@ai-sdk/provider"
 import { ChatModel, ProviderStream, type Retry } from "@noema/core"
-import { Clock, Effect, Layer, Stream } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import { requestIdFrom, requestIdOf, toReason } from "./internal/errors.js"
 import { generateChunks, PartTranslator, StreamErrorPart } from "./internal/parts.js"
 import { toCallOptions, toV3CallOptions } from "./internal/prompt.js"
@@ -56,31 +56,30 @@ export const make = (model: LanguageModel, options: Options = {}): ChatModel.Ser
       )
     })
 
-  /** `doGenerate`'s content as the chunks a stream of it would be, folded as core folds a stream. */
+  /** `doGenerate`'s content as chunks, folded as core folds a stream (`ChatModel.make` makes the call ids unique). */
   const complete: ChatModel.Service["complete"] = (request) =>
-    Effect.flatMap(
-      Effect.callback<ReadonlyArray<ChatModel.StreamChunk>, ChatModel.ChatModelError>((resume) => {
-        const controller = new AbortController()
-        const failed = (cause: unknown) => resume(fail(cause, "request"))
-        try {
-          Promise.resolve(generate(model, request, controller.signal)).then((result) => {
-            // A result of the wrong shape (a provider outside the spec) must fail, not hang the call.
-            let chunks: ReadonlyArray<ChatModel.StreamChunk>
-            try {
-              chunks = generateChunks(result)
-            } catch (cause) {
-              return failed(cause)
-            }
-            resume(Effect.succeed(chunks))
-          }, failed)
-        } catch (cause) {
-          failed(cause)
-        }
-        // Runs only when the effect is interrupted while the call is in flight.
-        return Effect.sync(() => controller.abort())
-      }),
-      (chunks) => ChatModel.collect(Stream.fromArray(chunks))
-    )
+    Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
+      const controller = new AbortController()
+      const failed = (cause: unknown) => resume(fail(cause, "request"))
+      try {
+        Promise.resolve(generate(model, request, controller.signal)).then((result) => {
+          // A result of the wrong shape (a provider outside the spec) must fail, not hang the call.
+          let response: ChatModel.ChatResponse
+          try {
+            const accumulator = new ChatModel.ResponseAccumulator()
+            for (const chunk of generateChunks(result)) accumulator.add(chunk)
+            response = accumulator.build()
+          } catch (cause) {
+            return failed(cause)
+          }
+          resume(Effect.succeed(response))
+        }, failed)
+      } catch (cause) {
+        failed(cause)
+      }
+      // Runs only when the effect is interrupted while the call is in flight.
+      return Effect.sync(() => controller.abort())
+    })
 
   const stream: ChatModel.Service["stream"] = (request) =>
     ProviderStream.make(() => {

@@ -185,7 +185,10 @@ export class PartTranslator {
   }
 }
 
-/** The content of a `doGenerate` result, as the chunks a stream of it would have been. */
+/**
+ * The content of a `doGenerate` result as chunks (whole tool calls as `tool-call` chunks, before
+ * the finish), ready to fold with a `ResponseAccumulator`: nothing in them needs reassembling.
+ */
 export const generateChunks = (result: GenerateResult): Array<ChatModel.StreamChunk> => {
   const out: Array<ChatModel.StreamChunk> = []
   const response = result.response
@@ -196,7 +199,6 @@ export const generateChunks = (result: GenerateResult): Array<ChatModel.StreamCh
       ...(response.modelId !== undefined && { model: response.modelId })
     })
   }
-  let calls = 0
   for (const content of result.content) {
     switch (content.type) {
       case "text":
@@ -213,11 +215,8 @@ export const generateChunks = (result: GenerateResult): Array<ChatModel.StreamCh
       case "tool-call":
         if (content.providerExecuted !== true) {
           out.push({
-            type: "tool-call-delta",
-            index: calls++,
-            id: content.toolCallId,
-            name: content.toolName,
-            argumentsDelta: content.input
+            type: "tool-call",
+            toolCall: { id: content.toolCallId, name: content.toolName, arguments: content.input }
           })
         }
         break
