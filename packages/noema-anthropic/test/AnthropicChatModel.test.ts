@@ -579,6 +579,15 @@ describe("AnthropicChatModel structured output", () => {
       assert.deepStrictEqual(completed.toolCalls, [])
       assert.strictEqual(completed.finishReason, "stop")
       assert.strictEqual(completed.rawFinishReason, "tool_use")
+      // With thinking on, Anthropic refuses a forced tool: the output tool is offered instead.
+      server.enqueue({ type: "tool-calls", calls: [{ name: "city", arguments: answer }] })
+      const thinking = yield* makeModel({ thinking: { budgetTokens: 1024 }, maxTokens: 4096 })
+      const thought = yield* thinking.complete({
+        messages: [Message.user("Biggest city?")],
+        responseFormat: { type: "json-schema", name: "city", schema: { type: "object" } }
+      })
+      assert.strictEqual(thought.text, answer)
+      assert.deepStrictEqual(bodyOf(2).tool_choice, { type: "auto" })
     })
   )
 })

@@ -8,7 +8,8 @@
  * `redacted_thinking`) blocks before its text and tool calls, unchanged, and
  * reasoning from any other provider is left out (Anthropic refuses unsigned
  * thinking). Structured output (`responseFormat`) is one tool the model is
- * forced to call, whose input is the answer. Prompt caching, when asked for,
+ * forced to call (offered, not forced, with thinking on, which Anthropic
+ * requires), whose input is the answer. Prompt caching, when asked for,
  * marks the system prompt and the tool definitions as cache breakpoints.
  * `providerOptions[provider]` is merged into the body last.
  */
@@ -244,7 +245,10 @@ export const toParams = (settings: Settings, request: ChatModel.ChatRequest): Tr
   const toolChoice =
     output === undefined
       ? toToolChoice(request.toolChoice, request.parallelToolCalls)
-      : ({ type: "tool", name: output.name } as const)
+      : settings.thinking === undefined
+        ? ({ type: "tool", name: output.name } as const)
+        : // Anthropic refuses a forced tool with thinking on: the output tool is offered, not forced.
+          ({ type: "auto" } as const)
   const params: Params = {
     model: settings.model,
     max_tokens: request.maxTokens ?? settings.maxTokens,
