@@ -114,7 +114,20 @@ export class PartTranslator {
   }
 
   translate(raw: unknown): ReadonlyArray<ChatModel.StreamChunk> {
-    const part = raw as Part
+    const chunks = this.chunksOf(raw as Part)
+    const held = this.held
+    if (held === undefined || chunks.length === 0) return chunks
+    this.held = undefined
+    return [held, ...chunks]
+  }
+
+  /**
+   * The response's id and model, held back until the next part that has chunks of its own:
+   * sent alone, they would cost the first token a trip through every stream layer.
+   */
+  private held: ChatModel.StreamChunk | undefined
+
+  private chunksOf(part: Part): ReadonlyArray<ChatModel.StreamChunk> {
     switch (part.type) {
       case "text-delta":
         return part.delta.length > 0 ? [{ type: "text-delta", delta: part.delta }] : []
@@ -151,15 +164,14 @@ export class PartTranslator {
       case "tool-call":
         return part.providerExecuted === true ? [] : this.toolCall(part.toolCallId, part.toolName, part.input)
       case "response-metadata":
-        return part.id === undefined && part.modelId === undefined
-          ? []
-          : [
-              {
-                type: "response-metadata",
-                ...(part.id !== undefined && { id: part.id }),
-                ...(part.modelId !== undefined && { model: part.modelId })
-              }
-            ]
+        if (part.id !== undefined || part.modelId !== undefined) {
+          this.held = {
+            type: "response-metadata",
+            ...(part.id !== undefined && { id: part.id }),
+            ...(part.modelId !== undefined && { model: part.modelId })
+          }
+        }
+        return []
       case "finish":
         this.finished = true
         return finishChunks(part.finishReason, part.usage, toMetadata(part.providerMetadata))

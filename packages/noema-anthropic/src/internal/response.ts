@@ -201,12 +201,28 @@ export class EventTranslator {
 
   /** Throws `MalformedResponse` for an event of the wrong shape. */
   translate(raw: unknown): Array<ChatModel.StreamChunk> {
+    const chunks = this.chunksOf(raw)
+    const held = this.held
+    if (held === undefined || chunks.length === 0) return chunks
+    this.held = undefined
+    held.push(...chunks)
+    return held
+  }
+
+  /**
+   * The response's id and model, held back until the next event that has chunks of its own:
+   * sent alone, they would cost the first token a trip through every stream layer.
+   */
+  private held: Array<ChatModel.StreamChunk> | undefined
+
+  private chunksOf(raw: unknown): Array<ChatModel.StreamChunk> {
     if (!isObject(raw) || typeof raw.type !== "string") {
       throw new MalformedResponse("an event without a type")
     }
     switch (raw.type) {
       case "message_start":
-        return this.start(objectAt(raw, "message", "message_start"))
+        this.held = this.start(objectAt(raw, "message", "message_start"))
+        return []
       case "content_block_start":
         return this.blockStart(this.indexOf(raw), objectAt(raw, "content_block", "content_block_start"))
       case "content_block_delta":
