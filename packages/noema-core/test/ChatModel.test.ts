@@ -377,6 +377,8 @@ describe("ChatModel reasoning parts", () => {
         { type: "reasoning-delta", delta: "thought." },
         { type: "reasoning-end", providerMetadata: signed },
         { type: "reasoning-end", providerMetadata: redacted },
+        // A part with neither text nor metadata says nothing: it is not kept.
+        { type: "reasoning-end" },
         { type: "reasoning-delta", delta: "Unsigned tail." },
         { type: "text-delta", delta: "Answer" },
         { type: "finish", finishReason: "stop" }

@@ -225,10 +225,12 @@ export class ResponseAccumulator {
         break
       case "reasoning-end": {
         const all = this.reasoning ?? ""
+        const text = all.slice(this.reasoningPartStart)
         this.reasoningParts ??= []
-        this.reasoningParts.push(
-          Messages.reasoningPart(all.slice(this.reasoningPartStart), chunk.providerMetadata)
-        )
+        // An empty part is kept only for what the provider attached to it (redacted thinking).
+        if (text.length > 0 || chunk.providerMetadata !== undefined) {
+          this.reasoningParts.push(Messages.reasoningPart(text, chunk.providerMetadata))
+        }
         this.reasoningPartStart = all.length
         break
       }
