@@ -282,7 +282,8 @@ export class ResponseAccumulator {
     const parts = this.reasoningParts
     if (parts === undefined) return undefined
     const rest = (this.reasoning ?? "").slice(this.reasoningPartStart)
-    return rest.length === 0 ? parts.slice() : [...parts, Messages.reasoningPart(rest)]
+    if (rest.length > 0) return [...parts, Messages.reasoningPart(rest)]
+    return parts.length === 0 ? undefined : parts.slice()
   }
   /** The assistant message the chunks so far amount to (`toMessage(build())`). */
   message(): AssistantMessage {
