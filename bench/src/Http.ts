@@ -25,15 +25,22 @@ const question = "What is the weather in Paris?"
 const modelName = "gpt-4o-mini"
 const apiKey = "bench-no-key"
 
-interface Server {
+export interface Server {
   readonly url: string
   reset(): Promise<void>
   close(): Promise<void>
 }
 
-const startServer = (): Promise<Server> =>
+/**
+ * A wire-format server in its own process (`ServerProcess.ts` speaks OpenAI's,
+ * `AnthropicServerProcess.ts` Anthropic's), answering every request with `text`.
+ */
+export const startServer = (
+  script: URL = new URL("./ServerProcess.ts", import.meta.url),
+  text: string = answer
+): Promise<Server> =>
   new Promise((resolve, reject) => {
-    const child: ChildProcess = fork(new URL("./ServerProcess.ts", import.meta.url), [answer], {
+    const child: ChildProcess = fork(script, [text], {
       stdio: ["ignore", "inherit", "inherit", "ipc"]
     })
     const timer = setTimeout(() => {

@@ -75,6 +75,34 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "http.concurrent50.noema_per_s", raw: "http.concurrent50.raw_per_s" }
   },
   {
+    workload: "anthropic.turn  (one message)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "anthropic.turn.noema_us", raw: "anthropic.turn.raw_us" }
+  },
+  {
+    workload: "anthropic.ttft  (first text delta)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "anthropic.ttft.noema_us", raw: "anthropic.ttft.raw_us" }
+  },
+  {
+    workload: "bridge.turn  (@ai-sdk/anthropic model)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "bridge.turn.noema_us", aisdk: "bridge.turn.aisdk_us" }
+  },
+  {
+    workload: "bridge.ttft  (first text delta)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "bridge.ttft.noema_us", aisdk: "bridge.ttft.aisdk_us" }
+  },
+  {
     workload: "store.commit  (1 turn, 4 msgs)",
     unit: "us",
     suite: "store",
@@ -353,6 +381,8 @@ const columns: ReadonlyArray<{ readonly key: Column; readonly title: string }> =
 const packageOf = (figure: string): string | undefined => {
   if (figure.startsWith("inproc.")) return "@noema/agents"
   if (figure.startsWith("http.") && figure.includes(".noema_")) return "@noema/openai"
+  if (figure.startsWith("anthropic.") && figure.includes(".noema_")) return "@noema/anthropic"
+  if (figure.startsWith("bridge.") && figure.includes(".noema_")) return "@noema/ai-sdk"
   if (figure.startsWith("store.")) return "@noema/session"
   if (figure.startsWith("runtime.") && !figure.includes("_raw_")) return "@noema/runtime"
   if (
@@ -425,6 +455,26 @@ const targets: ReadonlyArray<Target> = [
       shown: `${ours - raw >= 0 ? "+" : ""}${(ours - raw).toFixed(1)} us`,
       pass: ours - raw <= 1000
     })
+  },
+  {
+    description: "anthropic.turn: noema <= 1.05 x raw SDK",
+    figures: ["anthropic.turn.noema_us", "anthropic.turn.raw_us"],
+    evaluate: ratio(1.05)
+  },
+  {
+    description: "anthropic.ttft: noema <= 1.05 x raw SDK",
+    figures: ["anthropic.ttft.noema_us", "anthropic.ttft.raw_us"],
+    evaluate: ratio(1.05)
+  },
+  {
+    description: "bridge.turn: noema <= 1.1 x the model alone",
+    figures: ["bridge.turn.noema_us", "bridge.turn.aisdk_us"],
+    evaluate: ratio(1.1)
+  },
+  {
+    description: "bridge.ttft: noema <= 1.1 x the model alone",
+    figures: ["bridge.ttft.noema_us", "bridge.ttft.aisdk_us"],
+    evaluate: ratio(1.1)
   },
   {
     description: "store.commit: >= 5,000 commits/s",

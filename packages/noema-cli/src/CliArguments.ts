@@ -113,6 +113,7 @@ const turnOptions = {
   "max-retry-wait": { type: "string" },
   "context-budget": { type: "string" },
   api: { type: "string" },
+  provider: { type: "string" },
   session: { type: "string", short: "s" },
   system: { type: "string" },
   "no-tools": { type: "boolean" },
@@ -172,13 +173,15 @@ const modelFlags = (values: {
   readonly "max-retry-wait"?: string | boolean | undefined
   readonly "context-budget"?: string | boolean | undefined
   readonly api?: string | boolean | undefined
+  readonly provider?: string | boolean | undefined
 }): ModelFlags => ({
   model: typeof values.model === "string" ? values.model : undefined,
   baseUrl: typeof values["base-url"] === "string" ? values["base-url"] : undefined,
   apiKey: typeof values["api-key"] === "string" ? values["api-key"] : undefined,
   maxRetryWait: typeof values["max-retry-wait"] === "string" ? values["max-retry-wait"] : undefined,
   contextBudget: typeof values["context-budget"] === "string" ? values["context-budget"] : undefined,
-  api: typeof values.api === "string" ? values.api : undefined
+  api: typeof values.api === "string" ? values.api : undefined,
+  provider: typeof values.provider === "string" ? values.provider : undefined
 })
 
 const noPositionals = (command: string, positionals: ReadonlyArray<string>): void => {

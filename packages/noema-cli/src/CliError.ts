@@ -67,7 +67,7 @@ const describeModelError = (error: Tagged, context: Context): string => {
   const server = Printable.redactUrl(context.baseUrl ?? "https://api.openai.com/v1")
   switch (reason._tag) {
     case "Authentication":
-      return `${provider} rejected the credentials (${detail}); check --api-key or OPENAI_API_KEY`
+      return `${provider} rejected the credentials (${detail}); check --api-key or ${provider === "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY"}`
     case "Network":
       // The adapter's message says which: no connection at all, no answer in time, or an answer cut short.
       if (/^connection failed/.test(detail))

@@ -37,6 +37,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
 import * as Runtime from "./internal/runtime.js"
+import * as ModelProvider from "./ModelProvider.js"
 import * as OfflineModel from "./OfflineModel.js"
 import type { PipelineTools, RunsCommand } from "./RunsArguments.js"
 import * as Terminal from "./Terminal.js"
@@ -173,8 +174,10 @@ const executorModels = async (command: Extract<RunsCommand, { readonly model: un
         ? {
             provider: model.provider,
             name: configured.config.model,
-            baseUrl: configured.config.baseUrl ?? CliConfig.openAiBaseUrl,
-            api: configured.config.api
+            baseUrl:
+              configured.config.baseUrl ?? ModelProvider.settings[configured.config.provider].defaultBaseUrl,
+            // The API flavour is OpenAI's choice; Anthropic speaks one (Messages).
+            api: configured.config.provider === "openai" ? configured.config.api : "messages"
           }
         : { provider: model.provider, name: model.model }
     ),
@@ -205,6 +208,7 @@ const executorModels = async (command: Extract<RunsCommand, { readonly model: un
 /** The settings that configure `model` for `noema` (its server with `***` where credentials go). */
 const settingsOf = (model: Run.ModelIdentity): string =>
   [
+    ...(model.provider === "anthropic" ? ["NOEMA_PROVIDER=anthropic"] : []),
     `NOEMA_MODEL=${model.name}`,
     ...(model.base_url === undefined ? [] : [`NOEMA_BASE_URL=${model.base_url}`]),
     ...(model.api === "responses" ? ["NOEMA_OPENAI_API=responses"] : [])

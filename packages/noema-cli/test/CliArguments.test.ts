@@ -4,7 +4,18 @@ import { parseCommand, UsageError } from "../src/CliArguments.js"
 describe("CliArguments", () => {
   it("parses chat options, flags over nothing", () => {
     assert.deepStrictEqual(
-      parseCommand(["chat", "-m", "gpt-4.1", "--base-url", "http://x/v1", "--no-tools", "-s", "abc"]),
+      parseCommand([
+        "chat",
+        "-m",
+        "gpt-4.1",
+        "--base-url",
+        "http://x/v1",
+        "--no-tools",
+        "-s",
+        "abc",
+        "--provider",
+        "anthropic"
+      ]),
       {
         type: "chat",
         model: {
@@ -13,7 +24,8 @@ describe("CliArguments", () => {
           apiKey: undefined,
           maxRetryWait: undefined,
           contextBudget: undefined,
-          api: undefined
+          api: undefined,
+          provider: "anthropic"
         },
         tools: false,
         mcp: undefined,

@@ -6,7 +6,11 @@
 const modelOptions = `Model
   -m, --model NAME      model name (env NOEMA_MODEL; default gpt-4o-mini; "offline" = built-in model)
       --base-url URL    OpenAI-compatible server (env NOEMA_BASE_URL), e.g. http://localhost:11434/v1
-      --api-key KEY     API key (env OPENAI_API_KEY); not needed for local servers
+      --api-key KEY     API key (env OPENAI_API_KEY, or ANTHROPIC_API_KEY for anthropic); not needed
+                        for local servers
+      --provider openai|anthropic
+                        the API the server speaks (env NOEMA_PROVIDER; default openai, which covers
+                        every OpenAI-compatible server); anthropic: Claude (default claude-sonnet-5-5)
       --api chat|responses
                         Chat Completions (default; what compatible servers speak) or OpenAI's
                         Responses API (env NOEMA_OPENAI_API)

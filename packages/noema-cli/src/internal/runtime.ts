@@ -26,6 +26,7 @@ import {
   resolveModel
 } from "../CliConfig.js"
 import type * as CliError from "../CliError.js"
+import * as ModelProvider from "../ModelProvider.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
 import * as IdPrefix from "./IdPrefix.js"
@@ -53,10 +54,22 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
     // A short pause between words shows the stream in a terminal; scripts get the answer at once.
     return OfflineModel.make(options.interactive ? { wordDelay: "12 millis" } : {})
   }
+  const model =
+    config.provider === "anthropic" ? await ModelProvider.makeAnthropic(config) : await makeOpenAi(config)
+  return Retry.chatModel(model, {
+    maxAttempts: 3,
+    maxTotalDelay: Duration.seconds(options.maxRetryWait ?? defaultMaxRetryWait),
+    ...(options.onRetry !== undefined && { onRetry: options.onRetry })
+  })
+}
+
+const makeOpenAi = async (
+  config: Extract<ModelConfig, { readonly kind: "openai" }>
+): Promise<ChatModel.Service> => {
   // The SDK is the heaviest import of all; only a real model pays for it.
   const { OpenAiChatModel } = await import("@noema/openai")
   const { Redacted } = await import("effect")
-  const model = await Effect.runPromise(
+  return Effect.runPromise(
     OpenAiChatModel.make({
       model: config.model,
       api: config.api,
@@ -64,15 +77,10 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
       ...(config.apiKey !== undefined && { apiKey: Redacted.make(config.apiKey) }),
       // Waiting for the first byte; a local model may need a while to load.
       timeout: "120 seconds",
-      // Retried here instead, with the waits shown and capped.
+      // Retried by `makeModel` instead, with the waits shown and capped.
       maxAttempts: 1
     })
   )
-  return Retry.chatModel(model, {
-    maxAttempts: 3,
-    maxTotalDelay: Duration.seconds(options.maxRetryWait ?? defaultMaxRetryWait),
-    ...(options.onRetry !== undefined && { onRetry: options.onRetry })
-  })
 }
 
 /** Says so on stderr when nothing is configured and the offline model is used: every command that runs a model. */
