@@ -75,7 +75,7 @@ class Exchange {
           return resume(
             this.options.translator.isFinished
               ? Cause.done()
-              : this.options.fail(new Incomplete("the stream ended before the answer was finished"), "stream")
+              : this.options.fail(new Incomplete("the stream ended before a finish reason"), "stream")
           )
         }
         let chunks: ReadonlyArray<StreamChunk>
