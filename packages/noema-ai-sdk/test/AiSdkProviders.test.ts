@@ -214,10 +214,9 @@ describe("the bridge over @ai-sdk/google", () => {
         assert.strictEqual(response.finishReason, "stop")
         assert.strictEqual(response.rawFinishReason, "STOP")
         assert.ok((response.usage?.reasoningTokens ?? 0) > 0)
-        assert.match(
-          google.requests.at(-1)?.path ?? "",
-          /models\/gemini-test:streamGenerateContent\?alt=sse$/
-        )
+        const sent = google.requests.at(-1)
+        assert.match(sent?.path ?? "", /models\/gemini-test:streamGenerateContent$/)
+        assert.strictEqual(sent?.query, "alt=sse")
       })
   )
 

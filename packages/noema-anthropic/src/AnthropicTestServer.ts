@@ -9,12 +9,13 @@
  * errors, recorded event streams replayed as given, dropped or hanging
  * connections); each request takes the next one. Every request is recorded
  * with its headers and parsed body, and whether the client hung up early, so
- * interruption can be asserted on the server side. Plain Promises, so code
- * that does not use Effect can use it; `scoped` wraps it as an Effect resource.
+ * interruption can be asserted on the server side. The recording, queueing
+ * and socket handling are core's `ScriptedHttpServer`; this module is the wire
+ * format. Plain Promises, so code that does not use Effect can use it;
+ * `scoped` wraps it as an Effect resource.
  */
-import { Buffer } from "node:buffer"
-import * as http from "node:http"
-import { Effect, type Scope } from "effect"
+import { ScriptedHttpServer } from "@noema/core/testing"
+import type { Effect, Scope } from "effect"
 import {
   dropEvents,
   errorJson,
@@ -24,12 +25,7 @@ import {
   messageJson
 } from "./internal/testServerWire.js"
 
-export interface StartOptions {
-  /** Interface to listen on; defaults to `127.0.0.1` so nothing is exposed beyond the machine. */
-  readonly host?: string
-  /** Defaults to 0: the OS picks a free port. */
-  readonly port?: number
-}
+export type StartOptions = ScriptedHttpServer.StartOptions
 
 export interface Usage {
   /** Input tokens read neither from nor into the cache (Anthropic's `input_tokens`). */
@@ -148,442 +144,90 @@ export type ScriptedReply =
   | HangReply
 
 /** A scripted reply, or a function choosing one from the request. */
-export type Reply = ScriptedReply | ((request: RecordedRequest) => Reply)
+export type Reply = ScriptedHttpServer.Reply<ScriptedReply>
 
-export interface RecordedRequest {
-  /** Position in `requests`, counted from the last `reset()`. */
-  readonly index: number
-  readonly method: string
-  /** Path without the query string, e.g. `/v1/messages`. */
-  readonly path: string
-  /** Lower-cased names. */
-  readonly headers: Readonly<Record<string, string>>
-  /** Parsed JSON, the raw string if it was not JSON, or undefined when the body was empty. */
-  readonly body: unknown
-  /** `body.stream === true`. */
-  readonly stream: boolean
-  /** Live: becomes true when the client closes the connection before the response is complete. */
-  readonly clientClosedEarly: boolean
-}
+export type RecordedRequest = ScriptedHttpServer.RecordedRequest
 
-export interface TestServer {
-  /** The base URL, e.g. `http://127.0.0.1:41234` (the SDK adds `/v1/messages`). */
-  readonly url: string
-  readonly port: number
-  /** FIFO: each request takes the next reply. */
-  enqueue(...replies: ReadonlyArray<Reply>): void
-  /** Used when the queue is empty. Default: a 500 saying "no scripted reply for request #N". */
-  setFallback(reply: Reply | undefined): void
-  /** Every request, in arrival order (the array is replaced by `reset()`). */
-  readonly requests: ReadonlyArray<RecordedRequest>
-  /** Resolves once at least `count` requests were recorded; rejects after `timeoutMs` (default 5000). */
-  waitForRequests(count: number, timeoutMs?: number): Promise<void>
-  /**
-   * Resolves once request `requestIndex` was closed by the client before its response
-   * was complete; rejects if it completes normally, on timeout (default 5000 ms) or on `close()`.
-   */
-  waitForClose(requestIndex: number, timeoutMs?: number): Promise<void>
-  /** Clears the queue, the fallback, the recorded requests and the generated ids (request ids count from 0 again). */
-  reset(): void
-  /** Stops listening and destroys every open socket, including hanging requests. */
-  close(): Promise<void>
-}
+/** `url` is the base URL, e.g. `http://127.0.0.1:41234` (the SDK adds `/v1/messages`). */
+export type TestServer = ScriptedHttpServer.Server<ScriptedReply>
 
-type Outcome = "pending" | "completed" | "client-closed" | "server-closed"
+type Exchange = ScriptedHttpServer.Exchange<ScriptedReply>
 
-class Recorded implements RecordedRequest {
-  #outcome: Outcome = "pending"
-  constructor(
-    readonly index: number,
-    readonly method: string,
-    readonly path: string,
-    readonly headers: Readonly<Record<string, string>>,
-    readonly body: unknown,
-    readonly stream: boolean
-  ) {}
-  get clientClosedEarly(): boolean {
-    return this.#outcome === "client-closed"
-  }
-  get outcome(): Outcome {
-    return this.#outcome
-  }
-  settle(outcome: Outcome): boolean {
-    if (this.#outcome !== "pending") return false
-    this.#outcome = outcome
-    return true
-  }
-}
-
-interface Waiter {
-  readonly resolve: () => void
-  readonly reject: (error: Error) => void
-  readonly timer: ReturnType<typeof setTimeout>
-  /** A request count, or the index of the request whose close is awaited. */
-  readonly target: number
-}
-
-interface Exchange {
-  readonly record: Recorded
-  readonly res: http.ServerResponse
-  readonly rawBodyLength: number
-  /** Server-wide counter behind `request-id` and the message id. */
-  readonly serial: number
-}
-
-const defaultWaitMs = 5000
-
-/** Resolves after `ms`, or as soon as the response closes so aborted requests hold no timers. */
-const pause = (ms: number, res: http.ServerResponse): Promise<void> =>
-  new Promise((resolve) => {
-    if (res.destroyed) return resolve()
-    const done = () => {
-      clearTimeout(timer)
-      res.off("close", done)
-      resolve()
-    }
-    const timer = setTimeout(done, ms)
-    res.once("close", done)
-  })
-
-const lowerCaseKeys = (headers: Readonly<Record<string, string>> | undefined): Record<string, string> => {
-  const out: Record<string, string> = {}
-  if (headers !== undefined)
-    for (const [key, value] of Object.entries(headers)) out[key.toLowerCase()] = value
-  return out
-}
-
-const flattenHeaders = (headers: http.IncomingHttpHeaders): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [key, value] of Object.entries(headers)) {
-    if (value !== undefined) out[key] = typeof value === "string" ? value : value.join(", ")
-  }
-  return out
-}
-
-const parseBody = (raw: string): unknown => {
-  if (raw.length === 0) return undefined
-  try {
-    return JSON.parse(raw)
-  } catch {
-    return raw
-  }
-}
+const name = "AnthropicTestServer"
 
 const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-class Server implements TestServer {
-  readonly url: string
-  readonly port: number
-  #recorded: Array<Recorded> = []
-  #queue: Array<Reply> = []
-  #fallback: Reply | undefined = undefined
-  #countWaiters: Array<Waiter> = []
-  #closeWaiters: Array<Waiter> = []
-  #sockets = new Set<NonNullable<http.IncomingMessage["socket"]>>()
-  #served = 0
-  #toolCallIds = 0
-  #closing: Promise<void> | undefined = undefined
-  readonly #http: http.Server
-
-  constructor(server: http.Server, host: string, port: number) {
-    this.#http = server
-    this.port = port
-    this.url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
-    server.on("connection", (socket) => {
-      this.#sockets.add(socket)
-      socket.once("close", () => this.#sockets.delete(socket))
-    })
-    server.on("request", (req, res) => this.#receive(req, res))
-  }
-
-  get requests(): ReadonlyArray<RecordedRequest> {
-    return this.#recorded
-  }
-
-  enqueue(...replies: ReadonlyArray<Reply>): void {
-    this.#queue.push(...replies)
-  }
-
-  setFallback(reply: Reply | undefined): void {
-    this.#fallback = reply
-  }
-
-  reset(): void {
-    this.#queue = []
-    this.#fallback = undefined
-    this.#recorded = []
-    this.#toolCallIds = 0
-    this.#served = 0
-  }
-
-  waitForRequests(count: number, timeoutMs: number = defaultWaitMs): Promise<void> {
-    if (this.#recorded.length >= count) return Promise.resolve()
-    return new Promise((resolve, reject) => {
-      const waiter: Waiter = {
-        target: count,
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          this.#countWaiters = this.#countWaiters.filter((other) => other !== waiter)
-          reject(
-            new Error(
-              `AnthropicTestServer: timed out after ${timeoutMs} ms waiting for ${count} request(s), got ${this.#recorded.length}`
-            )
-          )
-        }, timeoutMs)
-      }
-      this.#countWaiters.push(waiter)
-    })
-  }
-
-  waitForClose(requestIndex: number, timeoutMs: number = defaultWaitMs): Promise<void> {
-    const record = this.#recorded[requestIndex]
-    if (record !== undefined && record.outcome !== "pending") {
-      return record.outcome === "client-closed"
-        ? Promise.resolve()
-        : Promise.reject(notClosedByClient(requestIndex, record.outcome))
+/** Anthropic's wire: one per server, as the generated tool-call ids count over the server's life. */
+const makeWire = (): ScriptedHttpServer.Wire<ScriptedReply> => {
+  let toolCallIds = 0
+  const toolCallId = (call: ToolCall): string => call.id ?? `toolu_test${toolCallIds++}`
+  return {
+    name,
+    basePath: "",
+    requestIdHeader: "request-id",
+    scriptFailure: (message) => ({ type: "error", status: 500, message }),
+    reset: () => {
+      toolCallIds = 0
+    },
+    answer: (exchange) => {
+      const { method, path } = exchange.request
+      if (method === "POST" && path === "/v1/messages") return respond(exchange, exchange.next(), toolCallId)
+      exchange.sendJson(404, errorJson(404, `Not found (${method} ${path})`))
     }
-    return new Promise((resolve, reject) => {
-      const waiter: Waiter = {
-        target: requestIndex,
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          this.#closeWaiters = this.#closeWaiters.filter((other) => other !== waiter)
-          reject(
-            new Error(
-              `AnthropicTestServer: timed out after ${timeoutMs} ms waiting for the client to close request #${requestIndex}`
-            )
-          )
-        }, timeoutMs)
-      }
-      this.#closeWaiters.push(waiter)
-    })
-  }
-
-  close(): Promise<void> {
-    if (this.#closing !== undefined) return this.#closing
-    this.#closing = new Promise((resolve) => this.#http.close(() => resolve()))
-    const closed = new Error("AnthropicTestServer: server closed")
-    for (const waiter of [...this.#countWaiters, ...this.#closeWaiters]) {
-      clearTimeout(waiter.timer)
-      waiter.reject(closed)
-    }
-    this.#countWaiters = []
-    this.#closeWaiters = []
-    for (const socket of this.#sockets) socket.destroy()
-    return this.#closing
-  }
-
-  #receive(req: http.IncomingMessage, res: http.ServerResponse): void {
-    let raw = ""
-    req.setEncoding("utf8")
-    req.on("data", (chunk: string) => {
-      raw += chunk
-    })
-    req.on("end", () => this.#dispatch(req, res, raw))
-  }
-
-  #dispatch(req: http.IncomingMessage, res: http.ServerResponse, raw: string): void {
-    const url = req.url ?? "/"
-    const query = url.indexOf("?")
-    const path = query === -1 ? url : url.slice(0, query)
-    const method = req.method ?? "GET"
-    const body = parseBody(raw)
-    const record = new Recorded(
-      this.#recorded.length,
-      method,
-      path,
-      flattenHeaders(req.headers),
-      body,
-      isRecord(body) && body.stream === true
-    )
-    this.#recorded.push(record)
-    const exchange: Exchange = { record, res, rawBodyLength: raw.length, serial: this.#served++ }
-    res.once("finish", () => this.#settle(record, "completed"))
-    res.once("close", () =>
-      this.#settle(record, this.#closing === undefined ? "client-closed" : "server-closed")
-    )
-    this.#notifyCount()
-    if (method === "POST" && path === "/v1/messages") void this.#respond(exchange, this.#next(record))
-    else sendJson(exchange, 404, errorJson(404, `Not found (${method} ${path})`))
-  }
-
-  #settle(record: Recorded, outcome: Outcome): void {
-    if (!record.settle(outcome)) return
-    // A request from before reset() must not satisfy a waiter for the new request with its index.
-    if (this.#recorded[record.index] !== record) return
-    this.#closeWaiters = this.#closeWaiters.filter((waiter) => {
-      if (waiter.target !== record.index) return true
-      clearTimeout(waiter.timer)
-      if (outcome === "client-closed") waiter.resolve()
-      else waiter.reject(notClosedByClient(record.index, outcome))
-      return false
-    })
-  }
-
-  #notifyCount(): void {
-    const count = this.#recorded.length
-    this.#countWaiters = this.#countWaiters.filter((waiter) => {
-      if (count < waiter.target) return true
-      clearTimeout(waiter.timer)
-      waiter.resolve()
-      return false
-    })
-  }
-
-  #next(record: Recorded): ScriptedReply {
-    let reply: Reply | undefined = this.#queue.shift() ?? this.#fallback
-    if (reply === undefined)
-      return { type: "error", status: 500, message: `no scripted reply for request #${record.index}` }
-    try {
-      while (typeof reply === "function") reply = reply(record)
-    } catch (cause) {
-      return { type: "error", status: 500, message: `scripted reply function threw: ${String(cause)}` }
-    }
-    return reply
-  }
-
-  async #respond(exchange: Exchange, reply: ScriptedReply): Promise<void> {
-    const { res, record } = exchange
-    if (reply.delayMs !== undefined && reply.delayMs > 0) {
-      await pause(reply.delayMs, res)
-      if (res.destroyed) return
-    }
-    switch (reply.type) {
-      case "hang":
-        return
-      case "error":
-        return sendJson(
-          exchange,
-          reply.status,
-          errorJson(reply.status, reply.message, reply.errorType),
-          reply.headers
-        )
-      case "raw":
-        res.writeHead(reply.status ?? 200, {
-          "content-type": "application/json",
-          "request-id": requestId(exchange),
-          ...lowerCaseKeys(reply.headers)
-        })
-        res.end(reply.body)
-        return
-      case "events":
-        if (!record.stream) {
-          return sendJson(
-            exchange,
-            500,
-            errorJson(500, "AnthropicTestServer: an events reply answers only streamed requests")
-          )
-        }
-        return this.#stream(exchange, reply.events.map(frame), 0, reply.chunkDelayMs ?? 0, false)
-      case "drop":
-        if (!record.stream) return this.#destroy(exchange)
-        return this.#stream(exchange, dropEvents(reply, this.#meta(exchange)), 0, 0, true)
-      default: {
-        const meta = this.#meta(exchange)
-        const ids =
-          reply.type === "tool-calls"
-            ? reply.calls.map((call) => call.id ?? `toolu_test${this.#toolCallIds++}`)
-            : []
-        if (!record.stream) return sendJson(exchange, 200, messageJson(reply, meta, ids))
-        const events = messageEvents(reply, meta, ids)
-        return this.#stream(exchange, events, reply.firstChunkDelayMs ?? 0, reply.chunkDelayMs ?? 0, false)
-      }
-    }
-  }
-
-  #meta(exchange: Exchange): MessageMeta {
-    const body = exchange.record.body
-    return {
-      id: `msg_test${exchange.serial}`,
-      model: isRecord(body) && typeof body.model === "string" ? body.model : "claude-test",
-      inputTokens: Math.max(1, Math.ceil(exchange.rawBodyLength / 4))
-    }
-  }
-
-  #destroy(exchange: Exchange): void {
-    this.#settle(exchange.record, "server-closed")
-    exchange.res.destroy()
-  }
-
-  async #stream(
-    exchange: Exchange,
-    events: ReadonlyArray<string>,
-    firstDelayMs: number,
-    chunkDelayMs: number,
-    thenDrop: boolean
-  ): Promise<void> {
-    const { res } = exchange
-    res.writeHead(200, {
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-      "request-id": requestId(exchange)
-    })
-    if (firstDelayMs <= 0 && chunkDelayMs <= 0) {
-      // One write for the whole stream keeps benchmarks cheap; SSE clients cannot tell the difference.
-      const all = events.join("")
-      if (!thenDrop) return void res.end(all)
-      // Waiting for the flush makes sure the client received the partial stream before the reset.
-      res.write(all, () => this.#destroy(exchange))
-      return
-    }
-    res.flushHeaders()
-    for (let i = 0; i < events.length; i++) {
-      const wait = i === 0 ? firstDelayMs : chunkDelayMs
-      if (wait > 0) {
-        await pause(wait, res)
-        if (res.destroyed) return
-      }
-      res.write(events[i])
-    }
-    if (thenDrop) this.#destroy(exchange)
-    else res.end()
   }
 }
 
-const requestId = (exchange: Exchange): string => `req_test${exchange.serial}`
-
-const notClosedByClient = (index: number, outcome: Outcome): Error =>
-  new Error(
-    outcome === "completed"
-      ? `AnthropicTestServer: request #${index} completed before the client closed it`
-      : `AnthropicTestServer: request #${index} was closed by the server, not the client`
-  )
-
-const sendJson = (
+const respond = async (
   exchange: Exchange,
-  status: number,
-  value: unknown,
-  headers?: Readonly<Record<string, string>>
-): void => {
-  const body = JSON.stringify(value)
-  exchange.res.writeHead(status, {
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(body),
-    "request-id": requestId(exchange),
-    ...lowerCaseKeys(headers)
-  })
-  exchange.res.end(body)
+  reply: ScriptedReply,
+  toolCallId: (call: ToolCall) => string
+): Promise<void> => {
+  if (reply.delayMs !== undefined && !(await exchange.pause(reply.delayMs))) return
+  switch (reply.type) {
+    case "hang":
+      return
+    case "error":
+      return exchange.sendJson(
+        reply.status,
+        errorJson(reply.status, reply.message, reply.errorType),
+        reply.headers
+      )
+    case "raw":
+      return exchange.sendRaw(reply.status ?? 200, reply.body, reply.headers)
+    case "events":
+      if (!exchange.request.stream) {
+        return exchange.sendJson(
+          500,
+          errorJson(500, `${name}: an events reply answers only streamed requests`)
+        )
+      }
+      return exchange.stream(reply.events.map(frame), { chunkDelayMs: reply.chunkDelayMs ?? 0 })
+    case "drop":
+      if (!exchange.request.stream) return exchange.destroy()
+      return exchange.stream(dropEvents(reply, meta(exchange)), { thenDrop: true })
+    default: {
+      const ids = reply.type === "tool-calls" ? reply.calls.map(toolCallId) : []
+      if (!exchange.request.stream) return exchange.sendJson(200, messageJson(reply, meta(exchange), ids))
+      return exchange.stream(messageEvents(reply, meta(exchange), ids), {
+        firstDelayMs: reply.firstChunkDelayMs ?? 0,
+        chunkDelayMs: reply.chunkDelayMs ?? 0
+      })
+    }
+  }
 }
 
-export const start = (options: StartOptions = {}): Promise<TestServer> => {
-  const host = options.host ?? "127.0.0.1"
-  const server = http.createServer()
-  return new Promise((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(options.port ?? 0, host, () => {
-      server.off("error", reject)
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : (options.port ?? 0)
-      resolve(new Server(server, host, port))
-    })
-  })
+const meta = (exchange: Exchange): MessageMeta => {
+  const body = exchange.request.body
+  return {
+    id: `msg_test${exchange.serial}`,
+    model: isRecord(body) && typeof body.model === "string" ? body.model : "claude-test",
+    inputTokens: Math.max(1, Math.ceil(exchange.rawBodyLength / 4))
+  }
 }
+
+export const start = (options: StartOptions = {}): Promise<TestServer> =>
+  ScriptedHttpServer.start(makeWire(), options)
 
 export const scoped = (options?: StartOptions): Effect.Effect<TestServer, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.promise(() => start(options)),
-    (server) => Effect.promise(() => server.close())
-  )
+  ScriptedHttpServer.scoped(start, options)

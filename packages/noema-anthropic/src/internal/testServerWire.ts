@@ -5,6 +5,7 @@
  * bodies. Pure functions of the scripted reply and the request, kept apart
  * from the socket handling.
  */
+import { ScriptedHttpServer } from "@noema/core/testing"
 import type { DropReply, MessageReply, Usage } from "../AnthropicTestServer.js"
 
 export interface MessageMeta {
@@ -17,23 +18,6 @@ export interface MessageMeta {
 
 /** Roughly four characters a token; only needs to be deterministic. */
 const tokensOf = (chars: number): number => Math.max(1, Math.ceil(chars / 4))
-
-/** Text in deltas of a word or so (long words in pieces of at most 6 characters). */
-export const splitText = (text: string): Array<string> => {
-  const out: Array<string> = []
-  for (const token of text.match(/\s*\S+\s*|\s+/g) ?? []) {
-    if (token.length <= 8) out.push(token)
-    else for (let i = 0; i < token.length; i += 6) out.push(token.slice(i, i + 6))
-  }
-  return out
-}
-
-/** Tool input in small fixed-size fragments, as Claude streams it. */
-const splitJson = (json: string): Array<string> => {
-  const out: Array<string> = []
-  for (let i = 0; i < json.length; i += 5) out.push(json.slice(i, i + 5))
-  return out
-}
 
 /** One SSE frame: the event's type as `event:`, the JSON (or a recorded line, verbatim) as `data:`. */
 export const frame = (event: unknown): string => {
@@ -145,7 +129,7 @@ export const messageEvents = (
       index,
       content_block: { type: "thinking", thinking: "", signature: "" }
     })
-    for (const piece of splitText(reply.thinking.text)) {
+    for (const piece of ScriptedHttpServer.splitText(reply.thinking.text)) {
       events.push({ type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: piece } })
     }
     events.push({
@@ -159,7 +143,8 @@ export const messageEvents = (
   const text = reply.type === "refusal" ? undefined : reply.text
   if (text !== undefined && text.length > 0) {
     events.push({ type: "content_block_start", index, content_block: { type: "text", text: "" } })
-    const pieces = reply.type === "text" && reply.chunks !== undefined ? reply.chunks : splitText(text)
+    const pieces =
+      reply.type === "text" && reply.chunks !== undefined ? reply.chunks : ScriptedHttpServer.splitText(text)
     for (const piece of pieces) {
       events.push({ type: "content_block_delta", index, delta: { type: "text_delta", text: piece } })
     }
@@ -173,7 +158,7 @@ export const messageEvents = (
         index,
         content_block: { type: "tool_use", id: ids[position], name: call.name, input: {} }
       })
-      for (const piece of splitJson(call.arguments)) {
+      for (const piece of ScriptedHttpServer.splitArguments(call.arguments)) {
         events.push({
           type: "content_block_delta",
           index,
@@ -207,10 +192,9 @@ export const dropEvents = (reply: DropReply, meta: MessageMeta): Array<string> =
     messageStart(reply, meta),
     { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }
   ]
-  for (const piece of splitText(reply.text ?? "This answer is cut off before it ends").slice(
-    0,
-    reply.afterChunks
-  )) {
+  for (const piece of ScriptedHttpServer.splitText(
+    reply.text ?? "This answer is cut off before it ends"
+  ).slice(0, reply.afterChunks)) {
     events.push({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: piece } })
   }
   return events.map(frame)
