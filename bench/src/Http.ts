@@ -17,7 +17,7 @@ import { generateText } from "ai"
 import { Effect, Redacted } from "effect"
 import OpenAI from "openai"
 import type { Contender, LatencyOptions, ThroughputContender, ThroughputOptions } from "./Harness.ts"
-import { check, latency, now, throughput } from "./Harness.ts"
+import { check, interleavedLatency, now, throughput } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 
 const answer = "The weather in Paris is sunny with a light breeze, 21 degrees."
@@ -186,7 +186,7 @@ const measure = async (
       : [{ figure: "http.concurrent50.noema_per_s", operation: noemaTurn, beforeSample: reset }]),
     { figure: "http.concurrent50.raw_per_s", operation: rawTurn, beforeSample: reset }
   ]
-  const turnFigures = await latency(turns, options.latency)
+  const turnFigures = await interleavedLatency(turns, options.latency)
   const figure = (name: string) => turnFigures[name]?.toFixed(0) ?? "n/a"
   process.stderr.write(
     `  http.turn: raw SDK ${figure("http.turn.raw_us")} us, raw SDK + AbortSignal ` +
@@ -194,7 +194,7 @@ const measure = async (
   )
   return {
     ...turnFigures,
-    ...(await latency(firstTokens, options.latency)),
+    ...(await interleavedLatency(firstTokens, options.latency)),
     ...(await throughput(concurrent, options.throughput))
   }
 }

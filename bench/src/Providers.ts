@@ -16,7 +16,7 @@ import Anthropic from "@anthropic-ai/sdk"
 import { Agent, type ChatModel, ConversationContext, Message } from "@noema/core"
 import { Effect, Redacted } from "effect"
 import type { Contender, LatencyOptions } from "./Harness.ts"
-import { check, latency, now } from "./Harness.ts"
+import { check, interleavedLatency, now } from "./Harness.ts"
 import { type Server, startServer } from "./Http.ts"
 import type { Availability } from "./Noema.ts"
 
@@ -101,10 +101,13 @@ const measure = async (
   const direct = await directTurn()
   check(direct.content[0]?.type === "text" && direct.content[0].text === answer, "@ai-sdk/anthropic answer")
 
-  const contenders: Array<Contender> = [
+  // Turns are compared with turns and first tokens with first tokens, each group interleaved call by call.
+  const turns: Array<Contender> = [
     { figure: "anthropic.turn.raw_us", operation: rawTurn, beforeSample: reset },
+    { figure: "bridge.turn.aisdk_us", operation: directTurn, beforeSample: reset }
+  ]
+  const firstTokens: Array<Contender> = [
     { figure: "anthropic.ttft.raw_us", operation: rawFirstToken, selfTimed: true, beforeSample: reset },
-    { figure: "bridge.turn.aisdk_us", operation: directTurn, beforeSample: reset },
     { figure: "bridge.ttft.aisdk_us", operation: directFirstToken, selfTimed: true, beforeSample: reset }
   ]
   const noemaContenders = async (prefix: "anthropic" | "bridge", model: ChatModel.Service) => {
@@ -121,10 +124,13 @@ const measure = async (
       messages.length === 1 && Message.text(messages[0] as Message.Message) === answer,
       `noema ${prefix} answer`
     )
-    contenders.push(
-      { figure: `${prefix}.turn.noema_us`, operation: turn, beforeSample: reset },
-      { figure: `${prefix}.ttft.noema_us`, operation: firstToken, selfTimed: true, beforeSample: reset }
-    )
+    turns.push({ figure: `${prefix}.turn.noema_us`, operation: turn, beforeSample: reset })
+    firstTokens.push({
+      figure: `${prefix}.ttft.noema_us`,
+      operation: firstToken,
+      selfTimed: true,
+      beforeSample: reset
+    })
   }
   if (noema.anthropic !== undefined) {
     await noemaContenders(
@@ -141,7 +147,10 @@ const measure = async (
   if (noema.aiSdk !== undefined) {
     await noemaContenders("bridge", noema.aiSdk.AiSdkChatModel.make(aiModel))
   }
-  const figures = await latency(contenders, options)
+  const figures = {
+    ...(await interleavedLatency(turns, options)),
+    ...(await interleavedLatency(firstTokens, options))
+  }
   const shown = (name: string) => figures[name]?.toFixed(0) ?? "n/a"
   process.stderr.write(
     `  anthropic.turn: raw SDK ${shown("anthropic.turn.raw_us")} us, noema ${shown("anthropic.turn.noema_us")} us; ` +
