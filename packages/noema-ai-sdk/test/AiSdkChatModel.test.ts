@@ -3,7 +3,7 @@
  * suite, then the mapping of stream parts, generate results, prompts, tools,
  * structured output, abort signals and errors.
  */
-import type { LanguageModelV3StreamPart } from "@ai-sdk/provider"
+import type { LanguageModelV3StreamPart, SharedV3ProviderMetadata } from "@ai-sdk/provider"
 import { assert, describe, it } from "@effect/vitest"
 import { ChatModel, Message, StructuredOutput } from "@noema/core"
 import { ChatModelConformance } from "@noema/core/testing"
@@ -178,7 +178,10 @@ const richParts: ReadonlyArray<LanguageModelV3StreamPart> = [
       inputTokens: { total: 110, noCache: 10, cacheRead: 80, cacheWrite: 20 },
       outputTokens: { total: 30, text: 12, reasoning: 18 }
     },
-    providerMetadata: { anthropic: { stopSequence: null } }
+    // Providers leave `undefined` in their metadata; a message keeps plain JSON.
+    providerMetadata: {
+      anthropic: { stopSequence: null, container: undefined, iterations: [1, undefined] }
+    } as unknown as SharedV3ProviderMetadata
   }
 ]
 
@@ -217,7 +220,10 @@ describe("AiSdkChatModel stream parts", () => {
           cacheWriteInputTokens: 20,
           reasoningTokens: 18
         })
-        assert.deepStrictEqual(response.providerMetadata, { anthropic: { stopSequence: null } })
+        assert.deepStrictEqual(response.providerMetadata, {
+          anthropic: { stopSequence: null, iterations: [1, null] }
+        })
+        assert.notProperty(response.providerMetadata?.anthropic, "container")
       })
   )
 

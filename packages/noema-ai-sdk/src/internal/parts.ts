@@ -73,9 +73,31 @@ export const toUsage = (usage: LanguageModelV3Usage): ChatModel.Usage | undefine
 /**
  * The AI SDK's metadata as plain JSON (its objects may hold `undefined`, which
  * JSON and noema's messages do not): what a message can store and send back.
+ * Copied as `JSON.parse(JSON.stringify(...))` would, without the text in
+ * between: it runs on every streamed answer's finish (3 µs a call that way).
  */
 const toMetadata = (metadata: SharedV3ProviderMetadata | undefined): Metadata | undefined =>
-  metadata === undefined ? undefined : (JSON.parse(JSON.stringify(metadata)) as Metadata)
+  metadata === undefined ? undefined : (plainJson(metadata) as Metadata)
+
+const plainJson = (value: unknown): unknown => {
+  if (typeof value !== "object" || value === null) {
+    return typeof value === "number" && !Number.isFinite(value) ? null : value
+  }
+  const json = (value as { readonly toJSON?: unknown }).toJSON
+  if (typeof json === "function") return plainJson(json.call(value))
+  if (Array.isArray(value)) {
+    return value.map((item) =>
+      item === undefined || typeof item === "function" || typeof item === "symbol" ? null : plainJson(item)
+    )
+  }
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(value)) {
+    const item = (value as Record<string, unknown>)[key]
+    if (item !== undefined && typeof item !== "function" && typeof item !== "symbol")
+      out[key] = plainJson(item)
+  }
+  return out
+}
 
 /** `right` over `left`, provider by provider, field by field. */
 const mergeMetadata = (left: Metadata | undefined, right: Metadata | undefined): Metadata | undefined => {
