@@ -427,6 +427,10 @@ class Chat {
         if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
         return
       }
+      case "decision-refused":
+        // A message went first and answered the call: the decision did not apply.
+        this.#note(`(not decided: ${event.error.message})`)
+        return
       case "hook-failed":
         if (CliError.debugEnabled(this.#io.env))
           this.#error(`${event.submind}.${event.hook} failed: ${event.reason}`)

@@ -20,6 +20,15 @@
  * with its messages (an item an agent took through steering and left out
  * waits again).
  *
+ * An interrupted turn keeps what was seen (`onInterrupt: "keep-seen"`: the
+ * input, complete messages, streamed text marked interrupted, an "interrupted;
+ * may have partially run" result for a started tool call); its items that were
+ * not stored go back to the front. A turn that fails is rolled back and its
+ * items are dropped, reported in a `cycle-failed` event (retrying them would
+ * fail the same way). When it failed because another process wrote to the
+ * session first (`SessionConflictError`), the runtime reloads the session
+ * before going on: the one place such a conflict is handled.
+ *
  * Decisions on tool calls the session has waiting for approval are triggers
  * too (`TriggerEvent.decide`, mapped by the built-in `approvalDecisions`
  * submind to items carrying `decisions`). Each is checked when it arrives:
@@ -30,12 +39,6 @@
  * (`Session.resumeStream`) with every decision waiting, and messages waiting
  * behind join it as they would any turn. A decision applies once: its cycle
  * records it in the session however it ends (see `internal/decisions`).
- * An interrupted turn keeps what was seen (`onInterrupt: "keep-seen"`: the
- * input, complete messages, streamed text marked interrupted, an "interrupted;
- * may have partially run" result for a started tool call); its items that were
- * not stored go back to the front. A turn that fails is rolled back and its
- * items are dropped, reported in a `cycle-failed` event (retrying them would
- * fail the same way).
  *
  * `stop` cancels the running cycle (`running: "cancel"`, the default: as an
  * interruption) or lets it finish (`"finish"`), waits for the hooks already
