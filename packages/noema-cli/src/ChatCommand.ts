@@ -339,7 +339,7 @@ class Chat {
     this.#agentRuntime = undefined
     const report = await this.#runtime.runPromise(current.runtime.stop())
     // What the runtime published up to `stopped` is drawn before anything else is said.
-    await this.#runtime.runPromise(Fiber.join(current.drawing))
+    await this.#runtime.runPromise(Fiber.await(current.drawing))
     // A decision left unprocessed keeps its call waiting in the session: it is asked again on resume.
     const texts = report.unprocessed.flatMap((item) =>
       item.messages.map((message) => Terminal.oneLine(Message.text(message), 40))
