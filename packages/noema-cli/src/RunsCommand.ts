@@ -21,11 +21,11 @@ import {
   RunFiles,
   RunLease,
   type RunsStore,
-  Server,
   Shown,
   SqlRunsStore,
   Worker
 } from "@noema/runs"
+import { Server } from "@noema/server"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"

@@ -10,17 +10,7 @@
  * message is also stripped of the workspace's absolute path, in case a
  * message meant for the caller quotes one.
  */
-import { PipelineError } from "../Pipeline.js"
-import {
-  IllegalTransition,
-  InvalidInput,
-  RunNotFound,
-  ThreadBusy,
-  ThreadClosed,
-  ThreadNotFound
-} from "../Run.js"
-import { RunFileChanged } from "../RunFiles.js"
-import { RunBusy } from "../RunLease.js"
+import { Pipeline, Run, RunFiles, RunLease } from "@noema/runs"
 import { ArtifactFileError } from "./ArtifactFile.js"
 
 export class ApiError extends Error {
@@ -40,16 +30,16 @@ export const body = (error: ApiError) => ({ error: { code: error.code, message: 
 
 /** The status of a refusal the caller can act on, by the error's class. */
 const statusOf = (error: unknown): number | undefined => {
-  if (error instanceof ThreadNotFound || error instanceof RunNotFound) return 404
+  if (error instanceof Run.ThreadNotFound || error instanceof Run.RunNotFound) return 404
   if (
-    error instanceof ThreadClosed ||
-    error instanceof ThreadBusy ||
-    error instanceof IllegalTransition ||
-    error instanceof RunBusy ||
-    error instanceof RunFileChanged
+    error instanceof Run.ThreadClosed ||
+    error instanceof Run.ThreadBusy ||
+    error instanceof Run.IllegalTransition ||
+    error instanceof RunLease.RunBusy ||
+    error instanceof RunFiles.RunFileChanged
   )
     return 409
-  if (error instanceof InvalidInput || error instanceof PipelineError) return 400
+  if (error instanceof Run.InvalidInput || error instanceof Pipeline.PipelineError) return 400
   return undefined
 }
 

@@ -4,14 +4,10 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { ScriptedChatModel } from "@noema/core/testing"
+import { Executor, PlanPipeline, RunFiles, RunsStore, Worker } from "@noema/runs"
 import { Effect, Exit, Fiber, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import * as Executor from "../src/Executor.js"
-import * as PlanPipeline from "../src/PlanPipeline.js"
-import * as RunFiles from "../src/RunFiles.js"
-import * as RunsStore from "../src/RunsStore.js"
 import * as Server from "../src/Server.js"
-import * as Worker from "../src/Worker.js"
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON from the API, checked by the assertions
 type Json = any

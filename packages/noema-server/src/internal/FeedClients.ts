@@ -20,12 +20,11 @@
  * poll writes a client only the items past its own cursor, so nothing is
  * missed or sent twice.
  */
-import type { Event } from "../Run.js"
-import * as Shown from "../Shown.js"
+import { type Run, Shown } from "@noema/runs"
 
 export interface FeedItem {
   readonly cursor: number
-  readonly event: Event
+  readonly event: Run.Event
 }
 
 /** Where a client's frames go: a Node `ServerResponse` is one. */

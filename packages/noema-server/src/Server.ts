@@ -46,8 +46,17 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import {
+  type Executor,
+  Pipeline,
+  type PlanPipeline,
+  type Run,
+  RunFiles,
+  RunLease,
+  type RunsStore,
+  Shown
+} from "@noema/runs"
 import { Cause, Effect, Exit } from "effect"
-import type { Executor } from "./Executor.js"
 import * as AccessToken from "./internal/AccessToken.js"
 import * as ApiError from "./internal/ApiError.js"
 import * as ArtifactFile from "./internal/ArtifactFile.js"
@@ -55,17 +64,10 @@ import * as FeedClients from "./internal/FeedClients.js"
 import * as JsonBody from "./internal/JsonBody.js"
 import * as SameOrigin from "./internal/SameOrigin.js"
 import { page } from "./PanelPage.js"
-import * as Pipeline from "./Pipeline.js"
-import type * as PlanPipeline from "./PlanPipeline.js"
-import type { QueuePolicy, Thread } from "./Run.js"
-import * as RunFiles from "./RunFiles.js"
-import * as RunLease from "./RunLease.js"
-import type { Service as Store } from "./RunsStore.js"
-import * as Shown from "./Shown.js"
 
 export interface Options {
-  readonly store: Store
-  readonly executor: Executor
+  readonly store: RunsStore.Service
+  readonly executor: Executor.Executor
   readonly workspace: string
   /** Default 0: a free port. */
   readonly port?: number
@@ -174,8 +176,8 @@ const run = async <A>(effect: Effect.Effect<A, unknown>): Promise<A> => {
 /** What the routes share. */
 interface Context {
   readonly options: Options
-  readonly store: Store
-  readonly executor: Executor
+  readonly store: RunsStore.Service
+  readonly executor: Executor.Executor
   readonly wake: () => void
   readonly approver: string
   readonly maxBodyBytes: number
@@ -192,7 +194,7 @@ interface Route {
 const readBody = (context: Context, request: http.IncomingMessage) =>
   JsonBody.read(request, { limit: context.maxBodyBytes })
 
-const queuePolicyOf = (body: unknown, fallback?: QueuePolicy): QueuePolicy => {
+const queuePolicyOf = (body: unknown, fallback?: Run.QueuePolicy): Run.QueuePolicy => {
   const queue = optionalString(body, "queue_policy") ?? fallback
   if (queue !== "reject" && queue !== "enqueue")
     throw new ApiError.ApiError(400, "InvalidInput", 'queue_policy must be "reject" or "enqueue"')
@@ -208,7 +210,7 @@ const threads = async (
   const { store } = context
   const [id, action] = route.parts.slice(1)
   /** The thread after `effect`, as shown (with the run holding it). */
-  const shown = (effect: Effect.Effect<Thread, unknown>) =>
+  const shown = (effect: Effect.Effect<Run.Thread, unknown>) =>
     run(Effect.flatMap(effect, (thread) => Shown.threadOf(store, thread)))
   if (id === undefined && route.method === "GET") {
     send(response, 200, await run(Shown.threads(store)))

@@ -14,12 +14,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { getDefaultHighWaterMark } from "node:stream"
 import { ScriptedChatModel } from "@noema/core/testing"
+import { Executor, type Run, RunsStore } from "@noema/runs"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import * as Executor from "../src/Executor.js"
 import * as FeedClients from "../src/internal/FeedClients.js"
-import type { Event } from "../src/Run.js"
-import * as RunsStore from "../src/RunsStore.js"
 import * as Server from "../src/Server.js"
 
 /** Waits, a round at a time, until `done` holds; fails after `rounds` rounds (a hang, not a slow machine). */
@@ -66,7 +64,7 @@ const item = (cursor: number, size: number): FeedClients.FeedItem => ({
     seq: cursor,
     at: "2026-01-01T00:00:00.000Z",
     data: { type: "RunCancelled", reason: "r".repeat(size) }
-  } as unknown as Event
+  } as unknown as Run.Event
 })
 
 /** A feed of `count` items of about `size` bytes, counting reads. */

@@ -12,7 +12,7 @@
  * makes, and a 401 (a restarted server has a new token) says to open the
  * address noema serve printed again.
  */
-import * as RunLease from "./RunLease.js"
+import { RunLease } from "@noema/runs"
 
 export const page = `<!doctype html>
 <html lang="en">
