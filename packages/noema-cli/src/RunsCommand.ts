@@ -25,7 +25,7 @@ import {
   SqlRunsStore,
   Worker
 } from "@noema/runs"
-import { Server } from "@noema/server"
+import { Server, StoreChanges } from "@noema/server"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"
@@ -553,26 +553,26 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
             })
             const carrying = command.type === "worker" || command.worker
             if (command.type === "serve") {
-              const server = yield* Effect.acquireRelease(
-                Effect.tryPromise({
-                  try: () =>
-                    Server.start({
-                      store,
-                      executor,
-                      workspace,
-                      port: command.port,
-                      plan: (request, approval) =>
-                        PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
-                      ...(carrying && { wake: worker.wake }),
-                      ...(token !== undefined && { token }),
-                      log: (line) => void io.stderr.write(line)
-                    }),
-                  catch: (error) =>
-                    new RunsCommandError(
-                      `cannot listen on 127.0.0.1:${command.port}: ${error instanceof Error ? error.message : String(error)}${/EADDRINUSE/.test(String(error)) ? " (another program uses the port: --port N)" : ""}`
-                    )
+              const server = yield* Server.make({
+                store,
+                executor,
+                workspace,
+                port: command.port,
+                plan: (request, approval) =>
+                  PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
+                ...(carrying && { wake: worker.wake }),
+                ...(token !== undefined && { token }),
+                changes: yield* StoreChanges.fromDatabase({
+                  onListenFailure: (detail) => void io.stderr.write(`noema serve: ${detail}\n`)
                 }),
-                (server) => Effect.promise(() => server.close())
+                log: (line) => void io.stderr.write(line)
+              }).pipe(
+                Effect.mapError(
+                  (error) =>
+                    new RunsCommandError(
+                      `cannot listen on 127.0.0.1:${command.port}: ${error.detail}${/EADDRINUSE/.test(error.detail) ? " (another program uses the port: --port N)" : ""}`
+                    )
+                )
               )
               yield* print(
                 json

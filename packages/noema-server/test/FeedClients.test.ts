@@ -1,21 +1,23 @@
 /**
- * The live event feed keeps its memory bounded: clients that never read, or
- * that start from the beginning of a big feed, cost the server at most their
- * connection's high-water mark plus one frame each, and the number of clients
- * is capped. Checked on the registry itself (sinks that never drain, counted
- * bytes and store reads) and through a real server (sockets that never read).
- * Nothing here depends on timing: waits are bounded by rounds, and what is
- * measured is bytes the server holds.
+ * The live event feed keeps its memory bounded: a client is sent a page at a
+ * time, only when its connection took the page before, so clients that never
+ * read, or that start from the beginning of a big feed, hold a page each; the
+ * store is read a page per pull, once per change for the clients at the head,
+ * and the number of clients is capped. Checked on the feed itself (pages
+ * pulled by hand, store reads counted) and through a real server (sockets
+ * that never read, the process's memory measured). Nothing here depends on
+ * timing: waits are bounded by rounds, and what is measured is bytes.
  */
-import { EventEmitter } from "node:events"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { getDefaultHighWaterMark } from "node:stream"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { Executor, type Run, RunsStore } from "@noema/runs"
-import { Effect } from "effect"
+import { Effect, Exit, Queue, Scope, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FeedClients from "../src/internal/FeedClients.js"
 import * as Server from "../src/Server.js"
@@ -29,32 +31,6 @@ const eventually = async (done: () => boolean, what: string, rounds = 3000) => {
   throw new Error(`never: ${what}`)
 }
 
-/** A connection that takes `highWaterMark` bytes and then nothing until `drain()`, counting what it holds. */
-class Connection extends EventEmitter implements FeedClients.Sink {
-  writableLength = 0
-  text = ""
-  ended = false
-  constructor(readonly highWaterMark = 16 * 1024) {
-    super()
-  }
-  write(chunk: string) {
-    this.writableLength += Buffer.byteLength(chunk)
-    this.text += chunk
-    return this.writableLength < this.highWaterMark
-  }
-  end() {
-    this.ended = true
-  }
-  /** The client read everything sent so far. */
-  drain() {
-    this.writableLength = 0
-    this.emit("drain")
-  }
-  cursors() {
-    return [...this.text.matchAll(/^id: (\d+)$/gm)].map((match) => Number(match[1]))
-  }
-}
-
 const item = (cursor: number, size: number): FeedClients.FeedItem => ({
   cursor,
   event: {
@@ -63,145 +39,202 @@ const item = (cursor: number, size: number): FeedClients.FeedItem => ({
     thread_id: "thr_1",
     seq: cursor,
     at: "2026-01-01T00:00:00.000Z",
-    data: { type: "RunCancelled", reason: "r".repeat(size) }
-  } as unknown as Run.Event
+    data: { type: "RunCanceled", reason: "r".repeat(size) }
+  } satisfies Run.Event
 })
 
-/** A feed of `count` items of about `size` bytes, counting reads. */
+/** A feed of `count` items of about `size` bytes, counting reads; it fails while `failures` > 0. */
 const makeFeed = (count: number, size: number) => {
   const items = Array.from({ length: count }, (_, index) => item(index + 1, size))
   const feed = {
     items,
     reads: 0,
-    read: async (after: number, limit: number) => {
-      feed.reads++
-      return items.filter((entry) => entry.cursor > after).slice(0, limit)
-    }
+    failures: 0,
+    read: (after: number, limit: number) =>
+      Effect.suspend(() => {
+        feed.reads++
+        if (feed.failures > 0) {
+          feed.failures--
+          return Effect.fail(new Error("the database is locked"))
+        }
+        return Effect.succeed(items.filter((entry) => entry.cursor > after).slice(0, limit))
+      })
   }
   return feed
 }
 
-describe("FeedClients: memory bounded by connections, not by the feed", () => {
-  it("50 clients from Last-Event-ID 0 that never read hold at most a high-water mark and a frame each; the store is read a page per drain", async () => {
-    const feed = makeFeed(5000, 1000)
-    const largestFrame = Math.max(...feed.items.map((entry) => Buffer.byteLength(FeedClients.frame(entry))))
-    const clients = await FeedClients.start({ read: feed.read, pollMs: 5, maxClients: 50, pageSize: 100 })
-    try {
-      const readsAtStart = feed.reads
-      const connections = Array.from({ length: 50 }, () => new Connection())
-      for (const connection of connections) expect(clients.admit(connection, 0)).toBeDefined()
-      await eventually(() => clients.stats().paused === 50, "every client paused")
-      const bound = 16 * 1024 + largestFrame
-      for (const connection of connections) {
-        expect(connection.writableLength).toBeLessThanOrEqual(bound)
-        expect(Math.max(...connection.cursors())).toBeLessThan(100)
-      }
-      expect(clients.stats().bufferedBytes).toBeLessThanOrEqual(50 * bound)
-      expect(clients.stats().largestBufferedBytes).toBeLessThanOrEqual(bound)
-      // One page each to fill the connection; the feed is 50 pages long.
-      expect(feed.reads - readsAtStart).toBeLessThanOrEqual(50 + 5)
+const cursorsOf = (frames: ReadonlyArray<FeedClients.Frame>) =>
+  frames.flatMap((frame) => (frame.event === "run-event" ? [Number(frame.id)] : []))
 
-      // One client reads, a connection-full at a time: it gets the whole feed, in order, once.
-      const reader = connections[0]!
-      const seen: Array<number> = []
-      for (let round = 0; round < 10_000 && seen.at(-1) !== 5000; round++) {
-        seen.push(...reader.cursors())
-        reader.text = ""
-        reader.drain()
-        // The page is read and written within a few turns of the event loop.
-        for (let turn = 0; turn < 10_000 && reader.writableLength === 0; turn++)
-          await new Promise((resolve) => setImmediate(resolve))
-      }
-      expect(seen).toEqual(Array.from({ length: 5000 }, (_, index) => index + 1))
-      // Caught up, it is live: new items reach it, while the others still hold no more than before.
-      feed.items.push(item(5001, 10))
-      await eventually(() => reader.cursors().includes(5001), "the new item sent")
-      for (const connection of connections.slice(1))
-        expect(connection.writableLength).toBeLessThanOrEqual(bound)
-    } finally {
-      clients.close()
-    }
+const bytesOf = (frames: ReadonlyArray<FeedClients.Frame>) =>
+  frames.reduce((bytes, frame) => bytes + JSON.stringify(frame.data).length, 0)
+
+/** Runs `f` with a feed over `feed` whose changes are offered by hand. */
+const withClients = <A>(
+  feed: ReturnType<typeof makeFeed>,
+  options: Partial<FeedClients.Options>,
+  f: (
+    clients: FeedClients.FeedClients,
+    change: () => Effect.Effect<void>
+  ) => Effect.Effect<A, unknown, Scope.Scope>
+) =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const changes = yield* Queue.unbounded<void>()
+        const clients = yield* FeedClients.make({
+          read: feed.read,
+          changes: Stream.fromQueue(changes),
+          keepAliveMs: 60_000,
+          ...options
+        })
+        return yield* f(clients, () => Effect.asVoid(Queue.offer(changes, undefined)))
+      })
+    )
+  )
+
+describe("FeedClients: a page at a time, memory bounded by pages, not by the feed", () => {
+  it("a client from Last-Event-ID 0 gets the whole feed once, in order, in pages of at most pageBytes (or one item), a store read per page", async () => {
+    const feed = makeFeed(2000, 1000)
+    const pageBytes = 16 * 1024
+    await withClients(feed, { pageBytes }, (clients) =>
+      Effect.gen(function* () {
+        const readsAtStart = feed.reads
+        const frames = yield* clients.join(0)
+        const pages = yield* (frames as Stream.Stream<FeedClients.Frame>).pipe(
+          Stream.chunks,
+          Stream.takeUntil((page) => cursorsOf(page).includes(2000)),
+          Stream.runCollect
+        )
+        expect(cursorsOf(pages.flat())).toEqual(Array.from({ length: 2000 }, (_, index) => index + 1))
+        const largestItem = JSON.stringify(feed.items[0]?.event).length
+        for (const page of pages) expect(bytesOf(page)).toBeLessThanOrEqual(pageBytes + largestItem)
+        // About 15 items a page: the feed is read a page at a time, not all at once nor an item at a time.
+        const reads = feed.reads - readsAtStart
+        expect(reads).toBeGreaterThanOrEqual(2000 / 16)
+        expect(reads).toBeLessThanOrEqual(pages.length + 10)
+      })
+    )
+  })
+
+  it("a client that stops reading holds one page and its cursor; the rest stays in the store", async () => {
+    const feed = makeFeed(5000, 1000)
+    await withClients(feed, { pageBytes: 8 * 1024 }, (clients) =>
+      Effect.gen(function* () {
+        const pull = yield* Stream.toPull((yield* clients.join(0)) as Stream.Stream<FeedClients.Frame>)
+        const readsBefore = feed.reads
+        const opening = yield* pull
+        expect(opening.map((frame) => frame.event)).toEqual(["keep-alive"])
+        const first = yield* pull
+        expect(cursorsOf(first)[0]).toBe(1)
+        // Pulled no further: nothing more was read, and what it holds is that one page.
+        expect(feed.reads - readsBefore).toBe(1)
+        expect(clients.stats().heldBytes).toBeLessThanOrEqual(8 * 1024 + 1100)
+        expect(clients.stats().heldBytes).toBeGreaterThan(0)
+        const second = yield* pull
+        expect(cursorsOf(second)[0]).toBe((cursorsOf(first).at(-1) ?? 0) + 1)
+      })
+    )
+  })
+
+  it("clients at the head share the store's reads: one change, one read for all of them", async () => {
+    const feed = makeFeed(10, 100)
+    await withClients(feed, {}, (clients, change) =>
+      Effect.gen(function* () {
+        const received = Array.from({ length: 10 }, () => [] as Array<number>)
+        yield* Effect.forEach(received, (into) =>
+          Effect.flatMap(clients.join(undefined), (frames) =>
+            Effect.forkScoped(
+              Stream.runForEach(frames as Stream.Stream<FeedClients.Frame>, (frame) =>
+                Effect.sync(() => into.push(...cursorsOf([frame])))
+              )
+            )
+          )
+        )
+        yield* Effect.yieldNow
+        const reads = feed.reads
+        for (let cursor = 11; cursor <= 15; cursor++) feed.items.push(item(cursor, 100))
+        yield* change()
+        yield* Effect.promise(() =>
+          eventually(() => received.every((into) => into.length === 5), "every client got the new items")
+        )
+        for (const into of received) expect(into).toEqual([11, 12, 13, 14, 15])
+        // The follower's read of the new items and its read that found the end: not one per client.
+        expect(feed.reads - reads).toBeLessThanOrEqual(2)
+      })
+    )
   })
 
   it("a store that cannot be read is reported once per streak; the live feed goes on from the same cursor", async () => {
     const feed = makeFeed(3, 10)
-    let failures = 0
     const reported: Array<string> = []
-    const read = async (after: number, limit: number) => {
-      if (failures > 0) {
-        failures--
-        throw new Error("the database is locked")
-      }
-      return feed.read(after, limit)
-    }
-    const clients = await FeedClients.start({
-      read,
-      pollMs: 5,
-      onReadFailure: (detail) => reported.push(detail)
-    })
-    try {
-      const connection = new Connection()
-      expect(clients.admit(connection, undefined)).toBeDefined()
-      failures = 5
-      feed.items.push(item(4, 10))
-      await eventually(() => connection.cursors().includes(4), "the item after the failures")
-      expect(reported).toEqual([
-        "the live feed cannot read the store: the database is locked",
-        "the live feed reads the store again"
-      ])
-    } finally {
-      clients.close()
-    }
+    await withClients(
+      feed,
+      { retryMs: 5, onReadFailure: (detail) => reported.push(detail) },
+      (clients, change) =>
+        Effect.gen(function* () {
+          const received: Array<number> = []
+          const frames = (yield* clients.join(undefined)) as Stream.Stream<FeedClients.Frame>
+          yield* Effect.forkScoped(
+            Stream.runForEach(frames, (frame) => Effect.sync(() => received.push(...cursorsOf([frame]))))
+          )
+          feed.failures = 3
+          feed.items.push(item(4, 10))
+          // One change: the follower reads again by itself after each failure.
+          yield* change()
+          yield* Effect.promise(() => eventually(() => received.includes(4), "the item after the failures"))
+          expect(received).toEqual([4])
+          expect(reported).toEqual([
+            "the live feed cannot read the store: the database is locked",
+            "the live feed reads the store again"
+          ])
+        })
+    )
   })
 
-  it("takes at most maxClients; a client that leaves makes room", async () => {
+  it("takes at most maxClients; a client whose request ended makes room", async () => {
     const feed = makeFeed(10, 10)
-    const clients = await FeedClients.start({ read: feed.read, pollMs: 5, maxClients: 2 })
-    try {
-      const first = clients.admit(new Connection(), undefined)
-      expect(clients.admit(new Connection(), undefined)).toBeDefined()
-      expect(clients.hasRoom()).toBe(false)
-      expect(clients.admit(new Connection(), undefined)).toBeUndefined()
-      first?.leave()
-      expect(clients.hasRoom()).toBe(true)
-      expect(clients.admit(new Connection(), undefined)).toBeDefined()
-    } finally {
-      clients.close()
-    }
+    await withClients(feed, { maxClients: 2 }, (clients) =>
+      Effect.gen(function* () {
+        const first = yield* Scope.make()
+        expect(yield* Scope.provide(clients.join(undefined), first)).toBeDefined()
+        expect(yield* clients.join(undefined)).toBeDefined()
+        expect(yield* clients.join(undefined)).toBeUndefined()
+        expect(clients.stats().clients).toBe(2)
+        yield* Scope.close(first, Exit.void)
+        expect(clients.stats().clients).toBe(1)
+        expect(yield* clients.join(undefined)).toBeDefined()
+      })
+    )
   })
 
-  it("a live client that stops reading is paused, not buffered for", async () => {
+  it("an idle client is sent a keep-alive, so a connection that is gone is noticed", async () => {
     const feed = makeFeed(0, 0)
-    const clients = await FeedClients.start({ read: feed.read, pollMs: 5 })
-    try {
-      const slow = new Connection()
-      clients.admit(slow, undefined)
-      for (let cursor = 1; cursor <= 400; cursor++) feed.items.push(item(cursor, 1000))
-      await eventually(() => clients.stats().paused === 1, "the slow client paused")
-      const held = slow.writableLength
-      for (let cursor = 401; cursor <= 800; cursor++) feed.items.push(item(cursor, 1000))
-      // Rounds of polling go by (the feed is read past the new items) and the paused client is not written.
-      const reads = feed.reads
-      await eventually(() => feed.reads > reads + 5, "polls")
-      expect(slow.writableLength).toBe(held)
-      // On drain it carries on from the item after the last one it was sent: nothing skipped.
-      const last = Math.max(...slow.cursors())
-      expect(last).toBeLessThan(400)
-      slow.text = ""
-      slow.drain()
-      await eventually(() => slow.cursors().length > 0, "resumed on drain")
-      expect(slow.cursors()[0]).toBe(last + 1)
-    } finally {
-      clients.close()
-    }
+    await withClients(feed, { keepAliveMs: 20 }, (clients) =>
+      Effect.gen(function* () {
+        const frames = (yield* clients.join(undefined)) as Stream.Stream<FeedClients.Frame>
+        const first = yield* frames.pipe(Stream.take(3), Stream.runCollect)
+        expect(first.map((frame) => frame.event)).toEqual(["keep-alive", "keep-alive", "keep-alive"])
+      })
+    )
   })
 })
 
+/** The process's memory in use (heap and buffers), after a full collection. */
+const memoryInUse = (() => {
+  v8.setFlagsFromString("--expose-gc")
+  const gc = vm.runInNewContext("gc") as () => void
+  return () => {
+    for (let round = 0; round < 3; round++) gc()
+    const usage = process.memoryUsage()
+    return usage.heapUsed + usage.external
+  }
+})()
+
 describe("the server's event feed (real sockets)", () => {
-  const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-feed-"))
+  const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-server-feed-"))
   let store: RunsStore.Service
-  let server: Server.Server
-  /** The feed's items, as the server sends them. */
+  let server: Server.Started
   let largestFrame = 0
   let feedLength = 0
 
@@ -220,13 +253,13 @@ describe("the server's event feed (real sockets)", () => {
       )
     const items = await Effect.runPromise(store.feed(0, 1000))
     feedLength = items.length
-    largestFrame = Math.max(...items.map((entry) => Buffer.byteLength(FeedClients.frame(entry))))
+    largestFrame = Math.max(...items.map((entry) => JSON.stringify(entry.event).length + 64))
     const executor = Executor.make({
       store,
       workspace,
       model: ScriptedChatModel.make({ fallback: () => "x" })
     })
-    server = await Server.start({ store, executor, workspace, feedPollMs: 20, maxFeedClients: 6 })
+    server = await Server.start({ store, executor, workspace, feedPollMs: 20, maxFeedClients: 24 })
   })
   afterAll(async () => {
     await server?.close()
@@ -252,17 +285,69 @@ describe("the server's event feed (real sockets)", () => {
       request.on("error", reject)
     })
 
-  it("clients from Last-Event-ID 0 that never read cost the server a bounded number of bytes; one that reads gets every event once, in order", async () => {
-    const clients = await Promise.all(Array.from({ length: 4 }, () => open("0")))
-    for (const { response } of clients) expect(response.statusCode).toBe(200)
-    await eventually(() => server.feed().clients === 4 && server.feed().paused === 4, "every client paused")
-    // What a connection holds past its high-water mark (Node's default for sockets) is at most one frame.
-    const bound = getDefaultHighWaterMark(false) + largestFrame
-    expect(server.feed().largestBufferedBytes).toBeLessThanOrEqual(bound)
-    expect(server.feed().bufferedBytes).toBeLessThanOrEqual(4 * bound)
+  /** Waits until the clients' pages stop moving for a while: every connection is full. */
+  const settled = async () => {
+    let last = -1
+    let quiet = 0
+    for (let round = 0; round < 3000 && quiet < 30; round++) {
+      const held = server.feed().heldBytes
+      quiet = held === last ? quiet + 1 : 0
+      last = held
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
 
-    // One client starts reading: it is resumed on each drain and gets the whole feed.
-    const { response } = clients[0]!
+  /**
+   * `count` clients of /api/events from Last-Event-ID 0 that never read, in a process of their
+   * own: what they are sent piles up there (and in the kernel), so what is measured here is the
+   * server's. Stopped with `kill`.
+   */
+  const idleClients = async (count: number) => {
+    const script = `
+      const http = require("node:http")
+      // Paused sockets keep no event loop alive: this does, until the test kills the process.
+      setInterval(() => {}, 1 << 30)
+      let open = 0
+      for (let index = 0; index < ${count}; index++)
+        http.get(process.argv[1], { headers: { authorization: process.argv[2], "last-event-id": "0" } }, (response) => {
+          response.pause()
+          if (response.statusCode === 200 && ++open === ${count}) console.log("open")
+        })`
+    const child = spawn(
+      process.execPath,
+      ["-e", script, `${server.url}/api/events`, `Bearer ${server.token}`],
+      {
+        stdio: ["ignore", "pipe", "inherit"]
+      }
+    )
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (chunk: Buffer) => chunk.toString().includes("open") && resolve())
+      child.on("exit", (code) => reject(new Error(`the clients' process exited with ${code}`)))
+    })
+    return child
+  }
+
+  it("20 clients from Last-Event-ID 0 that never read cost the server a page each, a few MB in all; one that reads gets every event once, in order", async () => {
+    const before = memoryInUse()
+    const clients = await idleClients(20)
+    try {
+      await eventually(() => server.feed().clients === 20, "every client in")
+      await settled()
+      const grown = memoryInUse() - before
+      // What a client's stream holds is a page: at most pageBytes (64 KiB), or one frame when a frame is larger.
+      expect(server.feed().largestHeldBytes).toBeLessThanOrEqual(64 * 1024 + largestFrame)
+      // Sending each the feed would be 20 times the feed; a page and a connection's buffer each is a few MB.
+      process.stdout.write(
+        `20 idle clients from Last-Event-ID 0 on a ${((feedLength * largestFrame) / 2 ** 20).toFixed(1)} MiB feed: the server grew ${(grown / 2 ** 20).toFixed(2)} MiB (heap and buffers)\n`
+      )
+      expect(grown).toBeLessThan(6 * 1024 * 1024)
+    } finally {
+      clients.kill()
+    }
+    await eventually(() => server.feed().clients === 0, "the idle clients gone")
+
+    // A client that reads is sent a page each time its connection takes one, and gets the whole feed.
+    const { request, response } = await open("0")
     const cursors: Array<number> = []
     let buffer = ""
     response.setEncoding("utf8")
@@ -281,18 +366,18 @@ describe("the server's event feed (real sockets)", () => {
       response.resume()
     })
     expect(cursors).toEqual(Array.from({ length: feedLength }, (_, index) => index + 1))
-    for (const { request } of clients) request.destroy()
-    await eventually(() => server.feed().clients === 0, "the clients gone")
+    request.destroy()
+    await eventually(() => server.feed().clients === 0, "the client gone")
   })
 
   it("past maxFeedClients a client gets 503 with Retry-After, and room again when one leaves", async () => {
-    const clients = await Promise.all(Array.from({ length: 6 }, () => open()))
+    const clients = await Promise.all(Array.from({ length: 24 }, () => open()))
     const refused = await open()
     expect(refused.response.statusCode).toBe(503)
     expect(refused.response.headers["retry-after"]).toBe("5")
     refused.response.resume()
     clients[0]!.request.destroy()
-    await eventually(() => server.feed().clients === 5, "one client gone")
+    await eventually(() => server.feed().clients === 23, "one client gone")
     const admitted = await open()
     expect(admitted.response.statusCode).toBe(200)
     for (const { request } of [...clients, admitted]) request.destroy()

@@ -16,7 +16,7 @@ type ThreadJson = Json
 type RunJson = Json
 
 const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-server-"))
-let server: Server.Server
+let server: Server.Started
 let store: RunsStore.Service
 let stop: () => Promise<void>
 /** What the server logged (the details of failures answered 500). */
@@ -303,7 +303,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(cancel.status).toBe(200)
   })
 
-  it("reject fails the run; retry asks again; cancel ends it", async () => {
+  it("reject fails the run; retry is refused saying why, forced it asks again; cancel ends it", async () => {
     const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const run = (
       await call("POST", "/api/runs", { thread_id: thread.id, request: "gate", pipeline: approval })
@@ -316,7 +316,16 @@ describe("runs server (JSON API, SSE, worker)", () => {
     const rejected = await call("POST", `/api/runs/${run.run_id}/reject`, { reason: "not yet" })
     expect(rejected.body.status).toBe("failed")
     expect(rejected.body.error.error_code).toBe("approval_rejected")
-    expect((await call("POST", `/api/runs/${run.run_id}/retry`, {})).status).toBe(200)
+    // A rejection is not retryable: a retry is refused saying why, as the CLI's is, unless forced.
+    const refused = await call("POST", `/api/runs/${run.run_id}/retry`, {})
+    expect(refused.status).toBe(409)
+    expect(refused.body.error.code).toBe("NotRetryable")
+    expect(refused.body.error.message).toMatch(
+      /failed with approval_rejected \(not yet\), which is not retryable: /
+    )
+    expect((await statusOf(run.run_id)).status).toBe("failed")
+    expect((await call("POST", `/api/runs/${run.run_id}/retry`, { force: "yes" })).status).toBe(400)
+    expect((await call("POST", `/api/runs/${run.run_id}/retry`, { force: true })).status).toBe(200)
     await until(
       async () => ((await statusOf(run.run_id)).status === "waiting_approval" ? true : undefined),
       "again"

@@ -3,249 +3,281 @@
  * sent the store's feed from its own cursor, no faster than it reads.
  *
  * Memory must not depend on how slow a client is or how far back it starts.
- * So nothing is queued for a client: it is written to only while its
- * connection takes more (`write` returned true). When a write says the
- * connection is full, the client is paused and remembers only its cursor;
- * on 'drain' it reads the store from that cursor a page at a time, writing
- * until the connection is full again or it has caught up with the live feed.
- * A client that starts from an old cursor (`Last-Event-ID: 0`) catches up the
- * same way. What the server holds for one client is thus at most its
- * connection's high-water mark plus one frame, and the number of clients is
- * capped (`maxClients`; the server answers 503 past it).
+ * So a client's frames are a pull stream: its next page is made only when the
+ * HTTP server asks for it, and the server asks only once the connection took
+ * the page before (Node's `write` returned true, or 'drain' came). A page is
+ * a few items, at most `pageBytes` of them (at least one): a client that stops
+ * reading holds one page in its connection and its cursor, whatever it has not
+ * read yet stays in the store. A client that starts from an old cursor
+ * (`Last-Event-ID: 0`) catches up the same way, a page per pull, and the
+ * number of clients is capped (`maxClients`; the server answers 503 past it).
  *
- * The live feed is read once for every client: a poll reads what the store
- * appended past `head` and writes it to each client that is live (caught up
- * and not paused). The check that a catching-up client has reached `head`
- * and its joining the live clients happen without a wait in between, and the
- * poll writes a client only the items past its own cursor, so nothing is
- * missed or sent twice.
+ * The live feed is read once for every client: on each change of the store
+ * (`changes`: a NOTIFY on PostgreSQL, a poll elsewhere, see StoreChanges) the
+ * follower reads what was appended past `head`, keeps the latest items
+ * (`recent`, bounded in bytes) and moves `head`; a client at the head takes
+ * its next page from `recent` without reading the store, one behind it reads
+ * the store. Nothing is missed or sent twice: a client's page is always the
+ * items just past its own cursor.
  */
-import { type Run, Shown } from "@noema/runs"
+import type { Run } from "@noema/runs"
+import { Cause, Effect, Option, Queue, type Scope, Stream, SubscriptionRef } from "effect"
+import * as RunsJson from "../RunsJson.js"
 
 export interface FeedItem {
   readonly cursor: number
   readonly event: Run.Event
 }
 
-/** Where a client's frames go: a Node `ServerResponse` is one. */
-export interface Sink {
-  /** Writes a chunk; false when the connection is full (wait for 'drain'). */
-  write(chunk: string): boolean
-  once(event: "drain", listener: () => void): unknown
-  end(): void
-  /** Bytes written but not yet handed to the operating system. */
-  readonly writableLength: number
-}
-
-const describe = (error: unknown): string =>
-  (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim()
+/** What a client is sent: a run event (its `id` is the cursor to come back with), or a keep-alive. */
+export type Frame =
+  | { readonly id: string; readonly event: "run-event"; readonly data: RunsJson.FeedFrame }
+  | { readonly event: "keep-alive"; readonly data: "" }
 
 export interface Options {
   /** The store's feed: items past `after`, oldest first, at most `limit`. */
-  readonly read: (after: number, limit: number) => Promise<ReadonlyArray<FeedItem>>
+  readonly read: (after: number, limit: number) => Effect.Effect<ReadonlyArray<FeedItem>, unknown>
+  /** Says the store may have new items (see StoreChanges). */
+  readonly changes: Stream.Stream<void>
   /** Most clients at once. Default 64. */
   readonly maxClients?: number
-  /** Items read per page when a client catches up. Default 100. */
+  /** Most items read for one page. Default 100. */
   readonly pageSize?: number
-  /** How often the store is read for new items. Default 250 ms. */
-  readonly pollMs?: number
-  /** How often an idle client is sent a comment, so proxies keep the connection. Default 15 s. */
+  /** Most bytes of items in one page (a page has at least one item). Default 64 KiB. */
+  readonly pageBytes?: number
+  /** How often an idle client is sent a keep-alive event, so a gone one is noticed. Default 15 s. */
   readonly keepAliveMs?: number
+  /** How soon the follower reads again after the store failed it, changes or not. Default 1 s. */
+  readonly retryMs?: number
   /**
    * Told when the store cannot be read (the first failure of a streak, and when it reads
-   * again): the feed goes on from the same cursor, but an operator should know.
+   * again; a client catching up that is dropped for it): an operator should know.
    */
   readonly onReadFailure?: (detail: string) => void
 }
 
 export interface Stats {
   readonly clients: number
-  /** Clients waiting for their connection to drain. */
-  readonly paused: number
-  /** Bytes written to clients and not yet taken by the operating system, in all. */
-  readonly bufferedBytes: number
+  /** Bytes of the pages handed to clients' connections and not yet taken, in all. */
+  readonly heldBytes: number
   /** The same, for the client with the most. */
-  readonly largestBufferedBytes: number
-}
-
-export interface Client {
-  /** The client is gone (its connection closed). */
-  readonly leave: () => void
+  readonly largestHeldBytes: number
 }
 
 export interface FeedClients {
-  /** Whether one more client may join. */
-  readonly hasRoom: () => boolean
   /**
-   * Starts sending to `sink` the items past `after` (undefined: only what comes from
-   * now on); undefined when the clients are already `maxClients`.
+   * The frames for a new client, from the items past `after` (undefined: from now on),
+   * holding a client's place until the scope closes; undefined when the clients are
+   * already `maxClients`.
    */
-  readonly admit: (sink: Sink, after: number | undefined) => Client | undefined
+  readonly join: (
+    after: number | undefined
+  ) => Effect.Effect<Stream.Stream<Frame> | undefined, never, Scope.Scope>
   readonly stats: () => Stats
-  /** Ends every client's stream and stops reading the store. */
-  readonly close: () => void
 }
-
-/** The SSE frame of one feed item (`id:` is the cursor a reconnecting client sends back). */
-export const frame = (item: FeedItem): string =>
-  `id: ${item.cursor}\nevent: run-event\ndata: ${Shown.stringify({
-    cursor: item.cursor,
-    event_id: item.event.event_id,
-    run_id: item.event.run_id,
-    thread_id: item.event.thread_id,
-    seq: item.event.seq,
-    at: item.event.at,
-    ...item.event.data
-  })}\n\n`
 
 /** A cursor from `Last-Event-ID` (or `?cursor=`): a whole number, else undefined. */
 export const cursorOf = (text: string | null | undefined): number | undefined =>
   text !== null && text !== undefined && /^\d{1,15}$/.test(text.trim()) ? Number(text.trim()) : undefined
 
-interface State {
-  readonly sink: Sink
-  /** The cursor of the last item written to it. */
-  sent: number
-  mode: "live" | "catching-up" | "paused"
-  gone: boolean
+const keepAlive: Frame = { event: "keep-alive", data: "" }
+
+const frameOf = (item: FeedItem): Frame => ({
+  id: String(item.cursor),
+  event: "run-event",
+  data: RunsJson.frameOf(item.cursor, item.event)
+})
+
+/** About how many bytes an item takes once framed. */
+const sizeOf = (item: FeedItem): number => JSON.stringify(item.event).length + 64
+
+const describe = (error: unknown): string =>
+  (error instanceof Error ? error.message : String(error)).replace(/\s+/g, " ").trim()
+
+/** The follower's state: the feed's head and the items just before it. */
+interface Hub {
+  head: number
+  /** Items past `recentFrom`, up to `head`, oldest first. */
+  recent: Array<FeedItem>
+  recentFrom: number
+  recentBytes: number
+  /** The average size of an item read lately, to size pages. */
+  itemBytes: number
 }
 
-/** The live page: how many new items one poll reads at most before writing them. */
-const livePage = 500
+interface Client {
+  held: number
+}
+
+/** The most bytes of items the follower keeps for clients at the head. */
+const recentLimit = 1024 * 1024
 
 /** Follows the store's feed from its current end. */
-export const start = async (options: Options): Promise<FeedClients> => {
+export const make = Effect.fnUntraced(function* (options: Options) {
   const maxClients = options.maxClients ?? 64
   const pageSize = options.pageSize ?? 100
-  const clients = new Set<State>()
-  let head = await end(options.read)
-  let closed = false
+  const pageBytes = options.pageBytes ?? 64 * 1024
+  const hub: Hub = { head: 0, recent: [], recentFrom: 0, recentBytes: 0, itemBytes: 1024 }
+  const clients = new Set<Client>()
+  const limit = () => Math.max(1, Math.min(pageSize, Math.floor(pageBytes / hub.itemBytes)))
 
-  /** Writes `items` past the client's cursor until its connection is full; whether it took them all. */
-  const write = (client: State, items: ReadonlyArray<FeedItem>): boolean => {
-    for (const item of items) {
-      if (item.cursor <= client.sent) continue
-      const more = client.sink.write(frame(item))
-      client.sent = item.cursor
-      if (!more) {
-        pause(client)
-        return false
-      }
+  /** Items past `after` from the store, learning their size. */
+  const read = (after: number) =>
+    Effect.map(options.read(after, limit()), (items) => {
+      for (const item of items) hub.itemBytes = Math.round(hub.itemBytes * 0.8 + sizeOf(item) * 0.2)
+      return items
+    })
+
+  /** The feed's end when the server starts: clients joining "from now on" start there. */
+  const end = Effect.gen(function* () {
+    let at = 0
+    while (true) {
+      const items = yield* read(at)
+      if (items.length === 0) return at
+      at = items.at(-1)?.cursor ?? at
     }
-    return true
-  }
+  })
+  const start = yield* Effect.orElseSucceed(end, () => 0)
+  hub.head = start
+  hub.recentFrom = start
+  const head = yield* SubscriptionRef.make(start)
 
-  const pause = (client: State) => {
-    client.mode = "paused"
-    client.sink.once("drain", () => void catchUp(client))
-  }
-
-  const drop = (client: State) => {
-    client.gone = true
-    clients.delete(client)
-    client.sink.end()
-  }
-
-  /** Reads the store from the client's cursor, page by page, while its connection takes more. */
-  const catchUp = async (client: State) => {
-    client.mode = "catching-up"
-    while (!client.gone && !closed) {
-      if (client.sent >= head) {
-        client.mode = "live"
-        return
+  /** Reads what was appended past `head`, keeps it in `recent` and moves `head`. */
+  const advance = Effect.gen(function* () {
+    while (true) {
+      const items = yield* read(hub.head)
+      if (items.length === 0) return
+      for (const item of items) {
+        hub.recent.push(item)
+        hub.recentBytes += sizeOf(item)
       }
-      let items: ReadonlyArray<FeedItem>
-      try {
-        items = await options.read(client.sent, pageSize)
-      } catch (error) {
-        // The client reconnects with its Last-Event-ID and tries again.
-        options.onReadFailure?.(`a client catching up was dropped: ${describe(error)}`)
-        return drop(client)
+      while (hub.recentBytes > recentLimit && hub.recent.length > 1) {
+        const dropped = hub.recent.shift() as FeedItem
+        hub.recentBytes -= sizeOf(dropped)
+        hub.recentFrom = dropped.cursor
       }
-      if (client.gone) return
-      if (items.length === 0) {
-        // The store has nothing past its cursor although the live feed does (a late commit): go live.
-        client.mode = "live"
-        return
-      }
-      if (!write(client, items)) return
+      hub.head = items.at(-1)?.cursor ?? hub.head
+      yield* SubscriptionRef.set(head, hub.head)
     }
-  }
+  })
 
-  /** Reads what was appended past `head` and writes it to the live clients. */
-  const advance = async () => {
-    while (!closed) {
-      const items = await options.read(head, livePage)
-      if (closed) return
-      for (const client of clients) if (client.mode === "live") write(client, items)
-      head = items.at(-1)?.cursor ?? head
-      if (items.length < livePage) return
-    }
-  }
-
+  // Changes that come while the follower reads are one more read, not one each.
+  const changed = yield* Queue.sliding<void>(1)
+  yield* Effect.forkScoped(Stream.runForEach(options.changes, () => Queue.offer(changed, undefined)))
   let failing = false
-  const poll = async () => {
-    while (!closed) {
-      try {
-        await advance()
-        if (failing) options.onReadFailure?.("the live feed reads the store again")
-        failing = false
-      } catch (error) {
-        // The store failing now and then: the next round reads again from the same cursor.
-        if (!failing) options.onReadFailure?.(`the live feed cannot read the store: ${describe(error)}`)
-        failing = true
-      }
-      await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 250).unref())
+  yield* Effect.forkScoped(
+    Effect.forever(
+      Effect.andThen(
+        Queue.take(changed),
+        advance.pipe(
+          Effect.tap(() =>
+            Effect.sync(() => {
+              if (failing) options.onReadFailure?.("the live feed reads the store again")
+              failing = false
+            })
+          ),
+          // The store failing now and then: read again from the same cursor soon, even if nothing
+          // changes meanwhile (a NOTIFY already taken would not come again).
+          Effect.catch((error) =>
+            Effect.andThen(
+              Effect.sync(() => {
+                if (!failing)
+                  options.onReadFailure?.(`the live feed cannot read the store: ${describe(error)}`)
+                failing = true
+              }),
+              Effect.andThen(Effect.sleep(options.retryMs ?? 1000), Queue.offer(changed, undefined))
+            )
+          )
+        )
+      )
+    )
+  )
+
+  /** The items just past `cursor`, at most a page: from `recent` when it holds them, else from the store. */
+  const itemsAfter = (cursor: number) => {
+    if (cursor >= hub.recentFrom) {
+      const items: Array<FeedItem> = []
+      for (const item of hub.recent) if (item.cursor > cursor && items.length < limit()) items.push(item)
+      return Effect.succeed(items)
     }
+    return read(cursor)
   }
-  void poll()
 
-  const keepAlive = setInterval(() => {
-    for (const client of clients)
-      if (client.mode === "live" && !client.sink.write(": keep-alive\n\n")) pause(client)
-  }, options.keepAliveMs ?? 15_000)
-  keepAlive.unref()
+  /** At most `pageBytes` of `items`, and at least one. */
+  const page = (items: ReadonlyArray<FeedItem>) => {
+    let bytes = 0
+    const taken: Array<FeedItem> = []
+    for (const item of items) {
+      bytes += sizeOf(item)
+      if (taken.length > 0 && bytes > pageBytes) break
+      taken.push(item)
+    }
+    return taken
+  }
 
-  return {
-    hasRoom: () => clients.size < maxClients,
-    admit: (sink, after) => {
-      if (clients.size >= maxClients) return undefined
-      const client: State = { sink, sent: after ?? head, mode: "live", gone: false }
-      clients.add(client)
-      if (!sink.write("retry: 1000\n\n")) pause(client)
-      else if (client.sent < head) void catchUp(client)
-      return {
-        leave: () => {
-          client.gone = true
-          clients.delete(client)
+  /** Waits until the head is past `cursor`; false when `keepAliveMs` went by first. */
+  const moved = (cursor: number) =>
+    SubscriptionRef.changes(head).pipe(
+      Stream.filter((at) => at > cursor),
+      Stream.runHead,
+      Effect.timeoutOption(options.keepAliveMs ?? 15_000),
+      Effect.map(Option.isSome)
+    )
+
+  /** The client's next frames and its cursor after them. */
+  const next = (
+    client: Client,
+    cursor: number
+  ): Effect.Effect<readonly [ReadonlyArray<Frame>, number], unknown> =>
+    Effect.gen(function* () {
+      client.held = 0
+      if (cursor < hub.head) {
+        const items = page(yield* itemsAfter(cursor))
+        // Nothing past its cursor although the head is further (a late commit): wait for the next change.
+        if (items.length > 0) {
+          client.held = items.reduce((bytes, item) => bytes + sizeOf(item), 0)
+          return [items.map(frameOf), items.at(-1)?.cursor ?? cursor] as const
         }
       }
-    },
-    stats: () => {
-      let bufferedBytes = 0
-      let largestBufferedBytes = 0
-      let paused = 0
-      for (const client of clients) {
-        bufferedBytes += client.sink.writableLength
-        largestBufferedBytes = Math.max(largestBufferedBytes, client.sink.writableLength)
-        if (client.mode === "paused") paused++
-      }
-      return { clients: clients.size, paused, bufferedBytes, largestBufferedBytes }
-    },
-    close: () => {
-      closed = true
-      clearInterval(keepAlive)
-      for (const client of [...clients]) drop(client)
-    }
-  }
-}
+      return (yield* moved(Math.max(cursor, hub.head)))
+        ? ([[], cursor] as const)
+        : ([[keepAlive], cursor] as const)
+    })
 
-/** The cursor of the feed's last item, read page by page. */
-const end = async (read: Options["read"]): Promise<number> => {
-  let at = 0
-  while (true) {
-    const items = await read(at, livePage)
-    at = items.at(-1)?.cursor ?? at
-    if (items.length < livePage) return at
-  }
-}
+  const frames = (client: Client, after: number) =>
+    Stream.paginate(after, (cursor) =>
+      Effect.map(next(client, cursor), ([items, at]) => [items, Option.some(at)] as const)
+    ).pipe(
+      // A first frame at once: the response's headers go with it, so the client knows it is in.
+      Stream.prepend([keepAlive]),
+      // The client reconnects with its Last-Event-ID and tries again.
+      Stream.catchCause((cause) => {
+        // The client is gone (its request interrupted): that goes on as it is, it carries no error.
+        if (Cause.hasInterruptsOnly(cause)) return Stream.failCause(cause as Cause.Cause<never>)
+        options.onReadFailure?.(`a client catching up was dropped: ${describe(Cause.squash(cause))}`)
+        return Stream.empty
+      })
+    )
+
+  return {
+    join: (after) =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          if (clients.size >= maxClients) return undefined
+          const client: Client = { held: 0 }
+          clients.add(client)
+          return client
+        }),
+        (client) => Effect.sync(() => client !== undefined && clients.delete(client))
+      ).pipe(Effect.map((client) => (client === undefined ? undefined : frames(client, after ?? hub.head)))),
+    stats: () => {
+      let heldBytes = 0
+      let largestHeldBytes = 0
+      for (const client of clients) {
+        heldBytes += client.held
+        largestHeldBytes = Math.max(largestHeldBytes, client.held)
+      }
+      return { clients: clients.size, heldBytes, largestHeldBytes }
+    }
+  } satisfies FeedClients
+})
