@@ -441,6 +441,32 @@ describe("noema serve: the runs panel in Chromium", () => {
     }
   }, 60_000)
 
+  it("the server refuses a body that is not JSON (415) and a page reached by another host name (421); its OpenAPI document is behind the token", async () => {
+    const page = await openPanel()
+    // From the panel's own page, with its cookie: a form-encoded POST, and the API's document.
+    const answers = await page.evaluate(async () => {
+      const form = await fetch("/api/threads", {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: "title=x"
+      })
+      const document = await fetch("/api/openapi.json")
+      return [form.status, ((await form.json()) as { error: { code: string } }).error.code, document.status]
+    })
+    expect(answers).toEqual([415, "UnsupportedMediaType", 200])
+    await page.close()
+    // Chromium resolves any *.localhost to this machine, as a rebound DNS name would: the Host is not the server's.
+    const port = new URL(url).port
+    const rebound = await browser.newPage()
+    const response = await rebound.goto(`http://rebound.localhost:${port}/?token=${token}`)
+    expect(response?.status()).toBe(421)
+    expect(await rebound.textContent("body")).toContain("MisdirectedRequest")
+    expect(await rebound.context().cookies()).toEqual([])
+    await rebound.close()
+    const withoutToken = await fetch(`${url}/api/openapi.json`)
+    expect(withoutToken.status).toBe(401)
+  }, 60_000)
+
   it("without the token a page gets nothing: no panel, no data, no live feed", async () => {
     // bypassCSP: the 401's policy forbids any request from its page; the fetches below check the server, not the policy.
     const page = await browser.newPage({ bypassCSP: true })

@@ -20,61 +20,62 @@ const fields = {
 
 const annotations = (httpApiStatus: number, description: string) => ({ httpApiStatus, description })
 
-export class BadRequest extends Schema.Error<BadRequest>("@noema/server/BadRequest")(
+export class BadRequest extends Schema.Error<BadRequest>("BadRequest")(
   fields,
   annotations(400, "The request is not one this API takes (a field, the JSON, the path)")
 ) {}
 
-export class Unauthorized extends Schema.Error<Unauthorized>("@noema/server/Unauthorized")(
+export class Unauthorized extends Schema.Error<Unauthorized>("Unauthorized")(
   fields,
   annotations(401, "No access token, or not this server's")
 ) {}
 
-export class Forbidden extends Schema.Error<Forbidden>("@noema/server/Forbidden")(
+export class Forbidden extends Schema.Error<Forbidden>("Forbidden")(
   fields,
   annotations(403, "Refused: a page of another site, or an artifact that is not a regular file")
 ) {}
 
-export class NotFound extends Schema.Error<NotFound>("@noema/server/NotFound")(
+export class NotFound extends Schema.Error<NotFound>("NotFound")(
   fields,
   annotations(404, "No such thread, run, artifact or route")
 ) {}
 
-export class Conflict extends Schema.Error<Conflict>("@noema/server/Conflict")(
+export class Conflict extends Schema.Error<Conflict>("Conflict")(
   fields,
   annotations(409, "The run or thread is not in a state that allows it")
 ) {}
 
-export class PayloadTooLarge extends Schema.Error<PayloadTooLarge>("@noema/server/PayloadTooLarge")(
+export class PayloadTooLarge extends Schema.Error<PayloadTooLarge>("PayloadTooLarge")(
   fields,
   annotations(413, "The body is larger than the server takes")
 ) {}
 
-export class UnsupportedMediaType extends Schema.Error<UnsupportedMediaType>(
-  "@noema/server/UnsupportedMediaType"
-)(fields, annotations(415, "A POST is taken only as application/json")) {}
+export class UnsupportedMediaType extends Schema.Error<UnsupportedMediaType>("UnsupportedMediaType")(
+  fields,
+  annotations(415, "A POST is taken only as application/json")
+) {}
 
-export class MisdirectedRequest extends Schema.Error<MisdirectedRequest>("@noema/server/MisdirectedRequest")(
+export class MisdirectedRequest extends Schema.Error<MisdirectedRequest>("MisdirectedRequest")(
   fields,
   annotations(421, "The Host header names another server")
 ) {}
 
-export class Unprocessable extends Schema.Error<Unprocessable>("@noema/server/Unprocessable")(
+export class Unprocessable extends Schema.Error<Unprocessable>("Unprocessable")(
   fields,
   annotations(422, "The artifact is larger than the server serves")
 ) {}
 
-export class InternalError extends Schema.Error<InternalError>("@noema/server/InternalError")(
+export class InternalError extends Schema.Error<InternalError>("InternalError")(
   fields,
   annotations(500, "The server failed; its log says why")
 ) {}
 
-export class BadGateway extends Schema.Error<BadGateway>("@noema/server/BadGateway")(
+export class BadGateway extends Schema.Error<BadGateway>("BadGateway")(
   fields,
   annotations(502, "The model could not plan the stages")
 ) {}
 
-export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("@noema/server/ServiceUnavailable")(
+export class ServiceUnavailable extends Schema.Error<ServiceUnavailable>("ServiceUnavailable")(
   fields,
   annotations(503, "The live feed has as many clients as it takes; try again after Retry-After")
 ) {}

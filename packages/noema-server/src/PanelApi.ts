@@ -44,15 +44,17 @@ const text = (name: string, maxLength: number) =>
     Schema.isMaxLength(maxLength, { message: `${name} must have at most ${maxLength} characters` })
   )
 
-/** A text that must be there and not blank. */
-const required = (name: string, maxLength = Number.MAX_SAFE_INTEGER) => {
+/** A text that must be there and not blank (and, given `maxLength`, not longer). */
+const required = (name: string, maxLength?: number) => {
   const message = `${name} is required (a non-empty string)`
-  return Schema.String.annotate({ message })
-    .check(
-      Schema.isPattern(/\S/, { message }),
-      Schema.isMaxLength(maxLength, { message: `${name} must have at most ${maxLength} characters` })
-    )
-    .pipe(Schema.annotateKey({ messageMissingKey: message }))
+  const present = Schema.String.annotate({ message }).check(Schema.isPattern(/\S/, { message }))
+  return (
+    maxLength === undefined
+      ? present
+      : present.check(
+          Schema.isMaxLength(maxLength, { message: `${name} must have at most ${maxLength} characters` })
+        )
+  ).pipe(Schema.annotateKey({ messageMissingKey: message }))
 }
 
 const queuePolicy = RunsJson.QueuePolicy.annotate({ message: 'queue_policy must be "reject" or "enqueue"' })
@@ -246,13 +248,49 @@ export class Events extends HttpApiGroup.make("events")
     })
   ) {}
 
+/**
+ * The document says once that every route needs the token: the gate in front of the routes
+ * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
+ */
+type Spec = Readonly<Record<string, unknown>>
+
+const secured = (spec: Spec): Spec => {
+  const paths = (spec.paths ?? {}) as Readonly<Record<string, Readonly<Record<string, Spec>>>>
+  return {
+    ...spec,
+    components: {
+      ...(spec.components as Spec | undefined),
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer", description: "The token noema serve printed" },
+        cookie: {
+          type: "apiKey",
+          in: "cookie",
+          name: "noema-token-PORT",
+          description:
+            "Set (HttpOnly, SameSite=Strict) when the tokened address /?token= is opened; PORT is the server's"
+        }
+      }
+    },
+    security: [{ bearer: [] }, { cookie: [] }],
+    paths: Object.fromEntries(
+      Object.entries(paths).map(([route, item]) => [
+        route,
+        Object.fromEntries(
+          Object.entries(item).map(([method, { security: _, ...operation }]) => [method, operation])
+        )
+      ])
+    )
+  }
+}
+
 export class Api extends HttpApi.make("noema-panel")
   .add(Threads, Runs, Events)
   .annotateMerge(
     OpenApi.annotations({
       title: "noema panel API",
       description:
-        "The runs panel's API: every request needs the server's access token (Authorization: Bearer, or the cookie its tokened address sets)"
+        "The runs panel's API, on 127.0.0.1: every request needs the server's access token; a state-changing one from a browser, the panel's own origin",
+      transform: secured
     })
   ) {}
 

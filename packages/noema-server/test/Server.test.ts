@@ -804,3 +804,60 @@ describe("runs server: a thread's queue policy", () => {
     await call("POST", `/api/runs/${first.body.run_id}/cancel`, {})
   })
 })
+
+describe("runs server: the OpenAPI document", () => {
+  it("is served at /api/openapi.json behind the token, from the API's one definition: every endpoint, snake_case bodies, the error shape, the token", async () => {
+    expect((await fetch(`${server.url}/api/openapi.json`)).status).toBe(401)
+    const response = await call("GET", "/api/openapi.json")
+    expect(response.status).toBe(200)
+    const document = response.body
+    const methods = ["get", "post", "put", "patch", "delete"]
+    const endpoints = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(
+      ([route, item]) =>
+        Object.keys(item)
+          .filter((method) => methods.includes(method))
+          .map((method) => `${method.toUpperCase()} ${route}`)
+    )
+    expect(endpoints.sort()).toEqual(
+      [
+        "GET /api/threads",
+        "POST /api/threads",
+        "GET /api/threads/{id}",
+        "POST /api/threads/{id}/close",
+        "POST /api/threads/{id}/queue-policy",
+        "GET /api/runs",
+        "POST /api/runs",
+        "GET /api/runs/{id}",
+        "GET /api/runs/{id}/verify",
+        "GET /api/runs/{id}/stages/{position}/attempts/{attempt}/artifacts/*",
+        "POST /api/runs/{id}/approve",
+        "POST /api/runs/{id}/reject",
+        "POST /api/runs/{id}/retry",
+        "POST /api/runs/{id}/cancel",
+        "GET /api/events"
+      ].sort()
+    )
+    const schemas = document.components.schemas
+    const createRun = document.paths["/api/runs"].post
+    expect(Object.keys(createRun.requestBody.content["application/json"].schema.properties)).toEqual([
+      "thread_id",
+      "request",
+      "pipeline",
+      "plan",
+      "approve"
+    ])
+    expect(Object.keys(createRun.responses).sort()).toEqual(
+      ["201", "400", "401", "403", "404", "409", "413", "415", "421", "500", "502"].sort()
+    )
+    expect(Object.keys(schemas.RunEncoded.properties)).toContain("run_file_sha256")
+    expect(Object.keys(schemas.ThreadEncoded.properties)).toContain("queue_policy")
+    expect(
+      document.paths["/api/runs/{id}/retry"].post.requestBody.content["application/json"].schema.properties
+    ).toHaveProperty("force")
+    expect(Object.keys(document.paths["/api/events"].get.responses["200"].content)).toEqual([
+      "text/event-stream"
+    ])
+    expect(schemas.ConflictEncoded.properties.error.properties).toHaveProperty("code")
+    expect(document.security).toEqual([{ bearer: [] }, { cookie: [] }])
+  })
+})
