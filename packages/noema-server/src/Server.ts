@@ -172,7 +172,15 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     changes: options.changes ?? StoreChanges.polling(options.feedPollMs ?? 250),
     ...(options.maxFeedClients !== undefined && { maxClients: options.maxFeedClients }),
     onReadFailure: (detail) => log(`noema server: ${detail}\n`)
-  })
+  }).pipe(
+    Effect.mapError(
+      (error) =>
+        new ServerError({
+          detail: `cannot read the runs store: ${error instanceof Error ? error.message : String(error)}`,
+          cause: error
+        })
+    )
+  )
   const context: Routes.Context = {
     store: options.store,
     executor: options.executor,

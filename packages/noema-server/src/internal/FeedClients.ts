@@ -137,7 +137,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       at = items.at(-1)?.cursor ?? at
     }
   })
-  const start = yield* Effect.orElseSucceed(end, () => 0)
+  // A store that cannot be read now fails the start: the feed would not know where "now" is.
+  const start = yield* end
   hub.head = start
   hub.recentFrom = start
   const head = yield* SubscriptionRef.make(start)
