@@ -315,7 +315,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       )
     ttlMs = Duration.toMillis(parsed.value)
   }
-  // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else Server.start makes one per start.
+  // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else the server makes one per start.
   const token =
     command.type === "serve" ? (command.token ?? (io.env.NOEMA_SERVE_TOKEN || undefined)) : undefined
   const tokenProblem = token === undefined ? undefined : Server.tokenProblem(token)

@@ -110,14 +110,17 @@ export const all = [
   ServiceUnavailable
 ] as const
 
+/** Whether `value` is one of the API's errors. */
 export const isApiError = (value: unknown): value is ApiError => all.some((Class) => value instanceof Class)
 
-/** The error answering `code` with `message`: `new ApiError.NotFound(...)` reads as `ApiError.make(NotFound, ...)`. */
-export const make = <E extends ApiError>(
-  Class: new (props: { readonly error: { readonly code: string; readonly message: string } }) => E,
-  code: string,
-  message: string
-): E => new Class({ error: { code, message } })
+/** A class of `ApiError`: they all take the same body. */
+export type Class<E extends ApiError = ApiError> = new (props: {
+  readonly error: { readonly code: string; readonly message: string }
+}) => E
+
+/** An error of `Class` answering `code` with `message`. */
+export const make = <E extends ApiError>(Class: Class<E>, code: string, message: string): E =>
+  new Class({ error: { code, message } })
 
 /** The HTTP status of `error`, as its class declares it. */
 export const statusOf = (error: ApiError): number =>

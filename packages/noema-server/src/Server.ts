@@ -153,10 +153,37 @@ const gateLayer = (token: string, host: string, failures: Failures.Failures, max
   )
 
 /** The routes: the API from its definition (and its OpenAPI document), the page, behind the gate. */
-const app = (context: Routes.Context) =>
-  Layer.mergeAll(HttpApiBuilder.layer(PanelApi.Api, { openapiPath: PanelApi.openApiPath }), pageRoute).pipe(
-    Layer.provide([ThreadRoutes.layer(context), RunRoutes.layer(context), EventRoutes.layer(context)])
-  )
+const app = (
+  context: Routes.Context,
+  gate: Layer.Layer<never, never, HttpRouter.HttpRouter | HttpServer.HttpServer>
+) =>
+  Layer.mergeAll(
+    HttpApiBuilder.layer(PanelApi.Api, { openapiPath: PanelApi.openApiPath }),
+    pageRoute,
+    gate
+  ).pipe(Layer.provide([ThreadRoutes.layer(context), RunRoutes.layer(context), EventRoutes.layer(context)]))
+
+/** Serves `routes` on Node's HTTP server at `address` until the scope closes; the port it is bound to. */
+const listen = (routes: ReturnType<typeof app>, address: { readonly port: number; readonly host: string }) =>
+  Effect.gen(function* () {
+    let node: ReturnType<typeof createServer> | undefined
+    const served = yield* Layer.build(
+      HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }).pipe(
+        Layer.provideMerge(NodeHttpServer.layer(() => (node = createServer()), address))
+      )
+    ).pipe(
+      Effect.mapError(
+        (error) =>
+          new ServerError({
+            detail: error.cause instanceof Error ? error.cause.message : error.message,
+            cause: error
+          })
+      )
+    )
+    // Closing ends every connection at once, a live feed's too, rather than waiting for clients to leave.
+    yield* Effect.addFinalizer(() => Effect.sync(() => node?.closeAllConnections()))
+    return (Context.get(served, HttpServer.HttpServer).address as { readonly port: number }).port
+  })
 
 /** Starts the server; it stops when the scope closes. */
 export const make = Effect.fnUntraced(function* (options: Options) {
@@ -191,28 +218,10 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     feed,
     failures
   }
-  // Closing ends every connection at once, a live feed's too, rather than waiting for clients to leave.
-  let node: ReturnType<typeof createServer> | undefined
-  const served = yield* Layer.build(
-    HttpRouter.serve(Layer.merge(app(context), gateLayer(token, host, failures, maxBodyBytes)), {
-      disableLogger: true,
-      disableListenLog: true
-    }).pipe(
-      Layer.provideMerge(
-        NodeHttpServer.layer(() => (node = createServer()), { port: options.port ?? 0, host })
-      )
-    )
-  ).pipe(
-    Effect.mapError(
-      (error) =>
-        new ServerError({
-          detail: error.cause instanceof Error ? error.cause.message : error.message,
-          cause: error
-        })
-    )
-  )
-  yield* Effect.addFinalizer(() => Effect.sync(() => node?.closeAllConnections()))
-  const port = (Context.get(served, HttpServer.HttpServer).address as { readonly port: number }).port
+  const port = yield* listen(app(context, gateLayer(token, host, failures, maxBodyBytes)), {
+    port: options.port ?? 0,
+    host
+  })
   const url = `http://${SameOrigin.make(host, port).hosts[0]}`
   return {
     url,

@@ -34,7 +34,7 @@ export interface Options {
 }
 
 /** The refusals of the runs library, by the error's class. */
-const domain: ReadonlyArray<readonly [new (...args: never) => Error, typeof ApiError.NotFound]> = [
+const domain: ReadonlyArray<readonly [new (...args: never) => Error, ApiError.Class]> = [
   [Run.ThreadNotFound, ApiError.NotFound],
   [Run.RunNotFound, ApiError.NotFound],
   [Run.ThreadClosed, ApiError.Conflict],
@@ -48,7 +48,7 @@ const domain: ReadonlyArray<readonly [new (...args: never) => Error, typeof ApiE
 ]
 
 /** An artifact that cannot be served, by why; `Unreadable` is the server's failure. */
-const artifactRefusal: Record<ArtifactFileError["reason"], typeof ApiError.NotFound | undefined> = {
+const artifactRefusal: Record<ArtifactFileError["reason"], ApiError.Class | undefined> = {
   NotFound: ApiError.NotFound,
   Refused: ApiError.Forbidden,
   TooLarge: ApiError.Unprocessable,
@@ -133,7 +133,7 @@ export const make = (options: Options): Failures => {
     const message = redact(refused.error.message, options.hidden)
     if (message === refused.error.message) return refused
     // The same class (the same status), its message without the paths.
-    return ApiError.make(refused.constructor as typeof ApiError.NotFound, refused.error.code, message)
+    return ApiError.make(refused.constructor as ApiError.Class, refused.error.code, message)
   }
   return {
     refusal,

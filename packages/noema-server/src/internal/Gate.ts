@@ -54,11 +54,8 @@ const unauthorized = (base: string) =>
     { "www-authenticate": 'Bearer realm="noema"' }
   )
 
-const refuse = <E extends ApiError.ApiError>(
-  Class: Parameters<typeof ApiError.make<E>>[0],
-  code: string,
-  message: string
-) => ApiError.response(ApiError.make(Class, code, message))
+const refuse = (Class: ApiError.Class, code: string, message: string) =>
+  ApiError.response(ApiError.make(Class, code, message))
 
 /** The request's URL, or undefined when its path is not valid percent-encoding. */
 const urlOf = (request: HttpServerRequest.HttpServerRequest, base: string): URL | undefined => {
