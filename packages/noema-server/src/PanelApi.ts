@@ -183,7 +183,8 @@ const action = <const Name extends string, const Path extends `/:id/${string}`, 
     error: postErrors(ApiError.NotFound, ApiError.Conflict)
   })
 
-const Count = Schema.NumberFromString.check(Schema.isInt())
+/** A whole number in the path (a stage's position, an attempt). */
+const WholeNumber = Schema.NumberFromString.check(Schema.isInt())
 
 export class Runs extends HttpApiGroup.make("runs")
   .add(
@@ -208,7 +209,7 @@ export class Runs extends HttpApiGroup.make("runs")
       error: errors(ApiError.NotFound)
     }),
     HttpApiEndpoint.get("artifact", "/:id/stages/:position/attempts/:attempt/artifacts/*", {
-      params: { ...id, position: Count, attempt: Count, "*": Schema.String },
+      params: { ...id, position: WholeNumber, attempt: WholeNumber, "*": Schema.String },
       success: Schema.String.pipe(
         HttpApiSchema.asText({ contentType: "text/plain" }),
         Schema.annotate({
