@@ -25,7 +25,6 @@ import {
   SqlRunsStore,
   Worker
 } from "@noema/runs"
-import { Server, StoreChanges } from "@noema/server"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"
@@ -318,7 +317,9 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else the server makes one per start.
   const token =
     command.type === "serve" ? (command.token ?? (io.env.NOEMA_SERVE_TOKEN || undefined)) : undefined
-  const tokenProblem = token === undefined ? undefined : Server.tokenProblem(token)
+  // The server (effect/http and Node's HTTP server) is loaded by `serve` only: other commands start faster.
+  const serverPackage = command.type === "serve" ? await import("@noema/server") : undefined
+  const tokenProblem = token === undefined ? undefined : serverPackage?.Server.tokenProblem(token)
   if (tokenProblem !== undefined)
     throw new UsageError(`noema serve: ${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
 
@@ -553,6 +554,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
             })
             const carrying = command.type === "worker" || command.worker
             if (command.type === "serve") {
+              const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
               const server = yield* Server.make({
                 store,
                 executor,
