@@ -25,7 +25,6 @@ import {
   RunFiles,
   RunLease,
   type RunsStore,
-  Server,
   Shown,
   SqlRunsStore,
   Worker
@@ -411,10 +410,12 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       )
     ttlMs = Duration.toMillis(parsed.value)
   }
-  // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else Server.start makes one per start.
+  // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else the server makes one per start.
   const token =
     command.type === "serve" ? (command.token ?? (io.env.NOEMA_SERVE_TOKEN || undefined)) : undefined
-  const tokenProblem = token === undefined ? undefined : Server.tokenProblem(token)
+  // The server (effect/http and Node's HTTP server) is loaded by `serve` only: other commands start faster.
+  const serverPackage = command.type === "serve" ? await import("@noema/server") : undefined
+  const tokenProblem = token === undefined ? undefined : serverPackage?.Server.tokenProblem(token)
   if (tokenProblem !== undefined)
     throw new UsageError(`noema serve: ${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
 
@@ -676,26 +677,27 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
             })
             const carrying = command.type === "worker" || command.worker
             if (command.type === "serve") {
-              const server = yield* Effect.acquireRelease(
-                Effect.tryPromise({
-                  try: () =>
-                    Server.start({
-                      store,
-                      executor,
-                      workspace,
-                      port: command.port,
-                      plan: (request, approval) =>
-                        PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
-                      ...(carrying && { wake: worker.wake }),
-                      ...(token !== undefined && { token }),
-                      log: (line) => void io.stderr.write(line)
-                    }),
-                  catch: (error) =>
-                    new RunsCommandError(
-                      `cannot listen on 127.0.0.1:${command.port}: ${error instanceof Error ? error.message : String(error)}${/EADDRINUSE/.test(String(error)) ? " (another program uses the port: --port N)" : ""}`
-                    )
+              const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
+              const server = yield* Server.make({
+                store,
+                executor,
+                workspace,
+                port: command.port,
+                plan: (request, approval) =>
+                  PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
+                ...(carrying && { wake: worker.wake }),
+                ...(token !== undefined && { token }),
+                changes: yield* StoreChanges.fromDatabase({
+                  onListenFailure: (detail) => void io.stderr.write(`noema serve: ${detail}\n`)
                 }),
-                (server) => Effect.promise(() => server.close())
+                log: (line) => void io.stderr.write(line)
+              }).pipe(
+                Effect.mapError(
+                  (error) =>
+                    new RunsCommandError(
+                      `cannot listen on 127.0.0.1:${command.port}: ${error.detail}${/EADDRINUSE/.test(error.detail) ? " (another program uses the port: --port N)" : ""}`
+                    )
+                )
               )
               yield* print(
                 json
