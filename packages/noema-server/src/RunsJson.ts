@@ -10,7 +10,7 @@
  * compile, rather than being dropped from the API without a word. The
  * OpenAPI document is generated from these schemas.
  */
-import { type Executor, type Run, type RunFiles, type Shown, Shown as ShownModule } from "@noema/runs"
+import { type Executor, Run, type RunFiles, type Shown, Shown as ShownModule } from "@noema/runs"
 import { Schema } from "effect"
 
 // ---------------------------------------------------------------------------
@@ -114,6 +114,12 @@ const Stage = snake({
   attempts: Schema.Array(Attempt)
 })
 
+/** The model a run was started with (run.json's `model`): its server without credentials. */
+export const ModelIdentity = Run.ModelIdentity.annotate({ identifier: "ModelIdentity" })
+
+/** A run that waits for its model: the one it needs, the one the last process had, since when. */
+const WaitingForModel = snake({ model: ModelIdentity, available: ModelIdentity, since: Schema.String })
+
 /** A run as shown (also what an action answers: a run just changed is carried on, never interrupted). */
 export const ShownRun = snake({
   runId: Schema.String,
@@ -127,6 +133,7 @@ export const ShownRun = snake({
   error: optional(StageError),
   stages: Schema.Array(Stage),
   runFileSha256: optional(Schema.String),
+  waitingForModel: optional(WaitingForModel),
   seq: Schema.Int
 }).annotate({ identifier: "Run" })
 same<typeof ShownRun.Type, Shown.ShownRun>(true)
@@ -166,7 +173,8 @@ const eventFields = [
   { type: Schema.Literal("StageFailed"), ...at, ...stageError },
   { type: Schema.Literal("RunCompleted") },
   { type: Schema.Literal("RunFailed"), ...stageError },
-  { type: Schema.Literal("RunCanceled"), reason: Schema.String }
+  { type: Schema.Literal("RunCanceled"), reason: Schema.String },
+  { type: Schema.Literal("ModelUnavailable"), model: ModelIdentity, available: ModelIdentity }
 ] as const
 
 export const EventData = Schema.Union(snakeEach(eventFields)).annotate({
