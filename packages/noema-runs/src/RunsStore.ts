@@ -256,6 +256,15 @@ export const fold = (
   return applyAll(run, events)
 }
 
+/** A new open thread, as both stores create it. */
+export const newThread = (options: Parameters<Service["createThread"]>[0]): Thread => ({
+  id: newThreadId(),
+  title: options?.title ?? "",
+  status: "open",
+  queuePolicy: options?.queuePolicy ?? "reject",
+  createdAt: new Date().toISOString()
+})
+
 /** Events about to be written, stamped, and the run's view once they are. */
 export interface Written {
   readonly events: ReadonlyArray<Event>
@@ -394,13 +403,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
       location: "memory",
       createThread: (options) =>
         Effect.sync(() => {
-          const thread: Thread = {
-            id: newThreadId(),
-            title: options?.title ?? "",
-            status: "open",
-            queuePolicy: options?.queuePolicy ?? "reject",
-            createdAt: new Date().toISOString()
-          }
+          const thread = newThread(options)
           threads.set(thread.id, thread)
           return thread
         }),

@@ -22,7 +22,6 @@ import {
   IllegalTransition,
   InvalidInput,
   newRunId,
-  newThreadId,
   RunNotFound,
   type RunView,
   type Thread,
@@ -35,6 +34,7 @@ import {
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
+  newThread,
   queuedRun,
   RunsStore,
   RunsStoreError,
@@ -394,13 +394,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       location,
       journal,
       createThread: (options) => {
-        const thread: Thread = {
-          id: newThreadId(),
-          title: options?.title ?? "",
-          status: "open",
-          queuePolicy: options?.queuePolicy ?? "reject",
-          createdAt: new Date().toISOString()
-        }
+        const thread = newThread(options)
         return orStoreError(
           Effect.as(
             sql`INSERT INTO runs_threads (id, title, status, queue_policy, created_at)
