@@ -10,12 +10,12 @@ const dialects = [
   ["pg", makePgCompiler()]
 ] as const
 
-const constructor = (compiler: Statement.Compiler) =>
+const statements = (compiler: Statement.Compiler) =>
   Statement.make(Effect.die("no database in these tests"), compiler, [], undefined)
 
 describe("Prepared", () => {
   for (const [dialect, compiler] of dialects) {
-    const sql = constructor(compiler)
+    const sql = statements(compiler)
 
     it(`${dialect}: gives what compiling the template gives, and builds it once`, () => {
       let builds = 0
