@@ -153,11 +153,7 @@ const commits = async (
   options: StoreOptions
 ): Promise<Record<string, number>> =>
   withStore(session, filename, async (store) => {
-    const handle = await Effect.runPromise(
-      session.Session.create({ title: "bench" }).pipe(
-        Effect.provideService(session.SessionStore.SessionStore, store)
-      )
-    )
+    const handle = await Workloads.createSession(session, store)
     let index = 0
     const commitOne = async () => {
       const transaction = handle.begin()
@@ -235,13 +231,7 @@ const groupCommits = async (
 ): Promise<Record<string, number>> =>
   withStore(session, filename, async (store) => {
     const handles = await Promise.all(
-      Array.from({ length: groupWriters }, () =>
-        Effect.runPromise(
-          session.Session.create({ title: "bench" }).pipe(
-            Effect.provideService(session.SessionStore.SessionStore, store)
-          )
-        )
-      )
+      Array.from({ length: groupWriters }, () => Workloads.createSession(session, store))
     )
     const turns = handles.map(() => 0)
     const commitOne = async (writer: number) => {
@@ -311,42 +301,11 @@ const groupCommits = async (
     }
   })
 
-const loads = async (
-  session: SessionPackage,
-  filename: string,
-  options: StoreOptions
-): Promise<Record<string, number>> => {
-  const { ms, heapMb } = await Workloads.loads(
-    (target, use) => withStore(session, target, use),
-    filename,
-    options.loadRuns
-  )
-  return { "store.load100k.sqlite_ms": ms, "store.load100k.heap_mb": heapMb }
-}
-
-const concurrent = async (
-  session: SessionPackage,
-  filename: string,
-  options: StoreOptions
-): Promise<Record<string, number>> => {
-  const { turns, wallMs, damaged } = await Workloads.concurrent(
-    (target, use) => withStore(session, target, use),
-    filename,
-    options.concurrentTurns
-  )
-  process.stderr.write(
-    `  store.concurrent8: ${turns} turns from ${Workloads.concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
-  )
-  return {
-    "store.concurrent8.sqlite_turns_per_s": turns / (wallMs / 1000),
-    "store.concurrent8.lost_or_interleaved": damaged
-  }
-}
-
 export const run = async (noema: Availability, options: StoreOptions): Promise<Record<string, number>> => {
   const session = noema.session
   if (session === undefined) return {}
   const directory = mkdtempSync(join(tmpdir(), "noema-bench-"))
+  const opened: Workloads.WithStore = (target, use) => withStore(session, target, use)
   try {
     return {
       ...(await commits(session, join(directory, "commits.sqlite"), join(directory, "raw.sqlite"), options)),
@@ -356,8 +315,15 @@ export const run = async (noema: Availability, options: StoreOptions): Promise<R
         join(directory, "group8-raw.sqlite"),
         options
       )),
-      ...(await loads(session, join(directory, "load100k.sqlite"), options)),
-      ...(await concurrent(session, join(directory, "concurrent.sqlite"), options))
+      ...(await Workloads.loads(opened, join(directory, "load100k.sqlite"), options.loadRuns, {
+        ms: "store.load100k.sqlite_ms",
+        heapMb: "store.load100k.heap_mb"
+      })),
+      ...(await Workloads.concurrent(opened, join(directory, "concurrent.sqlite"), options.concurrentTurns, {
+        label: "store.concurrent8",
+        turnsPerSecond: "store.concurrent8.sqlite_turns_per_s",
+        damaged: "store.concurrent8.lost_or_interleaved"
+      }))
     }
   } finally {
     rmSync(directory, { recursive: true, force: true })

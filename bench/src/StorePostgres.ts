@@ -179,11 +179,7 @@ const commits = async (
       store = await Effect.runPromise(
         Scope.provide(session.PostgresStore.make({ url, maxConnections: 2 }), scope)
       )
-      const handle = await Effect.runPromise(
-        session.Session.create({ title: "bench" }).pipe(
-          Effect.provideService(session.SessionStore.SessionStore, store)
-        )
-      )
+      const handle = await Workloads.createSession(session, store)
       sessionId = handle.id
       commitOne = async () => {
         const transaction = handle.begin()
@@ -248,38 +244,6 @@ const commits = async (
   }
 }
 
-const loads = async (
-  session: SessionPackage,
-  url: string,
-  options: StorePostgresOptions
-): Promise<Record<string, number>> => {
-  const { ms, heapMb } = await Workloads.loads(
-    (target, use) => withStore(session, target, use),
-    url,
-    options.loadRuns
-  )
-  return { "store.load100k.pg_ms": ms, "store.load100k.pg_heap_mb": heapMb }
-}
-
-const concurrent = async (
-  session: SessionPackage,
-  url: string,
-  options: StorePostgresOptions
-): Promise<Record<string, number>> => {
-  const { turns, wallMs, damaged } = await Workloads.concurrent(
-    (target, use) => withStore(session, target, use),
-    url,
-    options.concurrentTurns
-  )
-  process.stderr.write(
-    `  store.concurrent8 pg: ${turns} turns from ${Workloads.concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
-  )
-  return {
-    "store.concurrent8.pg_turns_per_s": turns / (wallMs / 1000),
-    "store.concurrent8.pg_lost_or_interleaved": damaged
-  }
-}
-
 export const run = async (
   noema: Availability,
   options: StorePostgresOptions
@@ -294,10 +258,23 @@ export const run = async (
       options
     )
     if (session === undefined) return results
+    const opened: Workloads.WithStore = (target, use) => withStore(session, target, use)
     return {
       ...results,
-      ...(await loads(session, await schemaUrl(url, "noema_load"), options)),
-      ...(await concurrent(session, await schemaUrl(url, "noema_concurrent"), options))
+      ...(await Workloads.loads(opened, await schemaUrl(url, "noema_load"), options.loadRuns, {
+        ms: "store.load100k.pg_ms",
+        heapMb: "store.load100k.pg_heap_mb"
+      })),
+      ...(await Workloads.concurrent(
+        opened,
+        await schemaUrl(url, "noema_concurrent"),
+        options.concurrentTurns,
+        {
+          label: "store.concurrent8 pg",
+          turnsPerSecond: "store.concurrent8.pg_turns_per_s",
+          damaged: "store.concurrent8.pg_lost_or_interleaved"
+        }
+      ))
     }
   } finally {
     await release()
