@@ -200,6 +200,8 @@ interface Store {
     append: GroupCommit.Append<A, E>
   ) => Effect.Effect<A, E | SqlError.SqlError>
   readonly append: AppendStatements
+  /** A batch of a session's messages: `id, from, limit` to `[seq, message]` rows from `seq` `from` on. */
+  readonly readMessages: Prepared.Prepared
   readonly metadata: MetadataCache
 }
 
@@ -222,6 +224,11 @@ const open = (sql: SqlClient.SqlClient, location: string): Store => {
         ? GroupCommit.make(sql)
         : (append) => writeTransaction(GroupCommit.onTransactionConnection(sql, append)),
     append: appendStatements(sql, dialect),
+    readMessages: Prepared.make(
+      3,
+      ([id, from, limit]) => sql`SELECT seq, message FROM messages
+        WHERE session_id = ${id} AND seq >= ${from} ORDER BY seq LIMIT ${limit}`
+    ),
     metadata: metadataCache(location)
   }
 }
@@ -414,36 +421,34 @@ const lowestSeq = -2_147_483_648
 
 /**
  * The session's `expected` messages, read in batches of `messagesPerRead` by their `seq`
- * (keyset pagination, inside the caller's transaction); one row past the last is asked for,
- * so a session holding more rows than its count says is found out.
+ * (keyset pagination, on the connection of the load's transaction, each batch one prepared
+ * statement); one row past the last is asked for, so a session holding more rows than its
+ * count says is found out.
  */
 const readMessages = (
   store: Store,
+  connection: SqlConnection.Connection,
   id: string,
   expected: number
 ): Effect.Effect<Array<Message.Message>, StoreError | SqlError.SqlError> => {
-  const { sql, location } = store
+  const { location } = store
   const messages: Array<Message.Message> = []
   const next: Effect.Effect<Array<Message.Message>, StoreError | SqlError.SqlError> = Effect.suspend(() => {
     const limit = Math.max(1, Math.min(store.dialect.messagesPerRead, expected + 1 - messages.length))
-    return Effect.flatMap(
-      sql`SELECT seq, message FROM messages
-        WHERE session_id = ${id} AND seq >= ${messages.length === 0 ? lowestSeq : messages.length}
-        ORDER BY seq LIMIT ${limit}`.values,
-      (rows) => {
-        const damaged = readBatch(location, id, rows, messages)
-        if (damaged !== undefined) return Effect.fail(damaged)
-        if (rows.length === limit && messages.length <= expected) return next
-        return messages.length === expected
-          ? Effect.succeed(messages)
-          : Effect.fail(
-              corrupt(
-                location,
-                `session "${id}" should hold ${expected} messages but ${messages.length} were found`
-              )
+    const from = messages.length === 0 ? lowestSeq : messages.length
+    return Effect.flatMap(valuesOn(connection, store.readMessages, [id, from, limit]), (rows) => {
+      const damaged = readBatch(location, id, rows, messages)
+      if (damaged !== undefined) return Effect.fail(damaged)
+      if (rows.length === limit && messages.length <= expected) return next
+      return messages.length === expected
+        ? Effect.succeed(messages)
+        : Effect.fail(
+            corrupt(
+              location,
+              `session "${id}" should hold ${expected} messages but ${messages.length} were found`
             )
-      }
-    )
+          )
+    })
   })
   return next
 }
@@ -455,7 +460,9 @@ const load = (store: Store, id: string): Effect.Effect<StoredSession, SessionNot
         const row = yield* selectSession(store, id)
         if (row === undefined) return yield* notFound(id)
         const info = yield* infoOfRow(store.location, row)
-        const messages = yield* readMessages(store, id, info.messageCount)
+        const messages = yield* GroupCommit.onTransactionConnection(store.sql, (connection) =>
+          readMessages(store, connection, id, info.messageCount)
+        )
         return { info, messages }
       })
     )
@@ -613,7 +620,7 @@ const appendStatements = (sql: SqlClient.SqlClient, dialect: SqlDialect.Dialect)
   }
 }
 
-/** Runs a prepared statement on the transaction's `connection`. */
+/** Runs a prepared statement on the `connection` of the transaction it is part of. */
 const valuesOn = (
   connection: SqlConnection.Connection,
   statement: Prepared.Prepared,
