@@ -35,10 +35,12 @@ export type StoreOptions = Workloads.Options
 
 type SessionPackage = NonNullable<Availability["session"]>
 
+type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]
+
 const withStore = async <A>(
   session: SessionPackage,
   filename: string,
-  use: (store: SessionPackage["SessionStore"]["SessionStore"]["Service"]) => Promise<A>
+  use: (store: StoreService) => Promise<A>
 ): Promise<A> => {
   const scope = Effect.runSync(Scope.make())
   try {
@@ -118,16 +120,7 @@ const openRaw = (filename: string, sessions = 1): RawStore => {
       const sessionId = sessionIds[session] as string
       const stored = storedCounts[session] as number
       const now = Date.now()
-      const parameters: Array<string | number> = []
-      for (let index = 0; index < messages.length; index++) {
-        const message = messages[index] as Message.Message
-        const stamped = {
-          ...message,
-          id: message.id ?? crypto.randomUUID(),
-          createdAt: message.createdAt ?? now
-        }
-        parameters.push(sessionId, stored + index, JSON.stringify(stamped), stamped.createdAt)
-      }
+      const parameters = Workloads.rawParameters(sessionId, stored, messages, now)
       begin.run()
       try {
         const [count] = selectCount.get(sessionId) as unknown as [number]
@@ -146,13 +139,30 @@ const openRaw = (filename: string, sessions = 1): RawStore => {
   }
 }
 
-const commits = async (
+/** Runs `use` with noema's store on `filename` and the raw reference on `rawFilename` (`sessions` sessions), closing both. */
+const withStores = <A>(
+  session: SessionPackage,
+  filename: string,
+  rawFilename: string,
+  sessions: number,
+  use: (store: StoreService, raw: RawStore) => Promise<A>
+): Promise<A> =>
+  withStore(session, filename, async (store) => {
+    const raw = openRaw(rawFilename, sessions)
+    try {
+      return await use(store, raw)
+    } finally {
+      raw.close()
+    }
+  })
+
+const commits = (
   session: SessionPackage,
   filename: string,
   rawFilename: string,
   options: StoreOptions
 ): Promise<Record<string, number>> =>
-  withStore(session, filename, async (store) => {
+  withStores(session, filename, rawFilename, 1, async (store, raw) => {
     const handle = await Workloads.createSession(session, store)
     let index = 0
     const commitOne = async () => {
@@ -160,58 +170,40 @@ const commits = async (
       transaction.extend(turn(index++))
       await Effect.runPromise(handle.commit(transaction))
     }
-    const raw = openRaw(rawFilename)
     let rawIndex = 0
     // Async like noema's, so both loops pay the same await per commit.
     const commitRaw = async () => raw.commit(0, turn(rawIndex++))
-    try {
-      for (let i = 0; i < options.warmupCommits; i++) {
-        await commitOne()
-        await commitRaw()
-      }
+    for (let i = 0; i < options.warmupCommits; i++) {
+      await commitOne()
+      await commitRaw()
+    }
 
-      const latencies: Array<number> = []
-      const started = now()
-      for (let i = 0; i < options.latencyCommits; i++) {
-        if (i >= 100 && now() - started > options.budgetMs) break
-        const start = now()
-        await commitOne()
-        latencies.push((now() - start) * 1000)
-      }
+    const latencies: Array<number> = []
+    const started = now()
+    for (let i = 0; i < options.latencyCommits; i++) {
+      if (i >= 100 && now() - started > options.budgetMs) break
+      const start = now()
+      await commitOne()
+      latencies.push((now() - start) * 1000)
+    }
 
-      // Interleaved, alternating who goes first, so the disk's and the machine's moods hit both.
-      const sustained = async (operation: () => Promise<void>): Promise<number> => {
-        const start = now()
-        for (let i = 0; i < options.sustainedCommits; i++) await operation()
-        return options.sustainedCommits / ((now() - start) / 1000)
-      }
-      const rates: Array<number> = []
-      const rawRates: Array<number> = []
-      for (let round = 0; round < options.sustainedRounds; round++) {
-        if (round >= 1 && now() - started > options.budgetMs * 2) break
-        if (round % 2 === 0) {
-          rates.push(await sustained(commitOne))
-          rawRates.push(await sustained(commitRaw))
-        } else {
-          rawRates.push(await sustained(commitRaw))
-          rates.push(await sustained(commitOne))
-        }
-      }
-
-      const stored = await Effect.runPromise(store.info(handle.id))
-      check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
-      check(raw.storedMessages(0) === rawIndex * 4, "every raw commit stored")
-      process.stderr.write(
-        `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
-          `raw node:sqlite ${median(rawRates).toFixed(0)}/s (this disk's ceiling)\n`
-      )
-      return {
-        "store.commit.sqlite_us": median(latencies),
-        "store.commit.sqlite_per_s": median(rates),
-        "store.commit.rawsqlite_per_s": median(rawRates)
-      }
-    } finally {
-      raw.close()
+    const { rates, referenceRates } = await Workloads.alternating(
+      options.sustainedRounds,
+      options.budgetMs,
+      () => Workloads.perSecond(commitOne, options.sustainedCommits),
+      () => Workloads.perSecond(commitRaw, options.sustainedCommits)
+    )
+    const stored = await Effect.runPromise(store.info(handle.id))
+    check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
+    check(raw.storedMessages(0) === rawIndex * 4, "every raw commit stored")
+    process.stderr.write(
+      `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
+        `raw node:sqlite ${median(referenceRates).toFixed(0)}/s (this disk's ceiling)\n`
+    )
+    return {
+      "store.commit.sqlite_us": median(latencies),
+      "store.commit.sqlite_per_s": median(rates),
+      "store.commit.rawsqlite_per_s": median(referenceRates)
     }
   })
 
@@ -223,13 +215,13 @@ export const groupWriters = 8
  * requests do, against 8 loops over one `node:sqlite` connection committing the same turns one
  * transaction each; interleaved rounds, turns per second over all writers.
  */
-const groupCommits = async (
+const groupCommits = (
   session: SessionPackage,
   filename: string,
   rawFilename: string,
   options: StoreOptions
 ): Promise<Record<string, number>> =>
-  withStore(session, filename, async (store) => {
+  withStores(session, filename, rawFilename, groupWriters, async (store, raw) => {
     const handles = await Promise.all(
       Array.from({ length: groupWriters }, () => Workloads.createSession(session, store))
     )
@@ -241,7 +233,6 @@ const groupCommits = async (
       turns[writer] = (turns[writer] as number) + 1
       await Effect.runPromise(handle.commit(transaction))
     }
-    const raw = openRaw(rawFilename, groupWriters)
     const rawTurns = handles.map(() => 0)
     const commitRaw = async (writer: number) => {
       const index = rawTurns[writer] as number
@@ -258,46 +249,35 @@ const groupCommits = async (
       )
       return (groupWriters * count) / ((now() - start) / 1000)
     }
-    try {
-      const warmup = Math.max(1, Math.floor(options.warmupCommits / groupWriters))
-      await atOnce(commitOne, warmup)
-      await atOnce(commitRaw, warmup)
-      const started = now()
-      const rates: Array<number> = []
-      const rawRates: Array<number> = []
-      for (let round = 0; round < options.sustainedRounds; round++) {
-        if (round >= 1 && now() - started > options.budgetMs * 2) break
-        if (round % 2 === 0) {
-          rates.push(await atOnce(commitOne, perWriter))
-          rawRates.push(await atOnce(commitRaw, perWriter))
-        } else {
-          rawRates.push(await atOnce(commitRaw, perWriter))
-          rates.push(await atOnce(commitOne, perWriter))
-        }
-      }
-      for (const [writer, handle] of handles.entries()) {
-        const { messages } = await Effect.runPromise(store.load(handle.id))
-        const expected = (turns[writer] as number) * 4
-        check(
-          messages.length === expected,
-          `writer ${writer}: ${messages.length} of ${expected} messages stored`
-        )
-        messages.forEach((message, index) => {
-          const wanted = turn(Math.floor(index / 4))[index % 4] as Message.Message
-          check(message.content === wanted.content, `writer ${writer}: message ${index} is not in its place`)
-        })
-        check(raw.storedMessages(writer) === (rawTurns[writer] as number) * 4, "every raw commit stored")
-      }
-      process.stderr.write(
-        `  store.commit.group8: noema ${median(rates).toFixed(0)} turns/s, ` +
-          `raw node:sqlite ${median(rawRates).toFixed(0)} turns/s (one transaction each)\n`
+    const warmup = Math.max(1, Math.floor(options.warmupCommits / groupWriters))
+    await atOnce(commitOne, warmup)
+    await atOnce(commitRaw, warmup)
+    const { rates, referenceRates } = await Workloads.alternating(
+      options.sustainedRounds,
+      options.budgetMs,
+      () => atOnce(commitOne, perWriter),
+      () => atOnce(commitRaw, perWriter)
+    )
+    for (const [writer, handle] of handles.entries()) {
+      const { messages } = await Effect.runPromise(store.load(handle.id))
+      const expected = (turns[writer] as number) * 4
+      check(
+        messages.length === expected,
+        `writer ${writer}: ${messages.length} of ${expected} messages stored`
       )
-      return {
-        "store.commit.group8.sqlite_per_s": median(rates),
-        "store.commit.group8.rawsqlite_per_s": median(rawRates)
-      }
-    } finally {
-      raw.close()
+      messages.forEach((message, index) => {
+        const wanted = turn(Math.floor(index / 4))[index % 4] as Message.Message
+        check(message.content === wanted.content, `writer ${writer}: message ${index} is not in its place`)
+      })
+      check(raw.storedMessages(writer) === (rawTurns[writer] as number) * 4, "every raw commit stored")
+    }
+    process.stderr.write(
+      `  store.commit.group8: noema ${median(rates).toFixed(0)} turns/s, ` +
+        `raw node:sqlite ${median(referenceRates).toFixed(0)} turns/s (one transaction each)\n`
+    )
+    return {
+      "store.commit.group8.sqlite_per_s": median(rates),
+      "store.commit.group8.rawsqlite_per_s": median(referenceRates)
     }
   })
 

@@ -81,16 +81,7 @@ const openRaw = async (url: string): Promise<RawStore> => {
   return {
     commit: async (messages) => {
       const stamp = Date.now()
-      const parameters: Array<string | number> = []
-      for (let index = 0; index < messages.length; index++) {
-        const message = messages[index] as Message.Message
-        const stamped = {
-          ...message,
-          id: message.id ?? crypto.randomUUID(),
-          createdAt: message.createdAt ?? stamp
-        }
-        parameters.push(sessionId, stored + index, JSON.stringify(stamped), stamped.createdAt)
-      }
+      const parameters = Workloads.rawParameters(sessionId, stored, messages, stamp)
       await client.query("BEGIN")
       try {
         const { rows } = await client.query({
@@ -207,25 +198,15 @@ const commits = async (
     if (commitOne !== undefined) results["store.commit.pg_us"] = await timeEach(commitOne)
     results["store.commit.rawpg_us"] = await timeEach(commitRaw)
 
-    // Interleaved, alternating who goes first, so the disk's and the machine's moods hit both.
-    const sustained = async (operation: () => Promise<void>): Promise<number> => {
-      const start = now()
-      for (let i = 0; i < options.sustainedCommits; i++) await operation()
-      return options.sustainedCommits / ((now() - start) / 1000)
-    }
-    const rates: Array<number> = []
-    const rawRates: Array<number> = []
-    const started = now()
-    for (let round = 0; round < options.sustainedRounds; round++) {
-      if (round >= 1 && now() - started > options.budgetMs * 2) break
-      if (round % 2 === 0) {
-        if (commitOne !== undefined) rates.push(await sustained(commitOne))
-        rawRates.push(await sustained(commitRaw))
-      } else {
-        rawRates.push(await sustained(commitRaw))
-        if (commitOne !== undefined) rates.push(await sustained(commitOne))
-      }
-    }
+    const noemaRounds = commitOne
+    const { rates, referenceRates: rawRates } = await Workloads.alternating(
+      options.sustainedRounds,
+      options.budgetMs,
+      // Without noema's session package, the reference alone.
+      async () =>
+        noemaRounds === undefined ? Number.NaN : Workloads.perSecond(noemaRounds, options.sustainedCommits),
+      () => Workloads.perSecond(commitRaw, options.sustainedCommits)
+    )
     check((await raw.storedMessages()) === rawIndex * 4, "every raw PostgreSQL commit stored")
     if (store !== undefined) {
       const info = await Effect.runPromise(store.info(sessionId))

@@ -19,7 +19,7 @@ import { promisify } from "node:util"
 import type { Message } from "@noema/core"
 import { Effect } from "effect"
 import { history, turn } from "./Conversation.ts"
-import { check, median } from "./Harness.ts"
+import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 
 type SessionPackage = NonNullable<Availability["session"]>
@@ -35,6 +35,58 @@ export const createSession = (session: SessionPackage, store: StoreService) =>
       Effect.provideService(session.SessionStore.SessionStore, store)
     )
   )
+
+/**
+ * A turn as a raw reference writes it: each message stamped (an id, a time) and serialised,
+ * laid out flat as the multi-row insert's parameters (session, seq, JSON, time per message).
+ */
+export const rawParameters = (
+  sessionId: string,
+  first: number,
+  messages: ReadonlyArray<Message.Message>,
+  now: number
+): Array<string | number> => {
+  const parameters: Array<string | number> = []
+  for (let index = 0; index < messages.length; index++) {
+    const message = messages[index] as Message.Message
+    const stamped = { ...message, id: message.id ?? crypto.randomUUID(), createdAt: message.createdAt ?? now }
+    parameters.push(sessionId, first + index, JSON.stringify(stamped), stamped.createdAt)
+  }
+  return parameters
+}
+
+/** `count` operations back to back, per second. */
+export const perSecond = async (operation: () => Promise<void>, count: number): Promise<number> => {
+  const start = now()
+  for (let i = 0; i < count; i++) await operation()
+  return count / ((now() - start) / 1000)
+}
+
+/**
+ * Rounds of noema's `measure` and the reference's, alternating who goes first so the disk's and
+ * the machine's moods hit both; at least one round, then as many as fit twice `budgetMs`.
+ */
+export const alternating = async (
+  rounds: number,
+  budgetMs: number,
+  measure: () => Promise<number>,
+  reference: () => Promise<number>
+): Promise<{ readonly rates: Array<number>; readonly referenceRates: Array<number> }> => {
+  const rates: Array<number> = []
+  const referenceRates: Array<number> = []
+  const started = now()
+  for (let round = 0; round < rounds; round++) {
+    if (round >= 1 && now() - started > budgetMs * 2) break
+    if (round % 2 === 0) {
+      rates.push(await measure())
+      referenceRates.push(await reference())
+    } else {
+      referenceRates.push(await reference())
+      rates.push(await measure())
+    }
+  }
+  return { rates, referenceRates }
+}
 
 /** How much each store suite does; one shape for every backend. */
 export interface Options {
