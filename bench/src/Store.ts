@@ -24,7 +24,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import type { Message } from "@noema/core"
-import { Effect, Exit, Scope } from "effect"
+import { Effect } from "effect"
 import { turn } from "./Conversation.ts"
 import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
@@ -37,40 +37,8 @@ type SessionPackage = NonNullable<Availability["session"]>
 
 type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]
 
-const withStore = async <A>(
-  session: SessionPackage,
-  filename: string,
-  use: (store: StoreService) => Promise<A>
-): Promise<A> => {
-  const scope = Effect.runSync(Scope.make())
-  try {
-    const store = await Effect.runPromise(Scope.provide(session.SqliteStore.make({ filename }), scope))
-    return await use(store)
-  } finally {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-  }
-}
-
-// @noema/session's schema (its migration 1), copied so the reference depends on nothing of noema's.
-const rawSchema = `
-  CREATE TABLE sessions (
-    id TEXT PRIMARY KEY NOT NULL,
-    title TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    activity INTEGER NOT NULL,
-    message_count INTEGER NOT NULL DEFAULT 0,
-    metadata TEXT NOT NULL DEFAULT '{}'
-  ) STRICT;
-  CREATE INDEX sessions_by_activity ON sessions (activity);
-  CREATE TABLE messages (
-    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    message TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (session_id, seq)
-  ) STRICT, WITHOUT ROWID;
-`
+const withStore = <A>(session: SessionPackage, filename: string, use: (store: StoreService) => Promise<A>) =>
+  Workloads.withScoped(session.SqliteStore.make({ filename }), use)
 
 interface RawStore {
   /** Stores one turn in session `session`: stamped, serialised, committed in one `BEGIN IMMEDIATE` transaction. */
@@ -83,13 +51,14 @@ interface RawStore {
  * The reference: what a hand-written `node:sqlite` store does per turn, with the
  * same settings as `SqliteStore` (WAL, `synchronous=FULL`, foreign keys) and the
  * same statements (count check inside the transaction, one multi-row insert, the
- * session row updated), without validation, Effect or a session handle.
+ * session row updated), without validation, Effect or a session handle. Its file
+ * holds noema's schema (`filename` was opened by `SqliteStore` first, which created
+ * it), so both write the same tables; nothing of noema's runs while it commits.
  */
-const openRaw = (filename: string, sessions = 1): RawStore => {
+const openRaw = (filename: string, sessions: number): RawStore => {
   const db = new DatabaseSync(filename, { timeout: 5_000, enableForeignKeyConstraints: true })
   db.exec("PRAGMA journal_mode = WAL")
   db.exec("PRAGMA synchronous = FULL")
-  db.exec(rawSchema)
   const sessionIds = Array.from({ length: sessions }, () => crypto.randomUUID())
   const created = Date.now()
   const insertSession = db.prepare(
@@ -139,73 +108,82 @@ const openRaw = (filename: string, sessions = 1): RawStore => {
   }
 }
 
-/** Runs `use` with noema's store on `filename` and the raw reference on `rawFilename` (`sessions` sessions), closing both. */
-const withStores = <A>(
+/** noema's store, and the raw reference committing to its sessions in a file of its own. */
+interface Stores {
+  readonly session: SessionPackage
+  readonly store: StoreService
+  readonly raw: RawStore
+}
+
+/**
+ * Runs `use` with noema's store on `filename` and the raw reference on `rawFilename` (with
+ * `sessions` sessions; the file is given noema's schema by opening it with `SqliteStore` first),
+ * closing both.
+ */
+const withStores = async <A>(
   session: SessionPackage,
-  filename: string,
-  rawFilename: string,
+  [filename, rawFilename]: readonly [string, string],
   sessions: number,
-  use: (store: StoreService, raw: RawStore) => Promise<A>
-): Promise<A> =>
-  withStore(session, filename, async (store) => {
+  use: (stores: Stores) => Promise<A>
+): Promise<A> => {
+  await withStore(session, rawFilename, async () => undefined)
+  return withStore(session, filename, async (store) => {
     const raw = openRaw(rawFilename, sessions)
     try {
-      return await use(store, raw)
+      return await use({ session, store, raw })
     } finally {
       raw.close()
     }
   })
+}
 
-const commits = (
-  session: SessionPackage,
-  filename: string,
-  rawFilename: string,
+const commits = async (
+  { session, store, raw }: Stores,
   options: StoreOptions
-): Promise<Record<string, number>> =>
-  withStores(session, filename, rawFilename, 1, async (store, raw) => {
-    const handle = await Workloads.createSession(session, store)
-    let index = 0
-    const commitOne = async () => {
-      const transaction = handle.begin()
-      transaction.extend(turn(index++))
-      await Effect.runPromise(handle.commit(transaction))
-    }
-    let rawIndex = 0
-    // Async like noema's, so both loops pay the same await per commit.
-    const commitRaw = async () => raw.commit(0, turn(rawIndex++))
-    for (let i = 0; i < options.warmupCommits; i++) {
-      await commitOne()
-      await commitRaw()
-    }
+): Promise<Record<string, number>> => {
+  const handle = await Workloads.createSession(session, store)
+  let index = 0
+  const commitOne = async () => {
+    const transaction = handle.begin()
+    transaction.extend(turn(index++))
+    await Effect.runPromise(handle.commit(transaction))
+  }
+  let rawIndex = 0
+  // Async like noema's, so both loops pay the same await per commit.
+  const commitRaw = async () => raw.commit(0, turn(rawIndex++))
+  for (let i = 0; i < options.warmupCommits; i++) {
+    await commitOne()
+    await commitRaw()
+  }
 
-    const latencies: Array<number> = []
-    const started = now()
-    for (let i = 0; i < options.latencyCommits; i++) {
-      if (i >= 100 && now() - started > options.budgetMs) break
-      const start = now()
-      await commitOne()
-      latencies.push((now() - start) * 1000)
-    }
+  const latencies: Array<number> = []
+  const started = now()
+  for (let i = 0; i < options.latencyCommits; i++) {
+    if (i >= 100 && now() - started > options.budgetMs) break
+    const start = now()
+    await commitOne()
+    latencies.push((now() - start) * 1000)
+  }
 
-    const { rates, referenceRates } = await Workloads.alternating(
-      options.sustainedRounds,
-      options.budgetMs,
-      () => Workloads.perSecond(commitOne, options.sustainedCommits),
-      () => Workloads.perSecond(commitRaw, options.sustainedCommits)
-    )
-    const stored = await Effect.runPromise(store.info(handle.id))
-    check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
-    check(raw.storedMessages(0) === rawIndex * 4, "every raw commit stored")
-    process.stderr.write(
-      `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
-        `raw node:sqlite ${median(referenceRates).toFixed(0)}/s (this disk's ceiling)\n`
-    )
-    return {
-      "store.commit.sqlite_us": median(latencies),
-      "store.commit.sqlite_per_s": median(rates),
-      "store.commit.rawsqlite_per_s": median(referenceRates)
-    }
-  })
+  const { rates, referenceRates } = await Workloads.alternating(
+    options.sustainedRounds,
+    options.budgetMs,
+    () => Workloads.perSecond(commitOne, options.sustainedCommits),
+    () => Workloads.perSecond(commitRaw, options.sustainedCommits)
+  )
+  const stored = await Effect.runPromise(store.info(handle.id))
+  check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
+  check(raw.storedMessages(0) === rawIndex * 4, "every raw commit stored")
+  process.stderr.write(
+    `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
+      `raw node:sqlite ${median(referenceRates).toFixed(0)}/s (this disk's ceiling)\n`
+  )
+  return {
+    "store.commit.sqlite_us": median(latencies),
+    "store.commit.sqlite_per_s": median(rates),
+    "store.commit.rawsqlite_per_s": median(referenceRates)
+  }
+}
 
 /** Writers committing at once in this process, each to its own session. */
 export const groupWriters = 8
@@ -215,85 +193,78 @@ export const groupWriters = 8
  * requests do, against 8 loops over one `node:sqlite` connection committing the same turns one
  * transaction each; interleaved rounds, turns per second over all writers.
  */
-const groupCommits = (
-  session: SessionPackage,
-  filename: string,
-  rawFilename: string,
+const groupCommits = async (
+  { session, store, raw }: Stores,
   options: StoreOptions
-): Promise<Record<string, number>> =>
-  withStores(session, filename, rawFilename, groupWriters, async (store, raw) => {
-    const handles = await Promise.all(
-      Array.from({ length: groupWriters }, () => Workloads.createSession(session, store))
-    )
-    const turns = handles.map(() => 0)
-    const commitOne = async (writer: number) => {
-      const handle = handles[writer] as (typeof handles)[number]
-      const transaction = handle.begin()
-      transaction.extend(turn(turns[writer] as number))
-      turns[writer] = (turns[writer] as number) + 1
-      await Effect.runPromise(handle.commit(transaction))
-    }
-    const rawTurns = handles.map(() => 0)
-    const commitRaw = async (writer: number) => {
-      const index = rawTurns[writer] as number
-      rawTurns[writer] = index + 1
-      raw.commit(writer, turn(index))
-    }
-    const perWriter = Math.max(1, Math.floor(options.sustainedCommits / groupWriters))
-    const atOnce = async (operation: (writer: number) => Promise<void>, count: number): Promise<number> => {
-      const start = now()
-      await Promise.all(
-        Array.from({ length: groupWriters }, async (_, writer) => {
-          for (let i = 0; i < count; i++) await operation(writer)
-        })
-      )
-      return (groupWriters * count) / ((now() - start) / 1000)
-    }
-    const warmup = Math.max(1, Math.floor(options.warmupCommits / groupWriters))
-    await atOnce(commitOne, warmup)
-    await atOnce(commitRaw, warmup)
-    const { rates, referenceRates } = await Workloads.alternating(
-      options.sustainedRounds,
-      options.budgetMs,
-      () => atOnce(commitOne, perWriter),
-      () => atOnce(commitRaw, perWriter)
-    )
-    for (const [writer, handle] of handles.entries()) {
-      const { messages } = await Effect.runPromise(store.load(handle.id))
-      const expected = (turns[writer] as number) * 4
-      check(
-        messages.length === expected,
-        `writer ${writer}: ${messages.length} of ${expected} messages stored`
-      )
-      messages.forEach((message, index) => {
-        const wanted = turn(Math.floor(index / 4))[index % 4] as Message.Message
-        check(message.content === wanted.content, `writer ${writer}: message ${index} is not in its place`)
+): Promise<Record<string, number>> => {
+  const handles = await Promise.all(
+    Array.from({ length: groupWriters }, () => Workloads.createSession(session, store))
+  )
+  const turns = handles.map(() => 0)
+  const commitOne = async (writer: number) => {
+    const handle = handles[writer] as (typeof handles)[number]
+    const transaction = handle.begin()
+    transaction.extend(turn(turns[writer] as number))
+    turns[writer] = (turns[writer] as number) + 1
+    await Effect.runPromise(handle.commit(transaction))
+  }
+  const rawTurns = handles.map(() => 0)
+  const commitRaw = async (writer: number) => {
+    const index = rawTurns[writer] as number
+    rawTurns[writer] = index + 1
+    raw.commit(writer, turn(index))
+  }
+  const perWriter = Math.max(1, Math.floor(options.sustainedCommits / groupWriters))
+  const atOnce = async (operation: (writer: number) => Promise<void>, count: number): Promise<number> => {
+    const start = now()
+    await Promise.all(
+      Array.from({ length: groupWriters }, async (_, writer) => {
+        for (let i = 0; i < count; i++) await operation(writer)
       })
-      check(raw.storedMessages(writer) === (rawTurns[writer] as number) * 4, "every raw commit stored")
-    }
-    process.stderr.write(
-      `  store.commit.group8: noema ${median(rates).toFixed(0)} turns/s, ` +
-        `raw node:sqlite ${median(referenceRates).toFixed(0)} turns/s (one transaction each)\n`
     )
-    return {
-      "store.commit.group8.sqlite_per_s": median(rates),
-      "store.commit.group8.rawsqlite_per_s": median(referenceRates)
-    }
-  })
+    return (groupWriters * count) / ((now() - start) / 1000)
+  }
+  const warmup = Math.max(1, Math.floor(options.warmupCommits / groupWriters))
+  await atOnce(commitOne, warmup)
+  await atOnce(commitRaw, warmup)
+  const { rates, referenceRates } = await Workloads.alternating(
+    options.sustainedRounds,
+    options.budgetMs,
+    () => atOnce(commitOne, perWriter),
+    () => atOnce(commitRaw, perWriter)
+  )
+  for (const [writer, handle] of handles.entries()) {
+    const { messages } = await Effect.runPromise(store.load(handle.id))
+    const expected = (turns[writer] as number) * 4
+    check(messages.length === expected, `writer ${writer}: ${messages.length} of ${expected} messages stored`)
+    messages.forEach((message, index) => {
+      const wanted = turn(Math.floor(index / 4))[index % 4] as Message.Message
+      check(message.content === wanted.content, `writer ${writer}: message ${index} is not in its place`)
+    })
+    check(raw.storedMessages(writer) === (rawTurns[writer] as number) * 4, "every raw commit stored")
+  }
+  process.stderr.write(
+    `  store.commit.group8: noema ${median(rates).toFixed(0)} turns/s, ` +
+      `raw node:sqlite ${median(referenceRates).toFixed(0)} turns/s (one transaction each)\n`
+  )
+  return {
+    "store.commit.group8.sqlite_per_s": median(rates),
+    "store.commit.group8.rawsqlite_per_s": median(referenceRates)
+  }
+}
 
 export const run = async (noema: Availability, options: StoreOptions): Promise<Record<string, number>> => {
   const session = noema.session
   if (session === undefined) return {}
   const directory = mkdtempSync(join(tmpdir(), "noema-bench-"))
   const opened: Workloads.WithStore = (target, use) => withStore(session, target, use)
+  const files = (name: string) =>
+    [join(directory, `${name}.sqlite`), join(directory, `${name}-raw.sqlite`)] as const
   try {
     return {
-      ...(await commits(session, join(directory, "commits.sqlite"), join(directory, "raw.sqlite"), options)),
-      ...(await groupCommits(
-        session,
-        join(directory, "group8.sqlite"),
-        join(directory, "group8-raw.sqlite"),
-        options
+      ...(await withStores(session, files("commits"), 1, (stores) => commits(stores, options))),
+      ...(await withStores(session, files("group8"), groupWriters, (stores) =>
+        groupCommits(stores, options)
       )),
       ...(await Workloads.loads(opened, join(directory, "load100k.sqlite"), options.loadRuns, {
         ms: "store.load100k.sqlite_ms",

@@ -17,7 +17,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import type { Message } from "@noema/core"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { history, turn } from "./Conversation.ts"
 import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
@@ -27,6 +27,19 @@ type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]
 
 /** Runs `use` on the backend's store at `target`, closing it afterwards. */
 export type WithStore = <A>(target: string, use: (store: StoreService) => Promise<A>) => Promise<A>
+
+/** Runs `use` on the store `open` makes, and closes it (its scope) afterwards. */
+export const withScoped = async <S, A>(
+  open: Effect.Effect<S, unknown, Scope.Scope>,
+  use: (store: S) => Promise<A>
+): Promise<A> => {
+  const scope = Effect.runSync(Scope.make())
+  try {
+    return await use(await Effect.runPromise(Scope.provide(open, scope)))
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
 
 /** A new session on `store`, opened as an application does (`Session.create`). */
 export const createSession = (session: SessionPackage, store: StoreService) =>
