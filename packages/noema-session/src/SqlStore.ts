@@ -13,16 +13,18 @@
  * PostgreSQL: the row lock, under READ COMMITTED, so a waiting writer re-reads
  * the count once the first commits and matches nothing), so concurrent writers
  * in other processes or on other machines get a `SessionConflictError`, never
- * interleaved turns. The append's statements run on its transaction's
- * connection directly, compiled: no span or connection lookup per statement on
- * the commit path (the transaction has its span).
+ * interleaved turns. The append's statements are compiled once per store
+ * (@noema/sql's `Prepared`) and run on the transaction's connection directly: no
+ * compilation, span or connection lookup per statement on the commit path (the
+ * transaction has its span).
  * On SQLite, appends that arrive together in one process share one transaction
  * and one fsync, each in its own savepoint with its own result, and each
  * acknowledged only after that COMMIT (group commit: `internal/GroupCommit.ts`
  * states the contract); PostgreSQL keeps one transaction per append.
  * Messages are validated with core's `Message` Schema on the way in and out; a
- * session is read in batches of rows (`Dialect.messagesPerRead`), each message
- * parsed once and checked in place.
+ * session is read in batches of rows (`Dialect.messagesPerRead`) on the load's
+ * transaction's connection in the same way, each message parsed once and checked
+ * in place.
  * The schema is migrated by @noema/sql's `Migrations` when the store is made; a
  * SQLite file is first checked to be an empty database or noema's (application
  * id, schema version) and is refused, untouched, otherwise.
