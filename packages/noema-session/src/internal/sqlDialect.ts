@@ -12,8 +12,7 @@
  * are kept as JSON text on both (not `jsonb`): text round-trips exactly what was
  * written, including `\u0000` escapes, and costs no conversion on either side.
  */
-import type { Migrations } from "@noema/sql"
-import { Database } from "@noema/sql"
+import { Database, type Migrations } from "@noema/sql"
 import { Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 
@@ -36,9 +35,10 @@ export interface Dialect {
   /** Rows per multi-row insert: a turn fits in one; a big import is split (bound parameters are capped). */
   readonly maximumRowsPerInsert: number
   /**
-   * Messages per statement when a session is loaded. On SQLite a few thousand rows at
-   * a time let each batch's text die young instead of aging, all 100,000 of it, through
-   * the garbage collector before it is parsed; PostgreSQL pays a round trip per statement.
+   * Messages per statement when a session is loaded. On SQLite a thousand rows at a time
+   * let each batch's text die young instead of aging, all of a long session's at once,
+   * through the garbage collector before it is parsed; PostgreSQL pays a round trip per
+   * statement, so it takes more.
    */
   readonly messagesPerRead: number
   /**
