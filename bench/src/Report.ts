@@ -494,9 +494,9 @@ const targets: ReadonlyArray<Target> = [
     evaluate: atLeast(2)
   },
   {
-    description: "store.load100k: <= 300 ms",
+    description: "store.load100k: <= 150 ms",
     figures: ["store.load100k.sqlite_ms"],
-    evaluate: ([ms = Number.NaN]) => ({ shown: `${ms.toFixed(1)} ms`, pass: ms <= 300 })
+    evaluate: ([ms = Number.NaN]) => ({ shown: `${ms.toFixed(1)} ms`, pass: ms <= 150 })
   },
   {
     description: "resources.find_prefix: big <= 2 x 10k (SQLite)",

@@ -24,7 +24,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import type { Message } from "@noema/core"
-import { Effect, Exit, Scope } from "effect"
+import { Effect } from "effect"
 import { turn } from "./Conversation.ts"
 import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
@@ -35,40 +35,10 @@ export type StoreOptions = Workloads.Options
 
 type SessionPackage = NonNullable<Availability["session"]>
 
-const withStore = async <A>(
-  session: SessionPackage,
-  filename: string,
-  use: (store: SessionPackage["SessionStore"]["SessionStore"]["Service"]) => Promise<A>
-): Promise<A> => {
-  const scope = Effect.runSync(Scope.make())
-  try {
-    const store = await Effect.runPromise(Scope.provide(session.SqliteStore.make({ filename }), scope))
-    return await use(store)
-  } finally {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-  }
-}
+type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]
 
-// @noema/session's schema (its migration 1), copied so the reference depends on nothing of noema's.
-const rawSchema = `
-  CREATE TABLE sessions (
-    id TEXT PRIMARY KEY NOT NULL,
-    title TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    activity INTEGER NOT NULL,
-    message_count INTEGER NOT NULL DEFAULT 0,
-    metadata TEXT NOT NULL DEFAULT '{}'
-  ) STRICT;
-  CREATE INDEX sessions_by_activity ON sessions (activity);
-  CREATE TABLE messages (
-    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    message TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (session_id, seq)
-  ) STRICT, WITHOUT ROWID;
-`
+const withStore = <A>(session: SessionPackage, filename: string, use: (store: StoreService) => Promise<A>) =>
+  Workloads.withScoped(session.SqliteStore.make({ filename }), use)
 
 interface RawStore {
   /** Stores one turn in session `session`: stamped, serialised, committed in one `BEGIN IMMEDIATE` transaction. */
@@ -81,13 +51,14 @@ interface RawStore {
  * The reference: what a hand-written `node:sqlite` store does per turn, with the
  * same settings as `SqliteStore` (WAL, `synchronous=FULL`, foreign keys) and the
  * same statements (count check inside the transaction, one multi-row insert, the
- * session row updated), without validation, Effect or a session handle.
+ * session row updated), without validation, Effect or a session handle. Its file
+ * holds noema's schema (`filename` was opened by `SqliteStore` first, which created
+ * it), so both write the same tables; nothing of noema's runs while it commits.
  */
-const openRaw = (filename: string, sessions = 1): RawStore => {
+const openRaw = (filename: string, sessions: number): RawStore => {
   const db = new DatabaseSync(filename, { timeout: 5_000, enableForeignKeyConstraints: true })
   db.exec("PRAGMA journal_mode = WAL")
   db.exec("PRAGMA synchronous = FULL")
-  db.exec(rawSchema)
   const sessionIds = Array.from({ length: sessions }, () => crypto.randomUUID())
   const created = Date.now()
   const insertSession = db.prepare(
@@ -118,16 +89,7 @@ const openRaw = (filename: string, sessions = 1): RawStore => {
       const sessionId = sessionIds[session] as string
       const stored = storedCounts[session] as number
       const now = Date.now()
-      const parameters: Array<string | number> = []
-      for (let index = 0; index < messages.length; index++) {
-        const message = messages[index] as Message.Message
-        const stamped = {
-          ...message,
-          id: message.id ?? crypto.randomUUID(),
-          createdAt: message.createdAt ?? now
-        }
-        parameters.push(sessionId, stored + index, JSON.stringify(stamped), stamped.createdAt)
-      }
+      const parameters = Workloads.rawParameters(sessionId, stored, messages, now)
       begin.run()
       try {
         const [count] = selectCount.get(sessionId) as unknown as [number]
@@ -146,78 +108,82 @@ const openRaw = (filename: string, sessions = 1): RawStore => {
   }
 }
 
-const commits = async (
+/** noema's store, and the raw reference committing to its sessions in a file of its own. */
+interface Stores {
+  readonly session: SessionPackage
+  readonly store: StoreService
+  readonly raw: RawStore
+}
+
+/**
+ * Runs `use` with noema's store on `filename` and the raw reference on `rawFilename` (with
+ * `sessions` sessions; the file is given noema's schema by opening it with `SqliteStore` first),
+ * closing both.
+ */
+const withStores = async <A>(
   session: SessionPackage,
-  filename: string,
-  rawFilename: string,
-  options: StoreOptions
-): Promise<Record<string, number>> =>
-  withStore(session, filename, async (store) => {
-    const handle = await Effect.runPromise(
-      session.Session.create({ title: "bench" }).pipe(
-        Effect.provideService(session.SessionStore.SessionStore, store)
-      )
-    )
-    let index = 0
-    const commitOne = async () => {
-      const transaction = handle.begin()
-      transaction.extend(turn(index++))
-      await Effect.runPromise(handle.commit(transaction))
-    }
-    const raw = openRaw(rawFilename)
-    let rawIndex = 0
-    // Async like noema's, so both loops pay the same await per commit.
-    const commitRaw = async () => raw.commit(0, turn(rawIndex++))
+  [filename, rawFilename]: readonly [string, string],
+  sessions: number,
+  use: (stores: Stores) => Promise<A>
+): Promise<A> => {
+  await withStore(session, rawFilename, async () => undefined)
+  return withStore(session, filename, async (store) => {
+    const raw = openRaw(rawFilename, sessions)
     try {
-      for (let i = 0; i < options.warmupCommits; i++) {
-        await commitOne()
-        await commitRaw()
-      }
-
-      const latencies: Array<number> = []
-      const started = now()
-      for (let i = 0; i < options.latencyCommits; i++) {
-        if (i >= 100 && now() - started > options.budgetMs) break
-        const start = now()
-        await commitOne()
-        latencies.push((now() - start) * 1000)
-      }
-
-      // Interleaved, alternating who goes first, so the disk's and the machine's moods hit both.
-      const sustained = async (operation: () => Promise<void>): Promise<number> => {
-        const start = now()
-        for (let i = 0; i < options.sustainedCommits; i++) await operation()
-        return options.sustainedCommits / ((now() - start) / 1000)
-      }
-      const rates: Array<number> = []
-      const rawRates: Array<number> = []
-      for (let round = 0; round < options.sustainedRounds; round++) {
-        if (round >= 1 && now() - started > options.budgetMs * 2) break
-        if (round % 2 === 0) {
-          rates.push(await sustained(commitOne))
-          rawRates.push(await sustained(commitRaw))
-        } else {
-          rawRates.push(await sustained(commitRaw))
-          rates.push(await sustained(commitOne))
-        }
-      }
-
-      const stored = await Effect.runPromise(store.info(handle.id))
-      check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
-      check(raw.storedMessages(0) === rawIndex * 4, "every raw commit stored")
-      process.stderr.write(
-        `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
-          `raw node:sqlite ${median(rawRates).toFixed(0)}/s (this disk's ceiling)\n`
-      )
-      return {
-        "store.commit.sqlite_us": median(latencies),
-        "store.commit.sqlite_per_s": median(rates),
-        "store.commit.rawsqlite_per_s": median(rawRates)
-      }
+      return await use({ session, store, raw })
     } finally {
       raw.close()
     }
   })
+}
+
+const commits = async (
+  { session, store, raw }: Stores,
+  options: StoreOptions
+): Promise<Record<string, number>> => {
+  const handle = await Workloads.createSession(session, store)
+  let index = 0
+  const commitOne = async () => {
+    const transaction = handle.begin()
+    transaction.extend(turn(index++))
+    await Effect.runPromise(handle.commit(transaction))
+  }
+  let rawIndex = 0
+  // Async like noema's, so both loops pay the same await per commit.
+  const commitRaw = async () => raw.commit(0, turn(rawIndex++))
+  for (let i = 0; i < options.warmupCommits; i++) {
+    await commitOne()
+    await commitRaw()
+  }
+
+  const latencies: Array<number> = []
+  const started = now()
+  for (let i = 0; i < options.latencyCommits; i++) {
+    if (i >= 100 && now() - started > options.budgetMs) break
+    const start = now()
+    await commitOne()
+    latencies.push((now() - start) * 1000)
+  }
+
+  const { rates, referenceRates } = await Workloads.alternating(
+    options.sustainedRounds,
+    options.budgetMs,
+    () => Workloads.perSecond(commitOne, options.sustainedCommits),
+    () => Workloads.perSecond(commitRaw, options.sustainedCommits)
+  )
+  const stored = await Effect.runPromise(store.info(handle.id))
+  check(stored.messageCount === index * 4, `every commit stored (${stored.messageCount} of ${index * 4})`)
+  check(raw.storedMessages(0) === rawIndex * 4, "every raw commit stored")
+  process.stderr.write(
+    `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
+      `raw node:sqlite ${median(referenceRates).toFixed(0)}/s (this disk's ceiling)\n`
+  )
+  return {
+    "store.commit.sqlite_us": median(latencies),
+    "store.commit.sqlite_per_s": median(rates),
+    "store.commit.rawsqlite_per_s": median(referenceRates)
+  }
+}
 
 /** Writers committing at once in this process, each to its own session. */
 export const groupWriters = 8
@@ -228,118 +194,62 @@ export const groupWriters = 8
  * transaction each; interleaved rounds, turns per second over all writers.
  */
 const groupCommits = async (
-  session: SessionPackage,
-  filename: string,
-  rawFilename: string,
+  { session, store, raw }: Stores,
   options: StoreOptions
-): Promise<Record<string, number>> =>
-  withStore(session, filename, async (store) => {
-    const handles = await Promise.all(
-      Array.from({ length: groupWriters }, () =>
-        Effect.runPromise(
-          session.Session.create({ title: "bench" }).pipe(
-            Effect.provideService(session.SessionStore.SessionStore, store)
-          )
-        )
-      )
+): Promise<Record<string, number>> => {
+  const handles = await Promise.all(
+    Array.from({ length: groupWriters }, () => Workloads.createSession(session, store))
+  )
+  const turns = handles.map(() => 0)
+  const commitOne = async (writer: number) => {
+    const handle = handles[writer] as (typeof handles)[number]
+    const transaction = handle.begin()
+    transaction.extend(turn(turns[writer] as number))
+    turns[writer] = (turns[writer] as number) + 1
+    await Effect.runPromise(handle.commit(transaction))
+  }
+  const rawTurns = handles.map(() => 0)
+  const commitRaw = async (writer: number) => {
+    const index = rawTurns[writer] as number
+    rawTurns[writer] = index + 1
+    raw.commit(writer, turn(index))
+  }
+  const perWriter = Math.max(1, Math.floor(options.sustainedCommits / groupWriters))
+  const atOnce = async (operation: (writer: number) => Promise<void>, count: number): Promise<number> => {
+    const start = now()
+    await Promise.all(
+      Array.from({ length: groupWriters }, async (_, writer) => {
+        for (let i = 0; i < count; i++) await operation(writer)
+      })
     )
-    const turns = handles.map(() => 0)
-    const commitOne = async (writer: number) => {
-      const handle = handles[writer] as (typeof handles)[number]
-      const transaction = handle.begin()
-      transaction.extend(turn(turns[writer] as number))
-      turns[writer] = (turns[writer] as number) + 1
-      await Effect.runPromise(handle.commit(transaction))
-    }
-    const raw = openRaw(rawFilename, groupWriters)
-    const rawTurns = handles.map(() => 0)
-    const commitRaw = async (writer: number) => {
-      const index = rawTurns[writer] as number
-      rawTurns[writer] = index + 1
-      raw.commit(writer, turn(index))
-    }
-    const perWriter = Math.max(1, Math.floor(options.sustainedCommits / groupWriters))
-    const atOnce = async (operation: (writer: number) => Promise<void>, count: number): Promise<number> => {
-      const start = now()
-      await Promise.all(
-        Array.from({ length: groupWriters }, async (_, writer) => {
-          for (let i = 0; i < count; i++) await operation(writer)
-        })
-      )
-      return (groupWriters * count) / ((now() - start) / 1000)
-    }
-    try {
-      const warmup = Math.max(1, Math.floor(options.warmupCommits / groupWriters))
-      await atOnce(commitOne, warmup)
-      await atOnce(commitRaw, warmup)
-      const started = now()
-      const rates: Array<number> = []
-      const rawRates: Array<number> = []
-      for (let round = 0; round < options.sustainedRounds; round++) {
-        if (round >= 1 && now() - started > options.budgetMs * 2) break
-        if (round % 2 === 0) {
-          rates.push(await atOnce(commitOne, perWriter))
-          rawRates.push(await atOnce(commitRaw, perWriter))
-        } else {
-          rawRates.push(await atOnce(commitRaw, perWriter))
-          rates.push(await atOnce(commitOne, perWriter))
-        }
-      }
-      for (const [writer, handle] of handles.entries()) {
-        const { messages } = await Effect.runPromise(store.load(handle.id))
-        const expected = (turns[writer] as number) * 4
-        check(
-          messages.length === expected,
-          `writer ${writer}: ${messages.length} of ${expected} messages stored`
-        )
-        messages.forEach((message, index) => {
-          const wanted = turn(Math.floor(index / 4))[index % 4] as Message.Message
-          check(message.content === wanted.content, `writer ${writer}: message ${index} is not in its place`)
-        })
-        check(raw.storedMessages(writer) === (rawTurns[writer] as number) * 4, "every raw commit stored")
-      }
-      process.stderr.write(
-        `  store.commit.group8: noema ${median(rates).toFixed(0)} turns/s, ` +
-          `raw node:sqlite ${median(rawRates).toFixed(0)} turns/s (one transaction each)\n`
-      )
-      return {
-        "store.commit.group8.sqlite_per_s": median(rates),
-        "store.commit.group8.rawsqlite_per_s": median(rawRates)
-      }
-    } finally {
-      raw.close()
-    }
-  })
-
-const loads = async (
-  session: SessionPackage,
-  filename: string,
-  options: StoreOptions
-): Promise<Record<string, number>> => {
-  const { ms, heapMb } = await Workloads.loads(
-    (target, use) => withStore(session, target, use),
-    filename,
-    options.loadRuns
+    return (groupWriters * count) / ((now() - start) / 1000)
+  }
+  const warmup = Math.max(1, Math.floor(options.warmupCommits / groupWriters))
+  await atOnce(commitOne, warmup)
+  await atOnce(commitRaw, warmup)
+  const { rates, referenceRates } = await Workloads.alternating(
+    options.sustainedRounds,
+    options.budgetMs,
+    () => atOnce(commitOne, perWriter),
+    () => atOnce(commitRaw, perWriter)
   )
-  return { "store.load100k.sqlite_ms": ms, "store.load100k.heap_mb": heapMb }
-}
-
-const concurrent = async (
-  session: SessionPackage,
-  filename: string,
-  options: StoreOptions
-): Promise<Record<string, number>> => {
-  const { turns, wallMs, damaged } = await Workloads.concurrent(
-    (target, use) => withStore(session, target, use),
-    filename,
-    options.concurrentTurns
-  )
+  for (const [writer, handle] of handles.entries()) {
+    const { messages } = await Effect.runPromise(store.load(handle.id))
+    const expected = (turns[writer] as number) * 4
+    check(messages.length === expected, `writer ${writer}: ${messages.length} of ${expected} messages stored`)
+    messages.forEach((message, index) => {
+      const wanted = turn(Math.floor(index / 4))[index % 4] as Message.Message
+      check(message.content === wanted.content, `writer ${writer}: message ${index} is not in its place`)
+    })
+    check(raw.storedMessages(writer) === (rawTurns[writer] as number) * 4, "every raw commit stored")
+  }
   process.stderr.write(
-    `  store.concurrent8: ${turns} turns from ${Workloads.concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
+    `  store.commit.group8: noema ${median(rates).toFixed(0)} turns/s, ` +
+      `raw node:sqlite ${median(referenceRates).toFixed(0)} turns/s (one transaction each)\n`
   )
   return {
-    "store.concurrent8.sqlite_turns_per_s": turns / (wallMs / 1000),
-    "store.concurrent8.lost_or_interleaved": damaged
+    "store.commit.group8.sqlite_per_s": median(rates),
+    "store.commit.group8.rawsqlite_per_s": median(referenceRates)
   }
 }
 
@@ -347,17 +257,24 @@ export const run = async (noema: Availability, options: StoreOptions): Promise<R
   const session = noema.session
   if (session === undefined) return {}
   const directory = mkdtempSync(join(tmpdir(), "noema-bench-"))
+  const opened: Workloads.WithStore = (target, use) => withStore(session, target, use)
+  const files = (name: string) =>
+    [join(directory, `${name}.sqlite`), join(directory, `${name}-raw.sqlite`)] as const
   try {
     return {
-      ...(await commits(session, join(directory, "commits.sqlite"), join(directory, "raw.sqlite"), options)),
-      ...(await groupCommits(
-        session,
-        join(directory, "group8.sqlite"),
-        join(directory, "group8-raw.sqlite"),
-        options
+      ...(await withStores(session, files("commits"), 1, (stores) => commits(stores, options))),
+      ...(await withStores(session, files("group8"), groupWriters, (stores) =>
+        groupCommits(stores, options)
       )),
-      ...(await loads(session, join(directory, "load100k.sqlite"), options)),
-      ...(await concurrent(session, join(directory, "concurrent.sqlite"), options))
+      ...(await Workloads.loads(opened, join(directory, "load100k.sqlite"), options.loadRuns, {
+        ms: "store.load100k.sqlite_ms",
+        heapMb: "store.load100k.heap_mb"
+      })),
+      ...(await Workloads.concurrent(opened, join(directory, "concurrent.sqlite"), options.concurrentTurns, {
+        label: "store.concurrent8",
+        turnsPerSecond: "store.concurrent8.sqlite_turns_per_s",
+        damaged: "store.concurrent8.lost_or_interleaved"
+      }))
     }
   } finally {
     rmSync(directory, { recursive: true, force: true })

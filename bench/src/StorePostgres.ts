@@ -22,7 +22,7 @@
  */
 import type { Message } from "@noema/core"
 import { TestDatabase } from "@noema/testing-postgres"
-import { Effect, Exit, Scope } from "effect"
+import { Effect } from "effect"
 import pg from "pg"
 import { turn } from "./Conversation.ts"
 import { check, median, now, postgresDatabase } from "./Harness.ts"
@@ -35,37 +35,19 @@ export type StorePostgresOptions = Workloads.Options
 type SessionPackage = NonNullable<Availability["session"]>
 type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]
 
-// The SQLite store's schema (bench/src/Store.ts) in PostgreSQL's types.
-const schema = `
-  CREATE TABLE sessions (
-    id text PRIMARY KEY,
-    title text,
-    created_at bigint NOT NULL,
-    updated_at bigint NOT NULL,
-    activity bigint NOT NULL,
-    message_count integer NOT NULL DEFAULT 0,
-    metadata text NOT NULL DEFAULT '{}'
-  );
-  CREATE INDEX sessions_by_activity ON sessions (activity);
-  CREATE TABLE messages (
-    session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    seq integer NOT NULL,
-    message text NOT NULL,
-    created_at bigint NOT NULL,
-    PRIMARY KEY (session_id, seq)
-  );
-`
-
 interface RawStore {
   readonly commit: (messages: ReadonlyArray<Message.Message>) => Promise<void>
   readonly storedMessages: () => Promise<number>
   readonly close: () => Promise<void>
 }
 
+/**
+ * The reference, on a schema that holds noema's tables (`url` was opened by `PostgresStore`
+ * first, which created them), so both write the same tables; nothing of noema's runs while it commits.
+ */
 const openRaw = async (url: string): Promise<RawStore> => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
-  await client.query(schema)
   const sessionId = crypto.randomUUID()
   const created = Date.now()
   await client.query(
@@ -81,16 +63,7 @@ const openRaw = async (url: string): Promise<RawStore> => {
   return {
     commit: async (messages) => {
       const stamp = Date.now()
-      const parameters: Array<string | number> = []
-      for (let index = 0; index < messages.length; index++) {
-        const message = messages[index] as Message.Message
-        const stamped = {
-          ...message,
-          id: message.id ?? crypto.randomUUID(),
-          createdAt: message.createdAt ?? stamp
-        }
-        parameters.push(sessionId, stored + index, JSON.stringify(stamped), stamped.createdAt)
-      }
+      const parameters = Workloads.rawParameters(sessionId, stored, messages, stamp)
       await client.query("BEGIN")
       try {
         const { rows } = await client.query({
@@ -144,139 +117,68 @@ const schemaUrl = async (url: string, name: string): Promise<string> => {
   return TestDatabase.withSearchPath(url, name)
 }
 
-const withStore = async <A>(
-  session: SessionPackage,
-  url: string,
-  use: (store: StoreService) => Promise<A>
-): Promise<A> => {
-  const scope = Effect.runSync(Scope.make())
-  try {
-    const store = await Effect.runPromise(
-      Scope.provide(session.PostgresStore.make({ url, maxConnections: 2 }), scope)
-    )
-    return await use(store)
-  } finally {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-  }
-}
+const withStore = <A>(session: SessionPackage, url: string, use: (store: StoreService) => Promise<A>) =>
+  Workloads.withScoped(session.PostgresStore.make({ url, maxConnections: 2 }), use)
 
 const commits = async (
-  session: SessionPackage | undefined,
+  session: SessionPackage,
   url: string,
   rawUrl: string,
   options: StorePostgresOptions
 ): Promise<Record<string, number>> => {
+  await withStore(session, rawUrl, async () => undefined)
   const raw = await openRaw(rawUrl)
-  const scope = Effect.runSync(Scope.make())
   try {
-    let rawIndex = 0
-    const commitRaw = () => raw.commit(turn(rawIndex++))
-    let index = 0
-    let commitOne: (() => Promise<void>) | undefined
-    let store: StoreService | undefined
-    let sessionId = ""
-    if (session !== undefined) {
-      store = await Effect.runPromise(
-        Scope.provide(session.PostgresStore.make({ url, maxConnections: 2 }), scope)
-      )
-      const handle = await Effect.runPromise(
-        session.Session.create({ title: "bench" }).pipe(
-          Effect.provideService(session.SessionStore.SessionStore, store)
-        )
-      )
-      sessionId = handle.id
-      commitOne = async () => {
+    return await withStore(session, url, async (store) => {
+      let rawIndex = 0
+      const commitRaw = () => raw.commit(turn(rawIndex++))
+      let index = 0
+      const handle = await Workloads.createSession(session, store)
+      const commitOne = async () => {
         const transaction = handle.begin()
         transaction.extend(turn(index++))
         await Effect.runPromise(handle.commit(transaction))
       }
-    }
-    for (let i = 0; i < options.warmupCommits; i++) {
-      await commitOne?.()
-      await commitRaw()
-    }
-
-    const timeEach = async (operation: () => Promise<void>): Promise<number> => {
-      const latencies: Array<number> = []
-      const started = now()
-      for (let i = 0; i < options.latencyCommits; i++) {
-        if (i >= 100 && now() - started > options.budgetMs / 2) break
-        const start = now()
-        await operation()
-        latencies.push((now() - start) * 1000)
+      for (let i = 0; i < options.warmupCommits; i++) {
+        await commitOne()
+        await commitRaw()
       }
-      return median(latencies)
-    }
-    const results: Record<string, number> = {}
-    if (commitOne !== undefined) results["store.commit.pg_us"] = await timeEach(commitOne)
-    results["store.commit.rawpg_us"] = await timeEach(commitRaw)
 
-    // Interleaved, alternating who goes first, so the disk's and the machine's moods hit both.
-    const sustained = async (operation: () => Promise<void>): Promise<number> => {
-      const start = now()
-      for (let i = 0; i < options.sustainedCommits; i++) await operation()
-      return options.sustainedCommits / ((now() - start) / 1000)
-    }
-    const rates: Array<number> = []
-    const rawRates: Array<number> = []
-    const started = now()
-    for (let round = 0; round < options.sustainedRounds; round++) {
-      if (round >= 1 && now() - started > options.budgetMs * 2) break
-      if (round % 2 === 0) {
-        if (commitOne !== undefined) rates.push(await sustained(commitOne))
-        rawRates.push(await sustained(commitRaw))
-      } else {
-        rawRates.push(await sustained(commitRaw))
-        if (commitOne !== undefined) rates.push(await sustained(commitOne))
+      const timeEach = async (operation: () => Promise<void>): Promise<number> => {
+        const latencies: Array<number> = []
+        const started = now()
+        for (let i = 0; i < options.latencyCommits; i++) {
+          if (i >= 100 && now() - started > options.budgetMs / 2) break
+          const start = now()
+          await operation()
+          latencies.push((now() - start) * 1000)
+        }
+        return median(latencies)
       }
-    }
-    check((await raw.storedMessages()) === rawIndex * 4, "every raw PostgreSQL commit stored")
-    if (store !== undefined) {
-      const info = await Effect.runPromise(store.info(sessionId))
+      const latency = await timeEach(commitOne)
+      const rawLatency = await timeEach(commitRaw)
+      const { rates, referenceRates } = await Workloads.alternating(
+        options.sustainedRounds,
+        options.budgetMs,
+        () => Workloads.perSecond(commitOne, options.sustainedCommits),
+        () => Workloads.perSecond(commitRaw, options.sustainedCommits)
+      )
+      check((await raw.storedMessages()) === rawIndex * 4, "every raw PostgreSQL commit stored")
+      const info = await Effect.runPromise(store.info(handle.id))
       check(info.messageCount === index * 4, `every commit stored (${info.messageCount} of ${index * 4})`)
-      results["store.commit.pg_per_s"] = median(rates)
-    }
-    results["store.commit.rawpg_per_s"] = median(rawRates)
-    process.stderr.write(
-      `  store.commit sustained: ${store === undefined ? "" : `noema ${median(rates).toFixed(0)}/s, `}` +
-        `raw pg ${median(rawRates).toFixed(0)}/s (this server's ceiling)\n`
-    )
-    return results
+      process.stderr.write(
+        `  store.commit sustained: noema ${median(rates).toFixed(0)}/s, ` +
+          `raw pg ${median(referenceRates).toFixed(0)}/s (this server's ceiling)\n`
+      )
+      return {
+        "store.commit.pg_us": latency,
+        "store.commit.rawpg_us": rawLatency,
+        "store.commit.pg_per_s": median(rates),
+        "store.commit.rawpg_per_s": median(referenceRates)
+      }
+    })
   } finally {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
     await raw.close()
-  }
-}
-
-const loads = async (
-  session: SessionPackage,
-  url: string,
-  options: StorePostgresOptions
-): Promise<Record<string, number>> => {
-  const { ms, heapMb } = await Workloads.loads(
-    (target, use) => withStore(session, target, use),
-    url,
-    options.loadRuns
-  )
-  return { "store.load100k.pg_ms": ms, "store.load100k.pg_heap_mb": heapMb }
-}
-
-const concurrent = async (
-  session: SessionPackage,
-  url: string,
-  options: StorePostgresOptions
-): Promise<Record<string, number>> => {
-  const { turns, wallMs, damaged } = await Workloads.concurrent(
-    (target, use) => withStore(session, target, use),
-    url,
-    options.concurrentTurns
-  )
-  process.stderr.write(
-    `  store.concurrent8 pg: ${turns} turns from ${Workloads.concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
-  )
-  return {
-    "store.concurrent8.pg_turns_per_s": turns / (wallMs / 1000),
-    "store.concurrent8.pg_lost_or_interleaved": damaged
   }
 }
 
@@ -284,20 +186,32 @@ export const run = async (
   noema: Availability,
   options: StorePostgresOptions
 ): Promise<Record<string, number>> => {
+  const session = noema.session
+  if (session === undefined) return {}
   const { url, release } = await database()
   try {
-    const session = noema.session
-    const results = await commits(
-      session,
-      await schemaUrl(url, "noema_commits"),
-      await schemaUrl(url, "raw_commits"),
-      options
-    )
-    if (session === undefined) return results
+    const opened: Workloads.WithStore = (target, use) => withStore(session, target, use)
     return {
-      ...results,
-      ...(await loads(session, await schemaUrl(url, "noema_load"), options)),
-      ...(await concurrent(session, await schemaUrl(url, "noema_concurrent"), options))
+      ...(await commits(
+        session,
+        await schemaUrl(url, "noema_commits"),
+        await schemaUrl(url, "raw_commits"),
+        options
+      )),
+      ...(await Workloads.loads(opened, await schemaUrl(url, "noema_load"), options.loadRuns, {
+        ms: "store.load100k.pg_ms",
+        heapMb: "store.load100k.pg_heap_mb"
+      })),
+      ...(await Workloads.concurrent(
+        opened,
+        await schemaUrl(url, "noema_concurrent"),
+        options.concurrentTurns,
+        {
+          label: "store.concurrent8 pg",
+          turnsPerSecond: "store.concurrent8.pg_turns_per_s",
+          damaged: "store.concurrent8.pg_lost_or_interleaved"
+        }
+      ))
     }
   } finally {
     await release()

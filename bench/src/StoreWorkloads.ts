@@ -10,21 +10,96 @@
  *   own session; then every session is checked for lost or interleaved
  *   messages (any fails the run).
  */
-import { spawn, spawnSync } from "node:child_process"
+import { execFile as execFileCallback, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
 import type { Message } from "@noema/core"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { history, turn } from "./Conversation.ts"
-import { check, median } from "./Harness.ts"
+import { check, median, now } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 
-type StoreService = NonNullable<Availability["session"]>["SessionStore"]["SessionStore"]["Service"]
+type SessionPackage = NonNullable<Availability["session"]>
+type StoreService = SessionPackage["SessionStore"]["SessionStore"]["Service"]
 
 /** Runs `use` on the backend's store at `target`, closing it afterwards. */
 export type WithStore = <A>(target: string, use: (store: StoreService) => Promise<A>) => Promise<A>
+
+/** Runs `use` on the store `open` makes, and closes it (its scope) afterwards. */
+export const withScoped = async <S, A>(
+  open: Effect.Effect<S, unknown, Scope.Scope>,
+  use: (store: S) => Promise<A>
+): Promise<A> => {
+  const scope = Effect.runSync(Scope.make())
+  try {
+    return await use(await Effect.runPromise(Scope.provide(open, scope)))
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+/** A new session on `store`, opened as an application does (`Session.create`). */
+export const createSession = (session: SessionPackage, store: StoreService) =>
+  Effect.runPromise(
+    session.Session.create({ title: "bench" }).pipe(
+      Effect.provideService(session.SessionStore.SessionStore, store)
+    )
+  )
+
+/**
+ * A turn as a raw reference writes it: each message stamped (an id, a time) and serialised,
+ * laid out flat as the multi-row insert's parameters (session, seq, JSON, time per message).
+ */
+export const rawParameters = (
+  sessionId: string,
+  first: number,
+  messages: ReadonlyArray<Message.Message>,
+  now: number
+): Array<string | number> => {
+  const parameters: Array<string | number> = []
+  for (let index = 0; index < messages.length; index++) {
+    const message = messages[index] as Message.Message
+    const stamped = { ...message, id: message.id ?? crypto.randomUUID(), createdAt: message.createdAt ?? now }
+    parameters.push(sessionId, first + index, JSON.stringify(stamped), stamped.createdAt)
+  }
+  return parameters
+}
+
+/** `count` operations back to back, per second. */
+export const perSecond = async (operation: () => Promise<void>, count: number): Promise<number> => {
+  const start = now()
+  for (let i = 0; i < count; i++) await operation()
+  return count / ((now() - start) / 1000)
+}
+
+/**
+ * Rounds of noema's `measure` and the reference's, alternating who goes first so the disk's and
+ * the machine's moods hit both; at least one round, then as many as fit twice `budgetMs`.
+ */
+export const alternating = async (
+  rounds: number,
+  budgetMs: number,
+  measure: () => Promise<number>,
+  reference: () => Promise<number>
+): Promise<{ readonly rates: Array<number>; readonly referenceRates: Array<number> }> => {
+  const rates: Array<number> = []
+  const referenceRates: Array<number> = []
+  const started = now()
+  for (let round = 0; round < rounds; round++) {
+    if (round >= 1 && now() - started > budgetMs * 2) break
+    if (round % 2 === 0) {
+      rates.push(await measure())
+      referenceRates.push(await reference())
+    } else {
+      referenceRates.push(await reference())
+      rates.push(await measure())
+    }
+  }
+  return { rates, referenceRates }
+}
 
 /** How much each store suite does; one shape for every backend. */
 export interface Options {
@@ -41,16 +116,19 @@ export interface Options {
   readonly budgetMs: number
 }
 
+const execFile = promisify(execFileCallback)
+
 export const loadSize = 100_000
 const appendBatch = 1_000
 export const concurrentProcesses = 8
 
-/** Writes a session of `loadSize` messages, then loads it in `runs` fresh processes. */
+/** Writes a session of `loadSize` messages, then loads it in `runs` fresh processes: median time and heap growth, under `keys`. */
 export const loads = async (
   withStore: WithStore,
   target: string,
-  runs: number
-): Promise<{ readonly ms: number; readonly heapMb: number }> => {
+  runs: number,
+  keys: { readonly ms: string; readonly heapMb: string }
+): Promise<Record<string, number>> => {
   const id = await withStore(target, async (store) => {
     const info = await Effect.runPromise(store.create({ title: "100k" }))
     const messages = history(loadSize, true)
@@ -77,7 +155,7 @@ export const loads = async (
     times.push(result.ms)
     heaps.push(result.heapMb)
   }
-  return { ms: median(times), heapMb: median(heaps) }
+  return { [keys.ms]: median(times), [keys.heapMb]: median(heaps) }
 }
 
 /** Whether a stored message is the one the writer committed at that place. */
@@ -88,12 +166,16 @@ const sameAs = (message: Message.Message, expected: Message.Message): boolean =>
     JSON.stringify(expected.role === "assistant" ? expected.toolCalls : undefined) &&
   (message.role !== "tool" || (expected.role === "tool" && message.toolCallId === expected.toolCallId))
 
-/** 8 processes committing `turnsPerProcess` turns each at once; fails the run on any lost or interleaved message. */
+/**
+ * 8 processes committing `turnsPerProcess` turns each at once: all their turns per second and the
+ * messages lost or interleaved, under `keys`; any lost or interleaved message fails the run.
+ */
 export const concurrent = async (
   withStore: WithStore,
   target: string,
-  turnsPerProcess: number
-): Promise<{ readonly turns: number; readonly wallMs: number; readonly damaged: number }> => {
+  turnsPerProcess: number,
+  keys: { readonly label: string; readonly turnsPerSecond: string; readonly damaged: string }
+): Promise<Record<string, number>> => {
   // The store is opened (migrated) first, so the processes race on commits, not on the schema.
   await withStore(target, async () => undefined)
   const directory = mkdtempSync(join(tmpdir(), "noema-bench-go-"))
@@ -101,27 +183,17 @@ export const concurrent = async (
   try {
     const script = fileURLToPath(new URL("./CommitProcess.ts", import.meta.url))
     const ids = Array.from({ length: concurrentProcesses }, (_, index) => `writer-${index}`)
-    const results = ids.map(
-      (id) =>
-        new Promise<{ turns: number; ms: number }>((resolve, reject) => {
-          const child = spawn(process.execPath, [script, target, id, String(turnsPerProcess), goFile], {
-            stdio: ["ignore", "pipe", "pipe"]
-          })
-          let stdout = ""
-          let stderr = ""
-          child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-            stdout += chunk
-          })
-          child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-            stderr += chunk
-          })
-          child.on("close", (code) =>
-            code === 0
-              ? resolve(JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}"))
-              : reject(new Error(`commit process ${id} exited with ${code}: ${stderr}`))
-          )
-        })
-    )
+    // A process that fails rejects with its exit code and what it wrote on stderr.
+    const results = ids.map(async (id) => {
+      const { stdout } = await execFile(process.execPath, [
+        script,
+        target,
+        id,
+        String(turnsPerProcess),
+        goFile
+      ])
+      return JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as { turns: number; ms: number }
+    })
     // Every process waits for the go file once its session exists, so they all start together.
     await withStore(target, async (store) => {
       for (;;) {
@@ -150,7 +222,10 @@ export const concurrent = async (
       damaged === 0,
       `${damaged} lost or interleaved messages with ${concurrentProcesses} concurrent writers`
     )
-    return { turns, wallMs, damaged }
+    process.stderr.write(
+      `  ${keys.label}: ${turns} turns from ${concurrentProcesses} processes in ${wallMs.toFixed(0)} ms, none lost or interleaved\n`
+    )
+    return { [keys.turnsPerSecond]: turns / (wallMs / 1000), [keys.damaged]: damaged }
   } finally {
     rmSync(directory, { recursive: true, force: true })
   }

@@ -264,6 +264,43 @@ export const fold = (
   return applyAll(run, events)
 }
 
+/** A new open thread, as both stores create it. */
+export const newThread = (options: Parameters<Service["createThread"]>[0]): Thread => ({
+  id: newThreadId(),
+  title: options?.title ?? "",
+  status: "open",
+  queuePolicy: options?.queuePolicy ?? "reject",
+  createdAt: new Date().toISOString()
+})
+
+/** Events about to be written, stamped, and the run's view once they are. */
+export interface Written {
+  readonly events: ReadonlyArray<Event>
+  readonly view: RunView
+}
+
+/** A new run's first event (`RunQueued`) and its view, as both stores write them; or why the request is invalid. */
+export const queuedRun = (runId: string, thread: Thread, options: CreateRun): Written | InvalidInput => {
+  const events = envelopes(
+    { runId, threadId: thread.id, seq: 0 },
+    [queuedEvent(options)],
+    new Date().toISOString()
+  )
+  const view = applyAll(undefined, events)
+  return view instanceof IllegalTransition ? new InvalidInput({ detail: view.detail }) : { events, view }
+}
+
+/** `batch` stamped and folded onto `run`, as both stores append it; or the transition it breaks. */
+export const appended = (
+  run: RunView,
+  batch: ReadonlyArray<EventData>,
+  threadRuns: ReadonlyArray<RunView>
+): Written | IllegalTransition => {
+  const events = envelopes(run, batch, new Date().toISOString())
+  const view = fold(run, events, threadRuns)
+  return view instanceof IllegalTransition ? view : { events, view }
+}
+
 /** Why a thread refuses a new run, checked before anything is written. */
 export const createRefusal = (
   thread: Thread,
@@ -374,13 +411,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
       location: "memory",
       createThread: (options) =>
         Effect.sync(() => {
-          const thread: Thread = {
-            id: newThreadId(),
-            title: options?.title ?? "",
-            status: "open",
-            queuePolicy: options?.queuePolicy ?? "reject",
-            createdAt: new Date().toISOString()
-          }
+          const thread = newThread(options)
           threads.set(thread.id, thread)
           return thread
         }),
@@ -413,14 +444,9 @@ export const makeMemory = (): Effect.Effect<Service> =>
               return yield* Effect.fail(
                 new RunsStoreError({ location: "memory", detail: `run ${runId} exists` })
               )
-            const events = envelopes(
-              { runId, threadId: thread.id, seq: 0 },
-              [queuedEvent(options)],
-              new Date().toISOString()
-            )
-            const view = applyAll(undefined, events)
-            if (view instanceof IllegalTransition)
-              return yield* Effect.fail(new InvalidInput({ detail: view.detail }))
+            const queued = queuedRun(runId, thread, options)
+            if (queued instanceof InvalidInput) return yield* Effect.fail(queued)
+            const { events, view } = queued
             runs.set(runId, view)
             log.set(runId, [...events])
             all.push(...events)
@@ -433,13 +459,12 @@ export const makeMemory = (): Effect.Effect<Service> =>
           Effect.gen(function* () {
             const run = runs.get(runId)
             if (run === undefined) return yield* Effect.fail(new RunNotFound({ runId }))
-            const events = envelopes(run, batch, new Date().toISOString())
-            const next = fold(run, events, threadRuns(run.threadId))
+            const next = appended(run, batch, threadRuns(run.threadId))
             if (next instanceof IllegalTransition) return yield* Effect.fail(next)
-            runs.set(runId, next)
-            log.get(runId)?.push(...events)
-            all.push(...events)
-            return next
+            runs.set(runId, next.view)
+            log.get(runId)?.push(...next.events)
+            all.push(...next.events)
+            return next.view
           })
         ),
       getRun: (runId) =>

@@ -22,21 +22,20 @@ import {
   IllegalTransition,
   InvalidInput,
   newRunId,
-  newThreadId,
   RunNotFound,
   type RunView,
   type Thread,
   ThreadNotFound
 } from "./Run.js"
 import {
+  appended,
   type Claim,
   type ClaimRequest,
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
-  envelopes,
-  fold,
-  queuedEvent,
+  newThread,
+  queuedRun,
   RunsStore,
   RunsStoreError,
   type Service,
@@ -408,13 +407,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       location,
       journal,
       createThread: (options) => {
-        const thread: Thread = {
-          id: newThreadId(),
-          title: options?.title ?? "",
-          status: "open",
-          queuePolicy: options?.queuePolicy ?? "reject",
-          createdAt: new Date().toISOString()
-        }
+        const thread = newThread(options)
         return orStoreError(
           Effect.as(
             sql`INSERT INTO runs_threads (id, title, status, queue_policy, created_at)
@@ -458,18 +451,12 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               const refused = createRefusal(thread, yield* threadRuns(thread.id), options)
               if (refused !== undefined) return yield* Effect.fail(refused)
               const runId = options.runId ?? newRunId()
-              const events = envelopes(
-                { runId, threadId: thread.id, seq: 0 },
-                [queuedEvent(options)],
-                new Date().toISOString()
-              )
-              const view = applyAll(undefined, events)
-              if (view instanceof IllegalTransition)
-                return yield* Effect.fail(new InvalidInput({ detail: view.detail }))
-              yield* insertEvents(events)
-              yield* project(view, true)
+              const queued = queuedRun(runId, thread, options)
+              if (queued instanceof InvalidInput) return yield* Effect.fail(queued)
+              yield* insertEvents(queued.events)
+              yield* project(queued.view, true)
               if (options.claim !== undefined) yield* takeClaim(runId, options.claim)
-              return view
+              return queued.view
             })
           )
         ),
@@ -481,12 +468,11 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               yield* selectThread(before.threadId, true)
               // Read again under the thread's lock: another writer may have appended meanwhile.
               const run = yield* selectRun(runId)
-              const events = envelopes(run, batch, new Date().toISOString())
-              const next = fold(run, events, yield* threadRuns(run.threadId))
+              const next = appended(run, batch, yield* threadRuns(run.threadId))
               if (next instanceof IllegalTransition) return yield* Effect.fail(next)
-              yield* insertEvents(events)
-              yield* project(next, false)
-              return next
+              yield* insertEvents(next.events)
+              yield* project(next.view, false)
+              return next.view
             })
           )
         ).pipe(
@@ -571,4 +557,4 @@ export const layerFromDatabase: Layer.Layer<
   RunsStore,
   RunsStoreError,
   SqlClient.SqlClient | Database.Database
-> = Layer.effect(RunsStore, fromDatabase)
+> = Database.storeLayer(RunsStore, make)

@@ -152,18 +152,15 @@ export class InvalidMessage extends Schema.TaggedClass<InvalidMessage>()("Invali
 export const StoreErrorReason = Schema.Union([...DatabaseError.Reason.members, InvalidMessage])
 export type StoreErrorReason = typeof StoreErrorReason.Type
 
-export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
-  reason: StoreErrorReason
-}) {
-  get isRetryable(): boolean {
-    return this.reason.isRetryable
-  }
-  override get message(): string {
-    return this.reason.message
-  }
-}
+/**
+ * The store's own failure: @noema/sql's `DatabaseError` family (its message and retry are the
+ * reason's, `DatabaseError.withReason`) with one reason of the contract's, `InvalidMessage`.
+ */
+export class StoreError extends DatabaseError.withReason(
+  Schema.TaggedError<StoreError>()("StoreError", { reason: StoreErrorReason })
+) {}
 
-/** A database failure as the store's error: the same reason. */
+/** A database failure as the store's error: the same reason (the one mapping). */
 export const fromDatabaseError = (error: DatabaseError.DatabaseError): StoreError =>
   new StoreError({ reason: error.reason })
 

@@ -1,38 +1,48 @@
 /**
  * SqlStore: the session store on effect's `SqlClient`, for SQLite and PostgreSQL.
  *
- * One implementation for every SQL database: the statements that differ live
- * in `internal/sqlDialect.ts`, the rest is here. An append is one transaction
- * whose first statement updates the session row only if it still holds the
- * expected message count (`UPDATE ... WHERE message_count = ?`; PostgreSQL
- * returns the row with `RETURNING`, SQLite reads it back with one `SELECT
- * changes(), ...`, which costs it less), then inserts the turn's messages in one multi-row insert. The update locks
- * the session (SQLite: the client's `BEGIN IMMEDIATE` write lock; PostgreSQL:
- * the row lock, under READ COMMITTED, so a waiting writer re-reads the count
- * once the first commits and matches nothing), so concurrent writers in other
- * processes or on other machines get a `SessionConflictError`, never
- * interleaved turns.
+ * One implementation for every SQL database, its statements written once as
+ * effect/sql tagged templates (the client's compiler writes each dialect's
+ * placeholders); the few fragments that differ live in `internal/sqlDialect.ts`.
+ * An append is one transaction whose first statement updates the session row
+ * only if it still holds the expected message count (`UPDATE ... WHERE
+ * message_count = expected`; PostgreSQL returns the row with `RETURNING`, SQLite
+ * reads it back with one `SELECT changes(), ...`, which costs it less), then
+ * inserts the turn's messages in one multi-row insert (`sql.insert`). The update
+ * locks the session (SQLite: the client's `BEGIN IMMEDIATE` write lock;
+ * PostgreSQL: the row lock, under READ COMMITTED, so a waiting writer re-reads
+ * the count once the first commits and matches nothing), so concurrent writers
+ * in other processes or on other machines get a `SessionConflictError`, never
+ * interleaved turns. The append's statements are compiled once per store
+ * (@noema/sql's `Prepared`) and run on the transaction's connection directly: no
+ * compilation, span or connection lookup per statement on the commit path (the
+ * transaction has its span).
  * On SQLite, appends that arrive together in one process share one transaction
  * and one fsync, each in its own savepoint with its own result, and each
  * acknowledged only after that COMMIT (group commit: `internal/GroupCommit.ts`
  * states the contract); PostgreSQL keeps one transaction per append.
- * Messages are validated with core's `Message` Schema on the way in and out.
+ * Messages are validated with core's `Message` Schema on the way in and out; a
+ * session is read in batches of rows (`Dialect.messagesPerRead`) on the load's
+ * transaction's connection in the same way, each message parsed once and checked
+ * in place.
  * The schema is migrated by @noema/sql's `Migrations` when the store is made; a
  * SQLite file is first checked to be an empty database or noema's (application
  * id, schema version) and is refused, untouched, otherwise.
  */
 import { Message } from "@noema/core"
-import { Database, DatabaseError, Migrations } from "@noema/sql"
+import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
 import { Clock, Effect, Layer } from "effect"
-import { Migrator, SqlClient, type SqlConnection, SqlError } from "effect/sql"
+import { Migrator, SqlClient, type SqlConnection, SqlError, type Statement } from "effect/sql"
 import * as GroupCommit from "./internal/GroupCommit.js"
-import { type Dialect, migrationsTable, pg, sqlite } from "./internal/sqlDialect.js"
+import * as SqlDialect from "./internal/sqlDialect.js"
 import {
   CorruptDatabase,
+  type CreateOptions,
   defaultTitle,
   fromDatabaseError,
   InvalidMessage,
   type Metadata,
+  type MetadataUpdate,
   mergeMetadata,
   type Service,
   SessionAlreadyExistsError,
@@ -47,8 +57,6 @@ import {
 export interface Options {
   /** Where the sessions live, for messages to people: a file path or a database name. */
   readonly location: string
-  /** Defaults to the client's dialect. */
-  readonly dialect?: Dialect
   /**
    * The client is read-only (SQLite): the schema is checked but never migrated; a
    * database that needs migrating fails with `NeedsMigration` and is left untouched.
@@ -56,15 +64,12 @@ export interface Options {
   readonly readonly?: boolean
 }
 
-export const latestMigration = (dialect: Dialect): number => Migrations.latest(dialect.migrations)
+/** The newest migration of the session schema this code knows. */
+export const latestMigration: number = Migrations.latest(SqlDialect.migrations)
 
 // ---------------------------------------------------------------------------
 // Opening: recognise the database, then migrate
 // ---------------------------------------------------------------------------
-
-/** A SQL failure as the store's one-line `StoreError` naming `location` (the one mapping, @noema/sql's). */
-const storeError = (location: string, error: SqlError.SqlError): StoreError =>
-  fromDatabaseError(DatabaseError.fromSqlError(location, error))
 
 /**
  * What only the session store checks on opening: on SQLite, its schema version
@@ -73,12 +78,12 @@ const storeError = (location: string, error: SqlError.SqlError): StoreError =>
  * migrations did not create (another application's) is refused before the
  * Migrator touches it.
  */
-const check = (sql: SqlClient.SqlClient, location: string, supported: number): Migrations.Step =>
+const check = (sql: SqlClient.SqlClient, location: string): Migrations.Step =>
   sql.onDialectOrElse({
     pg: () =>
       Effect.flatMap(
         sql<{ table: string }>`SELECT t.name AS "table" FROM unnest(ARRAY['sessions', 'messages']) AS t (name)
-          WHERE to_regclass(t.name) IS NOT NULL AND to_regclass(${migrationsTable}) IS NULL`,
+          WHERE to_regclass(t.name) IS NOT NULL AND to_regclass(${SqlDialect.migrationsTable}) IS NULL`,
         (rows) =>
           rows.length === 0
             ? Effect.void
@@ -86,17 +91,22 @@ const check = (sql: SqlClient.SqlClient, location: string, supported: number): M
                 DatabaseError.make(
                   new DatabaseError.Foreign({
                     location,
-                    detail: `tables ${rows.map((row) => row.table).join(", ")} without noema's ${migrationsTable}`
+                    detail: `tables ${rows.map((row) => row.table).join(", ")} without noema's ${SqlDialect.migrationsTable}`
                   })
                 )
               )
       ),
     orElse: () =>
       Effect.flatMap(sqliteUserVersion(sql), (found) =>
-        found > supported
+        found > latestMigration
           ? Effect.fail(
               DatabaseError.make(
-                new DatabaseError.SchemaTooNew({ location, schema: "session", found, supported })
+                new DatabaseError.SchemaTooNew({
+                  location,
+                  schema: "session",
+                  found,
+                  supported: latestMigration
+                })
               )
             )
           : Effect.void
@@ -110,19 +120,19 @@ const sqliteUserVersion = (sql: SqlClient.SqlClient) =>
  * Release 0.1.0 migrated a SQLite file by hand up to `user_version`, without a
  * migrations table: those migrations are recorded as applied before the Migrator runs.
  */
-const adoptRelease01 = (sql: SqlClient.SqlClient, dialect: Dialect): Migrations.Step =>
+const adoptRelease01 = (sql: SqlClient.SqlClient): Migrations.Step =>
   Effect.gen(function* () {
-    if (dialect.name !== "sqlite") return
+    if (Database.dialectOf(sql) !== "sqlite") return
     const version = yield* sqliteUserVersion(sql)
-    if (version === 0 || (yield* Migrations.applied(sql, migrationsTable)) > 0) return
-    yield* sql`CREATE TABLE IF NOT EXISTS ${sql(migrationsTable)} (
+    const table = SqlDialect.migrationsTable
+    if (version === 0 || (yield* Migrations.applied(sql, table)) > 0) return
+    yield* sql`CREATE TABLE IF NOT EXISTS ${sql(table)} (
       migration_id integer PRIMARY KEY NOT NULL,
       created_at datetime NOT NULL DEFAULT current_timestamp,
       name VARCHAR(255) NOT NULL)`
-    const known = yield* Migrator.fromRecord(dialect.migrations)
+    const known = yield* Migrator.fromRecord(SqlDialect.migrations)
     for (const [id, name] of known) {
-      if (id <= version)
-        yield* sql`INSERT INTO ${sql(migrationsTable)} ${sql.insert({ migration_id: id, name })}`
+      if (id <= version) yield* sql`INSERT INTO ${sql(table)} ${sql.insert({ migration_id: id, name })}`
     }
   }).pipe(Effect.catchTag("MigrationError", (error) => Effect.die(error)))
 
@@ -131,21 +141,121 @@ const adoptRelease01 = (sql: SqlClient.SqlClient, dialect: Dialect): Migrations.
  * (on SQLite in one transaction, so a crash leaves either the old file or the
  * migrated one), then records the version in SQLite's `user_version`.
  */
-const migrate = (sql: SqlClient.SqlClient, dialect: Dialect, location: string, readonly: boolean) => {
-  const supported = latestMigration(dialect)
-  return Migrations.run({
+const migrate = (sql: SqlClient.SqlClient, location: string, readonly: boolean) =>
+  Migrations.run({
     location,
     schema: "session",
-    table: migrationsTable,
-    migrations: dialect.migrations,
+    table: SqlDialect.migrationsTable,
+    migrations: SqlDialect.migrations,
     readonly,
-    check: check(sql, location, supported),
-    prepare: adoptRelease01(sql, dialect),
-    ...(dialect.name === "sqlite" && {
-      finish: sql.unsafe(`PRAGMA user_version = ${supported}`).pipe(Effect.asVoid)
+    check: check(sql, location),
+    prepare: adoptRelease01(sql),
+    ...(Database.dialectOf(sql) === "sqlite" && {
+      finish: sql.unsafe(`PRAGMA user_version = ${latestMigration}`).pipe(Effect.asVoid)
     })
   })
+
+// ---------------------------------------------------------------------------
+// Constructor
+// ---------------------------------------------------------------------------
+
+/** The store over the `SqlClient` in context; migrates the database first. */
+export const make = (options: Options): Effect.Effect<Service, StoreError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* Effect.mapError(migrate(sql, options.location, options.readonly === true), fromDatabaseError)
+    return service(open(sql, options.location))
+  })
+
+/** The SQL store as the `SessionStore` service, over the `SqlClient` the layer is given. */
+export const layer = (options: Options): Layer.Layer<SessionStore, StoreError, SqlClient.SqlClient> =>
+  Layer.effect(SessionStore, make(options))
+
+/** The store in the shared database the context holds: named, and migrated or only checked, as `Database` says. */
+export const fromDatabase = Database.store(make)
+
+/** `fromDatabase` as the `SessionStore` service: sessions beside the other stores of the database. */
+export const layerFromDatabase = Database.storeLayer(SessionStore, make)
+
+// ---------------------------------------------------------------------------
+// The open store
+// ---------------------------------------------------------------------------
+
+/** What every operation of one open store works with. */
+interface Store {
+  readonly sql: SqlClient.SqlClient
+  readonly dialect: SqlDialect.Dialect
+  readonly location: string
+  /** `id, title, created_at, updated_at, message_count, metadata`: a `SessionRow`. */
+  readonly sessionColumns: Statement.Fragment
+  /** A writing transaction: PostgreSQL's names its isolation level; SQLite's keeps the client's BEGIN IMMEDIATE. */
+  readonly writeTransaction: <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | SqlError.SqlError, R>
+  /**
+   * Runs an append's statements in a writing transaction. SQLite groups the appends that
+   * arrive together into one transaction and one fsync (`internal/GroupCommit.ts`);
+   * PostgreSQL keeps one transaction per append, as its server already flushes concurrent
+   * commits together.
+   */
+  readonly appendTransaction: <A, E>(
+    append: GroupCommit.Append<A, E>
+  ) => Effect.Effect<A, E | SqlError.SqlError>
+  readonly append: AppendStatements
+  /** A batch of a session's messages: `id, from, limit` to `[seq, message]` rows from `seq` `from` on. */
+  readonly readMessages: Prepared.Prepared
+  readonly metadata: MetadataCache
 }
+
+const open = (sql: SqlClient.SqlClient, location: string): Store => {
+  const dialect = SqlDialect.make(sql)
+  const beginWrite = dialect.beginWrite
+  const writeTransaction: Store["writeTransaction"] =
+    beginWrite === undefined
+      ? sql.withTransaction
+      : (effect) =>
+          sql.withTransaction(effect).pipe(Effect.provideService(SqlClient.BeginTransaction, beginWrite))
+  return {
+    sql,
+    dialect,
+    location,
+    sessionColumns: sql.literal("id, title, created_at, updated_at, message_count, metadata"),
+    writeTransaction,
+    appendTransaction:
+      dialect.name === "sqlite"
+        ? GroupCommit.make(sql)
+        : (append) => writeTransaction(GroupCommit.onTransactionConnection(sql, append)),
+    append: appendStatements(sql, dialect),
+    readMessages: Prepared.make(
+      3,
+      ([id, from, limit]) => sql`SELECT seq, message FROM messages
+        WHERE session_id = ${id} AND seq >= ${from} ORDER BY seq LIMIT ${limit}`
+    ),
+    metadata: metadataCache(location)
+  }
+}
+
+const service = (store: Store): Service => ({
+  location: store.location,
+  create: (options) => create(store, options),
+  load: (id) => load(store, id),
+  append: (id, expectedMessageCount, messages) => append(store, id, expectedMessageCount, messages),
+  list: () => list(store),
+  info: (id) => info(store, id),
+  delete: (id) => remove(store, id),
+  updateMetadata: (id, update) => updateMetadata(store, id, update)
+})
+
+/** Runs `effect`, turning the client's errors into `StoreError`s (the one mapping, @noema/sql's). */
+const mapSqlErrors =
+  (store: Store) =>
+  <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>): Effect.Effect<A, E | StoreError, R> =>
+    Effect.catchIf(effect, SqlError.isSqlError, (error) =>
+      Effect.fail(fromDatabaseError(DatabaseError.fromSqlError(store.location, error)))
+    ) as Effect.Effect<A, E | StoreError, R>
+
+const notFound = (id: string): Effect.Effect<never, SessionNotFoundError> =>
+  Effect.fail(new SessionNotFoundError({ sessionId: id }))
 
 // ---------------------------------------------------------------------------
 // Rows
@@ -172,6 +282,62 @@ const infoOf = (
     ? { id, createdAt, updatedAt, messageCount, metadata }
     : { id, title, createdAt, updatedAt, messageCount, metadata }
 
+const corrupt = (location: string, detail: string) =>
+  new StoreError({ reason: new CorruptDatabase({ location, detail }) })
+
+/** A session's metadata column, or the `StoreError` saying it is damaged. */
+const parseMetadata = (location: string, id: string, text: string): Metadata | StoreError => {
+  let metadata: unknown
+  try {
+    metadata = JSON.parse(text)
+  } catch {
+    metadata = undefined
+  }
+  return typeof metadata !== "object" || metadata === null || Array.isArray(metadata)
+    ? corrupt(location, `session "${id}" has metadata that is not a JSON object`)
+    : (metadata as Metadata)
+}
+
+/** A session row as its info, or the `StoreError` saying it is damaged. */
+const infoOfRow = (location: string, row: SessionRow): Effect.Effect<SessionInfo, StoreError> => {
+  const metadata = parseMetadata(location, row.id, row.metadata)
+  return metadata instanceof StoreError
+    ? Effect.fail(metadata)
+    : Effect.succeed(
+        infoOf(
+          row.id,
+          row.title,
+          Number(row.created_at),
+          Number(row.updated_at),
+          Number(row.message_count),
+          metadata
+        )
+      )
+}
+
+interface MetadataCache {
+  readonly parse: (id: string, text: string) => Metadata | StoreError
+}
+
+/**
+ * Commits rarely change metadata: the last text parsed is kept with its value, so a run of
+ * commits parses it once. The value is shared between the infos returned, as the memory store does.
+ */
+const metadataCache = (location: string): MetadataCache => {
+  let lastText: string | undefined
+  let last: Metadata = {}
+  return {
+    parse: (id, text) => {
+      if (text === lastText) return last
+      const metadata = parseMetadata(location, id, text)
+      if (metadata instanceof StoreError) return metadata
+      lastText = text
+      last = metadata
+      return metadata
+    }
+  }
+}
+
 /**
  * A message's JSON text, validated by core's Schema; a one-line reason when it is not a message.
  * A plain message (`Message.isPlain`, the common case) is its own encoding. Anything else is
@@ -194,381 +360,412 @@ const encodeMessage = (message: Message.Message): string | { readonly problem: s
   return json
 }
 
+/**
+ * Appends a batch of `[seq, message]` rows to `messages`, each parsed once and checked with
+ * core's Schema in place (the parsed JSON is already the plain data a decode would return: a
+ * message has no transformations, so nothing is copied); or the `StoreError` naming the first
+ * damaged row: out of sequence, invalid JSON, or not a message.
+ */
+const readBatch = (
+  location: string,
+  id: string,
+  rows: ReadonlyArray<ReadonlyArray<unknown>>,
+  messages: Array<Message.Message>
+): StoreError | undefined => {
+  for (const row of rows) {
+    const index = messages.length
+    const seq = Number(row[0])
+    if (seq !== index)
+      return corrupt(location, `session "${id}" is missing message ${index} (found ${seq} in its place)`)
+    const text = row[1] as string
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch (error) {
+      return corrupt(
+        location,
+        `session "${id}", message ${index}: invalid JSON (${DatabaseError.describe(error)})`
+      )
+    }
+    if (!Message.is(parsed)) return notAMessage(location, id, index, parsed, text)
+    messages.push(parsed)
+  }
+  return undefined
+}
+
+/** Why stored JSON is not a message: the Schema's words for what was expected, and the text that is there. */
+const notAMessage = (location: string, id: string, index: number, parsed: unknown, text: string) => {
+  let reason = "not a message"
+  try {
+    Message.decodeSync(parsed)
+  } catch (error) {
+    reason = DatabaseError.describe(error)
+  }
+  const stored = text.length > 80 ? `${text.slice(0, 79)}…` : text
+  return corrupt(
+    location,
+    `session "${id}", message ${index}: ${reason}; stored: ${DatabaseError.oneLine(stored)}`
+  )
+}
+
 // ---------------------------------------------------------------------------
-// Constructor
+// Reading
 // ---------------------------------------------------------------------------
 
-/** The store over the `SqlClient` in context; migrates the database first. */
-export const make = (options: Options): Effect.Effect<Service, StoreError, SqlClient.SqlClient> =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const location = options.location
-    const dialect: Dialect = options.dialect ?? sql.onDialectOrElse({ pg: () => pg, orElse: () => sqlite })
-    yield* Effect.mapError(migrate(sql, dialect, location, options.readonly === true), fromDatabaseError)
-    return makeService(sql, dialect, location)
-  })
-
-/** The SQL store as the `SessionStore` service, over the `SqlClient` the layer is given. */
-export const layer = (options: Options): Layer.Layer<SessionStore, StoreError, SqlClient.SqlClient> =>
-  Layer.effect(SessionStore, make(options))
-
-/** The store in the shared database the context holds: named, and migrated or only checked, as `Database` says. */
-export const fromDatabase: Effect.Effect<Service, StoreError, SqlClient.SqlClient | Database.Database> =
-  Effect.flatMap(Database.Database, (database) =>
-    make({ location: database.location, readonly: database.readonly })
+const selectSession = (store: Store, id: string) =>
+  Effect.map(
+    store.sql<SessionRow>`SELECT ${store.sessionColumns} FROM sessions WHERE id = ${id}`,
+    (rows) => rows[0]
   )
 
-/** `fromDatabase` as the `SessionStore` service: sessions beside the other stores of the database. */
-export const layerFromDatabase: Layer.Layer<
-  SessionStore,
-  StoreError,
-  SqlClient.SqlClient | Database.Database
-> = Layer.effect(SessionStore, fromDatabase)
+/** Where the first batch starts: the smallest PostgreSQL INTEGER, so a stray row below 0 is read, and refused. */
+const lowestSeq = -2_147_483_648
 
-const makeService = (sql: SqlClient.SqlClient, dialect: Dialect, location: string): Service => {
-  const statements = dialect.statements
-  // PostgreSQL's writers name their isolation level; SQLite's keep the client's BEGIN IMMEDIATE.
-  const beginWrite = dialect.beginWrite
-  const writeTransaction: typeof sql.withTransaction =
-    beginWrite === undefined
-      ? sql.withTransaction
-      : (effect) =>
-          sql.withTransaction(effect).pipe(Effect.provideService(SqlClient.BeginTransaction, beginWrite))
-  const query = <A extends object>(text: string, params: ReadonlyArray<unknown>) =>
-    sql.unsafe<A>(text, params as Array<unknown>)
-  const values = (text: string, params: ReadonlyArray<unknown>) =>
-    sql.unsafe(text, params as Array<unknown>).values
+/**
+ * The session's `expected` messages, read in batches of `messagesPerRead` by their `seq`
+ * (keyset pagination, on the connection of the load's transaction, each batch one prepared
+ * statement); one row past the last is asked for, so a session holding more rows than its
+ * count says is found out.
+ */
+const readMessages = (
+  store: Store,
+  connection: SqlConnection.Connection,
+  id: string,
+  expected: number
+): Effect.Effect<Array<Message.Message>, StoreError | SqlError.SqlError> => {
+  const { location } = store
+  const messages: Array<Message.Message> = []
+  const next: Effect.Effect<Array<Message.Message>, StoreError | SqlError.SqlError> = Effect.suspend(() => {
+    const limit = Math.max(1, Math.min(store.dialect.messagesPerRead, expected + 1 - messages.length))
+    const from = messages.length === 0 ? lowestSeq : messages.length
+    return Effect.flatMap(valuesOn(connection, store.readMessages, [id, from, limit]), (rows) => {
+      const damaged = readBatch(location, id, rows, messages)
+      if (damaged !== undefined) return Effect.fail(damaged)
+      if (rows.length === limit && messages.length <= expected) return next
+      return messages.length === expected
+        ? Effect.succeed(messages)
+        : Effect.fail(
+            corrupt(
+              location,
+              `session "${id}" should hold ${expected} messages but ${messages.length} were found`
+            )
+          )
+    })
+  })
+  return next
+}
 
-  const corrupt = (detail: string) => new StoreError({ reason: new CorruptDatabase({ location, detail }) })
-
-  /** Runs `effect`, turning the client's errors into `StoreError`s. */
-  const store = <A, E>(effect: Effect.Effect<A, E | SqlError.SqlError>): Effect.Effect<A, E | StoreError> =>
-    Effect.catchIf(effect, SqlError.isSqlError, (error) =>
-      Effect.fail(storeError(location, error))
-    ) as Effect.Effect<A, E | StoreError>
-
-  const parseMetadata = (id: string, text: string): Metadata => {
-    let metadata: unknown
-    try {
-      metadata = JSON.parse(text)
-    } catch {
-      metadata = undefined
-    }
-    if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
-      throw corrupt(`session "${id}" has metadata that is not a JSON object`)
-    }
-    return metadata as Metadata
-  }
-
-  // Commits rarely change metadata: the last text parsed is kept with its value, so a run of
-  // commits parses it once. The value is shared between the infos returned, as the memory store does.
-  let lastMetadataText: string | undefined
-  let lastMetadata: Metadata = {}
-  const cachedMetadata = (id: string, text: string): Metadata => {
-    if (text !== lastMetadataText) {
-      lastMetadata = parseMetadata(id, text)
-      lastMetadataText = text
-    }
-    return lastMetadata
-  }
-
-  const toInfo = (row: SessionRow): SessionInfo =>
-    infoOf(
-      row.id,
-      row.title,
-      Number(row.created_at),
-      Number(row.updated_at),
-      Number(row.message_count),
-      parseMetadata(row.id, row.metadata)
-    )
-
-  /** Synchronous row work that may find damage: a thrown `StoreError` becomes the failure. */
-  const decodeRows = <A>(body: () => A): Effect.Effect<A, StoreError> => {
-    try {
-      return Effect.succeed(body())
-    } catch (error) {
-      return Effect.fail(error instanceof StoreError ? error : corrupt(DatabaseError.describe(error)))
-    }
-  }
-
-  const readMessages = (
-    id: string,
-    expectedCount: number,
-    rows: ReadonlyArray<ReadonlyArray<unknown>>
-  ): Array<Message.Message> => {
-    if (rows.length !== expectedCount) {
-      throw corrupt(`session "${id}" should hold ${expectedCount} messages but ${rows.length} were found`)
-    }
-    const parsed = new Array<unknown>(rows.length)
-    for (let i = 0; i < rows.length; i++) {
-      const row = rows[i] as readonly [number | string, string]
-      if (Number(row[0]) !== i) throw corrupt(`session "${id}" is missing message ${i}`)
-      try {
-        parsed[i] = JSON.parse(row[1])
-      } catch (error) {
-        throw corrupt(`session "${id}", message ${i}: invalid JSON (${DatabaseError.describe(error)})`)
-      }
-    }
-    // Checked with core's Schema in place: the parsed JSON is already the plain data a decode
-    // would return (a message has no transformations), so no copy of 100,000 messages is made.
-    for (let i = 0; i < parsed.length; i++) {
-      if (Message.is(parsed[i])) continue
-      let reason = "not a message"
-      try {
-        Message.decodeSync(parsed[i])
-      } catch (error) {
-        reason = DatabaseError.describe(error)
-      }
-      // The stored text, shortened, shows what is there; the Schema's message says what was expected.
-      const text = (rows[i] as readonly [unknown, string])[1]
-      const stored = text.length > 80 ? `${text.slice(0, 79)}…` : text
-      throw corrupt(`session "${id}", message ${i}: ${reason}; stored: ${DatabaseError.oneLine(stored)}`)
-    }
-    return parsed as Array<Message.Message>
-  }
-
-  const notFound = (id: string): Effect.Effect<never, SessionNotFoundError> =>
-    Effect.fail(new SessionNotFoundError({ sessionId: id }))
-
-  const sessionRow = (id: string, text: string) =>
-    Effect.map(query<SessionRow>(text, [id]), (rows) => rows[0])
-
-  /**
-   * Runs an append's statements in a writing transaction, on its connection directly: no
-   * statement object, compilation or span per statement on the commit path (the transaction
-   * has its span). SQLite groups the appends that arrive together into one transaction and one
-   * fsync (`internal/GroupCommit.ts`); PostgreSQL keeps one transaction per append, as its
-   * server already flushes concurrent commits together.
-   */
-  const appendTransaction: <A, E>(
-    append: GroupCommit.Append<A, E>
-  ) => Effect.Effect<A, E | SqlError.SqlError> =
-    dialect.name === "sqlite"
-      ? GroupCommit.make(sql)
-      : (append) => writeTransaction(GroupCommit.onTransactionConnection(sql, append))
-
-  /**
-   * The append's check and update: the session row (its `created_at, title, metadata` last),
-   * or why it was not updated: a conflict (another count stored) or no such session.
-   */
-  const appendToSession = (
-    connection: SqlConnection.Connection,
-    id: string,
-    expectedMessageCount: number,
-    update: ReadonlyArray<unknown>
-  ): Effect.Effect<
-    ReadonlyArray<unknown>,
-    SqlError.SqlError | SessionNotFoundError | SessionConflictError
-  > => {
-    type Refused = Effect.Effect<never, SessionNotFoundError | SessionConflictError>
-    const conflict = (actualMessageCount: number): Refused =>
-      Effect.fail(new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount }))
-    const missing = (): Refused => notFound(id)
-    const appended = statements.appendedSession
-    if (appended === undefined) {
-      return Effect.flatMap(connection.executeValues(statements.appendToSession, update), (rows) => {
-        const row = rows[0]
-        if (row !== undefined) return Effect.succeed(row)
-        return Effect.flatMap(connection.executeValues(statements.selectMessageCount, [id]), (counts) => {
-          const count = counts[0]
-          return count === undefined ? missing() : conflict(Number(count[0]))
-        })
-      })
-    }
-    return Effect.flatMap(connection.execute(statements.appendToSession, update, undefined), () =>
-      Effect.flatMap(connection.executeValues(appended, [id]), (rows) => {
-        // changes(), message_count, created_at, title, metadata
-        const row = rows[0]
-        if (row === undefined) return missing()
-        return Number(row[0]) === 1 ? Effect.succeed(row) : conflict(Number(row[1]))
+const load = (store: Store, id: string): Effect.Effect<StoredSession, SessionNotFoundError | StoreError> =>
+  store.sql
+    .withTransaction(
+      Effect.gen(function* () {
+        const row = yield* selectSession(store, id)
+        if (row === undefined) return yield* notFound(id)
+        const info = yield* infoOfRow(store.location, row)
+        const messages = yield* GroupCommit.onTransactionConnection(store.sql, (connection) =>
+          readMessages(store, connection, id, info.messageCount)
+        )
+        return { info, messages }
       })
     )
-  }
+    .pipe(Effect.provideService(SqlClient.BeginTransaction, store.dialect.beginRead), mapSqlErrors(store))
 
-  /** Inserts the rows laid out flat in `parameters` from row `first` on, in multi-row inserts. */
-  const insertMessages = (
-    connection: SqlConnection.Connection,
-    parameters: ReadonlyArray<unknown>,
-    first: number
-  ): Effect.Effect<void, SqlError.SqlError> => {
-    const count = parameters.length / 4
-    if (first >= count) return Effect.void
-    const rows = Math.min(dialect.maximumRowsPerInsert, count - first)
-    return Effect.flatMap(
-      connection.execute(
-        dialect.insertMessages(rows),
-        rows === count ? parameters : parameters.slice(first * 4, (first + rows) * 4),
-        undefined
-      ),
-      () => insertMessages(connection, parameters, first + rows)
+const list = (store: Store): Effect.Effect<ReadonlyArray<SessionInfo>, StoreError> =>
+  Effect.flatMap(
+    store.sql<SessionRow>`SELECT ${store.sessionColumns} FROM sessions ORDER BY activity DESC`,
+    (rows) => Effect.forEach(rows, (row) => infoOfRow(store.location, row))
+  ).pipe(mapSqlErrors(store))
+
+const info = (store: Store, id: string): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError> =>
+  Effect.flatMap(
+    selectSession(store, id),
+    (row): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError> =>
+      row === undefined ? notFound(id) : infoOfRow(store.location, row)
+  ).pipe(mapSqlErrors(store))
+
+// ---------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------
+
+const create = (
+  store: Store,
+  options: CreateOptions | undefined
+): Effect.Effect<SessionInfo, SessionAlreadyExistsError | StoreError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const { sql } = store
+    const id = options?.id ?? crypto.randomUUID()
+    const insert = Effect.flatMap(
+      sql<SessionRow>`INSERT INTO sessions (id, title, created_at, updated_at, activity, message_count, metadata)
+        VALUES (${id}, ${options?.title ?? null}, ${options?.createdAt ?? now}, ${options?.updatedAt ?? now},
+          ${store.dialect.firstActivity}, 0, ${JSON.stringify(options?.metadata ?? {})})
+        ON CONFLICT (id) DO NOTHING
+        RETURNING ${store.sessionColumns}`,
+      (rows): Effect.Effect<SessionInfo, SessionAlreadyExistsError | StoreError> => {
+        const row = rows[0]
+        return row === undefined
+          ? Effect.fail(new SessionAlreadyExistsError({ sessionId: id }))
+          : infoOfRow(store.location, row)
+      }
     )
-  }
-
-  const service: Service = {
-    location,
-
-    create: (options) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const id = options?.id ?? crypto.randomUUID()
-        const metadata = JSON.stringify(options?.metadata ?? {})
-        const insert = store(
-          Effect.gen(function* () {
-            const rows = yield* query<SessionRow>(statements.insertSession, [
-              id,
-              options?.title ?? null,
-              options?.createdAt ?? now,
-              options?.updatedAt ?? now,
-              metadata
-            ])
-            const row = rows[0]
-            if (row === undefined) return yield* Effect.fail(new SessionAlreadyExistsError({ sessionId: id }))
-            return yield* decodeRows(() => toInfo(row))
-          })
-        )
-        const first = options?.messages
-        if (first === undefined || first.length === 0) return insert
-        const updatedAt = options?.updatedAt
-        // The session and its first messages in one transaction (the append's nests as a savepoint);
-        // an imported session keeps its own `updatedAt`, which the append would have made now.
-        return store(
-          writeTransaction(
-            Effect.flatMap(insert, () =>
-              service.append(id, 0, first).pipe(
-                Effect.catchTags({
-                  // The session was created a moment ago in this very transaction.
-                  SessionNotFoundError: Effect.die,
-                  SessionConflictError: Effect.die
-                }),
-                Effect.flatMap((info) =>
-                  updatedAt === undefined
-                    ? Effect.succeed(info)
-                    : Effect.as(query(statements.setUpdatedAt, [updatedAt, id]), { ...info, updatedAt })
-                )
-              )
+    const first = options?.messages
+    if (first === undefined || first.length === 0) return insert.pipe(mapSqlErrors(store))
+    const updatedAt = options?.updatedAt
+    // The session and its first messages in one transaction (the append's nests as a savepoint);
+    // an imported session keeps its own `updatedAt`, which the append would have made now.
+    return store
+      .writeTransaction(
+        Effect.flatMap(insert, () =>
+          append(store, id, 0, first).pipe(
+            Effect.catchTags({
+              // The session was created a moment ago in this very transaction.
+              SessionNotFoundError: Effect.die,
+              SessionConflictError: Effect.die
+            }),
+            Effect.flatMap((info) =>
+              updatedAt === undefined
+                ? Effect.succeed(info)
+                : Effect.as(sql`UPDATE sessions SET updated_at = ${updatedAt} WHERE id = ${id}`, {
+                    ...info,
+                    updatedAt
+                  })
             )
-          )
-        )
-      }),
-
-    load: (id) =>
-      store(
-        sql
-          .withTransaction(
-            Effect.gen(function* () {
-              const row = yield* sessionRow(id, statements.selectSession)
-              if (row === undefined) return yield* notFound(id)
-              const rows = yield* values(statements.selectMessages, [id])
-              return yield* decodeRows(
-                (): StoredSession => ({
-                  info: toInfo(row),
-                  messages: readMessages(id, Number(row.message_count), rows)
-                })
-              )
-            })
-          )
-          .pipe(Effect.provideService(SqlClient.BeginTransaction, dialect.beginRead))
-      ),
-
-    append: (id, expectedMessageCount, messages) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        // Validate and serialise before taking the write lock, so the lock is held briefly. The
-        // rows' parameters are laid out flat, ready for the multi-row inserts.
-        const count = messages.length
-        const parameters = new Array<unknown>(count * 4)
-        for (let index = 0; index < count; index++) {
-          const message = messages[index] as Message.Message
-          const json = encodeMessage(message)
-          if (typeof json !== "string") {
-            return Effect.fail(
-              new StoreError({
-                reason: new InvalidMessage({ location, sessionId: id, index, detail: json.problem })
-              })
-            )
-          }
-          const offset = index * 4
-          parameters[offset] = id
-          parameters[offset + 1] = expectedMessageCount + index
-          parameters[offset + 2] = json
-          parameters[offset + 3] = Math.floor(message.createdAt ?? now)
-        }
-        return store(
-          appendTransaction((connection) =>
-            Effect.flatMap(
-              appendToSession(connection, id, expectedMessageCount, [count, now, id, expectedMessageCount]),
-              (row) =>
-                Effect.flatMap(insertMessages(connection, parameters, 0), () => {
-                  const stored = row[row.length - 2] as string | null
-                  // Only an untitled session takes a title from the turn: worked out only then.
-                  const title = stored === null ? (defaultTitle(messages) ?? null) : stored
-                  const info = decodeRows(() =>
-                    infoOf(
-                      id,
-                      title,
-                      Number(row[row.length - 3]),
-                      now,
-                      expectedMessageCount + count,
-                      cachedMetadata(id, row[row.length - 1] as string)
-                    )
-                  )
-                  return title === stored
-                    ? info
-                    : Effect.flatMap(
-                        connection.execute(statements.setTitle, [title, id], undefined),
-                        () => info
-                      )
-                })
-            )
-          )
-        )
-      }),
-
-    list: () =>
-      store(
-        Effect.flatMap(query<SessionRow>(statements.listSessions, []), (rows) =>
-          decodeRows(() => rows.map(toInfo))
-        )
-      ),
-
-    info: (id) =>
-      store(
-        Effect.gen(function* () {
-          const row = yield* sessionRow(id, statements.selectSession)
-          if (row === undefined) return yield* notFound(id)
-          return yield* decodeRows(() => toInfo(row))
-        })
-      ),
-
-    delete: (id) =>
-      store(
-        writeTransaction(
-          Effect.gen(function* () {
-            yield* query(statements.deleteMessages, [id])
-            const deleted = yield* query<{ id: string }>(`${statements.deleteSession} RETURNING id`, [id])
-            if (deleted.length === 0) return yield* notFound(id)
-          })
-        )
-      ),
-
-    updateMetadata: (id, update) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        store(
-          writeTransaction(
-            Effect.gen(function* () {
-              const row = yield* sessionRow(id, statements.selectSessionForUpdate)
-              if (row === undefined) return yield* notFound(id)
-              const current = yield* decodeRows(() => toInfo(row))
-              const metadata = JSON.stringify(mergeMetadata(current.metadata, update.metadata))
-              const updated = yield* query<SessionRow>(statements.updateMetadata, [
-                update.title ?? current.title ?? null,
-                metadata,
-                now,
-                id
-              ])
-              return yield* decodeRows(() => toInfo(updated[0] as SessionRow))
-            })
           )
         )
       )
+      .pipe(mapSqlErrors(store))
+  })
+
+/** The columns of a message row, in the order `append` lays its parameters out. */
+const messageColumns = ["session_id", "seq", "message", "created_at"] as const
+
+/**
+ * The turn's rows as the insert's parameters, laid out flat (`messageColumns` per row),
+ * each message validated and serialised; or the `StoreError` refusing the first that is not one.
+ */
+const messageParameters = (
+  store: Store,
+  id: string,
+  first: number,
+  messages: ReadonlyArray<Message.Message>,
+  now: number
+): Array<unknown> | StoreError => {
+  const parameters = new Array<unknown>(messages.length * messageColumns.length)
+  for (let index = 0; index < messages.length; index++) {
+    const message = messages[index] as Message.Message
+    const json = encodeMessage(message)
+    if (typeof json !== "string") {
+      return new StoreError({
+        reason: new InvalidMessage({ location: store.location, sessionId: id, index, detail: json.problem })
+      })
+    }
+    const offset = index * messageColumns.length
+    parameters[offset] = id
+    parameters[offset + 1] = first + index
+    parameters[offset + 2] = json
+    parameters[offset + 3] = Math.floor(message.createdAt ?? now)
   }
-  return service
+  return parameters
 }
+
+/**
+ * The append's statements, compiled once per store (`Prepared`): a commit runs them on its
+ * transaction's connection directly, with no statement object, compilation or span each.
+ */
+interface AppendStatements {
+  /** The check and update: `count, now, id, expectedMessageCount`; with `RETURNING created_at, title, metadata` unless the dialect reads back. */
+  readonly update: Prepared.Prepared
+  /**
+   * Right after `update`, `id`: SQLite's read-back, whether the update changed the row
+   * (`changes()`, 1 or 0), then `message_count, created_at, title, metadata`; PostgreSQL's,
+   * only when the update returned nothing, why: the count now stored. No row: no such session.
+   */
+  readonly afterUpdate: Prepared.Prepared
+  /** An untitled session's title, from the turn just appended: `title, id`. */
+  readonly setTitle: Prepared.Prepared
+  /** The multi-row insert of `rows` messages, their parameters laid out by `messageColumns`. */
+  readonly insert: (rows: number) => Prepared.Prepared
+}
+
+const appendStatements = (sql: SqlClient.SqlClient, dialect: SqlDialect.Dialect): AppendStatements => {
+  const inserts: Array<Prepared.Prepared | undefined> = []
+  const columns = messageColumns.length
+  const rowsOf = (parameters: ReadonlyArray<unknown>, count: number) =>
+    Array.from({ length: count }, (_, row) =>
+      Object.fromEntries(messageColumns.map((column, place) => [column, parameters[row * columns + place]]))
+    ) as [Record<string, unknown>]
+  return {
+    update: Prepared.make(
+      4,
+      ([count, now, id, expected]) => sql`UPDATE sessions
+        SET message_count = message_count + ${count}, updated_at = ${now}, activity = ${dialect.nextActivity}
+        WHERE id = ${id} AND message_count = ${expected}${sql.literal(
+          dialect.readBack ? "" : " RETURNING created_at, title, metadata"
+        )}`
+    ),
+    afterUpdate: Prepared.make(1, ([id]) =>
+      dialect.readBack
+        ? sql`SELECT changes(), message_count, created_at, title, metadata FROM sessions WHERE id = ${id}`
+        : sql`SELECT message_count FROM sessions WHERE id = ${id}`
+    ),
+    setTitle: Prepared.make(2, ([title, id]) => sql`UPDATE sessions SET title = ${title} WHERE id = ${id}`),
+    insert: (rows) => {
+      let insert = inserts[rows]
+      if (insert === undefined) {
+        insert = Prepared.make(
+          rows * columns,
+          (parameters) => sql`INSERT INTO messages ${sql.insert(rowsOf(parameters, rows))}`
+        )
+        inserts[rows] = insert
+      }
+      return insert
+    }
+  }
+}
+
+/** Runs a prepared statement on the `connection` of the transaction it is part of. */
+const valuesOn = (
+  connection: SqlConnection.Connection,
+  statement: Prepared.Prepared,
+  args: ReadonlyArray<unknown>
+) => {
+  const [text, parameters] = statement(args)
+  return connection.executeValues(text, parameters)
+}
+
+/**
+ * The append's check and update: the session row (its `created_at, title, metadata` last),
+ * or why it was not updated: a conflict (another count stored) or no such session.
+ */
+const appendToSession = (
+  store: Store,
+  connection: SqlConnection.Connection,
+  id: string,
+  expectedMessageCount: number,
+  count: number,
+  now: number
+): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError | SessionNotFoundError | SessionConflictError> => {
+  type Refused = Effect.Effect<never, SessionNotFoundError | SessionConflictError>
+  const conflict = (actualMessageCount: number): Refused =>
+    Effect.fail(new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount }))
+  const missing = (): Refused => notFound(id)
+  const { update, afterUpdate } = store.append
+  const updated = valuesOn(connection, update, [count, now, id, expectedMessageCount])
+  if (!store.dialect.readBack) {
+    return Effect.flatMap(updated, (rows) => {
+      const row = rows[0]
+      if (row !== undefined) return Effect.succeed(row)
+      return Effect.flatMap(valuesOn(connection, afterUpdate, [id]), (counts) => {
+        const stored = counts[0]
+        return stored === undefined ? missing() : conflict(Number(stored[0]))
+      })
+    })
+  }
+  return Effect.flatMap(updated, () =>
+    Effect.flatMap(valuesOn(connection, afterUpdate, [id]), (rows) => {
+      const row = rows[0]
+      if (row === undefined) return missing()
+      return Number(row[0]) === 1 ? Effect.succeed(row) : conflict(Number(row[1]))
+    })
+  )
+}
+
+/** Inserts the rows laid out flat in `parameters` from row `first` on, in multi-row inserts. */
+const insertMessages = (
+  store: Store,
+  connection: SqlConnection.Connection,
+  parameters: ReadonlyArray<unknown>,
+  first: number
+): Effect.Effect<void, SqlError.SqlError> => {
+  const columns = messageColumns.length
+  const count = parameters.length / columns
+  if (first >= count) return Effect.void
+  const rows = Math.min(store.dialect.maximumRowsPerInsert, count - first)
+  return Effect.flatMap(
+    valuesOn(
+      connection,
+      store.append.insert(rows),
+      rows === count ? parameters : parameters.slice(first * columns, (first + rows) * columns)
+    ),
+    () => insertMessages(store, connection, parameters, first + rows)
+  )
+}
+
+const append = (
+  store: Store,
+  id: string,
+  expectedMessageCount: number,
+  messages: ReadonlyArray<Message.Message>
+): Effect.Effect<SessionInfo, SessionNotFoundError | SessionConflictError | StoreError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    // Validated and serialised before the write lock is taken, so the lock is held briefly.
+    const parameters = messageParameters(store, id, expectedMessageCount, messages, now)
+    if (parameters instanceof StoreError) return Effect.fail(parameters)
+    const count = messages.length
+    return store
+      .appendTransaction((connection) =>
+        Effect.flatMap(appendToSession(store, connection, id, expectedMessageCount, count, now), (row) =>
+          Effect.flatMap(
+            insertMessages(store, connection, parameters, 0),
+            (): Effect.Effect<SessionInfo, StoreError | SqlError.SqlError> => {
+              const stored = row[row.length - 2] as string | null
+              // Only an untitled session takes a title from the turn: worked out only then.
+              const title = stored === null ? (defaultTitle(messages) ?? null) : stored
+              const metadata = store.metadata.parse(id, row[row.length - 1] as string)
+              if (metadata instanceof StoreError) return Effect.fail(metadata)
+              const info = infoOf(
+                id,
+                title,
+                Number(row[row.length - 3]),
+                now,
+                expectedMessageCount + count,
+                metadata
+              )
+              return title === stored
+                ? Effect.succeed(info)
+                : Effect.as(valuesOn(connection, store.append.setTitle, [title, id]), info)
+            }
+          )
+        )
+      )
+      .pipe(mapSqlErrors(store))
+  })
+
+const remove = (store: Store, id: string): Effect.Effect<void, SessionNotFoundError | StoreError> => {
+  const { sql } = store
+  return store
+    .writeTransaction(
+      Effect.gen(function* () {
+        yield* sql`DELETE FROM messages WHERE session_id = ${id}`
+        const deleted = yield* sql`DELETE FROM sessions WHERE id = ${id} RETURNING id`
+        if (deleted.length === 0) return yield* notFound(id)
+      })
+    )
+    .pipe(mapSqlErrors(store))
+}
+
+const updateMetadata = (
+  store: Store,
+  id: string,
+  update: MetadataUpdate
+): Effect.Effect<SessionInfo, SessionNotFoundError | StoreError> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const { sql, dialect } = store
+    return store
+      .writeTransaction(
+        Effect.gen(function* () {
+          const rows = yield* sql<SessionRow>`SELECT ${store.sessionColumns} FROM sessions
+            WHERE id = ${id}${dialect.forUpdate}`
+          const row = rows[0]
+          if (row === undefined) return yield* notFound(id)
+          const current = yield* infoOfRow(store.location, row)
+          const updated = yield* sql<SessionRow>`UPDATE sessions
+            SET title = ${update.title ?? current.title ?? null},
+              metadata = ${JSON.stringify(mergeMetadata(current.metadata, update.metadata))},
+              updated_at = ${now}, activity = ${dialect.nextActivity}
+            WHERE id = ${id}
+            RETURNING ${store.sessionColumns}`
+          return yield* infoOfRow(store.location, updated[0] as SessionRow)
+        })
+      )
+      .pipe(mapSqlErrors(store))
+  })

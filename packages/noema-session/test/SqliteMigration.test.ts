@@ -1,34 +1,30 @@
-import { spawn } from "node:child_process"
+import { execFile as execFileCallback } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
 import { Message } from "@noema/core"
 import { Effect } from "effect"
 import { afterAll, assert, describe, it } from "vitest"
 import * as SqliteStore from "../src/SqliteStore.js"
+import { pragma, readFile } from "./support/sqliteFile.js"
+
+const execFile = promisify(execFileCallback)
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-sqlite-migration-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url))
 
-const inspect = (filename: string) => {
-  const database = new DatabaseSync(filename, { readOnly: true })
-  try {
-    const value = (name: string) =>
-      (database.prepare(`PRAGMA ${name}`).get() as Record<string, unknown>)[name]
-    return {
-      applicationId: value("application_id"),
-      userVersion: value("user_version"),
-      migrations: database.prepare("SELECT migration_id, name FROM noema_session_migrations").all(),
-      rows: database.prepare("SELECT count(*) AS n FROM messages").get()
-    }
-  } finally {
-    database.close()
-  }
-}
+const inspect = (filename: string) =>
+  readFile(filename, (database) => ({
+    applicationId: pragma(database, "application_id"),
+    userVersion: pragma(database, "user_version"),
+    migrations: database.prepare("SELECT migration_id, name FROM noema_session_migrations").all(),
+    rows: database.prepare("SELECT count(*) AS n FROM messages").get()
+  }))
 
 describe("SqliteStore on a file of release 0.1.0", () => {
   it("opens it in place: migration 1 is recorded as applied, every message decodes unchanged", async () => {
@@ -98,27 +94,16 @@ describe("SqliteStore on a file of release 0.1.0", () => {
   })
 })
 
-const runProcess = (filename: string, processNumber: number, turns: number) =>
-  new Promise<string>((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [fixture("concurrent-commits.mjs"), filename, String(processNumber), String(turns)],
-      {
-        stdio: ["ignore", "pipe", "pipe"]
-      }
-    )
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      stdout += chunk
-    })
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-      stderr += chunk
-    })
-    child.on("close", (code) =>
-      code === 0 ? resolve(stdout) : reject(new Error(`process ${processNumber}: ${stderr}`))
-    )
-  })
+// A process that fails rejects with its exit code and what it wrote on stderr.
+const runProcess = async (filename: string, processNumber: number, turns: number) =>
+  (
+    await execFile(process.execPath, [
+      fixture("concurrent-commits.mjs"),
+      filename,
+      String(processNumber),
+      String(turns)
+    ])
+  ).stdout
 
 describe("SqliteStore with several processes on one file", () => {
   it("processes committing at once lose no turn and never interleave one", async () => {

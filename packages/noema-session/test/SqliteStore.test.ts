@@ -8,6 +8,7 @@ import { Effect, Layer, Result } from "effect"
 import * as SessionStore from "../src/SessionStore.js"
 import * as SessionStoreConformance from "../src/SessionStoreConformance.js"
 import * as SqliteStore from "../src/SqliteStore.js"
+import { pragma, readFile } from "./support/sqliteFile.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-sqlite-store-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -28,20 +29,12 @@ describe("SqliteStore conformance", () => {
 // What only a file-backed store can show
 // ---------------------------------------------------------------------------
 
-const pragmas = (filename: string) => {
-  const database = new DatabaseSync(filename, { readOnly: true })
-  try {
-    const value = (name: string) =>
-      (database.prepare(`PRAGMA ${name}`).get() as Record<string, unknown>)[name]
-    return {
-      applicationId: value("application_id"),
-      userVersion: value("user_version"),
-      journalMode: value("journal_mode")
-    }
-  } finally {
-    database.close()
-  }
-}
+const pragmas = (filename: string) =>
+  readFile(filename, (database) => ({
+    applicationId: pragma(database, "application_id"),
+    userVersion: pragma(database, "user_version"),
+    journalMode: pragma(database, "journal_mode")
+  }))
 
 describe("SqliteStore", () => {
   it.effect("keeps sessions across close and reopen, in a directory it creates", () =>
@@ -164,6 +157,47 @@ describe("SqliteStore", () => {
         assert.include(invalidJson.message, "invalid JSON")
         // Other sessions stay readable.
         assert.strictEqual((yield* store.load(other.id)).messages.length, 1)
+      }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "a session longer than one read batch loads whole and in order; damage past the first batch is found",
+    () =>
+      Effect.gen(function* () {
+        const filename = path.join(directory, "long.db")
+        const store = yield* SqliteStore.make({ filename })
+        // 2,500 messages: the load reads them in several statements (1,000 rows each on SQLite).
+        const count = 2_500
+        const { id } = yield* store.create({ id: "long" })
+        for (let first = 0; first < count; first += 500) {
+          const turn = Array.from({ length: 500 }, (_, index) => Message.user(`message ${first + index}`))
+          yield* store.append(id, first, turn)
+        }
+        const loaded = yield* store.load(id)
+        assert.strictEqual(loaded.messages.length, count)
+        assert.isTrue(loaded.messages.every((message, index) => message.content === `message ${index}`))
+
+        const database = new DatabaseSync(filename)
+        const damage = (statement: string) =>
+          Effect.flatMap(
+            Effect.sync(() => database.exec(statement)),
+            () => Effect.flip(store.load(id))
+          )
+        const beyond = yield* damage(
+          `INSERT INTO messages SELECT session_id, ${count}, message, created_at FROM messages WHERE seq = 0`
+        )
+        const before = yield* damage(
+          `UPDATE messages SET seq = -1 WHERE seq = ${count}; UPDATE sessions SET message_count = ${count}`
+        )
+        const missing = yield* damage("DELETE FROM messages WHERE seq IN (-1, 1500)")
+        database.close()
+        assert.include(beyond.message, `should hold ${count} messages but ${count + 1} were found`)
+        assert.include(before.message, "missing message 0")
+        assert.include(missing.message, "missing message 1500")
+        for (const failure of [beyond, before, missing]) {
+          assert.instanceOf(failure, SessionStore.StoreError)
+          assert.strictEqual(failure.reason._tag, "Corrupt")
+        }
       }).pipe(Effect.scoped)
   )
 

@@ -99,6 +99,12 @@ export const store = <A, E, R>(
 ): Effect.Effect<A, E, R | Database> =>
   Effect.flatMap(Database, (database) => make({ location: database.location, readonly: database.readonly }))
 
+/** `store(make)` as the layer of the store's service: a store beside the others of the database in context. */
+export const storeLayer = <I, S, E, R>(
+  service: Context.Key<I, S>,
+  make: (options: StoreOptions) => Effect.Effect<S, E, R>
+): Layer.Layer<I, E, Exclude<R, Scope.Scope> | Database> => Layer.effect(service, store(make))
+
 // ---------------------------------------------------------------------------
 // SQLite
 // ---------------------------------------------------------------------------

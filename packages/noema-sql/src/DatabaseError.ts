@@ -150,16 +150,33 @@ export type Reason = typeof Reason.Type
 // The error
 // ---------------------------------------------------------------------------
 
-export class DatabaseError extends Schema.TaggedError<DatabaseError>()("DatabaseError", {
-  reason: Reason
-}) {
-  get isRetryable(): boolean {
-    return this.reason.isRetryable
-  }
-  override get message(): string {
-    return this.reason.message
-  }
+/** What every reason of the family says: a one-line message, and whether trying again may help. */
+export interface ReasonLike {
+  readonly message: string
+  readonly isRetryable: boolean
 }
+
+// biome-ignore lint/suspicious/noExplicitAny: a mixin's base takes whatever its constructor takes
+type ErrorWithReason = new (...args: any[]) => Error & { readonly reason: ReasonLike }
+
+/**
+ * An error class whose `message` and `isRetryable` are its reason's: `DatabaseError`, and a
+ * store's own error over these reasons and some of its own (the session store's `StoreError`),
+ * said once here.
+ */
+export const withReason = <Base extends ErrorWithReason>(base: Base) =>
+  class extends base {
+    get isRetryable(): boolean {
+      return this.reason.isRetryable
+    }
+    override get message(): string {
+      return this.reason.message
+    }
+  }
+
+export class DatabaseError extends withReason(
+  Schema.TaggedError<DatabaseError>()("DatabaseError", { reason: Reason })
+) {}
 
 /** `reason` as the error. */
 export const make = (reason: Reason): DatabaseError => new DatabaseError({ reason })

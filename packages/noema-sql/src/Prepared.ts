@@ -1,0 +1,43 @@
+/**
+ * Prepared: a statement written as an effect/sql tagged template, compiled once.
+ *
+ * effect's compiler turns a template into SQL text and parameters each time a
+ * statement is built: a few microseconds and a handful of objects per
+ * statement, which a store's hot path (a commit, paying one fsync for several
+ * statements) feels. A `Prepared` builds its template once, with a marker in
+ * place of each argument, and remembers where each argument landed among the
+ * compiled parameters; a call then gives the same text (the driver's cache
+ * key for its prepared statement) and the call's arguments in their places.
+ * The text is the compiler's, dialect and all: nothing here writes SQL.
+ *
+ * The template must depend on its arguments only as parameters (`${value}`),
+ * never for its shape: fragments, identifiers and `sql.insert`'s columns are
+ * taken from the first build. A multi-row insert is one `Prepared` per row
+ * count.
+ */
+import type { Statement } from "effect/sql"
+
+/** The SQL text and the parameters for one call. */
+export type Compiled = readonly [text: string, parameters: ReadonlyArray<unknown>]
+
+/** The compiled statement for `args`, given in the order the builder takes them. */
+export type Prepared = (args: ReadonlyArray<unknown>) => Compiled
+
+/**
+ * `build` compiled once, with `arity` arguments: `build(args)` must return the same
+ * template whatever the arguments are, with each argument a parameter.
+ */
+export const make = (
+  arity: number,
+  build: (args: ReadonlyArray<unknown>) => Statement.Statement<object>
+): Prepared => {
+  // Objects of its own, so an argument is found among the parameters by identity.
+  const markers = Array.from({ length: arity }, () => ({}))
+  const [text, compiled] = build(markers).compile()
+  const places = compiled.map((value) => markers.indexOf(value as object))
+  // The usual case, a template whose parameters are its arguments in order: the call's own array.
+  if (places.length === arity && places.every((place, index) => place === index)) {
+    return (args) => [text, args]
+  }
+  return (args) => [text, places.map((place, index) => (place < 0 ? compiled[index] : args[place]))]
+}
