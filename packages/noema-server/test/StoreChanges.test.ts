@@ -109,6 +109,9 @@ describe("the live feed follows the store's changes", () => {
     const client = follow(server)
     try {
       await eventually(() => server.feed().clients === 1, "the client in")
+      // The start's reads: where "now" is, then one when the LISTEN is in place (covering what
+      // came between); on a busy machine the second may come after the client is in.
+      await eventually(() => reads.count >= 2, "the start's reads")
       // Idle: no poll, no read (a busy machine only makes fewer rounds go by).
       const idle = reads.count
       for (let round = 0; round < 20; round++) await new Promise((resolve) => setTimeout(resolve, 10))
