@@ -12,12 +12,15 @@ import * as os from "node:os"
 import type { Message } from "@noema/core"
 import { Session } from "@noema/session"
 import { Effect } from "effect"
-import type { Io } from "./Cli.js"
 import { type Command, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Mcp from "./internal/Mcp.js"
+import * as Models from "./internal/Models.js"
 import { RetryNotice } from "./internal/RetryNotice.js"
-import * as Runtime from "./internal/runtime.js"
+import * as Sessions from "./internal/Sessions.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Tracing from "./internal/tracing.js"
 import * as Terminal from "./Terminal.js"
@@ -70,7 +73,7 @@ export interface JsonOutput {
 
 export const run = async (options: Options, io: Io): Promise<number> => {
   // The database first: a URL this build cannot use is refused before anything else is said.
-  const store = Runtime.storeLayer(
+  const store = Databases.storeLayer(
     CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
   )
   const text = await question(options, io)
@@ -80,16 +83,16 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   const maxRetryWait = CliConfig.resolveMaxRetryWait(options.model, io.env)
   const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
   const notice = new RetryNotice(io.stderr, io.env)
-  const model = await Runtime.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
-  const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
-  const mcp = await Runtime.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
+  const model = await Models.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
+  const runtime = Databases.openStore(store, await Tracing.layer(io.env))
+  const mcp = await Mcp.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
     async (error: unknown) => {
       notice.dispose()
       await runtime.dispose()
       throw error
     }
   )
-  const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools: mcp.tools })
+  const agent = Models.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools: mcp.tools })
   // SIGTERM (`timeout`, `kill`) and SIGHUP (a closed terminal) cancel the turn as Ctrl-C does;
   // the exit status is 128 + the signal's number, as if it had killed the process.
   const controller = new AbortController()
@@ -103,21 +106,21 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   try {
     const session =
       options.session !== undefined
-        ? await Runtime.runOn(
+        ? await Databases.runOn(
             runtime,
-            Effect.flatMap(Runtime.resolveSessionId(options.session), (id) => Session.open(id))
+            Effect.flatMap(Sessions.resolveSessionId(options.session), (id) => Session.open(id))
           )
         : // Stored with its first turn: a question that is cancelled or fails leaves no session.
-          await Runtime.runOn(
+          await Databases.runOn(
             runtime,
-            Session.draft({ systemPrompt: options.system ?? Runtime.defaultSystemPrompt })
+            Session.draft({ systemPrompt: options.system ?? Sessions.defaultSystemPrompt })
           )
     if (options.session !== undefined) {
-      await Runtime.runOn(
+      await Databases.runOn(
         runtime,
         options.system !== undefined
           ? session.setSystemPrompt(options.system)
-          : Runtime.adoptDefaultSystemPrompt(session)
+          : Sessions.adoptDefaultSystemPrompt(session)
       )
     }
     const renderer = new TurnRenderer({
@@ -134,7 +137,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     const compaction =
       session.context().length === 0 || (contextBudget.kind === "tokens" && contextBudget.tokens === 0)
         ? undefined
-        : Runtime.turnCompaction(await Runtime.makeCompaction(config, contextBudget))
+        : Models.turnCompaction(await Models.makeCompaction(config, contextBudget))
     const outcome = await runtime.runPromise(
       TurnRunner.run({
         session,
@@ -173,12 +176,12 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       const calls = waiting.map(Terminal.callLine).join(", ")
       io.stderr.write(
         `noema: ${calls} ${waiting.length === 1 ? "waits" : "wait"} for approval and did not run; ` +
-          `decide with: noema chat --session ${Runtime.shortId(session.id)} (or run with --yes)\n`
+          `decide with: noema chat --session ${Sessions.shortId(session.id)} (or run with --yes)\n`
       )
       return 3
     }
     if (options.session === undefined && io.stderr.isTTY === true) {
-      const note = `session ${session.id} (continue with: noema ask --session ${Runtime.shortId(session.id)} ...)`
+      const note = `session ${session.id} (continue with: noema ask --session ${Sessions.shortId(session.id)} ...)`
       io.stderr.write(`${Terminal.styleFor(io.stderr, io.env).dim(note)}\n`)
     }
     return 0

@@ -10,32 +10,13 @@
 import { readFileSync } from "node:fs"
 import { type Command, parseCommand, UsageError } from "./CliArguments.js"
 import type * as CliError from "./CliError.js"
+import { type Io, processIo } from "./Io.js"
 import * as Help from "./internal/help.js"
 import { planHelp, tasksHelp } from "./PlanArguments.js"
 import { help as PolicyHelp } from "./PolicyArguments.js"
 import { help as ResourcesHelp } from "./ResourcesArguments.js"
 import { help as RoutineHelp } from "./RoutineArguments.js"
 import { runHelp, runsHelp, serveHelp, threadsHelp, workerHelp } from "./RunsArguments.js"
-
-export type Environment = Readonly<Record<string, string | undefined>>
-
-/** The process around a command: its streams and environment (replaceable for tests). */
-export interface Io {
-  readonly env: Environment
-  readonly stdin: NodeJS.ReadStream
-  readonly stdout: NodeJS.WriteStream
-  readonly stderr: NodeJS.WriteStream
-  /** Where `read_file` may read; default the working directory. */
-  readonly cwd: string
-}
-
-export const processIo = (): Io => ({
-  env: process.env,
-  stdin: process.stdin,
-  stdout: process.stdout,
-  stderr: process.stderr,
-  cwd: process.cwd()
-})
 
 /** The version in package.json. */
 export const version = (): string => {

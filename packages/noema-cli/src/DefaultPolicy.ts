@@ -15,8 +15,8 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
-import type { Io } from "./Cli.js"
 import * as CliConfig from "./CliConfig.js"
+import type { Io } from "./Io.js"
 import { plannerActor } from "./PlanArguments.js"
 import { defaultActor as localUser } from "./ResourcesArguments.js"
 

@@ -16,13 +16,15 @@ import {
   VectorIndex
 } from "@noema/resources"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
-import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
-import * as Runtime from "./internal/runtime.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
+import * as Models from "./internal/Models.js"
+import * as Policies from "./internal/Policies.js"
+import * as Resources from "./internal/Resources.js"
 import { type PlanCommand, plannerActor } from "./PlanArguments.js"
-import * as PolicyCommand from "./PolicyCommand.js"
-import * as ResourcesCommand from "./ResourcesCommand.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
@@ -162,7 +164,7 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
   )
   const toRegister =
     command.type === "plan" && command.assistants !== undefined
-      ? ResourcesCommand.readResources(command.assistants, io)
+      ? Resources.readResources(command.assistants, io)
       : []
   if (toRegister.some((resource) => resource.meta.type !== "assistant"))
     throw new UsageError(
@@ -170,7 +172,7 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
     )
   const modelConfig = command.type === "plan" ? CliConfig.resolveModel(command.model, io.env) : undefined
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
-  const embedder = await ResourcesCommand.makeEmbedder(
+  const embedder = await Resources.makeEmbedder(
     {
       embeddingModel: command.embeddingModel,
       ...(command.type === "plan" && { baseUrl: command.model.baseUrl, apiKey: command.model.apiKey })
@@ -178,13 +180,13 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
     io
   )
   const model =
-    modelConfig === undefined ? undefined : await Runtime.makeModel(modelConfig, { interactive: false })
+    modelConfig === undefined ? undefined : await Models.makeModel(modelConfig, { interactive: false })
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
 
   const program = Effect.gen(function* () {
     const store = yield* SqlResourceStore.fromDatabase
     const vectors = yield* VectorIndex.fromDatabase(embedder)
-    const policy: Policy.Service = yield* PolicyCommand.engineOf(command, io)
+    const policy: Policy.Service = yield* Policies.engineOf(command, io)
     const events = yield* ResourceEvents.makeMemory(policy)
     const index = ResourceIndex.make(store, policy, { vectors, events })
 
@@ -289,11 +291,11 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
   })
 
   // Ctrl-C (or SIGTERM/SIGHUP) stops the work: the tasks under way are stored as interrupted.
-  const { exit, signalled } = await Runtime.runInterruptible(
+  const { exit, signalled } = await Frame.runInterruptible(
     Effect.scoped(
       program.pipe(
-        (effect) => Runtime.provideDatabase(effect, database, readsOnly(command)),
-        Effect.provide(PolicyCommand.stderrLogger(io))
+        (effect) => Databases.provideDatabase(effect, database, readsOnly(command)),
+        Effect.provide(Policies.stderrLogger(io))
       )
     )
   )

@@ -20,10 +20,12 @@ import {
 import { SessionStore, SqlStore } from "@noema/session"
 import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { isMap, isSeq, parseDocument } from "yaml"
-import type { Io } from "./Cli.js"
 import { readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
-import * as Runtime from "./internal/runtime.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Models from "./internal/Models.js"
+import * as Sessions from "./internal/Sessions.js"
 import type { RoutineCommand } from "./RoutineArguments.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
@@ -49,13 +51,13 @@ const openStore = (options: { readonly database: string | undefined }, io: Io) =
   // The sessions beside the routines: `--session` reads one for message and thread variables.
   ManagedRuntime.make(
     Layer.merge(SqlRoutineStore.layerFromDatabase, SqlStore.layerFromDatabase).pipe(
-      Layer.provide(Runtime.databaseLayer(databaseOf(options, io)))
+      Layer.provide(Databases.databaseLayer(databaseOf(options, io)))
     )
   )
 
 /**
  * The stored progress of the chains of the document `file`, read as `routine status`
- * reads (only reading: `Runtime.openReadOnlyFirst`). No database yet is no progress
+ * reads (only reading: `Databases.openReadOnlyFirst`). No database yet is no progress
  * yet, and none is created.
  */
 const storedStates = (
@@ -67,7 +69,7 @@ const storedStates = (
   if (database.kind === "sqlite" && !fs.existsSync(database.path)) return Promise.resolve([])
   const list = Effect.flatMap(Effect.service(RoutineStore.RoutineStore), (store) => store.list(file))
   return Effect.runPromise(
-    Runtime.provideDatabase(
+    Databases.provideDatabase(
       Effect.provide(list, SqlRoutineStore.layerFromDatabase),
       database,
       readsOnly(options)
@@ -117,7 +119,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
   const { full, breakdown } = load(options.file, io)
   const chains = WorkBreakdown.select(breakdown, options.goal)
   const config = CliConfig.resolveModel(options.model, io.env)
-  const model = await Runtime.makeModel(config, { interactive: false })
+  const model = await Models.makeModel(config, { interactive: false })
   const runtime = openStore(options, io)
   const sessionSources =
     options.session === undefined
@@ -125,7 +127,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
       : await runOn(
           runtime,
           Effect.gen(function* () {
-            const id = yield* Runtime.resolveSessionId(options.session!)
+            const id = yield* Sessions.resolveSessionId(options.session!)
             return Variables.session(yield* Effect.service(SessionStore.SessionStore), id)
           })
         ).catch(async (error: unknown) => {

@@ -27,11 +27,13 @@ import {
   Worker
 } from "@noema/runs"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
-import type { Io } from "./Cli.js"
 import { readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
-import * as Runtime from "./internal/runtime.js"
+import * as Models from "./internal/Models.js"
 import type { PipelineTools, RunsCommand } from "./RunsArguments.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
@@ -301,7 +303,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
       : Pipeline.defaultPipeline
   let model: ChatModel.Service | undefined
   if (executing)
-    model = await Runtime.makeModel(CliConfig.resolveModel(command.model, io.env), { interactive: false })
+    model = await Models.makeModel(CliConfig.resolveModel(command.model, io.env), { interactive: false })
   const style = Terminal.styleFor(io.stdout, io.env)
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
   const json = command.json
@@ -610,8 +612,8 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
 
   // Ctrl-C stops the run where it is: the attempt under way stays open in the timeline and
   // `noema runs resume` gives its stage a new attempt.
-  const { exit, signalled } = await Runtime.runInterruptible(
-    Runtime.provideDatabase(program, database, readsOnly(command)),
+  const { exit, signalled } = await Frame.runInterruptible(
+    Databases.provideDatabase(program, database, readsOnly(command)),
     executing ? undefined : []
   )
   if (Exit.isSuccess(exit)) return exit.value

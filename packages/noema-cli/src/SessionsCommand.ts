@@ -12,11 +12,12 @@ import * as fs from "node:fs"
 import * as readline from "node:readline"
 import { Session, SessionArchive, Usage } from "@noema/session"
 import { Effect, Stream } from "effect"
-import type { Io } from "./Cli.js"
 import { type Command, readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
-import * as Runtime from "./internal/runtime.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Sessions from "./internal/Sessions.js"
 import * as Terminal from "./Terminal.js"
 
 export type Options = Extract<
@@ -33,7 +34,7 @@ export type Options = Extract<
 >
 
 const openSession = (idOrPrefix: string) =>
-  Effect.flatMap(Runtime.resolveSessionId(idOrPrefix), (id) => Session.open(id))
+  Effect.flatMap(Sessions.resolveSessionId(idOrPrefix), (id) => Session.open(id))
 
 /** Writes `text`, waiting when the stream's buffer is full (a 100k-message export, a slow pipe). */
 const write = (stream: NodeJS.WritableStream, text: string): Promise<void> =>
@@ -48,9 +49,9 @@ const write = (stream: NodeJS.WritableStream, text: string): Promise<void> =>
     else stream.once("drain", done)
   })
 
-const exportAll = async (runtime: Runtime.StoreRuntime, io: Io): Promise<number> => {
+const exportAll = async (runtime: Databases.StoreRuntime, io: Io): Promise<number> => {
   let sessions = 0
-  await Runtime.runOn(
+  await Databases.runOn(
     runtime,
     Stream.runForEach(SessionArchive.exportAll, (line) =>
       Effect.promise(() => write(io.stdout, `${line}\n`).then(() => void sessions++))
@@ -68,7 +69,7 @@ const exportAll = async (runtime: Runtime.StoreRuntime, io: Io): Promise<number>
  */
 const importFrom = async (
   file: string | undefined,
-  runtime: Runtime.StoreRuntime,
+  runtime: Databases.StoreRuntime,
   database: string,
   io: Io
 ): Promise<number> => {
@@ -89,7 +90,7 @@ const importFrom = async (
     if (text.trim() === "") continue
     const line = lineNumber
     try {
-      const outcome = await Runtime.runOn(
+      const outcome = await Databases.runOn(
         runtime,
         Effect.flatMap(SessionArchive.decodeLine(text, line), SessionArchive.importSession)
       )
@@ -139,7 +140,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     }
   }
   // Only `delete` and `import` write: the others open a SQLite file read-only.
-  const runtime = await Runtime.openFor(database, readsOnly(options))
+  const runtime = await Databases.openFor(database, readsOnly(options))
   try {
     switch (options.type) {
       case "sessions-export-all":
@@ -147,13 +148,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       case "sessions-import":
         return await importFrom(options.file, runtime, CliConfig.describeDatabase(database), io)
       case "sessions-list": {
-        const sessions = await Runtime.runOn(runtime, Runtime.listSessions)
+        const sessions = await Databases.runOn(runtime, Sessions.listSessions)
         if (options.json) print(JSON.stringify(sessions, null, 2))
         else for (const line of Terminal.sessionTable(sessions, { style })) print(line)
         return 0
       }
       case "sessions-show": {
-        const session = await Runtime.runOn(runtime, openSession(options.id))
+        const session = await Databases.runOn(runtime, openSession(options.id))
         const turns = Usage.byTurn(session.context())
         const total = Usage.ofMessages(session.context())
         const prices = CliConfig.resolvePrices(io.env, paths)
@@ -188,13 +189,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         return 0
       }
       case "sessions-delete": {
-        const id = await Runtime.runOn(runtime, Runtime.resolveSessionId(options.id))
-        await Runtime.runOn(runtime, Runtime.deleteSession(id))
+        const id = await Databases.runOn(runtime, Sessions.resolveSessionId(options.id))
+        await Databases.runOn(runtime, Sessions.deleteSession(id))
         print(`Deleted session ${id}`)
         return 0
       }
       case "sessions-export": {
-        const session = await Runtime.runOn(runtime, openSession(options.id))
+        const session = await Databases.runOn(runtime, openSession(options.id))
         io.stdout.write(options.format === "json" ? `${session.exportJson()}\n` : session.exportMarkdown())
         return 0
       }
