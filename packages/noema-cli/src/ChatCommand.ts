@@ -23,13 +23,13 @@ import * as CliError from "./CliError.js"
 import type { Io } from "./Io.js"
 import { ChatInput } from "./internal/ChatInput.js"
 import * as Databases from "./internal/Databases.js"
-import * as Help from "./internal/help.js"
+import * as Frame from "./internal/Frame.js"
 import * as Mcp from "./internal/Mcp.js"
 import * as Models from "./internal/Models.js"
 import { RetryNotice } from "./internal/RetryNotice.js"
 import * as Sessions from "./internal/Sessions.js"
+import * as SlashCommands from "./internal/SlashCommands.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
-import * as Tracing from "./internal/tracing.js"
 import * as Terminal from "./Terminal.js"
 import * as TurnRunner from "./TurnRunner.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
@@ -529,7 +529,7 @@ class Chat {
     switch (name) {
       case "help":
       case "?":
-        this.#print(Help.slashCommands)
+        this.#print(SlashCommands.text)
         return true
       case "exit":
       case "quit":
@@ -738,6 +738,12 @@ class Chat {
     }
   }
 
+  /** Stops the chat as quitting does: the answer under way is cancelled, the input closed. */
+  stop(): void {
+    this.#cancel()
+    this.#input.close()
+  }
+
   async close(): Promise<void> {
     process.off("SIGINT", this.#onSignal)
     await this.#stopRuntime()
@@ -747,13 +753,21 @@ class Chat {
   }
 }
 
-export const run = async (options: Options, io: Io): Promise<number> => {
+/**
+ * The chat, until its input ends or the user quits. Ctrl-C is the chat's own (it cancels
+ * an answer, see `#onSignal`); SIGTERM and SIGHUP, the frame's, abort `signal`, which
+ * stops the chat as quitting does.
+ */
+const chat = async (
+  options: Options,
+  io: Io,
+  signal: AbortSignal,
+  tracer: Frame.Shape["tracer"]
+): Promise<number> => {
   const paths = CliConfig.paths(io.env)
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Databases.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
   const config = CliConfig.resolveModel(options.model, io.env)
-  if (config.kind === "offline" && config.reason === "unconfigured")
-    io.stderr.write(`${CliConfig.offlineNotice}\n`)
   const interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
   const notice = new RetryNotice(io.stderr, io.env)
   const modelOptions: Models.ModelOptions = {
@@ -771,21 +785,30 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   )
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
-  const runtime = Databases.openStore(store, await Tracing.layer(io.env))
+  const runtime = Databases.openStore(store, tracer)
   // Opening the store here surfaces a corrupt database before the prompt appears.
   await Databases.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()
     await mcp.close()
     throw error
   })
-  const chat = new Chat(io, options, config, model, paths, runtime, modelOptions, contextBudget, mcp.tools)
+  const session = new Chat(io, options, config, model, paths, runtime, modelOptions, contextBudget, mcp.tools)
+  const stop = () => session.stop()
+  signal.addEventListener("abort", stop, { once: true })
   try {
-    chat.banner()
-    await chat.resumeAtStart()
-    return await chat.loop()
+    session.banner()
+    await session.resumeAtStart()
+    return await session.loop()
   } finally {
+    signal.removeEventListener("abort", stop)
     notice.dispose()
-    await chat.close()
+    await session.close()
     await mcp.close()
   }
 }
+
+export const run = (options: Options, io: Io) =>
+  Effect.flatMap(Frame.Frame, (frame) => {
+    frame.keepInterrupt()
+    return Frame.promise((signal) => chat(options, io, signal, frame.tracer))
+  })

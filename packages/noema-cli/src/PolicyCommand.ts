@@ -9,72 +9,59 @@
  * reads), or is `--engine
  * allow-all`, the only way to allow everything. `--shadow` asks the engine but
  * allows, saying what it would have decided. Exit status of check: 0 allow,
- * 3 deny, 2 usage, 1 a policy that does not load.
+ * 3 deny (`ExitStatus.notDone`), 2 usage, 1 a policy that does not load.
  */
 import { Policy, Urn } from "@noema/resources"
 import { Effect } from "effect"
-import { UsageError } from "./CliArguments.js"
+import { type PolicyCheck, type PolicyCommand, type PolicyShow, UsageError } from "./CliArguments.js"
+import * as ExitStatus from "./ExitStatus.js"
 import type { Io } from "./Io.js"
 import * as Policies from "./internal/Policies.js"
-import type { PolicyCheck, PolicyCommand, PolicyShow } from "./PolicyArguments.js"
 
-const check = async (command: PolicyCheck, io: Io): Promise<number> => {
+const check = Effect.fnUntraced(function* (command: PolicyCheck, io: Io) {
   for (const urn of [command.actor, ...command.resources]) {
     const problem = Urn.parseEither(urn)
-    if (problem instanceof Urn.InvalidUrnError)
-      throw new UsageError(`noema policy check: ${problem.message} (see noema policy --help)`)
+    if (problem instanceof Urn.InvalidUrnError) return yield* Effect.fail(new UsageError(problem.message))
   }
-  const decision = await Effect.runPromise(
-    Effect.gen(function* () {
-      const loaded = yield* Policies.engineOf(command, io)
-      const engine = command.shadow ? Policy.shadow(loaded) : loaded
-      const decided = yield* engine.authorize({
-        actor: command.actor,
-        action: command.action,
-        resources: command.resources
-      })
-      return { engine: engine.name, ...decided }
-    }).pipe(Effect.provide(Policies.stderrLogger(io)))
-  )
+  const loaded = yield* Policies.engineOf(command, io)
+  const engine = command.shadow ? Policy.shadow(loaded) : loaded
+  const decision = yield* engine.authorize({
+    actor: command.actor,
+    action: command.action,
+    resources: command.resources
+  })
   if (command.json) {
     io.stdout.write(
       `${JSON.stringify({
         decision: decision.decision,
         reasons: decision.reasons,
-        engine: decision.engine,
+        engine: engine.name,
         actor: command.actor,
         action: command.action,
         resources: command.resources
       })}\n`
     )
   } else {
-    io.stdout.write(`${decision.decision} (${decision.engine})\n`)
+    io.stdout.write(`${decision.decision} (${engine.name})\n`)
     for (const reason of decision.reasons) io.stdout.write(`  - ${reason}\n`)
   }
-  return decision.decision === "allow" ? 0 : 3
-}
+  return decision.decision === "allow" ? ExitStatus.success : ExitStatus.notDone
+})
 
 /** The text of the policy in use (the default one written first, as any command would). */
-const show = async (command: PolicyShow, io: Io): Promise<number> => {
-  const text = await Effect.runPromise(
-    Effect.gen(function* () {
-      const file = yield* Policies.policyFile(command, io)
-      if (file.endsWith(".wasm"))
-        return yield* Effect.fail(
-          new Policies.PolicyLoadError(
-            `policy: ${file} is a compiled OPA policy; its Rego source is not in it`
-          )
-        )
-      const text = yield* Policies.readText(file)
-      // Shown only once it loads: what is printed is what the commands would enforce.
-      yield* Policies.loadCedar(file)
-      io.stderr.write(`noema: ${file}\n`)
-      return text
-    })
-  )
+const show = Effect.fnUntraced(function* (command: PolicyShow, io: Io) {
+  const file = yield* Policies.policyFile(command, io)
+  if (file.endsWith(".wasm"))
+    return yield* Effect.fail(
+      new Policies.PolicyLoadError(`policy: ${file} is a compiled OPA policy; its Rego source is not in it`)
+    )
+  const text = yield* Policies.readText(file)
+  // Shown only once it loads: what is printed is what the commands would enforce.
+  yield* Policies.loadCedar(file)
+  io.stderr.write(`noema: ${file}\n`)
   io.stdout.write(text.endsWith("\n") ? text : `${text}\n`)
-  return 0
-}
+  return ExitStatus.success
+})
 
-export const run = (command: PolicyCommand, io: Io): Promise<number> =>
+export const run = (command: PolicyCommand, io: Io): Effect.Effect<number, unknown> =>
   command.type === "policy-check" ? check(command, io) : show(command, io)

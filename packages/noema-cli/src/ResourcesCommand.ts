@@ -6,21 +6,19 @@
  * (`--as`), the vector index kept in step on `put`.
  */
 import { Resource, ResourceIndex, SqlResourceStore, Urn, VectorIndex } from "@noema/resources"
-import { Cause, Effect, Exit } from "effect"
-import { readsOnly, UsageError } from "./CliArguments.js"
+import { Effect } from "effect"
+import { type ResourcesCommand, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import * as ExitStatus from "./ExitStatus.js"
 import type { Io } from "./Io.js"
 import * as Databases from "./internal/Databases.js"
 import * as Policies from "./internal/Policies.js"
 import * as Resources from "./internal/Resources.js"
-import type { ResourcesCommand } from "./ResourcesArguments.js"
-
-const usage = (message: string) => new UsageError(`${message} (see noema resources --help)`)
 
 const line = (resource: Resource.Resource) =>
   `${resource.meta.urn}  ${resource.meta.type}  ${resource.meta.name}`
 
-export const run = async (command: ResourcesCommand, io: Io): Promise<number> => {
+export const run = Effect.fnUntraced(function* (command: ResourcesCommand, io: Io) {
   for (const urn of [
     command.actor,
     ...(command.type === "resources-ls" ? [command.prefix] : []),
@@ -28,11 +26,20 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
     ...(command.type === "resources-search" && command.prefix !== undefined ? [command.prefix] : [])
   ]) {
     const problem = Urn.parseEither(urn)
-    if (problem instanceof Urn.InvalidUrnError) throw usage(`noema resources: ${problem.message}`)
+    if (problem instanceof Urn.InvalidUrnError) return yield* Effect.fail(new UsageError(problem.message))
   }
-  const toPut = command.type === "resources-put" ? Resources.readResources(command.file, io) : []
-  const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
-  const embedder = await Resources.makeEmbedder(command, io)
+  const toPut = yield* Effect.try({
+    try: () => (command.type === "resources-put" ? Resources.readResources(command.file, io) : []),
+    catch: (error) => error
+  })
+  const database = yield* Effect.try({
+    try: () => CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd),
+    catch: (error) => error
+  })
+  const embedder = yield* Effect.tryPromise({
+    try: () => Resources.makeEmbedder(command, io),
+    catch: (error) => error
+  })
   const program = Effect.gen(function* () {
     const store = yield* SqlResourceStore.fromDatabase
     const vectors = yield* VectorIndex.fromDatabase(embedder, { reset: command.type === "resources-reindex" })
@@ -91,21 +98,12 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
       }
     }
   })
-  const exit = await Effect.runPromiseExit(
-    Effect.scoped(
-      program.pipe(
-        (effect) => Databases.provideDatabase(effect, database, readsOnly(command)),
-        Effect.provide(Policies.stderrLogger(io))
-      )
+  yield* Effect.scoped(Databases.provideDatabase(program, database, readsOnly(command))).pipe(
+    Effect.catchIf(
+      (error) => error instanceof VectorIndex.VectorIndexError && /built with/.test(error.message),
+      (error) =>
+        Effect.fail(new Resources.ResourcesError(`${error.message} (noema resources reindex does that)`))
     )
   )
-  if (Exit.isSuccess(exit)) return 0
-  const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
-  if (error?._tag === "ResourceNotFoundError" || error?._tag === "AccessDeniedError") {
-    io.stderr.write(`noema: ${error.message}\n`)
-    return 1
-  }
-  if (error?._tag === "VectorIndexError" && /built with/.test(error.message ?? ""))
-    throw new Resources.ResourcesError(`${error.message} (noema resources reindex does that)`)
-  throw error
-}
+  return ExitStatus.success
+})

@@ -20,13 +20,13 @@ import {
 import { SessionStore, SqlStore } from "@noema/session"
 import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { isMap, isSeq, parseDocument } from "yaml"
-import { readsOnly } from "./CliArguments.js"
+import { type RoutineCommand, readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import type { Io } from "./Io.js"
 import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
 import * as Models from "./internal/Models.js"
 import * as Sessions from "./internal/Sessions.js"
-import type { RoutineCommand } from "./RoutineArguments.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
@@ -79,9 +79,10 @@ const storedStates = (
 
 const runOn = async <A, E>(
   runtime: ManagedRuntime.ManagedRuntime<RoutineStore.RoutineStore | SessionStore.SessionStore, unknown>,
-  effect: Effect.Effect<A, E, RoutineStore.RoutineStore | SessionStore.SessionStore>
+  effect: Effect.Effect<A, E, RoutineStore.RoutineStore | SessionStore.SessionStore>,
+  signal?: AbortSignal
 ): Promise<A> => {
-  const exit = await runtime.runPromiseExit(effect)
+  const exit = await runtime.runPromiseExit(effect, signal === undefined ? {} : { signal })
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
 }
@@ -115,7 +116,11 @@ const progressLine = (event: RoutineContext.RoutineEvent): string | undefined =>
   }
 }
 
-const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io: Io): Promise<number> => {
+const runGoals = async (
+  options: Extract<RoutineCommand, { type: "routine-run" }>,
+  io: Io,
+  signal: AbortSignal
+): Promise<number> => {
   const { full, breakdown } = load(options.file, io)
   const chains = WorkBreakdown.select(breakdown, options.goal)
   const config = CliConfig.resolveModel(options.model, io.env)
@@ -172,7 +177,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
         io.stdout.write(`✔ ${inline(WorkBreakdown.chainKey(chain))} already complete\n`)
       else pending.push(chain)
     }
-    await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }))
+    await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }), signal)
     return 0
   } finally {
     await runtime.dispose()
@@ -244,5 +249,8 @@ const status = async (
   return 0
 }
 
-export const runCommand = (options: RoutineCommand, io: Io): Promise<number> =>
-  options.type === "routine-run" ? run(options, io) : status(options, io)
+/** `noema routine run|status`: a signal stops the run where it is (its progress is saved after every step). */
+export const run = (options: RoutineCommand, io: Io) =>
+  Frame.promise((signal) =>
+    options.type === "routine-run" ? runGoals(options, io, signal) : status(options, io)
+  )

@@ -17,6 +17,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import type { Io } from "./Io.js"
 import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
 import * as Sessions from "./internal/Sessions.js"
 import * as Terminal from "./Terminal.js"
 
@@ -121,7 +122,7 @@ const importFrom = async (
   return skipped > 0 || failed > 0 ? 1 : 0
 }
 
-export const run = async (options: Options, io: Io): Promise<number> => {
+const execute = async (options: Options, io: Io): Promise<number> => {
   const paths = CliConfig.paths(io.env)
   const database = CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd)
   const style = Terminal.styleFor(io.stdout, io.env)
@@ -204,3 +205,6 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     await runtime.dispose()
   }
 }
+
+/** `noema sessions ...`: each runs to its end (a signal waits for it; it is short). */
+export const run = (options: Options, io: Io) => Frame.promise(() => execute(options, io))

@@ -413,7 +413,9 @@ describe("noema ask: retries shown and capped", () => {
     expect(server.requests).toHaveLength(2)
     const wrong = await ask(["hello"], { env: { NOEMA_MAX_RETRY_WAIT: "soon" } })
     expect(wrong.code).toBe(2)
-    expect(wrong.stderr).toBe('noema: NOEMA_MAX_RETRY_WAIT: "soon" is not a number of seconds (e.g. 60)\n')
+    expect(wrong.stderr).toBe(
+      'noema: NOEMA_MAX_RETRY_WAIT: "soon" is not a number of seconds (e.g. 60) (see noema ask --help)\n'
+    )
     expect(server.requests).toHaveLength(2)
   })
 })
@@ -507,7 +509,7 @@ describe("noema ask: errors name the real cause", () => {
     const result = await runCli(["ask", "--base-url", "notaurl", "hello"], { env: { NOEMA_HOME: home } })
     expect(result.code).toBe(2)
     expect(result.stderr).toBe(
-      'noema: --base-url: "notaurl" is not an http(s) URL (e.g. http://localhost:11434/v1)\n'
+      'noema: --base-url: "notaurl" is not an http(s) URL (e.g. http://localhost:11434/v1) (see noema ask --help)\n'
     )
     expect(server.requests).toHaveLength(0)
   })

@@ -37,10 +37,13 @@ beforeAll(async () => {
   ;({ url, panel, token } = await new Promise<{ url: string; panel: string; token: string }>(
     (resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`noema serve did not start: ${serveOutput}`)), 20_000)
+      // Its first line on stdout is the address (stderr may say first that the model is the offline one).
+      let stdout = ""
       serve.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
         serveOutput += chunk
-        const line = serveOutput.split("\n")[0] ?? ""
-        if (serveOutput.includes("\n")) {
+        stdout += chunk
+        const line = stdout.split("\n")[0] ?? ""
+        if (stdout.includes("\n")) {
           clearTimeout(timer)
           resolve(JSON.parse(line) as { url: string; panel: string; token: string })
         }

@@ -30,7 +30,7 @@ export const openMcp = async (
   const exit = await Effect.runPromiseExit(McpConfig.load(path.resolve(cwd, file)))
   if (Exit.isFailure(exit)) {
     const error = Cause.squash(exit.cause)
-    throw new UsageError(`noema: ${error instanceof Error ? error.message : String(error)}`)
+    throw new UsageError(`${error instanceof Error ? error.message : String(error)}`)
   }
   const connections = await McpTools.open(exit.value, { clientName: "noema" })
   return options.approveAll === true

@@ -7,7 +7,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { CedarPolicy, OpaPolicy, Policy } from "@noema/resources"
-import { Effect, Logger } from "effect"
+import { Effect } from "effect"
 import { type Command, readsOnly } from "../CliArguments.js"
 import * as DefaultPolicy from "../DefaultPolicy.js"
 import type { Io } from "../Io.js"
@@ -96,11 +96,3 @@ export const engineOf = (command: EngineOptions, io: Io): Effect.Effect<Policy.S
       : loadCedar(file)
   )
 }
-
-/** Engines' log lines (allow-all's warning, shadow's verdicts) as `noema: ...` lines on stderr. */
-export const stderrLogger = (io: Io) =>
-  Logger.layer([
-    Logger.make<unknown, void>(({ message }) => {
-      io.stderr.write(`noema: ${Array.isArray(message) ? message.join(" ") : String(message)}\n`)
-    })
-  ])

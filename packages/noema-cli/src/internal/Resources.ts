@@ -28,9 +28,7 @@ export const makeEmbedder = async (
     present(command.baseUrl) ?? present(io.env.NOEMA_BASE_URL) ?? present(io.env.OPENAI_BASE_URL)
   const apiKey = present(command.apiKey) ?? present(io.env.OPENAI_API_KEY)
   if (baseUrl === undefined && apiKey === undefined)
-    throw new UsageError(
-      `noema resources: the embedding model "${model}" needs OPENAI_API_KEY or --base-url (see noema resources --help)`
-    )
+    throw new UsageError(`the embedding model "${model}" needs OPENAI_API_KEY or --base-url`)
   const { OpenAiEmbedder } = await import("@noema/openai")
   const { Redacted } = await import("effect")
   return Effect.runPromise(

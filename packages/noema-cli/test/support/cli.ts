@@ -11,6 +11,13 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { afterAll, afterEach, beforeAll, beforeEach } from "vitest"
+import * as CliConfig from "../../src/CliConfig.js"
+
+/**
+ * The line every command that builds a model prints first when nothing configures one
+ * (the frame prints it: `internal/Frame`).
+ */
+export const offlineNoticeLine = `${CliConfig.offlineNotice}\n`
 
 export const binPath = fileURLToPath(new URL("../../bin/noema.js", import.meta.url))
 
