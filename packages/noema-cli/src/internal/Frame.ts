@@ -99,8 +99,12 @@ class Invocation implements Shape {
     private readonly helpOn: (path: ReadonlyArray<string>) => Effect.Effect<void, unknown>
   ) {}
   readonly help = (path: ReadonlyArray<string>) => this.helpOn(path)
+  // The script's own installation note names effect/cli's `--completions` flag; noema's is a command.
   readonly completions = (shell: Completions.Shell) =>
-    Completions.generate("noema", shell, Completions.fromCommand(this.root))
+    Completions.generate("noema", shell, Completions.fromCommand(this.root)).replaceAll(
+      "noema --completions ",
+      "noema completions "
+    )
   readonly keepInterrupt = () => {
     this.keepsInterrupt = true
   }
