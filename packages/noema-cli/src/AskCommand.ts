@@ -90,12 +90,7 @@ export interface JsonOutput {
  * cancels the turn: the request is aborted, nothing is saved, and the frame exits
  * with 128 + the signal's number.
  */
-const ask = async (
-  options: Options,
-  io: Io,
-  signal: AbortSignal,
-  tracer: Frame.Shape["tracer"]
-): Promise<number> => {
+const ask = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortSignal): Promise<number> => {
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Databases.storeLayer(
     CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
@@ -205,5 +200,5 @@ const ask = async (
   }
 }
 
-export const run = (options: Options, io: Io) =>
-  Effect.flatMap(Frame.Frame, (frame) => Frame.promise((signal) => ask(options, io, signal, frame.tracer)))
+export const run = (options: Options, _io: Io) =>
+  Frame.promiseInFrame((frame, signal) => ask(options, frame, signal))

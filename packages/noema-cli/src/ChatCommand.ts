@@ -758,12 +758,7 @@ class Chat {
  * an answer, see `#onSignal`); SIGTERM and SIGHUP, the frame's, abort `signal`, which
  * stops the chat as quitting does.
  */
-const chat = async (
-  options: Options,
-  io: Io,
-  signal: AbortSignal,
-  tracer: Frame.Shape["tracer"]
-): Promise<number> => {
+const chat = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortSignal): Promise<number> => {
   const paths = CliConfig.paths(io.env)
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Databases.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
@@ -807,8 +802,8 @@ const chat = async (
   }
 }
 
-export const run = (options: Options, io: Io) =>
-  Effect.flatMap(Frame.Frame, (frame) => {
+export const run = (options: Options, _io: Io) =>
+  Frame.promiseInFrame((frame, signal) => {
     frame.keepInterrupt()
-    return Frame.promise((signal) => chat(options, io, signal, frame.tracer))
+    return chat(options, frame, signal)
   })

@@ -5,9 +5,9 @@
 
 export * as Cli from "./Cli.js"
 export * as CliArguments from "./CliArguments.js"
-export * as Commands from "./Commands.js"
 export * as CliConfig from "./CliConfig.js"
 export * as CliError from "./CliError.js"
+export * as Commands from "./Commands.js"
 export * as ExitStatus from "./ExitStatus.js"
 export * as Io from "./Io.js"
 export * as OfflineModel from "./OfflineModel.js"

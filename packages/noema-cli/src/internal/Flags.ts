@@ -15,11 +15,22 @@ import * as Flag from "effect/cli/Flag"
 import * as Option from "effect/Option"
 import type { defaultActor, Engine, plannerActor } from "../CliArguments.js"
 
-/** `flag`, also as `-<alias>` when there is one. */
-const aliased =
-  (alias: string | undefined) =>
-  <A>(flag: Flag.Flag<A>): Flag.Flag<A> =>
-    alias === undefined ? flag : Flag.withAlias(flag, alias)
+/**
+ * A flag that takes a value, named for help (`placeholder`, `description`) and also as
+ * `-<alias>` when there is one; undefined when not given.
+ */
+const valued = <A>(
+  flag: Flag.Flag<A>,
+  placeholder: string,
+  description: string,
+  alias: string | undefined
+): Flag.Flag<A | undefined> =>
+  (alias === undefined ? flag : Flag.withAlias(flag, alias)).pipe(
+    Flag.withMetavar(placeholder),
+    Flag.withDescription(description),
+    Flag.optional,
+    Flag.map(Option.getOrUndefined)
+  )
 
 /** A flag with a value, undefined when not given. */
 export const optional = (
@@ -27,19 +38,11 @@ export const optional = (
   placeholder: string,
   description: string,
   alias?: string
-): Flag.Flag<string | undefined> =>
-  Flag.String(name).pipe(
-    aliased(alias),
-    Flag.withMetavar(placeholder),
-    Flag.withDescription(description),
-    Flag.optional,
-    Flag.map(Option.getOrUndefined)
-  )
+): Flag.Flag<string | undefined> => valued(Flag.String(name), placeholder, description, alias)
 
 /** A flag without a value: true when given (there is no `--no-` form). */
 export const on = (name: string, description: string, alias?: string): Flag.Flag<boolean> =>
-  Flag.Boolean(name).pipe(
-    aliased(alias),
+  (alias === undefined ? Flag.Boolean(name) : Flag.withAlias(Flag.Boolean(name), alias)).pipe(
     Flag.withoutNegation,
     Flag.withDescription(description),
     Flag.withDefault(false)
@@ -53,13 +56,7 @@ export const choice = <const Choices extends ReadonlyArray<string>>(
   description: string,
   alias?: string
 ): Flag.Flag<Choices[number] | undefined> =>
-  Flag.Literals(name, choices).pipe(
-    aliased(alias),
-    Flag.withMetavar(placeholder),
-    Flag.withDescription(description),
-    Flag.optional,
-    Flag.map(Option.getOrUndefined)
-  )
+  valued(Flag.Literals(name, choices), placeholder, description, alias)
 
 /** A whole number from `min` to `max`; undefined when not given. */
 export const wholeNumber = (
@@ -68,17 +65,13 @@ export const wholeNumber = (
   range: { readonly min: number; readonly max?: number },
   description: string,
   alias?: string
-): Flag.Flag<number | undefined> =>
-  Flag.String(name).pipe(
-    aliased(alias),
-    Flag.withMetavar(placeholder),
-    Flag.withDescription(description),
+): Flag.Flag<number | undefined> => {
+  const max = range.max ?? Number.MAX_SAFE_INTEGER
+  const whole = Flag.String(name).pipe(
     Flag.filterMap(
       (text) => {
         const value = Number(text)
-        return /^\s*\d+\s*$/.test(text) &&
-          value >= range.min &&
-          value <= (range.max ?? Number.MAX_SAFE_INTEGER)
+        return /^\s*\d+\s*$/.test(text) && value >= range.min && value <= max
           ? Option.some(value)
           : Option.none()
       },
@@ -86,10 +79,10 @@ export const wholeNumber = (
         range.max === undefined
           ? `a whole number of at least ${range.min}`
           : `a whole number from ${range.min} to ${range.max}`
-    ),
-    Flag.optional,
-    Flag.map(Option.getOrUndefined)
+    )
   )
+  return valued(whole, placeholder, description, alias)
+}
 
 /** Undefined (not given) becomes `fallback`. */
 export const orElse =

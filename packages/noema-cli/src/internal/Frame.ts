@@ -127,6 +127,10 @@ export const promise = <A>(run: (signal: AbortSignal) => Promise<A>): Effect.Eff
     return Effect.promise(() => settled)
   })
 
+/** `promise`, for a command that also needs the frame (its tracer, its signals). */
+export const promiseInFrame = <A>(run: (frame: Shape, signal: AbortSignal) => Promise<A>) =>
+  Effect.flatMap(Frame, (frame) => promise((signal) => run(frame, signal)))
+
 /** Effect's log lines as `noema: ...` lines on stderr; debug ones too with NOEMA_DEBUG. */
 const logger = (io: Io) =>
   Layer.mergeAll(
