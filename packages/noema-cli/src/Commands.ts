@@ -277,7 +277,7 @@ const threadsCreate = Command.make(
       "queue",
       "POLICY",
       queuePolicies,
-      "enqueue lets runs wait their turn (default reject: a request while a run is\nactive is refused)"
+      "enqueue lets runs wait their turn (default reject: a request while a run is active is refused)"
     ).pipe(Flags.orElse("reject")),
     ...storage
   },
@@ -304,7 +304,7 @@ const threadsSetQueue = Command.make(
     thread: threadId,
     queue: Argument.Literals("POLICY", queuePolicies).pipe(
       Argument.withDescription(
-        "what a request does while a run of the thread is active, from now on: wait its\nturn (enqueue) or be refused (reject)"
+        "what a request does while a run of the thread is active, from now on: wait its turn (enqueue) or be refused (reject)"
       )
     ),
     ...storage
@@ -349,7 +349,7 @@ const runCommand = Command.make(
     pipeline: Flags.optional("pipeline", "FILE", "the stages, as below (JSON has the same fields)", "p"),
     plan: Flags.on(
       "plan",
-      "the model plans the stages (PlanAgent's plan: one stage per step); the plan is kept\nin run.json like a pipeline"
+      "the model plans the stages (PlanAgent's plan: one stage per step); the plan is kept in run.json like a pipeline"
     ),
     approve: Flags.choice(
       "approve",
@@ -359,7 +359,7 @@ const runCommand = Command.make(
     ),
     detach: Flags.on(
       "detach",
-      "only create the run and print its id: a worker (noema worker, noema serve)\ncarries it on"
+      "only create the run and print its id: a worker (noema worker, noema serve) carries it on"
     ),
     ...executing,
     ...storage
@@ -535,7 +535,7 @@ const serveCommand = Command.make(
     token: Flags.optional(
       "token",
       "TOKEN",
-      "the access token (env NOEMA_SERVE_TOKEN, better: a flag is seen by every user in ps;\ndefault a new random one per start); 16 to 512 letters, digits or . _ ~ + / = -"
+      "the access token (env NOEMA_SERVE_TOKEN, better: a flag is seen by every user in ps; default a new random one per start); 16 to 512 letters, digits or . _ ~ + / = -"
     ),
     concurrency: Flags.concurrency,
     leaseTtl: Flags.leaseTtl,
@@ -601,7 +601,7 @@ const routineRun = Command.make(
     session: Flags.optional(
       "session",
       "ID",
-      "a saved session for {{message.NAME}} (last, first, count, metadata) and\n{{thread.NAME}} (its metadata, title, id)",
+      "a saved session for {{message.NAME}} (last, first, count, metadata) and {{thread.NAME}} (its metadata, title, id)",
       "s"
     ),
     parallel: Flags.wholeNumber(
@@ -702,7 +702,7 @@ const planCommand = Command.make(
     fallback: Flags.optional(
       "fallback",
       "WHO",
-      'below it: "model" (the model picks among the top 3; default), an assistant\'s URN, or\n"none" (fail and say so)'
+      'below it: "model" (the model picks among the top 3; default), an assistant\'s URN, or "none" (fail and say so)'
     ).pipe(Flags.orElse("model")),
     parallel: Flags.wholeNumber("parallel", "N", { min: 1 }, "tasks worked on at the same time (default 4)"),
     maxCalls: Flags.wholeNumber("max-calls", "N", { min: 1 }, "model calls in all (default 100)"),

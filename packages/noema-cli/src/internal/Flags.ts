@@ -103,7 +103,7 @@ export const json = on("json", "print JSON instead of text (see docs/cli.md)")
 export const database = optional(
   "database",
   "DB",
-  "a SQLite file or postgres://USER:PASSWORD@HOST/DB (env NOEMA_DATABASE_URL;\ndefault $NOEMA_HOME/noema.db)"
+  "a SQLite file or postgres://USER:PASSWORD@HOST/DB (env NOEMA_DATABASE_URL; default $NOEMA_HOME/noema.db)"
 )
 
 export const workspace = optional(
@@ -134,7 +134,7 @@ export const model = {
     "api",
     "API",
     ["chat", "responses"],
-    "Chat Completions (default; what compatible servers speak) or OpenAI's Responses API\n(env NOEMA_OPENAI_API)"
+    "Chat Completions (default; what compatible servers speak) or OpenAI's Responses API (env NOEMA_OPENAI_API)"
   )
 }
 
@@ -143,12 +143,12 @@ export const turnLimits = {
   maxRetryWait: optional(
     "max-retry-wait",
     "SECONDS",
-    "longest wait for retries of one model call (env NOEMA_MAX_RETRY_WAIT; default 60);\na server asking for longer fails at once"
+    "longest wait for retries of one model call (env NOEMA_MAX_RETRY_WAIT; default 60); a server asking for longer fails at once"
   ),
   contextBudget: optional(
     "context-budget",
     "TOKENS",
-    "compact the session when a turn would send more (env NOEMA_CONTEXT_BUDGET; default 3/4\nof the model's context window when known, else 32000; 0 = never): older turns are\nsummarised by the model, the originals stay saved"
+    "compact the session when a turn would send more (env NOEMA_CONTEXT_BUDGET; default 3/4 of the model's context window when known, else 32000; 0 = never): older turns are summarised by the model, the originals stay saved"
   )
 }
 
@@ -160,7 +160,7 @@ export const tools = Flag.map(noTools, (off) => !off)
 export const mcp = optional(
   "mcp",
   "FILE",
-  'also give the model the tools of the MCP servers in FILE ({ "mcpServers": ... });\na server\'s tool not marked read-only asks for approval before each call'
+  'also give the model the tools of the MCP servers in FILE ({ "mcpServers": ... }); a server\'s tool not marked read-only asks for approval before each call'
 )
 
 export const yes = on("yes", "run every tool call without asking", "y")
@@ -180,20 +180,20 @@ export const session = optional("session", "ID", "continue a saved session (an I
 export const policy = optional(
   "policy",
   "FILE",
-  "a Cedar (.cedar) or OPA (.wasm) policy (default $NOEMA_HOME/policy.cedar, written on\nfirst use; noema policy show)"
+  "a Cedar (.cedar) or OPA (.wasm) policy (default $NOEMA_HOME/policy.cedar, written on first use; noema policy show)"
 )
 
 export const engine: Flag.Flag<Engine | undefined> = choice(
   "engine",
   "NAME",
   ["cedar", "opa", "allow-all"],
-  "the policy engine (default: from the policy file's extension); allow-all allows every\naccess: only when asked"
+  "the policy engine (default: from the policy file's extension); allow-all allows every access: only when asked"
 )
 
 export const embeddingModel = optional(
   "embedding-model",
   "M",
-  '"local" (default: offline, lexical, not semantic) or a model of an OpenAI-compatible\nserver, e.g. text-embedding-3-small (env NOEMA_EMBEDDING_MODEL)'
+  '"local" (default: offline, lexical, not semantic) or a model of an OpenAI-compatible server, e.g. text-embedding-3-small (env NOEMA_EMBEDDING_MODEL)'
 )
 
 /** Who acts on resources (`--as`), for the policy. */
@@ -214,5 +214,5 @@ export const concurrency = wholeNumber(
 export const leaseTtl = optional(
   "lease-ttl",
   "D",
-  'how long a run stays claimed by a process that stops answering, e.g. "15 seconds" (the\ndefault): on other machines, a dead worker\'s runs wait this long; on this one, none'
+  'how long a run stays claimed by a process that stops answering, e.g. "15 seconds" (the default): on other machines, a dead worker\'s runs wait this long; on this one, none'
 )

@@ -36,17 +36,34 @@ export const debugEnabled = (env: Environment): boolean => {
 /** Where descriptions start, unless the names are shorter. */
 const widest = 26
 
-/** Rows of a name and its (possibly several-line) description, the descriptions in one column. */
+/** How wide a help page is. */
+const width = 100
+
+/** `text` as lines of at most `room` characters, broken between words. */
+const wrap = (text: string, room: number): ReadonlyArray<string> => {
+  const lines: Array<string> = []
+  let line = ""
+  for (const word of text.split(/\s+/).filter((part) => part !== "")) {
+    if (line !== "" && line.length + 1 + word.length > room) {
+      lines.push(line)
+      line = word
+    } else line = line === "" ? word : `${line} ${word}`
+  }
+  return [...lines, line]
+}
+
+/** Rows of a name and its description, the descriptions in one column, wrapped to the page. */
 const table = (rows: ReadonlyArray<readonly [string, string]>): string => {
-  const width = Math.min(widest, Math.max(...rows.map(([name]) => name.length)) + 2)
+  const column = Math.min(widest, Math.max(...rows.map(([name]) => name.length)) + 2)
+  const indent = " ".repeat(column)
   return rows
     .map(([name, description]) => {
-      const [first = "", ...more] = description.split("\n")
+      const [first = "", ...more] = wrap(description, width - 2 - column)
       const head =
-        name.length + 2 > width
-          ? `  ${name}\n  ${" ".repeat(width)}${first}`
-          : `  ${name.padEnd(width)}${first}`.trimEnd()
-      return [head, ...more.map((line) => `  ${" ".repeat(width)}${line}`)].join("\n")
+        name.length + 2 > column
+          ? `  ${name}\n  ${indent}${first}`
+          : `  ${name.padEnd(column)}${first}`.trimEnd()
+      return [head, ...more.map((line) => `  ${indent}${line}`)].join("\n")
     })
     .join("\n")
 }
