@@ -73,6 +73,7 @@ describe("usage errors", () => {
     [["ask", "--json=maybe", "hi"], /^noema: --json: "maybe" is not valid/],
     [["chat", "extra"], /^noema: unexpected argument "extra" \(see noema chat --help\)$/],
     [["chta"], /^noema: unknown command "chta"; did you mean chat\? \(see noema --help\)$/],
+    [["help", "chta"], /^noema: unknown command "chta"; did you mean chat\? \(see noema --help\)$/],
     [["--model", "x", "chat"], /^noema: unknown flag --model.* \(see noema --help\)$/],
     [["sessions", "show"], /^noema: missing ID \(see noema sessions show --help\)$/],
     [["sessions", "frob"], /^noema: unknown command "frob" \(see noema sessions --help\)$/],

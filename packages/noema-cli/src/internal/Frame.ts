@@ -271,8 +271,10 @@ const invocation = <Name extends string, Input, ContextInput, E>(
   io: Io,
   version: string
 ): Invocation => {
+  // `noema help PATH` is `noema PATH --help`, for a PATH that names a command.
   const frame: Invocation = new Invocation(io, version, root, (path) =>
-    Command.runWith(root, { version })([...path, "--help"]).pipe(
+    refuseStrayInput(root, path).pipe(
+      Effect.andThen(Command.runWith(root, { version })([...path, "--help"])),
       Effect.provideService(Frame, frame),
       Effect.provide(unused)
     )
