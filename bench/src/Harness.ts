@@ -118,6 +118,55 @@ export const latency = async (
   })
 }
 
+/**
+ * Median microseconds per operation of contenders compared with each other,
+ * interleaved call by call: a sample runs the same number of operations of
+ * each, one of each in turn (A B C A B C ..., the order rotated every round),
+ * so a burst of load from the rest of the machine, or a collection, falls on
+ * all of them alike instead of on whichever batch it met. A sample is still a
+ * batch per contender (the mean of its calls in that window, garbage
+ * included); the figure is the median over rounds.
+ */
+export const interleavedLatency = async (
+  contenders: ReadonlyArray<Contender>,
+  options: LatencyOptions
+): Promise<Record<string, number>> => {
+  let perRoundMs = 0
+  for (const contender of contenders) perRoundMs += options.sampleMs / (await warm(contender, options))
+  const calls = Math.min(
+    Math.max(1, Math.round(options.sampleMs / Math.max(perRoundMs, 1e-6))),
+    options.maximumBatch ?? 100_000
+  )
+  const samples: Array<Array<number>> = contenders.map(() => [])
+  const start = now()
+  const minimumRounds = options.minimumRounds ?? 3
+  for (let round = 0; round < options.rounds; round++) {
+    if (round >= minimumRounds && now() - start > options.budgetMs) break
+    // Contenders that share a preparation (e.g. one server's reset) have it once per round.
+    for (const prepare of new Set(contenders.map((contender) => contender.beforeSample))) await prepare?.()
+    const totals = contenders.map(() => 0)
+    for (let call = 0; call < calls; call++) {
+      for (let k = 0; k < contenders.length; k++) {
+        const index = (round + k) % contenders.length
+        const contender = contenders[index] as Contender
+        const begin = now()
+        const result = await contender.operation()
+        totals[index] =
+          (totals[index] as number) +
+          (contender.selfTimed === true ? (result as number) : (now() - begin) * 1000)
+      }
+    }
+    totals.forEach((total, index) => {
+      ;(samples[index] as Array<number>).push(total / calls)
+    })
+  }
+  const result: Record<string, number> = {}
+  contenders.forEach((contender, index) => {
+    result[contender.figure] = median(samples[index] as Array<number>)
+  })
+  return result
+}
+
 export interface ThroughputContender {
   readonly figure: string
   /** One unit of work (e.g. a turn); many run at once. */

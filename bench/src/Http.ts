@@ -17,7 +17,7 @@ import { generateText } from "ai"
 import { Effect, Redacted } from "effect"
 import OpenAI from "openai"
 import type { Contender, LatencyOptions, ThroughputContender, ThroughputOptions } from "./Harness.ts"
-import { check, latency, now, throughput } from "./Harness.ts"
+import { check, interleavedLatency, now, throughput } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 
 const answer = "The weather in Paris is sunny with a light breeze, 21 degrees."
@@ -25,15 +25,22 @@ const question = "What is the weather in Paris?"
 const modelName = "gpt-4o-mini"
 const apiKey = "bench-no-key"
 
-interface Server {
+export interface Server {
   readonly url: string
   reset(): Promise<void>
   close(): Promise<void>
 }
 
-const startServer = (): Promise<Server> =>
+/**
+ * A wire-format server in its own process (`ServerProcess.ts` speaks OpenAI's,
+ * `AnthropicServerProcess.ts` Anthropic's), answering every request with `text`.
+ */
+export const startServer = (
+  script: URL = new URL("./ServerProcess.ts", import.meta.url),
+  text: string = answer
+): Promise<Server> =>
   new Promise((resolve, reject) => {
-    const child: ChildProcess = fork(new URL("./ServerProcess.ts", import.meta.url), [answer], {
+    const child: ChildProcess = fork(script, [text], {
       stdio: ["ignore", "inherit", "inherit", "ipc"]
     })
     const timer = setTimeout(() => {
@@ -179,7 +186,7 @@ const measure = async (
       : [{ figure: "http.concurrent50.noema_per_s", operation: noemaTurn, beforeSample: reset }]),
     { figure: "http.concurrent50.raw_per_s", operation: rawTurn, beforeSample: reset }
   ]
-  const turnFigures = await latency(turns, options.latency)
+  const turnFigures = await interleavedLatency(turns, options.latency)
   const figure = (name: string) => turnFigures[name]?.toFixed(0) ?? "n/a"
   process.stderr.write(
     `  http.turn: raw SDK ${figure("http.turn.raw_us")} us, raw SDK + AbortSignal ` +
@@ -187,7 +194,7 @@ const measure = async (
   )
   return {
     ...turnFigures,
-    ...(await latency(firstTokens, options.latency)),
+    ...(await interleavedLatency(firstTokens, options.latency)),
     ...(await throughput(concurrent, options.throughput))
   }
 }

@@ -11,6 +11,8 @@ import { fileURLToPath } from "node:url"
 export interface Availability {
   readonly agents: typeof import("@noema/agents") | undefined
   readonly openai: typeof import("@noema/openai") | undefined
+  readonly anthropic: typeof import("@noema/anthropic") | undefined
+  readonly aiSdk: typeof import("@noema/ai-sdk") | undefined
   readonly session: typeof import("@noema/session") | undefined
   /** The installed `noema` command (`packages/noema-cli/bin/noema.js`), when the CLI is built. */
   readonly cliBin: string | undefined
@@ -35,9 +37,11 @@ export const load = async (): Promise<Availability> => {
   }
   const agents = await attempt("@noema/agents", () => import("@noema/agents"))
   const openai = await attempt("@noema/openai", () => import("@noema/openai"))
+  const anthropic = await attempt("@noema/anthropic", () => import("@noema/anthropic"))
+  const aiSdk = await attempt("@noema/ai-sdk", () => import("@noema/ai-sdk"))
   const session = await attempt("@noema/session", () => import("@noema/session"))
   const cliBin = fileURLToPath(new URL("../../packages/noema-cli/bin/noema.js", import.meta.url))
   const cliBuilt = existsSync(fileURLToPath(new URL("../../packages/noema-cli/dist/bin.js", import.meta.url)))
   if (!cliBuilt) missing["@noema/cli"] = "not available yet (packages/noema-cli/dist/bin.js is not built)"
-  return { agents, openai, session, cliBin: cliBuilt ? cliBin : undefined, missing }
+  return { agents, openai, anthropic, aiSdk, session, cliBin: cliBuilt ? cliBin : undefined, missing }
 }

@@ -75,6 +75,34 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "http.concurrent50.noema_per_s", raw: "http.concurrent50.raw_per_s" }
   },
   {
+    workload: "anthropic.turn  (one message)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "anthropic.turn.noema_us", raw: "anthropic.turn.raw_us" }
+  },
+  {
+    workload: "anthropic.ttft  (first text delta)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "anthropic.ttft.noema_us", raw: "anthropic.ttft.raw_us" }
+  },
+  {
+    workload: "bridge.turn  (@ai-sdk/anthropic model)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "bridge.turn.noema_us", aisdk: "bridge.turn.aisdk_us" }
+  },
+  {
+    workload: "bridge.ttft  (first text delta)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { noema: "bridge.ttft.noema_us", aisdk: "bridge.ttft.aisdk_us" }
+  },
+  {
     workload: "store.commit  (1 turn, 4 msgs)",
     unit: "us",
     suite: "store",
@@ -285,6 +313,20 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.stage_overhead_ms", raw: "runs.stage_overhead_raw_ms" }
   },
   {
+    workload: "runs.stage  (4th, given 3 stages' work | 2nd, given 1)",
+    unit: "ms",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.stage_fourth_ms", raw: "runs.stage_second_ms" }
+  },
+  {
+    workload: "runs.stage CPU  (4th, given 3 stages' work | 2nd, given 1)",
+    unit: "ms",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.stage_fourth_cpu_ms", raw: "runs.stage_second_cpu_ms" }
+  },
+  {
     workload: "runs.per_s  (100 runs of 2 stages, SQLite)",
     unit: "runs/s",
     suite: "runs",
@@ -339,6 +381,8 @@ const columns: ReadonlyArray<{ readonly key: Column; readonly title: string }> =
 const packageOf = (figure: string): string | undefined => {
   if (figure.startsWith("inproc.")) return "@noema/agents"
   if (figure.startsWith("http.") && figure.includes(".noema_")) return "@noema/openai"
+  if (figure.startsWith("anthropic.") && figure.includes(".noema_")) return "@noema/anthropic"
+  if (figure.startsWith("bridge.") && figure.includes(".noema_")) return "@noema/ai-sdk"
   if (figure.startsWith("store.")) return "@noema/session"
   if (figure.startsWith("runtime.") && !figure.includes("_raw_")) return "@noema/runtime"
   if (
@@ -413,6 +457,26 @@ const targets: ReadonlyArray<Target> = [
     })
   },
   {
+    description: "anthropic.turn: noema <= 1.05 x raw SDK",
+    figures: ["anthropic.turn.noema_us", "anthropic.turn.raw_us"],
+    evaluate: ratio(1.05)
+  },
+  {
+    description: "anthropic.ttft: noema <= 1.05 x raw SDK",
+    figures: ["anthropic.ttft.noema_us", "anthropic.ttft.raw_us"],
+    evaluate: ratio(1.05)
+  },
+  {
+    description: "bridge.turn: noema <= 1.1 x the model alone",
+    figures: ["bridge.turn.noema_us", "bridge.turn.aisdk_us"],
+    evaluate: ratio(1.1)
+  },
+  {
+    description: "bridge.ttft: noema <= 1.1 x the model alone",
+    figures: ["bridge.ttft.noema_us", "bridge.ttft.aisdk_us"],
+    evaluate: ratio(1.1)
+  },
+  {
     description: "store.commit: >= 5,000 commits/s",
     figures: ["store.commit.sqlite_per_s"],
     evaluate: ([rate = Number.NaN]) => ({ shown: `${rate.toFixed(0)}/s`, pass: rate >= 5000 })
@@ -443,6 +507,15 @@ const targets: ReadonlyArray<Target> = [
     description: "resources.find_prefix: big <= 2 x 10k (Postgres)",
     figures: ["resources.find_prefix_big.pg_us", "resources.find_prefix_10k.pg_us"],
     evaluate: ratio(2)
+  },
+  {
+    // Each earlier stage's work adds (4th - 2nd) / 2 of CPU to a stage; the 4th is given three.
+    description: "runs.stage: hand-off <= 1 ms CPU (4th stage)",
+    figures: ["runs.stage_fourth_cpu_ms", "runs.stage_second_cpu_ms"],
+    evaluate: ([fourth = Number.NaN, second = Number.NaN]) => {
+      const handOff = ((fourth - second) / 2) * 3
+      return { shown: `${handOff.toFixed(3)} ms`, pass: handOff <= 1 }
+    }
   },
   {
     description: "cli --version: <= node -e 0 + 150 ms",

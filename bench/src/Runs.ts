@@ -7,6 +7,17 @@
  *   appended to the store), measured as the time of a 4-stage run divided by
  *   4, on SQLite; beside it, the same four model calls through `ToolAgent`
  *   alone (the floor).
+ * - `runs.stage_fourth_ms` beside `runs.stage_second_ms`: in those same runs,
+ *   the time of the 4th stage, which is given the three earlier stages' work
+ *   (their answers and small artifacts: read back, hashed, counted, put whole in
+ *   its prompt and named in its input.json), beside the 2nd's, given one stage's.
+ *   Each is timed from its StageStarted to its StageCompleted as the executor
+ *   reports them; the `_cpu_ms` figures are the process's CPU time over the same
+ *   spans (without the waits for fsync, which are most of a stage's time and of
+ *   its noise). What one more earlier stage adds, (4th - 2nd) / 2, bounds the
+ *   hand-off of one stage's work (the store's projections of a longer run are in
+ *   it too); the 4th stage's hand-off is three of it. The 1st stage is no
+ *   baseline: it alone creates the run's stages/ directory and reads run.json.
  * - `runs.per_s`: 100 small runs (the default pipeline: 2 stages) one after
  *   another in one thread, on SQLite and on PostgreSQL (a server started from
  *   npm, or NOEMA_TEST_PG_URL's).
@@ -21,7 +32,7 @@ import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { ConversationContext, Message } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, Pipeline, type RunsStore, SqlRunsStore, Worker } from "@noema/runs"
+import { Executor, Pipeline, type Run, type RunsStore, SqlRunsStore, Worker } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Context, Effect, Fiber, Layer } from "effect"
@@ -45,9 +56,45 @@ const fourStages: Pipeline.Pipeline = {
 
 const model = ScriptedChatModel.make({ fallback: "done: a short answer" })
 
-const runMany = (store: RunsStore.Service, workspace: string, pipeline: Pipeline.Pipeline, count: number) =>
+/** The process's CPU time (user and system), in ms. */
+const cpuNow = (): number => {
+  const { user, system } = process.cpuUsage()
+  return (user + system) / 1000
+}
+
+/**
+ * How long each stage took, by position, from its StageStarted to its StageCompleted: the
+ * time, and the process's CPU time (the runs go one at a time, so it is the stage's; it
+ * leaves out the waits for fsync, which are most of the time and most of its noise).
+ */
+const stageClock = () => {
+  const started = new Map<string, { readonly at: number; readonly cpu: number }>()
+  const byPosition = new Map<number, Array<number>>()
+  const cpuByPosition = new Map<number, Array<number>>()
+  const onEvent = (run: Run.RunView, event: Run.EventData) =>
+    Effect.sync(() => {
+      if (event.type !== "StageStarted" && event.type !== "StageCompleted") return
+      const key = `${run.runId}/${event.position}`
+      if (event.type === "StageStarted") {
+        started.set(key, { at: now(), cpu: cpuNow() })
+        return
+      }
+      const from = started.get(key)!
+      byPosition.set(event.position, [...(byPosition.get(event.position) ?? []), now() - from.at])
+      cpuByPosition.set(event.position, [...(cpuByPosition.get(event.position) ?? []), cpuNow() - from.cpu])
+    })
+  return { onEvent, byPosition, cpuByPosition }
+}
+
+const runMany = (
+  store: RunsStore.Service,
+  workspace: string,
+  pipeline: Pipeline.Pipeline,
+  count: number,
+  onEvent?: Executor.Options["onEvent"]
+) =>
   Effect.gen(function* () {
-    const executor = Executor.make({ store, workspace, model })
+    const executor = Executor.make({ store, workspace, model, ...(onEvent !== undefined && { onEvent }) })
     const thread = yield* store.createThread({ title: "bench" })
     const times: Array<number> = []
     for (let i = 0; i < count; i++) {
@@ -134,10 +181,16 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
         const workspace = (name: string) => path.join(directory, name)
 
         // One stage's overhead: a 4-stage run / 4, after a few warm-up runs.
+        const clock = stageClock()
         const stageTimes = yield* onDatabase(sqlite("overhead"), (store) =>
-          runMany(store, workspace("overhead"), fourStages, options.overheadRuns + 5)
+          runMany(store, workspace("overhead"), fourStages, options.overheadRuns + 5, clock.onEvent)
         )
         results["runs.stage_overhead_ms"] = median(stageTimes.slice(5)) / 4
+        // The same runs' 2nd stage (one stage's work handed to it) and 4th (three stages').
+        results["runs.stage_second_ms"] = median(clock.byPosition.get(2)!.slice(5))
+        results["runs.stage_fourth_ms"] = median(clock.byPosition.get(4)!.slice(5))
+        results["runs.stage_second_cpu_ms"] = median(clock.cpuByPosition.get(2)!.slice(5))
+        results["runs.stage_fourth_cpu_ms"] = median(clock.cpuByPosition.get(4)!.slice(5))
         const floor: Array<number> = []
         for (let i = 0; i < options.overheadRuns + 5; i++) {
           const started = now()

@@ -5,7 +5,7 @@
  *
  *   npm run bench                 full run (a few minutes)
  *   npm run bench -- --quick      fewer repetitions (under two minutes)
- *   npm run bench -- --only http  only the suites named (startup, inproc, http, store, postgres, runtime, context);
+ *   npm run bench -- --only http  only the suites named (startup, inproc, http, providers, store, postgres, runtime, context);
  *                                 results.json is then left alone unless --out FILE is given
  */
 import { writeFileSync } from "node:fs"
@@ -17,6 +17,7 @@ import * as Http from "./Http.ts"
 import * as InProcess from "./InProcess.ts"
 import * as Noema from "./Noema.ts"
 import * as PlannerBench from "./Planner.ts"
+import * as Providers from "./Providers.ts"
 import * as Report from "./Report.ts"
 import * as ResourcesBench from "./Resources.ts"
 import * as RunsBench from "./Runs.ts"
@@ -30,6 +31,7 @@ const suites = [
   "startup",
   "inproc",
   "http",
+  "providers",
   "store",
   "postgres",
   "runtime",
@@ -155,6 +157,12 @@ const main = async (): Promise<void> => {
   if (selected("http")) {
     log("HTTP against the local OpenAI wire-format server")
     Object.assign(results, await Http.run(noema, config.http))
+  }
+  if (selected("providers")) {
+    log(
+      "providers against the local Anthropic wire-format server: noema vs @anthropic-ai/sdk, the bridge vs @ai-sdk/anthropic"
+    )
+    Object.assign(results, await Providers.run(noema, config.http.latency))
   }
   if (selected("store")) {
     log("SQLite sessions")

@@ -20,7 +20,6 @@ import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as Mcp from "./internal/Mcp.js"
 import * as Models from "./internal/Models.js"
-import { RetryNotice } from "./internal/RetryNotice.js"
 import * as Sessions from "./internal/Sessions.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Terminal from "./Terminal.js"
@@ -90,21 +89,19 @@ export interface JsonOutput {
  * cancels the turn: the request is aborted, nothing is saved, and the frame exits
  * with 128 + the signal's number.
  */
-const ask = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortSignal): Promise<number> => {
+const ask = async (options: Options, frame: Frame.Shape, signal: AbortSignal): Promise<number> => {
+  const { io, tracer } = frame
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Databases.storeLayer(
     CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
   )
   const text = await question(options, io, signal)
-  const config = CliConfig.resolveModel(options.model, io.env)
-  const maxRetryWait = CliConfig.resolveMaxRetryWait(options.model, io.env)
   const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
-  const notice = new RetryNotice(io.stderr, io.env)
-  const model = await Models.makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
+  const { config, model, errors, dispose } = await Models.commandModel(options.model, frame)
   const runtime = Databases.openStore(store, tracer)
   const mcp = await Mcp.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
     async (error: unknown) => {
-      notice.dispose()
+      dispose()
       await runtime.dispose()
       throw error
     }
@@ -163,10 +160,7 @@ const ask = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortS
         return ExitStatus.failure
       }
       const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
-      io.stderr.write(
-        `noema: ${CliError.describe(error, { baseUrl: config.kind === "openai" ? config.baseUrl : undefined, maxRetryWait })}\n`
-      )
-      if (CliError.debugEnabled(io.env)) io.stderr.write(`${CliError.detail(error)}\n`)
+      CliError.report(error, io, errors)
       return ExitStatus.failure
     }
     if (outcome.cancelRequested) {
@@ -194,7 +188,7 @@ const ask = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortS
     }
     return ExitStatus.success
   } finally {
-    notice.dispose()
+    dispose()
     await runtime.dispose()
     await mcp.close()
   }

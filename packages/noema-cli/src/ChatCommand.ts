@@ -8,15 +8,17 @@
  * it joins the answer at its next model call, shown as queued), a line
  * starting with `!` interrupts the answer for it, and Ctrl-C (read as a key)
  * cancels the answer; what was already shown is kept, marked interrupted.
+ * A call that waits for approval is asked about (y/N) once the answer ends,
+ * and the decision is a trigger too: the runtime goes on with the turn.
  * When input is not a terminal (a script), each line waits for the previous
  * answer. `/exit` (also during an answer), or Ctrl-C / Ctrl-D on an empty
  * line, stops the runtime and quits with status 0.
  */
 import * as fs from "node:fs"
-import { type Agent, Approval, type ChatModel, Message, type Tool } from "@noema/core"
-import { Runtime as AgentRuntime, Submind, TriggerEvent } from "@noema/runtime"
+import { Approval, type ChatModel, Message, type Tool } from "@noema/core"
+import { Runtime as AgentRuntime, ContextItem, Submind, TriggerEvent } from "@noema/runtime"
 import { Session, SessionStore, Usage } from "@noema/session"
-import { Cause, Effect, Stream } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Stream } from "effect"
 import type { Command } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
@@ -31,7 +33,6 @@ import * as Sessions from "./internal/Sessions.js"
 import * as SlashCommands from "./internal/SlashCommands.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
 import * as Terminal from "./Terminal.js"
-import * as TurnRunner from "./TurnRunner.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
 export type Options = Extract<Command, { readonly type: "chat" }>
@@ -48,7 +49,6 @@ class Chat {
   readonly #errorStyle: Terminal.Style
   readonly #interactive: boolean
   readonly #runtime: Databases.StoreRuntime
-  #agent: Agent.Agent
   /** `/plan on`: turns run the plan workflow. */
   #planning = false
   /** The tools of the `--mcp` servers, after the built-in ones. */
@@ -62,9 +62,14 @@ class Chat {
   readonly #created = new Set<string>()
   /** The system prompt a new session gets (`--system`, `/system` before the first turn, else the default). */
   #pendingSystemPrompt: string
-  #running: AbortController | undefined
-  /** The runtime of the current session, once a message was sent to it. */
-  #agentRuntime: { readonly runtime: AgentRuntime.Runtime; readonly session: Session.Session } | undefined
+  /** The runtime of the current session, once a message was sent to it, and the fiber drawing its events. */
+  #agentRuntime:
+    | {
+        readonly runtime: AgentRuntime.Runtime
+        readonly session: Session.Session
+        readonly drawing: Fiber.Fiber<void>
+      }
+    | undefined
   /** The answer being drawn (a runtime cycle). */
   #renderer: TurnRenderer | undefined
   /** A cycle runs, or a message was sent and its cycle has not ended yet. */
@@ -105,7 +110,6 @@ class Chat {
     this.#style = Terminal.styleFor(io.stdout, io.env)
     this.#errorStyle = Terminal.styleFor(io.stderr, io.env)
     this.#interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
-    this.#agent = Models.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools })
     this.#input = new ChatInput({
       stdin: io.stdin,
       stdout: io.stdout,
@@ -129,10 +133,6 @@ class Chat {
 
   /** Cancels the answer being drawn, if there is one (Ctrl-C); true if there was. */
   #cancel(): boolean {
-    if (this.#running !== undefined) {
-      this.#running.abort()
-      return true
-    }
     const current = this.#agentRuntime
     if (!this.#busy || current === undefined) return false
     this.#runtime.runFork(Effect.ignore(current.runtime.receiveTrigger(TriggerEvent.cancel())))
@@ -292,7 +292,7 @@ class Chat {
       AgentRuntime.make({
         session,
         model: this.#model,
-        subminds: [Submind.userMessages],
+        subminds: [Submind.userMessages, Submind.approvalDecisions],
         agent: (steering) =>
           Models.makeAgent({
             tools: this.#options.tools,
@@ -304,14 +304,35 @@ class Chat {
         ...(compaction !== undefined && { turnOptions: { compaction } })
       })
     )
-    this.#runtime.runFork(
-      Stream.runForEach(runtime.events, (event) => Effect.sync(() => this.#onEvent(session, event)))
-    )
-    // Let the subscription above begin before anything is published.
-    await this.#runtime.runPromise(Effect.repeat(Effect.yieldNow, { times: 10 }))
+    const drawing = await this.#runtime.runPromise(this.#draw(session, runtime))
     await this.#runtime.runPromise(runtime.start)
-    this.#agentRuntime = { runtime, session }
+    this.#agentRuntime = { runtime, session, drawing }
     return runtime
+  }
+
+  /**
+   * Draws the runtime's events until it stops, in a fiber of its own; returns
+   * once it is subscribed, so nothing published after is missed.
+   */
+  #draw(session: Session.Session, runtime: AgentRuntime.Runtime): Effect.Effect<Fiber.Fiber<void>> {
+    const onEvent = (event: AgentRuntime.RuntimeEvent) => Effect.sync(() => this.#onEvent(session, event))
+    return Effect.gen(function* () {
+      const subscribed = yield* Deferred.make<void>()
+      const drawing = yield* Effect.forkDetach(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const events = yield* runtime.subscribe
+            yield* Deferred.succeed(subscribed, undefined)
+            yield* Stream.runForEach(
+              Stream.takeUntil(events, (event) => event.type === "stopped"),
+              onEvent
+            )
+          })
+        )
+      )
+      yield* Deferred.await(subscribed)
+      return drawing
+    })
   }
 
   /** Stops the runtime (cancelling its answer: what was shown is kept) and says what was left unsent. */
@@ -320,12 +341,13 @@ class Chat {
     if (current === undefined) return
     this.#agentRuntime = undefined
     const report = await this.#runtime.runPromise(current.runtime.stop())
-    if (report.unprocessed.length > 0) {
-      const texts = report.unprocessed.flatMap((item) =>
-        item.messages.map((message) => Terminal.oneLine(Message.text(message), 40))
-      )
-      this.#note(`(not sent: ${texts.join("; ")})`)
-    }
+    // What the runtime published up to `stopped` is drawn before anything else is said.
+    await this.#runtime.runPromise(Fiber.await(current.drawing))
+    // A decision left unprocessed keeps its call waiting in the session: it is asked again on resume.
+    const texts = report.unprocessed.flatMap((item) =>
+      item.messages.map((message) => Terminal.oneLine(Message.text(message), 40))
+    )
+    if (texts.length > 0) this.#note(`(not sent: ${texts.join("; ")})`)
     this.#settleIdle()
   }
 
@@ -390,9 +412,16 @@ class Chat {
         this.#failed = true
         const error = Cause.squash(event.error as Cause.Cause<unknown>)
         if (error instanceof SessionStore.SessionConflictError) {
-          this.#error("error: another noema changed this session meanwhile, so your message was not saved")
-          this.#runtime.runFork(Effect.ignore(session.reload()))
-          this.#note("The session is reloaded with the other turns; send your message again.")
+          // The runtime has reloaded the session already: the next turn goes on from what is stored.
+          const decided = event.cycle.items.some(ContextItem.hasDecisions)
+          this.#error(
+            `error: another noema changed this session meanwhile, so your ${decided ? "decision" : "message"} was not saved`
+          )
+          this.#note(
+            decided
+              ? "The session is reloaded with the other turns."
+              : "The session is reloaded with the other turns; send your message again."
+          )
           return
         }
         this.#error(
@@ -401,6 +430,10 @@ class Chat {
         if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
         return
       }
+      case "decision-refused":
+        // A message went first and answered the call: the decision did not apply.
+        this.#note(`(not decided: ${event.error.message})`)
+        return
       case "hook-failed":
         if (CliError.debugEnabled(this.#io.env))
           this.#error(`${event.submind}.${event.hook} failed: ${event.reason}`)
@@ -429,52 +462,11 @@ class Chat {
     })
   }
 
-  /** Runs a turn (a message, or decisions on calls that wait) and reports it; then asks about what waits. */
-  async #runTurn(
-    session: Session.Session,
-    what: { readonly input: string } | { readonly resume: Session.Decisions }
-  ): Promise<void> {
-    const controller = new AbortController()
-    const renderer = this.#newRenderer()
-    this.#running = controller
-    this.#input.beginAnswer()
-    let outcome: TurnRunner.Outcome
-    try {
-      const compaction =
-        session.context().length === 0 ? undefined : Models.turnCompaction(await this.#compactionSettings())
-      outcome = await this.#runtime.runPromise(
-        TurnRunner.run({
-          session,
-          agent: this.#agent,
-          model: this.#model,
-          input: "input" in what ? what.input : "",
-          renderer,
-          signal: controller.signal,
-          ...("resume" in what && { resume: what.resume }),
-          ...(compaction !== undefined && { compaction })
-        })
-      )
-    } finally {
-      this.#running = undefined
-      this.#input.endAnswer()
-    }
-    if (TurnRunner.isConflict(outcome)) {
-      this.#failed = true
-      this.#error(
-        `error: another noema changed this session meanwhile, so your ${"input" in what ? "message" : "decision"} was not saved`
-      )
-      await Databases.runOn(this.#runtime, session.reload()).catch(() => undefined)
-      this.#note("The session is reloaded with the other turns; send your message again.")
-      return
-    }
-    this.#report(outcome)
-    if (outcome._tag === "Committed") await this.#settleApprovals(session)
-  }
-
   /**
    * Asks about each tool call the session has waiting for approval (y/N), then
-   * goes on with the turn. The calls stay waiting in the session until answered:
-   * a chat that ends first asks again when the session is resumed.
+   * hands the decisions to the session's runtime, which goes on with the turn
+   * (a script waits for it). The calls stay waiting in the session until
+   * answered: a chat that ends first asks again when the session is resumed.
    */
   async #settleApprovals(session: Session.Session): Promise<void> {
     const pending = session.pendingApprovals()
@@ -490,28 +482,27 @@ class Chat {
       decisions[call.id] = approved ? Approval.approve : Approval.reject()
       if (!this.#interactive) this.#note(`${approved ? "Allowed" : "Refused"} ${Terminal.callLine(call)}.`)
     }
-    await this.#runTurn(session, { resume: decisions })
-  }
-
-  #report(outcome: TurnRunner.Outcome): void {
-    switch (outcome._tag) {
-      case "Committed":
-        if (outcome.cancelRequested) this.#note("(interrupted while saving; the turn was saved)")
-        return
-      case "Cancelled":
-        this.#note("(cancelled; nothing of this turn was saved)")
-        return
-      case "Failed":
-      case "Died": {
-        const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
-        this.#failed = true
-        this.#error(
-          `error: ${CliError.describe(error, { baseUrl: this.#baseUrl(), maxRetryWait: this.#modelOptions.maxRetryWait, inChat: true })}`
-        )
-        if (CliError.debugEnabled(this.#io.env)) this.#io.stderr.write(`${CliError.detail(error)}\n`)
-        return
-      }
+    let runtime: AgentRuntime.Runtime
+    try {
+      runtime = await this.#runtimeFor(session)
+    } catch (error) {
+      this.#failed = true
+      this.#error(`error: ${CliError.describe(error)}`)
+      return
     }
+    this.#busy = true
+    this.#input.beginAnswer()
+    const exit = await this.#runtime.runPromise(
+      Effect.exit(runtime.receiveTrigger(TriggerEvent.decide(decisions)))
+    )
+    if (Exit.isFailure(exit)) {
+      // Refused (the calls no longer wait): nothing was queued, so no answer comes.
+      this.#failed = true
+      this.#error(`error: ${CliError.describe(Cause.squash(exit.cause), { inChat: true })}`)
+      this.#settleIdle()
+      return
+    }
+    if (!this.#interactive) await this.#whenIdle()
   }
 
   #baseUrl(): string | undefined {
@@ -629,12 +620,6 @@ class Chat {
     this.#planning = argument === "on"
     // The next message starts a runtime with the other agent.
     if (this.#agentRuntime !== undefined) void this.#stopRuntime()
-    this.#agent = Models.makeAgent({
-      tools: this.#options.tools,
-      cwd: this.#io.cwd,
-      mcpTools: this.#mcpTools,
-      plan: this.#planning
-    })
     this.#note(
       this.#planning
         ? "Plan workflow on: each message is planned, done step by step with the tools, and reviewed."

@@ -21,6 +21,7 @@ import { Usage } from "@noema/session"
 import { Postgres } from "@noema/sql"
 import { Redacted, Schema } from "effect"
 import { UsageError } from "./CliArguments.js"
+import * as ModelProvider from "./ModelProvider.js"
 
 export type Environment = Readonly<Record<string, string | undefined>>
 
@@ -34,10 +35,12 @@ export interface ModelFlags {
   readonly contextBudget?: string | undefined
   /** `--api chat|responses`. */
   readonly api?: string | undefined
+  /** `--provider openai|anthropic`. */
+  readonly provider?: string | undefined
 }
 
 /** The model used when an API key or base URL is configured but no model name. */
-export const defaultModel = "gpt-4o-mini"
+export const defaultModel = ModelProvider.settings.openai.defaultModel
 
 /** The name that selects the offline model explicitly (`--model offline`). */
 export const offlineModelName = "offline"
@@ -55,12 +58,14 @@ export type ModelConfig =
   | {
       readonly kind: "openai"
       readonly model: string
-      /** Undefined means OpenAI itself. */
+      /** Undefined means OpenAI itself (another provider's own address is filled in). */
       readonly baseUrl: string | undefined
       /** Undefined is fine for local servers (Ollama, llama.cpp), which need no key. */
       readonly apiKey: string | undefined
       /** Chat Completions (what every compatible server speaks) or OpenAI's Responses API. */
       readonly api: "chat" | "responses"
+      /** Which API the server speaks: OpenAI's (and compatible servers') or Anthropic's (`ModelProvider`). */
+      readonly provider: ModelProvider.Provider
       readonly sources: {
         readonly model: Source
         readonly baseUrl: Source
@@ -96,11 +101,13 @@ const isHttpUrl = (value: string): boolean => {
 
 /** Which model to use, from flags over the environment; a base URL that is not a URL is a `UsageError`. */
 export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig => {
+  const provider = ModelProvider.resolve(flags.provider, env.NOEMA_PROVIDER)
+  const { apiKeyVariable, baseUrlVariable } = ModelProvider.settings[provider]
   const model = pick(flags.model, env.NOEMA_MODEL)
-  const baseUrl = pick(flags.baseUrl, env.NOEMA_BASE_URL, env.OPENAI_BASE_URL)
-  const apiKey = pick(flags.apiKey, env.OPENAI_API_KEY)
+  const baseUrl = pick(flags.baseUrl, env.NOEMA_BASE_URL, env[baseUrlVariable])
+  const apiKey = pick(flags.apiKey, env[apiKeyVariable])
   if (baseUrl.value !== undefined && !isHttpUrl(baseUrl.value)) {
-    const from = baseUrl.source === "flag" ? "--base-url" : "NOEMA_BASE_URL / OPENAI_BASE_URL"
+    const from = baseUrl.source === "flag" ? "--base-url" : `NOEMA_BASE_URL / ${baseUrlVariable}`
     throw new UsageError(
       `${from}: "${Printable.redactUrl(baseUrl.value)}" is not an http(s) URL (e.g. http://localhost:11434/v1)`
     )
@@ -111,14 +118,19 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
     throw new UsageError(`${from}: "${api.value}" is not an API noema speaks (use chat or responses)`)
   }
   if (model.value === offlineModelName) return { kind: "offline", reason: "requested" }
-  if (apiKey.value === undefined && baseUrl.value === undefined)
-    return { kind: "offline", reason: "unconfigured" }
+  if (apiKey.value === undefined && baseUrl.value === undefined) {
+    if (provider === "openai") return { kind: "offline", reason: "unconfigured" }
+    throw new UsageError(`the ${provider} provider needs ${apiKeyVariable} (or --api-key / --base-url)`)
+  }
   return {
     kind: "openai",
-    model: model.value ?? defaultModel,
-    baseUrl: baseUrl.value,
+    model: model.value ?? ModelProvider.settings[provider].defaultModel,
+    // Spelled out for other providers, so every message names their server (undefined means OpenAI's).
+    baseUrl:
+      baseUrl.value ?? (provider === "openai" ? undefined : ModelProvider.settings[provider].defaultBaseUrl),
     apiKey: apiKey.value,
     api: api.value === "responses" ? "responses" : "chat",
+    provider,
     sources: { model: model.source, baseUrl: baseUrl.source, apiKey: apiKey.source }
   }
 }
@@ -198,11 +210,17 @@ export const offlineNoticeFor = (flags: ModelFlags, env: Environment): string | 
   }
 }
 
-/** Where the model is, for messages: `gpt-4o-mini at https://api.openai.com/v1` (credentials redacted). */
-export const describeModel = (config: ModelConfig): string =>
-  config.kind === "offline"
-    ? "offline model (built in, not an LLM)"
-    : `${config.model} at ${Printable.redactUrl(config.baseUrl ?? "https://api.openai.com/v1")}`
+/**
+ * Where the model is, for messages: `gpt-4o-mini at https://api.openai.com/v1`, and the provider
+ * when it is not OpenAI's API: `claude-sonnet-5-5 at https://api.anthropic.com (Anthropic)`
+ * (credentials redacted).
+ */
+export const describeModel = (config: ModelConfig): string => {
+  if (config.kind === "offline") return "offline model (built in, not an LLM)"
+  const { label, defaultBaseUrl } = ModelProvider.settings[config.provider]
+  const where = `${config.model} at ${Printable.redactUrl(config.baseUrl ?? defaultBaseUrl)}`
+  return config.provider === "openai" ? where : `${where} (${label})`
+}
 
 // ---------------------------------------------------------------------------
 // Prices

@@ -8,14 +8,18 @@
  * an error to report. Every line is fit to print: control and
  * bidirectional characters escaped, and the credentials of any URL in it (the
  * model server's above all) redacted, with core's `Printable`.
- * `NOEMA_DEBUG=1` adds the full cause below the line.
+ * `NOEMA_DEBUG=1` adds the full cause below the line. A model's failure is
+ * told the same way in every command, however deep it was wrapped (a
+ * planner's, an agent's error): `modelFailure` finds it.
  */
 import { inspect } from "node:util"
 import { Agent, ChatModel, ModelError, Printable } from "@noema/core"
 import { SessionStore } from "@noema/session"
 import { Config, Predicate } from "effect"
 
-export { debugEnabled } from "./internal/Output.js"
+import { debugEnabled } from "./internal/Output.js"
+
+export { debugEnabled }
 
 export interface Context {
   /** The model server, to name it in connection errors. */
@@ -57,7 +61,7 @@ const describeModelError = (error: ChatModel.ChatModelError, context: Context): 
   const detail = messageOf(reason)
   const server = Printable.redactUrl(context.baseUrl ?? "https://api.openai.com/v1")
   if (reason instanceof ModelError.Authentication)
-    return `${provider} rejected the credentials (${detail}); check --api-key or OPENAI_API_KEY`
+    return `${provider} rejected the credentials (${detail}); check --api-key or ${provider === "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY"}`
   if (reason instanceof ModelError.Network) {
     // The adapter's message says which: no connection at all, no answer in time, or an answer cut short.
     if (/^connection failed/.test(detail))
@@ -89,6 +93,21 @@ const describeModelError = (error: ChatModel.ChatModelError, context: Context): 
   return `${provider}: ${detail}`
 }
 
+/**
+ * The model's failure that `error` is, or that caused it a few wrappers down (an agent's
+ * `ModelFailed`, a planner's or a routine's error with a `cause`), if any.
+ */
+const modelFailure = (error: unknown): ChatModel.ChatModelError | undefined => {
+  let value: unknown = error
+  for (let depth = 0; depth < 6 && Predicate.isObject(value); depth++) {
+    if (value instanceof ChatModel.ChatModelError) return value
+    if (value instanceof Agent.AgentError && value.reason instanceof Agent.ModelFailed)
+      return value.reason.error
+    value = Predicate.hasProperty(value, "cause") ? value.cause : undefined
+  }
+  return undefined
+}
+
 /** A turn lost the race to another noema on the same session, in the user's terms. */
 export const conflictMessage =
   "another noema added to this session while this answer was being written; the answer was not saved. " +
@@ -96,11 +115,9 @@ export const conflictMessage =
 
 /** One line (without the `noema: ` prefix) describing `error`, by its class. */
 export const describe = (error: unknown, context: Context = {}): string => {
-  if (error instanceof Agent.AgentError)
-    return error.reason instanceof Agent.ModelFailed
-      ? oneLine(describeModelError(error.reason.error, context))
-      : oneLine(messageOf(error.reason))
-  if (error instanceof ChatModel.ChatModelError) return oneLine(describeModelError(error, context))
+  const model = modelFailure(error)
+  if (model !== undefined) return oneLine(describeModelError(model, context))
+  if (error instanceof Agent.AgentError) return oneLine(messageOf(error.reason))
   if (error instanceof SessionStore.SessionNotFoundError)
     return `${oneLine(messageOf(error))} (${context.inChat === true ? "/sessions lists them" : "see noema sessions list"})`
   if (error instanceof SessionStore.SessionConflictError) return conflictMessage
@@ -119,3 +136,16 @@ export const detail = (error: unknown): string =>
   error instanceof Error && error.stack !== undefined
     ? `${error.stack}${Predicate.hasProperty(error, "_tag") ? `\n${inspect(error, { depth: 6 })}` : ""}`
     : inspect(error, { depth: 6 })
+
+/** Reports a failure that ends a command: its line on `output`, and the full cause with NOEMA_DEBUG. */
+export const report = (
+  error: unknown,
+  io: {
+    readonly stderr: { write(text: string): unknown }
+    readonly env: Readonly<Record<string, string | undefined>>
+  },
+  context: Context = {}
+): void => {
+  io.stderr.write(`noema: ${describe(error, context)}\n`)
+  if (debugEnabled(io.env)) io.stderr.write(`${detail(error)}\n`)
+}

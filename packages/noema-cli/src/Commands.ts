@@ -484,7 +484,8 @@ const runsResume = Command.make(
 ).pipe(
   about(
     "carry on runs whose process stopped (killed, crashed)",
-    "Completed stages are kept; the interrupted one gets a new attempt."
+    `Completed stages are kept; the interrupted one gets a new attempt. A run is carried on
+with the model it was started with; --model NAME carries it on with that model instead.`
   ),
   examples(["noema runs resume", "every run whose process stopped"])
 )
@@ -505,7 +506,10 @@ const runsCommand = Command.make(
     "runs, their stages, files and timeline",
     `Without a command: the list. RUN may be any unique prefix of a run id. A run whose
 process stopped (killed, crashed) is shown interrupted, with what carries it on (noema
-runs resume RUN, or a worker).`
+runs resume RUN, or a worker). A run is carried on with the model it was started with
+(run.json names it), as this process configures it (flags, environment); where it is not
+configured, the run waits and says so. --model NAME on approve, retry and resume carries it
+on with that model instead (on the configured server); the new attempts' manifests name it.`
   ),
   examples(["noema runs --json", "the runs as JSON"]),
   Command.withSubcommands([
@@ -568,7 +572,9 @@ const workerCommand = Command.make(
 noema run or the panel, approved or retried runs, and runs whose process died. With a
 PostgreSQL database (--database postgres://...) workers on several machines share the runs
 (they must share the workspace too); a thread's runs stay one at a time across all of them.
-Ctrl-C stops it (exit status 0); runs under way are taken by the next worker.`
+A run started on a model this worker is not configured with waits for a process that is
+(the log says which model it needs). Ctrl-C stops it (exit status 0); runs under way are
+taken by the next worker.`
   ),
   examples(["noema worker --concurrency 2", "carry two runs on at a time"])
 )

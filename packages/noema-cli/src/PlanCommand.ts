@@ -20,6 +20,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as ExitStatus from "./ExitStatus.js"
 import type { Io } from "./Io.js"
 import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
 import * as Models from "./internal/Models.js"
 import * as Policies from "./internal/Policies.js"
 import * as Resources from "./internal/Resources.js"
@@ -149,7 +150,8 @@ const taskLine = (task: Resource.Task, depth: number, names: ReadonlyMap<string,
 }
 
 /** What a plan needs before the database opens: the input checked, the assistants to register, the embedder and the model. */
-const prepare = async (command: PlanCommand, io: Io) => {
+const prepare = async (command: PlanCommand, frame: Frame.Shape) => {
+  const { io } = frame
   if (command.type === "plan" && command.stallTimeout !== undefined) {
     const parsed = Duration.fromInput(command.stallTimeout as Duration.Input)
     if (Option.isNone(parsed) || Duration.toMillis(parsed.value) <= 0)
@@ -169,7 +171,8 @@ const prepare = async (command: PlanCommand, io: Io) => {
     throw new UsageError(
       `--assistants ${command.type === "plan" ? command.assistants : ""} holds resources that are not assistants`
     )
-  const modelConfig = command.type === "plan" ? CliConfig.resolveModel(command.model, io.env) : undefined
+  // Retries shown and failures told as `ask` does; `tasks show` runs no model.
+  const planning = command.type === "plan" ? await Models.commandModel(command.model, frame) : undefined
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
   const embedder = await Resources.makeEmbedder(
     {
@@ -178,15 +181,15 @@ const prepare = async (command: PlanCommand, io: Io) => {
     },
     io
   )
-  const model =
-    modelConfig === undefined ? undefined : await Models.makeModel(modelConfig, { interactive: false })
-  return { toRegister, database, embedder, model }
+  const model = planning?.model
+  return { toRegister, database, embedder, model, dispose: () => planning?.dispose() }
 }
 
 export const run = (command: PlanCommand, io: Io) =>
   Effect.gen(function* () {
-    const { toRegister, database, embedder, model } = yield* Effect.tryPromise({
-      try: () => prepare(command, io),
+    const frame = yield* Frame.Frame
+    const { toRegister, database, embedder, model, dispose } = yield* Effect.tryPromise({
+      try: () => prepare(command, frame),
       catch: (error) => error
     })
     const print = (text: string) => Effect.sync(() => io.stdout.write(text))
@@ -306,7 +309,8 @@ export const run = (command: PlanCommand, io: Io) =>
         Effect.sync(() =>
           io.stderr.write("noema: interrupted; the tasks under way are stored as interrupted\n")
         )
-      )
+      ),
+      Effect.ensuring(Effect.sync(dispose))
     )
     return outcome === "incomplete" ? ExitStatus.notDone : ExitStatus.success
   })

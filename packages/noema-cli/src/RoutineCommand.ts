@@ -118,13 +118,14 @@ const progressLine = (event: RoutineContext.RoutineEvent): string | undefined =>
 
 const runGoals = async (
   options: Extract<RoutineCommand, { type: "routine-run" }>,
-  io: Io,
+  frame: Frame.Shape,
   signal: AbortSignal
 ): Promise<number> => {
+  const { io } = frame
   const { full, breakdown } = load(options.file, io)
   const chains = WorkBreakdown.select(breakdown, options.goal)
-  const config = CliConfig.resolveModel(options.model, io.env)
-  const model = await Models.makeModel(config, { interactive: false })
+  // Retries shown; a failure that ends the run is told with the model's server (the frame's report).
+  const { model, dispose } = await Models.commandModel(options.model, frame)
   const runtime = openStore(options, io)
   const sessionSources =
     options.session === undefined
@@ -136,6 +137,7 @@ const runGoals = async (
             return Variables.session(yield* Effect.service(SessionStore.SessionStore), id)
           })
         ).catch(async (error: unknown) => {
+          dispose()
           await runtime.dispose()
           throw error
         })
@@ -180,6 +182,7 @@ const runGoals = async (
     await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }), signal)
     return 0
   } finally {
+    dispose()
     await runtime.dispose()
   }
 }
@@ -251,6 +254,6 @@ const status = async (
 
 /** `noema routine run|status`: a signal stops the run where it is (its progress is saved after every step). */
 export const run = (options: RoutineCommand, io: Io) =>
-  Frame.promise((signal) =>
-    options.type === "routine-run" ? runGoals(options, io, signal) : status(options, io)
+  Frame.promiseInFrame((frame, signal) =>
+    options.type === "routine-run" ? runGoals(options, frame, signal) : status(options, io)
   )

@@ -9,6 +9,10 @@
  * threads are shown as `Shown` sees them (a run no process carries on is
  * interrupted) and printed as JSON in its style; a RUN or THREAD id may be any
  * unique prefix of one (`IdPrefix`).
+ *
+ * A run is carried on with the model it was started with, found among the ones
+ * this process has (`executorModels`: the configured one, the offline one); a
+ * run whose model is not here waits, saying how to go on (`modelWait`).
  */
 import * as path from "node:path"
 import type { ChatModel } from "@noema/core"
@@ -20,7 +24,6 @@ import {
   RunFiles,
   RunLease,
   type RunsStore,
-  Server,
   Shown,
   SqlRunsStore,
   Worker
@@ -28,12 +31,15 @@ import {
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { type PipelineTools, type RunsCommand, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
+import * as CliError from "./CliError.js"
 import * as ExitStatus from "./ExitStatus.js"
 import type { Io } from "./Io.js"
 import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
 import * as Models from "./internal/Models.js"
+import * as ModelProvider from "./ModelProvider.js"
+import * as OfflineModel from "./OfflineModel.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
@@ -124,6 +130,9 @@ const progressLine = (style: Terminal.Style, run: Run.RunView, event: Run.EventD
       return `${style.red("✘")} run ${run.runId} failed: ${inline(event.error_code)}${event.retryable ? ` (noema runs retry ${run.runId})` : ""}`
     case "RunCanceled":
       return `run ${run.runId} canceled: ${oneLine(event.reason, 160)}`
+    case "ModelUnavailable":
+      // Said once by whoever could not carry the run on (`modelWait`), not per event.
+      return undefined
   }
 }
 
@@ -132,6 +141,91 @@ const heldLine = (thread: Shown.ShownThread): string | undefined =>
   thread.activeRun?.status === "interrupted"
     ? `held by run ${thread.activeRun.runId}, which was interrupted (no process carries it on): ${RunLease.resumeHint(thread.activeRun.runId)}, or cancel it`
     : undefined
+
+/** `runs resume|retry|approve --model NAME`: the run is carried on with that model, whatever it was started with. */
+const overriding: ReadonlyArray<RunsCommand["type"]> = ["runs-resume", "runs-retry", "runs-approve"]
+
+/**
+ * The models a command that carries runs on has: the configured one (flags, then the
+ * environment; retries shown, failures told as `ask` does) and the built-in offline one,
+ * which a run started on it keeps. A run is carried on with the model it was started with,
+ * unless `--model` on `runs resume|retry|approve` names another.
+ */
+const executorModels = async (
+  command: Extract<RunsCommand, { readonly model: unknown }>,
+  frame: Frame.Shape
+) => {
+  const override = overriding.includes(command.type) && present(command.model.model) !== undefined
+  const config = CliConfig.resolveModel(command.model, frame.io.env)
+  if (override && config.kind === "offline" && config.reason === "unconfigured")
+    throw new UsageError(
+      `--model ${command.model.model} names no model server: give --base-url (or NOEMA_BASE_URL), or OPENAI_API_KEY for OpenAI`
+    )
+  const configured = await Models.commandModel(command.model, frame)
+  let failure: ChatModel.ChatModelError | undefined
+  // A stage's failure keeps only its message: the model's own error is told beside it.
+  const model = Models.observeFailures(configured.model, (error) => {
+    failure = error
+  })
+  const offline = OfflineModel.make()
+  const options = {
+    modelIdentity: Run.modelIdentity(
+      configured.config.kind === "openai"
+        ? {
+            provider: model.provider,
+            name: configured.config.model,
+            baseUrl:
+              configured.config.baseUrl ?? ModelProvider.settings[configured.config.provider].defaultBaseUrl,
+            // The API flavour is OpenAI's choice; Anthropic speaks one (Messages).
+            api: configured.config.provider === "openai" ? configured.config.api : "messages"
+          }
+        : { provider: model.provider, name: model.model }
+    ),
+    otherModels:
+      configured.config.kind === "offline"
+        ? []
+        : [
+            {
+              identity: Run.modelIdentity({ provider: offline.provider, name: offline.model }),
+              model: offline
+            }
+          ],
+    carryOnWith: override ? ("this" as const) : ("recorded" as const)
+  }
+  return {
+    ...configured,
+    model,
+    options,
+    /** The failure of the model's last call that failed in the end, if not told yet. */
+    takeFailure: () => {
+      const taken = failure
+      failure = undefined
+      return taken
+    }
+  }
+}
+
+/** The settings that configure `model` for `noema` (its server with `***` where credentials go). */
+const settingsOf = (model: Run.ModelIdentity): string =>
+  [
+    ...(model.provider === "anthropic" ? ["NOEMA_PROVIDER=anthropic"] : []),
+    `NOEMA_MODEL=${model.name}`,
+    ...(model.base_url === undefined ? [] : [`NOEMA_BASE_URL=${model.base_url}`]),
+    ...(model.api === "responses" ? ["NOEMA_OPENAI_API=responses"] : [])
+  ].join(" ")
+
+/**
+ * A run that waits for its model, and how to go on: what `runs resume`, the worker's log and
+ * `runs show` say. `who` is the process that could not carry it on.
+ */
+const modelWait = (
+  runId: string,
+  wait: { readonly model: Run.ModelIdentity; readonly available: Run.ModelIdentity },
+  who: "this process" | "the process that tried"
+): string =>
+  `run ${runId} waits for the model it was started with, ${inline(Run.describeModel(wait.model))}; ${who} has ${inline(Run.describeModel(wait.available))}. ` +
+  `Configure that model where the run is carried on (${inline(settingsOf(wait.model))}), then noema runs resume ${runId} (or a worker carries it on); ` +
+  `or carry it on with another model: noema runs resume ${runId} --model NAME`
 
 const threadLine = (thread: Shown.ShownThread) => {
   const held = heldLine(thread)
@@ -197,6 +291,11 @@ const showRun = (
       ? []
       : [
           `error: ${inline(run.error.error_code)}: ${oneLine(run.error.error_message, 200)} (${run.error.retryable ? "retryable" : "not retryable"})`
+        ]),
+    ...(run.waitingForModel === undefined
+      ? []
+      : [
+          `waiting since ${run.waitingForModel.since}: ${modelWait(run.runId, run.waitingForModel, "the process that tried")}`
         ]),
     `files: ${RunFiles.runDirectory(workspace, run.runId)}`,
     "",
@@ -288,7 +387,8 @@ const withIds = (store: RunsStore.Service, command: RunsCommand) =>
   })
 
 /** What a runs command needs before the database opens: the input checked, the pipeline, the model. */
-const prepare = async (command: RunsCommand, io: Io) => {
+const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
+  const { io } = frame
   const workspace = workspaceOf(command.workspace, io)
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
   const executing = "model" in command
@@ -298,9 +398,7 @@ const prepare = async (command: RunsCommand, io: Io) => {
     command.type === "run" && command.pipeline !== undefined
       ? await loadPipeline(path.resolve(io.cwd, command.pipeline), Pipeline.toolNames(tools), command.noTools)
       : Pipeline.defaultPipeline
-  let model: ChatModel.Service | undefined
-  if (executing)
-    model = await Models.makeModel(CliConfig.resolveModel(command.model, io.env), { interactive: false })
+  const models = "model" in command ? await executorModels(command, frame) : undefined
   const style = Terminal.styleFor(io.stdout, io.env)
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
   const json = command.json
@@ -314,20 +412,49 @@ const prepare = async (command: RunsCommand, io: Io) => {
       )
     ttlMs = Duration.toMillis(parsed.value)
   }
-  // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else Server.start makes one per start.
+  // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else the server makes one per start.
   const token =
     command.type === "serve" ? (command.token ?? (io.env.NOEMA_SERVE_TOKEN || undefined)) : undefined
-  const tokenProblem = token === undefined ? undefined : Server.tokenProblem(token)
+  // The server (effect/http and Node's HTTP server) is loaded by `serve` only: other commands start faster.
+  const serverPackage = command.type === "serve" ? await import("@noema/server") : undefined
+  const tokenProblem = token === undefined ? undefined : serverPackage?.Server.tokenProblem(token)
   if (tokenProblem !== undefined) throw new UsageError(`${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
-  return { workspace, database, tools, pipeline, model, style, print, json, longRunning, ttlMs, token }
+  return {
+    workspace,
+    database,
+    tools,
+    pipeline,
+    models,
+    style,
+    print,
+    json,
+    longRunning,
+    ttlMs,
+    token,
+    serverPackage
+  }
 }
 
 export const run = (command: RunsCommand, io: Io) =>
   Effect.gen(function* () {
-    const { workspace, database, tools, pipeline, model, style, print, json, longRunning, ttlMs, token } =
-      yield* Effect.tryPromise({ try: () => prepare(command, io), catch: (error) => error })
+    const frame = yield* Frame.Frame
+    const {
+      workspace,
+      database,
+      tools,
+      pipeline,
+      models,
+      style,
+      print,
+      json,
+      longRunning,
+      ttlMs,
+      token,
+      serverPackage
+    } = yield* Effect.tryPromise({ try: () => prepare(command, frame), catch: (error) => error })
+    const model = models?.model
     const executing = "model" in command
-    if (longRunning) (yield* Frame.Frame).endsOnSignal()
+    if (longRunning) frame.endsOnSignal()
     const given = command
     const program = Effect.gen(function* () {
       const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
@@ -337,14 +464,22 @@ export const run = (command: RunsCommand, io: Io) =>
       const canceledHere = new Set<string>()
       /** What a planned stage may use besides write_artifact and read_artifact. */
       const toolNames = tools.map((tool) => tool.name)
+      /** Runs whose wait for their model this process told already (a worker tries them again now and then). */
+      const toldWaiting = new Set<string>()
       const executor = Executor.make({
         store,
         workspace,
-        model: model!,
+        // A command that carries no run on (show, cancel, reject...) never calls a model.
+        model: model ?? OfflineModel.make(),
+        ...models?.options,
         tools,
         onEvent: (view, event) =>
           Effect.sync(() => {
             if (event.type === "RunCanceled") canceledHere.add(view.runId)
+            // One run at a time: the model's last failure is this stage's (a worker's runs share the model).
+            const failure = event.type === "StageFailed" && !longRunning ? models?.takeFailure() : undefined
+            if (failure !== undefined)
+              io.stderr.write(`noema: ${CliError.describe(failure, models?.errors)}\n`)
             if (json) io.stdout.write(`${Shown.stringify({ run_id: view.runId, ...event })}\n`)
             else {
               const line = progressLine(style, view, event)
@@ -370,10 +505,13 @@ export const run = (command: RunsCommand, io: Io) =>
        * Carries the run on holding its lease (taken before `before`, so no worker starts it
        * in between); the exit status its outcome gives.
        */
-      const carryOn = <E>(
+      const carryOn = (
         runId: string,
-        step: Effect.Effect<Executor.Outcome, E>,
-        before: Effect.Effect<unknown, E> = Effect.void
+        step: Effect.Effect<
+          Executor.Outcome,
+          Executor.ExecuteError | Pipeline.PipelineError | Run.NotRetryable
+        >,
+        before: Effect.Effect<unknown, Executor.ExecuteError | Run.NotRetryable> = Effect.void
       ) =>
         Effect.gen(function* () {
           const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step), {
@@ -387,7 +525,14 @@ export const run = (command: RunsCommand, io: Io) =>
           if (outcome.run.status === "canceled" && !canceledHere.has(runId) && !json)
             yield* print(`run ${runId} was canceled meanwhile (noema runs show ${runId})\n`)
           return outcome.run.status === "completed" ? 0 : 1
-        })
+        }).pipe(
+          Effect.catchTag("ModelUnavailable", (waiting) =>
+            Effect.as(
+              Effect.sync(() => io.stderr.write(`noema: ${modelWait(runId, waiting, "this process")}\n`)),
+              ExitStatus.waiting
+            )
+          )
+        )
 
       switch (command.type) {
         case "threads-create": {
@@ -443,7 +588,10 @@ export const run = (command: RunsCommand, io: Io) =>
               approval: command.approve
             }).pipe(
               Effect.mapError(
-                (error) => new RunsCommandError(`the model could not plan the stages: ${error.message}`)
+                (error) =>
+                  new RunsCommandError(
+                    `the model could not plan the stages: ${CliError.describe(error, models?.errors)}`
+                  )
               )
             )
             if (!json)
@@ -528,7 +676,7 @@ export const run = (command: RunsCommand, io: Io) =>
             const notice = `noema: ${Terminal.sanitize(overridden.message)}; retrying it anyway (--force)\n`
             yield* Effect.sync(() => (json ? io.stderr : io.stdout).write(notice))
           }
-          return yield* carryOn<Executor.ExecuteError | Pipeline.PipelineError | Run.NotRetryable>(
+          return yield* carryOn(
             command.run,
             executor.resume(command.run),
             executor.retry(command.run, { force: command.force })
@@ -553,6 +701,13 @@ export const run = (command: RunsCommand, io: Io) =>
                         const error = Cause.squash(exit.cause) as { message?: string }
                         // Another worker was quicker: nothing to say.
                         if (error instanceof RunLease.RunBusy) return
+                        if (error instanceof Executor.ModelUnavailable) {
+                          // Said once: the worker tries it again now and then, and nothing changes here.
+                          if (!toldWaiting.has(runId))
+                            io.stderr.write(`noema: ${modelWait(runId, error, "this process")}\n`)
+                          toldWaiting.add(runId)
+                          return
+                        }
                         io.stderr.write(
                           `noema: run ${runId} stopped: ${Terminal.sanitize(error?.message ?? String(error))}\n`
                         )
@@ -561,26 +716,27 @@ export const run = (command: RunsCommand, io: Io) =>
               })
               const carrying = command.type === "worker" || command.worker
               if (command.type === "serve") {
-                const server = yield* Effect.acquireRelease(
-                  Effect.tryPromise({
-                    try: () =>
-                      Server.start({
-                        store,
-                        executor,
-                        workspace,
-                        port: command.port,
-                        plan: (request, approval) =>
-                          PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
-                        ...(carrying && { wake: worker.wake }),
-                        ...(token !== undefined && { token }),
-                        log: (line) => void io.stderr.write(line)
-                      }),
-                    catch: (error) =>
-                      new RunsCommandError(
-                        `cannot listen on 127.0.0.1:${command.port}: ${error instanceof Error ? error.message : String(error)}${/EADDRINUSE/.test(String(error)) ? " (another program uses the port: --port N)" : ""}`
-                      )
+                const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
+                const server = yield* Server.make({
+                  store,
+                  executor,
+                  workspace,
+                  port: command.port,
+                  plan: (request, approval) =>
+                    PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
+                  ...(carrying && { wake: worker.wake }),
+                  ...(token !== undefined && { token }),
+                  changes: yield* StoreChanges.fromDatabase({
+                    onListenFailure: (detail) => void io.stderr.write(`noema serve: ${detail}\n`)
                   }),
-                  (server) => Effect.promise(() => server.close())
+                  log: (line) => void io.stderr.write(line)
+                }).pipe(
+                  Effect.mapError(
+                    (error) =>
+                      new RunsCommandError(
+                        `cannot listen on 127.0.0.1:${command.port}: ${error.detail}${/EADDRINUSE/.test(error.detail) ? " (another program uses the port: --port N)" : ""}`
+                      )
+                  )
                 )
                 yield* print(
                   json
@@ -639,6 +795,7 @@ export const run = (command: RunsCommand, io: Io) =>
                 : ""
           )
         )
-      )
+      ),
+      Effect.ensuring(Effect.sync(() => models?.dispose()))
     )
   })

@@ -1,5 +1,7 @@
 /**
- * TurnRunner: one turn of a session, as `noema ask` and `noema chat` run it.
+ * TurnRunner: one turn of a session, as `noema ask` runs it. (`noema chat`
+ * runs its turns, and goes on with those that stop for approval, on the
+ * runtime: `@noema/runtime`.)
  *
  * It streams the turn through a renderer and answers with what happened, as
  * the session reported it: the turn was stored (`Committed`, with the stored
@@ -16,7 +18,7 @@
  * landing during the commit stores the turn too, but no outcome reaches anyone.
  */
 import type { Agent, ChatModel, Message } from "@noema/core"
-import { type Session, SessionStore } from "@noema/session"
+import type { Session } from "@noema/session"
 import { Cause, Effect, Exit, Result, Stream } from "effect"
 
 // ---------------------------------------------------------------------------
@@ -65,10 +67,8 @@ export interface Options<R> {
   readonly session: Session.Session
   readonly agent: Agent.Agent<R>
   readonly model: ChatModel.Service
-  /** The user's message (a string is a user message); ignored with `resume`. */
+  /** The user's message (a string is a user message). */
   readonly input: string | Message.Message
-  /** Go on with the calls the last turn left waiting, with these decisions (`Session.resumeStream`). */
-  readonly resume?: Session.Decisions
   readonly renderer?: Renderer
   /** Aborting it cancels the turn unless it is already being saved. */
   readonly signal?: AbortSignal
@@ -89,10 +89,7 @@ export const run = <R>(options: Options<R>): Effect.Effect<Outcome, never, R> =>
       ...(signal !== undefined && { signal }),
       ...(compaction !== undefined && { compaction })
     }
-    const events =
-      options.resume === undefined
-        ? options.session.turnStream(options.agent, options.model, options.input, turnOptions)
-        : options.session.resumeStream(options.agent, options.model, options.resume, turnOptions)
+    const events = options.session.turnStream(options.agent, options.model, options.input, turnOptions)
     renderer?.start()
     return Stream.runForEach(events, (event) =>
       Effect.sync(() => {
@@ -122,13 +119,3 @@ const fromCause = (cause: Cause.Cause<Session.TurnError>): Outcome => {
   if (Cause.hasInterruptsOnly(cause)) return { _tag: "Cancelled" }
   return { _tag: "Died", defect: Cause.squash(cause) }
 }
-
-// ---------------------------------------------------------------------------
-// Guards
-// ---------------------------------------------------------------------------
-
-/** Another handle (another noema) committed to the session first: reload it and send again. */
-export const isConflict = (
-  outcome: Outcome
-): outcome is Failed & { error: SessionStore.SessionConflictError } =>
-  outcome._tag === "Failed" && outcome.error instanceof SessionStore.SessionConflictError

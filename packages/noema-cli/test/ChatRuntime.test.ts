@@ -2,8 +2,10 @@
  * `noema chat` as a client of the runtime, on a real pseudo-terminal: typing
  * while an answer streams (queued, not echoed into the answer), `!` to
  * interrupt, `/exit` during an answer, and Ctrl-C read as a key, so a shell
- * that started `npx noema chat` never sees the signal.
+ * that started `npx noema chat` never sees the signal; and a call waiting for
+ * approval, decided at the prompt, going on as a runtime turn like any other.
  */
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { SqliteStore } from "@noema/session"
 import { Effect } from "effect"
@@ -135,6 +137,48 @@ describe("noema chat on the runtime", () => {
     await session.waitFor(/Fine\.[\s\S]*› $/)
     session.type("/exit\r")
     await session.waitFor(/shell went on: 0/)
+    expect(await session.exited).toBe(0)
+  })
+
+  it("a call waiting for approval is asked about when the answer ends; y goes on as a runtime turn, which takes a line typed meanwhile", async () => {
+    const fixture = path.join(
+      import.meta.dirname,
+      "..",
+      "..",
+      "noema-mcp",
+      "test",
+      "fixtures",
+      "StdioServer.ts"
+    )
+    const mcpFile = path.join(suite.home, "mcp.json")
+    fs.writeFileSync(
+      mcpFile,
+      JSON.stringify({ mcpServers: { calc: { command: process.execPath, args: [fixture] } } })
+    )
+    suite.server.enqueue(
+      { type: "tool-calls", calls: [{ id: "call_pid", name: "calc__pid", arguments: "{}" }] },
+      slow("The pid is known now, and a few more words follow it."),
+      { type: "text", text: "Got the extra line." }
+    )
+    terminal = startTerminal(
+      ["chat", "--base-url", suite.server.url, "--api-key", "test", "--no-tools", "--mcp", mcpFile],
+      { env: { NOEMA_HOME: suite.home } }
+    )
+    const session = terminal
+    await session.waitFor(prompt)
+    session.type("pid?\r")
+    await session.waitFor(/Allow calc__pid\(\)\? \[y\/N\] $/)
+    session.type("y\r")
+    await session.waitFor(/The pid/)
+    session.type("and this\r")
+    await session.waitFor(/\(queued: and this\)/)
+    await session.waitFor(/Got the extra line\.[\s\S]*› $/)
+    // The continued turn ran the call and let the queued line join it, as any runtime turn does.
+    const sent = messagesOf(2)
+    expect(sent.map(([role]) => role)).toEqual(["user", "assistant", "tool", "assistant", "user"])
+    expect(Number(sent[2]?.[1])).toBeGreaterThan(0)
+    expect(sent[4]).toEqual(["user", "and this"])
+    session.type("/exit\r")
     expect(await session.exited).toBe(0)
   })
 })

@@ -25,6 +25,7 @@ describe("CliConfig", () => {
       baseUrl: undefined,
       apiKey: "sk-env",
       api: "chat",
+      provider: "openai",
       sources: { model: "default", baseUrl: "default", apiKey: "environment" }
     })
   })

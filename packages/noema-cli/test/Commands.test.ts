@@ -28,13 +28,25 @@ const problems = async (...args: ReadonlyArray<string>) => {
 describe("Commands", () => {
   it("parses chat options, flags over nothing", async () => {
     assert.deepStrictEqual(
-      await input("chat", "-m", "gpt-4.1", "--base-url", "http://x/v1", "--no-tools", "-s", "abc"),
+      await input(
+        "chat",
+        "-m",
+        "gpt-4.1",
+        "--base-url",
+        "http://x/v1",
+        "--no-tools",
+        "-s",
+        "abc",
+        "--provider",
+        "anthropic"
+      ),
       {
         type: "chat",
         model: {
           model: "gpt-4.1",
           baseUrl: "http://x/v1",
           apiKey: undefined,
+          provider: "anthropic",
           api: undefined,
           maxRetryWait: undefined,
           contextBudget: undefined

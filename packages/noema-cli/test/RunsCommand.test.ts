@@ -53,6 +53,7 @@ describe("noema threads, run and runs (offline model)", () => {
       "attempt",
       "event_id",
       "finished_at",
+      "model",
       "run_id",
       "stage_key",
       "stage_position",

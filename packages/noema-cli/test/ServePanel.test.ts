@@ -127,6 +127,10 @@ const hostileMarkdown = [
   ""
 ].join("\n")
 
+/** The run as the API shows it. */
+const statusOf = async (runId: string) =>
+  ((await (await api(`/api/runs/${runId}`)).json()) as { run: { status: string } }).run
+
 const statusIs = (page: Page, status: string) =>
   page.waitForSelector(`#run-status[data-status="${status}"]`, { timeout: 15_000 })
 
@@ -221,7 +225,7 @@ describe("noema serve: the runs panel in Chromium", () => {
     await page.close()
   }, 60_000)
 
-  it("reject (with a reason), retry asks again, cancel ends the run; a closed thread offers no new run", async () => {
+  it("reject (with a reason), retry says why it is refused and retries anyway, cancel ends the run; a closed thread offers no new run", async () => {
     const thread = (await runCli(["threads", "create", "--title", "gates"], { env: env() })).stdout.trim()
     const created = await api("/api/runs", {
       method: "POST",
@@ -235,8 +239,17 @@ describe("noema serve: the runs panel in Chromium", () => {
     await page.click('[data-action="reject"]')
     await statusIs(page, "failed")
     expect(await page.textContent("#run-error")).toBe("approval_rejected: the draft is too long")
+    // A rejection is not retryable: the server refuses the retry saying why, and the panel offers to force it.
+    expect(await page.isHidden("#retry-refusal")).toBe(true)
     await page.click('[data-action="retry"]')
+    await page.waitForSelector("#retry-refusal:not([hidden])")
+    expect(await page.textContent("#retry-reason")).toMatch(
+      /^Run run_\S+ failed with approval_rejected \(the draft is too long\), which is not retryable: /
+    )
+    expect((await statusOf(runId)).status).toBe("failed")
+    await page.click("#retry-anyway")
     await statusIs(page, "waiting_approval")
+    expect(await page.isHidden("#retry-refusal")).toBe(true)
     await page.click('[data-action="cancel"]')
     await statusIs(page, "canceled")
     for (const action of ["approve", "reject", "retry", "cancel"])
@@ -256,7 +269,10 @@ describe("noema serve: the runs panel in Chromium", () => {
     await page.waitForSelector("#live.on")
     expect(await page.isHidden("#new-run")).toBe(true)
     expect(await page.isHidden("#thread-queue-label")).toBe(true)
-    expect(problemsOf(page)).toEqual([])
+    // The browser logs the refused retry's answer; it is the only problem.
+    expect(problemsOf(page)).toEqual([
+      "Failed to load resource: the server responded with a status of 409 (Conflict)"
+    ])
     await page.close()
   }, 60_000)
 
@@ -426,6 +442,32 @@ describe("noema serve: the runs panel in Chromium", () => {
     } finally {
       child.kill("SIGTERM")
     }
+  }, 60_000)
+
+  it("the server refuses a body that is not JSON (415) and a page reached by another host name (421); its OpenAPI document is behind the token", async () => {
+    const page = await openPanel()
+    // From the panel's own page, with its cookie: a form-encoded POST, and the API's document.
+    const answers = await page.evaluate(async () => {
+      const form = await fetch("/api/threads", {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: "title=x"
+      })
+      const document = await fetch("/api/openapi.json")
+      return [form.status, ((await form.json()) as { error: { code: string } }).error.code, document.status]
+    })
+    expect(answers).toEqual([415, "UnsupportedMediaType", 200])
+    await page.close()
+    // Chromium resolves any *.localhost to this machine, as a rebound DNS name would: the Host is not the server's.
+    const port = new URL(url).port
+    const rebound = await browser.newPage()
+    const response = await rebound.goto(`http://rebound.localhost:${port}/?token=${token}`)
+    expect(response?.status()).toBe(421)
+    expect(await rebound.textContent("body")).toContain("MisdirectedRequest")
+    expect(await rebound.context().cookies()).toEqual([])
+    await rebound.close()
+    const withoutToken = await fetch(`${url}/api/openapi.json`)
+    expect(withoutToken.status).toBe(401)
   }, 60_000)
 
   it("without the token a page gets nothing: no panel, no data, no live feed", async () => {

@@ -1,5 +1,5 @@
 /**
- * The turn runner `ask` and `chat` share: its outcome is what the session
+ * The turn runner of `ask`: its outcome is what the session
  * reported (the `committed` event, a typed failure, a cancellation), never a
  * guess from the history's length.
  */
@@ -65,7 +65,7 @@ describe("TurnRunner.run", () => {
       })
   )
 
-  it.effect("a commit conflict is Failed with SessionConflictError (isConflict), and nothing is saved", () =>
+  it.effect("a commit conflict is Failed with SessionConflictError, and nothing is saved", () =>
     Effect.gen(function* () {
       const store = yield* MemoryStore.make()
       const mine = yield* inStore(store)(Session.create())
@@ -80,7 +80,6 @@ describe("TurnRunner.run", () => {
         renderer
       })
       assert.strictEqual(outcome._tag, "Failed")
-      assert.isTrue(TurnRunner.isConflict(outcome))
       if (outcome._tag === "Failed") assert.instanceOf(outcome.error, SessionStore.SessionConflictError)
       assert.strictEqual(calls.at(-1), "end")
       assert.deepStrictEqual(contents((yield* store.load(mine.id)).messages), [
@@ -90,7 +89,7 @@ describe("TurnRunner.run", () => {
     })
   )
 
-  it.effect("a failing model is Failed with the AgentError, and is no conflict", () =>
+  it.effect("a failing model is Failed with the AgentError", () =>
     Effect.gen(function* () {
       const store = yield* MemoryStore.make()
       const session = yield* inStore(store)(Session.create())
@@ -102,7 +101,6 @@ describe("TurnRunner.run", () => {
       })
       assert.strictEqual(outcome._tag, "Failed")
       if (outcome._tag === "Failed") assert.instanceOf(outcome.error, Agent.AgentError)
-      assert.isFalse(TurnRunner.isConflict(outcome))
       assert.deepStrictEqual((yield* store.load(session.id)).messages, [])
     })
   )

@@ -81,6 +81,13 @@ export interface ChatResponse {
   readonly text: string
   /** The model's reasoning, kept apart from the answer (e.g. DeepSeek's `reasoning_content`). */
   readonly reasoning?: string
+  /**
+   * The reasoning as the provider divided it, each part with what the provider
+   * attached to it (Anthropic's thinking signatures): present when the stream
+   * ended a reasoning part (`reasoning-end`); their texts joined are `reasoning`.
+   * `toMessage` keeps these parts, so they go back to the provider unchanged.
+   */
+  readonly reasoningParts?: ReadonlyArray<Messages.ReasoningPart>
   readonly toolCalls: ReadonlyArray<ToolCall>
   readonly finishReason: FinishReason
   /** The provider's own finish reason, verbatim (e.g. `"tool_calls"`, `"MAX_TOKENS"`). */
@@ -91,12 +98,20 @@ export interface ChatResponse {
   /** The provider's response id and the model that actually answered. */
   readonly id?: string
   readonly model?: string
+  /** What the provider reported beyond the contract, under its name (e.g. a bridge's provider metadata). */
+  readonly providerMetadata?: Messages.ProviderMetadata
 }
 
 export type StreamChunk =
   | { readonly type: "text-delta"; readonly delta: string }
   /** A fragment of the model's reasoning, which is not part of the answer. */
   | { readonly type: "reasoning-delta"; readonly delta: string }
+  /**
+   * The reasoning part being streamed is complete; `providerMetadata` is what
+   * the provider attached to it (e.g. `{ anthropic: { signature } }`) and needs
+   * back with it. Providers that do not divide or sign reasoning never send it.
+   */
+  | { readonly type: "reasoning-end"; readonly providerMetadata?: Messages.ProviderMetadata }
   | { readonly type: "refusal-delta"; readonly delta: string }
   /**
    * A fragment of tool call number `index`; `id` and `name` usually come with the first one.
@@ -113,7 +128,13 @@ export type StreamChunk =
   | { readonly type: "tool-call"; readonly toolCall: ToolCall }
   | { readonly type: "finish"; readonly finishReason: FinishReason; readonly rawFinishReason?: string }
   | { readonly type: "usage"; readonly usage: Usage }
-  | { readonly type: "response-metadata"; readonly id?: string; readonly model?: string }
+  | {
+      readonly type: "response-metadata"
+      readonly id?: string
+      readonly model?: string
+      /** Merged into the response's `providerMetadata` (later chunks win, key by key). */
+      readonly providerMetadata?: Messages.ProviderMetadata
+    }
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -227,12 +248,14 @@ export const addUsage = (left: Usage | undefined, right: Usage | undefined): Usa
   const sum = (a: number | undefined, b: number | undefined) =>
     a === undefined && b === undefined ? undefined : (a ?? 0) + (b ?? 0)
   const cached = sum(left.cachedInputTokens, right.cachedInputTokens)
+  const cacheWrite = sum(left.cacheWriteInputTokens, right.cacheWriteInputTokens)
   const reasoning = sum(left.reasoningTokens, right.reasoningTokens)
   return {
     inputTokens: left.inputTokens + right.inputTokens,
     outputTokens: left.outputTokens + right.outputTokens,
     totalTokens: left.totalTokens + right.totalTokens,
     ...(cached !== undefined && { cachedInputTokens: cached }),
+    ...(cacheWrite !== undefined && { cacheWriteInputTokens: cacheWrite }),
     ...(reasoning !== undefined && { reasoningTokens: reasoning })
   }
 }

@@ -9,7 +9,8 @@
  * A user or assistant message's `content` is either a string (the text-only
  * form, what `user("hi")` builds and what every release so far stored) or a
  * list of content parts: text, reasoning (assistant only: the model's
- * thinking, kept apart from its answer) and references to files. Read it
+ * thinking, kept apart from its answer, with whatever the provider needs to
+ * accept it back, such as a signature) and references to files. Read it
  * through `text`, `reasoning`, `files` and `parts`, which accept both forms.
  */
 import { Effect, Schema } from "effect"
@@ -40,12 +41,25 @@ export const TextPart = Schema.Struct({
 export type TextPart = typeof TextPart.Type
 
 /**
+ * What a provider attached to a part, under the provider's name (e.g.
+ * `{ anthropic: { signature: "..." } }`): opaque to noema, kept so the part can
+ * be sent back to that provider exactly as it came.
+ */
+export const ProviderMetadata = Schema.Record(Schema.String, Schema.JsonObject)
+export type ProviderMetadata = typeof ProviderMetadata.Type
+
+/**
  * The model's reasoning ("thinking"), kept apart from its answer: never shown
  * as the answer and never sent back to a provider as one. Assistant only.
+ * `providerMetadata` is what the provider needs to accept the reasoning back
+ * in a later request (Anthropic's thinking `signature`, or the encrypted data of
+ * redacted thinking, whose `text` is empty); a provider that signs reasoning
+ * refuses it altered, so a part with metadata is kept as it came.
  */
 export const ReasoningPart = Schema.Struct({
   type: Schema.tag("reasoning"),
-  text: Schema.String
+  text: Schema.String,
+  providerMetadata: Schema.optionalKey(ProviderMetadata)
 })
 export type ReasoningPart = typeof ReasoningPart.Type
 
@@ -84,7 +98,10 @@ export const Usage = Schema.Struct({
   inputTokens: Schema.Number,
   outputTokens: Schema.Number,
   totalTokens: Schema.Number,
+  /** Input tokens read from the provider's prompt cache (part of `inputTokens`). */
   cachedInputTokens: Schema.optionalKey(Schema.Number),
+  /** Input tokens written to the provider's prompt cache (part of `inputTokens`; Anthropic bills them apart). */
+  cacheWriteInputTokens: Schema.optionalKey(Schema.Number),
   reasoningTokens: Schema.optionalKey(Schema.Number)
 })
 export type Usage = typeof Usage.Type
@@ -213,8 +230,9 @@ export const toolResult = (
 /** A text part. */
 export const textPart = (text: string): TextPart => ({ type: "text", text })
 
-/** A reasoning part (assistant messages only). */
-export const reasoningPart = (text: string): ReasoningPart => ({ type: "reasoning", text })
+/** A reasoning part (assistant messages only), with what the provider attached to it, if anything. */
+export const reasoningPart = (text: string, providerMetadata?: ProviderMetadata): ReasoningPart =>
+  providerMetadata === undefined ? { type: "reasoning", text } : { type: "reasoning", text, providerMetadata }
 
 /** A reference to a file or artifact. */
 export const filePart = (file: Omit<FilePart, "type">): FilePart => ({ type: "file", ...file })
@@ -365,13 +383,28 @@ const commonFields = (message: Record<string, unknown>): boolean =>
   optional(message.createdAt, isFiniteNumber) &&
   optional(message.metadata, (metadata) => isRecord(metadata) && isPlainJson(metadata, 0))
 
+/** Provider name to a JSON object, as `ProviderMetadata` says. */
+const isProviderMetadata = (value: unknown): boolean => {
+  if (!isRecord(value)) return false
+  for (const key in value) {
+    const entry = value[key]
+    if (!isRecord(entry) || !isPlainJson(entry, 1)) return false
+  }
+  return true
+}
+
 const isPart = (part: unknown, reasoning: boolean): boolean => {
   if (!isRecord(part)) return false
   switch (part.type) {
     case "text":
       return isString(part.text) && onlyKeys(part, { type: true, text: true })
     case "reasoning":
-      return reasoning && isString(part.text) && onlyKeys(part, { type: true, text: true })
+      return (
+        reasoning &&
+        isString(part.text) &&
+        optional(part.providerMetadata, isProviderMetadata) &&
+        onlyKeys(part, { type: true, text: true, providerMetadata: true })
+      )
     case "file":
       return (
         isString(part.uri) &&
@@ -411,12 +444,14 @@ const isUsage = (usage: unknown): boolean =>
   isFiniteNumber(usage.outputTokens) &&
   isFiniteNumber(usage.totalTokens) &&
   optional(usage.cachedInputTokens, isFiniteNumber) &&
+  optional(usage.cacheWriteInputTokens, isFiniteNumber) &&
   optional(usage.reasoningTokens, isFiniteNumber) &&
   onlyKeys(usage, {
     inputTokens: true,
     outputTokens: true,
     totalTokens: true,
     cachedInputTokens: true,
+    cacheWriteInputTokens: true,
     reasoningTokens: true
   })
 

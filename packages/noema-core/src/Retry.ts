@@ -53,6 +53,34 @@ export interface Failure {
 const defaults = { maxAttempts: 3, baseDelay: Duration.millis(500), maxDelay: Duration.seconds(30) }
 
 // ---------------------------------------------------------------------------
+// What the provider asked for
+// ---------------------------------------------------------------------------
+
+/**
+ * The wait a provider asked for in its response headers, in milliseconds:
+ * `retry-after-ms` (OpenAI's), else `retry-after` as seconds or as an HTTP
+ * date (relative to `now`, epoch milliseconds). `header` reads one header by
+ * its lower-case name, so any SDK's header shape fits. What adapters put in
+ * `RateLimited.retryAfterMillis`, which the policy below honours.
+ */
+export const retryAfterMillis = (
+  header: (name: string) => string | null | undefined,
+  now: number
+): number | undefined => {
+  const milliseconds = header("retry-after-ms")
+  if (milliseconds !== null && milliseconds !== undefined && milliseconds.trim() !== "") {
+    const value = Number(milliseconds)
+    if (Number.isFinite(value) && value >= 0) return Math.ceil(value)
+  }
+  const retryAfter = header("retry-after")
+  if (retryAfter === null || retryAfter === undefined || retryAfter.trim() === "") return undefined
+  const seconds = Number(retryAfter)
+  if (Number.isFinite(seconds)) return seconds >= 0 ? Math.ceil(seconds * 1000) : undefined
+  const date = Date.parse(retryAfter)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
+}
+
+// ---------------------------------------------------------------------------
 // Policy
 // ---------------------------------------------------------------------------
 

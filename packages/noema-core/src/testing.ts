@@ -3,3 +3,4 @@
  */
 export * as ChatModelConformance from "./ChatModelConformance.js"
 export * as ScriptedChatModel from "./ScriptedChatModel.js"
+export * as ScriptedHttpServer from "./ScriptedHttpServer.js"

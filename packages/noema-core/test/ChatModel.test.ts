@@ -366,6 +366,96 @@ describe("ChatModel responses", () => {
   )
 })
 
+describe("ChatModel reasoning parts", () => {
+  const signed = { anthropic: { signature: "sig-1" } }
+  const redacted = { anthropic: { redactedData: "opaque" } }
+
+  it.effect("keeps each ended reasoning part with its provider metadata, in order, into the message", () =>
+    Effect.gen(function* () {
+      const model = fromChunks([
+        { type: "reasoning-delta", delta: "First " },
+        { type: "reasoning-delta", delta: "thought." },
+        { type: "reasoning-end", providerMetadata: signed },
+        { type: "reasoning-end", providerMetadata: redacted },
+        // A part with neither text nor metadata says nothing: it is not kept.
+        { type: "reasoning-end" },
+        { type: "reasoning-delta", delta: "Unsigned tail." },
+        { type: "text-delta", delta: "Answer" },
+        { type: "finish", finishReason: "stop" }
+      ])
+      const response = yield* model.complete(request)
+      assert.strictEqual(response.reasoning, "First thought.Unsigned tail.")
+      assert.deepStrictEqual(response.reasoningParts, [
+        { type: "reasoning", text: "First thought.", providerMetadata: signed },
+        { type: "reasoning", text: "", providerMetadata: redacted },
+        { type: "reasoning", text: "Unsigned tail." }
+      ])
+      const message = ChatModel.toMessage(response)
+      assert.deepStrictEqual(message.content, [
+        ...(response.reasoningParts ?? []),
+        Message.textPart("Answer")
+      ])
+      assert.strictEqual(Message.reasoning(message), "First thought.Unsigned tail.")
+      // The message is still plain, JSON-safe data, and a replayed response is the same response.
+      assert.isTrue(Message.isPlain(message))
+      const replayed = yield* ChatModel.collect(ChatModel.responseToStream(response))
+      assert.deepStrictEqual(replayed, response)
+    })
+  )
+
+  it.effect("merges provider metadata of the response and keeps it through a replay", () =>
+    Effect.gen(function* () {
+      const model = fromChunks([
+        { type: "response-metadata", id: "r1", providerMetadata: { google: { grounding: [1] } } },
+        { type: "text-delta", delta: "x" },
+        { type: "response-metadata", providerMetadata: { anthropic: { stopSequence: "END" } } },
+        { type: "finish", finishReason: "stop" }
+      ])
+      const response = yield* model.complete(request)
+      assert.deepStrictEqual(response.providerMetadata, {
+        google: { grounding: [1] },
+        anthropic: { stopSequence: "END" }
+      })
+      const replayed = yield* ChatModel.collect(ChatModel.responseToStream(response))
+      assert.deepStrictEqual(replayed, response)
+    })
+  )
+
+  it("adds cache writes like the other counts", () => {
+    assert.deepStrictEqual(
+      ChatModel.addUsage(
+        { inputTokens: 10, outputTokens: 1, totalTokens: 11, cacheWriteInputTokens: 8 },
+        { inputTokens: 10, outputTokens: 1, totalTokens: 11, cachedInputTokens: 8, cacheWriteInputTokens: 1 }
+      ),
+      {
+        inputTokens: 20,
+        outputTokens: 2,
+        totalTokens: 22,
+        cachedInputTokens: 8,
+        cacheWriteInputTokens: 9
+      }
+    )
+  })
+})
+
+describe("Retry.retryAfterMillis", () => {
+  const headers = (values: Record<string, string>) => (name: string) => values[name]
+  it("reads milliseconds first, then seconds or an HTTP date, and nothing else", () => {
+    const now = Date.parse("2026-01-01T00:00:00Z")
+    assert.strictEqual(
+      Retry.retryAfterMillis(headers({ "retry-after-ms": "1500", "retry-after": "9" }), now),
+      1500
+    )
+    assert.strictEqual(Retry.retryAfterMillis(headers({ "retry-after": "2.5" }), now), 2500)
+    assert.strictEqual(
+      Retry.retryAfterMillis(headers({ "retry-after": "Thu, 01 Jan 2026 00:00:30 GMT" }), now),
+      30_000
+    )
+    assert.isUndefined(Retry.retryAfterMillis(headers({ "retry-after": "soon" }), now))
+    assert.isUndefined(Retry.retryAfterMillis(headers({}), now))
+  })
+})
+
 describe("ModelError", () => {
   it("has quota and context-length reasons that are not retryable", () => {
     assert.isFalse(new ModelError.QuotaExceeded({ message: "out of credit" }).isRetryable)

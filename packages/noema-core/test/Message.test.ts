@@ -30,6 +30,22 @@ const samples: ReadonlyArray<Message.Message> = [
     rawFinishReason: "stop",
     usage: { inputTokens: 3, outputTokens: 9, totalTokens: 12, reasoningTokens: 5 }
   }),
+  Message.assistant(
+    [
+      Message.reasoningPart("Signed thinking.", { anthropic: { signature: "EqQBCkgIARABGAIiQ" } }),
+      Message.reasoningPart("", { anthropic: { redactedData: "EmwKAhgBEgy3va3pzix" } }),
+      Message.textPart("Done.")
+    ],
+    {
+      usage: {
+        inputTokens: 30,
+        outputTokens: 2,
+        totalTokens: 32,
+        cachedInputTokens: 10,
+        cacheWriteInputTokens: 15
+      }
+    }
+  ),
   Message.user("with metadata", {
     metadata: { source: "cli", tags: ["a", "b"], nested: { n: 1, ok: true, none: null } }
   })
@@ -119,7 +135,12 @@ describe("Message content", () => {
       { role: "user", content: [{ type: "reasoning", text: "no" }] },
       { role: "assistant", content: [{ type: "file", uri: "x" }] },
       { role: "assistant", content: [{ type: "video", text: "x" }] },
-      { role: "assistant", content: "x", finishReason: "exploded" }
+      { role: "assistant", content: "x", finishReason: "exploded" },
+      // Provider metadata is a JSON object per provider, never a bare value.
+      {
+        role: "assistant",
+        content: [{ type: "reasoning", text: "x", providerMetadata: { anthropic: "sig" } }]
+      }
     ]) {
       assert.throws(() => Message.decodeSync(bad), Message.MessageDecodeError)
     }

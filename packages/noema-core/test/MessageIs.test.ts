@@ -36,7 +36,16 @@ const common = fc.record(
   { requiredKeys: [] }
 )
 const text = fc.record({ type: fc.constant("text" as const), text: fc.string() })
-const reasoning = fc.record({ type: fc.constant("reasoning" as const), text: fc.string() })
+const reasoning = fc.record(
+  {
+    type: fc.constant("reasoning" as const),
+    text: fc.string(),
+    providerMetadata: fc.dictionary(fc.string(), fc.dictionary(fc.string(), json, { maxKeys: 2 }), {
+      maxKeys: 2
+    })
+  },
+  { requiredKeys: ["type", "text"] }
+)
 const file = fc.record(
   {
     type: fc.constant("file" as const),
@@ -55,6 +64,7 @@ const usage = fc.record(
     outputTokens: fc.nat(),
     totalTokens: fc.nat(),
     cachedInputTokens: fc.nat(),
+    cacheWriteInputTokens: fc.nat(),
     reasoningTokens: fc.nat()
   },
   { requiredKeys: ["inputTokens", "outputTokens", "totalTokens"] }

@@ -9,13 +9,12 @@
  * `ChatModelError`; retries are core's, configured on the client. Interrupting
  * either aborts the HTTP request, so the server sees the connection close.
  */
-import { ChatModel } from "@noema/core"
+import { ChatModel, ProviderStream } from "@noema/core"
 import { Clock, type Config, Effect, Layer } from "effect"
 import type OpenAI from "openai"
 import { ChunkTranslator, fromCompletion, toParams } from "./internal/chat.js"
-import { MalformedResponse, type Phase, requestIdOf, toReason } from "./internal/errors.js"
+import { MalformedResponse, requestIdOf, toReason } from "./internal/errors.js"
 import { fromResponse, ResponsesTranslator, toResponsesParams } from "./internal/responses.js"
-import * as StreamPull from "./internal/streamPull.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
 export interface Options extends OpenAiClient.Options {
@@ -55,7 +54,7 @@ export const fromClient = (
    */
   const fail = (
     cause: unknown,
-    phase: Phase,
+    phase: ProviderStream.Phase,
     requestId?: string
   ): Effect.Effect<never, ChatModel.ChatModelError> =>
     Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -97,7 +96,7 @@ export const fromClient = (
     })
 
   const stream: ChatModel.Service["stream"] = (request) =>
-    StreamPull.make(() => {
+    ProviderStream.make(() => {
       // The response's request id, once its headers are in: failures while reading the body carry it.
       let requestId: string | undefined
       return {

@@ -9,13 +9,12 @@
  * next one. Every request is recorded with its parsed body, and whether the
  * client hung up early, so interruption can be asserted on the server side.
  *
- * The API is plain Promises so non-Effect code can use it; `scoped` wraps it as
- * an Effect resource.
+ * The recording, queueing and socket handling are core's `ScriptedHttpServer`;
+ * this module is the wire format. Plain Promises, so non-Effect code can use
+ * it; `scoped` wraps it as an Effect resource.
  */
-import { Buffer } from "node:buffer"
-import * as http from "node:http"
-import type { Scope } from "effect"
-import { Effect } from "effect"
+import { ScriptedHttpServer } from "@noema/core/testing"
+import type { Effect, Scope } from "effect"
 import {
   chatCompletionEvents,
   chatCompletionJson,
@@ -28,12 +27,7 @@ import {
   sseEvents
 } from "./internal/testServerWire.js"
 
-export interface StartOptions {
-  /** Interface to listen on; defaults to `127.0.0.1` so nothing is exposed beyond the machine. */
-  readonly host?: string
-  /** Defaults to 0: the OS picks a free port, which lets test files run in parallel. */
-  readonly port?: number
-}
+export type StartOptions = ScriptedHttpServer.StartOptions
 
 export interface Usage {
   readonly promptTokens: number
@@ -166,46 +160,12 @@ export type ScriptedReply =
   | EmbeddingsReply
 
 /** A scripted reply, or a function choosing one from the request (e.g. to echo or branch on it). */
-export type Reply = ScriptedReply | ((request: RecordedRequest) => Reply)
+export type Reply = ScriptedHttpServer.Reply<ScriptedReply>
 
-export interface RecordedRequest {
-  /** Position in `requests`, counted from the last `reset()`. */
-  readonly index: number
-  readonly method: string
-  /** Path without the query string, e.g. `/v1/chat/completions`. */
-  readonly path: string
-  /** Lower-cased names. */
-  readonly headers: Readonly<Record<string, string>>
-  /** Parsed JSON, the raw string if it was not JSON, or undefined when the body was empty. */
-  readonly body: unknown
-  /** `body.stream === true`. */
-  readonly stream: boolean
-  /** Live: becomes true when the client closes the connection before the response is complete. */
-  readonly clientClosedEarly: boolean
-}
+export type RecordedRequest = ScriptedHttpServer.RecordedRequest
 
-export interface TestServer {
-  /** Base URL including `/v1`, e.g. `http://127.0.0.1:41234/v1`: pass it as the SDK's `baseURL`. */
-  readonly url: string
-  readonly port: number
-  /** FIFO: each chat/embeddings request takes the next reply. */
-  enqueue(...replies: ReadonlyArray<Reply>): void
-  /** Used when the queue is empty. Default: a 500 saying "no scripted reply for request #N". */
-  setFallback(reply: Reply | undefined): void
-  /** Every request, in arrival order (the array is replaced by `reset()`). */
-  readonly requests: ReadonlyArray<RecordedRequest>
-  /** Resolves once at least `count` requests were recorded; rejects after `timeoutMs` (default 5000). */
-  waitForRequests(count: number, timeoutMs?: number): Promise<void>
-  /**
-   * Resolves once request `requestIndex` was closed by the client before its response
-   * was complete; rejects if it completes normally, on timeout (default 5000ms) or on `close()`.
-   */
-  waitForClose(requestIndex: number, timeoutMs?: number): Promise<void>
-  /** Clears the queue, the fallback, the recorded requests and the generated-id counters. */
-  reset(): void
-  /** Stops listening and destroys every open socket, including hanging requests. */
-  close(): Promise<void>
-}
+/** `url` is the base URL including `/v1`, e.g. `http://127.0.0.1:41234/v1`: the SDK's `baseURL`. */
+export type TestServer = ScriptedHttpServer.Server<ScriptedReply>
 
 /**
  * The vector the server returns for `text` when an embeddings reply has no `vectors`:
@@ -214,453 +174,109 @@ export interface TestServer {
  */
 export const deterministicEmbedding: (text: string, dimensions?: number) => ReadonlyArray<number> = embed
 
-type Outcome = "pending" | "completed" | "client-closed" | "server-closed"
+type Exchange = ScriptedHttpServer.Exchange<ScriptedReply>
 
-class Recorded implements RecordedRequest {
-  #outcome: Outcome = "pending"
-  constructor(
-    readonly index: number,
-    readonly method: string,
-    readonly path: string,
-    readonly headers: Readonly<Record<string, string>>,
-    readonly body: unknown,
-    readonly stream: boolean
-  ) {}
-  get clientClosedEarly(): boolean {
-    return this.#outcome === "client-closed"
-  }
-  get outcome(): Outcome {
-    return this.#outcome
-  }
-  settle(outcome: Outcome): boolean {
-    if (this.#outcome !== "pending") return false
-    this.#outcome = outcome
-    return true
-  }
-}
+type Route = "chat" | "responses" | "embeddings"
 
-interface Waiter {
-  readonly resolve: () => void
-  readonly reject: (error: Error) => void
-  readonly timer: ReturnType<typeof setTimeout>
-}
-interface CountWaiter extends Waiter {
-  readonly count: number
-}
-interface CloseWaiter extends Waiter {
-  readonly index: number
-}
-
-/** Per-request state shared by the response writers. */
-interface Exchange {
-  readonly record: Recorded
-  readonly res: http.ServerResponse
-  readonly rawBodyLength: number
-  /** Server-wide counter behind `x-request-id` and the completion id. */
-  readonly serial: number
-}
-
-const DEFAULT_WAIT_MS = 5000
-
-const JSON_TYPE = "application/json"
-
-/** Resolves after `ms`, or as soon as the response closes so aborted requests don't hold timers. */
-const pause = (ms: number, res: http.ServerResponse): Promise<void> =>
-  new Promise((resolve) => {
-    if (res.destroyed) return resolve()
-    const done = () => {
-      clearTimeout(timer)
-      res.off("close", done)
-      resolve()
-    }
-    const timer = setTimeout(done, ms)
-    res.once("close", done)
-  })
-
-const lowerCaseKeys = (headers: Readonly<Record<string, string>> | undefined): Record<string, string> => {
-  const out: Record<string, string> = {}
-  if (headers !== undefined) for (const [k, v] of Object.entries(headers)) out[k.toLowerCase()] = v
-  return out
-}
-
-const flattenHeaders = (headers: http.IncomingHttpHeaders): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(headers)) {
-    if (v !== undefined) out[k] = typeof v === "string" ? v : v.join(", ")
-  }
-  return out
-}
-
-const parseBody = (raw: string): unknown => {
-  if (raw.length === 0) return undefined
-  try {
-    return JSON.parse(raw)
-  } catch {
-    return raw
-  }
+const routes: Readonly<Record<string, Route>> = {
+  "/v1/chat/completions": "chat",
+  // The Responses API: answered by `sse` (recorded event streams), `raw`, `error`, `hang` and `drop` replies.
+  "/v1/responses": "responses",
+  "/v1/embeddings": "embeddings"
 }
 
 const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
-class Server implements TestServer {
-  readonly url: string
-  readonly port: number
-  #recorded: Array<Recorded> = []
-  #queue: Array<Reply> = []
-  #fallback: Reply | undefined = undefined
-  #countWaiters: Array<CountWaiter> = []
-  #closeWaiters: Array<CloseWaiter> = []
-  #sockets = new Set<NonNullable<http.IncomingMessage["socket"]>>()
-  #served = 0
-  #toolCallIds = 0
-  #closing: Promise<void> | undefined = undefined
+const name = "OpenAiTestServer"
 
-  readonly #http: http.Server
-
-  constructor(server: http.Server, host: string, port: number) {
-    this.#http = server
-    this.port = port
-    this.url = `http://${host.includes(":") ? `[${host}]` : host}:${port}/v1`
-    server.on("connection", (socket) => {
-      this.#sockets.add(socket)
-      socket.once("close", () => this.#sockets.delete(socket))
-    })
-    server.on("request", (req, res) => this.#receive(req, res))
-  }
-
-  get requests(): ReadonlyArray<RecordedRequest> {
-    return this.#recorded
-  }
-
-  enqueue(...replies: ReadonlyArray<Reply>): void {
-    this.#queue.push(...replies)
-  }
-
-  setFallback(reply: Reply | undefined): void {
-    this.#fallback = reply
-  }
-
-  reset(): void {
-    this.#queue = []
-    this.#fallback = undefined
-    this.#recorded = []
-    this.#toolCallIds = 0
-  }
-
-  waitForRequests(count: number, timeoutMs: number = DEFAULT_WAIT_MS): Promise<void> {
-    if (this.#recorded.length >= count) return Promise.resolve()
-    return new Promise((resolve, reject) => {
-      const waiter: CountWaiter = {
-        count,
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          this.#countWaiters = this.#countWaiters.filter((w) => w !== waiter)
-          reject(
-            new Error(
-              `OpenAiTestServer: timed out after ${timeoutMs}ms waiting for ${count} request(s), got ${this.#recorded.length}`
-            )
-          )
-        }, timeoutMs)
-      }
-      this.#countWaiters.push(waiter)
-    })
-  }
-
-  waitForClose(requestIndex: number, timeoutMs: number = DEFAULT_WAIT_MS): Promise<void> {
-    const record = this.#recorded[requestIndex]
-    if (record !== undefined && record.outcome !== "pending") {
-      return record.outcome === "client-closed"
-        ? Promise.resolve()
-        : Promise.reject(notClosedByClient(requestIndex, record.outcome))
+/** OpenAI's wire: one per server, as the generated tool-call ids count over the server's life. */
+const makeWire = (): ScriptedHttpServer.Wire<ScriptedReply> => {
+  let toolCallIds = 0
+  const toolCallId = (call: ToolCall): string => call.id ?? `call_${toolCallIds++}`
+  return {
+    name,
+    basePath: "/v1",
+    requestIdHeader: "x-request-id",
+    scriptFailure: (message) => ({ type: "error", status: 500, message }),
+    reset: () => {
+      toolCallIds = 0
+    },
+    answer: (exchange) => {
+      const { method, path } = exchange.request
+      const route = method === "POST" ? routes[path] : undefined
+      if (route !== undefined) return respond(exchange, exchange.next(), route, toolCallId)
+      if (method === "GET" && path === "/v1/models") return exchange.sendJson(200, modelsJson())
+      exchange.sendJson(404, errorJson(404, `Invalid URL (${method} ${path})`))
     }
-    return new Promise((resolve, reject) => {
-      const waiter: CloseWaiter = {
-        index: requestIndex,
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          this.#closeWaiters = this.#closeWaiters.filter((w) => w !== waiter)
-          reject(
-            new Error(
-              `OpenAiTestServer: timed out after ${timeoutMs}ms waiting for the client to close request #${requestIndex}`
-            )
-          )
-        }, timeoutMs)
-      }
-      this.#closeWaiters.push(waiter)
-    })
-  }
-
-  close(): Promise<void> {
-    if (this.#closing !== undefined) return this.#closing
-    this.#closing = new Promise((resolve) => this.#http.close(() => resolve()))
-    const closed = new Error("OpenAiTestServer: server closed")
-    for (const w of [...this.#countWaiters, ...this.#closeWaiters]) {
-      clearTimeout(w.timer)
-      w.reject(closed)
-    }
-    this.#countWaiters = []
-    this.#closeWaiters = []
-    for (const socket of this.#sockets) socket.destroy()
-    return this.#closing
-  }
-
-  #receive(req: http.IncomingMessage, res: http.ServerResponse): void {
-    let raw = ""
-    req.setEncoding("utf8")
-    req.on("data", (chunk: string) => {
-      raw += chunk
-    })
-    req.on("end", () => this.#dispatch(req, res, raw))
-  }
-
-  #dispatch(req: http.IncomingMessage, res: http.ServerResponse, raw: string): void {
-    const url = req.url ?? "/"
-    const q = url.indexOf("?")
-    const path = q === -1 ? url : url.slice(0, q)
-    const method = req.method ?? "GET"
-    const body = parseBody(raw)
-    const record = new Recorded(
-      this.#recorded.length,
-      method,
-      path,
-      flattenHeaders(req.headers),
-      body,
-      isRecord(body) && body.stream === true
-    )
-    this.#recorded.push(record)
-    const exchange: Exchange = { record, res, rawBodyLength: raw.length, serial: this.#served++ }
-
-    res.once("finish", () => this.#settle(record, "completed"))
-    res.once("close", () =>
-      this.#settle(record, this.#closing === undefined ? "client-closed" : "server-closed")
-    )
-
-    if (this.#countWaiters.length > 0) this.#notifyCount()
-
-    if (method === "POST" && path === "/v1/chat/completions") {
-      void this.#respond(exchange, this.#next(record), "chat")
-    } else if (method === "POST" && path === "/v1/responses") {
-      // The Responses API: answered by `sse` (recorded event streams), `raw`, `error`, `hang` and `drop` replies.
-      void this.#respond(exchange, this.#next(record), "responses")
-    } else if (method === "POST" && path === "/v1/embeddings") {
-      void this.#respond(exchange, this.#next(record), "embeddings")
-    } else if (method === "GET" && path === "/v1/models") {
-      sendJson(exchange, 200, modelsJson())
-    } else {
-      sendJson(exchange, 404, errorJson(404, `Invalid URL (${method} ${path})`))
-    }
-  }
-
-  #settle(record: Recorded, outcome: Outcome): void {
-    if (!record.settle(outcome)) return
-    // A request from before reset() must not satisfy a waiter for the new request with its index.
-    if (this.#closeWaiters.length === 0 || this.#recorded[record.index] !== record) return
-    const remaining: Array<CloseWaiter> = []
-    for (const w of this.#closeWaiters) {
-      if (w.index !== record.index) {
-        remaining.push(w)
-        continue
-      }
-      clearTimeout(w.timer)
-      if (outcome === "client-closed") w.resolve()
-      else w.reject(notClosedByClient(record.index, outcome))
-    }
-    this.#closeWaiters = remaining
-  }
-
-  #notifyCount(): void {
-    const n = this.#recorded.length
-    this.#countWaiters = this.#countWaiters.filter((w) => {
-      if (n < w.count) return true
-      clearTimeout(w.timer)
-      w.resolve()
-      return false
-    })
-  }
-
-  #next(record: Recorded): ScriptedReply {
-    let reply: Reply | undefined = this.#queue.shift() ?? this.#fallback
-    if (reply === undefined) {
-      return { type: "error", status: 500, message: `no scripted reply for request #${record.index}` }
-    }
-    try {
-      while (typeof reply === "function") reply = reply(record)
-    } catch (cause) {
-      return { type: "error", status: 500, message: `scripted reply function threw: ${String(cause)}` }
-    }
-    return reply
-  }
-
-  async #respond(
-    exchange: Exchange,
-    reply: ScriptedReply,
-    route: "chat" | "responses" | "embeddings"
-  ): Promise<void> {
-    const { res, record } = exchange
-    if (reply.delayMs !== undefined && reply.delayMs > 0) {
-      await pause(reply.delayMs, res)
-      if (res.destroyed) return
-    }
-    switch (reply.type) {
-      case "hang":
-        return
-      case "error":
-        return sendJson(
-          exchange,
-          reply.status,
-          errorJson(reply.status, reply.message, reply.errorType, reply.code),
-          reply.headers
-        )
-      case "raw": {
-        const headers = {
-          "content-type": JSON_TYPE,
-          "x-request-id": `req_test${exchange.serial}`,
-          ...lowerCaseKeys(reply.headers)
-        }
-        res.writeHead(reply.status ?? 200, headers)
-        res.end(reply.body)
-        return
-      }
-      case "sse":
-        if (route === "embeddings") return mismatch(exchange, reply.type)
-        if (!record.stream) {
-          return sendJson(
-            exchange,
-            500,
-            errorJson(500, "OpenAiTestServer: an sse reply answers only streamed requests")
-          )
-        }
-        return this.#stream(exchange, sseEvents(reply), 0, reply.chunkDelayMs ?? 0, false)
-      case "drop":
-        if (!record.stream) return this.#destroy(exchange)
-        return this.#stream(
-          exchange,
-          dropEvents(reply, this.#streamMeta(exchange)),
-          0,
-          reply.chunkDelayMs ?? 0,
-          true
-        )
-      case "embeddings":
-        if (route !== "embeddings") return mismatch(exchange, reply.type)
-        return sendJson(exchange, 200, embeddingsJson(reply, record.body))
-      default: {
-        if (route !== "chat") return mismatch(exchange, reply.type)
-        const meta = this.#streamMeta(exchange)
-        const ids =
-          reply.type === "tool-calls" ? reply.calls.map((c) => c.id ?? `call_${this.#toolCallIds++}`) : []
-        if (!record.stream) return sendJson(exchange, 200, chatCompletionJson(reply, meta, ids))
-        const events = chatCompletionEvents(reply, meta, ids)
-        return this.#stream(exchange, events, reply.firstChunkDelayMs ?? 0, reply.chunkDelayMs ?? 0, false)
-      }
-    }
-  }
-
-  #streamMeta(exchange: Exchange): StreamMeta {
-    const body = exchange.record.body
-    const model = isRecord(body) && typeof body.model === "string" ? body.model : "gpt-4o-mini"
-    const options = isRecord(body) ? body.stream_options : undefined
-    return {
-      id: `chatcmpl-test${exchange.serial}`,
-      created: Math.floor(Date.now() / 1000),
-      model,
-      includeUsage: isRecord(options) && options.include_usage === true,
-      promptTokens: Math.max(1, Math.ceil(exchange.rawBodyLength / 4))
-    }
-  }
-
-  #destroy(exchange: Exchange): void {
-    this.#settle(exchange.record, "server-closed")
-    exchange.res.destroy()
-  }
-
-  async #stream(
-    exchange: Exchange,
-    events: ReadonlyArray<string>,
-    firstDelayMs: number,
-    chunkDelayMs: number,
-    thenDrop: boolean
-  ): Promise<void> {
-    const { res } = exchange
-    res.writeHead(200, {
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-cache",
-      "x-request-id": `req_test${exchange.serial}`
-    })
-    if (firstDelayMs <= 0 && chunkDelayMs <= 0) {
-      // One write for the whole stream keeps benchmarks cheap; SSE clients can't tell the difference.
-      const all = events.join("")
-      if (!thenDrop) return void res.end(all)
-      res.write(all, () => this.#destroy(exchange))
-      return
-    }
-    res.flushHeaders()
-    for (let i = 0; i < events.length; i++) {
-      const wait = i === 0 ? firstDelayMs : chunkDelayMs
-      if (wait > 0) {
-        await pause(wait, res)
-        if (res.destroyed) return
-      }
-      if (thenDrop && i === events.length - 1) {
-        // Waiting for the flush makes sure the client really received the partial stream before the reset.
-        res.write(events[i], () => this.#destroy(exchange))
-        return
-      }
-      res.write(events[i])
-    }
-    if (thenDrop) this.#destroy(exchange)
-    else res.end()
   }
 }
 
-const notClosedByClient = (index: number, outcome: Outcome): Error =>
-  new Error(
-    outcome === "completed"
-      ? `OpenAiTestServer: request #${index} completed before the client closed it`
-      : `OpenAiTestServer: request #${index} was closed by the server, not the client`
-  )
-
-const sendJson = (
+const respond = async (
   exchange: Exchange,
-  status: number,
-  value: unknown,
-  headers?: Readonly<Record<string, string>>
-): void => {
-  const body = JSON.stringify(value)
-  exchange.res.writeHead(status, {
-    "content-type": JSON_TYPE,
-    "content-length": Buffer.byteLength(body),
-    "x-request-id": `req_test${exchange.serial}`,
-    ...lowerCaseKeys(headers)
-  })
-  exchange.res.end(body)
+  reply: ScriptedReply,
+  route: Route,
+  toolCallId: (call: ToolCall) => string
+): Promise<void> => {
+  const { request } = exchange
+  if (reply.delayMs !== undefined && !(await exchange.pause(reply.delayMs))) return
+  switch (reply.type) {
+    case "hang":
+      return
+    case "error":
+      return exchange.sendJson(
+        reply.status,
+        errorJson(reply.status, reply.message, reply.errorType, reply.code),
+        reply.headers
+      )
+    case "raw":
+      return exchange.sendRaw(reply.status ?? 200, reply.body, reply.headers)
+    case "sse":
+      if (route === "embeddings") return mismatch(exchange, reply.type)
+      if (!request.stream) {
+        return exchange.sendJson(500, errorJson(500, `${name}: an sse reply answers only streamed requests`))
+      }
+      return exchange.stream(sseEvents(reply), { chunkDelayMs: reply.chunkDelayMs ?? 0 })
+    case "drop":
+      if (!request.stream) return exchange.destroy()
+      return exchange.stream(dropEvents(reply, streamMeta(exchange)), {
+        chunkDelayMs: reply.chunkDelayMs ?? 0,
+        thenDrop: true
+      })
+    case "embeddings":
+      if (route !== "embeddings") return mismatch(exchange, reply.type)
+      return exchange.sendJson(200, embeddingsJson(reply, request.body))
+    default: {
+      if (route !== "chat") return mismatch(exchange, reply.type)
+      const meta = streamMeta(exchange)
+      const ids = reply.type === "tool-calls" ? reply.calls.map(toolCallId) : []
+      if (!request.stream) return exchange.sendJson(200, chatCompletionJson(reply, meta, ids))
+      return exchange.stream(chatCompletionEvents(reply, meta, ids), {
+        firstDelayMs: reply.firstChunkDelayMs ?? 0,
+        chunkDelayMs: reply.chunkDelayMs ?? 0
+      })
+    }
+  }
+}
+
+const streamMeta = (exchange: Exchange): StreamMeta => {
+  const body = exchange.request.body
+  const model = isRecord(body) && typeof body.model === "string" ? body.model : "gpt-4o-mini"
+  const options = isRecord(body) ? body.stream_options : undefined
+  return {
+    id: `chatcmpl-test${exchange.serial}`,
+    created: Math.floor(Date.now() / 1000),
+    model,
+    includeUsage: isRecord(options) && options.include_usage === true,
+    promptTokens: Math.max(1, Math.ceil(exchange.rawBodyLength / 4))
+  }
 }
 
 const mismatch = (exchange: Exchange, type: string): void =>
-  sendJson(
-    exchange,
-    500,
-    errorJson(500, `OpenAiTestServer: a "${type}" reply cannot answer ${exchange.record.path}`)
-  )
+  exchange.sendJson(500, errorJson(500, `${name}: a "${type}" reply cannot answer ${exchange.request.path}`))
 
-export const start = (options: StartOptions = {}): Promise<TestServer> => {
-  const host = options.host ?? "127.0.0.1"
-  const server = http.createServer()
-  return new Promise((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(options.port ?? 0, host, () => {
-      server.off("error", reject)
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : (options.port ?? 0)
-      resolve(new Server(server, host, port))
-    })
-  })
-}
+export const start = (options: StartOptions = {}): Promise<TestServer> =>
+  ScriptedHttpServer.start(makeWire(), options)
 
 export const scoped = (options?: StartOptions): Effect.Effect<TestServer, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.promise(() => start(options)),
-    (server) => Effect.promise(() => server.close())
-  )
+  ScriptedHttpServer.scoped(start, options)

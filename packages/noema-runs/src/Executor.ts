@@ -16,6 +16,10 @@
  * and the workflow read the pipeline back only through `RunFiles.readRunFile`,
  * which refuses a run.json changed since (`RunFileChanged`).
  *
+ * A run is carried on with the model it was started with (run.json's `model`), resolved
+ * among the models the executor has (`chooseModel`); where it has none of them, the run
+ * waits (`ModelUnavailable`, recorded in the timeline) rather than running on another.
+ *
  * An attempt: `StageStarted` (the attempt's number comes from the view), the
  * stage directory (an earlier attempt's is kept aside), `input.json` (what the
  * stage is given of the earlier stages: their answers, their artifacts whole or
@@ -42,14 +46,18 @@ import { type Pipeline, PipelineError } from "./Pipeline.js"
 import {
   type ArtifactEntry,
   currentStage,
+  describeModel,
   type EventData,
   IllegalTransition,
   InvalidInput,
+  ModelIdentity,
+  modelIdentity,
   type NotRetryable,
   newRunId,
   RunNotFound,
   type RunView,
-  retryRefusal
+  retryRefusal,
+  sameModel
 } from "./Run.js"
 import * as RunFiles from "./RunFiles.js"
 import {
@@ -65,6 +73,21 @@ export interface Options {
   readonly store: Store
   readonly workspace: string
   readonly model: ChatModel.Service
+  /**
+   * What run.json and each attempt's manifest record of `model`: its name, server and API,
+   * never a credential (`Run.modelIdentity`). Default: its provider and name.
+   */
+  readonly modelIdentity?: ModelIdentity
+  /** Other models this process has (the CLI's built-in offline model): a run started on one is carried on with it. */
+  readonly otherModels?: ReadonlyArray<AvailableModel>
+  /**
+   * `recorded` (the default): a run is carried on with the model it was started with, `model`
+   * or one of `otherModels`; where this process has neither, the run waits
+   * (`ModelUnavailable`). `this`: with `model`, whatever the run was started with (`noema runs
+   * resume --model`); the attempts' manifests say so. A run made before models were recorded
+   * runs on `model`.
+   */
+  readonly carryOnWith?: "recorded" | "this"
   /** Tools stages may name in the pipeline (`write_artifact` and `read_artifact` are always there). */
   readonly tools?: ReadonlyArray<Tool.Any>
   /** Told about every event appended, for live progress. */
@@ -86,7 +109,40 @@ export interface Options {
 /** Tokens of earlier artifacts given whole to a stage when `artifactBudget` is not set. */
 export const defaultArtifactBudget = HandOff.defaultBudget
 
-export type ExecuteError = AppendError | RunFiles.FileError | RunFiles.RunFileChanged
+/** A model this process can carry runs on with, and what runs record of it. */
+export interface AvailableModel {
+  readonly identity: ModelIdentity
+  readonly model: ChatModel.Service
+}
+
+/**
+ * The run was started with a model this process does not have. Nothing of it ran and
+ * nothing failed: it waits for a process that has the model (or one told to use another).
+ */
+export class ModelUnavailable extends Schema.TaggedError<ModelUnavailable>()("ModelUnavailable", {
+  runId: Schema.String,
+  model: ModelIdentity,
+  available: ModelIdentity
+}) {
+  override get message() {
+    return `run ${this.runId} waits for the model it was started with, ${describeModel(this.model)}; this process has ${describeModel(this.available)}`
+  }
+}
+
+/**
+ * The model to carry a run on with, given what its run.json recorded: the recorded one among
+ * those available (`this`: the first, whatever was recorded); undefined when none is it.
+ */
+export const chooseModel = (
+  recorded: ModelIdentity | undefined,
+  available: readonly [AvailableModel, ...ReadonlyArray<AvailableModel>],
+  carryOnWith: "recorded" | "this" = "recorded"
+): AvailableModel | undefined =>
+  carryOnWith === "this" || recorded === undefined
+    ? available[0]
+    : available.find((candidate) => sameModel(candidate.identity, recorded))
+
+export type ExecuteError = AppendError | RunFiles.FileError | RunFiles.RunFileChanged | ModelUnavailable
 
 /** Why `execute` returned: the run is done (completed/failed/canceled), waits for approval, or waits in its thread's queue. */
 export type Outcome =
@@ -120,7 +176,8 @@ export interface Executor {
    * no live process is executing (see `RunLease`). The pipeline is the run's own (`pipelineOf`);
    * a run whose process stopped before its run.json was written (nothing of it ran) is
    * canceled, saying so; a run whose run.json was changed since is refused (`RunFileChanged`)
-   * before anything is recorded.
+   * before anything is recorded. A run started on a model this process does not have is not
+   * started or run: it waits (`ModelUnavailable`, recorded in its timeline as such).
    */
   readonly resume: (runId: string) => Effect.Effect<Outcome, ExecuteError | PipelineError>
   /** Records the approval; refused (`RunFileChanged`) when run.json is not the one the run was created with. */
@@ -186,7 +243,8 @@ const isExecuteError = Schema.is(
     RunsStoreError,
     RunFiles.FileError,
     RunFiles.RunFileChanged,
-    PipelineError
+    PipelineError,
+    ModelUnavailable
   ])
 )
 
@@ -201,7 +259,20 @@ const artifactTools = (
 ]
 
 export const make = (options: Options): Executor => {
-  const { store, workspace, model } = options
+  const { store, workspace } = options
+  const given = options.modelIdentity
+  const models: readonly [AvailableModel, ...ReadonlyArray<AvailableModel>] = [
+    {
+      // Through `modelIdentity` whatever it was given: run.json never gets a credential.
+      identity: modelIdentity(
+        given === undefined
+          ? { provider: options.model.provider, name: options.model.model }
+          : { provider: given.provider, name: given.name, baseUrl: given.base_url, api: given.api }
+      ),
+      model: options.model
+    },
+    ...(options.otherModels ?? [])
+  ]
   /** The tool names a pipeline may use here. */
   const offered = PipelineModule.toolNames(options.tools ?? [])
   const notify = options.onEvent ?? (() => Effect.void)
@@ -217,7 +288,7 @@ export const make = (options: Options): Executor => {
   }
   const maxReadCharacters = options.maxReadCharacters ?? HandOff.defaultMaxReadCharacters
 
-  const runAttempt = (run: RunView, pipeline: Pipeline, position: number) =>
+  const runAttempt = (run: RunView, pipeline: Pipeline, position: number, chosen: AvailableModel) =>
     Effect.gen(function* () {
       const stage = run.stages.find((s) => s.position === position)
       const definition = pipeline.stages[position - 1]
@@ -252,7 +323,8 @@ export const make = (options: Options): Executor => {
         finished_at: new Date().toISOString(),
         thread_id: run.threadId,
         run_id: run.runId,
-        event_id: startedEvent?.event_id ?? ""
+        event_id: startedEvent?.event_id ?? "",
+        model: chosen.identity
       })
       const publish = (entry: ArtifactEntry) =>
         append(run.runId, [{ type: "ArtifactPublished", position, attempt, ...entry }]).pipe(
@@ -281,7 +353,7 @@ export const make = (options: Options): Executor => {
         })
         const messages = yield* agent.execute(
           ConversationContext.of(Message.user(HandOff.prompt(given.input, given.texts))),
-          model
+          chosen.model
         )
         const answer = messages
           .filter((m) => m.role === "assistant")
@@ -321,6 +393,28 @@ export const make = (options: Options): Executor => {
   /** The pipelines of the runs executing here (the body falls back to run.json). */
   const pipelines = new Map<string, Pipeline>()
 
+  /**
+   * The model the run's stages run on (`chooseModel`, from its run.json). Where this process
+   * has none, the wait is recorded (once while nothing else happens to the run) and the run
+   * is left as it is.
+   */
+  const modelFor = (run: RunView) =>
+    Effect.gen(function* () {
+      const recorded = (yield* RunFiles.readRunFile(workspace, run)).model
+      const chosen = chooseModel(recorded, models, options.carryOnWith)
+      if (chosen !== undefined || recorded === undefined) return chosen ?? models[0]
+      const wanted = recorded
+      const available = models[0].identity
+      const waiting = run.waitingForModel
+      if (
+        waiting === undefined ||
+        !sameModel(waiting.model, wanted) ||
+        !sameModel(waiting.available, available)
+      )
+        yield* append(run.runId, [{ type: "ModelUnavailable", model: wanted, available }])
+      return yield* new ModelUnavailable({ runId: run.runId, model: wanted, available })
+    })
+
   /** One step of the run: an activity, so a replay gets its result back instead of doing it again. */
   const step = (name: string, effect: Effect.Effect<unknown, ExecuteError>) =>
     // A failure of the store or the disk is a defect here: the engine records no result for it,
@@ -335,6 +429,8 @@ export const make = (options: Options): Executor => {
   const body = ({ runId }: { readonly runId: string }) =>
     Effect.gen(function* () {
       const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOf(runId)))
+      /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
+      let model: AvailableModel | undefined
       while (true) {
         const run = yield* Effect.orDie(store.getRun(runId))
         if (run.status === "waiting_approval") {
@@ -359,7 +455,11 @@ export const make = (options: Options): Executor => {
           )
         } else {
           const attempt = stage.attempts.length + 1
-          yield* step(`stage/${stage.position}/attempt/${attempt}`, runAttempt(run, pipeline, stage.position))
+          model ??= yield* Effect.orDie(modelFor(run))
+          yield* step(
+            `stage/${stage.position}/attempt/${attempt}`,
+            runAttempt(run, pipeline, stage.position, model)
+          )
         }
       }
     })
@@ -540,6 +640,9 @@ export const make = (options: Options): Executor => {
             }
           ])
       }
+      // Checked before the run starts: one whose model this process lacks waits as it is.
+      const current = yield* store.getRun(runId)
+      if (current.status === "queued" || current.status === "running") yield* modelFor(current)
       return yield* execute(runId, pipeline)
     })
 
@@ -558,6 +661,7 @@ export const make = (options: Options): Executor => {
           request,
           pipeline: pipeline.name,
           pipeline_definition: pipeline,
+          model: models[0].identity,
           created_at: new Date().toISOString(),
           stages: stages.map((s) => ({
             position: s.position,

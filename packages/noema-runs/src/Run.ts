@@ -8,6 +8,7 @@
  * (`RunView`: status, stages, attempts, artifacts) is a fold of its events
  * (`project`), so it can always be rebuilt from the log.
  */
+import { Printable } from "@noema/core"
 import { Schema } from "effect"
 import * as ErrorCode from "./internal/ErrorCode.js"
 
@@ -85,6 +86,51 @@ export const stageKeyPattern = /^[a-z][a-z0-9_-]{0,47}$/
 /** The stage's directory name: the zero-padded position and the key (`01-draft`). */
 export const stageDirectory = (position: number, key: string): string =>
   `${String(position).padStart(2, "0")}-${key}`
+
+// ---------------------------------------------------------------------------
+// The model a run is carried on with
+// ---------------------------------------------------------------------------
+
+/**
+ * Which model a run was started with (`run.json`) and an attempt ran on (its manifest): the
+ * provider, the model's name and, for a model server, its base URL and API (`chat` or
+ * `responses`). Never a credential: the base URL is kept as `Printable.redactUrl` shows it
+ * (see `modelIdentity`), so it names the server and nothing that opens it.
+ */
+export const ModelIdentity = Schema.Struct({
+  provider: Schema.String,
+  name: Schema.String,
+  base_url: Schema.optionalKey(Schema.String),
+  api: Schema.optionalKey(Schema.String)
+})
+export type ModelIdentity = typeof ModelIdentity.Type
+
+/**
+ * A model's identity as runs record it: the base URL without its credentials (a password, a
+ * token as user part, secret-named query parameters become `***`) and without a slash
+ * ending its path, so the same server is named the same however it was configured.
+ */
+export const modelIdentity = (model: {
+  readonly provider: string
+  readonly name: string
+  readonly baseUrl?: string | undefined
+  readonly api?: string | undefined
+}): ModelIdentity => ({
+  provider: model.provider,
+  name: model.name,
+  ...(model.baseUrl !== undefined && {
+    base_url: Printable.redactUrl(model.baseUrl).replace(/\/+(?=[?#]|$)/, "")
+  }),
+  ...(model.api !== undefined && { api: model.api })
+})
+
+/** Whether two identities name the same model: provider, name, server and API alike. */
+export const sameModel = (a: ModelIdentity, b: ModelIdentity): boolean =>
+  a.provider === b.provider && a.name === b.name && a.base_url === b.base_url && a.api === b.api
+
+/** `gpt-4o-mini at https://api.openai.com/v1 (chat API)`, `noema-offline (offline)`: for messages. */
+export const describeModel = (model: ModelIdentity): string =>
+  `${model.name}${model.base_url === undefined ? ` (${model.provider})` : ` at ${model.base_url}`}${model.api === undefined ? "" : ` (${model.api} API)`}`
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -208,6 +254,12 @@ export type EventData =
   | { readonly type: "RunCompleted" }
   | ({ readonly type: "RunFailed" } & StageError)
   | { readonly type: "RunCanceled"; readonly reason: string }
+  /**
+   * A process could not carry the run on: the model the run was started with (`model`) is
+   * not one it has (`available` is the one it has). Nothing else changes: the run waits for
+   * a process that has the model, or for one told to use another (`--model`).
+   */
+  | { readonly type: "ModelUnavailable"; readonly model: ModelIdentity; readonly available: ModelIdentity }
 
 export type EventType = EventData["type"]
 
@@ -259,6 +311,15 @@ export interface RunView {
    * carries the run on checks the file against it. Absent for runs made before it was recorded.
    */
   readonly runFileSha256?: string
+  /**
+   * The run waits for the model it was started with: the last process that tried to carry
+   * it on has another (`ModelUnavailable`). Cleared by the next event.
+   */
+  readonly waitingForModel?: {
+    readonly model: ModelIdentity
+    readonly available: ModelIdentity
+    readonly since: string
+  }
   /** The seq of the last event folded in. */
   readonly seq: number
 }
@@ -294,8 +355,17 @@ const setAttempt = (stage: StageView, attempt: number, f: (a: AttemptView) => At
 /**
  * The run after one more event, or the reason the event is illegal here. The
  * one place the rules live: stores refuse an append whose events do not fold.
+ * A run waits for its model only until something else happens to it.
  */
 export const apply = (run: RunView | undefined, event: Event): RunView | IllegalTransition => {
+  const next = applyOne(run, event)
+  if (next instanceof IllegalTransition || next.waitingForModel === undefined) return next
+  if (event.data.type === "ModelUnavailable") return next
+  const { waitingForModel: _carriedOn, ...rest } = next
+  return rest
+}
+
+const applyOne = (run: RunView | undefined, event: Event): RunView | IllegalTransition => {
   const data = event.data
   const refuse = (detail: string) => new IllegalTransition({ runId: event.run_id, event: data.type, detail })
   if (data.type === "RunQueued") {
@@ -446,6 +516,14 @@ export const apply = (run: RunView | undefined, event: Event): RunView | Illegal
         return refuse("a stage is still running: record its failure first")
       return move("failed", (r) => ({ ...r, error, finishedAt: event.at }))
     }
+    case "ModelUnavailable":
+      if (run.status !== "queued" && run.status !== "running")
+        return refuse(`the run is ${run.status}: only a run about to be carried on waits for its model`)
+      if (run.stages.some((stage) => stage.status === "running")) return refuse("a stage is running")
+      return same((r) => ({
+        ...r,
+        waitingForModel: { model: data.model, available: data.available, since: event.at }
+      }))
     case "RunCanceled":
       return move("canceled", (r) => ({
         ...r,

@@ -29,7 +29,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Printable, Tool } from "@noema/core"
 import { Cause, Effect, Exit, Schema } from "effect"
-import { type ArtifactEntry, type RunView, stageDirectory } from "./Run.js"
+import { type ArtifactEntry, ModelIdentity, type RunView, stageDirectory } from "./Run.js"
 
 export class FileError extends Schema.TaggedError<FileError>()("FileError", {
   path: Schema.String,
@@ -197,6 +197,11 @@ export const RunFile = Schema.Struct({
   pipeline: Schema.String,
   /** The whole pipeline the run was created with, so any process can carry the run on. */
   pipeline_definition: Schema.optionalKey(Schema.Unknown),
+  /**
+   * The model the run was started with, which carries it on wherever it is resumed (absent
+   * for runs made before it was recorded). Never a credential (`Run.modelIdentity`).
+   */
+  model: Schema.optionalKey(ModelIdentity),
   /** When the executor made the run (its `RunQueued` is recorded a moment later). */
   created_at: Schema.String,
   stages: Schema.Array(
@@ -300,6 +305,8 @@ export interface Manifest {
   readonly error_code?: string
   readonly error_message?: string
   readonly retryable?: boolean
+  /** The model this attempt ran on (`runs resume --model` gives an attempt another than run.json's). */
+  readonly model?: ModelIdentity
   readonly artifacts: ReadonlyArray<ArtifactEntry>
 }
 

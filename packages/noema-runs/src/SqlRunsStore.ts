@@ -45,6 +45,12 @@ import {
 
 export const migrationsTable = "noema_runs_migrations"
 
+/**
+ * The PostgreSQL channel every append NOTIFYs (in its transaction, so it is delivered when
+ * the events are committed): a server LISTENs to follow the feed without polling.
+ */
+export const changesChannel = "noema_runs_events"
+
 /** A serial primary key: the log's order (PostgreSQL's BIGSERIAL, SQLite's AUTOINCREMENT). */
 const serialKey = (sql: SqlClient.SqlClient, column: string) =>
   sql.literal(
@@ -267,12 +273,19 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           ? Effect.fail(new RunNotFound({ runId }))
           : Effect.succeed(viewsOf(rows)[0] as RunView)
       )
+    const notify = sql.onDialectOrElse({
+      pg: () => Effect.asVoid(sql`SELECT pg_notify(${changesChannel}, '')`),
+      orElse: () => Effect.void
+    })
     const insertEvents = (events: ReadonlyArray<Event>) =>
-      Effect.forEach(
-        events,
-        (event) => sql`INSERT INTO runs_events (event_id, run_id, thread_id, seq, at, type, data)
+      Effect.andThen(
+        Effect.forEach(
+          events,
+          (event) => sql`INSERT INTO runs_events (event_id, run_id, thread_id, seq, at, type, data)
           VALUES (${event.event_id}, ${event.run_id}, ${event.thread_id}, ${event.seq}, ${event.at}, ${event.data.type}, ${JSON.stringify(event.data)})`,
-        { discard: true }
+          { discard: true }
+        ),
+        notify
       )
     /** Rewrites the run's projections from its view. */
     const project = (view: RunView, isNew: boolean) =>

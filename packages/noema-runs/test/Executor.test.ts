@@ -8,6 +8,7 @@ import { Cause, Deferred, Effect, Exit, Schema } from "effect"
 import * as Executor from "../src/Executor.js"
 import * as Pipeline from "../src/Pipeline.js"
 import * as PlanPipeline from "../src/PlanPipeline.js"
+import * as Run from "../src/Run.js"
 import * as RunFiles from "../src/RunFiles.js"
 import * as RunsStore from "../src/RunsStore.js"
 import * as Worker from "../src/Worker.js"
@@ -679,5 +680,167 @@ describe("run.json's integrity", () => {
       assert.isTrue(report.ok)
       assert.strictEqual(report.runFile, "not recorded")
     })
+  )
+})
+
+describe("a run remembers the model it was started with", () => {
+  const identityOf = (name: string, baseUrl = "http://ada:s3cret@127.0.0.1:9/v1?api_key=sk-1") =>
+    Run.modelIdentity({ provider: "openai", name, baseUrl, api: "chat" })
+  const modelA = identityOf("model-a")
+  const offline = { provider: "offline", name: "noema-offline" }
+  /** An executor on `name`'s scripted model, on the store and workspace of `base`. */
+  const executorOn = (
+    base: { readonly store: RunsStore.Service; readonly workspace: string },
+    name: string,
+    options: Partial<Executor.Options> = {}
+  ) => {
+    const model = ScriptedChatModel.make({ fallback: `answered by ${name}`, model: name })
+    return {
+      model,
+      executor: Executor.make({ ...base, model, modelIdentity: identityOf(name), ...options })
+    }
+  }
+  const manifestOf = (workspace: string, runId: string, stage: string) =>
+    JSON.parse(
+      fs.readFileSync(
+        path.join(RunFiles.runDirectory(workspace, runId), "stages", stage, "manifest.json"),
+        "utf8"
+      )
+    ) as RunFiles.Manifest
+
+  it.effect("run.json and every manifest name the model, its server and API, never a credential", () =>
+    Effect.gen(function* () {
+      const { workspace, store, thread } = yield* setup([])
+      // Given as it was configured, credentials and all.
+      const { executor } = executorOn({ store, workspace }, "model-a", {
+        modelIdentity: {
+          provider: "openai",
+          name: "model-a",
+          base_url: "http://ada:s3cret@127.0.0.1:9/v1/?api_key=sk-1",
+          api: "chat"
+        }
+      })
+      const run = yield* executor.create({
+        threadId: thread.id,
+        request: "tea",
+        pipeline: Pipeline.defaultPipeline
+      })
+      const done = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+      assert.strictEqual(done.run.status, "completed")
+      const runFile = fs.readFileSync(
+        path.join(RunFiles.runDirectory(workspace, run.runId), "run.json"),
+        "utf8"
+      )
+      assert.deepStrictEqual(JSON.parse(runFile).model, {
+        provider: "openai",
+        name: "model-a",
+        base_url: "http://ada:***@127.0.0.1:9/v1?api_key=***",
+        api: "chat"
+      })
+      assert.notInclude(runFile, "s3cret")
+      assert.notInclude(runFile, "sk-1")
+      // The timeline's sha256 is the one of the file with its model.
+      assert.strictEqual(done.run.runFileSha256, RunFiles.sha256(runFile))
+      assert.deepStrictEqual(manifestOf(workspace, run.runId, "02-result").model, modelA)
+    })
+  )
+
+  it.effect("resumed where its model is not: it waits as it is, said once; where it is: it runs on it", () =>
+    Effect.gen(function* () {
+      const { workspace, store, thread } = yield* setup([])
+      const base = { store, workspace }
+      const started = executorOn(base, "model-a")
+      const run = yield* startedInStageOne(started.executor, store, thread.id)
+      // A process configured for another model (the offline one as well) leaves it alone.
+      const other = executorOn(base, "model-b", {
+        otherModels: [{ identity: offline, model: ScriptedChatModel.make({ fallback: "offline" }) }]
+      })
+      for (let again = 0; again < 2; again++) {
+        const refused = yield* Effect.flip(other.executor.resume(run.runId))
+        assert.instanceOf(refused, Executor.ModelUnavailable)
+        assert.include(refused.message, "model-a at http://ada:***@127.0.0.1:9/v1?api_key=*** (chat API)")
+      }
+      assert.strictEqual(other.model.requests.length, 0)
+      const waiting = yield* store.getRun(run.runId)
+      assert.strictEqual(waiting.status, "running")
+      assert.deepStrictEqual(waiting.waitingForModel?.model, modelA)
+      assert.deepStrictEqual(waiting.waitingForModel?.available, identityOf("model-b"))
+      // The interrupted attempt is a fact and recorded; nothing else ran, and the wait is said once.
+      assert.deepStrictEqual(
+        (yield* store.events(run.runId)).map((e) => e.data.type),
+        ["RunQueued", "RunStarted", "StageStarted", "StageFailed", "ModelUnavailable"]
+      )
+
+      const resumed = yield* executorOn(base, "model-a").executor.resume(run.runId)
+      assert.strictEqual(resumed.run.status, "completed")
+      assert.isUndefined(resumed.run.waitingForModel)
+      assert.deepStrictEqual(manifestOf(workspace, run.runId, "01-brief").model, modelA)
+    })
+  )
+
+  it.effect(
+    "carryOnWith this: the run goes on with the given model, and the new attempts' manifests say so",
+    () =>
+      Effect.gen(function* () {
+        const { workspace, store, thread } = yield* setup([])
+        const base = { store, workspace }
+        const run = yield* startedInStageOne(executorOn(base, "model-a").executor, store, thread.id)
+        const chosen = executorOn(base, "model-b", { carryOnWith: "this" })
+        const resumed = yield* chosen.executor.resume(run.runId)
+        assert.strictEqual(resumed.run.status, "completed")
+        assert.strictEqual(chosen.model.requests.length, 2)
+        assert.deepStrictEqual(manifestOf(workspace, run.runId, "01-brief").model, identityOf("model-b"))
+        const file = yield* RunFiles.readRunFile(workspace, resumed.run)
+        assert.deepStrictEqual(file.model, modelA)
+      })
+  )
+
+  it.effect("a run started on a model this process also has (the offline one) is carried on with it", () =>
+    Effect.gen(function* () {
+      const { workspace, store, thread } = yield* setup([])
+      const offlineModel = ScriptedChatModel.make({ fallback: "offline answer" })
+      const creator = Executor.make({ store, workspace, model: offlineModel, modelIdentity: offline })
+      const run = yield* creator.create({
+        threadId: thread.id,
+        request: "tea",
+        pipeline: Pipeline.defaultPipeline
+      })
+      const real = executorOn({ store, workspace }, "model-a", {
+        otherModels: [{ identity: offline, model: offlineModel }]
+      })
+      const done = yield* real.executor.resume(run.runId)
+      assert.strictEqual(done.run.status, "completed")
+      assert.strictEqual(real.model.requests.length, 0)
+      assert.strictEqual(offlineModel.requests.length, 2)
+    })
+  )
+
+  it.effect("a worker without the run's model leaves it queued and reports why", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { workspace, store, thread } = yield* setup([])
+        const run = yield* executorOn({ store, workspace }, "model-a").executor.create({
+          threadId: thread.id,
+          request: "tea",
+          pipeline: Pipeline.defaultPipeline
+        })
+        const stopped = yield* Deferred.make<Exit.Exit<Executor.Outcome, Worker.WorkerError>>()
+        const other = executorOn({ store, workspace }, "model-b")
+        const worker = yield* Worker.make({
+          store,
+          executor: other.executor,
+          onStopped: (_runId, exit) => Effect.asVoid(Deferred.succeed(stopped, exit))
+        })
+        assert.deepStrictEqual(yield* worker.tick, [run.runId])
+        const exit = yield* Deferred.await(stopped)
+        assert.isTrue(Exit.isFailure(exit) && Cause.squash(exit.cause) instanceof Executor.ModelUnavailable)
+        const after = yield* store.getRun(run.runId)
+        assert.strictEqual(after.status, "queued")
+        assert.deepStrictEqual(after.waitingForModel?.model, modelA)
+        assert.strictEqual(other.model.requests.length, 0)
+        // Free for a process that has the model: no claim is left behind.
+        assert.deepStrictEqual(yield* store.claims(), [])
+      })
+    )
   )
 })

@@ -194,3 +194,61 @@ describe("the run read model, folded from events", () => {
     assert.strictEqual(view.seq, 3)
   })
 })
+
+describe("a run's model", () => {
+  const started = Run.modelIdentity({
+    provider: "openai",
+    name: "gpt-4.1",
+    baseUrl: "http://ada:s3cret@localhost:8080/v1/?api_key=sk-123&api-version=2",
+    api: "chat"
+  })
+
+  it("an identity names the server without its credentials, and the same server the same way", () => {
+    assert.deepStrictEqual(started, {
+      provider: "openai",
+      name: "gpt-4.1",
+      base_url: "http://ada:***@localhost:8080/v1?api_key=***&api-version=2",
+      api: "chat"
+    })
+    const plain = Run.modelIdentity({
+      provider: "openai",
+      name: "m",
+      baseUrl: "http://host:1/v1/",
+      api: "chat"
+    })
+    assert.strictEqual(plain.base_url, "http://host:1/v1")
+    assert.isTrue(
+      Run.sameModel(
+        plain,
+        Run.modelIdentity({ provider: "openai", name: "m", baseUrl: "http://host:1/v1", api: "chat" })
+      )
+    )
+    assert.isFalse(Run.sameModel(plain, { ...plain, api: "responses" }))
+    assert.isFalse(Run.sameModel(plain, { ...plain, name: "n" }))
+    assert.strictEqual(Run.describeModel(plain), "m at http://host:1/v1 (chat API)")
+    assert.strictEqual(
+      Run.describeModel({ provider: "offline", name: "noema-offline" }),
+      "noema-offline (offline)"
+    )
+  })
+
+  it("a run waits for its model without changing status, until the next event; not once it ended", () => {
+    const available = { provider: "offline", name: "noema-offline" }
+    const waiting = fold(queued(), { type: "ModelUnavailable", model: started, available }) as Run.RunView
+    assert.strictEqual(waiting.status, "queued")
+    assert.deepStrictEqual(waiting.waitingForModel, { model: started, available, since: at })
+    const carriedOn = fold(waiting, { type: "RunStarted" }) as Run.RunView
+    assert.strictEqual(carriedOn.status, "running")
+    assert.isUndefined(carriedOn.waitingForModel)
+    const inStage = fold(carriedOn, { type: "StageStarted", position: 1, attempt: 1 })
+    assert.instanceOf(
+      fold(inStage as Run.RunView, { type: "ModelUnavailable", model: started, available }),
+      Run.IllegalTransition
+    )
+    const canceled = fold(queued(), { type: "RunCanceled", reason: "no" }) as Run.RunView
+    assert.instanceOf(
+      fold(canceled, { type: "ModelUnavailable", model: started, available }),
+      Run.IllegalTransition
+    )
+  })
+})

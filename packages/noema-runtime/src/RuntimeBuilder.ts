@@ -4,8 +4,10 @@
  * `registerSubminds`, `registerTools`, `useOpenAi(options)` or
  * `useModel(anyChatModel)`, `useSession(session)`, then `build()`. The agent
  * of every cycle is a `ToolAgent` over the registered tools whose steering is
- * the runtime's (items joining a running turn). The built-in `userMessages`
- * submind is always there, first: `user.message` triggers become user messages.
+ * the runtime's (items joining a running turn). The built-in subminds are
+ * always there, first: `userMessages` (`user.message` triggers become user
+ * messages) and `approvalDecisions` (`approval.decision` triggers answer the
+ * calls waiting for approval).
  */
 import { ToolAgent } from "@noema/agents"
 import type { ChatModel, Tool } from "@noema/core"
@@ -87,7 +89,7 @@ const builderOf = (state: State): Builder => ({
       return yield* Runtime.make({
         session,
         model,
-        subminds: [Submind.userMessages, ...state.subminds],
+        subminds: [Submind.userMessages, Submind.approvalDecisions, ...state.subminds],
         agent: (steering) => ToolAgent.make({ name: "runtime", tools, steering })
       })
     })

@@ -10,7 +10,7 @@
  */
 import { Message } from "@noema/core"
 import type { Effect } from "effect"
-import { Effect as E } from "effect"
+import { Effect as E, Option, Schema } from "effect"
 import * as ContextItem from "./ContextItem.js"
 import * as TriggerEvent from "./TriggerEvent.js"
 
@@ -64,5 +64,25 @@ export const userMessages: Submind = {
           }
         )
       ]
+    })
+}
+
+const decodeDecisions = Schema.decodeUnknownOption(TriggerEvent.ApprovalDecisions)
+
+/**
+ * The built-in submind for decisions on tool calls waiting for approval: an
+ * `approval.decision` trigger (`TriggerEvent.decide`) becomes an item of
+ * decisions, `ForNextTurn` (in line with people's messages). The runtime
+ * checks each decision against the calls the session has waiting when it
+ * arrives, and goes on with the stopped turn when the item is first in line.
+ */
+export const approvalDecisions: Submind = {
+  name: "approval-decisions",
+  onTrigger: (trigger) =>
+    E.sync(() => {
+      if (trigger.type !== TriggerEvent.approvalDecision) return []
+      const payload = decodeDecisions(trigger.payload)
+      if (Option.isNone(payload) || Object.keys(payload.value.decisions).length === 0) return []
+      return [ContextItem.decide(payload.value.decisions, { trigger })]
     })
 }

@@ -8,6 +8,7 @@
  * subminds read `type` and `payload` and decide what, if anything, the agent
  * should see.
  */
+import type { Approval } from "@noema/core"
 import { Schema } from "effect"
 
 export const TriggerEvent = Schema.Struct({
@@ -53,3 +54,30 @@ export const fromUser = (
     { text, ...(options.interrupt === true && { interrupt: true }) },
     { source: options.source ?? "user" }
   )
+
+/**
+ * The type of the triggers that answer tool calls waiting for approval: the
+ * built-in `approvalDecisions` submind reads them (`ApprovalDecisions` payload).
+ */
+export const approvalDecision = "approval.decision"
+
+/** One decision: approve, or reject (the reason is told to the model). */
+export const Decision = Schema.Union([
+  Schema.Struct({ approved: Schema.Literal(true) }),
+  Schema.Struct({ approved: Schema.Literal(false), reason: Schema.optionalKey(Schema.String) })
+])
+
+/** The payload of an `approval.decision` trigger: decisions by tool call id. */
+export const ApprovalDecisions = Schema.Struct({ decisions: Schema.Record(Schema.String, Decision) })
+export type ApprovalDecisions = typeof ApprovalDecisions.Type
+
+/**
+ * An `approval.decision` trigger: decisions on the calls the session has
+ * waiting, by tool call id. `source` says who decided (it is recorded with
+ * each call's result); default `"user"`.
+ */
+export const decide = (
+  decisions: Readonly<Record<string, Approval.Decision>>,
+  options: { readonly source?: string } = {}
+): TriggerEvent =>
+  make(approvalDecision, { decisions } satisfies ApprovalDecisions, { source: options.source ?? "user" })

@@ -145,7 +145,7 @@ describe("Runtime under random interleavings", () => {
           fc.array(step, { minLength: 1, maxLength: 12 }),
           fc.integer({ min: 0, max: 2 }),
           ending,
-          (steps, seed, end) => Effect.runPromise(scenario(steps, seed, end))
+          (steps, seed, end) => Effect.runPromise(Effect.scoped(scenario(steps, seed, end)))
         ),
         { numRuns: 60 }
       )

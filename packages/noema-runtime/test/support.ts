@@ -20,16 +20,16 @@ export const setup = (options: {
     const runtime = yield* Runtime.make({
       session,
       model: options.model,
-      subminds: [Submind.userMessages, ...(options.subminds ?? [])],
+      subminds: [Submind.userMessages, Submind.approvalDecisions, ...(options.subminds ?? [])],
       agent: (steering) => ToolAgent.make({ name: "runtime", tools: options.tools ?? [], steering }),
       ...(options.hookTimeout !== undefined && { hookTimeout: options.hookTimeout as never })
     })
     const events: Array<Runtime.RuntimeEvent> = []
+    // Subscribed once `subscribe` returns: the recorder misses nothing published after it.
+    const subscription = yield* runtime.subscribe
     const recorder = yield* Effect.forkChild(
-      Stream.runForEach(runtime.events, (event) => Effect.sync(() => void events.push(event)))
+      Stream.runForEach(subscription, (event) => Effect.sync(() => void events.push(event)))
     )
-    // Let the recorder subscribe before anything is published.
-    yield* Effect.repeat(Effect.yieldNow, { times: 10 })
     const stored = () => Effect.map(store.load(session.id), (loaded) => loaded.messages)
     return { runtime, session, store, events, recorder, stored }
   })

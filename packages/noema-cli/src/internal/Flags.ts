@@ -129,7 +129,17 @@ export const model = {
     "URL",
     "OpenAI-compatible server (env NOEMA_BASE_URL), e.g. http://localhost:11434/v1"
   ),
-  apiKey: optional("api-key", "KEY", "API key (env OPENAI_API_KEY); not needed for local servers"),
+  apiKey: optional(
+    "api-key",
+    "KEY",
+    "API key (env OPENAI_API_KEY, or ANTHROPIC_API_KEY for anthropic); not needed for local servers"
+  ),
+  provider: choice(
+    "provider",
+    "PROVIDER",
+    ["openai", "anthropic"],
+    "the API the server speaks (env NOEMA_PROVIDER; default openai, which covers every OpenAI-compatible server); anthropic: Claude (default claude-sonnet-5-5)"
+  ),
   api: choice(
     "api",
     "API",

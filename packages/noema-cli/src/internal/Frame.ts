@@ -46,6 +46,7 @@ import * as References from "effect/References"
 import * as Stdio from "effect/Stdio"
 import * as Terminal from "effect/Terminal"
 import type { ModelFlags } from "../CliConfig.js"
+import type * as Failures from "../CliError.js"
 import * as ExitStatus from "../ExitStatus.js"
 import { type Io, processIo } from "../Io.js"
 import * as Output from "./Output.js"
@@ -61,6 +62,11 @@ export interface Shape {
   readonly help: (path: ReadonlyArray<string>) => Effect.Effect<void, unknown>
   /** The shell's completion script for the whole command tree. */
   readonly completions: (shell: Completions.Shell) => string
+  /**
+   * The context a failure that ends the command is told in (the model's server, the cap
+   * on retry waits: `Models.commandModel` gives it), as the command tells its own.
+   */
+  readonly tellFailuresWith: (context: Failures.Context) => void
   /** SIGINT is the command's own from now on (chat reads Ctrl-C as "cancel this answer"). */
   readonly keepInterrupt: () => void
   /** A signal is how this command ends (serve, worker): exit status 0, not 128 + its number. */
@@ -91,6 +97,7 @@ class Invocation implements Shape {
   signalled: NodeJS.Signals | undefined = undefined
   keepsInterrupt = false
   signalEnds = false
+  failureContext: Failures.Context = {}
   constructor(
     readonly io: Io,
     readonly version: string,
@@ -105,6 +112,9 @@ class Invocation implements Shape {
       "noema --completions ",
       "noema completions "
     )
+  readonly tellFailuresWith = (context: Failures.Context) => {
+    this.failureContext = context
+  }
   readonly keepInterrupt = () => {
     this.keepsInterrupt = true
   }
@@ -342,7 +352,7 @@ const statusOf = async (frame: Invocation, exit: Exit.Exit<unknown, unknown>): P
   )
     return frame.signalEnds ? ExitStatus.success : ExitStatus.ofSignal(frame.signalled ?? "SIGINT")
   const error = Cause.squash(exit.cause)
-  await Output.report(error, frame.io, frame.path)
+  await Output.report(error, frame.io, frame.path, frame.failureContext)
   return ExitStatus.ofError(error)
 }
 

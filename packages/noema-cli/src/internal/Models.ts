@@ -1,21 +1,32 @@
 /**
  * Models: what a turn runs on. The model the configuration names (the offline
- * one, or an OpenAI-compatible server with retries shown and capped), the
+ * one, an OpenAI-compatible server or Anthropic's, with retries shown and capped),
+ * the model of a command that runs one outside a chat (`commandModel`), the
  * session's compaction for it, and the chat agent with its tools.
+ *
+ * The offline-model notice is not said here: the frame says it, for every command
+ * that takes the model flags (`Frame.runner`).
  */
 import { PlanAgent, ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, type Tool } from "@noema/core"
 import type { Session } from "@noema/session"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Stream } from "effect"
 import {
   type ContextBudget,
   contextWindowShare,
   defaultContextBudget,
   defaultMaxRetryWait,
-  type ModelConfig
+  type ModelConfig,
+  type ModelFlags,
+  resolveMaxRetryWait,
+  resolveModel
 } from "../CliConfig.js"
+import type * as CliError from "../CliError.js"
+import * as ModelProvider from "../ModelProvider.js"
 import * as OfflineModel from "../OfflineModel.js"
 import * as BuiltinTools from "../tools/BuiltinTools.js"
+import type * as Frame from "./Frame.js"
+import { RetryNotice } from "./RetryNotice.js"
 
 export interface ModelOptions {
   readonly interactive: boolean
@@ -30,10 +41,22 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
     // A short pause between words shows the stream in a terminal; scripts get the answer at once.
     return OfflineModel.make(options.interactive ? { wordDelay: "12 millis" } : {})
   }
+  const model =
+    config.provider === "anthropic" ? await ModelProvider.makeAnthropic(config) : await makeOpenAi(config)
+  return Retry.chatModel(model, {
+    maxAttempts: 3,
+    maxTotalDelay: Duration.seconds(options.maxRetryWait ?? defaultMaxRetryWait),
+    ...(options.onRetry !== undefined && { onRetry: options.onRetry })
+  })
+}
+
+const makeOpenAi = async (
+  config: Extract<ModelConfig, { readonly kind: "openai" }>
+): Promise<ChatModel.Service> => {
   // The SDK is the heaviest import of all; only a real model pays for it.
   const { OpenAiChatModel } = await import("@noema/openai")
   const { Redacted } = await import("effect")
-  const model = await Effect.runPromise(
+  return Effect.runPromise(
     OpenAiChatModel.make({
       model: config.model,
       api: config.api,
@@ -41,15 +64,56 @@ export const makeModel = async (config: ModelConfig, options: ModelOptions): Pro
       ...(config.apiKey !== undefined && { apiKey: Redacted.make(config.apiKey) }),
       // Waiting for the first byte; a local model may need a while to load.
       timeout: "120 seconds",
-      // Retried here instead, with the waits shown and capped.
+      // Retried by `makeModel` instead, with the waits shown and capped.
       maxAttempts: 1
     })
   )
-  return Retry.chatModel(model, {
-    maxAttempts: 3,
-    maxTotalDelay: Duration.seconds(options.maxRetryWait ?? defaultMaxRetryWait),
-    ...(options.onRetry !== undefined && { onRetry: options.onRetry })
-  })
+}
+
+/**
+ * The model of a command that runs it outside a chat (`ask`, `run`, `runs`, `worker`,
+ * `serve`, `plan`, `routine`), as the user configured it: each retry shown on stderr as it
+ * comes (`RetryNotice`), and the context its failures are told in (`CliError.describe`: the
+ * server, the cap on retry waits), given to the frame too, which tells a failure that ends
+ * the command in it.
+ */
+export interface CommandModel {
+  readonly config: ModelConfig
+  readonly model: ChatModel.Service
+  readonly errors: CliError.Context
+  /** Stops a retry countdown still shown (at the end of the command). */
+  readonly dispose: () => void
+}
+
+export const commandModel = async (
+  flags: ModelFlags,
+  frame: Pick<Frame.Shape, "io" | "tellFailuresWith">
+): Promise<CommandModel> => {
+  const { io } = frame
+  const config = resolveModel(flags, io.env)
+  const maxRetryWait = resolveMaxRetryWait(flags, io.env)
+  const errors = { baseUrl: config.kind === "openai" ? config.baseUrl : undefined, maxRetryWait }
+  frame.tellFailuresWith(errors)
+  const notice = new RetryNotice(io.stderr, io.env)
+  const model = await makeModel(config, { interactive: false, maxRetryWait, onRetry: notice.onRetry })
+  return { config, model, errors, dispose: () => notice.dispose() }
+}
+
+/**
+ * `model`, telling `onFailure` of every call that fails in the end (after its retries): for
+ * a command whose model is called deep inside another system (a run's stages), which keeps
+ * only the failure's message, to tell the failure itself as `ask` does.
+ */
+export const observeFailures = (
+  model: ChatModel.Service,
+  onFailure: (error: ChatModel.ChatModelError) => void
+): ChatModel.Service => {
+  const tell = (error: ChatModel.ChatModelError) => Effect.sync(() => onFailure(error))
+  return {
+    ...model,
+    complete: (request) => Effect.tapError(model.complete(request), tell),
+    stream: (request) => Stream.tapError(model.stream(request), tell)
+  }
 }
 
 /** What a turn's compaction needs (`Session.TurnOptions["compaction"]`); a budget of 0 means never automatically. */

@@ -21,6 +21,7 @@ import type * as HelpDoc from "effect/cli/HelpDoc"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { UsageError } from "../CliArguments.js"
+import type * as Failures from "../CliError.js"
 import type { Environment, Io } from "../Io.js"
 
 /** Whether NOEMA_DEBUG asks for full causes (and debug log lines). */
@@ -193,8 +194,14 @@ const describeProblem = (problem: ParseError): string => {
  * one line on stderr: a command line that did not parse and a usage error say where
  * help is; any other error is described by its class (`CliError.describe`).
  */
-export const report = async (error: unknown, io: Io, path: string): Promise<void> => {
-  const { describe, detail, oneLine } = await import("../CliError.js")
+export const report = async (
+  error: unknown,
+  io: Io,
+  path: string,
+  context: Failures.Context = {}
+): Promise<void> => {
+  const Errors = await import("../CliError.js")
+  const { oneLine } = Errors
   const problems = parseErrors(error)
   if (problems !== undefined) {
     // No problem: help was asked for, or a command was left out, and the help is shown.
@@ -211,6 +218,5 @@ export const report = async (error: unknown, io: Io, path: string): Promise<void
     )
     return
   }
-  io.stderr.write(`noema: ${describe(error)}\n`)
-  if (debugEnabled(io.env)) io.stderr.write(`${detail(error)}\n`)
+  Errors.report(error, io, context)
 }

@@ -101,11 +101,12 @@ export const runAsReader = (
   })
 }
 
-/** The parent's environment minus everything that configures noema or OpenAI. */
+/** The parent's environment minus everything that configures noema, OpenAI or Anthropic. */
 export const cleanEnv = (extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = {}
   for (const [key, value] of Object.entries(process.env)) {
-    if (/^(OPENAI_|NOEMA_|OTEL_)/.test(key) || key === "NO_COLOR" || key === "FORCE_COLOR") continue
+    if (/^(OPENAI_|ANTHROPIC_|NOEMA_|OTEL_)/.test(key) || key === "NO_COLOR" || key === "FORCE_COLOR")
+      continue
     env[key] = value
   }
   return { ...env, ...extra }

@@ -10,7 +10,7 @@
  */
 import { Array as Arr, Cause, Effect, Pull, Stream } from "effect"
 import type { ChatResponse, FinishReason, StreamChunk, Usage } from "../ChatModel.js"
-import type { AssistantMessage, ContentPart, ToolCall } from "../Message.js"
+import type { AssistantMessage, ContentPart, ProviderMetadata, ReasoningPart, ToolCall } from "../Message.js"
 import * as Messages from "../Message.js"
 
 // ---------------------------------------------------------------------------
@@ -204,6 +204,10 @@ export const fold = <E, R>(stream: Stream.Stream<StreamChunk, E, R>): Effect.Eff
 export class ResponseAccumulator {
   private text = ""
   private reasoning: string | undefined
+  /** The reasoning parts ended so far, and where in `reasoning` the current one starts. */
+  private reasoningParts: Array<ReasoningPart> | undefined
+  private reasoningPartStart = 0
+  private providerMetadata: ProviderMetadata | undefined
   private refusal: string | undefined
   private readonly toolCalls: Array<ToolCall> = []
   private finishReason: FinishReason = "stop"
@@ -219,6 +223,17 @@ export class ResponseAccumulator {
       case "reasoning-delta":
         this.reasoning = this.reasoning === undefined ? chunk.delta : this.reasoning + chunk.delta
         break
+      case "reasoning-end": {
+        const all = this.reasoning ?? ""
+        const text = all.slice(this.reasoningPartStart)
+        this.reasoningParts ??= []
+        // An empty part is kept only for what the provider attached to it (redacted thinking).
+        if (text.length > 0 || chunk.providerMetadata !== undefined) {
+          this.reasoningParts.push(Messages.reasoningPart(text, chunk.providerMetadata))
+        }
+        this.reasoningPartStart = all.length
+        break
+      }
       case "refusal-delta":
         this.refusal = (this.refusal ?? "") + chunk.delta
         break
@@ -237,6 +252,9 @@ export class ResponseAccumulator {
         if (this.model === undefined && chunk.model !== undefined && chunk.model.length > 0) {
           this.model = chunk.model
         }
+        if (chunk.providerMetadata !== undefined) {
+          this.providerMetadata = { ...this.providerMetadata, ...chunk.providerMetadata }
+        }
         break
       case "tool-call-delta":
         break
@@ -244,17 +262,28 @@ export class ResponseAccumulator {
     return this
   }
   build(): ChatResponse {
+    const reasoningParts = this.builtReasoningParts()
     return {
       text: this.text,
       ...(this.reasoning !== undefined && this.reasoning.length > 0 && { reasoning: this.reasoning }),
+      ...(reasoningParts !== undefined && { reasoningParts }),
       toolCalls: this.toolCalls,
       finishReason: this.finishReason,
       ...(this.rawFinishReason !== undefined && { rawFinishReason: this.rawFinishReason }),
       ...(this.usage !== undefined && { usage: this.usage }),
       ...(this.refusal !== undefined && { refusal: this.refusal }),
       ...(this.id !== undefined && { id: this.id }),
-      ...(this.model !== undefined && { model: this.model })
+      ...(this.model !== undefined && { model: this.model }),
+      ...(this.providerMetadata !== undefined && { providerMetadata: this.providerMetadata })
     }
+  }
+  /** The parts ended so far, and the reasoning after the last of them as one more part. */
+  private builtReasoningParts(): ReadonlyArray<ReasoningPart> | undefined {
+    const parts = this.reasoningParts
+    if (parts === undefined) return undefined
+    const rest = (this.reasoning ?? "").slice(this.reasoningPartStart)
+    if (rest.length > 0) return [...parts, Messages.reasoningPart(rest)]
+    return parts.length === 0 ? undefined : parts.slice()
   }
   /** The assistant message the chunks so far amount to (`toMessage(build())`). */
   message(): AssistantMessage {
@@ -269,14 +298,24 @@ export class ResponseAccumulator {
 /** A complete response replayed as stream chunks (for providers without streaming). */
 export const responseToStream = (response: ChatResponse): Stream.Stream<StreamChunk> => {
   const chunks: Array<StreamChunk> = []
-  if (response.id !== undefined || response.model !== undefined) {
+  if (response.id !== undefined || response.model !== undefined || response.providerMetadata !== undefined) {
     chunks.push({
       type: "response-metadata",
       ...(response.id !== undefined && { id: response.id }),
-      ...(response.model !== undefined && { model: response.model })
+      ...(response.model !== undefined && { model: response.model }),
+      ...(response.providerMetadata !== undefined && { providerMetadata: response.providerMetadata })
     })
   }
-  if (response.reasoning !== undefined && response.reasoning.length > 0) {
+  if (response.reasoningParts !== undefined) {
+    for (const part of response.reasoningParts) {
+      if (part.text.length > 0) chunks.push({ type: "reasoning-delta", delta: part.text })
+      chunks.push(
+        part.providerMetadata === undefined
+          ? { type: "reasoning-end" }
+          : { type: "reasoning-end", providerMetadata: part.providerMetadata }
+      )
+    }
+  } else if (response.reasoning !== undefined && response.reasoning.length > 0) {
     chunks.push({ type: "reasoning-delta", delta: response.reasoning })
   }
   if (response.text.length > 0) chunks.push({ type: "text-delta", delta: response.text })
@@ -293,13 +332,19 @@ export const responseToStream = (response: ChatResponse): Stream.Stream<StreamCh
 
 /**
  * The assistant message a response amounts to: its text (a plain string), or,
- * when the model reasoned, a reasoning part followed by the text; with its
- * tool calls, refusal, finish reason (normalised and raw) and usage.
+ * when the model reasoned, its reasoning parts (one, or as the provider divided
+ * and signed them) followed by the text; with its tool calls, refusal, finish
+ * reason (normalised and raw) and usage.
  */
 export const toMessage = (response: ChatResponse, model?: string): AssistantMessage => {
   const reasoning = response.reasoning
   let content: string | ReadonlyArray<ContentPart> = response.text
-  if (reasoning !== undefined && reasoning.length > 0) {
+  if (response.reasoningParts !== undefined && response.reasoningParts.length > 0) {
+    content =
+      response.text.length > 0
+        ? [...response.reasoningParts, Messages.textPart(response.text)]
+        : response.reasoningParts
+  } else if (reasoning !== undefined && reasoning.length > 0) {
     content =
       response.text.length > 0
         ? [Messages.reasoningPart(reasoning), Messages.textPart(response.text)]

@@ -4,7 +4,7 @@
  * of core's `ModelError` reasons. Nothing the SDK throws leaves the adapter
  * any other way, and every message is one line with secrets scrubbed.
  */
-import { ModelError } from "@noema/core"
+import { ModelError, ProviderStream, Retry } from "@noema/core"
 import {
   APIConnectionError,
   APIConnectionTimeoutError,
@@ -18,20 +18,12 @@ export class MalformedResponse extends Error {
   override readonly name = "MalformedResponse"
 }
 
-/** Thrown when an SSE stream ends cleanly but before the server said it was finished. */
-export class IncompleteStream extends Error {
-  override readonly name = "IncompleteStream"
-}
-
-/** Where a failure happened: before the response started, or while a stream was being read. */
-export type Phase = "request" | "stream"
-
 export interface Context {
   /** Removes secrets (the API key) from text that may be shown to users. */
   readonly scrub: (text: string) => string
   /** Epoch milliseconds, to turn a `retry-after` HTTP date into a delay. */
   readonly now: number
-  readonly phase: Phase
+  readonly phase: ProviderStream.Phase
 }
 
 const maximumMessageLength = 400
@@ -50,25 +42,6 @@ const providerMessage = (error: APIError): string | undefined => {
     if (typeof message === "string" && message.length > 0) return message
   }
   return undefined
-}
-
-/**
- * The delay a rate-limited server asked for: `retry-after-ms` (OpenAI's own,
- * milliseconds), else `retry-after` as seconds or as an HTTP date.
- */
-export const retryAfterMillis = (headers: Headers | undefined, now: number): number | undefined => {
-  if (headers === undefined) return undefined
-  const milliseconds = headers.get("retry-after-ms")
-  if (milliseconds !== null && milliseconds.trim() !== "") {
-    const value = Number(milliseconds)
-    if (Number.isFinite(value) && value >= 0) return Math.ceil(value)
-  }
-  const retryAfter = headers.get("retry-after")
-  if (retryAfter === null || retryAfter.trim() === "") return undefined
-  const seconds = Number(retryAfter)
-  if (Number.isFinite(seconds)) return seconds >= 0 ? Math.ceil(seconds * 1000) : undefined
-  const date = Date.parse(retryAfter)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now)
 }
 
 /**
@@ -128,7 +101,9 @@ const fromStatus = (error: APIError, status: number, context: Context): ModelErr
     return new ModelError.ContextLengthExceeded({ message: `context length exceeded (${status}): ${detail}` })
   }
   if (status === 429) {
-    const after = retryAfterMillis(error.headers, context.now)
+    const headers = error.headers
+    const after =
+      headers === undefined ? undefined : Retry.retryAfterMillis((name) => headers.get(name), context.now)
     return after === undefined
       ? new ModelError.RateLimited({ message: `rate limited (429): ${detail}` })
       : new ModelError.RateLimited({
@@ -252,7 +227,7 @@ export const toReason = (error: unknown, context: Context): ModelError.Reason =>
       message: `malformed response: ${oneLine(error.message, context.scrub)}`
     })
   }
-  if (error instanceof IncompleteStream) {
+  if (error instanceof ProviderStream.Incomplete) {
     return new ModelError.Network({
       message: `connection lost mid-stream: ${oneLine(error.message, context.scrub)}`
     })

@@ -5,6 +5,7 @@
  */
 import { Buffer } from "node:buffer"
 import { createHash } from "node:crypto"
+import { ScriptedHttpServer } from "@noema/core/testing"
 import type {
   DropReply,
   EmbeddingsReply,
@@ -35,26 +36,6 @@ const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
 
 /** Roughly four characters a token, like OpenAI's rule of thumb; only needs to be deterministic. */
 const tokensOf = (chars: number): number => Math.ceil(chars / 4)
-
-/**
- * Cuts text into stream deltas of a word or so (long words in pieces of at most 6
- * characters), so clients are exercised on many small, irregular fragments.
- */
-export const splitText = (text: string): Array<string> => {
-  const out: Array<string> = []
-  for (const token of text.match(/\s*\S+\s*|\s+/g) ?? []) {
-    if (token.length <= 8) out.push(token)
-    else for (let i = 0; i < token.length; i += 6) out.push(token.slice(i, i + 6))
-  }
-  return out
-}
-
-/** Tool arguments arrive in small fixed-size fragments, as real models stream them. */
-const splitArguments = (args: string): Array<string> => {
-  const out: Array<string> = []
-  for (let i = 0; i < args.length; i += 5) out.push(args.slice(i, i + 5))
-  return out
-}
 
 const usageJson = (usage: Usage) => ({
   prompt_tokens: usage.promptTokens,
@@ -162,22 +143,27 @@ export const chatCompletionEvents = (
   switch (reply.type) {
     case "text":
       events.push(w.delta({ role: "assistant", content: "", refusal: null }))
-      for (const piece of splitText(reply.reasoning ?? "")) {
+      for (const piece of ScriptedHttpServer.splitText(reply.reasoning ?? "")) {
         events.push(w.delta({ content: null, reasoning_content: piece }))
       }
-      for (const piece of reply.chunks ?? splitText(reply.text)) events.push(w.delta({ content: piece }))
+      for (const piece of reply.chunks ?? ScriptedHttpServer.splitText(reply.text))
+        events.push(w.delta({ content: piece }))
       break
     case "refusal":
       events.push(w.delta({ role: "assistant", content: null, refusal: "" }))
-      for (const piece of splitText(reply.refusal)) events.push(w.delta({ refusal: piece }))
+      for (const piece of ScriptedHttpServer.splitText(reply.refusal))
+        events.push(w.delta({ refusal: piece }))
       break
     case "tool-calls": {
       const text = reply.text ?? ""
       events.push(w.delta({ role: "assistant", content: text.length > 0 ? "" : null, refusal: null }))
-      for (const piece of splitText(text)) events.push(w.delta({ content: piece }))
+      for (const piece of ScriptedHttpServer.splitText(text)) events.push(w.delta({ content: piece }))
       const perCall = reply.calls.map((c, index) => [
         { index, id: ids[index], type: "function", function: { name: c.name, arguments: "" } },
-        ...splitArguments(c.arguments).map((fragment) => ({ index, function: { arguments: fragment } }))
+        ...ScriptedHttpServer.splitArguments(c.arguments).map((fragment) => ({
+          index,
+          function: { arguments: fragment }
+        }))
       ])
       // Round-robin across calls: parallel tool calls really do arrive interleaved.
       const rounds = Math.max(0, ...perCall.map((deltas) => deltas.length))
@@ -209,7 +195,7 @@ export const sseEvents = (reply: SseReply): Array<string> => {
 export const dropEvents = (reply: DropReply, meta: StreamMeta): Array<string> => {
   const w = chunkWriter(meta, meta.model)
   const text = reply.text ?? "This response is cut off before it is complete, as if the connection died."
-  const pieces = splitText(text).slice(0, Math.max(0, reply.afterChunks))
+  const pieces = ScriptedHttpServer.splitText(text).slice(0, Math.max(0, reply.afterChunks))
   return [
     w.delta({ role: "assistant", content: "", refusal: null }),
     ...pieces.map((p) => w.delta({ content: p }))

@@ -31,18 +31,41 @@ export class Bucket {
     return which.some((priority) => this.#queues[priority].some((entry) => entry.cycle === undefined))
   }
 
-  /** The waiting items of `which` priorities, in priority then arrival order, now carried by `cycle`. */
-  take(cycle: number, which: ReadonlyArray<ContextPriority>): Array<ContextItem> {
+  /** The waiting items of `which` priorities (not carried by a cycle), in priority then arrival order. */
+  waiting(which: ReadonlyArray<ContextPriority> = priorities): Array<ContextItem> {
+    return priorities.flatMap((priority) =>
+      which.includes(priority)
+        ? this.#queues[priority].flatMap((entry) => (entry.cycle === undefined ? [entry.item] : []))
+        : []
+    )
+  }
+
+  /**
+   * The waiting items of `which` priorities that pass `only`, in priority then
+   * arrival order, now carried by `cycle`.
+   */
+  take(
+    cycle: number,
+    which: ReadonlyArray<ContextPriority>,
+    only: (item: ContextItem) => boolean = () => true
+  ): Array<ContextItem> {
     const taken: Array<ContextItem> = []
     for (const priority of priorities) {
       if (!which.includes(priority)) continue
       for (const entry of this.#queues[priority]) {
-        if (entry.cycle !== undefined) continue
+        if (entry.cycle !== undefined || !only(entry.item)) continue
         entry.cycle = cycle
         taken.push(entry.item)
       }
     }
     return taken
+  }
+
+  /** A waiting item leaves without a cycle (it can no longer apply). */
+  remove(item: ContextItem): void {
+    this.#queues[item.priority] = this.#queues[item.priority].filter(
+      (entry) => entry.item !== item || entry.cycle !== undefined
+    )
   }
 
   /** The items of `cycle` whose turn was committed leave; `keep` says which of them (default all). */

@@ -23,8 +23,8 @@ import { Buffer } from "node:buffer"
 import { constants } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { RunFiles } from "@noema/runs"
 import { Effect, Schema } from "effect"
-import { confine, linkOnTheWay } from "../RunFiles.js"
 
 export class ArtifactFileError extends Schema.TaggedError<ArtifactFileError>()("ArtifactFileError", {
   /** The artifact's path, relative to its attempt's `artifacts/` directory. */
@@ -55,7 +55,7 @@ const codeOf = (error: unknown): string | undefined =>
 
 /** Fails when a directory from the workspace down to `file`'s parent is a link or not a directory. */
 const checkDirectories = (workspace: string, file: string, refuse: (detail: string) => never) => {
-  const problem = linkOnTheWay(workspace, file)
+  const problem = RunFiles.linkOnTheWay(workspace, file)
   if (problem !== undefined) refuse(problem)
 }
 
@@ -88,7 +88,7 @@ export const read = (options: Options): Effect.Effect<Uint8Array, ArtifactFileEr
   return Effect.tryPromise({
     try: async () => {
       const workspace = path.resolve(options.workspace)
-      const target = confine(path.resolve(options.attemptDirectory, "artifacts"), relative)
+      const target = RunFiles.confine(path.resolve(options.attemptDirectory, "artifacts"), relative)
       if (typeof target !== "string") return refuse(target.problem)
       if (!target.startsWith(workspace + path.sep)) return refuse("the artifact is outside the workspace")
       let handle: fs.FileHandle | undefined

@@ -12,7 +12,7 @@
  * makes, and a 401 (a restarted server has a new token) says to open the
  * address noema serve printed again.
  */
-import * as RunLease from "./RunLease.js"
+import { RunLease } from "@noema/runs"
 
 export const page = `<!doctype html>
 <html lang="en">
@@ -126,6 +126,8 @@ export const page = `<!doctype html>
         <button data-action="cancel">Cancel</button>
         <button data-action="verify">Verify files</button>
       </div>
+      <div id="retry-refusal" class="error" hidden><span id="retry-reason"></span>
+        <button id="retry-anyway">Retry anyway</button></div>
       <div id="verify" class="mono"></div>
       <h3>Stages</h3>
       <table><thead><tr><th>stage</th><th>status</th><th>attempt</th><th>duration</th><th>artifacts</th></tr></thead>
@@ -145,7 +147,7 @@ export const page = `<!doctype html>
 </main>
 <script>
 "use strict";
-var state = { thread: null, run: null, artifact: null, runView: null };
+var state = { thread: null, run: null, artifact: null, runView: null, refusedRetry: null };
 var $ = function (id) { return document.getElementById(id); };
 
 function el(tag, attrs, children) {
@@ -177,7 +179,11 @@ function api(method, path, body) {
   if (body !== undefined) { init.headers["content-type"] = "application/json"; init.body = JSON.stringify(body); }
   return request(path, init).then(function (response) {
     return response.json().then(function (data) {
-      if (!response.ok) throw new Error(data && data.error ? data.error.message : response.statusText);
+      if (!response.ok) {
+        var error = new Error(data && data.error ? data.error.message : response.statusText);
+        error.code = data && data.error ? data.error.code : undefined;
+        throw error;
+      }
       return data;
     });
   });
@@ -471,6 +477,7 @@ function renderRun(detail) {
     retry: run.status === "failed", cancel: ["queued", "running", "interrupted", "waiting_approval", "failed"].indexOf(run.status) >= 0, verify: true
   };
   document.querySelectorAll("[data-action]").forEach(function (button) { button.disabled = !enabled[button.getAttribute("data-action")]; });
+  $("retry-refusal").hidden = !(state.refusedRetry === run.run_id && run.status === "failed");
   var body = $("stages");
   body.replaceChildren();
   run.stages.forEach(function (stage) {
@@ -549,8 +556,21 @@ document.querySelectorAll("[data-action]").forEach(function (button) {
     }
     if (action === "cancel") body.reason = "canceled from the panel";
     button.disabled = true;
-    api("POST", "/api/runs/" + encodeURIComponent(run) + "/" + action, body).then(refresh).catch(function (error) { notice(error.message); refresh(); });
+    api("POST", "/api/runs/" + encodeURIComponent(run) + "/" + action, body).then(refresh).catch(function (error) {
+      // A failure that is not retryable: the server says why; a person may retry it anyway.
+      if (action === "retry" && error.code === "NotRetryable") { state.refusedRetry = run; $("retry-reason").textContent = error.message; }
+      else notice(error.message);
+      refresh();
+    });
   });
+});
+
+$("retry-anyway").addEventListener("click", function () {
+  var run = state.refusedRetry;
+  state.refusedRetry = null;
+  $("retry-refusal").hidden = true;
+  if (!run) return;
+  api("POST", "/api/runs/" + encodeURIComponent(run) + "/retry", { force: true }).then(refresh).catch(function (error) { notice(error.message); refresh(); });
 });
 
 $("new-thread").addEventListener("submit", function (event) {

@@ -4,14 +4,10 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { ScriptedChatModel } from "@noema/core/testing"
+import { Executor, PlanPipeline, RunFiles, RunsStore, Worker } from "@noema/runs"
 import { Effect, Exit, Fiber, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import * as Executor from "../src/Executor.js"
-import * as PlanPipeline from "../src/PlanPipeline.js"
-import * as RunFiles from "../src/RunFiles.js"
-import * as RunsStore from "../src/RunsStore.js"
 import * as Server from "../src/Server.js"
-import * as Worker from "../src/Worker.js"
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON from the API, checked by the assertions
 type Json = any
@@ -20,7 +16,7 @@ type ThreadJson = Json
 type RunJson = Json
 
 const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-server-"))
-let server: Server.Server
+let server: Server.Started
 let store: RunsStore.Service
 let stop: () => Promise<void>
 /** What the server logged (the details of failures answered 500). */
@@ -307,7 +303,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(cancel.status).toBe(200)
   })
 
-  it("reject fails the run; retry asks again; cancel ends it", async () => {
+  it("reject fails the run; retry is refused saying why, forced it asks again; cancel ends it", async () => {
     const thread = (await call("POST", "/api/threads", {})).body as ThreadJson
     const run = (
       await call("POST", "/api/runs", { thread_id: thread.id, request: "gate", pipeline: approval })
@@ -320,7 +316,16 @@ describe("runs server (JSON API, SSE, worker)", () => {
     const rejected = await call("POST", `/api/runs/${run.run_id}/reject`, { reason: "not yet" })
     expect(rejected.body.status).toBe("failed")
     expect(rejected.body.error.error_code).toBe("approval_rejected")
-    expect((await call("POST", `/api/runs/${run.run_id}/retry`, {})).status).toBe(200)
+    // A rejection is not retryable: a retry is refused saying why, as the CLI's is, unless forced.
+    const refused = await call("POST", `/api/runs/${run.run_id}/retry`, {})
+    expect(refused.status).toBe(409)
+    expect(refused.body.error.code).toBe("NotRetryable")
+    expect(refused.body.error.message).toMatch(
+      /failed with approval_rejected \(not yet\), which is not retryable: /
+    )
+    expect((await statusOf(run.run_id)).status).toBe("failed")
+    expect((await call("POST", `/api/runs/${run.run_id}/retry`, { force: "yes" })).status).toBe(400)
+    expect((await call("POST", `/api/runs/${run.run_id}/retry`, { force: true })).status).toBe(200)
     await until(
       async () => ((await statusOf(run.run_id)).status === "waiting_approval" ? true : undefined),
       "again"
@@ -797,5 +802,62 @@ describe("runs server: a thread's queue policy", () => {
     ).toBe(404)
     await call("POST", `/api/runs/${queued.body.run_id}/cancel`, {})
     await call("POST", `/api/runs/${first.body.run_id}/cancel`, {})
+  })
+})
+
+describe("runs server: the OpenAPI document", () => {
+  it("is served at /api/openapi.json behind the token, from the API's one definition: every endpoint, snake_case bodies, the error shape, the token", async () => {
+    expect((await fetch(`${server.url}/api/openapi.json`)).status).toBe(401)
+    const response = await call("GET", "/api/openapi.json")
+    expect(response.status).toBe(200)
+    const document = response.body
+    const methods = ["get", "post", "put", "patch", "delete"]
+    const endpoints = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(
+      ([route, item]) =>
+        Object.keys(item)
+          .filter((method) => methods.includes(method))
+          .map((method) => `${method.toUpperCase()} ${route}`)
+    )
+    expect(endpoints.sort()).toEqual(
+      [
+        "GET /api/threads",
+        "POST /api/threads",
+        "GET /api/threads/{id}",
+        "POST /api/threads/{id}/close",
+        "POST /api/threads/{id}/queue-policy",
+        "GET /api/runs",
+        "POST /api/runs",
+        "GET /api/runs/{id}",
+        "GET /api/runs/{id}/verify",
+        "GET /api/runs/{id}/stages/{position}/attempts/{attempt}/artifacts/*",
+        "POST /api/runs/{id}/approve",
+        "POST /api/runs/{id}/reject",
+        "POST /api/runs/{id}/retry",
+        "POST /api/runs/{id}/cancel",
+        "GET /api/events"
+      ].sort()
+    )
+    const schemas = document.components.schemas
+    const createRun = document.paths["/api/runs"].post
+    expect(Object.keys(createRun.requestBody.content["application/json"].schema.properties)).toEqual([
+      "thread_id",
+      "request",
+      "pipeline",
+      "plan",
+      "approve"
+    ])
+    expect(Object.keys(createRun.responses).sort()).toEqual(
+      ["201", "400", "401", "403", "404", "409", "413", "415", "421", "500", "502"].sort()
+    )
+    expect(Object.keys(schemas.RunEncoded.properties)).toContain("run_file_sha256")
+    expect(Object.keys(schemas.ThreadEncoded.properties)).toContain("queue_policy")
+    expect(
+      document.paths["/api/runs/{id}/retry"].post.requestBody.content["application/json"].schema.properties
+    ).toHaveProperty("force")
+    expect(Object.keys(document.paths["/api/events"].get.responses["200"].content)).toEqual([
+      "text/event-stream"
+    ])
+    expect(schemas.ConflictEncoded.properties.error.properties).toHaveProperty("code")
+    expect(document.security).toEqual([{ bearer: [] }, { cookie: [] }])
   })
 })

@@ -1,0 +1,299 @@
+/**
+ * PanelApi: the runs panel's JSON API as an `HttpApi`, its one definition:
+ * the server's routes and handlers are built from it, and so is the OpenAPI
+ * document it serves at `/api/openapi.json`.
+ *
+ *     GET  /api/threads                         threads, each with the run holding it
+ *     POST /api/threads                         { title?, queue_policy? }  -> 201 thread
+ *     GET  /api/threads/:id
+ *     POST /api/threads/:id/close
+ *     POST /api/threads/:id/queue-policy        { queue_policy }: "reject" or "enqueue"
+ *     GET  /api/runs[?thread=ID]                runs, newest first
+ *     POST /api/runs                            { thread_id, request, pipeline? } or
+ *                                               { thread_id, request, plan: true, approve? }  -> 201 run
+ *     GET  /api/runs/:id                        { run, events, workflow }
+ *     GET  /api/runs/:id/verify                 the artifacts re-hashed against their manifests
+ *     GET  /api/runs/:id/stages/:position/attempts/:attempt/artifacts/<path>
+ *                                               the artifact's bytes, its sha256 in `X-Sha256`
+ *     POST /api/runs/:id/approve|reject|retry|cancel   {} | { reason } | { force? } | { reason? }
+ *     GET  /api/events                          Server-Sent Events: every event appended to any run
+ *
+ * Bodies are in the runs' JSON style (RunsJson); a refusal is
+ * `{ "error": { "code", "message" } }` with the status of its class
+ * (ApiError). Each endpoint declares the errors it answers besides those of
+ * the checks every request passes (`internal/Gate`).
+ */
+import { Schema } from "effect"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as ApiError from "./ApiError.js"
+import * as RunsJson from "./RunsJson.js"
+
+// ---------------------------------------------------------------------------
+// Request bodies: their messages name the field as it is sent
+// ---------------------------------------------------------------------------
+
+const optional = Schema.optionalKey
+
+/** Bounds on the texts a request may carry (a run's request is bounded by the store, pipelines by Pipeline). */
+export const maxTitleLength = 200
+export const maxReasonLength = 2000
+
+/** An optional text of at most `maxLength` characters. */
+const text = (name: string, maxLength: number) =>
+  Schema.String.annotate({ message: `${name} must be a string` }).check(
+    Schema.isMaxLength(maxLength, { message: `${name} must have at most ${maxLength} characters` })
+  )
+
+/** A text that must be there and not blank (and, given `maxLength`, not longer). */
+const required = (name: string, maxLength?: number) => {
+  const message = `${name} is required (a non-empty string)`
+  const present = Schema.String.annotate({ message }).check(Schema.isPattern(/\S/, { message }))
+  return (
+    maxLength === undefined
+      ? present
+      : present.check(
+          Schema.isMaxLength(maxLength, { message: `${name} must have at most ${maxLength} characters` })
+        )
+  ).pipe(Schema.annotateKey({ messageMissingKey: message }))
+}
+
+const queuePolicy = RunsJson.QueuePolicy.annotate({ message: 'queue_policy must be "reject" or "enqueue"' })
+
+export const NewThread = RunsJson.snake({
+  title: optional(text("title", maxTitleLength)),
+  queuePolicy: optional(queuePolicy)
+})
+
+export const QueuePolicyChange = RunsJson.snake({
+  queuePolicy: queuePolicy.pipe(
+    Schema.annotateKey({ messageMissingKey: 'queue_policy must be "reject" or "enqueue"' })
+  )
+})
+
+export const NewRun = RunsJson.snake({
+  threadId: required("thread_id"),
+  request: required("request"),
+  pipeline: optional(
+    Schema.Unknown.annotate({
+      description: "The stages: { name, stages: [{ key, instructions, approval?, tools? }] } (docs/runs.md)"
+    })
+  ),
+  plan: optional(Schema.Boolean.annotate({ description: "The stages from the model's plan" })),
+  approve: optional(
+    Schema.Literals(["none", "first", "all"]).annotate({
+      message: 'approve must be "none", "first" or "all"',
+      description: "With plan: which planned stages wait for approval"
+    })
+  )
+})
+
+export const Approval = RunsJson.snake({
+  by: optional(
+    Schema.Unknown.annotate({ description: "Refused: the server records who approved (its approver)" })
+  )
+})
+
+export const Rejection = RunsJson.snake({ reason: required("reason", maxReasonLength) })
+
+export const Retry = RunsJson.snake({
+  force: optional(
+    Schema.Boolean.annotate({
+      description: "Retry a failure that is not retryable (refused with 409 otherwise)"
+    })
+  )
+})
+
+export const Cancellation = RunsJson.snake({ reason: optional(text("reason", maxReasonLength)) })
+
+// ---------------------------------------------------------------------------
+// The live feed's frames
+// ---------------------------------------------------------------------------
+
+/** A frame of /api/events: a run event whose `id` is its cursor, or a keep-alive nobody listens to. */
+export const FeedEvent = Schema.Union([
+  Schema.Struct({
+    id: Schema.String,
+    event: Schema.Literal("run-event"),
+    data: Schema.fromJsonString(RunsJson.FeedFrame)
+  }),
+  Schema.Struct({ event: Schema.Literal("keep-alive"), data: Schema.Literal("") })
+])
+
+// ---------------------------------------------------------------------------
+// Endpoints
+// ---------------------------------------------------------------------------
+
+/** The errors an endpoint answers besides those of the checks in front of every route. */
+const errors = <const Classes extends ReadonlyArray<(typeof ApiError.all)[number]>>(...classes: Classes) => [
+  ApiError.BadRequest,
+  ApiError.Unauthorized,
+  ApiError.Forbidden,
+  ApiError.MisdirectedRequest,
+  ApiError.InternalError,
+  ...classes
+]
+
+/** A POST's too: a body not JSON, or too large. */
+const postErrors = <const Classes extends ReadonlyArray<(typeof ApiError.all)[number]>>(
+  ...classes: Classes
+) => errors(ApiError.UnsupportedMediaType, ApiError.PayloadTooLarge, ...classes)
+
+const id = { id: Schema.String }
+
+export class Threads extends HttpApiGroup.make("threads")
+  .add(
+    HttpApiEndpoint.get("list", "/", { success: Schema.Array(RunsJson.Thread), error: errors() }),
+    HttpApiEndpoint.post("create", "/", {
+      payload: NewThread,
+      success: RunsJson.Thread.pipe(HttpApiSchema.status(201)),
+      error: postErrors()
+    }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      success: RunsJson.Thread,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.post("close", "/:id/close", {
+      params: id,
+      success: RunsJson.Thread,
+      error: postErrors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.post("setQueuePolicy", "/:id/queue-policy", {
+      params: id,
+      payload: QueuePolicyChange,
+      success: RunsJson.Thread,
+      error: postErrors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/threads")
+  .annotateMerge(
+    OpenApi.annotations({ title: "Threads", description: "Threads hold runs, one at a time or queued" })
+  ) {}
+
+/** An action on a run: the run after it. */
+const action = <const Name extends string, const Path extends `/:id/${string}`, P extends Schema.Top>(
+  name: Name,
+  path: Path,
+  payload: P
+) =>
+  HttpApiEndpoint.post(name, path, {
+    params: id,
+    payload,
+    success: RunsJson.ShownRun,
+    error: postErrors(ApiError.NotFound, ApiError.Conflict)
+  })
+
+/** A whole number in the path (a stage's position, an attempt). */
+const WholeNumber = Schema.NumberFromString.check(Schema.isInt())
+
+export class Runs extends HttpApiGroup.make("runs")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: { thread: optional(Schema.String) },
+      success: Schema.Array(RunsJson.ShownRun),
+      error: errors()
+    }),
+    HttpApiEndpoint.post("create", "/", {
+      payload: NewRun,
+      success: RunsJson.ShownRun.pipe(HttpApiSchema.status(201)),
+      error: postErrors(ApiError.NotFound, ApiError.Conflict, ApiError.BadGateway)
+    }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      success: RunsJson.RunDetail,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("verify", "/:id/verify", {
+      params: id,
+      success: RunsJson.VerifyReport,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("artifact", "/:id/stages/:position/attempts/:attempt/artifacts/*", {
+      params: { ...id, position: WholeNumber, attempt: WholeNumber, "*": Schema.String },
+      success: Schema.String.pipe(
+        HttpApiSchema.asText({ contentType: "text/plain" }),
+        Schema.annotate({
+          description:
+            "The artifact's bytes (application/json for a JSON artifact); X-Sha256 is its manifest's sha256, X-Sha256-Matches whether the bytes have it"
+        })
+      ),
+      error: errors(ApiError.NotFound, ApiError.Unprocessable)
+    }),
+    action("approve", "/:id/approve", Approval),
+    action("reject", "/:id/reject", Rejection),
+    action("retry", "/:id/retry", Retry),
+    action("cancel", "/:id/cancel", Cancellation)
+  )
+  .prefix("/api/runs")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Runs",
+      description: "Runs, their stages, artifacts and timeline, and what a person decides"
+    })
+  ) {}
+
+export class Events extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.get("follow", "/api/events", {
+      query: { cursor: optional(Schema.String) },
+      headers: { "last-event-id": optional(Schema.String) },
+      success: HttpApiSchema.StreamSse({ events: FeedEvent }),
+      error: errors(ApiError.ServiceUnavailable)
+    })
+  )
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Events",
+      description:
+        "Every event appended to any run, from any process; a client that comes back with Last-Event-ID (or ?cursor=) misses nothing"
+    })
+  ) {}
+
+/**
+ * The document says once that every route needs the token: the gate in front of the routes
+ * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
+ */
+type Spec = Readonly<Record<string, unknown>>
+
+const secured = (spec: Spec): Spec => {
+  const paths = (spec.paths ?? {}) as Readonly<Record<string, Readonly<Record<string, Spec>>>>
+  return {
+    ...spec,
+    components: {
+      ...(spec.components as Spec | undefined),
+      securitySchemes: {
+        bearer: { type: "http", scheme: "bearer", description: "The token noema serve printed" },
+        cookie: {
+          type: "apiKey",
+          in: "cookie",
+          name: "noema-token-PORT",
+          description:
+            "Set (HttpOnly, SameSite=Strict) when the tokened address /?token= is opened; PORT is the server's"
+        }
+      }
+    },
+    security: [{ bearer: [] }, { cookie: [] }],
+    paths: Object.fromEntries(
+      Object.entries(paths).map(([route, item]) => [
+        route,
+        Object.fromEntries(
+          Object.entries(item).map(([method, { security: _, ...operation }]) => [method, operation])
+        )
+      ])
+    )
+  }
+}
+
+export class Api extends HttpApi.make("noema-panel")
+  .add(Threads, Runs, Events)
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "noema panel API",
+      description:
+        "The runs panel's API, on 127.0.0.1: every request needs the server's access token; a state-changing one from a browser, the panel's own origin",
+      transform: secured
+    })
+  ) {}
+
+/** Where the OpenAPI document is served. */
+export const openApiPath = "/api/openapi.json"
