@@ -8,31 +8,48 @@
  * session (a new one, or `--session ID`); a failure exits non-zero with one
  * line on stderr and saves nothing.
  */
-import * as os from "node:os"
 import type { Message } from "@noema/core"
 import { Session } from "@noema/session"
 import { Effect } from "effect"
-import type { Io } from "./Cli.js"
 import { type Command, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
-import * as Runtime from "./internal/runtime.js"
+import * as ExitStatus from "./ExitStatus.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
+import * as Mcp from "./internal/Mcp.js"
+import * as Models from "./internal/Models.js"
+import * as Sessions from "./internal/Sessions.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
-import * as Tracing from "./internal/tracing.js"
 import * as Terminal from "./Terminal.js"
 import * as TurnRunner from "./TurnRunner.js"
 
 export type Options = Extract<Command, { readonly type: "ask" }>
 
-/** The signals that cancel the turn (nothing of it is saved) instead of killing the process. */
-const cancelSignals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
-
-const readAll = async (input: NodeJS.ReadStream): Promise<string> => {
-  let text = ""
-  input.setEncoding("utf8")
-  for await (const chunk of input) text += chunk as string
-  return text
-}
+/** All of `input`; a signal (the frame's) stops the reading, as it stops the turn. */
+const readAll = (input: NodeJS.ReadStream, signal: AbortSignal): Promise<string> =>
+  new Promise((resolve, reject) => {
+    let text = ""
+    const onData = (chunk: string) => {
+      text += chunk
+    }
+    const settle = (outcome: () => void) => () => {
+      input.off("data", onData).off("end", onEnd).off("error", onError)
+      signal.removeEventListener("abort", onAbort)
+      outcome()
+    }
+    const onEnd = settle(() => resolve(text))
+    const onError = (error: unknown) => settle(() => reject(error))()
+    const onAbort = settle(() => {
+      input.pause()
+      reject(signal.reason)
+    })
+    if (signal.aborted) return onAbort()
+    input.setEncoding("utf8")
+    input.on("data", onData).once("end", onEnd).once("error", onError)
+    signal.addEventListener("abort", onAbort, { once: true })
+  })
 
 /**
  * The question when both an argument and piped stdin are given: the instruction, then the piped text in a fence longer than any run of
@@ -45,19 +62,19 @@ export const withPipedText = (instruction: string, piped: string): string => {
   return `${instruction}\n\n${fence}\n${piped.replace(/\n+$/, "")}\n${fence}`
 }
 
-const question = async (options: Options, io: Io): Promise<string> => {
+const question = async (options: Options, io: Io, signal: AbortSignal): Promise<string> => {
   if (options.question !== undefined) {
-    if (options.question.trim() === "") throw new UsageError("noema ask: the question is empty")
+    if (options.question.trim() === "") throw new UsageError("the question is empty")
     // `git diff | noema ask "Write a commit message:"`: the argument is the instruction, stdin its material.
     if (io.stdin.isTTY === true) return options.question
-    const piped = await readAll(io.stdin)
+    const piped = await readAll(io.stdin, signal)
     return piped.trim() === "" ? options.question : withPipedText(options.question, piped)
   }
   if (io.stdin.isTTY === true && !options.explicitStdin) {
-    throw new UsageError('noema ask: no question given; pass it as an argument or on stdin (noema ask "...")')
+    throw new UsageError('no question given; pass it as an argument or on stdin (noema ask "...")')
   }
-  const text = (await readAll(io.stdin)).trim()
-  if (text === "") throw new UsageError("noema ask: stdin held no question")
+  const text = (await readAll(io.stdin, signal)).trim()
+  if (text === "") throw new UsageError("stdin held no question")
   return text
 }
 
@@ -67,51 +84,47 @@ export interface JsonOutput {
   readonly messages: ReadonlyArray<Message.Message>
 }
 
-export const run = async (options: Options, io: Io): Promise<number> => {
+/**
+ * One turn. A signal (Ctrl-C, SIGTERM, SIGHUP: the frame's) aborts `signal`, which
+ * cancels the turn: the request is aborted, nothing is saved, and the frame exits
+ * with 128 + the signal's number.
+ */
+const ask = async (options: Options, frame: Frame.Shape, signal: AbortSignal): Promise<number> => {
+  const { io, tracer } = frame
   // The database first: a URL this build cannot use is refused before anything else is said.
-  const store = Runtime.storeLayer(
+  const store = Databases.storeLayer(
     CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
   )
-  const text = await question(options, io)
+  const text = await question(options, io, signal)
   const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
-  const { config, model, errors, dispose } = await Runtime.commandModel(options.model, io)
-  const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
-  const mcp = await Runtime.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
+  const { config, model, errors, dispose } = await Models.commandModel(options.model, frame)
+  const runtime = Databases.openStore(store, tracer)
+  const mcp = await Mcp.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
     async (error: unknown) => {
       dispose()
       await runtime.dispose()
       throw error
     }
   )
-  const agent = Runtime.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools: mcp.tools })
-  // SIGTERM (`timeout`, `kill`) and SIGHUP (a closed terminal) cancel the turn as Ctrl-C does;
-  // the exit status is 128 + the signal's number, as if it had killed the process.
-  const controller = new AbortController()
-  let signalled: NodeJS.Signals = "SIGINT"
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (!controller.signal.aborted) signalled = signal
-    controller.abort()
-  }
-  const cancelledStatus = () => 128 + (os.constants.signals[signalled] ?? 2)
-  for (const signal of cancelSignals) process.on(signal, onSignal)
+  const agent = Models.makeAgent({ tools: options.tools, cwd: io.cwd, mcpTools: mcp.tools })
   try {
     const session =
       options.session !== undefined
-        ? await Runtime.runOn(
+        ? await Databases.runOn(
             runtime,
-            Effect.flatMap(Runtime.resolveSessionId(options.session), (id) => Session.open(id))
+            Effect.flatMap(Sessions.resolveSessionId(options.session), (id) => Session.open(id))
           )
         : // Stored with its first turn: a question that is cancelled or fails leaves no session.
-          await Runtime.runOn(
+          await Databases.runOn(
             runtime,
-            Session.draft({ systemPrompt: options.system ?? Runtime.defaultSystemPrompt })
+            Session.draft({ systemPrompt: options.system ?? Sessions.defaultSystemPrompt })
           )
     if (options.session !== undefined) {
-      await Runtime.runOn(
+      await Databases.runOn(
         runtime,
         options.system !== undefined
           ? session.setSystemPrompt(options.system)
-          : Runtime.adoptDefaultSystemPrompt(session)
+          : Sessions.adoptDefaultSystemPrompt(session)
       )
     }
     const renderer = new TurnRenderer({
@@ -128,7 +141,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     const compaction =
       session.context().length === 0 || (contextBudget.kind === "tokens" && contextBudget.tokens === 0)
         ? undefined
-        : Runtime.turnCompaction(await Runtime.makeCompaction(config, contextBudget))
+        : Models.turnCompaction(await Models.makeCompaction(config, contextBudget))
     const outcome = await runtime.runPromise(
       TurnRunner.run({
         session,
@@ -136,23 +149,24 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         model,
         input: text,
         renderer,
-        signal: controller.signal,
+        signal,
         ...(compaction !== undefined && { compaction })
       })
     )
     if (outcome._tag !== "Committed") {
       if (outcome._tag === "Cancelled") {
         io.stderr.write("noema: cancelled; nothing was saved\n")
-        return cancelledStatus()
+        // Only a signal cancels a turn here: the frame, which saw it, gives the status.
+        return ExitStatus.failure
       }
       const error = outcome._tag === "Failed" ? outcome.error : outcome.defect
       CliError.report(error, io, errors)
-      return 1
+      return ExitStatus.failure
     }
     if (outcome.cancelRequested) {
       // Ctrl-C came while the finished turn was being saved: it is saved, and the exit says it was cancelled.
       io.stderr.write("noema: interrupted while saving; the turn was saved\n")
-      return cancelledStatus()
+      return ExitStatus.failure
     }
     if (options.json) {
       const output: JsonOutput = { sessionId: session.id, messages: outcome.messages }
@@ -164,19 +178,21 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       const calls = waiting.map(Terminal.callLine).join(", ")
       io.stderr.write(
         `noema: ${calls} ${waiting.length === 1 ? "waits" : "wait"} for approval and did not run; ` +
-          `decide with: noema chat --session ${Runtime.shortId(session.id)} (or run with --yes)\n`
+          `decide with: noema chat --session ${Sessions.shortId(session.id)} (or run with --yes)\n`
       )
-      return 3
+      return ExitStatus.notDone
     }
     if (options.session === undefined && io.stderr.isTTY === true) {
-      const note = `session ${session.id} (continue with: noema ask --session ${Runtime.shortId(session.id)} ...)`
+      const note = `session ${session.id} (continue with: noema ask --session ${Sessions.shortId(session.id)} ...)`
       io.stderr.write(`${Terminal.styleFor(io.stderr, io.env).dim(note)}\n`)
     }
-    return 0
+    return ExitStatus.success
   } finally {
     dispose()
-    for (const signal of cancelSignals) process.off(signal, onSignal)
     await runtime.dispose()
     await mcp.close()
   }
 }
+
+export const run = (options: Options, _io: Io) =>
+  Frame.promiseInFrame((frame, signal) => ask(options, frame, signal))

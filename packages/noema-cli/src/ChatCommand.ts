@@ -19,16 +19,19 @@ import { Approval, type ChatModel, Message, type Tool } from "@noema/core"
 import { Runtime as AgentRuntime, ContextItem, Submind, TriggerEvent } from "@noema/runtime"
 import { Session, SessionStore, Usage } from "@noema/session"
 import { Cause, Deferred, Effect, Exit, Fiber, Stream } from "effect"
-import type { Io } from "./Cli.js"
 import type { Command } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
+import type { Io } from "./Io.js"
 import { ChatInput } from "./internal/ChatInput.js"
-import * as Help from "./internal/help.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
+import * as Mcp from "./internal/Mcp.js"
+import * as Models from "./internal/Models.js"
 import { RetryNotice } from "./internal/RetryNotice.js"
-import * as Runtime from "./internal/runtime.js"
+import * as Sessions from "./internal/Sessions.js"
+import * as SlashCommands from "./internal/SlashCommands.js"
 import { TurnRenderer } from "./internal/TurnRenderer.js"
-import * as Tracing from "./internal/tracing.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
@@ -45,7 +48,7 @@ class Chat {
   readonly #style: Terminal.Style
   readonly #errorStyle: Terminal.Style
   readonly #interactive: boolean
-  readonly #runtime: Runtime.StoreRuntime
+  readonly #runtime: Databases.StoreRuntime
   /** `/plan on`: turns run the plan workflow. */
   #planning = false
   /** The tools of the `--mcp` servers, after the built-in ones. */
@@ -53,7 +56,7 @@ class Chat {
   readonly #input: ChatInput
   #config: CliConfig.ModelConfig
   #model: ChatModel.Service
-  readonly #modelOptions: Runtime.ModelOptions
+  readonly #modelOptions: Models.ModelOptions
   #session: Session.Session | undefined
   /** Sessions this process created, to drop them again if they stay empty. */
   readonly #created = new Set<string>()
@@ -78,7 +81,7 @@ class Chat {
   #approvalsWaiting = false
   /** When to compact (`--context-budget`), and the settings for the current model once loaded. */
   readonly #contextBudget: CliConfig.ContextBudget
-  #compaction: Promise<Runtime.CompactionSettings> | undefined
+  #compaction: Promise<Models.CompactionSettings> | undefined
   readonly #paths: CliConfig.Paths
   /** A turn failed (reported in the exit status when input is not a terminal). */
   #failed = false
@@ -89,8 +92,8 @@ class Chat {
     config: CliConfig.ModelConfig,
     model: ChatModel.Service,
     paths: CliConfig.Paths,
-    runtime: Runtime.StoreRuntime,
-    modelOptions: Runtime.ModelOptions,
+    runtime: Databases.StoreRuntime,
+    modelOptions: Models.ModelOptions,
     contextBudget: CliConfig.ContextBudget,
     mcpTools: ReadonlyArray<Tool.Any> = []
   ) {
@@ -103,7 +106,7 @@ class Chat {
     this.#config = config
     this.#model = model
     this.#runtime = runtime
-    this.#pendingSystemPrompt = options.system ?? Runtime.defaultSystemPrompt
+    this.#pendingSystemPrompt = options.system ?? Sessions.defaultSystemPrompt
     this.#style = Terminal.styleFor(io.stdout, io.env)
     this.#errorStyle = Terminal.styleFor(io.stderr, io.env)
     this.#interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
@@ -181,7 +184,7 @@ class Chat {
 
   async #currentSession(): Promise<Session.Session> {
     if (this.#session !== undefined) return this.#session
-    const session = await Runtime.runOn(
+    const session = await Databases.runOn(
       this.#runtime,
       // Stored with its first turn: a chat killed before that (a closed terminal) leaves no empty session.
       Session.draft({ systemPrompt: this.#pendingSystemPrompt })
@@ -192,9 +195,9 @@ class Chat {
   }
 
   async #open(idOrPrefix: string): Promise<Session.Session> {
-    return Runtime.runOn(
+    return Databases.runOn(
       this.#runtime,
-      Effect.flatMap(Runtime.resolveSessionId(idOrPrefix), (id) => Session.open(id))
+      Effect.flatMap(Sessions.resolveSessionId(idOrPrefix), (id) => Session.open(id))
     )
   }
 
@@ -203,11 +206,11 @@ class Chat {
     if (id === undefined) return
     const session = await this.#open(id)
     if (this.#options.system !== undefined) {
-      await Runtime.runOn(this.#runtime, session.setSystemPrompt(this.#options.system))
+      await Databases.runOn(this.#runtime, session.setSystemPrompt(this.#options.system))
     }
     this.#session = session
     if (this.#interactive) {
-      this.#note(`Resumed session ${Runtime.shortId(session.id)}: ${this.#title(session)}`)
+      this.#note(`Resumed session ${Sessions.shortId(session.id)}: ${this.#title(session)}`)
       this.#printTurns(session)
     }
     await this.#settleApprovals(session)
@@ -216,7 +219,7 @@ class Chat {
   /** Empty sessions this process created are not worth keeping. */
   async #dropIfEmpty(session: Session.Session | undefined): Promise<void> {
     if (session === undefined || !this.#created.has(session.id) || session.context().length > 0) return
-    await Runtime.runOn(this.#runtime, Effect.ignore(Runtime.deleteSession(session.id))).catch(
+    await Databases.runOn(this.#runtime, Effect.ignore(Sessions.deleteSession(session.id))).catch(
       () => undefined
     )
   }
@@ -226,8 +229,8 @@ class Chat {
   // -------------------------------------------------------------------------
 
   /** The current model's compaction settings, loaded (tokenizer included) at the first turn that needs them. */
-  #compactionSettings(): Promise<Runtime.CompactionSettings> {
-    this.#compaction ??= Runtime.makeCompaction(this.#config, this.#contextBudget)
+  #compactionSettings(): Promise<Models.CompactionSettings> {
+    this.#compaction ??= Models.makeCompaction(this.#config, this.#contextBudget)
     return this.#compaction
   }
 
@@ -240,7 +243,7 @@ class Chat {
     }
     const settings = (await this.#compactionSettings()) ?? { budget: CliConfig.defaultContextBudget }
     this.#note("Summarising older turns…")
-    const result = await Runtime.runOn(
+    const result = await Databases.runOn(
       this.#runtime,
       session.compact(this.#model, { ...settings, force: true })
     )
@@ -254,7 +257,7 @@ class Chat {
     let runtime: AgentRuntime.Runtime
     try {
       session = await this.#currentSession()
-      await Runtime.runOn(this.#runtime, Runtime.adoptDefaultSystemPrompt(session))
+      await Databases.runOn(this.#runtime, Sessions.adoptDefaultSystemPrompt(session))
       runtime = await this.#runtimeFor(session)
     } catch (error) {
       this.#failed = true
@@ -284,14 +287,14 @@ class Chat {
     const current = this.#agentRuntime
     if (current !== undefined && current.session === session) return current.runtime
     await this.#stopRuntime()
-    const compaction = Runtime.turnCompaction(await this.#compactionSettings())
+    const compaction = Models.turnCompaction(await this.#compactionSettings())
     const runtime = await this.#runtime.runPromise(
       AgentRuntime.make({
         session,
         model: this.#model,
         subminds: [Submind.userMessages, Submind.approvalDecisions],
         agent: (steering) =>
-          Runtime.makeAgent({
+          Models.makeAgent({
             tools: this.#options.tools,
             cwd: this.#io.cwd,
             mcpTools: this.#mcpTools,
@@ -517,7 +520,7 @@ class Chat {
     switch (name) {
       case "help":
       case "?":
-        this.#print(Help.slashCommands)
+        this.#print(SlashCommands.text)
         return true
       case "exit":
       case "quit":
@@ -528,16 +531,16 @@ class Chat {
         await this.#dropIfEmpty(this.#session)
         const previous = this.#session
         this.#session = undefined
-        this.#pendingSystemPrompt = this.#options.system ?? Runtime.defaultSystemPrompt
+        this.#pendingSystemPrompt = this.#options.system ?? Sessions.defaultSystemPrompt
         this.#note(
           previous === undefined || previous.context().length === 0
             ? "New session."
-            : `New session. The previous one is saved as ${Runtime.shortId(previous.id)}.`
+            : `New session. The previous one is saved as ${Sessions.shortId(previous.id)}.`
         )
         return true
       }
       case "sessions": {
-        const sessions = await Runtime.runOn(this.#runtime, Runtime.listSessions)
+        const sessions = await Databases.runOn(this.#runtime, Sessions.listSessions)
         if (sessions.length === 0) {
           this.#note("No sessions yet; your first message starts one.")
           return true
@@ -561,7 +564,7 @@ class Chat {
         if (this.#session?.id !== session.id) await this.#dropIfEmpty(this.#session)
         this.#session = session
         this.#note(
-          `Resumed session ${Runtime.shortId(session.id)}: ${this.#title(session)} ` +
+          `Resumed session ${Sessions.shortId(session.id)}: ${this.#title(session)} ` +
             `(${session.context().length} messages)`
         )
         this.#printTurns(session)
@@ -656,7 +659,7 @@ class Chat {
       )
       return
     }
-    this.#model = await Runtime.makeModel(next, this.#modelOptions)
+    this.#model = await Models.makeModel(next, this.#modelOptions)
     this.#config = next
     this.#compaction = undefined
     await this.#stopRuntime()
@@ -670,13 +673,13 @@ class Chat {
       this.#note(
         current === undefined
           ? "This session has no system prompt of its own; the default is set at its next turn."
-          : `System prompt${current === Runtime.defaultSystemPrompt ? " (default)" : ""}: ${Terminal.sanitize(current)}`
+          : `System prompt${current === Sessions.defaultSystemPrompt ? " (default)" : ""}: ${Terminal.sanitize(current)}`
       )
       return
     }
-    const prompt = text === "default" ? Runtime.defaultSystemPrompt : text
+    const prompt = text === "default" ? Sessions.defaultSystemPrompt : text
     if (session === undefined) this.#pendingSystemPrompt = prompt
-    else await Runtime.runOn(this.#runtime, session.setSystemPrompt(prompt))
+    else await Databases.runOn(this.#runtime, session.setSystemPrompt(prompt))
     this.#note(
       text === "default" ? "System prompt reset to the default." : "System prompt set for this session."
     )
@@ -720,6 +723,12 @@ class Chat {
     }
   }
 
+  /** Stops the chat as quitting does: the answer under way is cancelled, the input closed. */
+  stop(): void {
+    this.#cancel()
+    this.#input.close()
+  }
+
   async close(): Promise<void> {
     process.off("SIGINT", this.#onSignal)
     await this.#stopRuntime()
@@ -729,22 +738,26 @@ class Chat {
   }
 }
 
-export const run = async (options: Options, io: Io): Promise<number> => {
+/**
+ * The chat, until its input ends or the user quits. Ctrl-C is the chat's own (it cancels
+ * an answer, see `#onSignal`); SIGTERM and SIGHUP, the frame's, abort `signal`, which
+ * stops the chat as quitting does.
+ */
+const chat = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortSignal): Promise<number> => {
   const paths = CliConfig.paths(io.env)
   // The database first: a URL this build cannot use is refused before anything else is said.
-  const store = Runtime.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
+  const store = Databases.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
   const config = CliConfig.resolveModel(options.model, io.env)
-  Runtime.noticeOffline(config, io.stderr)
   const interactive = io.stdin.isTTY === true && io.stdout.isTTY === true
   const notice = new RetryNotice(io.stderr, io.env)
-  const modelOptions: Runtime.ModelOptions = {
+  const modelOptions: Models.ModelOptions = {
     interactive,
     maxRetryWait: CliConfig.resolveMaxRetryWait(options.model, io.env),
     onRetry: notice.onRetry
   }
   const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
-  const model = await Runtime.makeModel(config, modelOptions)
-  const mcp = await Runtime.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
+  const model = await Models.makeModel(config, modelOptions)
+  const mcp = await Mcp.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
     (error: unknown) => {
       notice.dispose()
       throw error
@@ -752,21 +765,30 @@ export const run = async (options: Options, io: Io): Promise<number> => {
   )
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
-  const runtime = Runtime.openStore(store, await Tracing.layer(io.env))
+  const runtime = Databases.openStore(store, tracer)
   // Opening the store here surfaces a corrupt database before the prompt appears.
-  await Runtime.runOn(runtime, Effect.void).catch(async (error: unknown) => {
+  await Databases.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()
     await mcp.close()
     throw error
   })
-  const chat = new Chat(io, options, config, model, paths, runtime, modelOptions, contextBudget, mcp.tools)
+  const session = new Chat(io, options, config, model, paths, runtime, modelOptions, contextBudget, mcp.tools)
+  const stop = () => session.stop()
+  signal.addEventListener("abort", stop, { once: true })
   try {
-    chat.banner()
-    await chat.resumeAtStart()
-    return await chat.loop()
+    session.banner()
+    await session.resumeAtStart()
+    return await session.loop()
   } finally {
+    signal.removeEventListener("abort", stop)
     notice.dispose()
-    await chat.close()
+    await session.close()
     await mcp.close()
   }
 }
+
+export const run = (options: Options, _io: Io) =>
+  Frame.promiseInFrame((frame, signal) => {
+    frame.keepInterrupt()
+    return chat(options, frame, signal)
+  })

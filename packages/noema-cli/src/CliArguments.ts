@@ -1,47 +1,28 @@
 /**
- * CliArguments: the command line, parsed into the command to run.
+ * CliArguments: what each command receives once its command line is parsed.
  *
- * Parsing is `node:util`'s `parseArgs` (strict: an unknown flag is an error,
- * never silently ignored) and loads nothing else, so `--help` and `--version`
- * answer before any heavy module is imported. A mistake is a `UsageError`: one
- * line naming the problem and where to find help, exit status 2.
+ * The parsing itself is `Commands` (one `effect/cli` command tree, every flag
+ * defined once in `internal/Flags`); this module holds only the shapes the
+ * tree hands to the commands, so a command's module and the tree agree on
+ * them without importing each other, and the usage error a command raises for
+ * input the parser cannot judge (a file that does not fit, a URL that is not
+ * one). It loads nothing: `noema --help` stays cheap.
  */
-import { type ParseArgsConfig, parseArgs } from "node:util"
 import type { ModelFlags } from "./CliConfig.js"
-import { type PlanCommand, PlanUsageError, parsePlan, parseTasks } from "./PlanArguments.js"
-import { type PolicyCommand, PolicyUsageError, parse as parsePolicy } from "./PolicyArguments.js"
-import { parse as parseResources, type ResourcesCommand, ResourcesUsageError } from "./ResourcesArguments.js"
-import { parseRoutine, type RoutineCommand, RoutineUsageError } from "./RoutineArguments.js"
-import {
-  parseRun,
-  parseRuns,
-  parseServe,
-  parseThreads,
-  parseWorker,
-  type RunsCommand,
-  RunsUsageError
-} from "./RunsArguments.js"
 
+/**
+ * The command line asks for something that cannot be done as asked: exit status 2
+ * (`ExitStatus`), one line `noema: MESSAGE (see noema COMMAND --help)`, then
+ * `details`, one per line (e.g. every problem of a refused pipeline file).
+ */
 export class UsageError extends Error {
   override readonly name = "UsageError"
-  readonly exitCode = 2
+  readonly details: ReadonlyArray<string>
+  constructor(message: string, options: { readonly details?: ReadonlyArray<string> } = {}) {
+    super(message)
+    this.details = options.details ?? []
+  }
 }
-
-export type HelpTopic =
-  | "main"
-  | "chat"
-  | "ask"
-  | "sessions"
-  | "routine"
-  | "policy"
-  | "resources"
-  | "plan"
-  | "tasks"
-  | "threads"
-  | "run"
-  | "runs"
-  | "serve"
-  | "worker"
 
 /** Options every command that touches sessions takes. */
 export interface StoreOptions {
@@ -61,8 +42,6 @@ export interface TurnOptions extends StoreOptions {
 }
 
 export type Command =
-  | { readonly type: "help"; readonly topic: HelpTopic }
-  | { readonly type: "version" }
   | ({ readonly type: "chat" } & TurnOptions)
   | ({
       readonly type: "ask"
@@ -84,216 +63,234 @@ export type Command =
   | ({ readonly type: "sessions-export-all" } & StoreOptions)
   /** JSON lines from `file`, or stdin when undefined or "-". */
   | ({ readonly type: "sessions-import"; readonly file: string | undefined } & StoreOptions)
-  /** `noema routine run|status` (see RoutineArguments). */
   | RoutineCommand
-  /** `noema policy check|show` (see PolicyArguments). */
   | PolicyCommand
-  /** `noema resources ...` (see ResourcesArguments). */
   | ResourcesCommand
-  /** `noema plan "request"`, `noema tasks show URN` (see PlanArguments). */
   | PlanCommand
-  /** `noema threads ...`, `noema run "request"`, `noema runs ...` (see RunsArguments). */
   | RunsCommand
 
-const common = {
-  help: { type: "boolean", short: "h" },
-  version: { type: "boolean", short: "v" }
-} as const
+// ---------------------------------------------------------------------------
+// Routines: noema routine run|status FILE
+// ---------------------------------------------------------------------------
 
-const storeOptions = {
-  ...common,
-  database: { type: "string" }
-} as const
-
-const turnOptions = {
-  ...storeOptions,
-  model: { type: "string", short: "m" },
-  "base-url": { type: "string" },
-  "api-key": { type: "string" },
-  "max-retry-wait": { type: "string" },
-  "context-budget": { type: "string" },
-  api: { type: "string" },
-  provider: { type: "string" },
-  session: { type: "string", short: "s" },
-  system: { type: "string" },
-  "no-tools": { type: "boolean" },
-  mcp: { type: "string" },
-  yes: { type: "boolean", short: "y" }
-} as const
-
-const commands = [
-  "chat",
-  "ask",
-  "sessions",
-  "threads",
-  "run",
-  "runs",
-  "serve",
-  "worker",
-  "routine",
-  "plan",
-  "tasks",
-  "policy",
-  "resources"
-] as const
-
-type Options = NonNullable<ParseArgsConfig["options"]>
-
-/** parseArgs, with its multi-sentence errors turned into one line that names the command. */
-const parse = <const O extends Options>(command: string, args: ReadonlyArray<string>, options: O) => {
-  try {
-    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true })
-  } catch (error) {
-    throw new UsageError(`${command}: ${describeParseError(error)} (see ${command} --help)`)
-  }
-}
-
-const describeParseError = (error: unknown): string => {
-  const message = error instanceof Error ? error.message : String(error)
-  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
-  // parseArgs names options as '-m, --model <value>' or '--json'; the long form is the clearer one.
-  const option = /'(?:-\w, )?(--?[^', ]+)/.exec(message)?.[1]
-  switch (code) {
-    case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
-      return `unknown option ${option ?? message}`
-    case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
-      if (option !== undefined && /argument missing/.test(message)) return `${option} needs a value`
-      if (option !== undefined && /does not take an argument/.test(message))
-        return `${option} does not take a value`
-      return message.split(". ")[0] ?? message
-    default:
-      return message.split(". ")[0] ?? message
-  }
-}
-
-const modelFlags = (values: {
-  readonly model?: string | boolean | undefined
-  readonly "base-url"?: string | boolean | undefined
-  readonly "api-key"?: string | boolean | undefined
-  readonly "max-retry-wait"?: string | boolean | undefined
-  readonly "context-budget"?: string | boolean | undefined
-  readonly api?: string | boolean | undefined
-  readonly provider?: string | boolean | undefined
-}): ModelFlags => ({
-  model: typeof values.model === "string" ? values.model : undefined,
-  baseUrl: typeof values["base-url"] === "string" ? values["base-url"] : undefined,
-  apiKey: typeof values["api-key"] === "string" ? values["api-key"] : undefined,
-  maxRetryWait: typeof values["max-retry-wait"] === "string" ? values["max-retry-wait"] : undefined,
-  contextBudget: typeof values["context-budget"] === "string" ? values["context-budget"] : undefined,
-  api: typeof values.api === "string" ? values.api : undefined,
-  provider: typeof values.provider === "string" ? values.provider : undefined
-})
-
-const noPositionals = (command: string, positionals: ReadonlyArray<string>): void => {
-  if (positionals.length > 0) {
-    throw new UsageError(`${command}: unexpected argument "${positionals[0]}" (see ${command} --help)`)
-  }
-}
-
-const parseChat = (args: ReadonlyArray<string>): Command => {
-  const { values, positionals } = parse("noema chat", args, turnOptions)
-  if (values.help) return { type: "help", topic: "chat" }
-  if (values.version) return { type: "version" }
-  noPositionals("noema chat", positionals)
-  return {
-    type: "chat",
-    model: modelFlags(values),
-    tools: values["no-tools"] !== true,
-    mcp: values.mcp,
-    approveAll: values.yes === true,
-    system: values.system,
-    session: values.session,
-    database: values.database
-  }
-}
-
-const parseAsk = (args: ReadonlyArray<string>): Command => {
-  const { values, positionals } = parse("noema ask", args, { ...turnOptions, json: { type: "boolean" } })
-  if (values.help) return { type: "help", topic: "ask" }
-  if (values.version) return { type: "version" }
-  const fromStdin = positionals.length === 0 || (positionals.length === 1 && positionals[0] === "-")
-  return {
-    type: "ask",
-    model: modelFlags(values),
-    tools: values["no-tools"] !== true,
-    mcp: values.mcp,
-    approveAll: values.yes === true,
-    system: values.system,
-    session: values.session,
-    database: values.database,
-    json: values.json === true,
-    question: fromStdin ? undefined : positionals.join(" "),
-    explicitStdin: positionals.length === 1 && positionals[0] === "-"
-  }
-}
-
-const parseSessions = (args: ReadonlyArray<string>): Command => {
-  const { values, positionals } = parse("noema sessions", args, {
-    ...storeOptions,
-    json: { type: "boolean" },
-    all: { type: "boolean" },
-    format: { type: "string", short: "f" }
-  })
-  if (values.help) return { type: "help", topic: "sessions" }
-  if (values.version) return { type: "version" }
-  const [action = "list", id, ...rest] = positionals
-  const json = values.json === true
-  const database = values.database
-  const needId = (): string => {
-    if (id === undefined || id.trim() === "") {
-      throw new UsageError(`noema sessions ${action}: missing session ID (see noema sessions list)`)
+export type RoutineCommand =
+  | {
+      readonly type: "routine-run"
+      readonly file: string
+      readonly goal: string | undefined
+      readonly database: string | undefined
+      readonly model: ModelFlags
+      /** `--var name=value`: fixed values of declared variables. */
+      readonly vars: Readonly<Record<string, string>>
+      /** `--documents DIR`: where `documents.x` files are (default: the document's directory). */
+      readonly documents: string | undefined
+      /** `--stakeholders FILE`: a JSON file for `stakeholder.x`. */
+      readonly stakeholders: string | undefined
+      /** `--session ID`: a saved session for `message.x` and `thread.x` (an id or a unique prefix). */
+      readonly session: string | undefined
+      /** `--parallel N`: chains worked on at the same time (default 1). */
+      readonly parallel: number
+      readonly noTools: boolean
     }
-    noPositionals(`noema sessions ${action}`, rest)
-    return id
-  }
-  if (values.format !== undefined && action !== "export") {
-    throw new UsageError(`noema sessions ${action}: --format only applies to export`)
-  }
-  if (values.all === true && action !== "export") {
-    throw new UsageError(`noema sessions ${action}: --all only applies to export`)
-  }
-  switch (action) {
-    case "list":
-    case "ls":
-      noPositionals("noema sessions list", positionals.slice(1))
-      return { type: "sessions-list", json, database }
-    case "show":
-      return { type: "sessions-show", id: needId(), json, database }
-    case "delete":
-    case "rm":
-      return { type: "sessions-delete", id: needId(), database }
-    case "export": {
-      if (values.all === true) {
-        noPositionals("noema sessions export --all", positionals.slice(1))
-        if (values.format !== undefined && values.format !== "jsonl") {
-          throw new UsageError("noema sessions export --all: writes JSON lines only (leave out --format)")
-        }
-        return { type: "sessions-export-all", database }
-      }
-      const format = values.format ?? "json"
-      if (format !== "json" && format !== "markdown" && format !== "md") {
-        throw new UsageError(`noema sessions export: unknown format "${format}" (use json or markdown)`)
-      }
-      return {
-        type: "sessions-export",
-        id: needId(),
-        format: format === "json" ? "json" : "markdown",
-        database
-      }
+  | {
+      readonly type: "routine-status"
+      readonly file: string
+      readonly database: string | undefined
+      readonly json: boolean
+      /** `--write`: the progress written back into the document (checkboxes, `done: true`). */
+      readonly write: boolean
     }
-    case "import":
-      noPositionals("noema sessions import", rest)
-      return { type: "sessions-import", file: id, database }
-    default:
-      throw new UsageError(
-        `noema sessions: unknown action "${action}" (use list, show, delete, export or import; see noema sessions --help)`
-      )
-  }
+
+// ---------------------------------------------------------------------------
+// Policies: noema policy check|show
+// ---------------------------------------------------------------------------
+
+/** The engine a command asks, when it names one: `--engine`. */
+export type Engine = "cedar" | "opa" | "allow-all"
+
+export interface PolicyCheck {
+  readonly type: "policy-check"
+  readonly actor: string
+  readonly action: "get" | "put" | "delete"
+  readonly resources: ReadonlyArray<string>
+  readonly policy: string | undefined
+  readonly engine: Engine | undefined
+  readonly entrypoint: string | undefined
+  readonly data: string | undefined
+  readonly shadow: boolean
+  readonly json: boolean
 }
+
+/** `noema policy show`: the policy in use, as text. */
+export interface PolicyShow {
+  readonly type: "policy-show"
+  readonly policy: string | undefined
+}
+
+export type PolicyCommand = PolicyCheck | PolicyShow
+
+// ---------------------------------------------------------------------------
+// Resources: noema resources ls|show|put|search|reindex
+// ---------------------------------------------------------------------------
+
+/** Who acts on resources unless `--as` says otherwise: the person at the terminal. */
+export const defaultActor = "cld:user.cli"
+
+interface ResourcesCommon {
+  readonly database: string | undefined
+  /** Who acts: the policy's principal. */
+  readonly actor: string
+  readonly policy: string | undefined
+  readonly engine: Engine | undefined
+  /** `--embedding-model`: "local" or a model of an OpenAI-compatible server. */
+  readonly embeddingModel: string | undefined
+  readonly baseUrl: string | undefined
+  readonly apiKey: string | undefined
+  readonly json: boolean
+}
+
+export type ResourcesCommand =
+  | ({ readonly type: "resources-ls"; readonly prefix: string } & ResourcesCommon)
+  | ({ readonly type: "resources-show"; readonly urn: string } & ResourcesCommon)
+  | ({ readonly type: "resources-put"; readonly file: string } & ResourcesCommon)
+  | ({
+      readonly type: "resources-search"
+      readonly text: string
+      readonly resourceType: string | undefined
+      readonly prefix: string | undefined
+      readonly limit: number
+    } & ResourcesCommon)
+  | ({ readonly type: "resources-reindex" } & ResourcesCommon)
+
+// ---------------------------------------------------------------------------
+// The planner: noema plan "request", noema tasks show URN
+// ---------------------------------------------------------------------------
+
+/** Who plans, and who reads the tasks unless `--as` says otherwise. */
+export const plannerActor = "cld:assistant.planner"
+
+interface PlanCommon {
+  readonly database: string | undefined
+  readonly policy: string | undefined
+  readonly engine: Engine | undefined
+  readonly embeddingModel: string | undefined
+  readonly json: boolean
+}
+
+export type PlanCommand =
+  | ({
+      readonly type: "plan"
+      readonly request: string
+      readonly model: ModelFlags
+      /** `--assistants FILE`: assistants to register (JSON, as `noema resources put` takes). */
+      readonly assistants: string | undefined
+      /** `--conversation URN`: plan in an existing conversation. */
+      readonly conversation: string | undefined
+      /** `--threshold X`: the similarity that elects an assistant by itself. */
+      readonly threshold: number | undefined
+      /** `--fallback model|none|URN`: who decides below the threshold. */
+      readonly fallback: string
+      readonly parallel: number | undefined
+      readonly maxCalls: number | undefined
+      readonly maxTokens: number | undefined
+      readonly maxDepth: number | undefined
+      readonly stallTimeout: string | undefined
+      readonly noTools: boolean
+    } & PlanCommon)
+  | ({ readonly type: "tasks-show"; readonly urn: string; readonly as: string } & PlanCommon)
+
+// ---------------------------------------------------------------------------
+// Runs: noema threads ..., noema run "request", noema runs ..., noema serve, noema worker
+// ---------------------------------------------------------------------------
+
+/** The port `noema serve` listens on unless told. */
+export const defaultPort = 7077
+
+/** The tools a pipeline's stages may name: those every stage has, and the built-in ones. */
+export interface PipelineTools {
+  readonly always: ReadonlyArray<string>
+  readonly builtin: ReadonlyArray<string>
+}
+
+interface RunsCommon {
+  readonly database: string | undefined
+  /** `--workspace DIR` (env NOEMA_WORKSPACE; default $NOEMA_HOME/workspace). */
+  readonly workspace: string | undefined
+  readonly json: boolean
+}
+
+/** What carries a run on (run, approve, retry, resume, serve, worker): the model and the tools. */
+interface Executing {
+  readonly model: ModelFlags
+  readonly noTools: boolean
+}
+
+export type RunsCommand =
+  | ({
+      readonly type: "threads-create"
+      readonly title: string | undefined
+      readonly queue: "reject" | "enqueue"
+    } & RunsCommon)
+  | ({ readonly type: "threads-list" } & RunsCommon)
+  | ({ readonly type: "threads-show"; readonly thread: string } & RunsCommon)
+  | ({
+      readonly type: "threads-set-queue"
+      readonly thread: string
+      readonly queue: "reject" | "enqueue"
+    } & RunsCommon)
+  | ({ readonly type: "threads-close"; readonly thread: string } & RunsCommon)
+  | ({
+      readonly type: "run"
+      readonly request: string
+      readonly thread: string
+      readonly pipeline: string | undefined
+      /** Only create the run: a worker (noema worker, noema serve) carries it on. */
+      readonly detach: boolean
+      /** `--plan`: the stages come from the model's plan (PlanAgent), with `approve` on them. */
+      readonly plan: boolean
+      readonly approve: "none" | "first" | "all"
+    } & RunsCommon &
+      Executing)
+  | ({ readonly type: "runs-list"; readonly thread: string | undefined } & RunsCommon)
+  | ({ readonly type: "runs-show"; readonly run: string } & RunsCommon)
+  | ({ readonly type: "runs-approve"; readonly run: string; readonly by: string | undefined } & RunsCommon &
+      Executing)
+  | ({ readonly type: "runs-reject"; readonly run: string; readonly reason: string } & RunsCommon)
+  | ({
+      readonly type: "runs-retry"
+      readonly run: string
+      /** `--force`: retry a failure that is not retryable too (saying so). */
+      readonly force: boolean
+    } & RunsCommon &
+      Executing)
+  | ({ readonly type: "runs-cancel"; readonly run: string; readonly reason: string | undefined } & RunsCommon)
+  | ({ readonly type: "runs-resume"; readonly run: string | undefined } & RunsCommon & Executing)
+  | ({ readonly type: "runs-verify"; readonly run: string } & RunsCommon)
+  | ({
+      readonly type: "serve"
+      readonly port: number
+      /** Whether this process also carries runs on (`--no-worker`: the panel only). */
+      readonly worker: boolean
+      readonly concurrency: number
+      readonly leaseTtl: string | undefined
+      /** `--token`: the panel's access token (default NOEMA_SERVE_TOKEN, else a new one per start). */
+      readonly token: string | undefined
+    } & RunsCommon &
+      Executing)
+  | ({
+      readonly type: "worker"
+      readonly concurrency: number
+      readonly leaseTtl: string | undefined
+    } & RunsCommon &
+      Executing)
+
+// ---------------------------------------------------------------------------
+// Which commands only read
+// ---------------------------------------------------------------------------
 
 /**
  * The commands that only read the database: the one list of them. They open a
- * SQLite file read-only (`Runtime.openReadOnlyFirst`), so a database the user may
+ * SQLite file read-only (`Databases.openReadOnlyFirst`), so a database the user may
  * only read still answers them, and they write nothing in `$NOEMA_HOME` (not the
  * database, not the default policy). `routine status --write` writes the
  * routine's document, never the database.
@@ -318,105 +315,3 @@ const readingCommands: ReadonlySet<Command["type"]> = new Set<Command["type"]>([
 /** Whether `command` only reads the database (see `readingCommands`). */
 export const readsOnly = (command: { readonly type: Command["type"] }): boolean =>
   readingCommands.has(command.type)
-
-/** The command `args` (the arguments after `noema`) ask for. Throws `UsageError`. */
-export const parseCommand = (args: ReadonlyArray<string>): Command => {
-  const [first, ...rest] = args
-  if (first === undefined) return { type: "help", topic: "main" }
-  if (first === "--help" || first === "-h" || first === "help") {
-    const topic = rest[0]
-    return {
-      type: "help",
-      topic:
-        topic === "chat" ||
-        topic === "ask" ||
-        topic === "sessions" ||
-        topic === "routine" ||
-        topic === "policy" ||
-        topic === "resources" ||
-        topic === "plan" ||
-        topic === "tasks" ||
-        topic === "threads" ||
-        topic === "run" ||
-        topic === "runs" ||
-        topic === "serve" ||
-        topic === "worker"
-          ? topic
-          : "main"
-    }
-  }
-  if (first === "--version" || first === "-v") return { type: "version" }
-  switch (first) {
-    case "chat":
-      return parseChat(rest)
-    case "ask":
-      return parseAsk(rest)
-    case "sessions":
-      return parseSessions(rest)
-    // Routines: parsed in RoutineArguments.
-    case "routine":
-      try {
-        const parsed = parseRoutine(rest)
-        return parsed === "help" ? { type: "help", topic: "routine" } : parsed
-      } catch (error) {
-        throw error instanceof RoutineUsageError ? new UsageError(error.message) : error
-      }
-    // Policies: parsed in PolicyArguments.
-    case "policy":
-      try {
-        const parsed = parsePolicy(rest)
-        return parsed === "help" ? { type: "help", topic: "policy" } : parsed
-      } catch (error) {
-        throw error instanceof PolicyUsageError ? new UsageError(error.message) : error
-      }
-    // Resources: parsed in ResourcesArguments.
-    case "resources":
-      try {
-        const parsed = parseResources(rest)
-        return parsed === "help" ? { type: "help", topic: "resources" } : parsed
-      } catch (error) {
-        throw error instanceof ResourcesUsageError ? new UsageError(error.message) : error
-      }
-    // The planner: parsed in PlanArguments.
-    case "plan":
-    case "tasks":
-      try {
-        const parsed = first === "plan" ? parsePlan(rest) : parseTasks(rest)
-        return parsed === "help" ? { type: "help", topic: first } : parsed
-      } catch (error) {
-        throw error instanceof PlanUsageError ? new UsageError(error.message) : error
-      }
-    // Runs: parsed in RunsArguments.
-    case "threads":
-    case "run":
-    case "runs":
-    case "serve":
-    case "worker":
-      try {
-        const parsed =
-          first === "threads"
-            ? parseThreads(rest)
-            : first === "run"
-              ? parseRun(rest)
-              : first === "serve"
-                ? parseServe(rest)
-                : first === "worker"
-                  ? parseWorker(rest)
-                  : parseRuns(rest)
-        return parsed === "help" ? { type: "help", topic: first } : parsed
-      } catch (error) {
-        throw error instanceof RunsUsageError ? new UsageError(error.message) : error
-      }
-  }
-  if (first.startsWith("-")) {
-    // Global flags are only --help and --version; anything else belongs after a command.
-    throw new UsageError(
-      `noema: unknown option ${first}; options go after the command, e.g. noema chat ${first} (see noema --help)`
-    )
-  }
-  const suggestion = commands.find((command) => command.startsWith(first.slice(0, 2)))
-  throw new UsageError(
-    `noema: unknown command "${first}"${suggestion === undefined ? "" : ` (did you mean ${suggestion}?)`}; ` +
-      `commands: ${commands.join(", ")} (see noema --help)`
-  )
-}

@@ -109,20 +109,18 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
   if (baseUrl.value !== undefined && !isHttpUrl(baseUrl.value)) {
     const from = baseUrl.source === "flag" ? "--base-url" : `NOEMA_BASE_URL / ${baseUrlVariable}`
     throw new UsageError(
-      `noema: ${from}: "${Printable.redactUrl(baseUrl.value)}" is not an http(s) URL (e.g. http://localhost:11434/v1)`
+      `${from}: "${Printable.redactUrl(baseUrl.value)}" is not an http(s) URL (e.g. http://localhost:11434/v1)`
     )
   }
   const api = pick(flags.api, env.NOEMA_OPENAI_API)
   if (api.value !== undefined && api.value !== "chat" && api.value !== "responses") {
     const from = api.source === "flag" ? "--api" : "NOEMA_OPENAI_API"
-    throw new UsageError(`noema: ${from}: "${api.value}" is not an API noema speaks (use chat or responses)`)
+    throw new UsageError(`${from}: "${api.value}" is not an API noema speaks (use chat or responses)`)
   }
   if (model.value === offlineModelName) return { kind: "offline", reason: "requested" }
   if (apiKey.value === undefined && baseUrl.value === undefined) {
     if (provider === "openai") return { kind: "offline", reason: "unconfigured" }
-    throw new UsageError(
-      `noema: the ${provider} provider needs ${apiKeyVariable} (or --api-key / --base-url)`
-    )
+    throw new UsageError(`the ${provider} provider needs ${apiKeyVariable} (or --api-key / --base-url)`)
   }
   return {
     kind: "openai",
@@ -151,7 +149,7 @@ export const resolveMaxRetryWait = (flags: ModelFlags, env: Environment): number
   const seconds = Number(chosen.value)
   if (!Number.isFinite(seconds) || seconds < 0) {
     const from = chosen.source === "flag" ? "--max-retry-wait" : "NOEMA_MAX_RETRY_WAIT"
-    throw new UsageError(`noema: ${from}: "${chosen.value}" is not a number of seconds (e.g. 60)`)
+    throw new UsageError(`${from}: "${chosen.value}" is not a number of seconds (e.g. 60)`)
   }
   return seconds
 }
@@ -176,7 +174,7 @@ export const resolveContextBudget = (flags: ModelFlags, env: Environment): Conte
   if (!Number.isInteger(tokens) || tokens < 0) {
     const from = chosen.source === "flag" ? "--context-budget" : "NOEMA_CONTEXT_BUDGET"
     throw new UsageError(
-      `noema: ${from}: "${chosen.value}" is not a number of tokens (e.g. 100000; 0 turns compaction off)`
+      `${from}: "${chosen.value}" is not a number of tokens (e.g. 100000; 0 turns compaction off)`
     )
   }
   return { kind: "tokens", tokens }
@@ -198,6 +196,19 @@ export const withModel = (config: ModelConfig, model: string): ModelConfig | und
 export const offlineNotice =
   "noema: no model configured, using the built-in offline model (arithmetic, time, files; not an LLM). " +
   "Set OPENAI_API_KEY, or pass --api-key / --base-url (e.g. http://localhost:11434/v1 for Ollama)."
+
+/**
+ * The notice for the model `flags` and `env` name, when it is the offline one because
+ * nothing is configured; none for a configuration that cannot be used (its command says why).
+ */
+export const offlineNoticeFor = (flags: ModelFlags, env: Environment): string | undefined => {
+  try {
+    const config = resolveModel(flags, env)
+    return config.kind === "offline" && config.reason === "unconfigured" ? offlineNotice : undefined
+  } catch {
+    return undefined
+  }
+}
 
 /**
  * Where the model is, for messages: `gpt-4o-mini at https://api.openai.com/v1`, and the provider
@@ -230,12 +241,12 @@ export const resolvePrices = (env: Environment, files: Paths): Usage.Prices | un
     text = fs.readFileSync(file, "utf8")
   } catch (error) {
     if (named === undefined && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined
-    throw new UsageError(`noema: NOEMA_PRICES: cannot read ${file}: ${(error as Error).message}`)
+    throw new UsageError(`NOEMA_PRICES: cannot read ${file}: ${(error as Error).message}`)
   }
   const decoded = Schema.decodeUnknownExit(Schema.fromJsonString(Usage.Prices))(text)
   if (decoded._tag === "Failure") {
     throw new UsageError(
-      `noema: ${file} is not a prices file ({ "model": { "input": 0.4, "output": 1.6 } }, USD per million tokens)`
+      `${file} is not a prices file ({ "model": { "input": 0.4, "output": 1.6 } }, USD per million tokens)`
     )
   }
   return decoded.value
@@ -288,7 +299,7 @@ export const resolveDatabase = (
   if (scheme !== undefined) {
     const from = chosen.source === "flag" ? "--database" : "NOEMA_DATABASE_URL"
     throw new UsageError(
-      `noema: ${from}: unsupported database URL scheme "${scheme}:" (use postgres://… or a SQLite file path)`
+      `${from}: unsupported database URL scheme "${scheme}:" (use postgres://… or a SQLite file path)`
     )
   }
   return { kind: "sqlite", path: path.resolve(cwd, value) }

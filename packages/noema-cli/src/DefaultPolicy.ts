@@ -15,10 +15,9 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
-import type { Io } from "./Cli.js"
+import { defaultActor as localUser, plannerActor } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
-import { plannerActor } from "./PlanArguments.js"
-import { defaultActor as localUser } from "./ResourcesArguments.js"
+import type { Io } from "./Io.js"
 
 /** Where it is kept, `$NOEMA_HOME/policy.cedar`. */
 export const file = (io: Io): string => path.join(CliConfig.paths(io.env).home, "policy.cedar")

@@ -52,7 +52,7 @@ export const resolve = (flag: string | undefined, environment: string | undefine
   if (value === "") return "openai"
   if (isProvider(value)) return value
   const from = fromFlag !== "" ? "--provider" : "NOEMA_PROVIDER"
-  throw new UsageError(`noema: ${from}: "${value}" is not a provider noema speaks (use openai or anthropic)`)
+  throw new UsageError(`${from}: "${value}" is not a provider noema speaks (use openai or anthropic)`)
 }
 
 /** Claude through `@noema/anthropic`, with the adapter's own retries off (the CLI retries, as for OpenAI). */

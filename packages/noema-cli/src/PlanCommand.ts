@@ -4,7 +4,6 @@
  * over the resources in the configured database, every access through the
  * policy (`--policy`, else the default one, written on first use: `DefaultPolicy`).
  */
-import * as os from "node:os"
 import { Planner } from "@noema/planner"
 import {
   type Policy,
@@ -15,15 +14,16 @@ import {
   Urn,
   VectorIndex
 } from "@noema/resources"
-import { Cause, Duration, Effect, Exit, Option } from "effect"
-import type { Io } from "./Cli.js"
-import { readsOnly, UsageError } from "./CliArguments.js"
+import { Duration, Effect, Option } from "effect"
+import { type PlanCommand, plannerActor, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
-import * as CliError from "./CliError.js"
-import * as Runtime from "./internal/runtime.js"
-import { type PlanCommand, plannerActor } from "./PlanArguments.js"
-import * as PolicyCommand from "./PolicyCommand.js"
-import * as ResourcesCommand from "./ResourcesCommand.js"
+import * as ExitStatus from "./ExitStatus.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
+import * as Models from "./internal/Models.js"
+import * as Policies from "./internal/Policies.js"
+import * as Resources from "./internal/Resources.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
@@ -123,7 +123,7 @@ const renderer = (io: Io, names: ReadonlyMap<string, string>) => {
 const checkUrn = (flag: string, urn: string | undefined) => {
   if (urn === undefined) return
   const problem = Urn.parseEither(urn)
-  if (problem instanceof Urn.InvalidUrnError) throw new UsageError(`noema: ${flag}: ${problem.message}`)
+  if (problem instanceof Urn.InvalidUrnError) throw new UsageError(`${flag}: ${problem.message}`)
 }
 
 const fallbackOf = (command: Extract<PlanCommand, { type: "plan" }>) => {
@@ -149,30 +149,32 @@ const taskLine = (task: Resource.Task, depth: number, names: ReadonlyMap<string,
   return `${"  ".repeat(depth)}${icon} ${Terminal.oneLine(task.meta.name, 80)}${task.corrective === true ? " (corrective)" : ""}${who}${detail}`
 }
 
-export const run = async (command: PlanCommand, io: Io): Promise<number> => {
+/** What a plan needs before the database opens: the input checked, the assistants to register, the embedder and the model. */
+const prepare = async (command: PlanCommand, frame: Frame.Shape) => {
+  const { io } = frame
   if (command.type === "plan" && command.stallTimeout !== undefined) {
     const parsed = Duration.fromInput(command.stallTimeout as Duration.Input)
     if (Option.isNone(parsed) || Duration.toMillis(parsed.value) <= 0)
       throw new UsageError(
-        `noema plan: --stall-timeout needs a duration such as "90 seconds" or "2 minutes", got "${command.stallTimeout}" (see noema plan --help)`
+        `--stall-timeout needs a duration such as "90 seconds" or "2 minutes", got "${command.stallTimeout}"`
       )
   }
   checkUrn(
-    command.type === "plan" ? "--conversation" : "noema tasks show",
+    command.type === "plan" ? "--conversation" : "URN",
     command.type === "plan" ? command.conversation : command.urn
   )
   const toRegister =
     command.type === "plan" && command.assistants !== undefined
-      ? ResourcesCommand.readResources(command.assistants, io)
+      ? Resources.readResources(command.assistants, io)
       : []
   if (toRegister.some((resource) => resource.meta.type !== "assistant"))
     throw new UsageError(
-      `noema plan: --assistants ${command.type === "plan" ? command.assistants : ""} holds resources that are not assistants`
+      `--assistants ${command.type === "plan" ? command.assistants : ""} holds resources that are not assistants`
     )
   // Retries shown and failures told as `ask` does; `tasks show` runs no model.
-  const planning = command.type === "plan" ? await Runtime.commandModel(command.model, io) : undefined
+  const planning = command.type === "plan" ? await Models.commandModel(command.model, frame) : undefined
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
-  const embedder = await ResourcesCommand.makeEmbedder(
+  const embedder = await Resources.makeEmbedder(
     {
       embeddingModel: command.embeddingModel,
       ...(command.type === "plan" && { baseUrl: command.model.baseUrl, apiKey: command.model.apiKey })
@@ -180,132 +182,135 @@ export const run = async (command: PlanCommand, io: Io): Promise<number> => {
     io
   )
   const model = planning?.model
-  const print = (text: string) => Effect.sync(() => io.stdout.write(text))
-
-  const program = Effect.gen(function* () {
-    const store = yield* SqlResourceStore.fromDatabase
-    const vectors = yield* VectorIndex.fromDatabase(embedder)
-    const policy: Policy.Service = yield* PolicyCommand.engineOf(command, io)
-    const events = yield* ResourceEvents.makeMemory(policy)
-    const index = ResourceIndex.make(store, policy, { vectors, events })
-
-    if (command.type === "tasks-show") {
-      const root = yield* index.get(command.as, command.urn)
-      const below = yield* index.findByPrefix(command.as, command.urn)
-      const tasks = [root, ...below].filter((r): r is Resource.Task => r.meta.type === "task")
-      if (command.json) return yield* print(`${JSON.stringify(tasks)}\n`)
-      if (tasks.length === 0)
-        return yield* Effect.sync(() => io.stderr.write(`noema: no tasks under ${command.urn}\n`))
-      const assistants = yield* store.findByType("assistant")
-      const names = new Map(assistants.map((a) => [a.meta.urn, a.meta.name]))
-      const children = new Map<string, Array<Resource.Task>>()
-      for (const task of tasks) {
-        const parent = task.meta.parent ?? ""
-        children.set(parent, [...(children.get(parent) ?? []), task])
-      }
-      const lines: Array<string> = []
-      const visit = (task: Resource.Task, depth: number) => {
-        lines.push(taskLine(task, depth, names))
-        for (const child of (children.get(task.meta.urn) ?? []).sort(
-          (a, b) => (a.position ?? 0) - (b.position ?? 0)
-        ))
-          visit(child, depth + 1)
-      }
-      const urns = new Set(tasks.map((task) => task.meta.urn))
-      const tops = tasks
-        .filter((task) => task.meta.parent === undefined || !urns.has(task.meta.parent))
-        .sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
-      for (const task of tops) visit(task, 0)
-      return yield* print(`${lines.join("\n")}\n`)
-    }
-
-    // Assistants: the ones given, else the ones stored, else the built-in team.
-    for (const resource of toRegister) yield* index.put(plannerActor, resource)
-    let assistants = yield* store.findByType("assistant")
-    if (assistants.length === 0) {
-      for (const member of builtinTeam) {
-        const resource = Resource.make("assistant", {
-          name: member.name,
-          purpose: member.purpose,
-          instructions: member.instructions,
-          examples: [...member.examples]
-        })
-        yield* index.put(plannerActor, resource)
-      }
-      assistants = yield* store.findByType("assistant")
-      if (!command.json)
-        yield* Effect.sync(() =>
-          io.stderr.write(
-            `noema: no assistants registered; registered the built-in team (${builtinTeam.map((m) => m.name).join(", ")}); --assistants FILE adds yours\n`
-          )
-        )
-    }
-    const names = new Map(assistants.map((a) => [a.meta.urn, a.meta.name]))
-    const render = renderer(io, names)
-    const fallback = fallbackOf(command)
-    const result = yield* Planner.run(command.request, {
-      model: model!,
-      index,
-      events,
-      vectors,
-      tools: command.noTools ? [] : BuiltinTools.make({ root: io.cwd }),
-      plannerActor,
-      ...(command.conversation !== undefined && { conversation: command.conversation }),
-      election: {
-        ...(command.threshold !== undefined && { threshold: command.threshold }),
-        ...(fallback === "model"
-          ? { fallback: { kind: "model" as const, model: model! } }
-          : fallback !== undefined
-            ? { fallback: { kind: "default" as const, assistant: fallback } }
-            : {})
-      },
-      limits: {
-        ...(command.parallel !== undefined && { parallel: command.parallel }),
-        ...(command.maxCalls !== undefined && { maxModelCalls: command.maxCalls }),
-        ...(command.maxTokens !== undefined && { maxTokens: command.maxTokens }),
-        ...(command.maxDepth !== undefined && { maxDepth: command.maxDepth }),
-        ...(command.stallTimeout !== undefined && { stallTimeout: command.stallTimeout as never })
-      },
-      onEvent: (event) =>
-        Effect.sync(() => {
-          if (command.json) {
-            io.stdout.write(`${JSON.stringify(event)}\n`)
-            return
-          }
-          const line = render(event)
-          if (line !== undefined) io.stdout.write(`${line}\n`)
-        })
-    })
-    if (command.json)
-      return yield* print(
-        `${JSON.stringify({ type: "result", ...result, tree: { conversation: result.tree.conversation, message: result.tree.message } })}\n`
-      )
-    yield* print(`\n${Terminal.sanitize(result.answer)}\n`)
-    yield* Effect.sync(() =>
-      io.stderr.write(
-        `noema: ${result.tasks.length} tasks (${result.missing.length} not done), ${result.modelCalls} model calls, ${result.tokens} tokens; noema tasks show ${result.tree.message}\n`
-      )
-    )
-    return result.missing.length === 0 ? undefined : ("incomplete" as const)
-  })
-
-  // Ctrl-C (or SIGTERM/SIGHUP) stops the work: the tasks under way are stored as interrupted.
-  const { exit, signalled } = await Runtime.runInterruptible(
-    Effect.scoped(
-      program.pipe(
-        (effect) => Runtime.provideDatabase(effect, database, readsOnly(command)),
-        Effect.provide(PolicyCommand.stderrLogger(io))
-      )
-    )
-  ).finally(() => planning?.dispose())
-  if (Exit.isSuccess(exit)) return exit.value === "incomplete" ? 3 : 0
-  if (Cause.hasInterruptsOnly(exit.cause)) {
-    io.stderr.write("noema: interrupted; the tasks under way are stored as interrupted\n")
-    return 128 + (os.constants.signals[signalled ?? "SIGINT"] ?? 2)
-  }
-  const error = Cause.squash(exit.cause)
-  if (error instanceof UsageError) throw error
-  // The model's failure (planning, a task's) is told with its server, as `ask` tells it.
-  CliError.report(error, io, planning?.errors)
-  return 1
+  return { toRegister, database, embedder, model, dispose: () => planning?.dispose() }
 }
+
+export const run = (command: PlanCommand, io: Io) =>
+  Effect.gen(function* () {
+    const frame = yield* Frame.Frame
+    const { toRegister, database, embedder, model, dispose } = yield* Effect.tryPromise({
+      try: () => prepare(command, frame),
+      catch: (error) => error
+    })
+    const print = (text: string) => Effect.sync(() => io.stdout.write(text))
+
+    const program = Effect.gen(function* () {
+      const store = yield* SqlResourceStore.fromDatabase
+      const vectors = yield* VectorIndex.fromDatabase(embedder)
+      const policy: Policy.Service = yield* Policies.engineOf(command, io)
+      const events = yield* ResourceEvents.makeMemory(policy)
+      const index = ResourceIndex.make(store, policy, { vectors, events })
+
+      if (command.type === "tasks-show") {
+        const root = yield* index.get(command.as, command.urn)
+        const below = yield* index.findByPrefix(command.as, command.urn)
+        const tasks = [root, ...below].filter((r): r is Resource.Task => r.meta.type === "task")
+        if (command.json) return yield* print(`${JSON.stringify(tasks)}\n`)
+        if (tasks.length === 0)
+          return yield* Effect.sync(() => io.stderr.write(`noema: no tasks under ${command.urn}\n`))
+        const assistants = yield* store.findByType("assistant")
+        const names = new Map(assistants.map((a) => [a.meta.urn, a.meta.name]))
+        const children = new Map<string, Array<Resource.Task>>()
+        for (const task of tasks) {
+          const parent = task.meta.parent ?? ""
+          children.set(parent, [...(children.get(parent) ?? []), task])
+        }
+        const lines: Array<string> = []
+        const visit = (task: Resource.Task, depth: number) => {
+          lines.push(taskLine(task, depth, names))
+          for (const child of (children.get(task.meta.urn) ?? []).sort(
+            (a, b) => (a.position ?? 0) - (b.position ?? 0)
+          ))
+            visit(child, depth + 1)
+        }
+        const urns = new Set(tasks.map((task) => task.meta.urn))
+        const tops = tasks
+          .filter((task) => task.meta.parent === undefined || !urns.has(task.meta.parent))
+          .sort((a, b) => (a.position ?? 0) - (b.position ?? 0))
+        for (const task of tops) visit(task, 0)
+        return yield* print(`${lines.join("\n")}\n`)
+      }
+
+      // Assistants: the ones given, else the ones stored, else the built-in team.
+      for (const resource of toRegister) yield* index.put(plannerActor, resource)
+      let assistants = yield* store.findByType("assistant")
+      if (assistants.length === 0) {
+        for (const member of builtinTeam) {
+          const resource = Resource.make("assistant", {
+            name: member.name,
+            purpose: member.purpose,
+            instructions: member.instructions,
+            examples: [...member.examples]
+          })
+          yield* index.put(plannerActor, resource)
+        }
+        assistants = yield* store.findByType("assistant")
+        if (!command.json)
+          yield* Effect.sync(() =>
+            io.stderr.write(
+              `noema: no assistants registered; registered the built-in team (${builtinTeam.map((m) => m.name).join(", ")}); --assistants FILE adds yours\n`
+            )
+          )
+      }
+      const names = new Map(assistants.map((a) => [a.meta.urn, a.meta.name]))
+      const render = renderer(io, names)
+      const fallback = fallbackOf(command)
+      const result = yield* Planner.run(command.request, {
+        model: model!,
+        index,
+        events,
+        vectors,
+        tools: command.noTools ? [] : BuiltinTools.make({ root: io.cwd }),
+        plannerActor,
+        ...(command.conversation !== undefined && { conversation: command.conversation }),
+        election: {
+          ...(command.threshold !== undefined && { threshold: command.threshold }),
+          ...(fallback === "model"
+            ? { fallback: { kind: "model" as const, model: model! } }
+            : fallback !== undefined
+              ? { fallback: { kind: "default" as const, assistant: fallback } }
+              : {})
+        },
+        limits: {
+          ...(command.parallel !== undefined && { parallel: command.parallel }),
+          ...(command.maxCalls !== undefined && { maxModelCalls: command.maxCalls }),
+          ...(command.maxTokens !== undefined && { maxTokens: command.maxTokens }),
+          ...(command.maxDepth !== undefined && { maxDepth: command.maxDepth }),
+          ...(command.stallTimeout !== undefined && { stallTimeout: command.stallTimeout as never })
+        },
+        onEvent: (event) =>
+          Effect.sync(() => {
+            if (command.json) {
+              io.stdout.write(`${JSON.stringify(event)}\n`)
+              return
+            }
+            const line = render(event)
+            if (line !== undefined) io.stdout.write(`${line}\n`)
+          })
+      })
+      if (command.json)
+        return yield* print(
+          `${JSON.stringify({ type: "result", ...result, tree: { conversation: result.tree.conversation, message: result.tree.message } })}\n`
+        )
+      yield* print(`\n${Terminal.sanitize(result.answer)}\n`)
+      yield* Effect.sync(() =>
+        io.stderr.write(
+          `noema: ${result.tasks.length} tasks (${result.missing.length} not done), ${result.modelCalls} model calls, ${result.tokens} tokens; noema tasks show ${result.tree.message}\n`
+        )
+      )
+      return result.missing.length === 0 ? undefined : ("incomplete" as const)
+    })
+
+    // Ctrl-C (or SIGTERM/SIGHUP) stops the work: the tasks under way are stored as interrupted.
+    const outcome = yield* Effect.scoped(
+      Databases.provideDatabase(program, database, readsOnly(command))
+    ).pipe(
+      Effect.onInterrupt(() =>
+        Effect.sync(() =>
+          io.stderr.write("noema: interrupted; the tasks under way are stored as interrupted\n")
+        )
+      ),
+      Effect.ensuring(Effect.sync(dispose))
+    )
+    return outcome === "incomplete" ? ExitStatus.notDone : ExitStatus.success
+  })

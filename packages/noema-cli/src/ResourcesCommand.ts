@@ -5,98 +5,20 @@
  * policy (`--policy`, else the default one, see `DefaultPolicy`) and the actor
  * (`--as`), the vector index kept in step on `put`.
  */
-import * as fs from "node:fs"
-import * as path from "node:path"
-import type { Embedder } from "@noema/core"
-import { LocalEmbedder, Resource, ResourceIndex, SqlResourceStore, Urn, VectorIndex } from "@noema/resources"
-import { Cause, Effect, Exit } from "effect"
-import type { Io } from "./Cli.js"
-import { readsOnly, UsageError } from "./CliArguments.js"
+import { Resource, ResourceIndex, SqlResourceStore, Urn, VectorIndex } from "@noema/resources"
+import { Effect } from "effect"
+import { type ResourcesCommand, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
-import * as Runtime from "./internal/runtime.js"
-import * as PolicyCommand from "./PolicyCommand.js"
-import type { ResourcesCommand } from "./ResourcesArguments.js"
-
-const usage = (message: string) => new UsageError(`${message} (see noema resources --help)`)
-
-const present = (value: string | undefined) =>
-  value === undefined || value.trim() === "" ? undefined : value.trim()
-
-/** The embedder: the local one, or a model of an OpenAI-compatible server. */
-export const makeEmbedder = async (
-  command: {
-    readonly embeddingModel: string | undefined
-    readonly baseUrl?: string | undefined
-    readonly apiKey?: string | undefined
-  },
-  io: Io
-): Promise<Embedder.Service> => {
-  const model = present(command.embeddingModel) ?? present(io.env.NOEMA_EMBEDDING_MODEL) ?? "local"
-  if (model === "local") return LocalEmbedder.make()
-  const baseUrl =
-    present(command.baseUrl) ?? present(io.env.NOEMA_BASE_URL) ?? present(io.env.OPENAI_BASE_URL)
-  const apiKey = present(command.apiKey) ?? present(io.env.OPENAI_API_KEY)
-  if (baseUrl === undefined && apiKey === undefined)
-    throw usage(`noema resources: the embedding model "${model}" needs OPENAI_API_KEY or --base-url`)
-  const { OpenAiEmbedder } = await import("@noema/openai")
-  const { Redacted } = await import("effect")
-  return Effect.runPromise(
-    OpenAiEmbedder.make({
-      model,
-      ...(baseUrl !== undefined && { baseURL: baseUrl }),
-      ...(apiKey !== undefined && { apiKey: Redacted.make(apiKey) })
-    })
-  )
-}
-
-class ResourcesError extends Error {
-  override readonly name = "ResourcesError"
-}
-
-/** The resources a FILE holds: every one checked before any is stored. */
-export const readResources = (file: string, io: Io): Array<Resource.Resource> => {
-  let text: string
-  try {
-    text = file === "-" ? fs.readFileSync(0, "utf8") : fs.readFileSync(path.resolve(io.cwd, file), "utf8")
-  } catch (error) {
-    throw new ResourcesError(
-      `resources put: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`
-    )
-  }
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch (error) {
-    throw new ResourcesError(
-      `resources put: ${file} is not JSON (${error instanceof Error ? error.message : String(error)})`
-    )
-  }
-  const items = Array.isArray(parsed) ? parsed : [parsed]
-  if (items.length === 0) throw new ResourcesError(`resources put: ${file} holds no resource`)
-  return items.map((item, index) => {
-    const where = items.length === 1 ? file : `${file}, resource ${index + 1}`
-    try {
-      if (typeof item !== "object" || item === null) throw new Error("not an object")
-      if ("meta" in item) return Resource.decode(item)
-      const { type, name, ...fields } = item as { type?: unknown; name?: unknown }
-      if (typeof type !== "string" || !Resource.isKind(type))
-        throw new Error(
-          `"type" must be one of ${Object.keys(Resource.kinds).join(", ")}, got ${JSON.stringify(type)}`
-        )
-      if (typeof name !== "string" || name === "") throw new Error('"name" must be a non-empty string')
-      return Resource.make(type, { name, ...(fields as object) } as never)
-    } catch (error) {
-      throw new ResourcesError(
-        `resources put: ${where}: ${error instanceof Error ? error.message : String(error)}`
-      )
-    }
-  })
-}
+import * as ExitStatus from "./ExitStatus.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Policies from "./internal/Policies.js"
+import * as Resources from "./internal/Resources.js"
 
 const line = (resource: Resource.Resource) =>
   `${resource.meta.urn}  ${resource.meta.type}  ${resource.meta.name}`
 
-export const run = async (command: ResourcesCommand, io: Io): Promise<number> => {
+export const run = Effect.fnUntraced(function* (command: ResourcesCommand, io: Io) {
   for (const urn of [
     command.actor,
     ...(command.type === "resources-ls" ? [command.prefix] : []),
@@ -104,15 +26,24 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
     ...(command.type === "resources-search" && command.prefix !== undefined ? [command.prefix] : [])
   ]) {
     const problem = Urn.parseEither(urn)
-    if (problem instanceof Urn.InvalidUrnError) throw usage(`noema resources: ${problem.message}`)
+    if (problem instanceof Urn.InvalidUrnError) return yield* Effect.fail(new UsageError(problem.message))
   }
-  const toPut = command.type === "resources-put" ? readResources(command.file, io) : []
-  const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
-  const embedder = await makeEmbedder(command, io)
+  const toPut = yield* Effect.try({
+    try: () => (command.type === "resources-put" ? Resources.readResources(command.file, io) : []),
+    catch: (error) => error
+  })
+  const database = yield* Effect.try({
+    try: () => CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd),
+    catch: (error) => error
+  })
+  const embedder = yield* Effect.tryPromise({
+    try: () => Resources.makeEmbedder(command, io),
+    catch: (error) => error
+  })
   const program = Effect.gen(function* () {
     const store = yield* SqlResourceStore.fromDatabase
     const vectors = yield* VectorIndex.fromDatabase(embedder, { reset: command.type === "resources-reindex" })
-    const policy = yield* PolicyCommand.engineOf(command, io)
+    const policy = yield* Policies.engineOf(command, io)
     const index = ResourceIndex.make(store, policy, { vectors })
     const actor = command.actor
     const print = (text: string) => Effect.sync(() => io.stdout.write(text))
@@ -167,21 +98,12 @@ export const run = async (command: ResourcesCommand, io: Io): Promise<number> =>
       }
     }
   })
-  const exit = await Effect.runPromiseExit(
-    Effect.scoped(
-      program.pipe(
-        (effect) => Runtime.provideDatabase(effect, database, readsOnly(command)),
-        Effect.provide(PolicyCommand.stderrLogger(io))
-      )
+  yield* Effect.scoped(Databases.provideDatabase(program, database, readsOnly(command))).pipe(
+    Effect.catchIf(
+      (error) => error instanceof VectorIndex.VectorIndexError && /built with/.test(error.message),
+      (error) =>
+        Effect.fail(new Resources.ResourcesError(`${error.message} (noema resources reindex does that)`))
     )
   )
-  if (Exit.isSuccess(exit)) return 0
-  const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
-  if (error?._tag === "ResourceNotFoundError" || error?._tag === "AccessDeniedError") {
-    io.stderr.write(`noema: ${error.message}\n`)
-    return 1
-  }
-  if (error?._tag === "VectorIndexError" && /built with/.test(error.message ?? ""))
-    throw new ResourcesError(`${error.message} (noema resources reindex does that)`)
-  throw error
-}
+  return ExitStatus.success
+})

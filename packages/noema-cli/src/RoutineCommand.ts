@@ -20,12 +20,13 @@ import {
 import { SessionStore, SqlStore } from "@noema/session"
 import { Cause, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { isMap, isSeq, parseDocument } from "yaml"
-import type { Io } from "./Cli.js"
-import { readsOnly } from "./CliArguments.js"
+import { type RoutineCommand, readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
-import * as CliError from "./CliError.js"
-import * as Runtime from "./internal/runtime.js"
-import type { RoutineCommand } from "./RoutineArguments.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
+import * as Models from "./internal/Models.js"
+import * as Sessions from "./internal/Sessions.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
@@ -50,13 +51,13 @@ const openStore = (options: { readonly database: string | undefined }, io: Io) =
   // The sessions beside the routines: `--session` reads one for message and thread variables.
   ManagedRuntime.make(
     Layer.merge(SqlRoutineStore.layerFromDatabase, SqlStore.layerFromDatabase).pipe(
-      Layer.provide(Runtime.databaseLayer(databaseOf(options, io)))
+      Layer.provide(Databases.databaseLayer(databaseOf(options, io)))
     )
   )
 
 /**
  * The stored progress of the chains of the document `file`, read as `routine status`
- * reads (only reading: `Runtime.openReadOnlyFirst`). No database yet is no progress
+ * reads (only reading: `Databases.openReadOnlyFirst`). No database yet is no progress
  * yet, and none is created.
  */
 const storedStates = (
@@ -68,7 +69,7 @@ const storedStates = (
   if (database.kind === "sqlite" && !fs.existsSync(database.path)) return Promise.resolve([])
   const list = Effect.flatMap(Effect.service(RoutineStore.RoutineStore), (store) => store.list(file))
   return Effect.runPromise(
-    Runtime.provideDatabase(
+    Databases.provideDatabase(
       Effect.provide(list, SqlRoutineStore.layerFromDatabase),
       database,
       readsOnly(options)
@@ -78,9 +79,10 @@ const storedStates = (
 
 const runOn = async <A, E>(
   runtime: ManagedRuntime.ManagedRuntime<RoutineStore.RoutineStore | SessionStore.SessionStore, unknown>,
-  effect: Effect.Effect<A, E, RoutineStore.RoutineStore | SessionStore.SessionStore>
+  effect: Effect.Effect<A, E, RoutineStore.RoutineStore | SessionStore.SessionStore>,
+  signal?: AbortSignal
 ): Promise<A> => {
-  const exit = await runtime.runPromiseExit(effect)
+  const exit = await runtime.runPromiseExit(effect, signal === undefined ? {} : { signal })
   if (Exit.isSuccess(exit)) return exit.value
   throw Cause.squash(exit.cause)
 }
@@ -114,10 +116,16 @@ const progressLine = (event: RoutineContext.RoutineEvent): string | undefined =>
   }
 }
 
-const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io: Io): Promise<number> => {
+const runGoals = async (
+  options: Extract<RoutineCommand, { type: "routine-run" }>,
+  frame: Frame.Shape,
+  signal: AbortSignal
+): Promise<number> => {
+  const { io } = frame
   const { full, breakdown } = load(options.file, io)
   const chains = WorkBreakdown.select(breakdown, options.goal)
-  const { model, errors, dispose } = await Runtime.commandModel(options.model, io)
+  // Retries shown; a failure that ends the run is told with the model's server (the frame's report).
+  const { model, dispose } = await Models.commandModel(options.model, frame)
   const runtime = openStore(options, io)
   const sessionSources =
     options.session === undefined
@@ -125,7 +133,7 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
       : await runOn(
           runtime,
           Effect.gen(function* () {
-            const id = yield* Runtime.resolveSessionId(options.session!)
+            const id = yield* Sessions.resolveSessionId(options.session!)
             return Variables.session(yield* Effect.service(SessionStore.SessionStore), id)
           })
         ).catch(async (error: unknown) => {
@@ -171,12 +179,8 @@ const run = async (options: Extract<RoutineCommand, { type: "routine-run" }>, io
         io.stdout.write(`✔ ${inline(WorkBreakdown.chainKey(chain))} already complete\n`)
       else pending.push(chain)
     }
-    await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }))
+    await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }), signal)
     return 0
-  } catch (error) {
-    // Told with the model's server, as `ask` tells it (the top level does not know the server).
-    CliError.report(error, io, errors)
-    return 1
   } finally {
     dispose()
     await runtime.dispose()
@@ -248,5 +252,8 @@ const status = async (
   return 0
 }
 
-export const runCommand = (options: RoutineCommand, io: Io): Promise<number> =>
-  options.type === "routine-run" ? run(options, io) : status(options, io)
+/** `noema routine run|status`: a signal stops the run where it is (its progress is saved after every step). */
+export const run = (options: RoutineCommand, io: Io) =>
+  Frame.promiseInFrame((frame, signal) =>
+    options.type === "routine-run" ? runGoals(options, frame, signal) : status(options, io)
+  )

@@ -14,7 +14,6 @@
  * this process has (`executorModels`: the configured one, the offline one); a
  * run whose model is not here waits, saying how to go on (`modelWait`).
  */
-import * as os from "node:os"
 import * as path from "node:path"
 import type { ChatModel } from "@noema/core"
 import {
@@ -30,24 +29,23 @@ import {
   Worker
 } from "@noema/runs"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
-import type { Io } from "./Cli.js"
-import { readsOnly, UsageError } from "./CliArguments.js"
+import { type PipelineTools, type RunsCommand, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
+import * as ExitStatus from "./ExitStatus.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
-import * as Runtime from "./internal/runtime.js"
+import * as Models from "./internal/Models.js"
 import * as ModelProvider from "./ModelProvider.js"
 import * as OfflineModel from "./OfflineModel.js"
-import type { PipelineTools, RunsCommand } from "./RunsArguments.js"
 import * as Terminal from "./Terminal.js"
 import * as BuiltinTools from "./tools/BuiltinTools.js"
 
 class RunsCommandError extends Error {
   override readonly name = "RunsCommandError"
 }
-
-/** Exit status of a run that waits (for approval, or in its thread's queue). */
-export const waitingStatus = 4
 
 /**
  * The tools a pipeline's stages may name here: what `noema run --help` and docs/runs.md list,
@@ -66,9 +64,9 @@ const loadPipeline = async (file: string, tools: ReadonlyArray<string>, noTools:
   const result = await Effect.runPromise(Effect.result(Pipeline.load(file, { tools })))
   if (result._tag === "Success") return result.success
   const only = noTools ? ` (--no-tools: the stages have ${Pipeline.stageTools.join(" and ")} only)` : ""
-  throw new UsageError(
-    `noema run: the pipeline ${Terminal.inline(file)} is refused, nothing was run${only}:\n${result.failure.problems.map(Terminal.inline).join("\n")}`
-  )
+  throw new UsageError(`the pipeline ${Terminal.inline(file)} is refused, nothing was run${only}`, {
+    details: result.failure.problems.map(Terminal.inline)
+  })
 }
 
 const present = (value: string | undefined) =>
@@ -149,21 +147,24 @@ const overriding: ReadonlyArray<RunsCommand["type"]> = ["runs-resume", "runs-ret
 
 /**
  * The models a command that carries runs on has: the configured one (flags, then the
- * environment; the offline notice, retries shown, failures told as `ask` does) and the
- * built-in offline one, which a run started on it keeps. A run is carried on with the model
- * it was started with, unless `--model` on `runs resume|retry|approve` names another.
+ * environment; retries shown, failures told as `ask` does) and the built-in offline one,
+ * which a run started on it keeps. A run is carried on with the model it was started with,
+ * unless `--model` on `runs resume|retry|approve` names another.
  */
-const executorModels = async (command: Extract<RunsCommand, { readonly model: unknown }>, io: Io) => {
+const executorModels = async (
+  command: Extract<RunsCommand, { readonly model: unknown }>,
+  frame: Frame.Shape
+) => {
   const override = overriding.includes(command.type) && present(command.model.model) !== undefined
-  const config = CliConfig.resolveModel(command.model, io.env)
+  const config = CliConfig.resolveModel(command.model, frame.io.env)
   if (override && config.kind === "offline" && config.reason === "unconfigured")
     throw new UsageError(
-      `noema ${command.type.replace("-", " ")}: --model ${command.model.model} names no model server: give --base-url (or NOEMA_BASE_URL), or OPENAI_API_KEY for OpenAI`
+      `--model ${command.model.model} names no model server: give --base-url (or NOEMA_BASE_URL), or OPENAI_API_KEY for OpenAI`
     )
-  const configured = await Runtime.commandModel(command.model, io)
+  const configured = await Models.commandModel(command.model, frame)
   let failure: ChatModel.ChatModelError | undefined
   // A stage's failure keeps only its message: the model's own error is told beside it.
-  const model = Runtime.observeFailures(configured.model, (error) => {
+  const model = Models.observeFailures(configured.model, (error) => {
     failure = error
   })
   const offline = OfflineModel.make()
@@ -385,7 +386,9 @@ const withIds = (store: RunsStore.Service, command: RunsCommand) =>
     return resolved
   })
 
-export const run = async (command: RunsCommand, io: Io): Promise<number> => {
+/** What a runs command needs before the database opens: the input checked, the pipeline, the model. */
+const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
+  const { io } = frame
   const workspace = workspaceOf(command.workspace, io)
   const database = CliConfig.resolveDatabase(command.database, io.env, CliConfig.paths(io.env), io.cwd)
   const executing = "model" in command
@@ -395,8 +398,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     command.type === "run" && command.pipeline !== undefined
       ? await loadPipeline(path.resolve(io.cwd, command.pipeline), Pipeline.toolNames(tools), command.noTools)
       : Pipeline.defaultPipeline
-  const models = "model" in command ? await executorModels(command, io) : undefined
-  const model = models?.model
+  const models = "model" in command ? await executorModels(command, frame) : undefined
   const style = Terminal.styleFor(io.stdout, io.env)
   const print = (text: string) => Effect.sync(() => io.stdout.write(text))
   const json = command.json
@@ -406,7 +408,7 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
     const parsed = Duration.fromInput(command.leaseTtl as Duration.Input)
     if (Option.isNone(parsed) || Duration.toMillis(parsed.value) < 1000)
       throw new UsageError(
-        `noema ${command.type}: --lease-ttl needs a duration of at least a second, such as "15 seconds", got "${command.leaseTtl}"`
+        `--lease-ttl needs a duration of at least a second, such as "15 seconds", got "${command.leaseTtl}"`
       )
     ttlMs = Duration.toMillis(parsed.value)
   }
@@ -416,364 +418,384 @@ export const run = async (command: RunsCommand, io: Io): Promise<number> => {
   // The server (effect/http and Node's HTTP server) is loaded by `serve` only: other commands start faster.
   const serverPackage = command.type === "serve" ? await import("@noema/server") : undefined
   const tokenProblem = token === undefined ? undefined : serverPackage?.Server.tokenProblem(token)
-  if (tokenProblem !== undefined)
-    throw new UsageError(`noema serve: ${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
+  if (tokenProblem !== undefined) throw new UsageError(`${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
+  return {
+    workspace,
+    database,
+    tools,
+    pipeline,
+    models,
+    style,
+    print,
+    json,
+    longRunning,
+    ttlMs,
+    token,
+    serverPackage
+  }
+}
 
-  const given = command
-  const program = Effect.gen(function* () {
-    const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
-    // The RUN and THREAD ids given may be prefixes: from here on, they are whole.
-    const command = yield* withIds(store, given)
-    /** Runs this process canceled (its progress said so already). */
-    const canceledHere = new Set<string>()
-    /** What a planned stage may use besides write_artifact and read_artifact. */
-    const toolNames = tools.map((tool) => tool.name)
-    /** Runs whose wait for their model this process told already (a worker tries them again now and then). */
-    const toldWaiting = new Set<string>()
-    const executor = Executor.make({
-      store,
+export const run = (command: RunsCommand, io: Io) =>
+  Effect.gen(function* () {
+    const frame = yield* Frame.Frame
+    const {
       workspace,
-      // A command that carries no run on (show, cancel, reject...) never calls a model.
-      model: model ?? OfflineModel.make(),
-      ...models?.options,
+      database,
       tools,
-      onEvent: (view, event) =>
-        Effect.sync(() => {
-          if (event.type === "RunCanceled") canceledHere.add(view.runId)
-          // One run at a time: the model's last failure is this stage's (a worker's runs share the model).
-          const failure = event.type === "StageFailed" && !longRunning ? models?.takeFailure() : undefined
-          if (failure !== undefined) io.stderr.write(`noema: ${CliError.describe(failure, models?.errors)}\n`)
-          if (json) io.stdout.write(`${Shown.stringify({ run_id: view.runId, ...event })}\n`)
-          else {
-            const line = progressLine(style, view, event)
-            // A worker carries several runs on at once: each line says whose it is.
-            if (line !== undefined)
-              io.stdout.write(`${longRunning ? `${style.dim(view.runId)}  ` : ""}${line}\n`)
-          }
-        })
-    })
-    /** Why the run waits in its thread's queue, and what frees the thread when an interrupted run holds it. */
-    const queuedText = (runId: string, reason: string) =>
-      Effect.gen(function* () {
-        const thread = yield* Shown.threadOf(
-          store,
-          yield* store.getThread((yield* store.getRun(runId)).threadId)
-        )
-        const held = heldLine(thread)
-        return held === undefined
-          ? `run ${runId} is queued: ${oneLine(reason, 200)} (a worker, noema worker or noema serve, starts it when the thread is free; or noema runs resume)`
-          : `run ${runId} is queued: the thread is ${held}`
+      pipeline,
+      models,
+      style,
+      print,
+      json,
+      longRunning,
+      ttlMs,
+      token,
+      serverPackage
+    } = yield* Effect.tryPromise({ try: () => prepare(command, frame), catch: (error) => error })
+    const model = models?.model
+    const executing = "model" in command
+    if (longRunning) frame.endsOnSignal()
+    const given = command
+    const program = Effect.gen(function* () {
+      const store: RunsStore.Service = yield* SqlRunsStore.fromDatabase
+      // The RUN and THREAD ids given may be prefixes: from here on, they are whole.
+      const command = yield* withIds(store, given)
+      /** Runs this process canceled (its progress said so already). */
+      const canceledHere = new Set<string>()
+      /** What a planned stage may use besides write_artifact and read_artifact. */
+      const toolNames = tools.map((tool) => tool.name)
+      /** Runs whose wait for their model this process told already (a worker tries them again now and then). */
+      const toldWaiting = new Set<string>()
+      const executor = Executor.make({
+        store,
+        workspace,
+        // A command that carries no run on (show, cancel, reject...) never calls a model.
+        model: model ?? OfflineModel.make(),
+        ...models?.options,
+        tools,
+        onEvent: (view, event) =>
+          Effect.sync(() => {
+            if (event.type === "RunCanceled") canceledHere.add(view.runId)
+            // One run at a time: the model's last failure is this stage's (a worker's runs share the model).
+            const failure = event.type === "StageFailed" && !longRunning ? models?.takeFailure() : undefined
+            if (failure !== undefined)
+              io.stderr.write(`noema: ${CliError.describe(failure, models?.errors)}\n`)
+            if (json) io.stdout.write(`${Shown.stringify({ run_id: view.runId, ...event })}\n`)
+            else {
+              const line = progressLine(style, view, event)
+              // A worker carries several runs on at once: each line says whose it is.
+              if (line !== undefined)
+                io.stdout.write(`${longRunning ? `${style.dim(view.runId)}  ` : ""}${line}\n`)
+            }
+          })
       })
-    /**
-     * Carries the run on holding its lease (taken before `before`, so no worker starts it
-     * in between); the exit status its outcome gives.
-     */
-    const carryOn = (
-      runId: string,
-      step: Effect.Effect<
-        Executor.Outcome,
-        Executor.ExecuteError | Pipeline.PipelineError | Run.NotRetryable
-      >,
-      before: Effect.Effect<unknown, Executor.ExecuteError | Run.NotRetryable> = Effect.void
-    ) =>
-      Effect.gen(function* () {
-        const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step), {
-          interrupt: executor.interrupt
-        })
-        if (outcome._tag === "Queued") {
-          if (!json) yield* print(`${yield* queuedText(runId, outcome.reason)}\n`)
-          return waitingStatus
-        }
-        if (outcome._tag === "WaitingApproval") return waitingStatus
-        if (outcome.run.status === "canceled" && !canceledHere.has(runId) && !json)
-          yield* print(`run ${runId} was canceled meanwhile (noema runs show ${runId})\n`)
-        return outcome.run.status === "completed" ? 0 : 1
-      }).pipe(
-        Effect.catchTag("ModelUnavailable", (waiting) =>
-          Effect.as(
-            Effect.sync(() => io.stderr.write(`noema: ${modelWait(runId, waiting, "this process")}\n`)),
-            waitingStatus
+      /** Why the run waits in its thread's queue, and what frees the thread when an interrupted run holds it. */
+      const queuedText = (runId: string, reason: string) =>
+        Effect.gen(function* () {
+          const thread = yield* Shown.threadOf(
+            store,
+            yield* store.getThread((yield* store.getRun(runId)).threadId)
           )
-        )
-      )
-
-    switch (command.type) {
-      case "threads-create": {
-        const thread = yield* store.createThread({
-          ...(command.title !== undefined && { title: command.title }),
-          queuePolicy: command.queue
+          const held = heldLine(thread)
+          return held === undefined
+            ? `run ${runId} is queued: ${oneLine(reason, 200)} (a worker, noema worker or noema serve, starts it when the thread is free; or noema runs resume)`
+            : `run ${runId} is queued: the thread is ${held}`
         })
-        yield* print(json ? `${Shown.stringify(yield* Shown.threadOf(store, thread))}\n` : `${thread.id}\n`)
-        return 0
-      }
-      case "threads-list": {
-        const threads = yield* Shown.threads(store)
-        if (json) yield* print(`${Shown.stringify(threads)}\n`)
-        else if (threads.length === 0)
-          yield* Effect.sync(() => io.stderr.write("noema: no threads yet (noema threads create)\n"))
-        else yield* print(threads.map((thread) => `${threadLine(thread)}\n`).join(""))
-        return 0
-      }
-      case "threads-show": {
-        const thread = yield* Shown.threadOf(store, yield* store.getThread(command.thread))
-        const runs = yield* Shown.runs(store, { threadId: thread.id })
-        yield* print(
-          json ? `${Shown.stringify({ ...thread, runs: [...runs].reverse() })}\n` : showThread(thread, runs)
-        )
-        return 0
-      }
-      case "threads-set-queue": {
-        const thread = yield* Shown.threadOf(
-          store,
-          yield* store.setQueuePolicy(command.thread, command.queue)
-        )
-        yield* print(
-          json ? `${Shown.stringify(thread)}\n` : `thread ${thread.id}: queue policy ${queueText(thread)}\n`
-        )
-        return 0
-      }
-      case "threads-close": {
-        const thread = yield* store.closeThread(command.thread)
-        yield* print(
-          json ? `${Shown.stringify(yield* Shown.threadOf(store, thread))}\n` : `closed ${thread.id}\n`
-        )
-        return 0
-      }
-      case "run": {
-        let stages = pipeline
-        if (command.plan) {
-          // Refused before the model is asked: a closed or unknown thread.
-          const thread = yield* store.getThread(command.thread)
-          if (thread.status === "closed")
-            return yield* Effect.fail(new Run.ThreadClosed({ threadId: thread.id }))
-          stages = yield* PlanPipeline.plan(command.request, model!, {
-            tools: toolNames,
-            approval: command.approve
-          }).pipe(
-            Effect.mapError(
-              (error) =>
-                new RunsCommandError(
-                  `the model could not plan the stages: ${CliError.describe(error, models?.errors)}`
-                )
+      /**
+       * Carries the run on holding its lease (taken before `before`, so no worker starts it
+       * in between); the exit status its outcome gives.
+       */
+      const carryOn = (
+        runId: string,
+        step: Effect.Effect<
+          Executor.Outcome,
+          Executor.ExecuteError | Pipeline.PipelineError | Run.NotRetryable
+        >,
+        before: Effect.Effect<unknown, Executor.ExecuteError | Run.NotRetryable> = Effect.void
+      ) =>
+        Effect.gen(function* () {
+          const outcome = yield* Worker.carryOn(store, runId, Effect.andThen(before, step), {
+            interrupt: executor.interrupt
+          })
+          if (outcome._tag === "Queued") {
+            if (!json) yield* print(`${yield* queuedText(runId, outcome.reason)}\n`)
+            return ExitStatus.waiting
+          }
+          if (outcome._tag === "WaitingApproval") return ExitStatus.waiting
+          if (outcome.run.status === "canceled" && !canceledHere.has(runId) && !json)
+            yield* print(`run ${runId} was canceled meanwhile (noema runs show ${runId})\n`)
+          return outcome.run.status === "completed" ? 0 : 1
+        }).pipe(
+          Effect.catchTag("ModelUnavailable", (waiting) =>
+            Effect.as(
+              Effect.sync(() => io.stderr.write(`noema: ${modelWait(runId, waiting, "this process")}\n`)),
+              ExitStatus.waiting
             )
           )
+        )
+
+      switch (command.type) {
+        case "threads-create": {
+          const thread = yield* store.createThread({
+            ...(command.title !== undefined && { title: command.title }),
+            queuePolicy: command.queue
+          })
+          yield* print(json ? `${Shown.stringify(yield* Shown.threadOf(store, thread))}\n` : `${thread.id}\n`)
+          return 0
+        }
+        case "threads-list": {
+          const threads = yield* Shown.threads(store)
+          if (json) yield* print(`${Shown.stringify(threads)}\n`)
+          else if (threads.length === 0)
+            yield* Effect.sync(() => io.stderr.write("noema: no threads yet (noema threads create)\n"))
+          else yield* print(threads.map((thread) => `${threadLine(thread)}\n`).join(""))
+          return 0
+        }
+        case "threads-show": {
+          const thread = yield* Shown.threadOf(store, yield* store.getThread(command.thread))
+          const runs = yield* Shown.runs(store, { threadId: thread.id })
+          yield* print(
+            json ? `${Shown.stringify({ ...thread, runs: [...runs].reverse() })}\n` : showThread(thread, runs)
+          )
+          return 0
+        }
+        case "threads-set-queue": {
+          const thread = yield* Shown.threadOf(
+            store,
+            yield* store.setQueuePolicy(command.thread, command.queue)
+          )
+          yield* print(
+            json ? `${Shown.stringify(thread)}\n` : `thread ${thread.id}: queue policy ${queueText(thread)}\n`
+          )
+          return 0
+        }
+        case "threads-close": {
+          const thread = yield* store.closeThread(command.thread)
+          yield* print(
+            json ? `${Shown.stringify(yield* Shown.threadOf(store, thread))}\n` : `closed ${thread.id}\n`
+          )
+          return 0
+        }
+        case "run": {
+          let stages = pipeline
+          if (command.plan) {
+            // Refused before the model is asked: a closed or unknown thread.
+            const thread = yield* store.getThread(command.thread)
+            if (thread.status === "closed")
+              return yield* Effect.fail(new Run.ThreadClosed({ threadId: thread.id }))
+            stages = yield* PlanPipeline.plan(command.request, model!, {
+              tools: toolNames,
+              approval: command.approve
+            }).pipe(
+              Effect.mapError(
+                (error) =>
+                  new RunsCommandError(
+                    `the model could not plan the stages: ${CliError.describe(error, models?.errors)}`
+                  )
+              )
+            )
+            if (!json)
+              yield* print(
+                `planned ${stages.stages.length} stage${stages.stages.length === 1 ? "" : "s"}: ${stages.stages
+                  .map(
+                    (stage, index) =>
+                      `${inline(`${String(index + 1).padStart(2, "0")}-${stage.key}`)}${stage.approval ? " (approval)" : ""}`
+                  )
+                  .join(", ")}\n`
+              )
+          }
+          const created = yield* executor
+            .create({
+              threadId: command.thread,
+              request: command.request,
+              pipeline: stages,
+              ...(!command.detach && {
+                claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs }
+              })
+            })
+            .pipe(
+              Effect.catchTag("ThreadBusy", (busy) =>
+                Effect.flatMap(RunLease.explainBusy(store, busy), Effect.fail)
+              )
+            )
+          if (command.detach) {
+            yield* print(
+              json
+                ? `${Shown.stringify({ run_id: created.runId, type: "RunQueued" })}\n`
+                : `${created.runId}\n`
+            )
+            return 0
+          }
+          if (json) yield* print(`${Shown.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
+          else yield* print(`run ${created.runId}\n`)
+          return yield* carryOn(created.runId, executor.execute(created.runId, stages))
+        }
+        case "runs-list": {
+          const runs = [
+            ...(yield* Shown.runs(store, command.thread === undefined ? {} : { threadId: command.thread }))
+          ].reverse()
+          if (json) yield* print(`${Shown.stringify(runs)}\n`)
+          else if (runs.length === 0) yield* Effect.sync(() => io.stderr.write("noema: no runs\n"))
+          else yield* print(runs.map((r) => `${runLine(r)}\n`).join(""))
+          return 0
+        }
+        case "runs-show": {
+          const view = yield* Shown.runOf(store, command.run)
+          const events = yield* store.events(command.run)
+          const workflow = yield* executor.workflowOf(command.run)
+          yield* print(
+            json
+              ? `${Shown.stringify({ ...view, events, workflow: workflow ?? null })}\n`
+              : showRun(view, events, workflow, workspace)
+          )
+          return 0
+        }
+        case "runs-verify": {
+          const report = yield* RunFiles.verifyRun(workspace, yield* store.getRun(command.run))
+          yield* print(json ? `${Shown.stringify(report)}\n` : verifyText(report))
+          return report.ok ? 0 : 1
+        }
+        case "runs-approve":
+          return yield* carryOn(
+            command.run,
+            executor.resume(command.run),
+            executor.approve(command.run, command.by)
+          )
+        case "runs-reject": {
+          const view = yield* executor.reject(command.run, command.reason)
           if (!json)
             yield* print(
-              `planned ${stages.stages.length} stage${stages.stages.length === 1 ? "" : "s"}: ${stages.stages
-                .map(
-                  (stage, index) =>
-                    `${inline(`${String(index + 1).padStart(2, "0")}-${stage.key}`)}${stage.approval ? " (approval)" : ""}`
-                )
-                .join(", ")}\n`
+              `run ${view.runId} ${view.status} (noema runs retry ${view.runId} --force asks for approval again)\n`
             )
-        }
-        const created = yield* executor
-          .create({
-            threadId: command.thread,
-            request: command.request,
-            pipeline: stages,
-            ...(!command.detach && {
-              claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs }
-            })
-          })
-          .pipe(
-            Effect.catchTag("ThreadBusy", (busy) =>
-              Effect.flatMap(RunLease.explainBusy(store, busy), Effect.fail)
-            )
-          )
-        if (command.detach) {
-          yield* print(
-            json ? `${Shown.stringify({ run_id: created.runId, type: "RunQueued" })}\n` : `${created.runId}\n`
-          )
           return 0
         }
-        if (json) yield* print(`${Shown.stringify({ run_id: created.runId, type: "RunQueued" })}\n`)
-        else yield* print(`run ${created.runId}\n`)
-        return yield* carryOn(created.runId, executor.execute(created.runId, stages))
-      }
-      case "runs-list": {
-        const runs = [
-          ...(yield* Shown.runs(store, command.thread === undefined ? {} : { threadId: command.thread }))
-        ].reverse()
-        if (json) yield* print(`${Shown.stringify(runs)}\n`)
-        else if (runs.length === 0) yield* Effect.sync(() => io.stderr.write("noema: no runs\n"))
-        else yield* print(runs.map((r) => `${runLine(r)}\n`).join(""))
-        return 0
-      }
-      case "runs-show": {
-        const view = yield* Shown.runOf(store, command.run)
-        const events = yield* store.events(command.run)
-        const workflow = yield* executor.workflowOf(command.run)
-        yield* print(
-          json
-            ? `${Shown.stringify({ ...view, events, workflow: workflow ?? null })}\n`
-            : showRun(view, events, workflow, workspace)
-        )
-        return 0
-      }
-      case "runs-verify": {
-        const report = yield* RunFiles.verifyRun(workspace, yield* store.getRun(command.run))
-        yield* print(json ? `${Shown.stringify(report)}\n` : verifyText(report))
-        return report.ok ? 0 : 1
-      }
-      case "runs-approve":
-        return yield* carryOn(
-          command.run,
-          executor.resume(command.run),
-          executor.approve(command.run, command.by)
-        )
-      case "runs-reject": {
-        const view = yield* executor.reject(command.run, command.reason)
-        if (!json)
-          yield* print(
-            `run ${view.runId} ${view.status} (noema runs retry ${view.runId} --force asks for approval again)\n`
+        case "runs-retry": {
+          // Refused unless forced (`NotRetryable`); forced, it says what it overrides.
+          const overridden = command.force ? Run.retryRefusal(yield* store.getRun(command.run)) : undefined
+          if (overridden !== undefined) {
+            const notice = `noema: ${Terminal.sanitize(overridden.message)}; retrying it anyway (--force)\n`
+            yield* Effect.sync(() => (json ? io.stderr : io.stdout).write(notice))
+          }
+          return yield* carryOn(
+            command.run,
+            executor.resume(command.run),
+            executor.retry(command.run, { force: command.force })
           )
-        return 0
-      }
-      case "runs-retry": {
-        // Refused unless forced (`NotRetryable`); forced, it says what it overrides.
-        const overridden = command.force ? Run.retryRefusal(yield* store.getRun(command.run)) : undefined
-        if (overridden !== undefined) {
-          const notice = `noema: ${Terminal.sanitize(overridden.message)}; retrying it anyway (--force)\n`
-          yield* Effect.sync(() => (json ? io.stderr : io.stdout).write(notice))
         }
-        return yield* carryOn(
-          command.run,
-          executor.resume(command.run),
-          executor.retry(command.run, { force: command.force })
-        )
-      }
-      case "runs-cancel": {
-        yield* executor.cancel(command.run, command.reason)
-        return 0
-      }
-      case "serve":
-      case "worker":
-        return yield* Effect.scoped(
-          Effect.gen(function* () {
-            const worker = yield* Worker.make({
-              store,
-              executor,
-              concurrency: command.concurrency,
-              lease: ttlMs === undefined ? {} : { ttlMs },
-              onStopped: (runId, exit) =>
-                Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
-                  ? Effect.sync(() => {
-                      const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
-                      // Another worker was quicker: nothing to say.
-                      if (error?._tag === "RunBusy") return
-                      if (error instanceof Executor.ModelUnavailable) {
-                        // Said once: the worker tries it again now and then, and nothing changes here.
-                        if (!toldWaiting.has(runId))
-                          io.stderr.write(`noema: ${modelWait(runId, error, "this process")}\n`)
-                        toldWaiting.add(runId)
-                        return
-                      }
-                      io.stderr.write(
-                        `noema: run ${runId} stopped: ${Terminal.sanitize(error?.message ?? String(error))}\n`
-                      )
-                    })
-                  : Effect.void
-            })
-            const carrying = command.type === "worker" || command.worker
-            if (command.type === "serve") {
-              const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
-              const server = yield* Server.make({
+        case "runs-cancel": {
+          yield* executor.cancel(command.run, command.reason)
+          return 0
+        }
+        case "serve":
+        case "worker":
+          return yield* Effect.scoped(
+            Effect.gen(function* () {
+              const worker = yield* Worker.make({
                 store,
                 executor,
-                workspace,
-                port: command.port,
-                plan: (request, approval) =>
-                  PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
-                ...(carrying && { wake: worker.wake }),
-                ...(token !== undefined && { token }),
-                changes: yield* StoreChanges.fromDatabase({
-                  onListenFailure: (detail) => void io.stderr.write(`noema serve: ${detail}\n`)
-                }),
-                log: (line) => void io.stderr.write(line)
-              }).pipe(
-                Effect.mapError(
-                  (error) =>
-                    new RunsCommandError(
-                      `cannot listen on 127.0.0.1:${command.port}: ${error.detail}${/EADDRINUSE/.test(error.detail) ? " (another program uses the port: --port N)" : ""}`
-                    )
+                concurrency: command.concurrency,
+                lease: ttlMs === undefined ? {} : { ttlMs },
+                onStopped: (runId, exit) =>
+                  Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+                    ? Effect.sync(() => {
+                        const error = Cause.squash(exit.cause) as { message?: string }
+                        // Another worker was quicker: nothing to say.
+                        if (error instanceof RunLease.RunBusy) return
+                        if (error instanceof Executor.ModelUnavailable) {
+                          // Said once: the worker tries it again now and then, and nothing changes here.
+                          if (!toldWaiting.has(runId))
+                            io.stderr.write(`noema: ${modelWait(runId, error, "this process")}\n`)
+                          toldWaiting.add(runId)
+                          return
+                        }
+                        io.stderr.write(
+                          `noema: run ${runId} stopped: ${Terminal.sanitize(error?.message ?? String(error))}\n`
+                        )
+                      })
+                    : Effect.void
+              })
+              const carrying = command.type === "worker" || command.worker
+              if (command.type === "serve") {
+                const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
+                const server = yield* Server.make({
+                  store,
+                  executor,
+                  workspace,
+                  port: command.port,
+                  plan: (request, approval) =>
+                    PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
+                  ...(carrying && { wake: worker.wake }),
+                  ...(token !== undefined && { token }),
+                  changes: yield* StoreChanges.fromDatabase({
+                    onListenFailure: (detail) => void io.stderr.write(`noema serve: ${detail}\n`)
+                  }),
+                  log: (line) => void io.stderr.write(line)
+                }).pipe(
+                  Effect.mapError(
+                    (error) =>
+                      new RunsCommandError(
+                        `cannot listen on 127.0.0.1:${command.port}: ${error.detail}${/EADDRINUSE/.test(error.detail) ? " (another program uses the port: --port N)" : ""}`
+                      )
+                  )
                 )
-              )
-              yield* print(
-                json
-                  ? `${Shown.stringify({ url: server.url, panel: server.panelUrl, token: server.token, worker: carrying, workspace, database: store.location })}\n`
-                  : `noema serve: ${server.panelUrl}  (${carrying ? "carrying runs on" : "panel only: noema worker carries runs on"}; Ctrl-C stops)\n`
-              )
-            } else if (!json)
-              yield* print(
-                `noema worker: carrying runs on from ${store.location}, ${command.concurrency} at a time (Ctrl-C stops)\n`
-              )
-            if (carrying) yield* Effect.forkScoped(worker.run)
-            return yield* Effect.never
-          })
-        )
-      case "runs-resume": {
-        /** One run: carried on (canceled when it stopped before its files were set up). */
-        const resumeOne = (view: Run.RunView) =>
-          Effect.gen(function* () {
-            if (!json) yield* print(`resuming run ${view.runId}\n`)
-            return yield* carryOn(view.runId, executor.resume(view.runId))
-          })
-        if (command.run !== undefined) return yield* resumeOne(yield* store.getRun(command.run))
-        // Every run left running or queued by a process that is gone.
-        const stopped = Worker.runnable(yield* store.listRuns(), yield* store.claims())
-        if (stopped.length === 0) {
-          if (!json) yield* Effect.sync(() => io.stderr.write("noema: no run to resume\n"))
-          return 0
+                yield* print(
+                  json
+                    ? `${Shown.stringify({ url: server.url, panel: server.panelUrl, token: server.token, worker: carrying, workspace, database: store.location })}\n`
+                    : `noema serve: ${server.panelUrl}  (${carrying ? "carrying runs on" : "panel only: noema worker carries runs on"}; Ctrl-C stops)\n`
+                )
+              } else if (!json)
+                yield* print(
+                  `noema worker: carrying runs on from ${store.location}, ${command.concurrency} at a time (Ctrl-C stops)\n`
+                )
+              if (carrying) yield* Effect.forkScoped(worker.run)
+              return yield* Effect.never
+            })
+          )
+        case "runs-resume": {
+          /** One run: carried on (canceled when it stopped before its files were set up). */
+          const resumeOne = (view: Run.RunView) =>
+            Effect.gen(function* () {
+              if (!json) yield* print(`resuming run ${view.runId}\n`)
+              return yield* carryOn(view.runId, executor.resume(view.runId))
+            })
+          if (command.run !== undefined) return yield* resumeOne(yield* store.getRun(command.run))
+          // Every run left running or queued by a process that is gone.
+          const stopped = Worker.runnable(yield* store.listRuns(), yield* store.claims())
+          if (stopped.length === 0) {
+            if (!json) yield* Effect.sync(() => io.stderr.write("noema: no run to resume\n"))
+            return 0
+          }
+          let status = 0
+          for (const view of stopped) status = Math.max(status, yield* resumeOne(view))
+          return status
         }
-        let status = 0
-        for (const view of stopped) status = Math.max(status, yield* resumeOne(view))
-        return status
       }
-    }
-  })
+    })
 
-  // Ctrl-C stops the run where it is: the attempt under way stays open in the timeline and
-  // `noema runs resume` gives its stage a new attempt.
-  const { exit, signalled } = await Runtime.runInterruptible(
-    Runtime.provideDatabase(program, database, readsOnly(command)),
-    executing ? undefined : []
-  ).finally(() => models?.dispose())
-  if (Exit.isSuccess(exit)) return exit.value
-  if (Cause.hasInterruptsOnly(exit.cause) && longRunning) {
-    io.stderr.write(
-      `noema ${command.type}: stopped; runs under way are taken by the next worker (or noema runs resume)\n`
+    return yield* Databases.provideDatabase(program, database, readsOnly(command)).pipe(
+      // A refusal to retry says how to force it.
+      Effect.catchIf(
+        (error) => error instanceof Run.NotRetryable,
+        (error) =>
+          Effect.fail(
+            new RunsCommandError(
+              `${error.message}; noema runs retry ${error.runId} --force retries it anyway`
+            )
+          )
+      ),
+      // A signal stops a run where it is: the attempt under way stays open in the timeline, and
+      // `noema runs resume` gives its stage a new attempt; a worker stops, its runs taken by the next one.
+      Effect.onInterrupt(() =>
+        Effect.sync(() =>
+          io.stderr.write(
+            longRunning
+              ? `noema ${command.type}: stopped; runs under way are taken by the next worker (or noema runs resume)\n`
+              : executing
+                ? "noema: interrupted; noema runs resume carries the run on\n"
+                : ""
+          )
+        )
+      ),
+      Effect.ensuring(Effect.sync(() => models?.dispose()))
     )
-    return 0
-  }
-  if (Cause.hasInterruptsOnly(exit.cause)) {
-    io.stderr.write("noema: interrupted; noema runs resume carries the run on\n")
-    return 128 + (os.constants.signals[signalled ?? "SIGINT"] ?? 2)
-  }
-  const error = Cause.squash(exit.cause) as { _tag?: string; message?: string }
-  if (error instanceof Run.NotRetryable) {
-    io.stderr.write(
-      `noema: ${Terminal.sanitize(error.message)}; noema runs retry ${error.runId} --force retries it anyway\n`
-    )
-    return 1
-  }
-  const known = [
-    "ThreadNotFound",
-    "ThreadClosed",
-    "ThreadBusy",
-    "InvalidInput",
-    "RunNotFound",
-    "IllegalTransition",
-    "RunBusy",
-    "LeaseLost",
-    "PipelineError",
-    "FileError",
-    "RunFileChanged",
-    "AmbiguousId"
-  ]
-  if (error instanceof RunsCommandError || (error?._tag !== undefined && known.includes(error._tag))) {
-    io.stderr.write(`noema: ${Terminal.sanitize(error.message ?? "")}\n`)
-    return 1
-  }
-  throw error
-}
+  })

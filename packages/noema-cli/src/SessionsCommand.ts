@@ -12,11 +12,13 @@ import * as fs from "node:fs"
 import * as readline from "node:readline"
 import { Session, SessionArchive, Usage } from "@noema/session"
 import { Effect, Stream } from "effect"
-import type { Io } from "./Cli.js"
 import { type Command, readsOnly } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
-import * as Runtime from "./internal/runtime.js"
+import type { Io } from "./Io.js"
+import * as Databases from "./internal/Databases.js"
+import * as Frame from "./internal/Frame.js"
+import * as Sessions from "./internal/Sessions.js"
 import * as Terminal from "./Terminal.js"
 
 export type Options = Extract<
@@ -33,7 +35,7 @@ export type Options = Extract<
 >
 
 const openSession = (idOrPrefix: string) =>
-  Effect.flatMap(Runtime.resolveSessionId(idOrPrefix), (id) => Session.open(id))
+  Effect.flatMap(Sessions.resolveSessionId(idOrPrefix), (id) => Session.open(id))
 
 /** Writes `text`, waiting when the stream's buffer is full (a 100k-message export, a slow pipe). */
 const write = (stream: NodeJS.WritableStream, text: string): Promise<void> =>
@@ -48,9 +50,9 @@ const write = (stream: NodeJS.WritableStream, text: string): Promise<void> =>
     else stream.once("drain", done)
   })
 
-const exportAll = async (runtime: Runtime.StoreRuntime, io: Io): Promise<number> => {
+const exportAll = async (runtime: Databases.StoreRuntime, io: Io): Promise<number> => {
   let sessions = 0
-  await Runtime.runOn(
+  await Databases.runOn(
     runtime,
     Stream.runForEach(SessionArchive.exportAll, (line) =>
       Effect.promise(() => write(io.stdout, `${line}\n`).then(() => void sessions++))
@@ -68,7 +70,7 @@ const exportAll = async (runtime: Runtime.StoreRuntime, io: Io): Promise<number>
  */
 const importFrom = async (
   file: string | undefined,
-  runtime: Runtime.StoreRuntime,
+  runtime: Databases.StoreRuntime,
   database: string,
   io: Io
 ): Promise<number> => {
@@ -89,7 +91,7 @@ const importFrom = async (
     if (text.trim() === "") continue
     const line = lineNumber
     try {
-      const outcome = await Runtime.runOn(
+      const outcome = await Databases.runOn(
         runtime,
         Effect.flatMap(SessionArchive.decodeLine(text, line), SessionArchive.importSession)
       )
@@ -120,7 +122,7 @@ const importFrom = async (
   return skipped > 0 || failed > 0 ? 1 : 0
 }
 
-export const run = async (options: Options, io: Io): Promise<number> => {
+const execute = async (options: Options, io: Io): Promise<number> => {
   const paths = CliConfig.paths(io.env)
   const database = CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd)
   const style = Terminal.styleFor(io.stdout, io.env)
@@ -139,7 +141,7 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     }
   }
   // Only `delete` and `import` write: the others open a SQLite file read-only.
-  const runtime = await Runtime.openFor(database, readsOnly(options))
+  const runtime = await Databases.openFor(database, readsOnly(options))
   try {
     switch (options.type) {
       case "sessions-export-all":
@@ -147,13 +149,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
       case "sessions-import":
         return await importFrom(options.file, runtime, CliConfig.describeDatabase(database), io)
       case "sessions-list": {
-        const sessions = await Runtime.runOn(runtime, Runtime.listSessions)
+        const sessions = await Databases.runOn(runtime, Sessions.listSessions)
         if (options.json) print(JSON.stringify(sessions, null, 2))
         else for (const line of Terminal.sessionTable(sessions, { style })) print(line)
         return 0
       }
       case "sessions-show": {
-        const session = await Runtime.runOn(runtime, openSession(options.id))
+        const session = await Databases.runOn(runtime, openSession(options.id))
         const turns = Usage.byTurn(session.context())
         const total = Usage.ofMessages(session.context())
         const prices = CliConfig.resolvePrices(io.env, paths)
@@ -188,13 +190,13 @@ export const run = async (options: Options, io: Io): Promise<number> => {
         return 0
       }
       case "sessions-delete": {
-        const id = await Runtime.runOn(runtime, Runtime.resolveSessionId(options.id))
-        await Runtime.runOn(runtime, Runtime.deleteSession(id))
+        const id = await Databases.runOn(runtime, Sessions.resolveSessionId(options.id))
+        await Databases.runOn(runtime, Sessions.deleteSession(id))
         print(`Deleted session ${id}`)
         return 0
       }
       case "sessions-export": {
-        const session = await Runtime.runOn(runtime, openSession(options.id))
+        const session = await Databases.runOn(runtime, openSession(options.id))
         io.stdout.write(options.format === "json" ? `${session.exportJson()}\n` : session.exportMarkdown())
         return 0
       }
@@ -203,3 +205,6 @@ export const run = async (options: Options, io: Io): Promise<number> => {
     await runtime.dispose()
   }
 }
+
+/** `noema sessions ...`: each runs to its end (a signal waits for it; it is short). */
+export const run = (options: Options, io: Io) => Frame.promise(() => execute(options, io))

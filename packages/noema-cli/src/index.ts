@@ -1,5 +1,5 @@
 /**
- * @noema/cli: the `noema` command line (chat, ask, sessions), and the pieces
+ * @noema/cli: the `noema` command line (one `effect/cli` command tree), and the pieces
  * it is made of for programs that embed or test it.
  */
 
@@ -7,6 +7,9 @@ export * as Cli from "./Cli.js"
 export * as CliArguments from "./CliArguments.js"
 export * as CliConfig from "./CliConfig.js"
 export * as CliError from "./CliError.js"
+export * as Commands from "./Commands.js"
+export * as ExitStatus from "./ExitStatus.js"
+export * as Io from "./Io.js"
 export * as OfflineModel from "./OfflineModel.js"
 export * as Terminal from "./Terminal.js"
 export * as TurnRunner from "./TurnRunner.js"

@@ -8,7 +8,7 @@ import { OpenAiTestServer } from "@noema/openai/testing"
 import { Session } from "@noema/session"
 import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import * as Runtime from "../src/internal/runtime.js"
+import * as Sessions from "../src/internal/Sessions.js"
 import { makeHome, removeHome, runCli } from "./support/cli.js"
 import { commitElsewhere, proxyAfter, withStore } from "./support/store.js"
 
@@ -301,10 +301,10 @@ describe("noema ask: the system prompt and the outcome of a turn", () => {
     server.enqueue({ type: "text", text: "Hello." })
     const result = await ask(["--json", "--no-tools", "hi"])
     expect(result.code).toBe(0)
-    expect(systemMessages(0)).toEqual([Runtime.defaultSystemPrompt])
+    expect(systemMessages(0)).toEqual([Sessions.defaultSystemPrompt])
     const { sessionId } = JSON.parse(result.stdout) as { sessionId: string }
     const session = await withStore(home, Session.open(sessionId))
-    expect(session.systemPrompt).toBe(Runtime.defaultSystemPrompt)
+    expect(session.systemPrompt).toBe(Sessions.defaultSystemPrompt)
     expect(
       session
         .context()
@@ -335,9 +335,9 @@ describe("noema ask: the system prompt and the outcome of a turn", () => {
     server.enqueue({ type: "text", text: "One." }, { type: "text", text: "Two." })
     expect((await ask(["--session", id, "now"])).code).toBe(0)
     expect((await ask(["--session", id, "again"])).code).toBe(0)
-    expect(systemMessages(0)).toEqual([Runtime.defaultSystemPrompt])
-    expect(systemMessages(1)).toEqual([Runtime.defaultSystemPrompt])
-    expect((await withStore(home, Session.open(id))).systemPrompt).toBe(Runtime.defaultSystemPrompt)
+    expect(systemMessages(0)).toEqual([Sessions.defaultSystemPrompt])
+    expect(systemMessages(1)).toEqual([Sessions.defaultSystemPrompt])
+    expect((await withStore(home, Session.open(id))).systemPrompt).toBe(Sessions.defaultSystemPrompt)
   })
 
   it("reports a turn another noema overtook as not saved, exits 1, and stores nothing of it", async () => {
@@ -413,7 +413,9 @@ describe("noema ask: retries shown and capped", () => {
     expect(server.requests).toHaveLength(2)
     const wrong = await ask(["hello"], { env: { NOEMA_MAX_RETRY_WAIT: "soon" } })
     expect(wrong.code).toBe(2)
-    expect(wrong.stderr).toBe('noema: NOEMA_MAX_RETRY_WAIT: "soon" is not a number of seconds (e.g. 60)\n')
+    expect(wrong.stderr).toBe(
+      'noema: NOEMA_MAX_RETRY_WAIT: "soon" is not a number of seconds (e.g. 60) (see noema ask --help)\n'
+    )
     expect(server.requests).toHaveLength(2)
   })
 })
@@ -507,7 +509,7 @@ describe("noema ask: errors name the real cause", () => {
     const result = await runCli(["ask", "--base-url", "notaurl", "hello"], { env: { NOEMA_HOME: home } })
     expect(result.code).toBe(2)
     expect(result.stderr).toBe(
-      'noema: --base-url: "notaurl" is not an http(s) URL (e.g. http://localhost:11434/v1)\n'
+      'noema: --base-url: "notaurl" is not an http(s) URL (e.g. http://localhost:11434/v1) (see noema ask --help)\n'
     )
     expect(server.requests).toHaveLength(0)
   })

@@ -103,7 +103,7 @@ describe("noema ask with OTEL_* set", () => {
     const result = await ask({ OTEL_TRACES_EXPORTER: "zipkin" })
     expect(result.code).not.toBe(0)
     expect(result.stderr.trim()).toBe(
-      "OTEL_TRACES_EXPORTER=zipkin is not supported: use otlp, console or none"
+      "noema: OTEL_TRACES_EXPORTER=zipkin is not supported: use otlp, console or none (see noema ask --help)"
     )
   })
 })

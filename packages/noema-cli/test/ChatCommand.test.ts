@@ -10,7 +10,7 @@ import { OpenAiTestServer } from "@noema/openai/testing"
 import { SqliteStore } from "@noema/session"
 import { Effect } from "effect"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import * as Runtime from "../src/internal/runtime.js"
+import * as Sessions from "../src/internal/Sessions.js"
 import {
   makeHome,
   plainText,
@@ -395,11 +395,11 @@ describe("noema chat without a terminal", () => {
         .filter((message) => message.role === "system")
         .map((message) => message.content)
     expect(server.requests).toHaveLength(3)
-    expect(systemOf(0)).toEqual([Runtime.defaultSystemPrompt])
+    expect(systemOf(0)).toEqual([Sessions.defaultSystemPrompt])
     expect(systemOf(1)).toEqual(["Be brief."])
-    expect(systemOf(2)).toEqual([Runtime.defaultSystemPrompt])
+    expect(systemOf(2)).toEqual([Sessions.defaultSystemPrompt])
     const sessions = await stored()
-    expect(sessions[0]?.info.metadata.systemPrompt).toBe(Runtime.defaultSystemPrompt)
+    expect(sessions[0]?.info.metadata.systemPrompt).toBe(Sessions.defaultSystemPrompt)
     expect(sessions[0]?.messages.every((message) => message.role !== "system")).toBe(true)
   })
 })

@@ -1,7 +1,7 @@
 /**
  * The binary's own surface: --help and --version everywhere, usage errors as
- * one line with exit status 2, and the version answered without loading the
- * rest of the CLI.
+ * one line in one style (`noema: WHAT (see noema COMMAND --help)`) with exit
+ * status 2, and the version answered without loading the rest of the CLI.
  */
 import * as fs from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -26,7 +26,9 @@ describe("noema --help and --version", () => {
       ["-v"],
       ["chat", "--version"],
       ["ask", "--version"],
-      ["sessions", "--version"]
+      ["sessions", "--version"],
+      ["runs", "show", "-v"],
+      ["tasks", "--version"]
     ]) {
       const result = await run(args)
       expect(result.code, args.join(" ")).toBe(0)
@@ -37,14 +39,16 @@ describe("noema --help and --version", () => {
 
   it("prints help for every command", async () => {
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
-      [[], /Usage\n {2}noema chat/],
-      [["--help"], /noema ask \[options\] QUESTION/],
+      [[], /^noema: conversational agents[\s\S]*\nCommands\n {2}chat +interactive chat/],
+      [["--help"], /\n {2}ask +ask one question and print the answer\n/],
       [["-h"], /NOEMA_HOME/],
-      [["help", "ask"], /noema ask: ask one question/],
+      [["help", "ask"], /^noema ask: ask one question/],
+      [["help", "runs", "show"], /^noema runs show: /],
       [["chat", "--help"], /\/resume ID/],
       [["ask", "-h"], /--json/],
-      [["sessions", "--help"], /--format FORMAT/],
-      [["sessions", "export", "--help"], /noema sessions: saved conversations/]
+      [["sessions", "--help"], /\n {2}export +print a session/],
+      [["sessions", "export", "--help"], /^noema sessions export:[\s\S]*-f, --format FORMAT/],
+      [["tasks"], /^noema tasks: the tasks noema plan stored/]
     ]
     for (const [args, pattern] of cases) {
       const result = await run(args)
@@ -63,17 +67,24 @@ describe("noema --help and --version", () => {
 
 describe("usage errors", () => {
   const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
-    [["chat", "--frobnicate"], /^noema chat: unknown option --frobnicate \(see noema chat --help\)$/],
-    [["ask", "--jsn", "hi"], /^noema ask: unknown option --jsn/],
-    [["chat", "--model"], /^noema chat: --model needs a value/],
-    [["ask", "--json=yes", "hi"], /^noema ask: --json does not take a value/],
-    [["chat", "extra"], /^noema chat: unexpected argument "extra"/],
-    [["chta"], /^noema: unknown command "chta" \(did you mean chat\?\)/],
-    [["--model", "x", "chat"], /^noema: unknown option --model; options go after the command/],
-    [["sessions", "show"], /^noema sessions show: missing session ID/],
-    [["sessions", "frob"], /^noema sessions: unknown action "frob"/],
-    [["sessions", "export", "abc", "--format", "pdf"], /^noema sessions export: unknown format "pdf"/],
-    [["sessions", "list", "--format", "json"], /^noema sessions list: --format only applies to export/]
+    [["chat", "--frobnicate"], /^noema: unknown flag --frobnicate \(see noema chat --help\)$/],
+    [["ask", "--jsn", "hi"], /^noema: unknown flag --jsn; did you mean --json\? \(see noema ask --help\)$/],
+    [["chat", "--model"], /^noema: --model needs a value \(see noema chat --help\)$/],
+    [["ask", "--json=maybe", "hi"], /^noema: --json: "maybe" is not valid/],
+    [["chat", "extra"], /^noema: unexpected argument "extra" \(see noema chat --help\)$/],
+    [["chta"], /^noema: unknown command "chta"; did you mean chat\? \(see noema --help\)$/],
+    [["help", "chta"], /^noema: unknown command "chta"; did you mean chat\? \(see noema --help\)$/],
+    [["--model", "x", "chat"], /^noema: unknown flag --model.* \(see noema --help\)$/],
+    [["sessions", "show"], /^noema: missing ID \(see noema sessions show --help\)$/],
+    [["sessions", "frob"], /^noema: unknown command "frob" \(see noema sessions --help\)$/],
+    [["sessions", "export", "abc", "--format", "pdf"], /^noema: --format: "pdf" is not valid/],
+    [
+      ["sessions", "list", "--format", "json"],
+      /^noema: unknown flag --format \(see noema sessions list --help\)$/
+    ],
+    // --help and --version answer a valid line: a stray flag with them is an error.
+    [["--version", "--frob"], /^noema: unknown flag --frob \(see noema --help\)$/],
+    [["runs", "show", "--help", "--frob"], /^noema: unknown flag --frob \(see noema runs show --help\)$/]
   ]
   for (const [args, pattern] of cases) {
     it(`noema ${args.join(" ")}`, async () => {
@@ -87,8 +98,8 @@ describe("usage errors", () => {
   }
 
   it("asks for a question when ask gets none and stdin is empty", async () => {
-    const result = await run(["ask"])
+    const result = await run(["ask", "--model", "offline"])
     expect(result.code).toBe(2)
-    expect(result.stderr).toMatch(/^noema ask: stdin held no question\n$/)
+    expect(result.stderr).toBe("noema: stdin held no question (see noema ask --help)\n")
   })
 })

@@ -80,14 +80,16 @@ describe("noema plan on the offline model", () => {
   it("refuses bad input with a usage error", async () => {
     const env = { NOEMA_HOME: path.join(frame.home, "usage") }
     const cases: Array<[ReadonlyArray<string>, RegExp]> = [
-      [["plan"], /noema plan: missing the "request" to plan/],
-      [["plan", "x", "--parallel", "0"], /--parallel needs a whole number of at least 1, got "0"/],
-      [["plan", "x", "--threshold", "2"], /--threshold needs a similarity from -1 to 1/],
+      [["plan"], /^noema: missing REQUEST \(see noema plan --help\)$/m],
+      [["plan", "x", "--parallel", "0"], /^noema: --parallel: "0" is not a whole number of at least 1/],
+      [["plan", "x", "--threshold", "2"], /^noema: --threshold: "2" is not a similarity from -1 to 1/],
       [["plan", "x", "--stall-timeout", "soon"], /--stall-timeout needs a duration such as "90 seconds"/],
       [["plan", "x", "--conversation", "nope"], /--conversation: invalid URN "nope"/],
-      [["tasks"], /noema tasks: missing the action show/],
-      [["tasks", "show"], /noema tasks show: missing the URN/],
-      [["tasks", "show", "cld:x.y", "--model", "m"], /--model belongs to noema plan/]
+      [["tasks", "show"], /^noema: missing URN \(see noema tasks show --help\)$/m],
+      [
+        ["tasks", "show", "cld:x.y", "--model", "m"],
+        /^noema: unknown flag --model \(see noema tasks show --help\)$/m
+      ]
     ]
     for (const [args, expected] of cases) {
       const result = await runCli(args, { env })

@@ -209,20 +209,20 @@ describe("noema resources", () => {
 
   it("refuses bad input with one line and the right status", async () => {
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, number, RegExp]> = [
-      [["ls"], 2, /missing the URN PREFIX/],
+      [["ls"], 2, /missing PREFIX/],
       [["ls", "kitchen"], 2, /kitchen/],
       [
         ["show", `cld:${Array.from({ length: 3000 }, (_, i) => `task.t${i}`).join("/")}`],
         2,
         /has 3000 elements, at most 32 are allowed/
       ],
-      [["search"], 2, /missing the "text"/],
+      [["search"], 2, /missing TEXT/],
       [["search", "x", "--limit", "0"], 2, /--limit/],
       [["show", "cld:conversation.none"], 1, /not found/],
       [["put", path.join(home, "absent.json")], 1, /cannot read/],
       [["put", file("bad.json", [{ type: "chunk", name: "no text" }])], 1, /bad\.json.*text/],
       [["put", file("kind.json", { type: "rocket", name: "x" })], 1, /"type" must be one of/],
-      [["launch"], 2, /unknown action "launch"/],
+      [["launch"], 2, /unknown command "launch"/],
       [
         ["search", "x", "--embedding-model", "text-embedding-3-small"],
         2,

@@ -136,7 +136,7 @@ describe("noema routine on the offline model", () => {
     expect(bad.stderr).toContain('no goal "weekly"; goals: report/quarterly, report/yearly')
     const usage = await runCli(["routine", "walk", "plan.md"], { env, cwd: home })
     expect(usage.code).toBe(2)
-    expect(usage.stderr).toContain('unknown action "walk"')
+    expect(usage.stderr).toContain('unknown command "walk"')
   })
 
   it("takes message and thread variables from a saved session (--session)", async () => {

@@ -12,8 +12,7 @@ import { type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect } from "effect"
 import { assert, describe, it } from "vitest"
-import { offlineNotice } from "../src/CliConfig.js"
-import { runCli, useServerAndHome } from "./support/cli.js"
+import { offlineNoticeLine, runCli, useServerAndHome } from "./support/cli.js"
 
 const frame = useServerAndHome()
 
@@ -101,7 +100,7 @@ describe("a run whose process died", () => {
     assert.equal(refused.code, 1)
     assert.equal(
       refused.stderr,
-      `${offlineNotice}\nnoema: Thread ${thread} is held by run ${runId}, which was interrupted (no process carries it on): carry it on with noema runs resume ${runId} (or a worker: noema worker, noema serve), or cancel it\n`
+      `${offlineNoticeLine}noema: Thread ${thread} is held by run ${runId}, which was interrupted (no process carries it on): carry it on with noema runs resume ${runId} (or a worker: noema worker, noema serve), or cancel it\n`
     )
     // Queued behind it (enqueue), a run says the same.
     assert.equal((await runCli(["threads", "set-queue", thread, "enqueue"], { env })).code, 0)
@@ -155,7 +154,7 @@ describe("noema threads set-queue", () => {
 
     const bad = await runCli(["threads", "set-queue", thread, "later"], { env })
     assert.equal(bad.code, 2)
-    assert.include(bad.stderr, 'the policy must be enqueue or reject, got "later"')
+    assert.include(bad.stderr, 'noema: POLICY: "later" is not valid')
     assert.equal((await runCli(["threads", "set-queue", thread], { env })).code, 2)
     const unknown = await runCli(["threads", "set-queue", "thr_nope", "enqueue"], { env })
     assert.equal(unknown.code, 1)

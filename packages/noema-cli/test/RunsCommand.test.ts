@@ -5,9 +5,8 @@ import { type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect } from "effect"
 import { assert, describe, it } from "vitest"
-import { offlineNotice } from "../src/CliConfig.js"
 import { schemaNameOf } from "./support/chat.js"
-import { runCli, useServerAndHome } from "./support/cli.js"
+import { offlineNoticeLine, runCli, useServerAndHome } from "./support/cli.js"
 
 const frame = useServerAndHome()
 
@@ -185,7 +184,7 @@ describe("noema threads, run and runs (offline model)", () => {
     assert.equal(refused.stdout, "")
     assert.equal(
       refused.stderr,
-      `${offlineNotice}\n${why}; noema runs retry ${rejectedId} --force retries it anyway\n`
+      `${offlineNoticeLine}${why}; noema runs retry ${rejectedId} --force retries it anyway\n`
     )
     const events = (await runCli(["runs", "show", rejectedId, "--json"], { env })).stdout
     assert.equal(JSON.parse(events).events.length, shown.events.length)
@@ -210,7 +209,8 @@ describe("noema threads, run and runs (offline model)", () => {
     assert.equal(
       invalid.stderr,
       [
-        `noema run: the pipeline ${bad} is refused, nothing was run:`,
+        offlineNoticeLine.trimEnd(),
+        `noema: the pipeline ${bad} is refused, nothing was run:`,
         `${bad}:1:24: stages[0].key: must be lowercase letters, digits, '-' or '_', starting with a letter (at most 48)`,
         `${bad}:1:40: stages[0].instructions: must be a non-empty string`,
         ""
@@ -227,7 +227,7 @@ describe("noema threads, run and runs (offline model)", () => {
     assert.deepEqual(fs.existsSync(runsDirectory) ? fs.readdirSync(runsDirectory) : [], [])
     const usage = await runCli(["run", "x"], { env })
     assert.equal(usage.code, 2)
-    assert.match(usage.stderr, /missing --thread THREAD/)
+    assert.equal(usage.stderr, "noema: missing --thread (see noema run --help)\n")
     assert.equal((await runCli(["runs", "reject", "run_x"], { env })).code, 2)
   })
 })
@@ -349,7 +349,7 @@ describe("noema run killed with SIGKILL in the middle of a stage", () => {
     )
     assert.equal(
       (await runCli(["runs", "resume"], { env })).stderr,
-      `${offlineNotice}\nnoema: no run to resume\n`
+      `${offlineNoticeLine}noema: no run to resume\n`
     )
   })
 
@@ -466,7 +466,7 @@ describe("noema runs: what runs is what was created, and what is shown cannot st
     const refusal = `noema: runs/${runId}/run.json was changed after the run was created`
     const approved = await runCli(["runs", "approve", runId], { env })
     assert.equal(approved.code, 1)
-    assert.isTrue(approved.stderr.startsWith(`${offlineNotice}\n${refusal}`), approved.stderr)
+    assert.isTrue(approved.stderr.startsWith(`${offlineNoticeLine}${refusal}`), approved.stderr)
     assert.notInclude(approved.stderr, frame.home)
     const resumed = await runCli(["runs", "resume", runId], { env })
     assert.equal(resumed.code, 1)

@@ -10,7 +10,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "vitest"
 import { pipelineTools } from "../src/RunsCommand.js"
-import { runCli, useServerAndHome } from "./support/cli.js"
+import { offlineNoticeLine, runCli, useServerAndHome } from "./support/cli.js"
 
 const frame = useServerAndHome()
 
@@ -85,7 +85,7 @@ describe("noema run --pipeline: refused before anything runs", () => {
     assert.equal(refused.stdout, "")
     assert.equal(
       refused.stderr,
-      `noema run: the pipeline ${file} is refused, nothing was run:\n` +
+      `${offlineNoticeLine}noema: the pipeline ${file} is refused, nothing was run:\n` +
         `${file}:9:9: stages[1].tools[0]: unknown tool "calculater" in stage "publish" (did you mean "calculator"?); ${mayUse}\n`
     )
     // The database is as the thread left it, and no workspace was made.
@@ -127,7 +127,8 @@ describe("noema run --pipeline: refused before anything runs", () => {
     const refused = await runCli(["run", "a report", "--thread", thread, "--pipeline", file], { env })
     assert.equal(refused.code, 2)
     assert.deepEqual(refused.stderr.trimEnd().split("\n"), [
-      `noema run: the pipeline ${file} is refused, nothing was run:`,
+      offlineNoticeLine.trimEnd(),
+      `noema: the pipeline ${file} is refused, nothing was run:`,
       `${file}:3:5: stages[0].key: must be lowercase letters, digits, '-' or '_', starting with a letter (at most 48)`,
       `${file}:5:13: stages[0].tools[0]: unknown tool "clock"; ${mayUse}`,
       `${file}:5:20: stages[0].tools[1]: unknown tool "current-time" (did you mean "current_time"?); ${mayUse}`,

@@ -37,7 +37,7 @@ beforeAll(async () => {
   ;({ url, panel, token } = await new Promise<{ url: string; panel: string; token: string }>(
     (resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`noema serve did not start: ${serveOutput}`)), 20_000)
-      // The address is stdout's first line; stderr has notices (the offline model's).
+      // Its first line on stdout is the address (stderr may say first that the model is the offline one).
       let stdout = ""
       serve.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
         serveOutput += chunk

@@ -8,9 +8,18 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { PassThrough, Writable } from "node:stream"
 import { fileURLToPath } from "node:url"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { afterAll, afterEach, beforeAll, beforeEach } from "vitest"
+import * as Cli from "../../src/Cli.js"
+import * as CliConfig from "../../src/CliConfig.js"
+
+/**
+ * The line every command that builds a model prints first when nothing configures one
+ * (the frame prints it: `internal/Frame`).
+ */
+export const offlineNoticeLine = `${CliConfig.offlineNotice}\n`
 
 export const binPath = fileURLToPath(new URL("../../bin/noema.js", import.meta.url))
 
@@ -117,6 +126,38 @@ export interface RunOptions {
   readonly timeoutMs?: number
   /** Called with the child once it is spawned (e.g. to signal it). */
   readonly onStart?: (child: ChildProcess) => void
+}
+
+/**
+ * `noema <args>` in this process (`Cli.run`) with streams in memory: for what runs no
+ * command (help, version, a command line that does not parse), hundreds of times cheaply.
+ */
+export const runInProcess = async (
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string>> = {}
+): Promise<Result> => {
+  const collect = () => {
+    let text = ""
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        text += chunk.toString("utf8")
+        done()
+      }
+    })
+    return { stream: stream as unknown as NodeJS.WriteStream, text: () => text }
+  }
+  const stdout = collect()
+  const stderr = collect()
+  const stdin = new PassThrough()
+  stdin.end()
+  const code = await Cli.run(args, {
+    env: cleanEnv(env),
+    stdin: stdin as unknown as NodeJS.ReadStream,
+    stdout: stdout.stream,
+    stderr: stderr.stream,
+    cwd: os.tmpdir()
+  })
+  return { code, signal: null, stdout: stdout.text(), stderr: stderr.text() }
 }
 
 /** `noema <args>` with pipes; resolves when it exits (kills it after `timeoutMs`). */
