@@ -35,6 +35,27 @@ export interface Options {
   readonly onRetry?: (info: RetryInfo) => Effect.Effect<void>
 }
 
+/**
+ * The retry settings an adapter's client takes, flat beside its other options
+ * (`maxAttempts`, `retryBaseDelay`, `retryMaxDelay`); `fromClientOptions` reads
+ * them as the policy's `Options`.
+ */
+export interface ClientOptions {
+  /** Total attempts for retryable failures, including the first; 1 disables retries. Default 3. */
+  readonly maxAttempts?: number
+  /** First retry delay (doubling, with jitter); a server's `retry-after` wins when longer. Default 500 ms. */
+  readonly retryBaseDelay?: Duration.Input
+  /** Upper bound for one computed retry delay. Default 30 s. */
+  readonly retryMaxDelay?: Duration.Input
+}
+
+/** A client's retry settings as the policy's options. */
+export const fromClientOptions = (options: ClientOptions): Options => ({
+  maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
+  ...(options.retryBaseDelay !== undefined && { baseDelay: options.retryBaseDelay }),
+  ...(options.retryMaxDelay !== undefined && { maxDelay: options.retryMaxDelay })
+})
+
 /** What `onRetry` hears: the failure being retried and the wait before the next attempt. */
 export interface RetryInfo {
   readonly error: Failure
