@@ -12,8 +12,8 @@
  * Interrupting either aborts the request through the call's `abortSignal`.
  */
 import type { LanguageModelV3, LanguageModelV4 } from "@ai-sdk/provider"
-import { ChatModel, ProviderStream, type Retry } from "@noema/core"
-import { Clock, Effect, Layer } from "effect"
+import { ChatModel, ProviderFailure, ProviderRequest, ProviderStream, type Retry } from "@noema/core"
+import { Layer } from "effect"
 import { requestIdFrom, requestIdOf, toReason } from "./internal/errors.js"
 import { generateChunks, PartTranslator, StreamErrorPart } from "./internal/parts.js"
 import { toCallOptions, toV3CallOptions } from "./internal/prompt.js"
@@ -34,6 +34,9 @@ const generate = (model: LanguageModel, request: ChatModel.ChatRequest, signal: 
     ? model.doGenerate(toV3CallOptions(toCallOptions(request, signal)))
     : model.doGenerate(toCallOptions(request, signal))
 
+/** A stream's error part carries the provider's error. */
+const unwrap = (cause: unknown): unknown => (cause instanceof StreamErrorPart ? cause.error : cause)
+
 const streamOf = (model: LanguageModel, request: ChatModel.ChatRequest, signal: AbortSignal) =>
   model.specificationVersion === "v3"
     ? model.doStream(toV3CallOptions(toCallOptions(request, signal)))
@@ -44,42 +47,24 @@ export const make = (model: LanguageModel, options: Options = {}): ChatModel.Ser
   const provider = options.provider ?? model.provider
   const modelId = model.modelId
 
-  const fail = (
-    cause: unknown,
-    phase: ProviderStream.Phase,
-    requestId?: string
-  ): Effect.Effect<never, ChatModel.ChatModelError> =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      const error = cause instanceof StreamErrorPart ? cause.error : cause
-      return Effect.fail(
-        ChatModel.error(provider, toReason(error, now, phase), modelId, requestIdOf(error, requestId))
-      )
-    })
+  const fail = ProviderFailure.make({
+    provider,
+    model: modelId,
+    toReason: (cause, now, phase) => toReason(unwrap(cause), now, phase),
+    requestIdOf: (cause, fallback) => requestIdOf(unwrap(cause), fallback)
+  })
 
   /** `doGenerate`'s content as chunks, folded as core folds a stream (`ChatModel.make` makes the call ids unique). */
   const complete: ChatModel.Service["complete"] = (request) =>
-    Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
-      const controller = new AbortController()
-      const failed = (cause: unknown) => resume(fail(cause, "request"))
-      try {
-        Promise.resolve(generate(model, request, controller.signal)).then((result) => {
-          // A result of the wrong shape (a provider outside the spec) must fail, not hang the call.
-          let response: ChatModel.ChatResponse
-          try {
-            const accumulator = new ChatModel.ResponseAccumulator()
-            for (const chunk of generateChunks(result)) accumulator.add(chunk)
-            response = accumulator.build()
-          } catch (cause) {
-            return failed(cause)
-          }
-          resume(Effect.succeed(response))
-        }, failed)
-      } catch (cause) {
-        failed(cause)
+    ProviderRequest.make(fail, () => ({
+      start: (signal) => Promise.resolve(generate(model, request, signal)),
+      // A result of the wrong shape (a provider outside the spec) throws here, so the call fails, not hangs.
+      decode: (result) => {
+        const accumulator = new ChatModel.ResponseAccumulator()
+        for (const chunk of generateChunks(result)) accumulator.add(chunk)
+        return accumulator.build()
       }
-      // Runs only when the effect is interrupted while the call is in flight.
-      return Effect.sync(() => controller.abort())
-    })
+    }))
 
   const stream: ChatModel.Service["stream"] = (request) =>
     ProviderStream.make(() => {

@@ -11,8 +11,8 @@
  * `retry-after`, 529 overloaded, 5xx, dropped connections) are core's,
  * configured on the client. Interrupting either aborts the HTTP request.
  */
-import { ChatModel, ProviderStream } from "@noema/core"
-import { Clock, type Config, Effect, Layer } from "effect"
+import { ChatModel, ProviderFailure, ProviderRequest, ProviderStream } from "@noema/core"
+import { type Config, Effect, Layer } from "effect"
 import * as AnthropicClient from "./AnthropicClient.js"
 import { requestIdOf, toReason } from "./internal/errors.js"
 import { type Settings, toParams } from "./internal/request.js"
@@ -56,42 +56,21 @@ export const fromClient = (client: AnthropicClient.Client, options: ModelOptions
   }
 
   /** Anything thrown as a typed failure, with the request id (a streamed response's, for failures met reading it). */
-  const fail = (
-    cause: unknown,
-    phase: ProviderStream.Phase,
-    requestId?: string
-  ): Effect.Effect<never, ChatModel.ChatModelError> =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.fail(
-        ChatModel.error(
-          provider,
-          toReason(cause, { scrub, now, phase }),
-          model,
-          requestIdOf(cause, requestId)
-        )
-      )
-    )
+  const fail = ProviderFailure.make({
+    provider,
+    model,
+    toReason: (cause, now, phase) => toReason(cause, { scrub, now, phase }),
+    requestIdOf
+  })
 
   const complete: ChatModel.Service["complete"] = (request) =>
-    Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
-      const controller = new AbortController()
-      const failed = (cause: unknown) => resume(fail(cause, "request"))
-      try {
-        const { params, outputTool } = toParams(settings, request)
-        sdk.messages.create(params, { signal: controller.signal }).then((body) => {
-          let response: ChatModel.ChatResponse
-          try {
-            response = fromMessage(body, outputTool)
-          } catch (cause) {
-            return resume(fail(cause, "request", bodyRequestId(body)))
-          }
-          resume(Effect.succeed(response))
-        }, failed)
-      } catch (cause) {
-        failed(cause)
+    ProviderRequest.make(fail, () => {
+      const { params, outputTool } = toParams(settings, request)
+      return {
+        start: (signal) => sdk.messages.create(params, { signal }),
+        decode: (body) => fromMessage(body, outputTool),
+        requestIdOf: ProviderFailure.bodyRequestId
       }
-      // Runs only when the effect is interrupted while the request is in flight.
-      return Effect.sync(() => controller.abort())
     })
 
   const stream: ChatModel.Service["stream"] = (request) =>
@@ -121,13 +100,6 @@ export const fromClient = (client: AnthropicClient.Client, options: ModelOptions
     retry: client.retry,
     ...(options.capabilities !== undefined && { capabilities: options.capabilities })
   })
-}
-
-/** The request id the SDK attaches to a parsed body (not enumerable, so never part of the data). */
-const bodyRequestId = (body: unknown): string | undefined => {
-  if (typeof body !== "object" || body === null) return undefined
-  const id = (body as { readonly _request_id?: unknown })._request_id
-  return typeof id === "string" && id.length > 0 ? id : undefined
 }
 
 /** A chat model from options, reading what they leave out from the environment (see `AnthropicClient.make`). */

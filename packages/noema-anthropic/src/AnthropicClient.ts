@@ -13,14 +13,15 @@
  */
 
 import Anthropic from "@anthropic-ai/sdk"
-import { Printable, type Retry } from "@noema/core"
+import { Printable, Retry } from "@noema/core"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 
 // ---------------------------------------------------------------------------
 // Options
 // ---------------------------------------------------------------------------
 
-export interface Options {
+/** With `Retry.ClientOptions`: `maxAttempts`, `retryBaseDelay`, `retryMaxDelay`. */
+export interface Options extends Retry.ClientOptions {
   /** Default: `ANTHROPIC_API_KEY`. Optional for a non-Anthropic `baseURL` (a placeholder is sent). */
   readonly apiKey?: Redacted.Redacted<string>
   /** Default: `ANTHROPIC_BASE_URL`, else `https://api.anthropic.com` (no `/v1`: the SDK adds it). */
@@ -31,12 +32,6 @@ export interface Options {
   readonly betas?: ReadonlyArray<string>
   /** How long to wait for a response to start (the SDK's default is 10 minutes). */
   readonly timeout?: Duration.Input
-  /** Total attempts for retryable failures, including the first; 1 disables retries. Default 3. */
-  readonly maxAttempts?: number
-  /** First retry delay (doubling, with jitter); a server's `retry-after` wins when longer. Default 500 ms. */
-  readonly retryBaseDelay?: Duration.Input
-  /** Upper bound for one computed retry delay. Default 30 s. */
-  readonly retryMaxDelay?: Duration.Input
   /** Extra headers sent with every request. */
   readonly headers?: Readonly<Record<string, string>>
   /** The provider's name in errors and `ChatModel.provider`, and the `providerOptions` key read. Default `"anthropic"`. */
@@ -133,11 +128,7 @@ const build = (
     sdk,
     provider: options.provider ?? "anthropic",
     baseURL: options.baseURL,
-    retry: {
-      maxAttempts: options.maxAttempts ?? 3,
-      ...(options.retryBaseDelay !== undefined && { baseDelay: options.retryBaseDelay }),
-      ...(options.retryMaxDelay !== undefined && { maxDelay: options.retryMaxDelay })
-    },
+    retry: Retry.fromClientOptions(options),
     scrub: scrubberFor(apiKey)
   }
 }

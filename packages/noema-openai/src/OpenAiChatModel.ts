@@ -9,11 +9,11 @@
  * `ChatModelError`; retries are core's, configured on the client. Interrupting
  * either aborts the HTTP request, so the server sees the connection close.
  */
-import { ChatModel, ProviderStream } from "@noema/core"
-import { Clock, type Config, Effect, Layer } from "effect"
+import { ChatModel, ProviderFailure, ProviderRequest, ProviderStream } from "@noema/core"
+import { type Config, Effect, Layer } from "effect"
 import type OpenAI from "openai"
 import { ChunkTranslator, fromCompletion, toParams } from "./internal/chat.js"
-import { MalformedResponse, requestIdOf, toReason } from "./internal/errors.js"
+import { requestIdOf, toReason } from "./internal/errors.js"
 import { fromResponse, ResponsesTranslator, toResponsesParams } from "./internal/responses.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
@@ -49,51 +49,31 @@ export const fromClient = (
 
   /**
    * Anything the SDK throws as a typed failure, with the request id when there is one
-   * (`requestId`: a streamed response's, for failures met while reading it); the clock
-   * reads a `retry-after` given as a date.
+   * (a streamed response's, for failures met while reading it).
    */
-  const fail = (
-    cause: unknown,
-    phase: ProviderStream.Phase,
-    requestId?: string
-  ): Effect.Effect<never, ChatModel.ChatModelError> =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.fail(
-        ChatModel.error(
-          provider,
-          toReason(cause, { scrub, now, phase }),
-          model,
-          requestIdOf(cause, requestId)
-        )
-      )
-    )
+  const fail = ProviderFailure.make({
+    provider,
+    model,
+    toReason: (cause, now, phase) => toReason(cause, { scrub, now, phase }),
+    requestIdOf
+  })
 
-  // One callback for the whole exchange (not suspend + tryPromise + catch + flatMap): it is
-  // the whole of a turn's work on noema's side, and each Effect step costs per turn.
   const responses = options.api === "responses"
 
   const complete: ChatModel.Service["complete"] = (request) =>
-    Effect.callback<ChatModel.ChatResponse, ChatModel.ChatModelError>((resume) => {
-      const controller = new AbortController()
-      const failed = (cause: unknown) => resume(fail(cause, "request"))
-      try {
-        const sent: Promise<unknown> = responses
-          ? sdk.responses.create(toResponsesParams(model, request), { signal: controller.signal })
-          : sdk.chat.completions.create(toParams(model, provider, request), { signal: controller.signal })
-        sent.then((body) => {
-          const response = responses ? fromResponse(body) : fromCompletion(body)
-          resume(
-            response instanceof MalformedResponse
-              ? fail(response, "request", bodyRequestId(body))
-              : Effect.succeed(response)
-          )
-        }, failed)
-      } catch (cause) {
-        failed(cause)
-      }
-      // Runs only when the effect is interrupted while the request is in flight.
-      return Effect.sync(() => controller.abort())
-    })
+    ProviderRequest.make<unknown>(fail, () =>
+      responses
+        ? {
+            start: (signal) => sdk.responses.create(toResponsesParams(model, request), { signal }),
+            decode: fromResponse,
+            requestIdOf: ProviderFailure.bodyRequestId
+          }
+        : {
+            start: (signal) => sdk.chat.completions.create(toParams(model, provider, request), { signal }),
+            decode: fromCompletion,
+            requestIdOf: ProviderFailure.bodyRequestId
+          }
+    )
 
   const stream: ChatModel.Service["stream"] = (request) =>
     ProviderStream.make(() => {
@@ -125,7 +105,7 @@ export const fromClient = (
               // Read as a stream, a page has no events and would look like a connection cut short.
               const type = answer.response.headers.get("content-type") ?? ""
               if (/^text\/html\b/i.test(type)) {
-                throw new MalformedResponse(
+                throw new ProviderFailure.MalformedResponse(
                   `the server answered with an HTML page (${type.split(";")[0]}), not an event stream`
                 )
               }
@@ -145,13 +125,6 @@ export const fromClient = (
     retry: client.retry,
     ...(options.capabilities !== undefined && { capabilities: options.capabilities })
   })
-}
-
-/** The request id the SDK attaches to a parsed JSON body (not enumerable, so never part of the data). */
-const bodyRequestId = (body: unknown): string | undefined => {
-  if (typeof body !== "object" || body === null) return undefined
-  const id = (body as { readonly _request_id?: unknown })._request_id
-  return typeof id === "string" && id.length > 0 ? id : undefined
 }
 
 /** A chat model from options, reading what they leave out from the environment (see `OpenAiClient.make`). */

@@ -10,7 +10,7 @@
  * error message produced from this client is scrubbed of the key and of the
  * credentials in any URL it quotes.
  */
-import { Printable, type Retry } from "@noema/core"
+import { Printable, Retry } from "@noema/core"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import OpenAI from "openai"
 
@@ -18,7 +18,8 @@ import OpenAI from "openai"
 // Options
 // ---------------------------------------------------------------------------
 
-export interface Options {
+/** With `Retry.ClientOptions`: `maxAttempts`, `retryBaseDelay`, `retryMaxDelay`. */
+export interface Options extends Retry.ClientOptions {
   /** Default: `OPENAI_API_KEY`. Optional for a non-OpenAI `baseURL` (a placeholder is sent). */
   readonly apiKey?: Redacted.Redacted<string>
   /** Default: `OPENAI_BASE_URL`, else `https://api.openai.com/v1`. */
@@ -29,12 +30,6 @@ export interface Options {
   readonly project?: string
   /** How long to wait for a response to start (the SDK's default is 10 minutes). */
   readonly timeout?: Duration.Input
-  /** Total attempts for retryable failures, including the first; 1 disables retries. Default 3. */
-  readonly maxAttempts?: number
-  /** First retry delay (doubling, with jitter); a server's `retry-after` wins when longer. Default 500 ms. */
-  readonly retryBaseDelay?: Duration.Input
-  /** Upper bound for one computed retry delay. Default 30 s. */
-  readonly retryMaxDelay?: Duration.Input
   /** Extra headers sent with every request. */
   readonly headers?: Readonly<Record<string, string>>
   /**
@@ -128,11 +123,7 @@ const build = (
     sdk,
     provider: options.provider ?? "openai",
     baseURL: sdk.baseURL,
-    retry: {
-      maxAttempts: options.maxAttempts ?? 3,
-      ...(options.retryBaseDelay !== undefined && { baseDelay: options.retryBaseDelay }),
-      ...(options.retryMaxDelay !== undefined && { maxDelay: options.retryMaxDelay })
-    },
+    retry: Retry.fromClientOptions(options),
     scrub: scrubberFor(apiKey)
   }
 }

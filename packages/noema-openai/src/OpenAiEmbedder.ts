@@ -7,9 +7,9 @@
  * them in. Failures carry the same reasons, and retries the same policy, as
  * the chat model's.
  */
-import { Embedder, Retry } from "@noema/core"
+import { Embedder, ProviderFailure, Retry } from "@noema/core"
 import { Clock, type Config, Effect, Exit, Layer, Schema } from "effect"
-import { MalformedResponse, requestIdOf, toReason } from "./internal/errors.js"
+import { requestIdOf, toReason } from "./internal/errors.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
 export interface Options extends OpenAiClient.Options {
@@ -44,21 +44,23 @@ interface Batch {
 }
 
 /** The batch's vectors in input order, or why the response cannot be trusted. */
-const toBatch = (body: unknown, expected: number): Batch | MalformedResponse => {
+const toBatch = (body: unknown, expected: number): Batch | ProviderFailure.MalformedResponse => {
   const exit = decodeEmbeddings(body)
   if (Exit.isFailure(exit)) {
-    return new MalformedResponse(`not an embeddings list: ${String(exit.cause).split("\n", 1)[0]}`)
+    return new ProviderFailure.MalformedResponse(
+      `not an embeddings list: ${String(exit.cause).split("\n", 1)[0]}`
+    )
   }
   const { data, usage } = exit.value
   if (data.length !== expected) {
-    return new MalformedResponse(`expected ${expected} embeddings, got ${data.length}`)
+    return new ProviderFailure.MalformedResponse(`expected ${expected} embeddings, got ${data.length}`)
   }
   const vectors: Array<Embedder.Vector | undefined> = new Array(expected)
   for (let position = 0; position < data.length; position++) {
     const item = data[position] as (typeof data)[number]
     const index = item.index ?? position
     if (!Number.isInteger(index) || index < 0 || index >= expected || vectors[index] !== undefined) {
-      return new MalformedResponse(`embedding index ${index} is out of range or repeated`)
+      return new ProviderFailure.MalformedResponse(`embedding index ${index} is out of range or repeated`)
     }
     vectors[index] = item.embedding
   }
@@ -99,7 +101,7 @@ export const fromClient = (
     }).pipe(
       Effect.flatMap((body) => {
         const batch = toBatch(body, texts.length)
-        return batch instanceof MalformedResponse ? Effect.fail(batch) : Effect.succeed(batch)
+        return batch instanceof ProviderFailure.MalformedResponse ? Effect.fail(batch) : Effect.succeed(batch)
       }),
       Effect.catch((cause) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fail(failure(cause, now)))

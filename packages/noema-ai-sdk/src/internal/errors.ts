@@ -22,15 +22,9 @@ import {
   TypeValidationError,
   UnsupportedFunctionalityError
 } from "@ai-sdk/provider"
-import { ModelError, ProviderStream, Retry } from "@noema/core"
+import { ModelError, ProviderFailure, ProviderStream, Retry } from "@noema/core"
 
-const maximumMessageLength = 400
-
-/** One line, bounded: provider messages can be long and multi-line. */
-export const oneLine = (text: string): string => {
-  const flat = text.replace(/\s+/g, " ").trim()
-  return flat.length > maximumMessageLength ? `${flat.slice(0, maximumMessageLength - 1)}…` : flat
-}
+const { oneLine } = ProviderFailure
 
 /** Headers that carry a provider's id for a request (Anthropic's, OpenAI's and most others', Google's). */
 const requestIdHeaders = ["request-id", "x-request-id", "x-goog-request-id"]

@@ -8,28 +8,11 @@
  */
 
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "@anthropic-ai/sdk"
-import { ModelError, ProviderStream, Retry } from "@noema/core"
+import { ModelError, ProviderFailure, ProviderStream, Retry } from "@noema/core"
 
-/** Thrown (inside SSE iteration) or returned when the server's answer has the wrong shape. */
-export class MalformedResponse extends Error {
-  override readonly name = "MalformedResponse"
-}
+const { MalformedResponse, oneLine } = ProviderFailure
 
-export interface Context {
-  /** Removes secrets (the API key) from text that may be shown to users. */
-  readonly scrub: (text: string) => string
-  /** Epoch milliseconds, to turn a `retry-after` HTTP date into a delay. */
-  readonly now: number
-  readonly phase: ProviderStream.Phase
-}
-
-const maximumMessageLength = 400
-
-/** One line, bounded, without secrets: provider messages can be long and multi-line. */
-export const oneLine = (text: string, scrub: (text: string) => string): string => {
-  const flat = scrub(text).replace(/\s+/g, " ").trim()
-  return flat.length > maximumMessageLength ? `${flat.slice(0, maximumMessageLength - 1)}…` : flat
-}
+type Context = ProviderFailure.Context
 
 /** Anthropic's `request-id` header, which the SDK reads into `APIError.requestID`; else the stream's. */
 export const requestIdOf = (error: unknown, fallback: string | undefined): string | undefined => {

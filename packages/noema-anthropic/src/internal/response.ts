@@ -14,8 +14,7 @@
  * (`stop_details`) is the refusal text. Usage counts cache reads and writes
  * into `inputTokens`, as core's usage does (Anthropic counts them apart).
  */
-import { type ChatModel, Message } from "@noema/core"
-import { MalformedResponse } from "./errors.js"
+import { type ChatModel, Message, ProviderFailure } from "@noema/core"
 
 type Fields = { readonly [key: string]: unknown }
 
@@ -30,7 +29,7 @@ const numberOf = (value: unknown): number | undefined =>
 /** An object field, or a `MalformedResponse` naming it. */
 const objectAt = (owner: Fields, key: string, what: string): Fields => {
   const value = owner[key]
-  if (!isObject(value)) throw new MalformedResponse(`${what}.${key} must be an object`)
+  if (!isObject(value)) throw new ProviderFailure.MalformedResponse(`${what}.${key} must be an object`)
   return value
 }
 
@@ -104,16 +103,17 @@ const stopSequenceMetadata = (sequence: unknown): ChatModel.ChatResponse["provid
 /** A non-streamed `message` as core's response; a `MalformedResponse` when it is not one. */
 export const fromMessage = (body: unknown, outputTool: string | undefined): ChatModel.ChatResponse => {
   if (!isObject(body) || body.type !== "message") {
-    throw new MalformedResponse("expected a JSON object of type message")
+    throw new ProviderFailure.MalformedResponse("expected a JSON object of type message")
   }
   const content = body.content
-  if (!Array.isArray(content)) throw new MalformedResponse("message.content must be an array")
+  if (!Array.isArray(content)) throw new ProviderFailure.MalformedResponse("message.content must be an array")
   let text = ""
   const reasoningParts: Array<Message.ReasoningPart> = []
   const toolCalls: Array<{ id: string; name: string; arguments: string }> = []
   let answeredByOutputTool = false
   for (const block of content) {
-    if (!isObject(block)) throw new MalformedResponse("message.content holds a block that is not an object")
+    if (!isObject(block))
+      throw new ProviderFailure.MalformedResponse("message.content holds a block that is not an object")
     switch (block.type) {
       case "text":
         text += stringOf(block.text) ?? ""
@@ -217,7 +217,7 @@ export class EventTranslator {
 
   private chunksOf(raw: unknown): Array<ChatModel.StreamChunk> {
     if (!isObject(raw) || typeof raw.type !== "string") {
-      throw new MalformedResponse("an event without a type")
+      throw new ProviderFailure.MalformedResponse("an event without a type")
     }
     switch (raw.type) {
       case "message_start":
@@ -239,7 +239,8 @@ export class EventTranslator {
 
   private indexOf(event: Fields): number {
     const index = numberOf(event.index)
-    if (index === undefined) throw new MalformedResponse(`${String(event.type)}.index must be a number`)
+    if (index === undefined)
+      throw new ProviderFailure.MalformedResponse(`${String(event.type)}.index must be a number`)
     return index
   }
 
@@ -308,7 +309,8 @@ export class EventTranslator {
 
   private blockDelta(index: number, delta: Fields): Array<ChatModel.StreamChunk> {
     const block = this.blocks.get(index)
-    if (block === undefined) throw new MalformedResponse(`a delta for block ${index}, which never started`)
+    if (block === undefined)
+      throw new ProviderFailure.MalformedResponse(`a delta for block ${index}, which never started`)
     switch (delta.type) {
       case "text_delta": {
         const text = stringOf(delta.text) ?? ""

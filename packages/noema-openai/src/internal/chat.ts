@@ -6,9 +6,8 @@
  * default or an `InvalidOutput` failure, never an exception from deep inside
  * the adapter.
  */
-import type { ChatModel, Message } from "@noema/core"
+import { type ChatModel, type Message, ProviderFailure } from "@noema/core"
 import type OpenAI from "openai"
-import { MalformedResponse } from "./errors.js"
 import {
   type ChunkWire,
   type CompletionWire,
@@ -211,10 +210,10 @@ const isFunctionCall = (call: ToolCallWire): boolean =>
   call.type === undefined || call.type === null || call.type === "function"
 
 /** A non-streamed `chat.completion` as core's response; a `MalformedResponse` when it is not one. */
-export const fromCompletion = (body: unknown): ChatModel.ChatResponse | MalformedResponse => {
+export const fromCompletion = (body: unknown): ChatModel.ChatResponse | ProviderFailure.MalformedResponse => {
   const problem = completionProblem(body)
   if (problem !== undefined) {
-    return new MalformedResponse(
+    return new ProviderFailure.MalformedResponse(
       typeof body === "string"
         ? "expected a JSON chat completion, got text"
         : `not a chat completion: ${problem}`
@@ -222,7 +221,7 @@ export const fromCompletion = (body: unknown): ChatModel.ChatResponse | Malforme
   }
   const completion = body as CompletionWire
   const choice = completion.choices.find((candidate) => (candidate.index ?? 0) === 0)
-  if (choice === undefined) return new MalformedResponse("the completion has no choices")
+  if (choice === undefined) return new ProviderFailure.MalformedResponse("the completion has no choices")
   // Empty or repeated ids are made unique by core's `ChatModel.make`, for every provider alike.
   const toolCalls = (choice.message.tool_calls ?? []).filter(isFunctionCall).map((call) => ({
     id: call.id ?? "",
@@ -315,7 +314,8 @@ export class ChunkTranslator {
   /** Throws `MalformedResponse` for a chunk of the wrong shape. */
   translate(raw: unknown): Array<ChatModel.StreamChunk> {
     const problem = chunkProblem(raw)
-    if (problem !== undefined) throw new MalformedResponse(`not a chat completion chunk: ${problem}`)
+    if (problem !== undefined)
+      throw new ProviderFailure.MalformedResponse(`not a chat completion chunk: ${problem}`)
     const chunk = raw as ChunkWire
     const out: Array<ChatModel.StreamChunk> = []
     if (!(this.idSent && this.modelSent)) this.metadata(chunk, out)

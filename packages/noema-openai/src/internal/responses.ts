@@ -12,10 +12,9 @@
  * stream event by event. Responses are stateless here (`store: false`): the
  * session, not OpenAI, keeps the conversation.
  */
-import type { ChatModel, Message } from "@noema/core"
+import { type ChatModel, type Message, ProviderFailure } from "@noema/core"
 import type OpenAI from "openai"
 import { fileReference, isSendableImage, textForWire } from "./chat.js"
-import { MalformedResponse } from "./errors.js"
 
 type Params = OpenAI.Responses.ResponseCreateParamsNonStreaming
 type InputItem = OpenAI.Responses.ResponseInputItem
@@ -191,15 +190,17 @@ const isObject = (value: unknown): value is { readonly [key: string]: unknown } 
   typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** A non-streamed response as core's; a `MalformedResponse` when it is not one, or it failed. */
-export const fromResponse = (body: unknown): ChatModel.ChatResponse | MalformedResponse => {
+export const fromResponse = (body: unknown): ChatModel.ChatResponse | ProviderFailure.MalformedResponse => {
   if (!isObject(body) || !Array.isArray(body.output)) {
-    return new MalformedResponse(
+    return new ProviderFailure.MalformedResponse(
       typeof body === "string" ? "expected a JSON response, got text" : "not a response: no output list"
     )
   }
   const response = body as ResponseWire
   if (response.status === "failed") {
-    return new MalformedResponse(`the response failed: ${response.error?.message ?? "no reason given"}`)
+    return new ProviderFailure.MalformedResponse(
+      `the response failed: ${response.error?.message ?? "no reason given"}`
+    )
   }
   let text = ""
   let refusal = ""
@@ -257,7 +258,7 @@ export class ResponsesTranslator {
 
   translate(raw: unknown): Array<ChatModel.StreamChunk> {
     if (!isObject(raw) || typeof raw.type !== "string")
-      throw new MalformedResponse("not a response stream event")
+      throw new ProviderFailure.MalformedResponse("not a response stream event")
     const event = raw as { readonly type: string; readonly [key: string]: unknown }
     switch (event.type) {
       case "response.created":
@@ -317,10 +318,12 @@ export class ResponsesTranslator {
       }
       case "response.failed": {
         const response = (event.response ?? {}) as ResponseWire
-        throw new MalformedResponse(`the response failed: ${response.error?.message ?? "no reason given"}`)
+        throw new ProviderFailure.MalformedResponse(
+          `the response failed: ${response.error?.message ?? "no reason given"}`
+        )
       }
       case "error":
-        throw new MalformedResponse(
+        throw new ProviderFailure.MalformedResponse(
           `the stream reported an error: ${String(event.message ?? event.code ?? "unknown")}`
         )
       default:
