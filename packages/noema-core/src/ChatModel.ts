@@ -12,7 +12,7 @@
  * The stream normaliser and the accumulator live in `internal/responseStream`
  * and are re-exported here.
  */
-import { Context, Effect, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { fold, normaliseStream, responseToStream, withUniqueToolCallIds } from "./internal/responseStream.js"
 import { traceChatModel } from "./internal/tracing.js"
 import type { Message, ToolCall } from "./Message.js"
@@ -184,7 +184,7 @@ export class ChatModel extends Context.Service<ChatModel, Service>()("@noema/cor
 export type MakeOptions = {
   readonly provider: string
   readonly model: string
-  readonly capabilities?: Capabilities
+  readonly capabilities?: Capabilities | undefined
   /** Retries of retryable failures; omitted means no retries. */
   readonly retry?: Retry.Options
 } & (
@@ -227,6 +227,22 @@ export const make = (options: MakeOptions): Service => {
     stream
   }
   return traceChatModel(options.retry === undefined ? service : Retry.chatModel(service, options.retry))
+}
+
+/**
+ * An adapter's `make` and `layer` over its SDK client: the client is built
+ * from the options (what they leave out read from the environment), then the
+ * model over it with `fromClient`; the layer provides it as `ChatModel`.
+ */
+export const overClient = <Options, Client, E>(
+  makeClient: (options: Options) => Effect.Effect<Client, E>,
+  fromClient: (client: Client, options: Options) => Service
+): {
+  readonly make: (options: Options) => Effect.Effect<Service, E>
+  readonly layer: (options: Options) => Layer.Layer<ChatModel, E>
+} => {
+  const make = (options: Options) => Effect.map(makeClient(options), (client) => fromClient(client, options))
+  return { make, layer: (options) => Layer.effect(ChatModel, make(options)) }
 }
 
 // ---------------------------------------------------------------------------
