@@ -86,7 +86,7 @@ export const make = (model: LanguageModel, options: Options = {}): ChatModel.Ser
     complete,
     stream,
     retry: options.retry ?? { maxAttempts: 3 },
-    ...(options.capabilities !== undefined && { capabilities: options.capabilities })
+    capabilities: options.capabilities
   })
 }
 

@@ -12,7 +12,7 @@
  * configured on the client. Interrupting either aborts the HTTP request.
  */
 import { ChatModel, ProviderFailure, ProviderRequest, ProviderStream } from "@noema/core"
-import { type Config, Effect, Layer } from "effect"
+import type { Config } from "effect"
 import * as AnthropicClient from "./AnthropicClient.js"
 import { requestIdOf, toReason } from "./internal/errors.js"
 import { type Settings, toParams } from "./internal/request.js"
@@ -98,14 +98,17 @@ export const fromClient = (client: AnthropicClient.Client, options: ModelOptions
     complete,
     stream,
     retry: client.retry,
-    ...(options.capabilities !== undefined && { capabilities: options.capabilities })
+    capabilities: options.capabilities
   })
 }
 
+const constructors = ChatModel.overClient<Options, AnthropicClient.Client, Config.ConfigError>(
+  AnthropicClient.make,
+  fromClient
+)
+
 /** A chat model from options, reading what they leave out from the environment (see `AnthropicClient.make`). */
-export const make = (options: Options): Effect.Effect<ChatModel.Service, Config.ConfigError> =>
-  Effect.map(AnthropicClient.make(options), (client) => fromClient(client, options))
+export const make = constructors.make
 
 /** The `ChatModel` service; fails to build with a `ConfigError` when no API key is configured. */
-export const layer = (options: Options): Layer.Layer<ChatModel.ChatModel, Config.ConfigError> =>
-  Layer.effect(ChatModel.ChatModel, make(options))
+export const layer = constructors.layer

@@ -10,7 +10,7 @@
  * either aborts the HTTP request, so the server sees the connection close.
  */
 import { ChatModel, ProviderFailure, ProviderRequest, ProviderStream } from "@noema/core"
-import { type Config, Effect, Layer } from "effect"
+import type { Config } from "effect"
 import type OpenAI from "openai"
 import { ChunkTranslator, fromCompletion, toParams } from "./internal/chat.js"
 import { requestIdOf, toReason } from "./internal/errors.js"
@@ -123,14 +123,17 @@ export const fromClient = (
     complete,
     stream,
     retry: client.retry,
-    ...(options.capabilities !== undefined && { capabilities: options.capabilities })
+    capabilities: options.capabilities
   })
 }
 
+const constructors = ChatModel.overClient<Options, OpenAiClient.Client, Config.ConfigError>(
+  OpenAiClient.make,
+  fromClient
+)
+
 /** A chat model from options, reading what they leave out from the environment (see `OpenAiClient.make`). */
-export const make = (options: Options): Effect.Effect<ChatModel.Service, Config.ConfigError> =>
-  Effect.map(OpenAiClient.make(options), (client) => fromClient(client, options))
+export const make = constructors.make
 
 /** The `ChatModel` service; fails to build with a `ConfigError` when no API key is configured. */
-export const layer = (options: Options): Layer.Layer<ChatModel.ChatModel, Config.ConfigError> =>
-  Layer.effect(ChatModel.ChatModel, make(options))
+export const layer = constructors.layer
