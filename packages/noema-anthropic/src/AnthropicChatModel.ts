@@ -46,7 +46,7 @@ export const defaultMaxTokens = 4096
 /** A chat model over an existing client (shares its SDK, credentials and retry policy). */
 export const fromClient = (client: AnthropicClient.Client, options: ModelOptions): ChatModel.Service => {
   const { sdk, provider, scrub } = client
-  const { model } = options
+  const { model, capabilities } = options
   const settings: Settings = {
     model,
     provider,
@@ -92,23 +92,15 @@ export const fromClient = (client: AnthropicClient.Client, options: ModelOptions
       }
     })
 
-  return ChatModel.make({
-    provider,
-    model,
-    complete,
-    stream,
-    retry: client.retry,
-    capabilities: options.capabilities
-  })
+  return ChatModel.make({ provider, model, complete, stream, retry: client.retry, capabilities })
 }
 
-const constructors = ChatModel.overClient<Options, AnthropicClient.Client, Config.ConfigError>(
+/**
+ * `make(options)`: a chat model from options, reading what they leave out from the
+ * environment (see `AnthropicClient.make`). `layer(options)`: the `ChatModel` service.
+ * Both fail with a `ConfigError` when no API key is configured.
+ */
+export const { make, layer } = ChatModel.overClient<Options, AnthropicClient.Client, Config.ConfigError>(
   AnthropicClient.make,
   fromClient
 )
-
-/** A chat model from options, reading what they leave out from the environment (see `AnthropicClient.make`). */
-export const make = constructors.make
-
-/** The `ChatModel` service; fails to build with a `ConfigError` when no API key is configured. */
-export const layer = constructors.layer

@@ -45,7 +45,7 @@ export const fromClient = (
   }
 ): ChatModel.Service => {
   const { sdk, provider, scrub } = client
-  const { model } = options
+  const { model, capabilities } = options
 
   /**
    * Anything the SDK throws as a typed failure, with the request id when there is one
@@ -117,23 +117,15 @@ export const fromClient = (
       }
     })
 
-  return ChatModel.make({
-    provider,
-    model,
-    complete,
-    stream,
-    retry: client.retry,
-    capabilities: options.capabilities
-  })
+  return ChatModel.make({ provider, model, complete, stream, retry: client.retry, capabilities })
 }
 
-const constructors = ChatModel.overClient<Options, OpenAiClient.Client, Config.ConfigError>(
+/**
+ * `make(options)`: a chat model from options, reading what they leave out from the
+ * environment (see `OpenAiClient.make`). `layer(options)`: the `ChatModel` service.
+ * Both fail with a `ConfigError` when no API key is configured.
+ */
+export const { make, layer } = ChatModel.overClient<Options, OpenAiClient.Client, Config.ConfigError>(
   OpenAiClient.make,
   fromClient
 )
-
-/** A chat model from options, reading what they leave out from the environment (see `OpenAiClient.make`). */
-export const make = constructors.make
-
-/** The `ChatModel` service; fails to build with a `ConfigError` when no API key is configured. */
-export const layer = constructors.layer
