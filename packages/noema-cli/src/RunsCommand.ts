@@ -338,36 +338,41 @@ const showRun = (
   return `${lines.join("\n")}\n`
 }
 
-/** The run `idOrPrefix` names (`IdPrefix`): the id itself, or the one run id it begins. */
-const runIdOf = (store: RunsStore.Service, idOrPrefix: string) =>
-  store.getRun(idOrPrefix).pipe(
+/**
+ * The id `idOrPrefix` names (`IdPrefix`): the id itself when `exact` finds it, else the one id
+ * of `ids` it begins (refused when it begins none or several).
+ */
+const wholeId = <NotFound extends Run.RunNotFound | Run.ThreadNotFound, E>(
+  kind: "run" | "thread",
+  idOrPrefix: string,
+  exact: Effect.Effect<unknown, NotFound | E>,
+  ids: Effect.Effect<ReadonlyArray<string>, E>,
+  notFound: (id: string) => NotFound
+) =>
+  exact.pipe(
     Effect.as(idOrPrefix),
-    Effect.catchTag("RunNotFound", () =>
-      Effect.flatMap(store.listRuns(), (runs) =>
-        IdPrefix.resolve(
-          "run",
-          idOrPrefix,
-          runs.map((one) => one.runId),
-          (runId) => new Run.RunNotFound({ runId })
-        )
-      )
+    Effect.catchIf(
+      (error): error is NotFound => error instanceof Run.RunNotFound || error instanceof Run.ThreadNotFound,
+      () => Effect.flatMap(ids, (all) => IdPrefix.resolve(kind, idOrPrefix, all, notFound))
     )
   )
 
-/** The thread `idOrPrefix` names (`IdPrefix`): the id itself, or the one thread id it begins. */
+const runIdOf = (store: RunsStore.Service, idOrPrefix: string) =>
+  wholeId(
+    "run",
+    idOrPrefix,
+    store.getRun(idOrPrefix),
+    Effect.map(store.listRuns(), (runs) => runs.map((one) => one.runId)),
+    (runId) => new Run.RunNotFound({ runId })
+  )
+
 const threadIdOf = (store: RunsStore.Service, idOrPrefix: string) =>
-  store.getThread(idOrPrefix).pipe(
-    Effect.as(idOrPrefix),
-    Effect.catchTag("ThreadNotFound", () =>
-      Effect.flatMap(store.listThreads(), (threads) =>
-        IdPrefix.resolve(
-          "thread",
-          idOrPrefix,
-          threads.map((thread) => thread.id),
-          (threadId) => new Run.ThreadNotFound({ threadId })
-        )
-      )
-    )
+  wholeId(
+    "thread",
+    idOrPrefix,
+    store.getThread(idOrPrefix),
+    Effect.map(store.listThreads(), (threads) => threads.map((thread) => thread.id)),
+    (threadId) => new Run.ThreadNotFound({ threadId })
   )
 
 /** `command` with its RUN and THREAD ids whole: each may have been given as a unique prefix. */
