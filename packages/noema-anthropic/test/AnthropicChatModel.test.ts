@@ -661,6 +661,7 @@ describe("AnthropicChatModel errors", () => {
       const unreachable = yield* makeModel({ baseURL: "http://127.0.0.1:9" })
       const error = yield* Effect.flip(unreachable.complete(request))
       expectReason(error, "Network")
+      assert.strictEqual(error.reason._tag === "Network" ? error.reason.kind : undefined, "connect")
       assert.isTrue(error.isRetryable)
     })
   )

@@ -63,12 +63,14 @@ const describeModelError = (error: ChatModel.ChatModelError, context: Context): 
   if (reason instanceof ModelError.Authentication)
     return `${provider} rejected the credentials (${detail}); check --api-key or ${provider === "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY"}`
   if (reason instanceof ModelError.Network) {
-    // The adapter's message says which: no connection at all, no answer in time, or an answer cut short.
-    if (/^connection failed/.test(detail))
-      return `cannot reach the model server at ${server} (${detail}); is it running? (--base-url / NOEMA_BASE_URL)`
-    if (/timed out/.test(detail))
-      return `the model server at ${server} did not answer in time (${detail}); try again`
-    return `the model server at ${server} stopped before the answer was complete (${detail}); try again`
+    switch (reason.kind) {
+      case "connect":
+        return `cannot reach the model server at ${server} (${detail}); is it running? (--base-url / NOEMA_BASE_URL)`
+      case "timeout":
+        return `the model server at ${server} did not answer in time (${detail}); try again`
+      default:
+        return `the model server at ${server} stopped before the answer was complete (${detail}); try again`
+    }
   }
   if (reason instanceof ModelError.RateLimited) {
     const asked =

@@ -31,7 +31,7 @@ describe("CliError.describe", () => {
   it("names a model server without the credentials in its URL, and escapes control characters", () => {
     const unreachable = ChatModel.error(
       "openai",
-      new ModelError.Network({ message: "connection failed: Connection error. (ECONNREFUSED)" }),
+      ModelError.network("connect", "Connection error. (ECONNREFUSED)"),
       "m"
     )
     const text = CliError.describe(unreachable, {
@@ -43,5 +43,23 @@ describe("CliError.describe", () => {
     expect(text).not.toMatch(/hunter2|t0k/)
     const hostile = CliError.describe(new Error("bad \u001b]0;title\u0007 name \u202e"))
     expect(hostile).toBe("bad \\x1b]0;title\\x07 name \\u202e")
+  })
+
+  it("tells a refused connection, a timeout and an answer cut short apart by the failure's kind, not its words", () => {
+    const described = (reason: ModelError.Network) =>
+      CliError.describe(ChatModel.error("anthropic", reason, "m"), { baseUrl: "http://127.0.0.1:9/v1" })
+    // Words that would have misled a reading of the message text.
+    expect(described(ModelError.network("connect", "socket timed out while connecting"))).toMatch(
+      /^cannot reach the model server at http:\/\/127\.0\.0\.1:9\/v1 .*is it running\?/
+    )
+    expect(described(ModelError.network("timeout", "connection failed after 60 s"))).toMatch(
+      /did not answer in time/
+    )
+    expect(described(ModelError.network("cut-short", "upstream request timed out"))).toMatch(
+      /stopped before the answer was complete/
+    )
+    expect(
+      described(new ModelError.Network({ message: "connection failed: recorded before kinds" }))
+    ).toMatch(/stopped before the answer was complete/)
   })
 })

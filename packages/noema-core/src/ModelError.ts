@@ -84,14 +84,34 @@ export class Unavailable extends Schema.TaggedClass<Unavailable>()("Unavailable"
   }
 }
 
+/**
+ * How a connection failed: none was made (`connect`), no answer came in time
+ * (`timeout`), or the answer was cut short (`cut-short`). Callers that tell
+ * users what to do read this, not the message.
+ */
+export const NetworkKind = Schema.Literals(["connect", "timeout", "cut-short"])
+export type NetworkKind = typeof NetworkKind.Type
+
 /** The connection failed, timed out or dropped before a complete answer. */
 export class Network extends Schema.TaggedClass<Network>()("Network", {
-  message: Schema.String
+  message: Schema.String,
+  /** Absent on failures recorded before it existed: read as `cut-short`, the most general. */
+  kind: Schema.optionalKey(NetworkKind)
 }) {
   get isRetryable(): boolean {
     return true
   }
 }
+
+const networkHeadings: Record<NetworkKind, string> = {
+  connect: "connection failed",
+  timeout: "request timed out",
+  "cut-short": "connection lost mid-stream"
+}
+
+/** A `Network` failure of `kind`, its message headed the same way for every adapter. */
+export const network = (kind: NetworkKind, detail: string): Network =>
+  new Network({ kind, message: `${networkHeadings[kind]}: ${detail}` })
 
 /** The provider answered with something that is not a valid response. */
 export class InvalidOutput extends Schema.TaggedClass<InvalidOutput>()("InvalidOutput", {

@@ -10,7 +10,7 @@
  */
 import { Clock, Effect } from "effect"
 import * as ChatModel from "./ChatModel.js"
-import type * as ModelError from "./ModelError.js"
+import * as ModelError from "./ModelError.js"
 import type { Phase } from "./ProviderStream.js"
 
 /** Thrown (inside SSE iteration) or returned when the server's answer has the wrong shape. */
@@ -33,6 +33,14 @@ const maximumMessageLength = 400
 export const oneLine = (text: string, scrub: (text: string) => string = (text) => text): string => {
   const flat = scrub(text).replace(/\s+/g, " ").trim()
   return flat.length > maximumMessageLength ? `${flat.slice(0, maximumMessageLength - 1)}…` : flat
+}
+
+/** What was thrown, in one bounded line: its message, and its cause's when that says more. */
+export const describe = (error: unknown, scrub?: (text: string) => string): string => {
+  const message = error instanceof Error ? error.message : String(error)
+  const cause = causeOf(error)
+  const causeMessage = cause instanceof Error && cause.message !== message ? ` (${cause.message})` : ""
+  return oneLine(`${message}${causeMessage}`, scrub)
 }
 
 /**
@@ -75,3 +83,61 @@ export const make =
         )
       )
     )
+
+/** The SDK's own abort (its timeout or a caller's signal) before the answer was complete. */
+export const aborted = (): ModelError.Network =>
+  new ModelError.Network({ kind: "cut-short", message: "request aborted before the response was complete" })
+
+/**
+ * A transport failure (the connection refused, reset or closed): before the answer began it is
+ * a failed connection, during the stream an answer cut short.
+ */
+export const transport = (phase: Phase, detail: string): ModelError.Network =>
+  ModelError.network(phase === "stream" ? "cut-short" : "connect", detail)
+
+/** Network failures that fetch (undici) and Node report without wrapping them in an SDK error. */
+const networkCodes = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+  "UND_ERR_ABORTED",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT"
+])
+
+const codeOf = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null || !("code" in value)) return undefined
+  const code = (value as { readonly code: unknown }).code
+  return typeof code === "string" ? code : undefined
+}
+
+const causeOf = (value: unknown): unknown =>
+  typeof value === "object" && value !== null && "cause" in value
+    ? (value as { readonly cause: unknown }).cause
+    : undefined
+
+/** Whether `error` (or a cause a few levels down) is a transport failure: refused, reset, closed, timed out. */
+export const isTransportFailure = (error: unknown): boolean => {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && current !== undefined; depth++) {
+    const code = codeOf(current)
+    if (code !== undefined && networkCodes.has(code)) return true
+    if (current instanceof Error && (current.name === "AbortError" || current.name === "TimeoutError")) {
+      return true
+    }
+    if (current instanceof TypeError && /^(terminated|fetch failed|network error)/i.test(current.message)) {
+      return true
+    }
+    current = causeOf(current)
+  }
+  return false
+}

@@ -52,6 +52,9 @@ const expectReason = (error: ChatModel.ChatModelError, tag: string) => {
   assert.ok(!error.message.includes(apiKey), "no API key")
 }
 
+const networkKind = (error: ChatModel.ChatModelError) =>
+  error.reason._tag === "Network" ? error.reason.kind : undefined
+
 const failureReply = (
   failure: ChatModelConformance.FailureKind,
   retryAfterSeconds: number | undefined
@@ -668,6 +671,7 @@ describe("OpenAiChatModel failures", () => {
       const model = yield* makeModel()
       const error = yield* Effect.flip(ChatModel.collect(model.stream(request)))
       expectReason(error, "Network")
+      assert.strictEqual(networkKind(error), "cut-short")
       assert.ok(error.isRetryable)
     })
   )
@@ -680,8 +684,11 @@ describe("OpenAiChatModel failures", () => {
       const model = yield* makeModel({ baseURL: url })
       const error = yield* Effect.flip(model.complete(request))
       expectReason(error, "Network")
+      assert.strictEqual(networkKind(error), "connect")
       assert.ok(error.isRetryable)
-      expectReason(yield* Effect.flip(Stream.runDrain(model.stream(request))), "Network")
+      const streamed = yield* Effect.flip(Stream.runDrain(model.stream(request)))
+      expectReason(streamed, "Network")
+      assert.strictEqual(networkKind(streamed), "connect", "no answer began: a failed connection")
     })
   )
 
@@ -705,6 +712,7 @@ describe("OpenAiChatModel failures", () => {
       const model = yield* makeModel({ timeout: "150 millis" })
       const error = yield* Effect.flip(model.complete(request))
       expectReason(error, "Network")
+      assert.strictEqual(networkKind(error), "timeout")
       assert.include(error.message, "timed out")
       yield* Effect.promise(() => server.waitForClose(0))
       expectReason(yield* Effect.flip(Stream.runDrain(model.stream(request))), "Network")

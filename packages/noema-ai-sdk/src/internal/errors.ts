@@ -65,7 +65,7 @@ const fromHttp = (failure: {
   if (status === 401 || status === 403)
     return new ModelError.Authentication({ message: `authentication failed ${detail}` })
   if (status === 402) return new ModelError.QuotaExceeded({ message: `quota exceeded ${detail}` })
-  if (status === 408) return new ModelError.Network({ message: `request timed out ${detail}` })
+  if (status === 408) return ModelError.network("timeout", detail)
   if (status === 400 || status === 404 || status === 409 || status === 413 || status === 422) {
     return contextLengthMessage.test(message)
       ? new ModelError.ContextLengthExceeded({ message: `context length exceeded ${detail}` })
@@ -117,7 +117,7 @@ const fromStreamError = (error: StreamError): ModelError.Reason => {
   return new ModelError.Unknown({ message: `error in stream: ${message}` })
 }
 
-const describe = (error: unknown): string => oneLine(error instanceof Error ? error.message : String(error))
+const describe = ProviderFailure.describe
 
 const isAbort = (error: unknown): boolean =>
   error instanceof Error && (error.name === "AbortError" || error.name === "TimeoutError")
@@ -127,9 +127,7 @@ export const toReason = (error: unknown, now: number, phase: ProviderStream.Phas
   if (APICallError.isInstance(error)) {
     const headers = error.responseHeaders
     if (error.statusCode === undefined) {
-      return new ModelError.Network({
-        message: `${phase === "stream" ? "connection lost mid-stream" : "connection failed"}: ${describe(error)}`
-      })
+      return ProviderFailure.transport(phase, describe(error))
     }
     return fromHttp({
       status: error.statusCode,
@@ -157,12 +155,10 @@ export const toReason = (error: unknown, now: number, phase: ProviderStream.Phas
     return new ModelError.InvalidOutput({ message: `malformed response: ${describe(error)}` })
   }
   if (error instanceof ProviderStream.Incomplete || isAbort(error)) {
-    return new ModelError.Network({ message: `connection lost mid-stream: ${describe(error)}` })
+    return ModelError.network("cut-short", describe(error))
   }
-  if (error instanceof TypeError && /^(terminated|fetch failed|network error)/i.test(error.message)) {
-    return new ModelError.Network({
-      message: `${phase === "stream" ? "connection lost mid-stream" : "connection failed"}: ${describe(error)}`
-    })
+  if (ProviderFailure.isTransportFailure(error)) {
+    return ProviderFailure.transport(phase, describe(error))
   }
   if (isStreamError(error)) return fromStreamError(error)
   return new ModelError.Unknown({ message: `unexpected failure: ${describe(error)}` })

@@ -85,7 +85,7 @@ const fromStatus = (
     return new ModelError.Authentication({ message: `authentication failed (${status}): ${detail}` })
   }
   if (status === 402) return new ModelError.QuotaExceeded({ message: `billing (${status}): ${detail}` })
-  if (status === 408) return new ModelError.Network({ message: `request timed out (408): ${detail}` })
+  if (status === 408) return ModelError.network("timeout", `(408) ${detail}`)
   if (status >= 400 && status < 500) {
     return fromType("invalid_request_error", detail, status, undefined) as ModelError.Reason
   }
@@ -110,40 +110,29 @@ const fromApiError = (error: APIError, context: Context): ModelError.Reason => {
   )
 }
 
-const describe = (error: unknown, scrub: (text: string) => string): string => {
-  const message = error instanceof Error ? error.message : String(error)
-  const cause = error instanceof Error ? error.cause : undefined
-  const causeMessage = cause instanceof Error && cause.message !== message ? ` (${cause.message})` : ""
-  return oneLine(`${message}${causeMessage}`, scrub)
-}
+const describe = ProviderFailure.describe
 
 /** Maps anything the SDK (or fetch underneath it) can throw to a reason. */
 export const toReason = (error: unknown, context: Context): ModelError.Reason => {
   if (error instanceof APIConnectionTimeoutError) {
-    return new ModelError.Network({ message: `request timed out: ${describe(error, context.scrub)}` })
+    return ModelError.network("timeout", describe(error, context.scrub))
   }
   if (error instanceof APIUserAbortError) {
-    return new ModelError.Network({ message: "request aborted before the response was complete" })
+    return ProviderFailure.aborted()
   }
   if (error instanceof APIConnectionError) {
-    return new ModelError.Network({
-      message: `${context.phase === "stream" ? "connection lost mid-stream" : "connection failed"}: ${describe(error, context.scrub)}`
-    })
+    return ProviderFailure.transport(context.phase, describe(error, context.scrub))
   }
   if (error instanceof APIError) return fromApiError(error, context)
   if (error instanceof MalformedResponse || error instanceof SyntaxError) {
     return new ModelError.InvalidOutput({ message: `malformed response: ${describe(error, context.scrub)}` })
   }
   if (error instanceof ProviderStream.Incomplete) {
-    return new ModelError.Network({
-      message: `connection lost mid-stream: ${describe(error, context.scrub)}`
-    })
+    return ModelError.network("cut-short", describe(error, context.scrub))
   }
-  // fetch reports a body cut off mid-read as a bare TypeError ("terminated").
-  if (error instanceof TypeError && /^(terminated|fetch failed|network error)/i.test(error.message)) {
-    return new ModelError.Network({
-      message: `${context.phase === "stream" ? "connection lost mid-stream" : "connection failed"}: ${describe(error, context.scrub)}`
-    })
+  // fetch and Node report some failures unwrapped (a body cut off mid-read is a bare TypeError).
+  if (ProviderFailure.isTransportFailure(error)) {
+    return ProviderFailure.transport(context.phase, describe(error, context.scrub))
   }
   return new ModelError.Unknown({ message: `unexpected failure: ${describe(error, context.scrub)}` })
 }

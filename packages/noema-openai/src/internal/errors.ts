@@ -106,7 +106,7 @@ const fromStatus = (error: APIError, status: number, context: Context): ModelErr
           status
         })
   }
-  if (status === 408) return new ModelError.Network({ message: `request timed out (408): ${detail}` })
+  if (status === 408) return ModelError.network("timeout", `(408) ${detail}`)
   if (status >= 500) {
     return new ModelError.Unavailable({ message: `server error (${status}): ${detail}`, status })
   }
@@ -136,69 +136,18 @@ const fromStreamedError = (error: APIError, context: Context): ModelError.Reason
   return new ModelError.Unknown({ message: `error in stream: ${detail}` })
 }
 
-/** Network failures that fetch (undici) and Node report without wrapping them in an SDK error. */
-const networkCodes = new Set([
-  "ECONNRESET",
-  "ECONNREFUSED",
-  "ECONNABORTED",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "ENETUNREACH",
-  "EHOSTUNREACH",
-  "UND_ERR_SOCKET",
-  "UND_ERR_CLOSED",
-  "UND_ERR_ABORTED",
-  "UND_ERR_CONNECT_TIMEOUT",
-  "UND_ERR_HEADERS_TIMEOUT",
-  "UND_ERR_BODY_TIMEOUT"
-])
-
-const codeOf = (value: unknown): string | undefined => {
-  if (typeof value !== "object" || value === null || !("code" in value)) return undefined
-  const code = (value as { readonly code: unknown }).code
-  return typeof code === "string" ? code : undefined
-}
-
-const causeOf = (value: unknown): unknown =>
-  typeof value === "object" && value !== null && "cause" in value
-    ? (value as { readonly cause: unknown }).cause
-    : undefined
-
-const isTransportFailure = (error: unknown): boolean => {
-  let current: unknown = error
-  for (let depth = 0; depth < 4 && current !== undefined; depth++) {
-    const code = codeOf(current)
-    if (code !== undefined && networkCodes.has(code)) return true
-    if (current instanceof Error && (current.name === "AbortError" || current.name === "TimeoutError")) {
-      return true
-    }
-    if (current instanceof TypeError && /^(terminated|fetch failed|network error)/i.test(current.message)) {
-      return true
-    }
-    current = causeOf(current)
-  }
-  return false
-}
-
-const describe = (error: unknown, scrub: (text: string) => string): string => {
-  const message = error instanceof Error ? error.message : String(error)
-  const cause = causeOf(error)
-  const causeMessage = cause instanceof Error && cause.message !== message ? ` (${cause.message})` : ""
-  return oneLine(`${message}${causeMessage}`, scrub)
-}
+const describe = ProviderFailure.describe
 
 /** Maps anything the SDK (or fetch underneath it) can throw to a reason. */
 export const toReason = (error: unknown, context: Context): ModelError.Reason => {
   if (error instanceof APIConnectionTimeoutError) {
-    return new ModelError.Network({ message: `request timed out: ${describe(error, context.scrub)}` })
+    return ModelError.network("timeout", describe(error, context.scrub))
   }
   if (error instanceof APIUserAbortError) {
-    return new ModelError.Network({ message: "request aborted before the response was complete" })
+    return ProviderFailure.aborted()
   }
   if (error instanceof APIConnectionError) {
-    return new ModelError.Network({ message: `connection failed: ${describe(error, context.scrub)}` })
+    return ModelError.network("connect", describe(error, context.scrub))
   }
   if (error instanceof APIError) {
     return error.status === undefined
@@ -211,20 +160,13 @@ export const toReason = (error: unknown, context: Context): ModelError.Reason =>
     })
   }
   if (error instanceof ProviderStream.Incomplete) {
-    return new ModelError.Network({
-      message: `connection lost mid-stream: ${oneLine(error.message, context.scrub)}`
-    })
+    return ModelError.network("cut-short", oneLine(error.message, context.scrub))
   }
   if (error instanceof SyntaxError) {
     return new ModelError.InvalidOutput({ message: `malformed response: ${describe(error, context.scrub)}` })
   }
-  if (isTransportFailure(error)) {
-    return new ModelError.Network({
-      message:
-        context.phase === "stream"
-          ? `connection lost mid-stream: ${describe(error, context.scrub)}`
-          : `connection failed: ${describe(error, context.scrub)}`
-    })
+  if (ProviderFailure.isTransportFailure(error)) {
+    return ProviderFailure.transport(context.phase, describe(error, context.scrub))
   }
   // The SDK throws a plain TypeError/RangeError when a body has the wrong shape (e.g. embeddings `data`).
   if (error instanceof TypeError || error instanceof RangeError) {
