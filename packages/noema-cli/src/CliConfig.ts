@@ -119,8 +119,14 @@ export const resolveModel = (flags: ModelFlags, env: Environment): ModelConfig =
   }
   if (model.value === offlineModelName) return { kind: "offline", reason: "requested" }
   if (apiKey.value === undefined && baseUrl.value === undefined) {
-    if (provider === "openai") return { kind: "offline", reason: "unconfigured" }
-    throw new UsageError(`the ${provider} provider needs ${apiKeyVariable} (or --api-key / --base-url)`)
+    if (provider !== "openai")
+      throw new UsageError(`the ${provider} provider needs ${apiKeyVariable} (or --api-key / --base-url)`)
+    // A model named on the command line is asked for: running the offline one instead would hide the mistake.
+    if (model.source === "flag")
+      throw new UsageError(
+        `--model ${model.value} names no model server: give --base-url (or NOEMA_BASE_URL), or OPENAI_API_KEY for OpenAI`
+      )
+    return { kind: "offline", reason: "unconfigured" }
   }
   return {
     kind: "openai",

@@ -156,11 +156,6 @@ const executorModels = async (
   frame: Frame.Shape
 ) => {
   const override = overriding.includes(command.type) && present(command.model.model) !== undefined
-  const config = CliConfig.resolveModel(command.model, frame.io.env)
-  if (override && config.kind === "offline" && config.reason === "unconfigured")
-    throw new UsageError(
-      `--model ${command.model.model} names no model server: give --base-url (or NOEMA_BASE_URL), or OPENAI_API_KEY for OpenAI`
-    )
   const configured = await Models.commandModel(command.model, frame)
   let failure: ChatModel.ChatModelError | undefined
   // A stage's failure keeps only its message: the model's own error is told beside it.

@@ -49,6 +49,18 @@ describe("provider configuration", () => {
     )
   })
 
+  it("refuses a --model that names no server instead of running the offline model; NOEMA_MODEL alone stays offline", () => {
+    expect(() => CliConfig.resolveModel({ model: "gpt-4o" }, {})).toThrow(
+      /^--model gpt-4o names no model server: give --base-url \(or NOEMA_BASE_URL\), or OPENAI_API_KEY/
+    )
+    expect(CliConfig.resolveModel({}, { NOEMA_MODEL: "gpt-4o" })).toMatchObject({ kind: "offline" })
+    expect(CliConfig.resolveModel({ model: "offline" }, {})).toMatchObject({
+      kind: "offline",
+      reason: "requested"
+    })
+    expect(CliConfig.offlineNoticeFor({ model: "gpt-4o" }, {})).toBeUndefined()
+  })
+
   it("names the provider in the model's description", () => {
     const claude = CliConfig.resolveModel({ provider: "anthropic" }, { ANTHROPIC_API_KEY: "k" })
     expect(CliConfig.describeModel(claude)).toBe("claude-sonnet-5-5 at https://api.anthropic.com (Anthropic)")

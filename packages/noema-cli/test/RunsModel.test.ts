@@ -143,6 +143,7 @@ describe("a run remembers the model that ran it", () => {
     const refused = await runCli(["runs", "resume", runId, "--model", "model-b"], { env })
     assert.equal(refused.code, 2, refused.stderr)
     assert.include(refused.stderr, "--model model-b names no model server")
+    assert.notInclude(refused.stderr, "offline model", "a refused command says only why")
 
     const resumed = await runCli(
       ["runs", "resume", runId, "--model", "model-b", "--base-url", frame.server.url, "--no-tools"],
