@@ -228,6 +228,7 @@ export class RoutineContext<R = never> {
         self.key
       )
       const resumed = self.state.messages.length > 0 || self.state.completed.length > 0
+      const wasActive = self.state.status !== "complete"
       const added: Array<Message.Message> = []
       const sent = { ...self.state.sent }
       const events: Array<RoutineEvent> = []
@@ -276,6 +277,9 @@ export class RoutineContext<R = never> {
         total: chain.scenario.tasks.length
       })
       for (const event of events) yield* self.options.onEvent(event)
+      // Completed by the document (its last tasks ticked): said once, when it is stored complete.
+      if (wasActive && self.isComplete())
+        yield* self.options.onEvent({ type: "goal-completed", chain: self.key })
     })
   }
 
