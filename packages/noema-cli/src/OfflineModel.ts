@@ -25,7 +25,8 @@ export interface Options {
 
 /** What the offline model decided to do with a request. */
 export type Decision =
-  | { readonly type: "text"; readonly text: string }
+  /** `missingTool`: the answer says it cannot be done without that tool (a routine task stays open). */
+  | { readonly type: "text"; readonly text: string; readonly missingTool?: string }
   | {
       readonly type: "tool-call"
       readonly name: string
@@ -221,8 +222,28 @@ const answerUser = (text: string, earlierUserTexts: ReadonlyArray<string>): stri
   )
 }
 
-const toolsOff = (tool: string): string =>
-  `That needs the ${tool} tool, but tools are turned off (--no-tools), and I'm only the offline model.`
+/** Saying what is true: no tools at all (chat's --no-tools), or others than the one needed (a routine's task). */
+const toolsOff = (tool: string, offered: ReadonlySet<string>): Decision => ({
+  type: "text",
+  text:
+    offered.size === 0
+      ? `That needs the ${tool} tool, but tools are turned off (--no-tools), and I'm only the offline model.`
+      : `That needs the ${tool} tool, which I was not given here (only ${[...offered].join(", ")}), and I'm only the offline model.`,
+  missingTool: tool
+})
+
+/**
+ * A routine's task (`complete_task` offered): the usual rules do the work, and their
+ * answer becomes the verdict: done, unless it says a tool is missing (then open, saying why).
+ */
+const withVerdict = (request: ChatModel.ChatRequest, decision: Decision): Decision =>
+  decision.type === "text" && (request.tools ?? []).some((tool) => tool.name === "complete_task")
+    ? {
+        type: "tool-call",
+        name: "complete_task",
+        arguments: { done: decision.missingTool === undefined, summary: decision.text }
+      }
+    : decision
 
 /** The last assistant text in `messages` (a step's report, for the plan workflow's review and notice). */
 const lastAssistantText = (messages: ReadonlyArray<Message.Message>): string => {
@@ -390,7 +411,10 @@ const runStage = (
 }
 
 /** The offline model's whole behaviour: a pure function of the request. */
-export const decide = (request: ChatModel.ChatRequest): Decision => {
+export const decide = (request: ChatModel.ChatRequest): Decision =>
+  withVerdict(request, usualDecision(request))
+
+const usualDecision = (request: ChatModel.ChatRequest): Decision => {
   const messages = Array.from(request.messages)
   // What the workflows work from: the last user message.
   const lastAsked = messages.findLast((message) => message.role === "user")
@@ -432,19 +456,19 @@ export const decide = (request: ChatModel.ChatRequest): Decision => {
   if (expression !== undefined) {
     return available.has("calculator")
       ? { type: "tool-call", name: "calculator", arguments: { expression } }
-      : { type: "text", text: toolsOff("calculator") }
+      : toolsOff("calculator", available)
   }
   const time = findTimeQuestion(text)
   if (time !== undefined) {
     return available.has("current_time")
       ? { type: "tool-call", name: "current_time", arguments: time.timezone === undefined ? {} : time }
-      : { type: "text", text: toolsOff("current_time") }
+      : toolsOff("current_time", available)
   }
   const file = findFileRequest(text)
   if (file !== undefined) {
     return available.has("read_file")
       ? { type: "tool-call", name: "read_file", arguments: { path: file } }
-      : { type: "text", text: toolsOff("read_file") }
+      : toolsOff("read_file", available)
   }
   return { type: "text", text: answerUser(text, earlier) }
 }

@@ -2,7 +2,9 @@
  * RoutineCommand: `noema routine run FILE [--goal ID]` works through the goals
  * of a work breakdown document with live progress; `noema routine status FILE`
  * shows each goal's tasks (and, with `--write`, writes the progress back into
- * the document). State lives in the routines tables of the configured database,
+ * the document). A task is done when the agent says so (`complete_task`); one
+ * it could not do stays open with its reason, and a run that leaves tasks open
+ * ends with exit code 1 after naming them. State lives in the routines tables of the configured database,
  * keyed by the document's absolute path, saved after every step: a run that was
  * killed continues where it stopped.
  */
@@ -88,8 +90,7 @@ const runOn = async <A, E>(
 }
 
 /** The first line of what the model said, made safe for the terminal. */
-const firstLine = (message: Message.Message): string =>
-  Terminal.oneLine(Message.text(message).trim().split("\n")[0] ?? "", 100)
+const firstLine = (text: string): string => Terminal.oneLine(text.trim().split("\n")[0] ?? "", 100)
 
 // Chains, tasks and titles come from the document (or a model that wrote it): shown sanitised.
 const { inline, oneLine } = Terminal
@@ -107,7 +108,13 @@ const progressLine = (event: RoutineContext.RoutineEvent): string | undefined =>
     case "task-started":
       return `  · ${inline(event.chain)} ${inline(event.task)}: ${oneLine(event.title, 100)}`
     case "task-completed":
-      return `  ✓ ${inline(event.chain)} ${inline(event.task)}: ${firstLine(event.evidence)}`
+      return `  ✓ ${inline(event.chain)} ${inline(event.task)}: ${firstLine(event.summary === "" ? Message.text(event.evidence) : event.summary)}`
+    case "task-open":
+      return `  ○ ${inline(event.chain)} ${inline(event.task)} left open: ${oneLine(event.reason, 200)}`
+    case "task-skipped":
+      return `  ⤼ ${inline(event.chain)} ${inline(event.task)}: ticked in the document, not run`
+    case "reopened":
+      return `↺ ${inline(event.chain)} was complete; reopened for ${inline(event.tasks.join(", "))}`
     case "goal-completed":
       return `✔ ${inline(event.chain)} complete`
     case "setup-failed":
@@ -149,6 +156,7 @@ const runGoals = async (
       : [Variables.stakeholders(path.resolve(io.cwd, options.stakeholders))]),
     ...sessionSources
   ]
+  const leftOpen: Array<string> = []
   try {
     const store = await runOn(runtime, Effect.service(RoutineStore.RoutineStore))
     const routine = Routine.make({
@@ -160,6 +168,7 @@ const runGoals = async (
       sources,
       onEvent: (event) =>
         Effect.sync(() => {
+          if (event.type === "task-open") leftOpen.push(`${event.chain} ${event.task}`)
           if (event.type === "setup-failed") {
             io.stderr.write(
               `noema: setting up ${inline(event.chain)} failed (attempt ${event.attempt}): ${oneLine(event.error, 300)}${
@@ -174,13 +183,19 @@ const runGoals = async (
     })
     const pending = []
     for (const chain of chains) {
+      // A chain stored complete whose document gained tasks runs (it reopens); one the document
+      // completed (the rest ticked) runs its setup, which stores it complete.
       const state = await runOn(runtime, store.load(full, WorkBreakdown.chainKey(chain)))
-      if (state?.status === "complete")
+      if (state?.status === "complete" && Routine.chainProgress(chain, state).status === "complete")
         io.stdout.write(`✔ ${inline(WorkBreakdown.chainKey(chain))} already complete\n`)
       else pending.push(chain)
     }
     await runOn(runtime, routine.runChains(pending, { concurrency: options.parallel }), signal)
-    return 0
+    if (leftOpen.length === 0) return 0
+    io.stderr.write(
+      `noema: ${leftOpen.length} task${leftOpen.length === 1 ? "" : "s"} left open (${inline(leftOpen.join(", "))}); \`noema routine status ${oneLine(options.file, 200)}\` says why, and a new run tries again\n`
+    )
+    return 1
   } finally {
     dispose()
     await runtime.dispose()
@@ -245,8 +260,14 @@ const status = async (
   for (const chain of progress) {
     const count = chain.tasks.filter((task) => task.done).length
     io.stdout.write(`${inline(chain.chain)} (${chain.status}, ${count}/${chain.tasks.length})\n`)
-    for (const task of chain.tasks)
-      io.stdout.write(`  [${task.done ? "x" : " "}] ${inline(task.id)}: ${oneLine(task.title, 200)}\n`)
+    for (const task of chain.tasks) {
+      const note = task.ticked
+        ? " (ticked in the document, not run)"
+        : task.open === undefined
+          ? ""
+          : ` (open: ${oneLine(task.open, 200)})`
+      io.stdout.write(`  [${task.done ? "x" : " "}] ${inline(task.id)}: ${oneLine(task.title, 200)}${note}\n`)
+    }
   }
   if (options.write) io.stdout.write(`progress written to ${options.file}\n`)
   return 0

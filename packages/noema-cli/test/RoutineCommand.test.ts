@@ -128,7 +128,7 @@ describe("noema routine on the offline model", () => {
     expect(JSON.parse(json.stdout)[1]).toEqual({
       chain: "report/yearly",
       status: "not started",
-      tasks: [{ id: "collect", title: "Collect the quarters", done: false }]
+      tasks: [{ id: "collect", title: "Collect the quarters", done: false, ticked: false }]
     })
 
     const bad = await runCli(["routine", "run", "plan.md", "--goal", "weekly"], { env, cwd: home })
@@ -137,6 +137,67 @@ describe("noema routine on the offline model", () => {
     const usage = await runCli(["routine", "walk", "plan.md"], { env, cwd: home })
     expect(usage.code).toBe(2)
     expect(usage.stderr).toContain('unknown command "walk"')
+  })
+
+  it("leaves a task it cannot do open with the reason, skips ticked tasks, and reopens a grown chain", async () => {
+    home = makeHome()
+    const file = path.join(home, "ops.md")
+    const document = [
+      "# Ops {#ops}",
+      "",
+      "## Check {#check}",
+      "- [x] Read the runbook {#runbook}",
+      "- [ ] Say hello {#hello}",
+      "- [ ] What is 2+2? {#sum}",
+      ""
+    ].join("\n")
+    fs.writeFileSync(file, document)
+    const env = { NOEMA_HOME: home, NOEMA_MODEL: "offline" }
+    // No tools named by the chain, and none taken away with --no-tools: nobody may say they are "turned off".
+    const run = await runCli(["routine", "run", "ops.md"], { env, cwd: home })
+    expect(run.code).toBe(1)
+    const lines = run.stdout.split("\n")
+    expect(lines).toContain("  ⤼ ops/check runbook: ticked in the document, not run")
+    expect(lines.filter((line) => line.startsWith("  ✓ ")).map((line) => line.split(":")[0])).toEqual([
+      "  ✓ ops/check hello"
+    ])
+    const open = lines.find((line) => line.startsWith("  ○ ops/check sum left open: "))
+    expect(open).toContain("That needs the calculator tool, which I was not given here (only complete_task)")
+    expect(run.stdout).not.toContain("--no-tools")
+    expect(run.stderr).toContain(
+      "noema: 1 task left open (ops/check sum); `noema routine status ops.md` says why"
+    )
+
+    const status = await runCli(["routine", "status", "ops.md"], { env, cwd: home })
+    expect(status.stdout.split("\n").slice(0, 4)).toEqual([
+      "ops/check (active, 2/3)",
+      "  [x] runbook: Read the runbook (ticked in the document, not run)",
+      "  [x] hello: Say hello",
+      `  [ ] sum: What is 2+2? (open: ${open!.slice("  ○ ops/check sum left open: ".length)})`
+    ])
+    const [state] = readStates(path.join(home, "noema.db"))
+    expect(state?.completed.map((entry) => entry.task)).toEqual(["hello"])
+
+    // Ticked by hand, the open task is done for the document: the chain completes and stays so.
+    fs.writeFileSync(file, document.replace("- [ ] What is", "- [x] What is"))
+    const ticked = await runCli(["routine", "run", "ops.md"], { env, cwd: home })
+    expect(ticked.code, ticked.stderr).toBe(0)
+    expect(ticked.stdout).toContain("✔ ops/check complete")
+    expect(ticked.stdout).toContain("  ⤼ ops/check sum: ticked in the document, not run")
+    const again = await runCli(["routine", "run", "ops.md"], { env, cwd: home })
+    expect(again.stdout).toBe("✔ ops/check already complete\n")
+
+    // A task added to the complete chain reopens it: status says so, and a run does only that task.
+    fs.writeFileSync(file, `${document.replace("- [ ] What is", "- [x] What is")}- [ ] Say goodbye {#bye}\n`)
+    const reopened = await runCli(["routine", "status", "ops.md"], { env, cwd: home })
+    expect(reopened.stdout.split("\n")[0]).toBe("ops/check (reopened, 3/4)")
+    const grown = await runCli(["routine", "run", "ops.md"], { env, cwd: home })
+    expect(grown.code, grown.stderr).toBe(0)
+    expect(grown.stdout).toContain("↺ ops/check was complete; reopened for bye")
+    expect(grown.stdout.split("\n").filter((line) => line.startsWith("  · "))).toEqual([
+      "  · ops/check bye: Say goodbye"
+    ])
+    expect(grown.stdout).toContain("✔ ops/check complete")
   })
 
   it("takes message and thread variables from a saved session (--session)", async () => {
@@ -209,10 +270,13 @@ describe("noema routine run, killed with SIGKILL at random moments", () => {
       const messages = (request.body as ChatBody).messages
       const last = textOf(messages.at(-1)?.content)
       const task = /^Task (\S+):/.exec(last)?.[1] ?? "?"
+      // The answer, then the verdict that completes the task (complete_task), streamed slowly.
       return {
-        type: "text",
+        type: "tool-calls",
         text: `done ${task} with care`,
-        chunks: ["done ", `${task} `, "with ", "care"],
+        calls: [
+          { name: "complete_task", arguments: JSON.stringify({ done: true, summary: `done ${task}` }) }
+        ],
         chunkDelayMs: 30
       }
     })
@@ -331,7 +395,15 @@ describe("noema routine run: what the model says is shown escaped", () => {
         ""
       ].join("\n")
     )
-    server.setFallback({ type: "text", text: "done\u001b]0;pwned\u0007 \u202eko" })
+    server.setFallback({
+      type: "tool-calls",
+      calls: [
+        {
+          name: "complete_task",
+          arguments: JSON.stringify({ done: true, summary: "done\u001b]0;pwned\u0007 \u202eko" })
+        }
+      ]
+    })
     const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
     const result = await runCli(["routine", "run", "one.yaml", ...model], {
       env: { NOEMA_HOME: home },

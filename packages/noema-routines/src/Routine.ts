@@ -6,8 +6,10 @@
  * (`matchesGoalChain`); when there is none, one is made from the chain's
  * stored state and set up (variables, preambles not yet sent, the overview of
  * completed tasks). Setup failures are retried with exponential backoff, each
- * reported and kept in the store. When every task of a chain is complete the
- * goal is marked complete and its context dropped. Several chains may run at
+ * reported and kept in the store. A task counts as complete only by the
+ * agent's verdict (`TaskVerdict`); a chain stops at a task left open, which
+ * runs again next time. When every task of a chain is complete (or ticked in
+ * the document) the goal is marked complete and its context dropped. Several chains may run at
  * once: each context has its own conversation, so their messages never mix.
  */
 
@@ -15,10 +17,11 @@ import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, ConversationContext, type Message, type Tool } from "@noema/core"
 import type { DatabaseError } from "@noema/sql"
 import { type Duration, Effect, Schedule } from "effect"
-import { RoutineContext, type RoutineEvent } from "./RoutineContext.js"
+import { marked, RoutineContext, type RoutineEvent, remaining, tickedTasks } from "./RoutineContext.js"
 import type * as RoutineStore from "./RoutineStore.js"
+import * as TaskVerdict from "./TaskVerdict.js"
 import * as Variables from "./Variables.js"
-import { chainKey, type GoalChain, type WorkBreakdown } from "./WorkBreakdown.js"
+import { chainKey, type GoalChain, type Task, type WorkBreakdown } from "./WorkBreakdown.js"
 
 export interface SetupRetry {
   /** Attempts after the first. Default 3. */
@@ -40,6 +43,11 @@ export interface Options<R> {
   readonly sources?: ReadonlyArray<Variables.Source>
   readonly onEvent?: (event: RoutineEvent) => Effect.Effect<void>
   readonly setupRetry?: SetupRetry
+  /**
+   * How the agent says a task is done: a `complete_task` tool call (default), or a
+   * structured verdict asked after its answer, for a model that cannot call tools.
+   */
+  readonly verdict?: TaskVerdict.Mode
   /** Model calls allowed for one task. Default ToolAgent's. */
   readonly maxSteps?: number
   /** Epoch milliseconds (default `Date.now`). */
@@ -56,6 +64,8 @@ export type WorkResult =
       readonly type: "task"
       readonly chain: string
       readonly task: string | undefined
+      /** Set when the task was left open: the agent's reason, or that it gave no verdict. */
+      readonly openReason?: string
       readonly goalComplete: boolean
     }
   | { readonly type: "plain"; readonly messages: ReadonlyArray<Message.Message> }
@@ -86,6 +96,11 @@ export class Routine<R = never> {
   private readonly onEvent: (event: RoutineEvent) => Effect.Effect<void>
 
   constructor(readonly options: Options<R>) {
+    if (this.verdict === "tool-call" && options.tools?.some((tool) => tool.name === TaskVerdict.toolName)) {
+      throw new TypeError(
+        `A routine's tools may not include "${TaskVerdict.toolName}": the routine gives its own to every task's agent`
+      )
+    }
     this.id = options.id ?? options.breakdown.source
     this.now = options.now ?? Date.now
     this.onEvent = options.onEvent ?? (() => Effect.void)
@@ -96,24 +111,46 @@ export class Routine<R = never> {
     return [...this.contexts.keys()]
   }
 
-  /** The agent of `chain`: only the tools its skill, scenario and tasks name, the skill's own prompt. */
-  agentFor(chain: GoalChain, variables: Readonly<Record<string, string>>): Agent.Agent<R> {
+  get verdict(): TaskVerdict.Mode {
+    return this.options.verdict ?? "tool-call"
+  }
+
+  /** The tools of `chain`'s agent: those of the routine's tools its skill, scenario and tasks name. */
+  toolsFor(chain: GoalChain): ReadonlyArray<Tool.Any<R>> {
     const named = new Set([
       ...(chain.skill.tools ?? []),
       ...(chain.scenario.tools ?? []),
       ...chain.scenario.tasks.flatMap((task) => task.tools ?? [])
     ])
-    const tools = (this.options.tools ?? []).filter((tool) => named.has(tool.name))
+    return (this.options.tools ?? []).filter((tool) => named.has(tool.name))
+  }
+
+  /**
+   * The agent of `task` in `chain`: the chain's tools and the skill's own prompt;
+   * with tool-call verdicts also `complete_task`, which ends its loop, and one
+   * nudge when it answers without calling it.
+   */
+  agentFor(chain: GoalChain, variables: Readonly<Record<string, string>>, task: Task): Agent.Agent<R> {
     const system = [
       this.options.system,
+      TaskVerdict.instructions(this.verdict),
       chain.skill.system === undefined ? undefined : Variables.fill(chain.skill.system, variables)
     ]
       .filter((part): part is string => part !== undefined && part !== "")
       .join("\n\n")
+    const verdictByTool =
+      this.verdict === "tool-call"
+        ? {
+            stopWhen: TaskVerdict.stopWhen,
+            steering: TaskVerdict.nudgeOnce(marked(TaskVerdict.nudgeText, "nudge", chainKey(chain), task.id))
+          }
+        : {}
     return ToolAgent.make({
       name: `routine ${chainKey(chain)}`,
-      tools,
-      ...(system === "" ? {} : { system }),
+      tools:
+        this.verdict === "tool-call" ? [...this.toolsFor(chain), TaskVerdict.tool] : this.toolsFor(chain),
+      system,
+      ...verdictByTool,
       ...(this.options.maxSteps === undefined ? {} : { maxSteps: this.options.maxSteps })
     }) as Agent.Agent<R>
   }
@@ -135,7 +172,9 @@ export class Routine<R = never> {
         routine: self.id,
         breakdown: self.options.breakdown,
         chain,
-        makeAgent: (variables) => self.agentFor(chain, variables),
+        makeAgent: (variables, task) => self.agentFor(chain, variables, task),
+        tools: self.toolsFor(chain).map((tool) => tool.name),
+        verdict: self.verdict,
         model: self.options.model,
         store: self.options.store,
         sources: self.options.sources ?? [],
@@ -181,20 +220,30 @@ export class Routine<R = never> {
     const self = this
     return Effect.gen(function* () {
       const context = yield* self.ensureContext(chain)
-      const task = yield* context.runNext()
+      const outcome = yield* context.runNext()
       const goalComplete = context.isComplete()
       if (goalComplete) self.contexts.delete(context.key)
-      return { type: "task", chain: context.key, task: task?.id, goalComplete } as const
+      return {
+        type: "task",
+        chain: context.key,
+        task: outcome?.task.id,
+        ...(outcome?.done === false ? { openReason: outcome.reason } : {}),
+        goalComplete
+      } as const
     })
   }
 
-  /** Every remaining task of `chain`, until the goal is complete. */
+  /**
+   * The remaining tasks of `chain` in order, until the goal is complete or a
+   * task is left open (the tasks after it may need it; it runs again next time).
+   */
   runChain(chain: GoalChain): Effect.Effect<void, RoutineError, R> {
     const self = this
     return Effect.gen(function* () {
       for (;;) {
         const result = yield* self.step(chain)
-        if (result.type === "task" && result.goalComplete) return
+        if (result.type !== "task" || result.goalComplete || result.openReason !== undefined) return
+        if (result.task === undefined) return
       }
     })
   }
@@ -229,26 +278,64 @@ export class Routine<R = never> {
 
 export const make = <R = never>(options: Options<R>): Routine<R> => new Routine(options)
 
-/** What a chain's state says of each of its tasks, for `status` views. */
+export interface TaskProgress {
+  readonly id: string
+  readonly title: string
+  /** Completed by the agent, or ticked in the document. */
+  readonly done: boolean
+  /** Ticked as done in the document and not completed by the agent: skipped, never run. */
+  readonly ticked: boolean
+  /** Why the task is open, when the agent tried it and did not complete it. */
+  readonly open?: string
+}
+
+export interface ChainProgress {
+  readonly chain: string
+  /** `reopened`: stored as complete, but the document has tasks since that are not done. */
+  readonly status: "not started" | "active" | "complete" | "reopened"
+  readonly tasks: ReadonlyArray<TaskProgress>
+}
+
+/** What `chain`'s stored state (if any) and its document say of each of its tasks. */
+export const chainProgress = (
+  chain: GoalChain,
+  state: RoutineStore.ChainState | undefined
+): ChainProgress => {
+  const completed = new Set(state?.completed.map((entry) => entry.task) ?? [])
+  const ticked = new Set(tickedTasks(chain, { completed: state?.completed ?? [] }).map((task) => task.id))
+  const open = new Map(state?.open.map((entry) => [entry.task, entry.reason]) ?? [])
+  const allDone = remaining(chain, { completed: state?.completed ?? [] }).length === 0
+  return {
+    chain: chainKey(chain),
+    status: allDone
+      ? "complete"
+      : state === undefined
+        ? "not started"
+        : state.status === "complete"
+          ? "reopened"
+          : "active",
+    tasks: chain.scenario.tasks.map((task) => {
+      const reason = open.get(task.id)
+      return {
+        id: task.id,
+        title: task.title,
+        done: completed.has(task.id) || ticked.has(task.id),
+        ticked: ticked.has(task.id),
+        ...(reason === undefined || completed.has(task.id) ? {} : { open: reason })
+      }
+    })
+  }
+}
+
+/** What the chains' states say of each task of the breakdown, for `status` views. */
 export const progress = (
   breakdown: WorkBreakdown,
   states: ReadonlyArray<RoutineStore.ChainState>
-): ReadonlyArray<{
-  readonly chain: string
-  readonly status: "not started" | "active" | "complete"
-  readonly tasks: ReadonlyArray<{ readonly id: string; readonly title: string; readonly done: boolean }>
-}> => {
+): ReadonlyArray<ChainProgress> => {
   const byChain = new Map(states.map((state) => [state.chain, state]))
   return breakdown.skills.flatMap((skill) =>
-    skill.scenarios.map((scenario) => {
-      const key = chainKey({ skill, scenario })
-      const state = byChain.get(key)
-      const done = new Set(state?.completed.map((entry) => entry.task) ?? [])
-      return {
-        chain: key,
-        status: state === undefined ? "not started" : state.status,
-        tasks: scenario.tasks.map((task) => ({ id: task.id, title: task.title, done: done.has(task.id) }))
-      } as const
-    })
+    skill.scenarios.map((scenario) =>
+      chainProgress({ skill, scenario }, byChain.get(chainKey({ skill, scenario })))
+    )
   )
 }

@@ -1,7 +1,9 @@
 /**
  * RoutineConformance: what every routine store must show, directly (state round
  * trips, listing) and through `Routine` (preambles once, the overview after a
- * resume, no task run twice, parallel chains kept apart, setup failures kept).
+ * resume, no task run twice, parallel chains kept apart, setup failures kept,
+ * a task done only by the agent's verdict and otherwise kept open with the
+ * reason, ticked tasks skipped, a completed chain reopened by new tasks).
  * Runner-independent:
  *
  * ```ts
@@ -15,6 +17,7 @@ import { Effect, Result, type Scope } from "effect"
 import * as Routine from "./Routine.js"
 import type { RoutineEvent } from "./RoutineContext.js"
 import type { ChainState, Service } from "./RoutineStore.js"
+import * as TaskVerdict from "./TaskVerdict.js"
 import * as Variables from "./Variables.js"
 import * as WorkBreakdown from "./WorkBreakdown.js"
 
@@ -63,6 +66,24 @@ export const sources: ReadonlyArray<Variables.Source> = Variables.values({
   "thread.topic": "growth"
 })
 
+/** A scripted reply that answers `text` and says the task is done through `complete_task`. */
+export const finish = (text: string): ScriptedChatModel.Reply => ({
+  text,
+  toolCalls: [{ name: TaskVerdict.toolName, arguments: { done: true, summary: text } }]
+})
+
+/** A scripted reply that says the task cannot be done, and why, through `complete_task`. */
+export const refuse = (text: string, reason: string): ScriptedChatModel.Reply => ({
+  text,
+  toolCalls: [{ name: TaskVerdict.toolName, arguments: { done: false, summary: reason } }]
+})
+
+/** What the conversation holds after a task finished with `finish(text)`: the answer and the call's result. */
+const finished = (text: string) => [`assistant: ${text}`, "tool: Recorded: the task is done."]
+
+const system = `system: ${TaskVerdict.instructions("tool-call")}`
+const noTools = "\n\nThis task has no tools: do it with what this conversation holds."
+
 /** The texts of a request's messages, as `role: text`. */
 export const texts = (request: ScriptedChatModel.RecordedRequest): Array<string> =>
   request.messages.map((message) => `${message.role}: ${Message.text(message)}`)
@@ -76,7 +97,16 @@ const state = (chain: string, overrides: Partial<ChainState> = {}): ChainState =
   status: "active",
   variables: { "documents.brief": "b\u0000 ü 😀" },
   sent: { skillPreamble: true, scenarioPreamble: false },
-  completed: [{ task: "t1", evidence: Message.assistant("done ✓"), completedAt: 5 }],
+  completed: [
+    {
+      task: "t1",
+      evidence: Message.assistant("done ✓"),
+      completedAt: 5,
+      source: "tool-call",
+      summary: "did ✓"
+    }
+  ],
+  open: [{ task: "t2", reason: "no access ✗", at: 6 }],
   messages: [Message.user("hello", { metadata: { routine: "task" } }), Message.assistant("done ✓")],
   failures: [],
   updatedAt: 7,
@@ -113,6 +143,7 @@ export const cases: ReadonlyArray<Case> = [
         const replaced = state("s/b", {
           status: "complete",
           completed: [],
+          open: [],
           messages: [],
           updatedAt: 9,
           revision: 2
@@ -140,40 +171,40 @@ export const cases: ReadonlyArray<Case> = [
     name: "sends each preamble once, then every task in order, and marks the goal complete",
     run: scope((store) =>
       Effect.gen(function* () {
-        const model = ScriptedChatModel.make({ replies: ["figures", "summary", "sent"] })
+        const model = ScriptedChatModel.make({ replies: ["figures", "summary", "sent"].map(finish) })
         const events: Array<RoutineEvent> = []
         yield* routine(store, model, events).runChain(quarterly())
+        const gather = `user: Task gather: Gather the figures${noTools}`
+        const draft = `user: Task draft: Draft the summary\n\nTopic: growth${noTools}`
         assert.deepEqual(model.requests.map(texts), [
+          [system, "user: You write reports for Ada.", "user: Brief: Q3 numbers", gather],
           [
+            system,
             "user: You write reports for Ada.",
             "user: Brief: Q3 numbers",
-            "user: Task gather: Gather the figures"
+            gather,
+            ...finished("figures"),
+            draft
           ],
           [
+            system,
             "user: You write reports for Ada.",
             "user: Brief: Q3 numbers",
-            "user: Task gather: Gather the figures",
-            "assistant: figures",
-            "user: Task draft: Draft the summary\n\nTopic: growth"
-          ],
-          [
-            "user: You write reports for Ada.",
-            "user: Brief: Q3 numbers",
-            "user: Task gather: Gather the figures",
-            "assistant: figures",
-            "user: Task draft: Draft the summary\n\nTopic: growth",
-            "assistant: summary",
-            "user: Task send: Send it"
+            gather,
+            ...finished("figures"),
+            draft,
+            ...finished("summary"),
+            `user: Task send: Send it${noTools}`
           ]
         ])
         const stored = (yield* store.load("reports", "report/quarterly"))!
         assert.equal(stored.status, "complete")
         assert.deepEqual(
-          stored.completed.map((entry) => [entry.task, Message.text(entry.evidence)]),
+          stored.completed.map((entry) => [entry.task, Message.text(entry.evidence), entry.source]),
           [
-            ["gather", "figures"],
-            ["draft", "summary"],
-            ["send", "sent"]
+            ["gather", "figures", "tool-call"],
+            ["draft", "summary", "tool-call"],
+            ["send", "sent", "tool-call"]
           ]
         )
         assert.deepEqual(
@@ -191,7 +222,7 @@ export const cases: ReadonlyArray<Case> = [
     name: "a resumed chain is told what is done, gets no preamble again and runs no task twice",
     run: scope((store) =>
       Effect.gen(function* () {
-        const first = ScriptedChatModel.make({ replies: ["figures"] })
+        const first = ScriptedChatModel.make({ replies: [finish("figures")] })
         const result = yield* routine(store, first).step(quarterly())
         assert.deepEqual(result, {
           type: "task",
@@ -200,30 +231,23 @@ export const cases: ReadonlyArray<Case> = [
           goalComplete: false
         })
         // A new routine (a new process) on the same store.
-        const second = ScriptedChatModel.make({ replies: ["summary", "sent"] })
+        const second = ScriptedChatModel.make({ replies: ["summary", "sent"].map(finish) })
         const events: Array<RoutineEvent> = []
         yield* routine(store, second, events).runChain(quarterly())
         const overview =
           "user: These tasks of report/quarterly are already completed:\n- gather: Gather the figures (result: figures)\n\nDo not redo them; continue with the remaining tasks."
+        const before = [
+          system,
+          "user: You write reports for Ada.",
+          "user: Brief: Q3 numbers",
+          `user: Task gather: Gather the figures${noTools}`,
+          ...finished("figures"),
+          overview,
+          `user: Task draft: Draft the summary\n\nTopic: growth${noTools}`
+        ]
         assert.deepEqual(second.requests.map(texts), [
-          [
-            "user: You write reports for Ada.",
-            "user: Brief: Q3 numbers",
-            "user: Task gather: Gather the figures",
-            "assistant: figures",
-            overview,
-            "user: Task draft: Draft the summary\n\nTopic: growth"
-          ],
-          [
-            "user: You write reports for Ada.",
-            "user: Brief: Q3 numbers",
-            "user: Task gather: Gather the figures",
-            "assistant: figures",
-            overview,
-            "user: Task draft: Draft the summary\n\nTopic: growth",
-            "assistant: summary",
-            "user: Task send: Send it"
-          ]
+          before,
+          [...before, ...finished("summary"), `user: Task send: Send it${noTools}`]
         ])
         assert.deepEqual(
           events.filter((event) => event.type === "preamble"),
@@ -244,7 +268,7 @@ export const cases: ReadonlyArray<Case> = [
         const model = ScriptedChatModel.make({
           fallback: (request) => {
             const last = Message.text(request.messages.at(-1)!)
-            return `done: ${last.split("\n")[0]}`
+            return finish(`done: ${last.split("\n")[0]}`)
           }
         })
         const r = routine(store, model)
@@ -270,6 +294,160 @@ export const cases: ReadonlyArray<Case> = [
           ]
         )
         assert.deepEqual(r.active, [])
+      })
+    )
+  },
+  {
+    name: "a task is done only by the agent's verdict; otherwise it stays open with the reason, and runs again",
+    run: scope((store) =>
+      Effect.gen(function* () {
+        const events: Array<RoutineEvent> = []
+        // An answer that says it could not, with a verdict saying so: open, with the agent's reason.
+        const first = ScriptedChatModel.make({
+          replies: [refuse("I could not find the figures.", "the figures are not in the brief")]
+        })
+        yield* routine(store, first, events).runChain(quarterly())
+        assert.equal(first.requests.length, 1)
+        let stored = (yield* store.load("reports", "report/quarterly"))!
+        assert.deepEqual(stored.completed, [])
+        assert.deepEqual(
+          stored.open.map((entry) => [entry.task, entry.reason]),
+          [["gather", "the figures are not in the brief"]]
+        )
+        assert.deepEqual(
+          events.filter((event) => event.type === "task-open"),
+          [
+            {
+              type: "task-open",
+              chain: "report/quarterly",
+              task: "gather",
+              reason: "the figures are not in the brief"
+            }
+          ]
+        )
+        // An answer with no verdict: one nudge, then open as not confirmed (still not completed).
+        const second = ScriptedChatModel.make({ replies: ["Here are the figures.", "Done, I think."] })
+        yield* routine(store, second).runChain(quarterly())
+        assert.equal(second.requests.length, 2)
+        assert.deepEqual(texts(second.requests[1]!).slice(-3), [
+          `user: Task gather: Gather the figures${noTools}`,
+          "assistant: Here are the figures.",
+          `user: ${TaskVerdict.nudgeText}`
+        ])
+        stored = (yield* store.load("reports", "report/quarterly"))!
+        assert.deepEqual(stored.completed, [])
+        assert.deepEqual(
+          stored.open.map((entry) => [entry.task, entry.reason]),
+          [["gather", TaskVerdict.notConfirmed]]
+        )
+        assert.deepEqual(Routine.chainProgress(quarterly(), stored).tasks[0], {
+          id: "gather",
+          title: "Gather the figures",
+          done: false,
+          ticked: false,
+          open: TaskVerdict.notConfirmed
+        })
+        // Nudged into a verdict: done; the open entry is gone; the next tasks follow.
+        const third = ScriptedChatModel.make({
+          replies: ["The figures: 3.", finish("gathered"), ...["summary", "sent"].map(finish)]
+        })
+        yield* routine(store, third).runChain(quarterly())
+        stored = (yield* store.load("reports", "report/quarterly"))!
+        assert.equal(stored.status, "complete")
+        assert.deepEqual(stored.open, [])
+        assert.deepEqual(
+          stored.completed.map((entry) => [entry.task, entry.summary, Message.text(entry.evidence)]),
+          [
+            ["gather", "gathered", "gathered"],
+            ["draft", "summary", "summary"],
+            ["send", "sent", "sent"]
+          ]
+        )
+      })
+    )
+  },
+  {
+    name: "tasks ticked in the document are skipped and named; a complete chain reopens for tasks added since",
+    run: scope((store) =>
+      Effect.gen(function* () {
+        const ticked = WorkBreakdown.parse(
+          fixture.replace("title: Draft the summary", "title: Draft the summary\n            done: true"),
+          "reports.yaml"
+        )
+        const events: Array<RoutineEvent> = []
+        const model = ScriptedChatModel.make({ replies: ["figures", "sent"].map(finish) })
+        const r = Routine.make({
+          breakdown: ticked,
+          id: "reports",
+          model,
+          store,
+          sources,
+          onEvent: (event) => Effect.sync(() => events.push(event))
+        })
+        yield* r.runChain(WorkBreakdown.select(ticked, "report/quarterly")[0]!)
+        assert.deepEqual(
+          model.requests.map((request) => texts(request).at(-1)!.split("\n")[0]),
+          ["user: Task gather: Gather the figures", "user: Task send: Send it"]
+        )
+        assert.deepEqual(
+          events.filter((event) => event.type === "task-skipped"),
+          [{ type: "task-skipped", chain: "report/quarterly", task: "draft", title: "Draft the summary" }]
+        )
+        assert.ok(
+          texts(model.requests[0]!)
+            .join("\n")
+            .includes("- draft: Draft the summary (ticked as done in the document)")
+        )
+        const quarterlyState = (yield* store.load("reports", "report/quarterly"))!
+        assert.equal(quarterlyState.status, "complete")
+        assert.deepEqual(
+          Routine.chainProgress(
+            WorkBreakdown.select(ticked, "report/quarterly")[0]!,
+            quarterlyState
+          ).tasks.map((task) => [task.id, task.done, task.ticked]),
+          [
+            ["gather", true, false],
+            ["draft", true, true],
+            ["send", true, false]
+          ]
+        )
+
+        yield* routine(store, ScriptedChatModel.make({ replies: ["quarters", "year"].map(finish) })).runChain(
+          yearly()
+        )
+        // The document gains a task in the chain stored as complete: it reopens and runs only that.
+        const grown = WorkBreakdown.parse(
+          fixture.replace(
+            "title: Write the year",
+            "title: Write the year\n          - id: publish\n            title: Publish it"
+          ),
+          "reports.yaml"
+        )
+        const grownYearly = WorkBreakdown.select(grown, "report/yearly")[0]!
+        const before = (yield* store.load("reports", "report/yearly"))!
+        assert.equal(Routine.chainProgress(grownYearly, before).status, "reopened")
+        const reopened: Array<RoutineEvent> = []
+        const again = ScriptedChatModel.make({ replies: [finish("published")] })
+        yield* Routine.make({
+          breakdown: grown,
+          id: "reports",
+          model: again,
+          store,
+          sources,
+          onEvent: (event) => Effect.sync(() => reopened.push(event))
+        }).runChain(grownYearly)
+        assert.equal(again.requests.length, 1)
+        assert.equal(texts(again.requests[0]!).at(-1)!.split("\n")[0], "user: Task publish: Publish it")
+        assert.deepEqual(
+          reopened.filter((event) => event.type === "reopened"),
+          [{ type: "reopened", chain: "report/yearly", tasks: ["publish"] }]
+        )
+        const after = (yield* store.load("reports", "report/yearly"))!
+        assert.equal(after.status, "complete")
+        assert.deepEqual(
+          after.completed.map((entry) => entry.task),
+          ["collect", "write", "publish"]
+        )
       })
     )
   },
@@ -329,7 +507,7 @@ export const cases: ReadonlyArray<Case> = [
                 : Effect.succeed("Q3 numbers")
             )
         }
-        const model = ScriptedChatModel.make({ replies: ["figures", "summary", "sent"] })
+        const model = ScriptedChatModel.make({ replies: ["figures", "summary", "sent"].map(finish) })
         const events: Array<RoutineEvent> = []
         const r = Routine.make({
           breakdown: breakdown(),
@@ -370,7 +548,7 @@ export const cases: ReadonlyArray<Case> = [
           ]
         )
         assert.equal(stored.status, "complete")
-        assert.equal(texts(model.requests[0]!)[1], "user: Brief: Q3 numbers")
+        assert.equal(texts(model.requests[0]!)[2], "user: Brief: Q3 numbers")
       })
     )
   }

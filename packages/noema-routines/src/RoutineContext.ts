@@ -4,18 +4,21 @@
  *
  * `setup` collects the chain's variables, then adds the skill preamble and the
  * scenario preamble (each only if the stored conversation does not hold it
- * yet) and, when tasks are already complete, an overview of them. `runNext`
- * adds the next incomplete task and runs the agent on the conversation; the
- * task is complete when the agent answers, its answer kept as the evidence.
+ * yet) and, when tasks are already done, an overview of them. `runNext`
+ * adds the next task neither completed nor ticked in the document and runs the
+ * agent on the conversation; the task is complete only when the agent's
+ * verdict says so (`TaskVerdict`), otherwise it stays open with the reason.
+ * A chain stored as complete whose document gained tasks reopens.
  * The state is saved after every step (setup, each task), so a process killed
  * at any point resumes from the last saved step: a task whose step was not
  * saved runs again, a completed one never does.
  */
-import { type Agent, type ChatModel, ConversationContext, Message } from "@noema/core"
+import { Agent, type ChatModel, ConversationContext, Message } from "@noema/core"
 import type { DatabaseError } from "@noema/sql"
 import { Effect, Stream } from "effect"
 import type * as RoutineStore from "./RoutineStore.js"
-import type { ChainState, CompletedTask } from "./RoutineStore.js"
+import type { ChainState, CompletedTask, OpenTask } from "./RoutineStore.js"
+import * as TaskVerdict from "./TaskVerdict.js"
 import * as Variables from "./Variables.js"
 import { chainKey, type GoalChain, references, type Task, type WorkBreakdown } from "./WorkBreakdown.js"
 
@@ -37,6 +40,10 @@ export type RoutineEvent =
     }
   | { readonly type: "preamble"; readonly chain: string; readonly kind: "skill" | "scenario" }
   | { readonly type: "overview"; readonly chain: string; readonly completed: ReadonlyArray<string> }
+  /** The chain was stored as complete and its document has tasks it never did: they run now. */
+  | { readonly type: "reopened"; readonly chain: string; readonly tasks: ReadonlyArray<string> }
+  /** A task ticked as done in the document: not run (reported at every setup). */
+  | { readonly type: "task-skipped"; readonly chain: string; readonly task: string; readonly title: string }
   | { readonly type: "task-started"; readonly chain: string; readonly task: string; readonly title: string }
   | {
       readonly type: "agent"
@@ -49,31 +56,48 @@ export type RoutineEvent =
       readonly chain: string
       readonly task: string
       readonly evidence: Message.Message
+      readonly summary: string
+      readonly source: TaskVerdict.Source
     }
+  /** The agent did not complete the task (its verdict said not done, or it gave none). */
+  | { readonly type: "task-open"; readonly chain: string; readonly task: string; readonly reason: string }
   | { readonly type: "goal-completed"; readonly chain: string }
 
 /** How each message a routine adds is marked (`metadata.routine`), so it can be told apart. */
-export type Mark = "skill-preamble" | "scenario-preamble" | "overview" | "task"
+export type Mark = "skill-preamble" | "scenario-preamble" | "overview" | "task" | "nudge" | "verdict"
 
-const marked = (content: string, routine: Mark, chain: string, task?: string): Message.UserMessage =>
+export const marked = (content: string, routine: Mark, chain: string, task?: string): Message.UserMessage =>
   Message.user(content, { metadata: task === undefined ? { routine, chain } : { routine, chain, task } })
 
-/** The overview of completed tasks a resumed chain is told first. */
-export const overviewText = (chain: GoalChain, completed: ReadonlyArray<CompletedTask>): string => {
+/** The overview of done tasks (completed by the agent, or ticked in the document) a chain is told when it resumes. */
+export const overviewText = (
+  chain: GoalChain,
+  completed: ReadonlyArray<CompletedTask>,
+  ticked: ReadonlyArray<Task> = []
+): string => {
   const titles = new Map(chain.scenario.tasks.map((task) => [task.id, task.title]))
-  const lines = completed.map((entry) => {
-    const answer = Message.text(entry.evidence).trim().split("\n")[0] ?? ""
-    return `- ${entry.task}: ${titles.get(entry.task) ?? entry.task}${answer === "" ? "" : ` (result: ${answer})`}`
-  })
+  const lines = [
+    ...completed.map((entry) => {
+      const answer = entry.summary.trim().split("\n")[0] ?? ""
+      return `- ${entry.task}: ${titles.get(entry.task) ?? entry.task}${answer === "" ? "" : ` (result: ${answer})`}`
+    }),
+    ...ticked.map((task) => `- ${task.id}: ${task.title} (ticked as done in the document)`)
+  ]
   return `These tasks of ${chainKey(chain)} are already completed:\n${lines.join("\n")}\n\nDo not redo them; continue with the remaining tasks.`
 }
 
 /** What the agent is told for a task. */
-export const taskText = (task: Task, variables: Readonly<Record<string, string>>): string => {
+export const taskText = (
+  task: Task,
+  variables: Readonly<Record<string, string>>,
+  tools: ReadonlyArray<string>
+): string => {
   const title = Variables.fill(task.title, variables)
-  return task.instructions === undefined
-    ? `Task ${task.id}: ${title}`
-    : `Task ${task.id}: ${title}\n\n${Variables.fill(task.instructions, variables)}`
+  const parts = [`Task ${task.id}: ${title}`]
+  if (task.instructions !== undefined) parts.push(Variables.fill(task.instructions, variables))
+  // What is true of this task, whatever the reason (its chain names none, or the caller gave none).
+  if (tools.length === 0) parts.push("This task has no tools: do it with what this conversation holds.")
+  return parts.join("\n\n")
 }
 
 /** The variables a chain's texts use. */
@@ -90,8 +114,11 @@ export interface Options<R> {
   readonly routine: string
   readonly breakdown: WorkBreakdown
   readonly chain: GoalChain
-  /** The agent for this chain (tools and prompts filtered to it), given the chain's variables. */
-  readonly makeAgent: (variables: Readonly<Record<string, string>>) => Agent.Agent<R>
+  /** The agent for a task of this chain (tools and prompts filtered to it), given the chain's variables. */
+  readonly makeAgent: (variables: Readonly<Record<string, string>>, task: Task) => Agent.Agent<R>
+  /** The names of the tools that agent works with (`complete_task` aside), for the task's prompt. */
+  readonly tools: ReadonlyArray<string>
+  readonly verdict: TaskVerdict.Mode
   readonly model: ChatModel.Service
   readonly store: RoutineStore.Service
   readonly sources: ReadonlyArray<Variables.Source>
@@ -123,6 +150,7 @@ export class RoutineContext<R = never> {
         variables: {},
         sent: { skillPreamble: false, scenarioPreamble: false },
         completed: [],
+        open: [],
         messages: [],
         failures: [],
         updatedAt: options.now(),
@@ -144,14 +172,12 @@ export class RoutineContext<R = never> {
   }
 
   isComplete(): boolean {
-    const done = new Set(this.state.completed.map((entry) => entry.task))
-    return this.options.chain.scenario.tasks.every((task) => done.has(task.id))
+    return this.nextTask() === undefined
   }
 
-  /** The first task not completed yet. */
+  /** The first task neither completed by the agent nor ticked as done in the document. */
   nextTask(): Task | undefined {
-    const done = new Set(this.state.completed.map((entry) => entry.task))
-    return this.options.chain.scenario.tasks.find((task) => !done.has(task.id))
+    return remaining(this.options.chain, this.state)[0]
   }
 
   private save(
@@ -202,9 +228,17 @@ export class RoutineContext<R = never> {
         self.key
       )
       const resumed = self.state.messages.length > 0 || self.state.completed.length > 0
+      const wasActive = self.state.status !== "complete"
       const added: Array<Message.Message> = []
       const sent = { ...self.state.sent }
       const events: Array<RoutineEvent> = []
+      const ticked = tickedTasks(chain, self.state)
+      for (const task of ticked)
+        events.push({ type: "task-skipped", chain: self.key, task: task.id, title: task.title })
+      if (self.state.status === "complete" && !self.isComplete()) {
+        const tasks = remaining(chain, self.state).map((task) => task.id)
+        events.push({ type: "reopened", chain: self.key, tasks })
+      }
       if (!sent.skillPreamble && chain.skill.preamble !== undefined) {
         added.push(marked(Variables.fill(chain.skill.preamble, variables), "skill-preamble", self.key))
         events.push({ type: "preamble", chain: self.key, kind: "skill" })
@@ -218,12 +252,13 @@ export class RoutineContext<R = never> {
       // A resume told nothing new since the last overview (killed before the next task was
       // saved) does not repeat it: the conversation still ends with it.
       const lastMark = self.state.messages.at(-1)?.metadata?.routine
-      if (self.state.completed.length > 0 && !self.isComplete() && lastMark !== "overview") {
-        added.push(marked(overviewText(chain, self.state.completed), "overview", self.key))
+      const done = self.state.completed.length + ticked.length
+      if (done > 0 && !self.isComplete() && lastMark !== "overview") {
+        added.push(marked(overviewText(chain, self.state.completed, ticked), "overview", self.key))
         events.push({
           type: "overview",
           chain: self.key,
-          completed: self.state.completed.map((entry) => entry.task)
+          completed: [...self.state.completed.map((entry) => entry.task), ...ticked.map((task) => task.id)]
         })
       }
       yield* self.save({
@@ -238,19 +273,23 @@ export class RoutineContext<R = never> {
         type: "setup",
         chain: self.key,
         resumed,
-        completed: self.state.completed.length,
+        completed: done,
         total: chain.scenario.tasks.length
       })
       for (const event of events) yield* self.options.onEvent(event)
+      // Completed by the document (its last tasks ticked): said once, when it is stored complete.
+      if (wasActive && self.isComplete())
+        yield* self.options.onEvent({ type: "goal-completed", chain: self.key })
     })
   }
 
   /**
-   * Runs the next task through the agent and saves it as completed, with the
-   * agent's last answer as evidence. Returns the task, or undefined when none is left.
+   * Runs the next task through the agent and saves its outcome: completed (with
+   * the agent's last answer as evidence and its verdict's summary) when the
+   * verdict says done, otherwise open with the reason. Undefined when no task is left.
    */
   runNext(): Effect.Effect<
-    Task | undefined,
+    TaskOutcome | undefined,
     Agent.AgentError | DatabaseError.DatabaseError | RoutineStore.RoutineConflictError,
     R
   > {
@@ -258,34 +297,91 @@ export class RoutineContext<R = never> {
     return Effect.gen(function* () {
       const task = self.nextTask()
       if (task === undefined) return undefined
-      const { model, onEvent } = self.options
-      const agent = self.options.makeAgent(self.state.variables)
+      const { model, onEvent, verdict: mode } = self.options
+      const agent = self.options.makeAgent(self.state.variables, task)
       yield* onEvent({ type: "task-started", chain: self.key, task: task.id, title: task.title })
-      const prompt = marked(taskText(task, self.state.variables), "task", self.key, task.id)
-      const conversation = [...self.state.messages, prompt]
+      const text = taskText(task, self.state.variables, self.options.tools)
+      const conversation = [...self.state.messages, marked(text, "task", self.key, task.id)]
       const stream = agent.executeStream(ConversationContext.fromArray(conversation), model)
       const output: Array<Message.Message> = []
       yield* Stream.runForEach(stream, (event) => {
         if (event.type === "message") output.push(event.message)
         return onEvent({ type: "agent", chain: self.key, task: task.id, event })
       })
-      const evidence =
-        [...output].reverse().find((message) => message.role === "assistant") ??
-        Message.assistant("(the agent produced no answer)")
-      const completed: CompletedTask = { task: task.id, evidence, completedAt: self.options.now() }
-      const allDone = self.options.chain.scenario.tasks.every(
-        (candidate) =>
-          candidate.id === task.id || self.state.completed.some((entry) => entry.task === candidate.id)
-      )
+      const evidence = evidenceOf(output)
+      let verdict: TaskVerdict.Verdict | undefined
+      if (mode === "tool-call") verdict = TaskVerdict.fromToolCalls(output)
+      else {
+        const question = marked(TaskVerdict.questionText(task.id), "verdict", self.key, task.id)
+        const asked = yield* Effect.mapError(
+          TaskVerdict.ask(model, [...conversation, ...output], question),
+          (error) => Agent.modelFailed(`routine ${self.key}`, error, output)
+        )
+        output.push(...asked.added)
+        verdict = asked.verdict
+      }
+      const now = self.options.now()
+      const others = self.state.open.filter((entry) => entry.task !== task.id)
+      const outcome: TaskOutcome =
+        verdict?.done === true
+          ? { task, done: true, summary: verdict.summary }
+          : { task, done: false, reason: verdict?.summary ?? TaskVerdict.notConfirmed }
+      const completed: ReadonlyArray<CompletedTask> = outcome.done
+        ? [
+            ...self.state.completed,
+            { task: task.id, evidence, completedAt: now, source: mode, summary: outcome.summary }
+          ]
+        : self.state.completed
+      const open: ReadonlyArray<OpenTask> = outcome.done
+        ? others
+        : [...others, { task: task.id, reason: outcome.reason, at: now }]
+      const allDone = remaining(self.options.chain, { completed }).length === 0
       yield* self.save({
         ...self.state,
         status: allDone ? "complete" : "active",
-        completed: [...self.state.completed, completed],
+        completed,
+        open,
         messages: [...conversation, ...output]
       })
-      yield* onEvent({ type: "task-completed", chain: self.key, task: task.id, evidence })
+      yield* outcome.done
+        ? onEvent({
+            type: "task-completed",
+            chain: self.key,
+            task: task.id,
+            evidence,
+            summary: outcome.summary,
+            source: mode
+          })
+        : onEvent({ type: "task-open", chain: self.key, task: task.id, reason: outcome.reason })
       if (allDone) yield* onEvent({ type: "goal-completed", chain: self.key })
-      return task
+      return outcome
     })
   }
+}
+
+/** What became of a task `runNext` ran. */
+export type TaskOutcome =
+  | { readonly task: Task; readonly done: true; readonly summary: string }
+  | { readonly task: Task; readonly done: false; readonly reason: string }
+
+/** The tasks ticked as done in the document that the agent has not completed (not run: skipped). */
+export const tickedTasks = (chain: GoalChain, state: Pick<ChainState, "completed">): ReadonlyArray<Task> => {
+  const completed = new Set(state.completed.map((entry) => entry.task))
+  return chain.scenario.tasks.filter((task) => task.done === true && !completed.has(task.id))
+}
+
+/** The tasks still to run, in order: neither completed by the agent nor ticked in the document. */
+export const remaining = (chain: GoalChain, state: Pick<ChainState, "completed">): ReadonlyArray<Task> => {
+  const completed = new Set(state.completed.map((entry) => entry.task))
+  return chain.scenario.tasks.filter((task) => task.done !== true && !completed.has(task.id))
+}
+
+/** The agent's last answer with text (what the task produced), or its last message at all. */
+const evidenceOf = (output: ReadonlyArray<Message.Message>): Message.Message => {
+  const answers = output.filter((message) => message.role === "assistant")
+  return (
+    answers.findLast((message) => Message.text(message).trim() !== "") ??
+    answers.at(-1) ??
+    Message.assistant("(the agent produced no answer)")
+  )
 }

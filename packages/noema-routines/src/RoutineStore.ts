@@ -4,21 +4,37 @@
  * A chain's state (its variables, which preambles its conversation already
  * holds, its completed tasks with their evidence, the conversation itself) is
  * saved whole after every step, in one statement, so a process killed at any
- * moment leaves either the state before the step or after it. Two
+ * moment leaves either the state before the step or after it. A task is
+ * completed by the agent's verdict (see `TaskVerdict`); one it tried and did
+ * not complete is kept open with the reason. Two
  * implementations: memory (tests, one process) and SQL on effect's `SqlClient`
  * (SQLite and PostgreSQL, the same code; see `SqlRoutineStore`).
  */
 import { Message } from "@noema/core"
 import type { DatabaseError } from "@noema/sql"
 import { Context, Effect, Layer, Schema } from "effect"
+import * as TaskVerdict from "./TaskVerdict.js"
 
 export const CompletedTask = Schema.Struct({
   task: Schema.String,
   /** The task's output message: what the agent answered when it finished the task. */
   evidence: Message.Message,
-  completedAt: Schema.Number
+  completedAt: Schema.Number,
+  /** What decided it was done (the agent's `complete_task` call, its structured verdict, ...). */
+  source: TaskVerdict.Source,
+  /** The agent's own account of what was done (the verdict's summary). */
+  summary: Schema.String
 })
 export type CompletedTask = typeof CompletedTask.Type
+
+/** A task the agent tried and did not complete: it runs again next time, and says why it is open. */
+export const OpenTask = Schema.Struct({
+  task: Schema.String,
+  /** The agent's reason (its verdict), or `TaskVerdict.notConfirmed` when it gave none. */
+  reason: Schema.String,
+  at: Schema.Number
+})
+export type OpenTask = typeof OpenTask.Type
 
 export const SetupFailure = Schema.Struct({
   attempt: Schema.Number,
@@ -37,6 +53,8 @@ export const ChainState = Schema.Struct({
   /** Which preambles the stored conversation holds (never sent twice). */
   sent: Schema.Struct({ skillPreamble: Schema.Boolean, scenarioPreamble: Schema.Boolean }),
   completed: Schema.Array(CompletedTask),
+  /** Tasks tried and left open, at most one entry per task (the latest); a completed task has none. */
+  open: Schema.Array(OpenTask),
   /** The chain's conversation: preambles, overviews, tasks and the agent's answers. */
   messages: Schema.Array(Message.Message),
   /** Setup attempts that failed (variables a source could not give), most recent last. */

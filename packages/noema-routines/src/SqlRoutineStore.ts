@@ -7,10 +7,13 @@
  * leaves the state before or after the step, never half of it. The statements
  * are effect's tagged templates, the same text on both databases; migrations
  * run through @noema/sql's `Migrations` with the routines' own table
- * (`noema_routines_migrations`). Failures are @noema/sql's `DatabaseError`.
+ * (`noema_routines_migrations`); the second brings states stored before task
+ * verdicts to the current shape. Failures are @noema/sql's `DatabaseError`.
  */
+
+import { Message } from "@noema/core"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import {
   type ChainState,
@@ -23,8 +26,29 @@ import {
 export const migrationsTable = "noema_routines_migrations"
 export const chainsTable = "noema_routine_chains"
 
-/** The same DDL on both: text and 64-bit integers. */
-const migrations: Migrations.Record = {
+const decodeMessage = Schema.decodeUnknownOption(Message.Message)
+
+/**
+ * A state stored before task verdicts existed, in the shape the code reads now: no task
+ * is open, and each completed task was completed by its answer (then the only way).
+ */
+export const withVerdicts = (stored: string): string => {
+  const state = JSON.parse(stored) as {
+    open?: unknown
+    completed?: ReadonlyArray<{ readonly evidence?: unknown; readonly summary?: unknown }>
+  }
+  const summaryOf = (evidence: unknown): string =>
+    Option.match(decodeMessage(evidence), { onNone: () => "", onSome: Message.text }).trim()
+  return JSON.stringify({
+    ...state,
+    open: state.open ?? [],
+    completed: (state.completed ?? []).map((entry) =>
+      entry.summary === undefined ? { ...entry, source: "answer", summary: summaryOf(entry.evidence) } : entry
+    )
+  })
+}
+/** The same statements on both: text and 64-bit integers; rows rewritten in code, not in a JSON dialect. */
+export const migrations: Migrations.Record = {
   "1_routine_chains": Effect.flatMap(
     SqlClient.SqlClient,
     (sql) => sql`CREATE TABLE ${sql(chainsTable)} (
@@ -35,7 +59,17 @@ const migrations: Migrations.Record = {
       updated_at BIGINT NOT NULL,
       revision BIGINT NOT NULL,
       PRIMARY KEY (routine, chain))`
-  )
+  ),
+  "2_task_verdicts": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const table = sql(chainsTable)
+    const rows = yield* sql<{ routine: string; chain: string; state: string }>`SELECT routine, chain, state
+      FROM ${table}`
+    for (const row of rows) {
+      yield* sql`UPDATE ${table} SET state = ${withVerdicts(row.state)}
+        WHERE routine = ${row.routine} AND chain = ${row.chain}`
+    }
+  })
 }
 
 export interface Options {

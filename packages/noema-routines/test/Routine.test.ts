@@ -8,7 +8,9 @@ import { MemoryStore } from "@noema/session"
 import { Effect, Result, Schema } from "effect"
 import * as Routine from "../src/Routine.js"
 import * as RoutineConformance from "../src/RoutineConformance.js"
+import type { RoutineEvent } from "../src/RoutineContext.js"
 import * as RoutineStore from "../src/RoutineStore.js"
+import * as TaskVerdict from "../src/TaskVerdict.js"
 import * as Variables from "../src/Variables.js"
 import * as WorkBreakdown from "../src/WorkBreakdown.js"
 
@@ -49,7 +51,11 @@ describe("Routine", () => {
     Effect.gen(function* () {
       const breakdown = WorkBreakdown.parse(document, "ops.yaml")
       const model = ScriptedChatModel.make({
-        replies: [{ toolCalls: [{ name: "gamma", arguments: { value: "v" } }] }, "built", "looked"]
+        replies: [
+          { toolCalls: [{ name: "gamma", arguments: { value: "v" } }] },
+          RoutineConformance.finish("built"),
+          RoutineConformance.finish("looked")
+        ]
       })
       const routine = Routine.make({
         breakdown,
@@ -64,11 +70,17 @@ describe("Routine", () => {
       const names = model.requests.map((request) =>
         (request.request.tools ?? []).map((definition) => definition.name)
       )
-      assert.deepStrictEqual(names, [["alpha", "beta", "gamma"], ["alpha", "beta", "gamma"], ["alpha"]])
+      assert.deepStrictEqual(names, [
+        ["alpha", "beta", "gamma", "complete_task"],
+        ["alpha", "beta", "gamma", "complete_task"],
+        ["alpha", "complete_task"]
+      ])
       assert.deepStrictEqual(
         model.requests[0]!.messages[0],
-        Message.system("You are careful.\n\nOperate on prod.")
+        Message.system(`You are careful.\n\n${TaskVerdict.instructions("tool-call")}\n\nOperate on prod.`)
       )
+      // Tasks with tools are not told they have none.
+      assert.notInclude(Message.text(model.requests[0]!.messages.at(-1)!), "no tools")
       const toolResult = model.requests[1]!.messages.find((message) => message.role === "tool")
       assert.strictEqual(toolResult === undefined ? undefined : Message.text(toolResult), "gamma:v")
     })
@@ -89,7 +101,7 @@ describe("Routine", () => {
 
   it.effect("keeps a chain's context while it has tasks left, and drops it when the goal is complete", () =>
     Effect.gen(function* () {
-      const model = ScriptedChatModel.make({ fallback: "ok" })
+      const model = ScriptedChatModel.make({ fallback: RoutineConformance.finish("ok") })
       const routine = Routine.make({
         breakdown: RoutineConformance.breakdown(),
         id: "r",
@@ -128,6 +140,145 @@ describe("Routine", () => {
   )
 })
 
+describe("task verdicts", () => {
+  const chain = () => WorkBreakdown.select(RoutineConformance.breakdown(), "report/yearly")[0]!
+
+  it.effect("a task whose chain names no tools is told so, not that tools are turned off", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ fallback: RoutineConformance.finish("ok") })
+      yield* Routine.make({
+        breakdown: RoutineConformance.breakdown(),
+        id: "r",
+        model,
+        store: RoutineStore.memory(),
+        tools: ["alpha"].map(tool),
+        sources: RoutineConformance.sources
+      }).runChain(chain())
+      const task = Message.text(model.requests[0]!.messages.at(-1)!)
+      assert.strictEqual(
+        task,
+        "Task collect: Collect the quarters\n\nThis task has no tools: do it with what this conversation holds."
+      )
+      const everything = model.requests.flatMap((request) => request.messages.map(Message.text)).join("\n")
+      assert.notInclude(everything, "--no-tools")
+      assert.notInclude(everything, "turned off")
+      assert.deepStrictEqual(
+        (model.requests[0]!.request.tools ?? []).map((definition) => definition.name),
+        ["complete_task"]
+      )
+    })
+  )
+
+  it.effect("a model that cannot call tools gives a structured verdict after its answer", () =>
+    Effect.gen(function* () {
+      const store = RoutineStore.memory()
+      const events: Array<RoutineEvent> = []
+      const model = ScriptedChatModel.make({
+        replies: [
+          "Collected Q1 to Q4.",
+          JSON.stringify({ done: true, summary: "the four quarters are collected" }),
+          "I cannot write the year: Q4 is missing.",
+          JSON.stringify({ done: false, summary: "Q4 is missing" })
+        ]
+      })
+      const routine = Routine.make({
+        breakdown: RoutineConformance.breakdown(),
+        id: "r",
+        model,
+        store,
+        sources: RoutineConformance.sources,
+        verdict: "structured-output",
+        onEvent: (event) => Effect.sync(() => events.push(event))
+      })
+      yield* routine.runChain(chain())
+      assert.strictEqual(model.requests.length, 4)
+      // The answers are plain turns without tools; the verdicts are asked for with a JSON Schema.
+      assert.strictEqual(model.requests[0]!.request.tools, undefined)
+      assert.strictEqual(model.requests[1]!.request.responseFormat?.type, "json-schema")
+      assert.strictEqual(
+        Message.text(model.requests[1]!.messages.at(-1)!),
+        TaskVerdict.questionText("collect")
+      )
+      const stored = (yield* store.load("r", "report/yearly"))!
+      assert.deepStrictEqual(
+        stored.completed.map((entry) => [
+          entry.task,
+          entry.source,
+          entry.summary,
+          Message.text(entry.evidence)
+        ]),
+        [["collect", "structured-output", "the four quarters are collected", "Collected Q1 to Q4."]]
+      )
+      assert.deepStrictEqual(
+        stored.open.map((entry) => [entry.task, entry.reason]),
+        [["write", "Q4 is missing"]]
+      )
+      assert.strictEqual(stored.status, "active")
+      assert.deepStrictEqual(
+        events.filter((event) => event.type === "task-open"),
+        [{ type: "task-open", chain: "report/yearly", task: "write", reason: "Q4 is missing" }]
+      )
+    })
+  )
+
+  it.effect("a verdict that never matches leaves the task open, not confirmed", () =>
+    Effect.gen(function* () {
+      const store = RoutineStore.memory()
+      const model = ScriptedChatModel.make({ replies: ["Collected.", "yes", "yes, done"] })
+      const result = yield* Routine.make({
+        breakdown: RoutineConformance.breakdown(),
+        id: "r",
+        model,
+        store,
+        sources: RoutineConformance.sources,
+        verdict: "structured-output"
+      }).step(chain())
+      assert.deepStrictEqual(result, {
+        type: "task",
+        chain: "report/yearly",
+        task: "collect",
+        openReason: TaskVerdict.notConfirmed,
+        goalComplete: false
+      })
+    })
+  )
+
+  it.effect("a complete_task call with bad arguments does not complete the task", () =>
+    Effect.gen(function* () {
+      const store = RoutineStore.memory()
+      const model = ScriptedChatModel.make({
+        replies: [
+          { toolCalls: [{ name: "complete_task", arguments: { done: "yes" } }] },
+          "Sorry.",
+          "Still sorry."
+        ]
+      })
+      const result = yield* Routine.make({
+        breakdown: RoutineConformance.breakdown(),
+        id: "r",
+        model,
+        store,
+        sources: RoutineConformance.sources
+      }).step(chain())
+      assert.strictEqual(result.type === "task" ? result.openReason : undefined, TaskVerdict.notConfirmed)
+      assert.strictEqual(model.requests.length, 3)
+    })
+  )
+
+  it("refuses a tool of its own named complete_task", () => {
+    assert.throws(
+      () =>
+        Routine.make({
+          breakdown: RoutineConformance.breakdown(),
+          model: ScriptedChatModel.make(),
+          store: RoutineStore.memory(),
+          tools: [tool("complete_task")]
+        }),
+      /may not include "complete_task"/
+    )
+  })
+})
+
 describe("resuming", () => {
   it.effect("tells the overview once when resumed again before another task was done", () =>
     Effect.gen(function* () {
@@ -141,17 +292,19 @@ describe("resuming", () => {
           store,
           sources: RoutineConformance.sources
         })
-      yield* make(ScriptedChatModel.make({ replies: ["figures"] })).step(chain)
+      yield* make(ScriptedChatModel.make({ replies: [RoutineConformance.finish("figures")] })).step(chain)
       // Two resumes that only set up (as if killed before the next task was saved).
       yield* make(ScriptedChatModel.make()).ensureContext(chain)
       yield* make(ScriptedChatModel.make()).ensureContext(chain)
-      const model = ScriptedChatModel.make({ fallback: "ok" })
+      const model = ScriptedChatModel.make({ fallback: RoutineConformance.finish("ok") })
       yield* make(model).runChain(chain)
       const marks = model.requests[0]!.messages.map((message) => message.metadata?.routine)
       assert.deepStrictEqual(marks, [
+        undefined,
         "skill-preamble",
         "scenario-preamble",
         "task",
+        undefined,
         undefined,
         "overview",
         "task"
@@ -169,7 +322,7 @@ describe("two runs of one chain", () => {
         Routine.make({
           breakdown: RoutineConformance.breakdown(),
           id: "r",
-          model: ScriptedChatModel.make({ fallback: "ok" }),
+          model: ScriptedChatModel.make({ fallback: RoutineConformance.finish("ok") }),
           store,
           sources: RoutineConformance.sources
         })

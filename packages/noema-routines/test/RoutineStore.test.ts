@@ -3,10 +3,12 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Message } from "@noema/core"
 import { SqlStore } from "@noema/session"
-import { Database } from "@noema/sql"
+import { Database, Migrations } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer, Result } from "effect"
+import { SqlClient } from "effect/sql"
 import * as RoutineConformance from "../src/RoutineConformance.js"
 import * as RoutineStore from "../src/RoutineStore.js"
 import * as SqlRoutineStore from "../src/SqlRoutineStore.js"
@@ -57,6 +59,70 @@ describe("PostgreSQL RoutineStore conformance", () => {
   }
 })
 
+/**
+ * A database whose routines schema stopped at migration 1 (before task verdicts), holding a
+ * chain stored then; opening the store now migrates it to the current shape.
+ */
+const storedBeforeVerdicts = (options: Database.Options) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const context = yield* Layer.build(Database.layer(options))
+      const old = {
+        routine: "r",
+        chain: "report/quarterly",
+        status: "active",
+        variables: {},
+        sent: { skillPreamble: true, scenarioPreamble: true },
+        completed: [{ task: "gather", evidence: Message.assistant("figures: 3\nmore"), completedAt: 2 }],
+        messages: [],
+        failures: [],
+        updatedAt: 2,
+        revision: 1
+      }
+      yield* Effect.provideContext(
+        Effect.gen(function* () {
+          yield* Migrations.run({
+            location: "test",
+            schema: "routines",
+            table: SqlRoutineStore.migrationsTable,
+            migrations: { "1_routine_chains": SqlRoutineStore.migrations["1_routine_chains"]! }
+          })
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`INSERT INTO ${sql(SqlRoutineStore.chainsTable)} ${sql.insert({
+            routine: "r",
+            chain: old.chain,
+            status: "active",
+            state: JSON.stringify(old),
+            updated_at: 2,
+            revision: 1
+          })}`
+        }),
+        context
+      )
+      const store = yield* Effect.provideContext(SqlRoutineStore.fromDatabase, context)
+      const state = yield* store.load("r", old.chain)
+      assert.deepStrictEqual(state?.open, [])
+      assert.deepStrictEqual(
+        state?.completed.map((entry) => [entry.task, entry.source, entry.summary]),
+        [["gather", "answer", "figures: 3\nmore"]]
+      )
+      // And it goes on from there: the next save follows the migrated row's revision.
+      yield* store.save({ ...state!, revision: 2 })
+    })
+  )
+
+describe("SqlRoutineStore migrates states stored before task verdicts", () => {
+  it.effect("on SQLite", () =>
+    storedBeforeVerdicts({ kind: "sqlite", filename: path.join(directory, "before-verdicts.db") })
+  )
+  it.effect("on PostgreSQL", () =>
+    Effect.flatMap(
+      Effect.promise(() => database.schema("before_verdicts")),
+      (url) => storedBeforeVerdicts({ kind: "postgres", url })
+    )
+  )
+})
+
 describe("SqlRoutineStore in a shared SQLite file", () => {
   const both = (filename: string, order: "routines-first" | "sessions-first") =>
     Effect.scoped(
@@ -78,6 +144,7 @@ describe("SqlRoutineStore in a shared SQLite file", () => {
           variables: {},
           sent: { skillPreamble: false, scenarioPreamble: false },
           completed: [],
+          open: [],
           messages: [],
           failures: [],
           updatedAt: 1,
