@@ -334,6 +334,20 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.sqlite_per_s" }
   },
   {
+    workload: "serve.first_paint  (sessions list in Chromium, 1,000 sessions | the API alone)",
+    unit: "ms",
+    suite: "serve",
+    better: "lower",
+    cells: { noema: "serve.first_paint_ms", raw: "serve.list_api_ms" }
+  },
+  {
+    workload: "serve.cold_start  (noema serve to its address)",
+    unit: "ms",
+    suite: "serve",
+    better: "lower",
+    cells: { noema: "serve.cold_start_ms" }
+  },
+  {
     workload: "runs.per_s  (100 runs of 2 stages, Postgres)",
     unit: "runs/s",
     suite: "runs",
@@ -433,6 +447,11 @@ const atLeast = (factor: number) => (values: ReadonlyArray<number>) => {
 }
 
 const targets: ReadonlyArray<Target> = [
+  {
+    description: "serve.first_paint: under 1 s (1,000 sessions)",
+    figures: ["serve.first_paint_ms"],
+    evaluate: ([ms = Number.NaN]) => ({ shown: `${ms.toFixed(0)} ms`, pass: ms < 1000 })
+  },
   {
     description: "inproc.plain: noema <= 0.5 x AI SDK",
     figures: ["inproc.plain.noema_us", "inproc.plain.aisdk_us"],

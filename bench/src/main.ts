@@ -5,7 +5,7 @@
  *
  *   npm run bench                 full run (a few minutes)
  *   npm run bench -- --quick      fewer repetitions (under two minutes)
- *   npm run bench -- --only http  only the suites named (startup, inproc, http, providers, store, postgres, runtime, context);
+ *   npm run bench -- --only http  only the suites named (startup, inproc, http, providers, store, postgres, runtime, serve, context);
  *                                 results.json is then left alone unless --out FILE is given
  */
 import { writeFileSync } from "node:fs"
@@ -22,6 +22,7 @@ import * as Report from "./Report.ts"
 import * as ResourcesBench from "./Resources.ts"
 import * as RunsBench from "./Runs.ts"
 import * as RuntimeBench from "./Runtime.ts"
+import * as ServeBench from "./Serve.ts"
 import * as Startup from "./Startup.ts"
 import type { StoreOptions } from "./Store.ts"
 import * as Store from "./Store.ts"
@@ -38,6 +39,7 @@ const suites = [
   "resources",
   "planner",
   "runs",
+  "serve",
   "context"
 ] as const
 type Suite = (typeof suites)[number]
@@ -53,6 +55,7 @@ interface Settings {
   readonly resources: ResourcesBench.ResourcesOptions
   readonly planner: PlannerBench.PlannerOptions
   readonly runs: RunsBench.RunsOptions
+  readonly serve: ServeBench.ServeOptions
 }
 
 const settings = (quick: boolean): Settings =>
@@ -86,7 +89,8 @@ const settings = (quick: boolean): Settings =>
         runtime: { interrupts: 15, triggers: 1_000 },
         resources: { big: 100_000, lookups: 100, authorizations: 500, searches: 5, vectors: 100_000 },
         planner: { rounds: 9 },
-        runs: { overheadRuns: 15, runs: 100 }
+        runs: { overheadRuns: 15, runs: 100 },
+        serve: { rounds: 3 }
       }
     : {
         inProcess: { warmupMs: 1_500, sampleMs: 25, rounds: 101, budgetMs: 30_000 },
@@ -117,7 +121,8 @@ const settings = (quick: boolean): Settings =>
         runtime: { interrupts: 41, triggers: 5_000 },
         resources: { big: 1_000_000, lookups: 300, authorizations: 2_000, searches: 15, vectors: 100_000 },
         planner: { rounds: 31 },
-        runs: { overheadRuns: 41, runs: 100 }
+        runs: { overheadRuns: 41, runs: 100 },
+        serve: { rounds: 7 }
       }
 
 const main = async (): Promise<void> => {
@@ -183,6 +188,10 @@ const main = async (): Promise<void> => {
   if (selected("planner")) {
     log("the planner: a 20-task tree with an instant model, 64 leaves with 8 in parallel")
     Object.assign(results, await PlannerBench.run(config.planner))
+  }
+  if (selected("serve")) {
+    log("serve: noema serve's panel from a cold start, 1,000 sessions and 10,000 messages, in Chromium")
+    Object.assign(results, await ServeBench.run(config.serve))
   }
   if (selected("runs")) {
     log("runs: one stage's overhead with an instant model, 100 small runs on SQLite and PostgreSQL")

@@ -28,6 +28,7 @@ import {
   SqlRunsStore,
   Worker
 } from "@noema/runs"
+import { SqlStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { type PipelineTools, type RunsCommand, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
@@ -717,11 +718,15 @@ export const run = (command: RunsCommand, io: Io) =>
               const carrying = command.type === "worker" || command.worker
               if (command.type === "serve") {
                 const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
+                // The Sessions view shows the conversations of the same database, priced as `sessions show` does.
+                const prices = CliConfig.resolvePrices(io.env, CliConfig.paths(io.env))
                 const server = yield* Server.make({
                   store,
                   executor,
                   workspace,
                   port: command.port,
+                  sessions: yield* SqlStore.fromDatabase,
+                  ...(prices !== undefined && { prices }),
                   plan: (request, approval) =>
                     PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
                   ...(carrying && { wake: worker.wake }),

@@ -17,6 +17,9 @@
  *                                               the artifact's bytes, its sha256 in `X-Sha256`
  *     POST /api/runs/:id/approve|reject|retry|cancel   {} | { reason } | { force? } | { reason? }
  *     GET  /api/events                          Server-Sent Events: every event appended to any run
+ *     GET  /api/sessions[?q=&offset=&limit=]    saved conversations, most recent first, a page at a time
+ *     GET  /api/sessions/:id[?from_turn=]       a session's turns (a page of them): messages, tool calls,
+ *                                               approvals, interruptions, compactions, usage and cost
  *
  * Bodies are in the runs' JSON style (RunsJson); a refusal is
  * `{ "error": { "code", "message" } }` with the status of its class
@@ -27,6 +30,7 @@ import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import * as ApiError from "./ApiError.js"
 import * as RunsJson from "./RunsJson.js"
+import * as SessionsJson from "./SessionsJson.js"
 
 // ---------------------------------------------------------------------------
 // Request bodies: their messages name the field as it is sent
@@ -249,6 +253,46 @@ export class Events extends HttpApiGroup.make("events")
     })
   ) {}
 
+/** A whole number in the query, at least `min`. */
+const queryCount = (name: string, min: number) =>
+  Schema.NumberFromString.check(
+    Schema.isInt({ message: `${name} must be a whole number` }),
+    Schema.isGreaterThanOrEqualTo(min, { message: `${name} must be at least ${min}` })
+  )
+
+/** Most sessions in one page of the list. */
+export const maxSessionPage = 200
+
+export class Sessions extends HttpApiGroup.make("sessions")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        q: optional(text("q", maxTitleLength)),
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
+          )
+        )
+      },
+      success: SessionsJson.SessionPage,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      query: { from_turn: optional(queryCount("from_turn", 1)) },
+      success: SessionsJson.SessionDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/sessions")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Sessions",
+      description: "Saved conversations (noema chat, ask), as noema sessions shows them"
+    })
+  ) {}
+
 /**
  * The document says once that every route needs the token: the gate in front of the routes
  * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
@@ -285,7 +329,7 @@ const secured = (spec: Spec): Spec => {
 }
 
 export class Api extends HttpApi.make("noema-panel")
-  .add(Threads, Runs, Events)
+  .add(Threads, Runs, Events, Sessions)
   .annotateMerge(
     OpenApi.annotations({
       title: "noema panel API",

@@ -23,6 +23,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
 import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
+import type { SessionStore, Usage } from "@noema/session"
 import { Context, Effect, Exit, Layer, Schema, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -34,9 +35,10 @@ import * as Gate from "./internal/Gate.js"
 import type * as Routes from "./internal/Routes.js"
 import * as RunRoutes from "./internal/RunRoutes.js"
 import * as SameOrigin from "./internal/SameOrigin.js"
+import * as SessionRoutes from "./internal/SessionRoutes.js"
 import * as ThreadRoutes from "./internal/ThreadRoutes.js"
 import * as PanelApi from "./PanelApi.js"
-import { page } from "./PanelPage.js"
+import * as PanelPage from "./PanelPage.js"
 import * as StoreChanges from "./StoreChanges.js"
 
 export interface Options {
@@ -71,6 +73,10 @@ export interface Options {
   readonly maxBodyBytes?: number
   /** Where the details of a failure answered 500 are written. Default: standard error. */
   readonly log?: (line: string) => void
+  /** The saved conversations the Sessions view shows (`noema serve` gives the database's). */
+  readonly sessions?: SessionStore.Service
+  /** The models' prices (US dollars per million tokens), for the cost of a session's turns. */
+  readonly prices?: Usage.Prices
 }
 
 export interface Server {
@@ -123,17 +129,28 @@ const hiddenPaths = (workspace: string): ReadonlyArray<string> => {
   }
 }
 
-const pagePolicy =
-  "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-
-const pageRoute = HttpRouter.add(
-  "GET",
-  "/",
-  HttpServerResponse.text(page, {
-    contentType: "text/html; charset=utf-8",
-    headers: { "content-security-policy": pagePolicy }
-  })
-)
+/** The page at `/` and its modules and style under `/app/` (PanelPage), served with the page's policy. */
+const pageRoutes = (files: ReadonlyMap<string, PanelPage.AppFile>) =>
+  Layer.mergeAll(
+    HttpRouter.add(
+      "GET",
+      "/",
+      HttpServerResponse.text(PanelPage.page, {
+        contentType: "text/html; charset=utf-8",
+        headers: { "content-security-policy": PanelPage.policy }
+      })
+    ),
+    ...[...files].map(([name, file]) =>
+      HttpRouter.add(
+        "GET",
+        `/app/${name}`,
+        HttpServerResponse.uint8Array(file.body, {
+          contentType: file.contentType,
+          headers: { "content-security-policy": PanelPage.policy }
+        })
+      )
+    )
+  )
 
 /** The gate in front of every route, once the port (which the token's cookie names) is known. */
 const gateLayer = (token: string, host: string, failures: Failures.Failures, maxBodyBytes: number) =>
@@ -159,9 +176,16 @@ const app = (
 ) =>
   Layer.mergeAll(
     HttpApiBuilder.layer(PanelApi.Api, { openapiPath: PanelApi.openApiPath }),
-    pageRoute,
+    pageRoutes(PanelPage.appFiles()),
     gate
-  ).pipe(Layer.provide([ThreadRoutes.layer(context), RunRoutes.layer(context), EventRoutes.layer(context)]))
+  ).pipe(
+    Layer.provide([
+      ThreadRoutes.layer(context),
+      RunRoutes.layer(context),
+      EventRoutes.layer(context),
+      SessionRoutes.layer(context)
+    ])
+  )
 
 /** Serves `routes` on Node's HTTP server at `address` until the scope closes; the port it is bound to. */
 const listen = (routes: ReturnType<typeof app>, address: { readonly port: number; readonly host: string }) =>
@@ -216,7 +240,9 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     approver: options.approver ?? defaultApprover(),
     plan: options.plan,
     feed,
-    failures
+    failures,
+    sessions: options.sessions,
+    prices: options.prices
   }
   const port = yield* listen(app(context, gateLayer(token, host, failures, maxBodyBytes)), {
     port: options.port ?? 0,

@@ -1,10 +1,11 @@
 /**
- * @noema/server: noema's HTTP server. The runs panel (one page) and the JSON
- * API behind it (an `HttpApi` with its OpenAPI document), served on 127.0.0.1
+ * @noema/server: noema's HTTP server. The panel (one page app: runs and
+ * sessions) and the JSON API behind it (an `HttpApi` with its OpenAPI document), served on 127.0.0.1
  * behind an access token, live over Server-Sent Events.
  */
 export * as ApiError from "./ApiError.js"
 export * as PanelApi from "./PanelApi.js"
 export * as RunsJson from "./RunsJson.js"
 export * as Server from "./Server.js"
+export * as SessionsJson from "./SessionsJson.js"
 export * as StoreChanges from "./StoreChanges.js"

@@ -174,6 +174,26 @@ describe("runs server (JSON API, SSE, worker)", () => {
     expect(badPath.status).toBe(400)
   })
 
+  it("serves the page's modules behind the token, scripts from the server only; without sessions, says so", async () => {
+    expect((await fetch(`${server.url}/app/main.js`)).status).toBe(401)
+    const main = await get("/app/main.js")
+    expect(main.status).toBe(200)
+    expect(main.headers.get("content-type")).toMatch(/^text\/javascript/)
+    expect(await main.text()).toContain('from "./sessions.js"')
+    const page = await get("/")
+    // No inline script may run: the page's policy allows the server's own files only.
+    expect(page.headers.get("content-security-policy")).toMatch(/script-src 'self';/)
+    expect(await page.text()).not.toMatch(/<script>/)
+    expect((await get("/app/../package.json")).status).toBe(404)
+    expect((await get("/app/nothing.js")).status).toBe(404)
+    const sessions = await call("GET", "/api/sessions")
+    expect(sessions.status).toBe(404)
+    expect(sessions.body.error.code).toBe("NoSessionStore")
+    const badLimit = await call("GET", "/api/sessions?limit=100000")
+    expect(badLimit.status).toBe(400)
+    expect(badLimit.body.error.message).toBe("limit must be at most 200")
+  })
+
   it("a run with approval: created over HTTP, waits, approved, completed by the worker; live over SSE", async () => {
     const thread = (await call("POST", "/api/threads", { title: "panel", queue_policy: "enqueue" }))
       .body as ThreadJson
@@ -834,7 +854,9 @@ describe("runs server: the OpenAPI document", () => {
         "POST /api/runs/{id}/reject",
         "POST /api/runs/{id}/retry",
         "POST /api/runs/{id}/cancel",
-        "GET /api/events"
+        "GET /api/events",
+        "GET /api/sessions",
+        "GET /api/sessions/{id}"
       ].sort()
     )
     const schemas = document.components.schemas
@@ -859,5 +881,8 @@ describe("runs server: the OpenAPI document", () => {
     ])
     expect(schemas.ConflictEncoded.properties.error.properties).toHaveProperty("code")
     expect(document.security).toEqual([{ bearer: [] }, { cookie: [] }])
+    expect(
+      (document.paths["/api/sessions"].get.parameters as Array<{ name: string }>).map((p) => p.name).sort()
+    ).toEqual(["limit", "offset", "q"])
   })
 })

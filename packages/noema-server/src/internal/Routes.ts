@@ -8,6 +8,7 @@
  * gate answers with a 500 and logs.
  */
 import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
+import type { SessionStore, Usage } from "@noema/session"
 import { Effect } from "effect"
 import type * as ApiError from "../ApiError.js"
 import type { Failures } from "./Failures.js"
@@ -27,6 +28,10 @@ export interface Context {
     | undefined
   readonly feed: FeedClients.FeedClients
   readonly failures: Failures
+  /** The conversations shown in the Sessions view; without it, that view says the server has none. */
+  readonly sessions: SessionStore.Service | undefined
+  /** The models' prices, for the cost of a session's turns. */
+  readonly prices: Usage.Prices | undefined
 }
 
 /** `effect`, its failures answered as refusals (or, the server's own, as defects). */

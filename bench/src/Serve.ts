@@ -1,0 +1,146 @@
+/**
+ * Serve: how soon `noema serve` shows its panel, from a cold start, over a
+ * store with many sessions.
+ *
+ * The store (a SQLite file) holds 1,000 sessions and 10,000 messages. Each
+ * round starts `noema serve` afresh (a new process, nothing cached) and opens
+ * the Sessions view in headless Chromium (launched once, before the rounds):
+ *
+ * - `serve.first_paint_ms`: from the page's navigation (the tokened address)
+ *   to the first page of the sessions list drawn in it; beside it, the same
+ *   page of the list fetched from the API alone (`serve.list_api_ms`, the
+ *   floor: what the data costs without the page).
+ * - `serve.cold_start_ms`: from the process's start to its printed address.
+ *
+ * The list is paginated (50 a page), so the page's cost does not grow with
+ * the store; the target is a first paint under a second.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { Message } from "@noema/core"
+import { SqlStore } from "@noema/session"
+import { Database } from "@noema/sql"
+import { Effect } from "effect"
+import { check, median, now } from "./Harness.ts"
+
+export interface ServeOptions {
+  readonly rounds: number
+}
+
+const sessionCount = 1000
+const messagesPerSession = 10
+const cliBin = fileURLToPath(new URL("../../packages/noema-cli/dist/bin.js", import.meta.url))
+
+/** 1,000 sessions of 10 messages in the database at `filename`. */
+const seed = (filename: string) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const store = yield* SqlStore.fromDatabase
+      for (let index = 0; index < sessionCount; index++)
+        yield* store.create({
+          title: `session ${index}: about tea and the weather`,
+          messages: Array.from({ length: messagesPerSession / 2 }, (_, turn) => [
+            Message.user(`question ${turn} of session ${index}`),
+            Message.assistant(`answer ${turn}: a few sentences of an ordinary reply.`, {
+              usage: { inputTokens: 100, outputTokens: 20, totalTokens: 120 }
+            })
+          ]).flat()
+        })
+    }).pipe(Effect.provide(Database.layer({ kind: "sqlite", filename })))
+  )
+
+interface Started {
+  readonly child: ChildProcess
+  readonly url: string
+  readonly panel: string
+  readonly token: string
+  readonly startMs: number
+}
+
+/** `noema serve` on a free port over `home`, and how long it took to print its address. */
+const startServe = (home: string): Promise<Started> =>
+  new Promise((resolve, reject) => {
+    const started = now()
+    const child = spawn(process.execPath, [cliBin, "serve", "--port", "0", "--json", "--no-worker"], {
+      env: { PATH: process.env.PATH ?? "", NOEMA_HOME: home, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr += chunk
+    })
+    child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk
+      if (!stdout.includes("\n")) return
+      const { url, panel, token } = JSON.parse(stdout.split("\n")[0] ?? "") as Omit<
+        Started,
+        "child" | "startMs"
+      >
+      resolve({ child, url, panel, token, startMs: now() - started })
+    })
+    child.on("exit", (code) => reject(new Error(`noema serve exited with ${code}: ${stderr}`)))
+  })
+
+const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    child.removeAllListeners("exit")
+    child.once("exit", () => resolve())
+    child.kill("SIGTERM")
+  })
+
+export const run = async (options: ServeOptions): Promise<Record<string, number>> => {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), "noema-bench-serve-"))
+  // Before the import: @sparticuz/chromium then unpacks its own libraries and fonts.
+  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
+  const chromium = (await import("@sparticuz/chromium")).default
+  const { chromium: playwright } = await import("playwright-core")
+  const browser = await playwright.launch({
+    executablePath: await chromium.executablePath(),
+    args: [],
+    headless: true
+  })
+  try {
+    await seed(path.join(home, "noema.db"))
+    const paints: Array<number> = []
+    const lists: Array<number> = []
+    const starts: Array<number> = []
+    for (let round = 0; round < options.rounds; round++) {
+      const served = await startServe(home)
+      try {
+        starts.push(served.startMs)
+        const page = await browser.newPage({ viewport: { width: 1360, height: 900 } })
+        const navigated = now()
+        await page.goto(`${served.panel}#view=sessions`)
+        await page.waitForSelector("#sessions li a", { timeout: 60_000 })
+        paints.push(now() - navigated)
+        const range = await page.textContent("#sessions-range")
+        check(
+          range === `1–50 of ${sessionCount}`,
+          `the list shows the first page of ${sessionCount}: ${range}`
+        )
+        await page.close()
+        const fetched = now()
+        const response = await fetch(`${served.url}/api/sessions?offset=0&limit=50`, {
+          headers: { authorization: `Bearer ${served.token}` }
+        })
+        const body = (await response.json()) as { readonly total: number }
+        lists.push(now() - fetched)
+        check(body.total === sessionCount, "the API lists every session")
+      } finally {
+        await stop(served.child)
+      }
+    }
+    return {
+      "serve.first_paint_ms": median(paints),
+      "serve.list_api_ms": median(lists),
+      "serve.cold_start_ms": median(starts)
+    }
+  } finally {
+    await browser.close()
+    fs.rmSync(home, { recursive: true, force: true })
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * dom: what every view of the panel shares: elements made with their text set
+ * (never HTML), the JSON API called with the access cookie, and a few formats.
+ */
+export const $ = (id) => document.getElementById(id)
+
+export function el(tag, attrs, children) {
+  const node = document.createElement(tag)
+  for (const key in attrs || {}) {
+    if (key === "text") node.textContent = attrs[key]
+    else if (key === "className") node.className = attrs[key]
+    else node.setAttribute(key, attrs[key])
+  }
+  ;(children || []).forEach((child) => {
+    if (child) node.appendChild(child)
+  })
+  return node
+}
+
+export function notice(text) {
+  $("notice").textContent = text || ""
+}
+
+export const signedOut = "Not signed in (the server restarted?): open the address noema serve printed."
+
+/** A same-origin request: the access cookie goes with it. */
+export function request(path, init) {
+  init.credentials = "same-origin"
+  return fetch(path, init).then((response) => {
+    if (response.status === 401) throw new Error(signedOut)
+    return response
+  })
+}
+
+export function api(method, path, body) {
+  const init = { method: method, headers: {} }
+  if (body !== undefined) {
+    init.headers["content-type"] = "application/json"
+    init.body = JSON.stringify(body)
+  }
+  return request(path, init).then((response) =>
+    response.json().then((data) => {
+      if (!response.ok) {
+        const error = new Error(data?.error ? data.error.message : response.statusText)
+        error.code = data?.error ? data.error.code : undefined
+        throw error
+      }
+      return data
+    })
+  )
+}
+
+export function duration(from, to) {
+  if (!from) return ""
+  const ms = (to ? Date.parse(to) : Date.now()) - Date.parse(from)
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`
+}
+
+export function time(at) {
+  return at ? new Date(at).toLocaleString() : ""
+}
+
+export function badge(status) {
+  return el("span", { className: `badge s-${status}`, text: status.replace("_", " ") })
+}
+
+export function shorten(text, length) {
+  return text.length > length ? `${text.slice(0, length)}…` : text
+}
