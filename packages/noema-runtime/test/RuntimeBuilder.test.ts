@@ -215,6 +215,32 @@ describe("RuntimeBuilder", () => {
     })
   )
 
+  it.live("useCompaction: a cycle compacts the history first when it passes the budget", () =>
+    Effect.gen(function* () {
+      const long = (word: string) => `${word} `.repeat(60).trim()
+      const model = ScriptedChatModel.make({
+        replies: [long("one"), long("two"), "Summary: one, two.", "Three."]
+      })
+      const { runtime, session, events } = yield* built((builder) =>
+        builder.useModel(model).useCompaction({ budget: 60, keepTokens: 1 })
+      )
+      for (const [index, text] of ["first", "second", "third"].entries()) {
+        yield* runtime.receiveTrigger(TriggerEvent.fromUser(text))
+        yield* waitFor(events, (all) => count(all, "cycle-completed") === index + 1, `cycle ${index + 1}`)
+      }
+      const compacted = events.flatMap((event) =>
+        event.type === "turn" && event.event.type === "compacted" ? [event.cycle] : []
+      )
+      assert.isAtLeast(compacted.length, 1)
+      // The last request carried the summary instead of the older turns.
+      const sent = texts(model.requests.at(-1)?.messages ?? [])
+      assert.isTrue(sent.some((line) => line.includes("Summary: one, two.")))
+      assert.isFalse(sent.some((line) => line.includes(long("one"))))
+      assert.strictEqual(Message.text(session.context().toArray().at(-1) as Message.Message), "Three.")
+      yield* runtime.stop()
+    })
+  )
+
   describe("replies reach a runtime's client the same way whichever agent runs", () => {
     const modes = {
       ToolAgent: {
