@@ -29,9 +29,19 @@
  * text streams as reasoning (working notes); only the message to the user
  * streams as text. Interrupting stops the model call or the tools running, at
  * any point.
+ *
+ * Steering (the runtime's items joining a running turn) is polled as
+ * ToolAgent polls it (`internal/steering`), at the plan's step boundaries:
+ * after a step ran, before its review (what arrived joins the output, so the
+ * review sees it and may replan, and the steps after it see it too), and when
+ * the plan would finish (`final: true`: what arrived then is planned for, and
+ * the loop goes on). Where the bounds leave no room for more work
+ * (`maxSteps`, `maxReplans`), the final poll is not made: those messages wait
+ * for the next turn rather than join one that cannot act on them.
  */
 import { Agent, type ChatModel, ConversationContext, Message, StructuredOutput, Tool } from "@noema/core"
 import { Effect, Queue, Schema, Stream } from "effect"
+import * as Injection from "./internal/steering.js"
 import * as ToolAgent from "./ToolAgent.js"
 
 // ---------------------------------------------------------------------------
@@ -144,6 +154,11 @@ export interface Options<Tools extends ReadonlyArray<Tool.Any<unknown>>> {
   readonly maxRepairs?: number
   /** How the plan and reviews reach the model (`StructuredOutput.Mode`). Default `"auto"`. */
   readonly outputMode?: StructuredOutput.Mode
+  /**
+   * Polled after each step and when the plan would finish (see the module comment); what it
+   * returns joins the output. The runtime gives its own (`ToolAgent.Steering`, the same contract).
+   */
+  readonly steering?: ToolAgent.Steering
 }
 
 export const defaultMaxSteps = 8
@@ -162,12 +177,40 @@ const reviewer = [
   "replan them (give the new remaining steps), or finish (the goal is reached, or cannot be)."
 ].join(" ")
 
+/** Told to the reviewer when messages joined while the step ran. */
+const joinedNote = "Messages arrived while the step ran (above): replan if they change the remaining work."
+
+/** Told to the planner when messages joined as the plan would finish. */
+const morePlanning =
+  "The work above is done; new messages arrived after it. Plan only the steps those messages still need."
+
 const notifier = [
   "The plan below has ended. Decide whether the user should be told anything: the answer to",
   "their request, results, or a problem they must know about. If so, call user_sendMessage",
   "with the message; write it for the user, complete, without mentioning the plan's mechanics.",
   "If nothing needs to be said, do not call it."
 ].join(" ")
+
+type DraftOptions = Pick<Options<ReadonlyArray<Tool.Any<unknown>>>, "outputMode" | "maxRepairs">
+
+/** The planning call: the model's thoughts, goal and steps for `context`, `note` last. */
+const writeDraft = (
+  context: ConversationContext.ConversationContext,
+  model: ChatModel.Service,
+  options: DraftOptions,
+  note: string
+) =>
+  StructuredOutput.generate(model, {
+    schema: Draft,
+    name: "plan",
+    messages: ConversationContext.concat(
+      [Message.system(planner)],
+      ConversationContext.withoutSystem(context),
+      [Message.system(note)]
+    ),
+    ...(options.outputMode !== undefined && { mode: options.outputMode }),
+    maxRepairs: options.maxRepairs ?? 1
+  })
 
 /**
  * The planning step alone: the plan (goal, pending steps) the workflow would start from for
@@ -177,20 +220,10 @@ const notifier = [
 export const draftPlan = (
   context: ConversationContext.ConversationContext,
   model: ChatModel.Service,
-  options: Pick<Options<ReadonlyArray<Tool.Any<unknown>>>, "outputMode" | "maxRepairs"> = {}
+  options: DraftOptions = {}
 ): Effect.Effect<Plan, StructuredOutput.StructuredOutputError | ChatModel.ChatModelError> =>
   Effect.map(
-    StructuredOutput.generate(model, {
-      schema: Draft,
-      name: "plan",
-      messages: ConversationContext.concat(
-        [Message.system(planner)],
-        ConversationContext.withoutSystem(context),
-        [Message.system("Write the plan now.")]
-      ),
-      ...(options.outputMode !== undefined && { mode: options.outputMode }),
-      maxRepairs: options.maxRepairs ?? 1
-    }),
+    writeDraft(context, model, options, "Write the plan now."),
     (draft): Plan => ({
       goal: draft.goal,
       steps: draft.steps.map((step, index) => ({
@@ -223,8 +256,10 @@ class Run<R> {
   nextId = 1
 
   constructor(
-    readonly agent: Required<Omit<Options<ReadonlyArray<Tool.Any<R>>>, "system" | "outputMode">> &
-      Pick<Options<ReadonlyArray<Tool.Any<R>>>, "system" | "outputMode">,
+    readonly agent: Required<
+      Omit<Options<ReadonlyArray<Tool.Any<R>>>, "system" | "outputMode" | "steering">
+    > &
+      Pick<Options<ReadonlyArray<Tool.Any<R>>>, "system" | "outputMode" | "steering">,
     readonly executor: Agent.Agent<R>,
     readonly context: ConversationContext.ConversationContext,
     readonly model: ChatModel.Service,
@@ -353,7 +388,10 @@ class Run<R> {
       let stopReason: StopReason = "finished"
       for (;;) {
         const step = this.plan.steps.find((candidate) => candidate.status === "pending")
-        if (step === undefined) break
+        if (step === undefined) {
+          if (yield* this.planMore(executed)) continue
+          break
+        }
         if (executed >= this.agent.maxSteps) {
           stopReason = "max-steps"
           break
@@ -361,11 +399,13 @@ class Run<R> {
         yield* this.setPlan(this.withStep(step.id, { status: "running" }))
         const report = yield* this.execute(step)
         executed++
+        const joined = yield* this.steer(executed, false)
         const review = yield* this.decide(
           Review,
           "review",
           reviewer,
-          `The plan:\n${render(this.plan)}\n\nStep ${step.id} ("${step.title}") just ran; its report: ${report || "(none)"}\nReview it.`
+          `The plan:\n${render(this.plan)}\n\nStep ${step.id} ("${step.title}") just ran; its report: ${report || "(none)"}\n` +
+            `${joined ? `${joinedNote}\n` : ""}Review it.`
         )
         yield* this.setPlan(this.withStep(step.id, { status: review.outcome, result: review.summary }))
         failedInARow = review.outcome === "failed" ? failedInARow + 1 : 0
@@ -373,7 +413,10 @@ class Run<R> {
           stopReason = "no-progress"
           break
         }
-        if (review.decision === "finish") break
+        if (review.decision === "finish") {
+          if (yield* this.planMore(executed)) continue
+          break
+        }
         if (review.decision === "replan" && review.remainingSteps !== null) {
           if (this.plan.replans >= this.agent.maxReplans) {
             stopReason = "max-replans"
@@ -396,6 +439,54 @@ class Run<R> {
         stopReason
       })
       yield* this.notify()
+    })
+  }
+
+  /** Polls steering at a step boundary; what arrived joins the output. True when something did. */
+  steer(step: number, final: boolean): Effect.Effect<boolean, Agent.AgentError> {
+    const steering = this.agent.steering
+    if (steering === undefined) return Effect.succeed(false)
+    return Effect.flatMap(
+      Injection.poll(this.agent.name, steering, { step, final }, this.produced),
+      (messages) =>
+        messages.length === 0
+          ? Effect.succeed(false)
+          : Effect.as(
+              Effect.forEach(messages, (message) => this.addMessage(message), { discard: true }),
+              true
+            )
+    )
+  }
+
+  /**
+   * The plan would finish: messages that waited for the end join, and the work they need
+   * replaces the pending steps (a replan). False when none came, or when the bounds leave
+   * no room for them (they then wait for the next turn).
+   */
+  planMore(executed: number): Effect.Effect<boolean, Agent.AgentError> {
+    if (executed >= this.agent.maxSteps || this.plan.replans >= this.agent.maxReplans) {
+      return Effect.succeed(false)
+    }
+    return Effect.gen({ self: this }, function* (this: Run<R>) {
+      if (!(yield* this.steer(executed, true))) return false
+      const draft = yield* this.asAgentError(
+        writeDraft(
+          ConversationContext.concat(this.context, this.produced),
+          this.model,
+          {
+            ...(this.agent.outputMode !== undefined && { outputMode: this.agent.outputMode }),
+            maxRepairs: this.agent.maxRepairs
+          },
+          morePlanning
+        )
+      )
+      const kept = this.plan.steps.filter((candidate) => candidate.status !== "pending")
+      yield* this.setPlan({
+        goal: draft.goal,
+        steps: [...kept, ...this.newSteps(draft.steps)],
+        replans: this.plan.replans + 1
+      })
+      return true
     })
   }
 
@@ -454,7 +545,8 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any<unknown>>>(
     maxStepCalls: positiveInteger("maxStepCalls", options.maxStepCalls ?? ToolAgent.defaultMaxSteps),
     maxRepairs: options.maxRepairs ?? 1,
     ...(options.system !== undefined && { system: options.system }),
-    ...(options.outputMode !== undefined && { outputMode: options.outputMode })
+    ...(options.outputMode !== undefined && { outputMode: options.outputMode }),
+    ...(options.steering !== undefined && { steering: options.steering })
   }
   const executor = ToolAgent.make({
     name: `${name}/step`,

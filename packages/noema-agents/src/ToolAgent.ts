@@ -21,6 +21,7 @@
  */
 import { Agent, Approval, type ChatModel, ConversationContext, Message, Tool } from "@noema/core"
 import { Effect, Exit, Stream } from "effect"
+import * as Injection from "./internal/steering.js"
 import * as Turn from "./internal/turn.js"
 
 // ---------------------------------------------------------------------------
@@ -101,23 +102,15 @@ export type PrepareStep = (
   input: PrepareStepInput
 ) => StepOverrides | undefined | Effect.Effect<StepOverrides | undefined>
 
-/** What steering is told when it is polled. */
-export interface SteeringInput {
-  /** The number of the step that just finished. */
-  readonly step: number
-  /**
-   * The model answered without tool calls: the loop ends unless steering returns
-   * messages (what a runtime injects "in the end" belongs here).
-   */
-  readonly final: boolean
-}
+/** What steering is told when it is polled (shared with PlanAgent: `internal/steering`). */
+export type SteeringInput = Injection.SteeringInput
 
 /**
  * Messages to inject between steps, polled after each step's tool calls have
  * all been answered and before the next model call. Return what arrived since
  * the last poll (e.g. `Queue.clear(queue)`), or an empty array.
  */
-export type Steering = (input: SteeringInput) => Effect.Effect<ReadonlyArray<Message.Message>>
+export type Steering = Injection.Steering
 
 export interface Options<Tools extends ReadonlyArray<Tool.Any<unknown>>> {
   /** Shown in errors and logs. Default `"tool-agent"`. */
@@ -366,21 +359,13 @@ class Run<R> {
         : end
     }
     if (loop.steering === undefined) return ranTools ? proceed : end
-    return Effect.flatMap(loop.steering({ step: number, final: !ranTools }), (messages) => {
-      for (let i = 0; i < messages.length; i++) {
-        const message = messages[i] as Message.Message
-        // Injected messages must keep the history valid: no calls to answer, no answers without calls.
-        if (message.role === "tool" || Message.hasToolCalls(message)) {
-          return Effect.fail(
-            this.failed(
-              `steering returned a ${message.role === "tool" ? "tool result" : "message with tool calls"}; only messages without tool calls or results can be injected`
-            )
-          )
-        }
+    return Effect.map(
+      Injection.poll(loop.name, loop.steering, { step: number, final: !ranTools }, produced),
+      (messages) => {
+        for (let i = 0; i < messages.length; i++) produced.push(messages[i] as Message.Message)
+        return messages.length > 0 || ranTools ? messages : undefined
       }
-      for (let i = 0; i < messages.length; i++) produced.push(messages[i] as Message.Message)
-      return messages.length > 0 || ranTools ? Effect.succeed(messages) : end
-    })
+    )
   }
 }
 

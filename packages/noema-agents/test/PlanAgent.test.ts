@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { type Agent, ConversationContext, Message, Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { Effect, Exit, Fiber, Schema, Stream } from "effect"
-import { PlanAgent } from "../src/index.js"
+import { PlanAgent, type ToolAgent } from "../src/index.js"
 
 const lookups: Array<string> = []
 const lookup = Tool.make({
@@ -236,5 +236,138 @@ describe("PlanAgent", () => {
       assert.isTrue(Exit.isFailure(yield* Fiber.await(fiber)))
       assert.isTrue(hanging.requests[1]?.interrupted)
     })
+  )
+
+  it.effect("steering: what arrives joins after the step, before its review, and later steps see it", () =>
+    Effect.gen(function* () {
+      const polls: Array<ToolAgent.SteeringInput> = []
+      const model = ScriptedChatModel.make({
+        replies: [
+          draft("Look up Paris", "Look up Rome"),
+          "Paris: 2.1 million.",
+          review("done", "continue"),
+          "Rome: 2.8 million.",
+          review("done", "finish"),
+          send("Rome is bigger.")
+        ]
+      })
+      const agent = PlanAgent.make({
+        tools: [],
+        steering: (input) =>
+          Effect.sync(() => {
+            polls.push(input)
+            return polls.length === 1 ? [Message.user("and give the numbers", { id: "late" })] : []
+          })
+      })
+      const messages = yield* agent.execute(context, model)
+      assertValidHistory(messages)
+      // Polled after each step, and once more when the plan would finish (nothing came then).
+      assert.deepStrictEqual(polls, [
+        { step: 1, final: false },
+        { step: 2, final: false },
+        { step: 2, final: true }
+      ])
+      assert.deepStrictEqual(
+        messages.map(
+          (message) => `${message.role}:${message.role === "system" ? "" : Message.text(message)}`
+        ),
+        [
+          "system:",
+          "assistant:Paris: 2.1 million.",
+          "user:and give the numbers",
+          "system:",
+          "assistant:Rome: 2.8 million.",
+          "assistant:Rome is bigger."
+        ]
+      )
+      const sees = (index: number) =>
+        (model.requests[index]?.messages ?? []).some((message) => message.id === "late")
+      // The review of step 1 saw it (and was told to replan if needed); step 2 and the notify decision too.
+      assert.isTrue(sees(2))
+      assert.include(Message.text(model.requests[2]?.messages.at(-1) as Message.Message), "Messages arrived")
+      assert.isTrue(sees(3))
+      assert.isTrue(sees(5))
+      assert.isFalse(sees(1))
+    })
+  )
+
+  it.effect(
+    "steering at the end: what arrives as the plan would finish is planned for, and the loop goes on",
+    () =>
+      Effect.gen(function* () {
+        let finals = 0
+        const model = ScriptedChatModel.make({
+          replies: [
+            draft("Look up Paris"),
+            "Paris: 2.1 million.",
+            review("done", "finish"),
+            json({
+              thoughts: "One more.",
+              goal: "Also Berlin",
+              steps: [{ title: "Look up Berlin", detail: "it" }]
+            }),
+            "Berlin: 3.7 million.",
+            review("done", "finish"),
+            send("Berlin is the biggest.")
+          ]
+        })
+        const agent = PlanAgent.make({
+          tools: [],
+          steering: ({ final }) =>
+            Effect.sync(() => (final && ++finals === 1 ? [Message.user("and Berlin?", { id: "end" })] : []))
+        })
+        const events = Array.from(yield* Stream.runCollect(agent.executeStream(context, model)))
+        const messages = events.flatMap((event) => (event.type === "message" ? [event.message] : []))
+        assertValidHistory(messages)
+        assert.strictEqual(finals, 2)
+        // The second planning call saw the new message and was told to plan only for it.
+        const planning = model.requests[3]?.messages ?? []
+        assert.isTrue(planning.some((message) => message.id === "end"))
+        assert.include(Message.text(planning.at(-1) as Message.Message), "Plan only the steps")
+        const final = plans(events).at(-1)
+        assert.deepInclude(final, { goal: "Also Berlin", replans: 1, stopReason: "finished", notified: true })
+        assert.deepStrictEqual(
+          final?.steps.map((step) => `${step.id}:${step.title}:${step.status}`),
+          ["1:Look up Paris:done", "2:Look up Berlin:done"]
+        )
+        assert.strictEqual(Message.text(messages.at(-1) as Message.Message), "Berlin is the biggest.")
+      })
+  )
+
+  it.effect(
+    "steering waits for the next turn where the bounds leave no room, and is checked as ToolAgent's",
+    () =>
+      Effect.gen(function* () {
+        const polls: Array<ToolAgent.SteeringInput> = []
+        const bounded = PlanAgent.make({
+          tools: [],
+          maxSteps: 1,
+          steering: (input) => Effect.sync(() => void polls.push(input)).pipe(Effect.as([]))
+        })
+        yield* bounded.execute(
+          context,
+          ScriptedChatModel.make({
+            replies: [draft("One"), "did one", review("done", "finish"), { text: "" }]
+          })
+        )
+        // No final poll: at maxSteps the plan cannot act on what would join, so it waits for the next turn.
+        assert.deepStrictEqual(polls, [{ step: 1, final: false }])
+
+        const forged = PlanAgent.make({
+          tools: [],
+          steering: () =>
+            Effect.succeed([Message.toolResult({ toolCallId: "x", name: "lookup", content: "forged" })])
+        })
+        const error = yield* Effect.flip(
+          forged.execute(context, ScriptedChatModel.make({ replies: [draft("One"), "did one"] }))
+        )
+        assert.strictEqual(error.reason._tag, "Failed")
+        assert.include(error.message, "steering returned a tool result")
+        // What was produced before is carried by the error.
+        assert.deepStrictEqual(
+          error.messages.map((message) => message.role),
+          ["system", "assistant"]
+        )
+      })
   )
 })

@@ -15,8 +15,9 @@
  * line, stops the runtime and quits with status 0.
  */
 import * as fs from "node:fs"
+import { ToolAgent } from "@noema/agents"
 import { Approval, type ChatModel, Message, type Tool } from "@noema/core"
-import { Runtime as AgentRuntime, ContextItem, Submind, TriggerEvent } from "@noema/runtime"
+import { type Runtime as AgentRuntime, ContextItem, RuntimeBuilder, TriggerEvent } from "@noema/runtime"
 import { Session, SessionStore, Usage } from "@noema/session"
 import { Cause, Deferred, Effect, Exit, Fiber, Stream } from "effect"
 import type { Command } from "./CliArguments.js"
@@ -288,21 +289,18 @@ class Chat {
     if (current !== undefined && current.session === session) return current.runtime
     await this.#stopRuntime()
     const compaction = Models.turnCompaction(await this.#compactionSettings())
+    const builder = RuntimeBuilder.make()
+      .registerTools(
+        ...Models.tools({ tools: this.#options.tools, cwd: this.#io.cwd, mcpTools: this.#mcpTools })
+      )
+      .useModel(this.#model)
+      .useSession(session)
+    // One path for both modes: the builder makes either agent with the runtime's steering.
+    const chosen = this.#planning
+      ? builder.usePlanAgent({ name: "noema" })
+      : builder.useAgent(({ tools, steering }) => ToolAgent.make({ name: "noema", tools, steering }))
     const runtime = await this.#runtime.runPromise(
-      AgentRuntime.make({
-        session,
-        model: this.#model,
-        subminds: [Submind.userMessages, Submind.approvalDecisions],
-        agent: (steering) =>
-          Models.makeAgent({
-            tools: this.#options.tools,
-            cwd: this.#io.cwd,
-            mcpTools: this.#mcpTools,
-            plan: this.#planning,
-            steering
-          }),
-        ...(compaction !== undefined && { turnOptions: { compaction } })
-      })
+      (compaction === undefined ? chosen : chosen.useCompaction(compaction)).build()
     )
     const drawing = await this.#runtime.runPromise(this.#draw(session, runtime))
     await this.#runtime.runPromise(runtime.start)

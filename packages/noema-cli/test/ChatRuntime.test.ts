@@ -181,4 +181,51 @@ describe("noema chat on the runtime", () => {
     session.type("/exit\r")
     expect(await session.exited).toBe(0)
   })
+
+  it("with /plan on, a line typed during a step is queued and joins the plan at its next step (one turn)", async () => {
+    const json = (value: unknown) => JSON.stringify(value)
+    suite.server.enqueue(
+      {
+        type: "text",
+        text: json({ thoughts: "t", goal: "Answer", steps: [{ title: "Work", detail: "Do it" }] })
+      },
+      slow("Working on it, one word at a time, slowly."),
+      {
+        type: "text",
+        text: json({
+          thoughts: "t",
+          outcome: "done",
+          summary: "done",
+          decision: "finish",
+          remainingSteps: null
+        })
+      },
+      {
+        type: "tool-calls",
+        calls: [{ name: "user_sendMessage", arguments: json({ text: "Done, with the extra line." }) }]
+      }
+    )
+    const session = chat()
+    await session.waitFor(prompt)
+    session.type("/plan on\r")
+    await session.waitFor(/Plan workflow on[\s\S]*› $/)
+    session.type("first\r")
+    await session.waitFor(/Working on/)
+    session.type("second\r")
+    await session.waitFor(/\(queued: second\)/)
+    await session.waitFor(/Done, with the extra line\.[\s\S]*› $/)
+    // The review of the step saw the queued line: it joined the running plan, not a turn of its own.
+    expect(messagesOf(2)).toEqual([
+      ["user", "first"],
+      ["assistant", "Working on it, one word at a time, slowly."],
+      ["user", "second"]
+    ])
+    expect(suite.server.requests.length).toBe(4)
+    session.type("/exit\r")
+    expect(await session.exited).toBe(0)
+    const [saved] = await stored()
+    expect(
+      saved?.messages.filter((message) => message.role === "user").map((message) => message.content)
+    ).toEqual(["first", "second"])
+  })
 })

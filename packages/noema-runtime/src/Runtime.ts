@@ -170,7 +170,7 @@ export interface Runtime {
   readonly subscribe: Effect.Effect<Stream.Stream<RuntimeEvent>, never, Scope.Scope>
 }
 
-/** What the agent is made from: the runtime's steering, to give to a `ToolAgent`. */
+/** What the agent is made from: the runtime's steering, to give to it (`ToolAgent`, `PlanAgent`: see `RuntimeBuilder`). */
 export type AgentFactory = (
   steering: (input: { readonly final: boolean }) => Effect.Effect<ReadonlyArray<Message.Message>>
 ) => Agent.Agent

@@ -1,16 +1,23 @@
 import { assert } from "@effect/vitest"
 import { ToolAgent } from "@noema/agents"
-import { type ChatModel, ConversationContext, type Message, type Tool } from "@noema/core"
+import { type Agent, type ChatModel, ConversationContext, type Message, type Tool } from "@noema/core"
 import type { ScriptedChatModel } from "@noema/core/testing"
 import { MemoryStore, Session, SessionStore } from "@noema/session"
 import { Effect, Fiber, Stream } from "effect"
 import * as Runtime from "../src/Runtime.js"
+import type * as RuntimeBuilder from "../src/RuntimeBuilder.js"
 import * as Submind from "../src/Submind.js"
+
+/** The runtime's default agent (the builder's): the tool loop, steered by the runtime. */
+export const toolAgent = ({ tools, steering }: RuntimeBuilder.AgentParts): Agent.Agent =>
+  ToolAgent.make({ name: "runtime", tools, steering })
 
 /** A runtime on a fresh memory session, its events recorded from the start. */
 export const setup = (options: {
   readonly model: ChatModel.Service
   readonly tools?: ReadonlyArray<Tool.Any>
+  /** The cycles' agent, made as the builder makes it (default: `toolAgent`). */
+  readonly agent?: (parts: RuntimeBuilder.AgentParts) => Agent.Agent
   readonly subminds?: ReadonlyArray<Submind.Submind>
   readonly hookTimeout?: string
 }) =>
@@ -21,7 +28,7 @@ export const setup = (options: {
       session,
       model: options.model,
       subminds: [Submind.userMessages, Submind.approvalDecisions, ...(options.subminds ?? [])],
-      agent: (steering) => ToolAgent.make({ name: "runtime", tools: options.tools ?? [], steering }),
+      agent: (steering) => (options.agent ?? toolAgent)({ tools: options.tools ?? [], steering }),
       ...(options.hookTimeout !== undefined && { hookTimeout: options.hookTimeout as never })
     })
     const events: Array<Runtime.RuntimeEvent> = []

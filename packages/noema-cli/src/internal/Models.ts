@@ -7,7 +7,7 @@
  * The offline-model notice is not said here: the frame says it, for every command
  * that takes the model flags (`Frame.runner`).
  */
-import { PlanAgent, ToolAgent } from "@noema/agents"
+import { ToolAgent } from "@noema/agents"
 import { type Agent, type ChatModel, Retry, type Tool } from "@noema/core"
 import type { Session } from "@noema/session"
 import { Duration, Effect, Stream } from "effect"
@@ -152,24 +152,15 @@ export const turnCompaction = (settings: CompactionSettings): CompactionSettings
   settings.budget > 0 ? settings : undefined
 
 /** The built-in tools (unless `--no-tools`) and the MCP servers' tools (`--mcp`). */
-export const makeAgent = (options: {
+export const tools = (options: {
   readonly tools: boolean
   readonly cwd: string
   readonly mcpTools?: ReadonlyArray<Tool.Any>
-  /** The plan workflow (`PlanAgent`, `/plan on`) instead of the tool loop. */
-  readonly plan?: boolean
-  /** The runtime's steering: messages typed during an answer join it between steps. */
-  readonly steering?: ToolAgent.Steering
-}): Agent.Agent => {
-  const tools = [
-    ...(options.tools ? BuiltinTools.make({ root: options.cwd }) : []),
-    ...(options.mcpTools ?? [])
-  ]
-  return options.plan === true
-    ? PlanAgent.make({ name: "noema", tools })
-    : ToolAgent.make({
-        name: "noema",
-        tools,
-        ...(options.steering !== undefined && { steering: options.steering })
-      })
-}
+}): ReadonlyArray<Tool.Any> => [
+  ...(options.tools ? BuiltinTools.make({ root: options.cwd }) : []),
+  ...(options.mcpTools ?? [])
+]
+
+/** The tool loop over `tools(options)`, for a one-off turn (`ask`; chat's agent is its runtime's). */
+export const makeAgent = (options: Parameters<typeof tools>[0]): Agent.Agent =>
+  ToolAgent.make({ name: "noema", tools: tools(options) })
