@@ -70,6 +70,40 @@ describe("TaskPlanner", () => {
     })
   )
 
+  it.effect("a schema-following model's plan, null for every optional field, is accepted as it is", () =>
+    Effect.gen(function* () {
+      // What a strict-mode model sends: every key present, null for the optional ones
+      // (declared `anyOf [string, null]` / `anyOf [boolean, null]`).
+      const strict = {
+        tasks: [
+          {
+            title: "Send the report",
+            purpose: "send the report to the team",
+            instructions: "Send it.",
+            applicability: null,
+            evaluation: "the report is sent",
+            retryable: null,
+            subtasks: []
+          }
+        ]
+      }
+      const world = yield* PlannerTesting.world()
+      const model = PlannerTesting.scriptedModel({ plan: strict })
+      const tree = yield* TaskPlanner.planAndPersist({
+        model,
+        index: world.index,
+        actor: planner,
+        request: "hi"
+      })
+      assert.strictEqual(model.requests.length, 1, "accepted without a repair round")
+      const parameters = JSON.stringify(model.requests[0]!.request.tools?.[0]?.parameters)
+      assert.include(parameters, '"applicability":{"anyOf":[{"type":"string"},{"type":"null"}]')
+      const task = (yield* world.store.get(tree.tasks[0]!.urn)) as Resource.Task
+      assert.isFalse("applicability" in task, "null is the field left out")
+      assert.isFalse("retryable" in task)
+    })
+  )
+
   it.effect("a second invalid payload fails, saying why", () =>
     Effect.gen(function* () {
       const model = PlannerTesting.scriptedModel({
