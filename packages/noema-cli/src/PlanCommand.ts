@@ -259,7 +259,6 @@ export const run = (command: PlanCommand, io: Io) =>
         model: model!,
         index,
         events,
-        vectors,
         tools: command.noTools ? [] : BuiltinTools.make({ root: io.cwd }),
         plannerActor,
         ...(command.conversation !== undefined && { conversation: command.conversation }),

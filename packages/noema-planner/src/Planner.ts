@@ -32,7 +32,7 @@
 
 import { ToolAgent } from "@noema/agents"
 import { type ChatModel, ConversationContext, Message, StructuredOutput, type Tool } from "@noema/core"
-import { Resource, type ResourceEvents, type ResourceIndex, Urn, type VectorIndex } from "@noema/resources"
+import { Resource, type ResourceEvents, type ResourceIndex, Urn } from "@noema/resources"
 import { Cause, Duration, Effect, Fiber, Option, Schema, Semaphore, Stream } from "effect"
 import * as Assistants from "./Assistants.js"
 import * as Budget from "./Budget.js"
@@ -130,10 +130,12 @@ export type PlannerEvent =
 
 export interface Options {
   readonly model: ChatModel.Service
-  /** The index every access goes through (its store, policy, and the `vectors` below). */
+  /**
+   * The index every access goes through: its store, its policy, and its vector index (made
+   * with `{ vectors }`), which elections and context windows search through the policy.
+   */
   readonly index: ResourceIndex.Service
   readonly events: ResourceEvents.Service
-  readonly vectors: VectorIndex.Service
   /** Tools the leaves' inner loops may use, by name (an assistant's `tools` picks among them; none named: all). */
   readonly tools?: ReadonlyArray<Tool.Any>
   /** Who plans and persists the tree. Default `cld:assistant.planner`. */
@@ -212,7 +214,7 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
     const budget = Budget.make(options.model, limits)
     const model = budget.model
     const planner = options.plannerActor ?? "cld:assistant.planner"
-    const { index, events, vectors } = options
+    const { index, events } = options
     const emit = (event: PlannerEvent) =>
       options.onEvent === undefined ? Effect.void : options.onEvent(event)
     const permits = yield* Semaphore.make(limits.parallel)
@@ -238,7 +240,7 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
     ): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
       Effect.forEach(tasks, (task) =>
         Effect.gen(function* () {
-          const assignment = yield* Assistants.elect(vectors, task.resource, election).pipe(
+          const assignment = yield* Assistants.elect(index, planner, task.resource, election).pipe(
             Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
           )
           const resource: Resource.Task = { ...task.resource, assignment }
