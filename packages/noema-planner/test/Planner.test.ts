@@ -237,7 +237,15 @@ describe("Planner.run", () => {
       assert.match(evaluations[1]!, /## Write introduction \(done\)/)
       const draft = tasks.find((task) => task.meta.name === "1. Draft")!
       assert.strictEqual(draft.status, "done")
-      assert.match(draft.output!, /^Draft is complete now/)
+      assert.match(draft.completedAt!, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+      // The supervisor's verdict is its own final message, stored under it like a leaf's output.
+      const final = (yield* world.store.findByPrefix(draft.meta.urn)).filter(
+        (resource): resource is Resource.Message =>
+          resource.meta.type === "message" && resource.meta.parent === draft.meta.urn
+      )
+      assert.strictEqual(final.length, 1)
+      assert.match(final[0]!.content, /^Draft is complete now\n\n## Write introduction \(done\)/)
+      assert.strictEqual(result.tasks.find((task) => task.title === "Draft")?.output, final[0]!.content)
     })
   )
 
