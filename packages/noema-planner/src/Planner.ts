@@ -588,6 +588,9 @@ const supervise = (
 ): Effect.Effect<TaskReport, PlannerError> =>
   Effect.gen(function* () {
     let all = [...task.subtasks]
+    // Resumed: the subtasks done before are not run again; they are reported as such.
+    for (const child of all.filter(isDone))
+      yield* reuse(run, child, child.resource.assignment?.assistant ?? run.planner)
     let children = all.filter((child) => !isDone(child))
     const used = all.filter((child) => child.resource.corrective === true).length
     for (let round = used; ; round++) {
@@ -766,7 +769,7 @@ const work = (
   tree: TaskPlanner.PlannedTree
 ): Effect.Effect<Result, PlannerError> =>
   Effect.gen(function* () {
-    yield* storeTools(run, run.tools)
+    yield* storeTools(run, run.graph === undefined ? run.tools : [...run.tools, run.graph.tool])
     const assigned = yield* assign(run, tree.tasks)
     yield* Effect.forEach(assigned, (task) => execute(run, task), { concurrency: "unbounded", discard: true })
     // The outcomes as stored, in plan order (corrective subtasks included).
