@@ -666,11 +666,14 @@ const supervise = (
     }
   })
 
-/** A task done in an earlier run: not run again, its output read back from the store. */
+/** A task done in an earlier run: not run again, its output (the newest message under it) read back. */
 const reuse = (run: Run, task: TaskPlanner.PlannedTask, actor: string) =>
   Effect.gen(function* () {
-    const [outcome] = yield* outcomes(run, task, actor, [task])
-    const report = outcome ?? done(task, "")
+    const found = yield* Effect.mapError(
+      run.index.findReadable(actor, task.urn),
+      storeError(`reading "${titleOf(task)}"`)
+    )
+    const report = done(task, StoredTree.outputs(found.resources).get(task.urn)?.content ?? "")
     yield* run.emit({
       type: "done",
       urn: task.urn,

@@ -494,7 +494,13 @@ describe("Planner.run", () => {
         assert.match(evaluations[0]!, /## Find tea facts \(done\)\nFind tea facts: black and green/)
         assert.match(evaluations[0]!, /## Find tea sources \(done\)\nFind tea sources: done/)
         assert.isTrue(
-          seen.some((event) => event.type === "done" && event.title === "Find tea facts" && event.before)
+          seen.some(
+            (event) =>
+              event.type === "done" &&
+              event.title === "Find tea facts" &&
+              event.before === true &&
+              event.output === "Find tea facts: black and green"
+          )
         )
         assert.deepStrictEqual(
           result.missing.map((task) => [task.title, task.reason]),
