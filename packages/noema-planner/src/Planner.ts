@@ -299,10 +299,17 @@ const storeOutput = (run: Run, task: TaskPlanner.PlannedTask, actor: string, tex
     return message
   })
 
-/** Stores the outcome (done after its output message, or failed with why) and reports it. */
-const finish = (run: Run, task: TaskPlanner.PlannedTask, actor: string, outcome: TaskReport) =>
+/** Stores the outcome (done after its output message, unless already stored, or failed with why) and reports it. */
+const finish = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string,
+  outcome: TaskReport,
+  output: "to store" | "stored" = "to store"
+) =>
   Effect.gen(function* () {
-    if (outcome.status === "done") yield* storeOutput(run, task, actor, outcome.output ?? "")
+    if (outcome.status === "done" && output === "to store")
+      yield* storeOutput(run, task, actor, outcome.output ?? "")
     yield* store(run, task, actor, {
       status: outcome.status,
       completedAt: new Date().toISOString(),
@@ -404,9 +411,11 @@ const direct = (
     if (produced._tag === "Failure")
       return yield* finish(run, task, actor, failed(task, describe(produced.failure)))
     const last = [...produced.success].reverse().find((message) => message.role === "assistant")
-    const report = yield* finish(run, task, actor, done(task, last === undefined ? "" : Message.text(last)))
-    yield* addStatements(run, task, actor)
-    return report
+    const text = last === undefined ? "" : Message.text(last)
+    const message = yield* storeOutput(run, task, actor, text)
+    // Its statements go into the graph, named after the message that states them.
+    run.graph?.add(message.meta.urn, Graph.statementsOf(text))
+    return yield* finish(run, task, actor, done(task, text), "stored")
   }).pipe(
     // The task's own writes may be denied by the policy: it fails, saying why (its supervisor
     // learns it when the subtasks' fibers return, since no event could announce it).
@@ -425,18 +434,6 @@ const direct = (
       })
     )
   )
-
-/** The statements of the leaf's stored output go into the graph, named after its message. */
-const addStatements = (run: Run, task: TaskPlanner.PlannedTask, actor: string) =>
-  run.graph === undefined
-    ? Effect.void
-    : Effect.map(
-        Effect.mapError(run.index.findReadable(actor, task.urn), storeError(`reading "${titleOf(task)}"`)),
-        (found) => {
-          const message = StoredTree.outputs(found.resources).get(task.urn)
-          if (message !== undefined) run.graph?.add(message.meta.urn, Graph.statementsOf(message.content))
-        }
-      )
 
 /** The outcomes of `children` as the store holds them, read by their supervisor `actor`. */
 const outcomes = (
