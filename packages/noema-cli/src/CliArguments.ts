@@ -186,6 +186,8 @@ export type PlanCommand =
       readonly assistants: string | undefined
       /** `--conversation URN`: plan in an existing conversation. */
       readonly conversation: string | undefined
+      /** `--resume URN`: continue the plan stored under a request's message (no REQUEST then). */
+      readonly resume: string | undefined
       /** `--threshold X`: the similarity that elects an assistant by itself. */
       readonly threshold: number | undefined
       /** `--fallback model|none|URN`: who decides below the threshold. */

@@ -691,6 +691,11 @@ const planCommand = Command.make(
       "URN",
       "plan in an existing conversation (its history is context)"
     ),
+    resume: Flags.optional(
+      "resume",
+      "URN",
+      "continue the plan stored under this request's message (after a kill or Ctrl-C): what is done is not run again"
+    ),
     threshold: Flags.optional(
       "threshold",
       "X",
@@ -725,7 +730,13 @@ const planCommand = Command.make(
   },
   (input) => plan("plan", { type: "plan", ...input })
 ).pipe(
-  Command.validate(({ request }) => (request === "" ? missing("REQUEST") : Effect.void)),
+  Command.validate(({ request, resume }) =>
+    request === "" && resume === undefined
+      ? missing("REQUEST")
+      : request !== "" && resume !== undefined
+        ? invalid("--resume continues a stored plan: give it or a REQUEST, not both")
+        : Effect.void
+  ),
   about(
     "a request planned as a tree of tasks, each done by the assistant that fits it",
     `The model plans the whole tree in one tool call; every task gets the assistant whose

@@ -94,7 +94,12 @@ const renderer = (io: Io, names: ReadonlyMap<string, string>) => {
         return `${indent(event.depth)}▸ ${event.title} ${style.dim(event.mode === "direct" ? "working" : "supervising its subtasks")}`
       case "done": {
         const since = started.get(event.urn)
-        const took = since === undefined ? "" : ` (${durationOf(Date.now() - since)})`
+        const took =
+          event.before === true
+            ? " (done before)"
+            : since === undefined
+              ? ""
+              : ` (${durationOf(Date.now() - since)})`
         return `${indent(event.depth)}${style.green("✓")} ${event.title}${style.dim(took)}  ${style.dim(firstLine(event.output, 70))}`
       }
       case "failed":
@@ -133,7 +138,12 @@ const fallbackOf = (command: Extract<PlanCommand, { type: "plan" }>) => {
   return command.fallback
 }
 
-const taskLine = (task: Resource.Task, depth: number, names: ReadonlyMap<string, string>) => {
+const taskLine = (
+  task: Resource.Task,
+  depth: number,
+  names: ReadonlyMap<string, string>,
+  output: string | undefined
+) => {
   const icon = { pending: "□", running: "▸", done: "✓", failed: "✗" }[task.status]
   const assignment = task.assignment
   const who =
@@ -141,8 +151,8 @@ const taskLine = (task: Resource.Task, depth: number, names: ReadonlyMap<string,
       ? ""
       : `  → ${Terminal.oneLine(names.get(assignment.assistant) ?? assignment.assistant, 80)} (${assignment.by} ${assignment.score.toFixed(2)})`
   const detail =
-    task.status === "done" && task.output !== undefined
-      ? `\n${"  ".repeat(depth + 1)}${firstLine(task.output)}`
+    task.status === "done" && output !== undefined
+      ? `\n${"  ".repeat(depth + 1)}${firstLine(output)}`
       : task.status === "failed" && task.reason !== undefined
         ? `\n${"  ".repeat(depth + 1)}${firstLine(task.reason)}`
         : ""
@@ -163,6 +173,7 @@ const prepare = async (command: PlanCommand, frame: Frame.Shape) => {
     command.type === "plan" ? "--conversation" : "URN",
     command.type === "plan" ? command.conversation : command.urn
   )
+  if (command.type === "plan") checkUrn("--resume", command.resume)
   const toRegister =
     command.type === "plan" && command.assistants !== undefined
       ? Resources.readResources(command.assistants, io)
@@ -205,6 +216,12 @@ export const run = (command: PlanCommand, io: Io) =>
         const root = yield* index.get(command.as, command.urn)
         const below = yield* index.findByPrefix(command.as, command.urn)
         const tasks = [root, ...below].filter((r): r is Resource.Task => r.meta.type === "task")
+        // A task's output is the newest message under it (the store's one home for it).
+        const outputs = new Map<string, string>()
+        for (const message of below
+          .filter((r): r is Resource.Message => r.meta.type === "message")
+          .sort((a, b) => (a.meta.name < b.meta.name ? -1 : 1)))
+          if (message.meta.parent !== undefined) outputs.set(message.meta.parent, message.content)
         if (command.json) return yield* print(`${JSON.stringify(tasks)}\n`)
         if (tasks.length === 0)
           return yield* Effect.sync(() => io.stderr.write(`noema: no tasks under ${command.urn}\n`))
@@ -217,7 +234,7 @@ export const run = (command: PlanCommand, io: Io) =>
         }
         const lines: Array<string> = []
         const visit = (task: Resource.Task, depth: number) => {
-          lines.push(taskLine(task, depth, names))
+          lines.push(taskLine(task, depth, names, outputs.get(task.meta.urn)))
           for (const child of (children.get(task.meta.urn) ?? []).sort(
             (a, b) => (a.position ?? 0) - (b.position ?? 0)
           ))
@@ -255,12 +272,12 @@ export const run = (command: PlanCommand, io: Io) =>
       const names = new Map(assistants.map((a) => [a.meta.urn, a.meta.name]))
       const render = renderer(io, names)
       const fallback = fallbackOf(command)
-      const result = yield* Planner.run(command.request, {
+      const options: Planner.Options = {
         model: model!,
         index,
         events,
-        vectors,
         tools: command.noTools ? [] : BuiltinTools.make({ root: io.cwd }),
+        ...(command.noTools && { graph: false as const }),
         plannerActor,
         ...(command.conversation !== undefined && { conversation: command.conversation }),
         election: {
@@ -287,7 +304,10 @@ export const run = (command: PlanCommand, io: Io) =>
             const line = render(event)
             if (line !== undefined) io.stdout.write(`${line}\n`)
           })
-      })
+      }
+      const result = yield* command.resume === undefined
+        ? Planner.run(command.request, options)
+        : Planner.resume(command.resume, options)
       if (command.json)
         return yield* print(
           `${JSON.stringify({ type: "result", ...result, tree: { conversation: result.tree.conversation, message: result.tree.message } })}\n`
@@ -307,7 +327,9 @@ export const run = (command: PlanCommand, io: Io) =>
     ).pipe(
       Effect.onInterrupt(() =>
         Effect.sync(() =>
-          io.stderr.write("noema: interrupted; the tasks under way are stored as interrupted\n")
+          io.stderr.write(
+            "noema: interrupted; the tasks under way are stored as interrupted; noema plan --resume MESSAGE continues the plan\n"
+          )
         )
       ),
       Effect.ensuring(Effect.sync(dispose))

@@ -295,4 +295,92 @@ describe("noema plan against an OpenAI-compatible server", () => {
     const shown = await runCli(["tasks", "show", message!], { env })
     assert.match(shown.stdout, /^✗ 1\. Slow .*\n {2}interrupted before it finished\n$/)
   })
+
+  it("killed (SIGKILL) in the middle, --resume continues from the store: what is done is not run again", async () => {
+    const env = { NOEMA_HOME: path.join(frame.home, "killed") }
+    const leaf = (title: string) => ({
+      title,
+      purpose: `answer ${title}`,
+      instructions: `answer ${title}`,
+      evaluation: "answered",
+      subtasks: []
+    })
+    const plan = {
+      tasks: [
+        {
+          title: "Both",
+          purpose: "answer both",
+          instructions: "answer both",
+          evaluation: "both answered",
+          subtasks: [leaf("Fast"), leaf("Slow")]
+        }
+      ]
+    }
+    const asked: Array<string> = []
+    const answer = (hangOnSlow: boolean) => (request: { readonly body: unknown }) => {
+      const body = request.body as ChatBody
+      if (body.tools?.some((tool) => tool.function.name === "create_tasks"))
+        return {
+          type: "tool-calls" as const,
+          calls: [{ name: "create_tasks", arguments: JSON.stringify(plan) }]
+        }
+      if (body.response_format?.json_schema?.name === "evaluation")
+        return {
+          type: "text" as const,
+          text: JSON.stringify({ successful: true, reason: "both answered", corrective: [] })
+        }
+      const system = textOf(body.messages.find((m) => m.role === "system")?.content)
+      const task = /Your task: (.*)/.exec(system)?.[1] ?? "?"
+      asked.push(task)
+      if (hangOnSlow && task === "Slow") return { type: "hang" as const }
+      return { type: "text" as const, text: `${task} answered` }
+    }
+    frame.server.setFallback(answer(true))
+    const flags = [
+      "--base-url",
+      frame.server.url,
+      "--api-key",
+      "k",
+      "-m",
+      "m",
+      "--no-tools",
+      "--fallback",
+      "cld:assistant.any"
+    ]
+    let fastDone: () => void = () => undefined
+    const fast = new Promise<void>((resolve) => {
+      fastDone = resolve
+    })
+    let output = ""
+    const killed = await runCli(["plan", "answer fast and slow", ...flags], {
+      env,
+      onStart: (child) => {
+        child.stdout?.on("data", (chunk: Buffer) => {
+          output += chunk.toString()
+          if (output.includes("✓ Fast") && output.includes("▸ Slow working")) fastDone()
+        })
+        void fast.then(() => child.kill("SIGKILL"))
+      }
+    })
+    assert.equal(killed.signal, "SIGKILL")
+    const message = /planned 3 tasks under (\S+)/.exec(output)?.[1]
+    assert.ok(message, output)
+    assert.deepEqual(asked.sort(), ["Fast", "Slow"])
+
+    asked.length = 0
+    frame.server.setFallback(answer(false))
+    const resumed = await runCli(["plan", "--resume", message!, ...flags], { env })
+    assert.equal(resumed.code, 0, resumed.stderr)
+    assert.deepEqual(asked, ["Slow"], "the finished leaf is not asked again")
+    assert.match(resumed.stdout, /✓ Fast \(done before\) {2}Fast answered/, resumed.stdout)
+    assert.match(
+      resumed.stdout,
+      /## Both\nboth answered\n\n## Fast \(done\)\nFast answered\n\n## Slow \(done\)\nSlow answered/
+    )
+    const shown = await runCli(["tasks", "show", message!], { env })
+    assert.match(
+      shown.stdout,
+      /^✓ 1\. Both .*\n {2}both answered\n {2}✓ 1\. Fast .*\n {4}Fast answered\n {2}✓ 2\. Slow .*\n {4}Slow answered\n$/
+    )
+  })
 })

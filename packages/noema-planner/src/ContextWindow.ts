@@ -108,7 +108,9 @@ export const build = (
         const urn = resource.meta.urn
         if (
           seen.has(urn) ||
+          // Who works and with what is given otherwise (the assistant's prompt, its tools).
           resource.meta.type === "assistant" ||
+          resource.meta.type === "tool" ||
           (resource.meta.score ?? 0) < (options.minScore ?? 0.1)
         )
           continue

@@ -2,11 +2,18 @@
  * Graph: linked data extracted from text, in an RDF store of its own (`n3`),
  * kept apart from resources, and queried by the model through a tool.
  *
- * `extract` asks the model for the (subject, predicate, object) statements a
- * text resource makes and adds them to the store, in a named graph that is the
- * resource's URN (so every triple says where it came from). `query` matches a
- * triple pattern (any of the three may be left open). `tool` is that query as
- * a tool for agents: `graph_query`.
+ * Statements come in two ways, each into a named graph that is the source
+ * resource's URN (so every triple says where it came from):
+ * - `statementsOf` reads the deterministic format the planner asks its leaves to
+ *   end their answers with, one statement per line, `fact: subject | predicate |
+ *   object` (`factFormat`): no model call, and the same statements again when a
+ *   stored output is read back (a resumed plan rebuilds its graph from the store);
+ * - `extract` asks the model for the statements of any text (a document, a chunk),
+ *   as structured output.
+ * `query` matches a triple pattern (any of the three may be left open). `tool`
+ * is that query as the `graph_query` tool; `toolFor(readable)` is the same tool
+ * answering only with statements whose source the asker may read (the policy
+ * decides, as for every access).
  */
 import { type ChatModel, Message, StructuredOutput, Tool } from "@noema/core"
 import type { Resource } from "@noema/resources"
@@ -36,6 +43,26 @@ const base = "urn:noema:graph:"
 const term = (name: string) => namedNode(`${base}${encodeURIComponent(name.trim().toLowerCase())}`)
 const nameOf = (iri: string) => decodeURIComponent(iri.startsWith(base) ? iri.slice(base.length) : iri)
 
+/** What a leaf is told, so that its answer's facts reach the graph (read back by `statementsOf`). */
+export const factFormat =
+  "End your answer with the facts it establishes that others may need, one per line, as: fact: subject | predicate | object"
+
+const factLine = /^\s*(?:[-*]\s*)?fact:\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|\s*(.+?)\s*$/i
+
+/** The statements `text` makes in the `factFormat` lines (other lines are not statements). */
+export const statementsOf = (text: string): Array<Triple> =>
+  text.split("\n").flatMap((line) => {
+    const match = factLine.exec(line)
+    return match === null ? [] : [{ subject: match[1]!, predicate: match[2]!, object: match[3]! }]
+  })
+
+const Pattern = Schema.Struct({
+  // A schema-following model sends null for what it leaves open: the same as leaving it out.
+  subject: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  predicate: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  object: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
+
 export interface Graph {
   readonly size: () => number
   readonly add: (source: string, triples: ReadonlyArray<Triple>) => void
@@ -47,10 +74,32 @@ export interface Graph {
     text: string
   ) => Effect.Effect<number, GraphError>
   readonly tool: Tool.Any
+  /** `graph_query` answering only with statements whose source `readable` says the asker may read. */
+  readonly toolFor: (readable: (source: string) => Effect.Effect<boolean>) => Tool.Any
 }
 
 export const make = (): Graph => {
   const store = new N3.Store()
+  // The handler reads `graph` when called, after it is made.
+  const queryTool = (readable: (source: string) => Effect.Effect<boolean>): Tool.Any =>
+    Tool.make({
+      name: "graph_query",
+      description:
+        "Look up facts extracted from the documents and the other tasks' answers: give any of subject, predicate, object (leave the others out) to get the matching statements and where they come from.",
+      parameters: Pattern,
+      handler: (pattern) =>
+        Effect.gen(function* () {
+          const asked = graph.query({
+            ...(typeof pattern.subject === "string" ? { subject: pattern.subject } : {}),
+            ...(typeof pattern.predicate === "string" ? { predicate: pattern.predicate } : {}),
+            ...(typeof pattern.object === "string" ? { object: pattern.object } : {})
+          })
+          const found = yield* Effect.filter(asked, (match) => readable(match.source))
+          return found.length === 0
+            ? "No matching statements."
+            : found.map((m) => `${m.subject} ${m.predicate} ${m.object}  (from ${m.source})`).join("\n")
+        })
+    }) as Tool.Any
   const graph: Graph = {
     size: () => store.size,
     add: (source, triples) => {
@@ -99,27 +148,8 @@ export const make = (): Graph => {
             })
         )
       ),
-    tool: Tool.make({
-      name: "graph_query",
-      description:
-        "Look up facts extracted from the documents: give any of subject, predicate, object (leave the others out) to get the matching statements and where they come from.",
-      parameters: Schema.Struct({
-        subject: Schema.optional(Schema.String),
-        predicate: Schema.optional(Schema.String),
-        object: Schema.optional(Schema.String)
-      }),
-      handler: (pattern) =>
-        Effect.sync(() => {
-          const found = graph.query({
-            ...(pattern.subject === undefined ? {} : { subject: pattern.subject }),
-            ...(pattern.predicate === undefined ? {} : { predicate: pattern.predicate }),
-            ...(pattern.object === undefined ? {} : { object: pattern.object })
-          })
-          return found.length === 0
-            ? "No matching statements."
-            : found.map((m) => `${m.subject} ${m.predicate} ${m.object}  (from ${m.source})`).join("\n")
-        })
-    }) as Tool.Any
+    tool: queryTool(() => Effect.succeed(true)),
+    toolFor: queryTool
   }
   return graph
 }

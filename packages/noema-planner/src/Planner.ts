@@ -11,15 +11,27 @@
  *    window (the resources along its URN path, the most similar ones, the
  *    conversation's history), the assistant's inner tool loop (`ToolAgent`),
  *    and its output persisted as a `message` resource under the task; the task
- *    is then stored `done` (or `failed`, with why). A task with subtasks
+ *    is then stored `done` (or `failed`, with why) with its `completedAt`. The
+ *    statements the output states (`Graph.factFormat` lines) go into the RDF
+ *    graph, named after the message, and every leaf has `graph_query` (answering
+ *    with what its assistant may read). A task with subtasks
  *    **supervises**: it subscribes, as its assistant (which hears only what
  *    the policy lets it read), to `RESOURCE_PUT` events under its URN before
  *    its subtasks start, and learns from those events, not from the fibers,
- *    when each subtask has finished; then it evaluates their results
+ *    when each subtask has finished; then it reads their outcomes from the
+ *    store (each one's status and the message under it), evaluates them
  *    against its `evaluation` with the model, and when they fall short it adds
- *    corrective subtasks (assigned and run the same way) and evaluates again.
+ *    corrective subtasks (assigned and run the same way) and evaluates again;
+ *    its verdict is stored as its own final message.
  *    Siblings run in parallel, at most `parallel` leaves at a time.
- * 4. **Answer**: the top-level tasks' outputs, and what is missing.
+ * 4. **Answer**: the top-level tasks' outputs, and what is missing, read
+ *    from the store.
+ *
+ * The store is the one home of a plan's state, so `resume` continues a plan
+ * cut short (a kill, Ctrl-C) from it: what is done is not run again (its
+ * output is read back), the rest is run, and a task marked `retryable: false`
+ * that had started is not run twice. The registered tools are stored as
+ * `tool` resources.
  *
  * Hard limits: the tree's depth, children and size (at planning), corrective
  * rounds per task, model calls and tokens in all (`Budget`), and stall
@@ -32,11 +44,13 @@
 
 import { ToolAgent } from "@noema/agents"
 import { type ChatModel, ConversationContext, Message, StructuredOutput, type Tool } from "@noema/core"
-import { Resource, type ResourceEvents, type ResourceIndex, Urn, type VectorIndex } from "@noema/resources"
+import { Resource, type ResourceEvents, type ResourceIndex, Urn } from "@noema/resources"
 import { Cause, Duration, Effect, Fiber, Option, Schema, Semaphore, Stream } from "effect"
 import * as Assistants from "./Assistants.js"
 import * as Budget from "./Budget.js"
 import * as ContextWindow from "./ContextWindow.js"
+import * as Graph from "./Graph.js"
+import * as StoredTree from "./internal/StoredTree.js"
 import * as TaskPlanner from "./TaskPlanner.js"
 import * as TaskTree from "./TaskTree.js"
 
@@ -87,6 +101,8 @@ export type PlannerEvent =
       readonly title: string
       readonly depth: number
       readonly output: string
+      /** Done in an earlier run of the plan (resumed): not run again, its output read back. */
+      readonly before?: true
     }
   | {
       readonly type: "failed"
@@ -130,10 +146,12 @@ export type PlannerEvent =
 
 export interface Options {
   readonly model: ChatModel.Service
-  /** The index every access goes through (its store, policy, and the `vectors` below). */
+  /**
+   * The index every access goes through: its store, its policy, and its vector index (made
+   * with `{ vectors }`), which elections and context windows search through the policy.
+   */
   readonly index: ResourceIndex.Service
   readonly events: ResourceEvents.Service
-  readonly vectors: VectorIndex.Service
   /** Tools the leaves' inner loops may use, by name (an assistant's `tools` picks among them; none named: all). */
   readonly tools?: ReadonlyArray<Tool.Any>
   /** Who plans and persists the tree. Default `cld:assistant.planner`. */
@@ -143,15 +161,14 @@ export interface Options {
   /** An existing conversation to plan in (a new one otherwise). */
   readonly conversation?: string
   readonly onEvent?: (event: PlannerEvent) => Effect.Effect<void>
+  /**
+   * The RDF graph the leaves' statements go into and `graph_query` answers from (a new one
+   * by default); `false`: no graph, no `graph_query`.
+   */
+  readonly graph?: Graph.Graph | false
 }
 
-export interface TaskReport {
-  readonly urn: string
-  readonly title: string
-  readonly status: "done" | "failed"
-  readonly output?: string
-  readonly reason?: string
-}
+export type TaskReport = StoredTree.Outcome
 
 export interface Result {
   readonly tree: TaskPlanner.PlannedTree
@@ -164,6 +181,8 @@ export interface Result {
   readonly tokens: number
   /** The limit that stopped work, if one did. */
   readonly limit?: string
+  /** The graph the leaves' statements went into (none when `graph: false`). */
+  readonly graph?: Graph.Graph
 }
 
 export class PlannerError extends Schema.TaggedError<PlannerError>()("PlannerError", {
@@ -204,464 +223,660 @@ const checkDepth = (limits: Limits, conversation: string | undefined): Effect.Ef
       )
 }
 
-/** Runs the whole flow for `request`. */
-export const run = (request: string, options: Options): Effect.Effect<Result, PlannerError> =>
-  Effect.gen(function* () {
-    const limits: Limits = { ...defaultLimits, ...options.limits }
-    yield* checkDepth(limits, options.conversation)
-    const budget = Budget.make(options.model, limits)
-    const model = budget.model
-    const planner = options.plannerActor ?? "cld:assistant.planner"
-    const { index, events, vectors } = options
-    const emit = (event: PlannerEvent) =>
-      options.onEvent === undefined ? Effect.void : options.onEvent(event)
-    const permits = yield* Semaphore.make(limits.parallel)
-    const election = {
-      ...options.election,
-      ...(options.election?.fallback?.kind === "model" ? { fallback: { kind: "model" as const, model } } : {})
-    }
-    const reports = new Map<string, TaskReport>()
+/** What every step of one planner run shares. */
+interface Run {
+  readonly options: Options
+  readonly limits: Limits
+  readonly model: ChatModel.Service
+  readonly planner: string
+  readonly index: ResourceIndex.Service
+  readonly events: ResourceEvents.Service
+  readonly emit: (event: PlannerEvent) => Effect.Effect<void>
+  readonly permits: Semaphore.Semaphore
+  readonly election: Assistants.ElectionOptions
+  readonly graph: Graph.Graph | undefined
+  readonly tools: ReadonlyArray<Tool.Any>
+  /** Outcomes that could not be stored (a write the policy denied): the store cannot tell them. */
+  readonly unstored: Map<string, TaskReport>
+}
 
-    const tree = yield* TaskPlanner.planAndPersist({
-      model,
-      index,
-      actor: planner,
-      request,
-      ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
-      limits
-    }).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
-    yield* emit({ type: "planned", tree })
+const storeError =
+  (what: string) =>
+  (error: { readonly message: string }): PlannerError =>
+    new PlannerError({ message: `${what}: ${error.message}`, cause: error })
 
-    /** Elects and stores the assignment of every task of `tasks`, recursively. */
-    const assign = (
-      tasks: ReadonlyArray<TaskPlanner.PlannedTask>
-    ): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
-      Effect.forEach(tasks, (task) =>
-        Effect.gen(function* () {
-          const assignment = yield* Assistants.elect(vectors, task.resource, election).pipe(
-            Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
-          )
-          const resource: Resource.Task = { ...task.resource, assignment }
-          yield* Effect.mapError(
-            index.put(planner, resource),
-            (error) =>
-              new PlannerError({
-                message: `storing the assignment of "${titleOf(task)}": ${error.message}`,
-                cause: error
-              })
-          )
-          yield* emit({
-            type: "assigned",
-            urn: task.urn,
-            title: titleOf(task),
-            depth: task.depth,
-            assignment
-          })
-          return { ...task, resource, subtasks: yield* assign(task.subtasks) }
-        })
-      )
-
-    /** Stores the task's new state as its assistant; its PUT event tells its supervisor. */
-    const store = (task: TaskPlanner.PlannedTask, actor: string, change: Partial<Resource.Task>) =>
-      Effect.mapError(
-        Effect.flatMap(index.get(actor, task.urn), (current) =>
-          index.put(actor, { ...(current as Resource.Task), ...change } as Resource.Task)
-        ),
-        (error) => new PlannerError({ message: `storing "${titleOf(task)}": ${error.message}`, cause: error })
-      )
-
-    const finish = (task: TaskPlanner.PlannedTask, actor: string, outcome: TaskReport) =>
-      Effect.gen(function* () {
-        reports.set(task.urn, outcome)
-        yield* store(task, actor, {
-          status: outcome.status,
-          ...(outcome.output === undefined ? {} : { output: outcome.output }),
-          ...(outcome.reason === undefined ? {} : { reason: outcome.reason })
-        })
-        yield* emit(
-          outcome.status === "done"
-            ? {
-                type: "done",
-                urn: task.urn,
-                title: titleOf(task),
-                depth: task.depth,
-                output: outcome.output ?? ""
-              }
-            : {
-                type: "failed",
-                urn: task.urn,
-                title: titleOf(task),
-                depth: task.depth,
-                reason: outcome.reason ?? "failed"
-              }
+/** Elects and stores the assignment of every task of `tasks` that has none yet, recursively. */
+const assign = (
+  run: Run,
+  tasks: ReadonlyArray<TaskPlanner.PlannedTask>
+): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
+  Effect.forEach(tasks, (task) =>
+    Effect.gen(function* () {
+      let resource = task.resource
+      if (resource.assignment === undefined) {
+        const assignment = yield* Assistants.elect(run.index, run.planner, task.resource, run.election).pipe(
+          Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
         )
-        return outcome
-      })
-
-    /** A leaf: its context, the inner loop, its output as a message under it. */
-    const direct = (task: TaskPlanner.PlannedTask, actor: string): Effect.Effect<TaskReport, PlannerError> =>
-      Effect.gen(function* () {
-        const assistant = yield* Effect.option(index.get(actor, actor))
-        const profile = Option.isSome(assistant) ? (assistant.value as Resource.Assistant) : undefined
-        const window = yield* ContextWindow.build({
-          index,
-          actor,
-          task: task.resource,
-          budget: limits.contextTokens
-        }).pipe(
-          Effect.mapError(
-            (error) =>
-              new PlannerError({
-                message: `building the context of "${titleOf(task)}": ${error.message}`,
-                cause: error
-              })
-          )
+        resource = { ...task.resource, assignment }
+        yield* Effect.mapError(
+          run.index.put(run.planner, resource),
+          storeError(`storing the assignment of "${titleOf(task)}"`)
         )
-        yield* emit({
-          type: "context",
+        yield* run.emit({
+          type: "assigned",
           urn: task.urn,
           title: titleOf(task),
           depth: task.depth,
-          items: window.items.map((item) => item.urn),
-          dropped: window.dropped.map((item) => item.urn),
-          withheld: window.withheld
+          assignment
         })
-        const allowed = profile?.tools
-        const tools = (options.tools ?? []).filter(
-          (tool) => allowed === undefined || allowed.includes(tool.name)
-        )
-        const agent = ToolAgent.make({
-          name: `assistant ${actor}`,
-          system: [
-            profile === undefined
-              ? "You are an assistant."
-              : `You are ${profile.meta.name}. ${Resource.describe(profile)}`,
-            `Your task: ${task.spec.title}`,
-            `Purpose: ${task.spec.purpose}`,
-            `Success means: ${task.spec.evaluation}`,
-            window.items.length === 0 ? "" : `What you know:\n${ContextWindow.toText(window)}`
-          ]
-            .filter((part) => part !== "")
-            .join("\n\n"),
-          tools,
-          maxSteps: limits.maxSteps
-        })
-        const produced = yield* Effect.result(
-          agent.execute(ConversationContext.of(Message.user(task.spec.instructions)), model)
-        )
-        if (produced._tag === "Failure")
-          return yield* finish(task, actor, {
+      }
+      return { ...task, resource, subtasks: yield* assign(run, task.subtasks) }
+    })
+  )
+
+/** Stores the task's new state as its assistant; its PUT event tells its supervisor. */
+const store = (run: Run, task: TaskPlanner.PlannedTask, actor: string, change: Partial<Resource.Task>) =>
+  Effect.mapError(
+    Effect.flatMap(run.index.get(actor, task.urn), (current) =>
+      run.index.put(actor, { ...(current as Resource.Task), ...change } as Resource.Task)
+    ),
+    storeError(`storing "${titleOf(task)}"`)
+  )
+
+/** Stores `text` as the task's output: a message under it, named so the newest sorts last. */
+const storeOutput = (run: Run, task: TaskPlanner.PlannedTask, actor: string, text: string) =>
+  Effect.gen(function* () {
+    const message = Resource.make("message", {
+      name: `${new Date().toISOString()} output`,
+      parent: task.urn,
+      role: "assistant",
+      content: text
+    })
+    yield* Effect.mapError(
+      run.index.put(actor, message),
+      storeError(`storing the output of "${titleOf(task)}"`)
+    )
+    return message
+  })
+
+/** Stores the outcome (done after its output message, unless already stored, or failed with why) and reports it. */
+const finish = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string,
+  outcome: TaskReport,
+  output: "to store" | "stored" = "to store"
+) =>
+  Effect.gen(function* () {
+    if (outcome.status === "done" && output === "to store")
+      yield* storeOutput(run, task, actor, outcome.output ?? "")
+    yield* store(run, task, actor, {
+      status: outcome.status,
+      completedAt: new Date().toISOString(),
+      ...(outcome.reason === undefined ? {} : { reason: outcome.reason })
+    })
+    yield* run.emit(
+      outcome.status === "done"
+        ? {
+            type: "done",
             urn: task.urn,
             title: titleOf(task),
-            status: "failed",
-            reason: describe(produced.failure)
-          })
-        const last = [...produced.success].reverse().find((message) => message.role === "assistant")
-        const output = last === undefined ? "" : Message.text(last)
-        const message = Resource.make("message", {
-          name: `${new Date().toISOString()} output`,
-          parent: task.urn,
-          role: "assistant",
-          content: output
-        })
-        yield* Effect.mapError(
-          index.put(actor, message),
-          (error) =>
-            new PlannerError({
-              message: `storing the output of "${titleOf(task)}": ${error.message}`,
-              cause: error
-            })
-        )
-        return yield* finish(task, actor, { urn: task.urn, title: titleOf(task), status: "done", output })
-      }).pipe(
-        // The task's own writes may be denied by the policy: it fails, saying why (its supervisor
-        // learns it when the subtasks' fibers return, since no event could announce it).
-        Effect.catch((error) =>
-          Effect.flatMap(
-            Effect.sync((): TaskReport => {
-              const report: TaskReport = {
-                urn: task.urn,
-                title: titleOf(task),
-                status: "failed",
-                reason: error.message
-              }
-              reports.set(task.urn, report)
-              return report
-            }),
-            (report) =>
-              Effect.as(
-                emit({
-                  type: "failed",
-                  urn: task.urn,
-                  title: titleOf(task),
-                  depth: task.depth,
-                  reason: error.message
-                }),
-                report
-              )
-          )
-        )
-      )
-
-    /**
-     * Runs `children` and waits until every one is stored done or failed, as the
-     * events under `task` say. Stalls (nothing heard for `stallTimeout`) fail.
-     */
-    const superviseRound = (
-      task: TaskPlanner.PlannedTask,
-      actor: string,
-      children: ReadonlyArray<TaskPlanner.PlannedTask>
-    ): Effect.Effect<{ readonly stalled: ReadonlyArray<string> }, PlannerError> =>
-      Effect.scoped(
-        Effect.gen(function* () {
-          const heard = yield* Effect.mapError(
-            events.subscribe(
-              actor,
-              { prefix: task.urn, detailType: "RESOURCE_PUT" },
-              { buffer: 4096, overflow: "fail" }
-            ),
-            (error) => new PlannerError({ message: error.message, cause: error })
-          )
-          const waiting = new Set(children.map((child) => child.urn))
-          const fiber = yield* Effect.forkScoped(
-            Effect.forEach(children, execute, { concurrency: "unbounded", discard: true })
-          )
-          /** Whether the child is stored done or failed (what its PUT event announced). */
-          const settled = (urn: string) =>
-            Effect.map(Effect.option(index.get(actor, urn)), (found) => {
-              if (Option.isNone(found)) return false
-              const status = (found.value as Resource.Task).status
-              return status === "done" || status === "failed"
-            })
-          type Signal =
-            | { readonly kind: "event"; readonly urns: ReadonlyArray<string> }
-            | { readonly kind: "returned" }
-          // The events drive it; the children's fibers returning is the backstop for a child that
-          // could not store its outcome (a write the policy denied): its report is then final.
-          const signals = Stream.merge(
-            heard.pipe(
-              Stream.map(
-                (event): Signal => ({
-                  kind: "event",
-                  urns: event.resources.filter((urn) => waiting.has(urn))
-                })
-              ),
-              Stream.filter((signal) => signal.kind === "event" && signal.urns.length > 0)
-            ),
-            Stream.fromEffect(Effect.as(Fiber.await(fiber), { kind: "returned" } as Signal))
-          )
-          const stalled = yield* signals.pipe(
-            Stream.timeoutOrElse({
-              duration: limits.stallTimeout,
-              orElse: () => Stream.fail("stalled" as const)
-            }),
-            Stream.mapEffect((signal) =>
-              signal.kind === "returned"
-                ? Effect.sync(() => {
-                    // Every child's work has returned: nothing more will be heard of them.
-                    for (const urn of [...waiting]) {
-                      if (!reports.has(urn)) {
-                        const child = children.find((candidate) => candidate.urn === urn)
-                        reports.set(urn, {
-                          urn,
-                          title: child === undefined ? urn : titleOf(child),
-                          status: "failed",
-                          reason: "it stopped without reporting an outcome"
-                        })
-                      }
-                      waiting.delete(urn)
-                    }
-                  })
-                : Effect.forEach(
-                    signal.urns,
-                    (urn) =>
-                      Effect.map(settled(urn), (done) => {
-                        if (done) waiting.delete(urn)
-                      }),
-                    { discard: true }
-                  )
-            ),
-            Stream.takeUntil(() => waiting.size === 0),
-            Stream.runDrain,
-            Effect.as([] as Array<string>),
-            Effect.catch((error) =>
-              error === "stalled"
-                ? Effect.succeed([...waiting])
-                : Effect.fail(
-                    new PlannerError({
-                      message: `listening to "${titleOf(task)}"'s subtasks: ${describe(error)}`,
-                      cause: error
-                    })
-                  )
-            )
-          )
-          if (stalled.length > 0) yield* Fiber.interrupt(fiber)
-          else yield* Fiber.join(fiber)
-          return { stalled }
-        })
-      )
-
-    /** A parent: its subtasks, their evaluation, corrective rounds. */
-    const supervise = (
-      task: TaskPlanner.PlannedTask,
-      actor: string
-    ): Effect.Effect<TaskReport, PlannerError> =>
-      Effect.gen(function* () {
-        let children = task.subtasks
-        let all = [...children]
-        for (let round = 0; ; round++) {
-          const { stalled } = yield* superviseRound(task, actor, children)
-          if (stalled.length > 0) {
-            const names = all.filter((child) => stalled.includes(child.urn)).map(titleOf)
-            yield* emit({
-              type: "stalled",
-              urn: task.urn,
-              title: titleOf(task),
-              depth: task.depth,
-              waitingFor: names
-            })
-            return yield* finish(task, actor, {
-              urn: task.urn,
-              title: titleOf(task),
-              status: "failed",
-              reason: `stalled: ${names.join(", ")} did not finish within ${Duration.format(Duration.fromInputUnsafe(limits.stallTimeout))}`
-            })
+            depth: task.depth,
+            output: outcome.output ?? ""
           }
-          const results = all.map(
-            (child) =>
-              reports.get(child.urn) ?? {
-                urn: child.urn,
-                title: titleOf(child),
-                status: "failed" as const,
-                reason: "no result"
-              }
-          )
-          const listing = results
-            .map(
-              (r) => `## ${r.title} (${r.status})\n${r.status === "done" ? r.output : `Failed: ${r.reason}`}`
-            )
-            .join("\n\n")
-          const verdict = yield* Effect.result(
-            StructuredOutput.generate(model, {
-              schema: Verdict,
-              name: "evaluation",
-              messages: [
-                Message.system(
-                  "You supervise a task done by others. Judge whether the subtasks' results achieve it, by its evaluation criteria. When they do not, propose corrective subtasks that would fix what is missing (or none, if nothing would)."
-                ),
-                Message.user(
-                  `Task: ${task.spec.title}\nPurpose: ${task.spec.purpose}\nSuccess means: ${task.spec.evaluation}\n\nResults:\n${listing}`
-                )
-              ]
-            })
-          )
-          if (verdict._tag === "Failure")
-            return yield* finish(task, actor, {
-              urn: task.urn,
-              title: titleOf(task),
-              status: "failed",
-              reason: `could not evaluate: ${describe(verdict.failure)}`
-            })
-          const { successful, reason, corrective } = verdict.success
-          yield* emit({
-            type: "evaluated",
+        : {
+            type: "failed",
             urn: task.urn,
             title: titleOf(task),
             depth: task.depth,
-            successful,
-            reason
-          })
-          if (successful)
-            return yield* finish(task, actor, {
-              urn: task.urn,
-              title: titleOf(task),
-              status: "done",
-              output: `${reason}\n\n${listing}`
-            })
-          if (corrective.length === 0 || round >= limits.maxCorrectiveRounds)
-            return yield* finish(task, actor, {
-              urn: task.urn,
-              title: titleOf(task),
-              status: "failed",
-              reason:
-                corrective.length === 0
-                  ? `unsuccessful: ${reason}`
-                  : `unsuccessful after ${limits.maxCorrectiveRounds} corrective rounds: ${reason}`
-            })
-          const added = yield* TaskPlanner.persistTasks(
-            index,
-            actor,
-            task.urn,
-            corrective.slice(0, limits.maxChildren),
-            task.depth + 1,
-            {
-              firstPosition: all.length + 1,
-              corrective: true
-            }
-          ).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
-          children = yield* assign(added)
-          all = [...all, ...children]
-          yield* emit({
-            type: "corrective",
-            urn: task.urn,
-            title: titleOf(task),
-            depth: task.depth,
-            tasks: children
-          })
-        }
-      })
+            reason: outcome.reason ?? "failed"
+          }
+    )
+    return outcome
+  })
 
-    const execute = (task: TaskPlanner.PlannedTask): Effect.Effect<TaskReport, PlannerError> =>
+const done = (task: TaskPlanner.PlannedTask, output: string): TaskReport => ({
+  urn: task.urn,
+  title: titleOf(task),
+  status: "done",
+  output
+})
+
+const failed = (task: TaskPlanner.PlannedTask, reason: string): TaskReport => ({
+  urn: task.urn,
+  title: titleOf(task),
+  status: "failed",
+  reason
+})
+
+/** The tools a leaf's assistant gets: those it names (all when it names none), and `graph_query`. */
+const toolsFor = (run: Run, actor: string, profile: Resource.Assistant | undefined): Array<Tool.Any> => {
+  const allowed = profile?.tools
+  const graphTool =
+    run.graph === undefined
+      ? []
+      : [
+          // Statements come from resources: the assistant hears only those whose source it may read.
+          run.graph.toolFor((source) =>
+            Effect.match(run.index.get(actor, source), { onFailure: () => false, onSuccess: () => true })
+          )
+        ]
+  return [...run.tools, ...graphTool].filter((tool) => allowed === undefined || allowed.includes(tool.name))
+}
+
+/** A leaf: its context, the inner loop, its output as a message under it, its statements in the graph. */
+const direct = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string
+): Effect.Effect<TaskReport, PlannerError> =>
+  Effect.gen(function* () {
+    const assistant = yield* Effect.option(run.index.get(actor, actor))
+    const profile = Option.isSome(assistant) ? (assistant.value as Resource.Assistant) : undefined
+    const window = yield* ContextWindow.build({
+      index: run.index,
+      actor,
+      task: task.resource,
+      budget: run.limits.contextTokens
+    }).pipe(Effect.mapError(storeError(`building the context of "${titleOf(task)}"`)))
+    yield* run.emit({
+      type: "context",
+      urn: task.urn,
+      title: titleOf(task),
+      depth: task.depth,
+      items: window.items.map((item) => item.urn),
+      dropped: window.dropped.map((item) => item.urn),
+      withheld: window.withheld
+    })
+    const agent = ToolAgent.make({
+      name: `assistant ${actor}`,
+      system: [
+        profile === undefined
+          ? "You are an assistant."
+          : `You are ${profile.meta.name}. ${Resource.describe(profile)}`,
+        `Your task: ${task.spec.title}`,
+        `Purpose: ${task.spec.purpose}`,
+        `Success means: ${task.spec.evaluation}`,
+        window.items.length === 0 ? "" : `What you know:\n${ContextWindow.toText(window)}`,
+        run.graph === undefined ? "" : Graph.factFormat
+      ]
+        .filter((part) => part !== "")
+        .join("\n\n"),
+      tools: toolsFor(run, actor, profile),
+      maxSteps: run.limits.maxSteps
+    })
+    const produced = yield* Effect.result(
+      agent.execute(ConversationContext.of(Message.user(task.spec.instructions)), run.model)
+    )
+    if (produced._tag === "Failure")
+      return yield* finish(run, task, actor, failed(task, describe(produced.failure)))
+    const last = [...produced.success].reverse().find((message) => message.role === "assistant")
+    const text = last === undefined ? "" : Message.text(last)
+    const message = yield* storeOutput(run, task, actor, text)
+    // Its statements go into the graph, named after the message that states them.
+    run.graph?.add(message.meta.urn, Graph.statementsOf(text))
+    return yield* finish(run, task, actor, done(task, text), "stored")
+  }).pipe(
+    // The task's own writes may be denied by the policy: it fails, saying why (its supervisor
+    // learns it when the subtasks' fibers return, since no event could announce it).
+    Effect.catch((error) =>
       Effect.gen(function* () {
-        const actor = task.resource.assignment?.assistant ?? planner
-        const mode = task.subtasks.length === 0 ? "direct" : "supervising"
-        yield* store(task, actor, { status: "running" }).pipe(Effect.catch(() => Effect.void))
-        yield* emit({ type: "started", urn: task.urn, title: titleOf(task), depth: task.depth, mode })
-        return yield* mode === "direct" ? permits.withPermits(1)(direct(task, actor)) : supervise(task, actor)
-      }).pipe(
-        // Stopped from outside (a stall, Ctrl-C): stored as such, so the tree never shows it running.
-        Effect.onInterrupt(() =>
-          Effect.ignore(
-            store(task, task.resource.assignment?.assistant ?? planner, {
-              status: "failed",
-              reason: "interrupted before it finished"
-            })
+        const report = failed(task, error.message)
+        run.unstored.set(task.urn, report)
+        yield* run.emit({
+          type: "failed",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          reason: error.message
+        })
+        return report
+      })
+    )
+  )
+
+/** The outcomes of `children` as the store holds them, read by their supervisor `actor`. */
+const outcomes = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string,
+  children: ReadonlyArray<TaskPlanner.PlannedTask>
+): Effect.Effect<Array<TaskReport>, PlannerError> =>
+  Effect.map(
+    Effect.mapError(
+      run.index.findReadable(actor, task.urn),
+      storeError(`reading the subtasks of "${titleOf(task)}"`)
+    ),
+    (found) => {
+      const byUrn = new Map(found.resources.map((resource) => [resource.meta.urn, resource]))
+      const messages = StoredTree.outputs(found.resources)
+      return children.map((child) => {
+        const stored = byUrn.get(child.urn) as Resource.Task | undefined
+        const outcome = stored === undefined ? undefined : StoredTree.outcomeOf(stored, messages)
+        return (
+          outcome ??
+          run.unstored.get(child.urn) ??
+          failed(
+            child,
+            found.withheld.includes(child.urn)
+              ? `the policy withholds its outcome from ${actor}`
+              : "it stopped without reporting an outcome"
           )
         )
-      )
+      })
+    }
+  )
 
-    const assigned = yield* assign(tree.tasks)
-    const top = yield* Effect.forEach(assigned, execute, { concurrency: "unbounded" })
-    const tasks = [...reports.values()]
+/**
+ * Runs `children` and waits until every one is stored done or failed, as the
+ * events under `task` say. Stalls (nothing heard for `stallTimeout`) fail.
+ */
+const superviseRound = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string,
+  children: ReadonlyArray<TaskPlanner.PlannedTask>
+): Effect.Effect<{ readonly stalled: ReadonlyArray<string> }, PlannerError> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const heard = yield* Effect.mapError(
+        run.events.subscribe(
+          actor,
+          { prefix: task.urn, detailType: "RESOURCE_PUT" },
+          { buffer: 4096, overflow: "fail" }
+        ),
+        (error) => new PlannerError({ message: error.message, cause: error })
+      )
+      const waiting = new Set(children.map((child) => child.urn))
+      const fiber = yield* Effect.forkScoped(
+        Effect.forEach(children, (child) => execute(run, child), { concurrency: "unbounded", discard: true })
+      )
+      /** Whether the child is stored done or failed (what its PUT event announced). */
+      const settled = (urn: string) =>
+        Effect.map(Effect.option(run.index.get(actor, urn)), (found) => {
+          if (Option.isNone(found)) return false
+          const status = (found.value as Resource.Task).status
+          return status === "done" || status === "failed"
+        })
+      type Signal =
+        | { readonly kind: "event"; readonly urns: ReadonlyArray<string> }
+        | { readonly kind: "returned" }
+      // The events drive it; the children's fibers returning is the backstop for a child that
+      // could not store its outcome (a write the policy denied): nothing more will be heard.
+      const signals = Stream.merge(
+        heard.pipe(
+          Stream.map(
+            (event): Signal => ({ kind: "event", urns: event.resources.filter((urn) => waiting.has(urn)) })
+          ),
+          Stream.filter((signal) => signal.kind === "event" && signal.urns.length > 0)
+        ),
+        Stream.fromEffect(Effect.as(Fiber.await(fiber), { kind: "returned" } as Signal))
+      )
+      const stalled = yield* signals.pipe(
+        Stream.timeoutOrElse({
+          duration: run.limits.stallTimeout,
+          orElse: () => Stream.fail("stalled" as const)
+        }),
+        Stream.mapEffect((signal) =>
+          signal.kind === "returned"
+            ? Effect.sync(() => waiting.clear())
+            : Effect.forEach(
+                signal.urns,
+                (urn) =>
+                  Effect.map(settled(urn), (isSettled) => {
+                    if (isSettled) waiting.delete(urn)
+                  }),
+                { discard: true }
+              )
+        ),
+        Stream.takeUntil(() => waiting.size === 0),
+        Stream.runDrain,
+        Effect.as([] as Array<string>),
+        Effect.catch((error) =>
+          error === "stalled"
+            ? Effect.succeed([...waiting])
+            : Effect.fail(
+                new PlannerError({
+                  message: `listening to "${titleOf(task)}"'s subtasks: ${describe(error)}`,
+                  cause: error
+                })
+              )
+        )
+      )
+      if (stalled.length > 0) yield* Fiber.interrupt(fiber)
+      else yield* Fiber.join(fiber)
+      return { stalled }
+    })
+  )
+
+/** The model's verdict on the subtasks' outcomes, judged by the task's evaluation. */
+const evaluate = (run: Run, task: TaskPlanner.PlannedTask, listing: string) =>
+  Effect.result(
+    StructuredOutput.generate(run.model, {
+      schema: Verdict,
+      name: "evaluation",
+      messages: [
+        Message.system(
+          "You supervise a task done by others. Judge whether the subtasks' results achieve it, by its evaluation criteria. When they do not, propose corrective subtasks that would fix what is missing (or none, if nothing would)."
+        ),
+        Message.user(
+          `Task: ${task.spec.title}\nPurpose: ${task.spec.purpose}\nSuccess means: ${task.spec.evaluation}\n\nResults:\n${listing}`
+        )
+      ]
+    })
+  )
+
+const listingOf = (results: ReadonlyArray<TaskReport>) =>
+  results
+    .map((r) => `## ${r.title} (${r.status})\n${r.status === "done" ? r.output : `Failed: ${r.reason}`}`)
+    .join("\n\n")
+
+const isDone = (task: TaskPlanner.PlannedTask) => task.resource.status === "done"
+
+/**
+ * A parent: its subtasks not done yet, their outcomes read from the store, their evaluation,
+ * corrective rounds. Resumed, the corrective subtasks already stored count as rounds used
+ * (at least one each round), so a resumed plan never gets more rounds than the limit.
+ */
+const supervise = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string
+): Effect.Effect<TaskReport, PlannerError> =>
+  Effect.gen(function* () {
+    let all = [...task.subtasks]
+    // Resumed: the subtasks done before are not run again; they are reported as such.
+    for (const child of all.filter(isDone))
+      yield* reuse(run, child, child.resource.assignment?.assistant ?? run.planner)
+    let children = all.filter((child) => !isDone(child))
+    const used = all.filter((child) => child.resource.corrective === true).length
+    for (let round = used; ; round++) {
+      const { stalled } =
+        children.length === 0 ? { stalled: [] } : yield* superviseRound(run, task, actor, children)
+      if (stalled.length > 0) {
+        const names = all.filter((child) => stalled.includes(child.urn)).map(titleOf)
+        yield* run.emit({
+          type: "stalled",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          waitingFor: names
+        })
+        return yield* finish(
+          run,
+          task,
+          actor,
+          failed(
+            task,
+            `stalled: ${names.join(", ")} did not finish within ${Duration.format(Duration.fromInputUnsafe(run.limits.stallTimeout))}`
+          )
+        )
+      }
+      const listing = listingOf(yield* outcomes(run, task, actor, all))
+      const verdict = yield* evaluate(run, task, listing)
+      if (verdict._tag === "Failure")
+        return yield* finish(
+          run,
+          task,
+          actor,
+          failed(task, `could not evaluate: ${describe(verdict.failure)}`)
+        )
+      const { successful, reason, corrective } = verdict.success
+      yield* run.emit({
+        type: "evaluated",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        successful,
+        reason
+      })
+      if (successful) return yield* finish(run, task, actor, done(task, `${reason}\n\n${listing}`))
+      if (corrective.length === 0 || round >= run.limits.maxCorrectiveRounds)
+        return yield* finish(
+          run,
+          task,
+          actor,
+          failed(
+            task,
+            corrective.length === 0
+              ? `unsuccessful: ${reason}`
+              : `unsuccessful after ${run.limits.maxCorrectiveRounds} corrective rounds: ${reason}`
+          )
+        )
+      const added = yield* TaskPlanner.persistTasks(
+        run.index,
+        actor,
+        task.urn,
+        corrective.slice(0, run.limits.maxChildren),
+        task.depth + 1,
+        { firstPosition: all.length + 1, corrective: true }
+      ).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
+      children = yield* assign(run, added)
+      all = [...all, ...children]
+      yield* run.emit({
+        type: "corrective",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        tasks: children
+      })
+    }
+  })
+
+/** A task done in an earlier run: not run again, its output (the newest message under it) read back. */
+const reuse = (run: Run, task: TaskPlanner.PlannedTask, actor: string) =>
+  Effect.gen(function* () {
+    const found = yield* Effect.mapError(
+      run.index.findReadable(actor, task.urn),
+      storeError(`reading "${titleOf(task)}"`)
+    )
+    const report = done(task, StoredTree.outputs(found.resources).get(task.urn)?.content ?? "")
+    yield* run.emit({
+      type: "done",
+      urn: task.urn,
+      title: titleOf(task),
+      depth: task.depth,
+      output: report.output ?? "",
+      before: true
+    })
+    return report
+  })
+
+/** A leaf that had started before (it failed, or was cut short) and must not be done twice. */
+const notRetried = (task: TaskPlanner.PlannedTask) =>
+  task.subtasks.length === 0 &&
+  task.resource.retryable === false &&
+  (task.resource.status === "running" || task.resource.status === "failed")
+
+const execute = (run: Run, task: TaskPlanner.PlannedTask): Effect.Effect<TaskReport, PlannerError> => {
+  const actor = task.resource.assignment?.assistant ?? run.planner
+  return Effect.gen(function* () {
+    if (isDone(task)) return yield* reuse(run, task, actor)
+    if (notRetried(task)) {
+      const before =
+        task.resource.status === "failed" ? (task.resource.reason ?? "it failed") : "it was cut short"
+      return yield* finish(
+        run,
+        task,
+        actor,
+        failed(task, `${before}; not retried: it is marked not retryable`)
+      )
+    }
+    const mode = task.subtasks.length === 0 ? "direct" : "supervising"
+    yield* store(run, task, actor, { status: "running" }).pipe(Effect.catch(() => Effect.void))
+    yield* run.emit({ type: "started", urn: task.urn, title: titleOf(task), depth: task.depth, mode })
+    return yield* mode === "direct"
+      ? run.permits.withPermits(1)(direct(run, task, actor))
+      : supervise(run, task, actor)
+  }).pipe(
+    // Stopped from outside (a stall, Ctrl-C): stored as such, so the tree never shows it running.
+    Effect.onInterrupt(() =>
+      Effect.ignore(
+        store(run, task, actor, {
+          status: "failed",
+          reason: "interrupted before it finished",
+          completedAt: new Date().toISOString()
+        })
+      )
+    )
+  )
+}
+
+/** Stores a `tool` resource for each tool the leaves may use, where it is missing or changed. */
+const storeTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
+  Effect.gen(function* () {
+    const wanted = tools.map((tool) =>
+      Resource.make("tool", {
+        name: tool.name,
+        purpose: tool.description,
+        parameters: tool.definition.parameters
+      })
+    )
+    if (wanted.length === 0) return
+    const stored = yield* run.index.getMany(
+      run.planner,
+      wanted.map((tool) => tool.meta.urn)
+    )
+    const same = new Set(stored.map((tool) => JSON.stringify(tool)))
+    for (const tool of wanted) if (!same.has(JSON.stringify(tool))) yield* run.index.put(run.planner, tool)
+  }).pipe(Effect.mapError(storeError("storing the tools")))
+
+/** The answer for the user: the top-level tasks' results, then what is missing. */
+const answerOf = (
+  top: ReadonlyArray<TaskReport>,
+  missing: ReadonlyArray<TaskReport>,
+  limit: string | undefined
+) =>
+  [
+    ...top.map((report) =>
+      report.status === "done"
+        ? `## ${report.title}\n${report.output ?? ""}`
+        : `## ${report.title} (not done)\n${report.reason ?? ""}`
+    ),
+    ...(missing.length === 0
+      ? []
+      : [
+          `## What is missing\n${missing.map((report) => `- ${report.title}: ${report.reason ?? "failed"}`).join("\n")}${
+            limit === undefined ? "" : `\n\nWork stopped: ${limit}.`
+          }`
+        ])
+  ].join("\n\n")
+
+/** Assigns, executes and answers a persisted tree (a new plan's, or one read back to resume). */
+const work = (
+  run: Run,
+  budget: Budget.Budget,
+  tree: TaskPlanner.PlannedTree
+): Effect.Effect<Result, PlannerError> =>
+  Effect.gen(function* () {
+    yield* storeTools(run, run.graph === undefined ? run.tools : [...run.tools, run.graph.tool])
+    const assigned = yield* assign(run, tree.tasks)
+    yield* Effect.forEach(assigned, (task) => execute(run, task), { concurrency: "unbounded", discard: true })
+    // The outcomes as stored, in plan order (corrective subtasks included).
+    const found = yield* Effect.mapError(
+      run.index.findReadable(run.planner, tree.message),
+      storeError("reading the plan's outcomes")
+    )
+    const stored = StoredTree.tasksUnder(found.resources, tree.message)
+    const messages = StoredTree.outputs(found.resources)
+    const reportOf = (task: TaskPlanner.PlannedTask) =>
+      StoredTree.outcomeOf(task.resource, messages) ??
+      run.unstored.get(task.urn) ??
+      failed(task, "it did not finish")
+    const tasks = StoredTree.flatten(stored).map(reportOf)
     const missing = tasks.filter((report) => report.status === "failed")
     const limit = budget.exceeded()
-    const answer = [
-      ...top.map((report) =>
-        report.status === "done"
-          ? `## ${report.title}\n${report.output ?? ""}`
-          : `## ${report.title} (not done)\n${report.reason ?? ""}`
-      ),
-      ...(missing.length === 0
-        ? []
-        : [
-            `## What is missing\n${missing.map((report) => `- ${report.title}: ${report.reason ?? "failed"}`).join("\n")}${
-              limit === undefined ? "" : `\n\nWork stopped: ${limit}.`
-            }`
-          ])
-    ].join("\n\n")
     return {
-      tree: { ...tree, tasks: assigned },
-      answer,
+      tree: { ...tree, tasks: stored },
+      answer: answerOf(stored.map(reportOf), missing, limit),
       tasks,
       missing,
       modelCalls: budget.calls(),
       tokens: budget.tokens(),
-      ...(limit === undefined ? {} : { limit })
+      ...(limit === undefined ? {} : { limit }),
+      ...(run.graph === undefined ? {} : { graph: run.graph })
     }
-  }).pipe(
+  })
+
+/** What one run shares, from the options. */
+const makeRun = (options: Options) =>
+  Effect.gen(function* () {
+    const limits: Limits = { ...defaultLimits, ...options.limits }
+    const budget = Budget.make(options.model, limits)
+    const model = budget.model
+    const run: Run = {
+      options,
+      limits,
+      model,
+      planner: options.plannerActor ?? "cld:assistant.planner",
+      index: options.index,
+      events: options.events,
+      emit: (event) => (options.onEvent === undefined ? Effect.void : options.onEvent(event)),
+      permits: yield* Semaphore.make(limits.parallel),
+      election: {
+        ...options.election,
+        ...(options.election?.fallback?.kind === "model"
+          ? { fallback: { kind: "model" as const, model } }
+          : {})
+      },
+      graph: options.graph === false ? undefined : (options.graph ?? Graph.make()),
+      tools: options.tools ?? [],
+      unstored: new Map()
+    }
+    return { run, budget }
+  })
+
+const stopped = <A>(effect: Effect.Effect<A, PlannerError>) =>
+  effect.pipe(
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause) ? Effect.interrupt : Effect.fail(toPlannerError(cause))
     )
+  )
+
+/** Runs the whole flow for `request`. */
+export const run = (request: string, options: Options): Effect.Effect<Result, PlannerError> =>
+  stopped(
+    Effect.gen(function* () {
+      const { run, budget } = yield* makeRun(options)
+      yield* checkDepth(run.limits, options.conversation)
+      const tree = yield* TaskPlanner.planAndPersist({
+        model: run.model,
+        index: run.index,
+        actor: run.planner,
+        request,
+        ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
+        limits: run.limits
+      }).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
+      yield* run.emit({ type: "planned", tree })
+      return yield* work(run, budget, tree)
+    })
+  )
+
+/**
+ * Continues the plan stored under a request's `message` (its URN, as `planned` reported it):
+ * what is done is not run again, its output read back (and its statements put back in the
+ * graph); tasks not assigned yet are assigned; the rest runs as in `run`.
+ */
+export const resume = (message: string, options: Options): Effect.Effect<Result, PlannerError> =>
+  stopped(
+    Effect.gen(function* () {
+      const { run, budget } = yield* makeRun(options)
+      const { tree, found } = yield* StoredTree.read(run.index, run.planner, message).pipe(
+        Effect.mapError(
+          (error) => new PlannerError({ message: `resuming ${message}: ${error.message}`, cause: error })
+        )
+      )
+      if (run.graph !== undefined) {
+        const messages = StoredTree.outputs(found)
+        for (const task of StoredTree.flatten(tree.tasks)) {
+          const output = messages.get(task.urn)
+          if (isDone(task) && task.subtasks.length === 0 && output !== undefined)
+            run.graph.add(output.meta.urn, Graph.statementsOf(output.content))
+        }
+      }
+      yield* run.emit({ type: "planned", tree })
+      return yield* work(run, budget, tree)
+    })
   )
 
 const toPlannerError = (cause: Cause.Cause<unknown>): PlannerError => {

@@ -92,10 +92,12 @@ export const taskResource = (
     parent,
     purpose: spec.purpose,
     instructions: spec.instructions,
-    ...(spec.applicability === undefined ? {} : { applicability: spec.applicability }),
+    // null, as a schema-following model sends for an optional field, is the field left out.
+    ...(typeof spec.applicability === "string" ? { applicability: spec.applicability } : {}),
     evaluation: spec.evaluation,
     status: "pending",
     position,
+    ...(spec.retryable === false ? { retryable: false } : {}),
     ...(extra.corrective === true ? { corrective: true } : {}),
     ...(extra.input === undefined ? {} : { input: extra.input })
   })

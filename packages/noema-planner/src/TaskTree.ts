@@ -6,6 +6,11 @@
  * one recursive Schema, sent to the model as the tool's JSON Schema (with
  * `$defs`). `problems` checks what a Schema cannot say: the tree's depth,
  * the children per task, the total count, and titles unique among siblings.
+ *
+ * The optional fields are declared to the model as `anyOf [T, null]` (JSON
+ * Schema has no "absent"), and a schema-following model sends `null` for
+ * them: so `null` is accepted wherever the field may be left out, and means
+ * the same as leaving it out.
  */
 import { Schema } from "effect"
 
@@ -13,8 +18,10 @@ export interface TaskSpec {
   readonly title: string
   readonly purpose: string
   readonly instructions: string
-  readonly applicability?: string | undefined
+  readonly applicability?: string | null
   readonly evaluation: string
+  /** False for work that must not be done twice (it sends, pays, deletes): never retried. */
+  readonly retryable?: boolean | null
   readonly subtasks: ReadonlyArray<TaskSpec>
 }
 
@@ -22,8 +29,14 @@ export const TaskSpec: Schema.Codec<TaskSpec> = Schema.Struct({
   title: Schema.String.annotate({ description: "A short name for the task (unique among its siblings)" }),
   purpose: Schema.String.annotate({ description: "What the task is meant to accomplish" }),
   instructions: Schema.String.annotate({ description: "How to do it" }),
-  applicability: Schema.optional(Schema.String).annotate({ description: "When this task applies, or not" }),
+  applicability: Schema.optionalKey(Schema.NullOr(Schema.String)).annotate({
+    description: "When this task applies, or not"
+  }),
   evaluation: Schema.String.annotate({ description: "What a successful result looks like" }),
+  retryable: Schema.optionalKey(Schema.NullOr(Schema.Boolean)).annotate({
+    description:
+      "false when the task must not be done twice (it sends, pays or deletes something): it is then never retried"
+  }),
   subtasks: Schema.Array(Schema.suspend((): Schema.Codec<TaskSpec> => TaskSpec)).annotate({
     description: "Smaller tasks that together achieve this one; empty when it can be done directly"
   })

@@ -70,6 +70,40 @@ describe("TaskPlanner", () => {
     })
   )
 
+  it.effect("a schema-following model's plan, null for every optional field, is accepted as it is", () =>
+    Effect.gen(function* () {
+      // What a strict-mode model sends: every key present, null for the optional ones
+      // (declared `anyOf [string, null]` / `anyOf [boolean, null]`).
+      const strict = {
+        tasks: [
+          {
+            title: "Send the report",
+            purpose: "send the report to the team",
+            instructions: "Send it.",
+            applicability: null,
+            evaluation: "the report is sent",
+            retryable: null,
+            subtasks: []
+          }
+        ]
+      }
+      const world = yield* PlannerTesting.world()
+      const model = PlannerTesting.scriptedModel({ plan: strict })
+      const tree = yield* TaskPlanner.planAndPersist({
+        model,
+        index: world.index,
+        actor: planner,
+        request: "hi"
+      })
+      assert.strictEqual(model.requests.length, 1, "accepted without a repair round")
+      const parameters = JSON.stringify(model.requests[0]!.request.tools?.[0]?.parameters)
+      assert.include(parameters, '"applicability":{"anyOf":[{"type":"string"},{"type":"null"}]')
+      const task = (yield* world.store.get(tree.tasks[0]!.urn)) as Resource.Task
+      assert.isFalse("applicability" in task, "null is the field left out")
+      assert.isFalse("retryable" in task)
+    })
+  )
+
   it.effect("a second invalid payload fails, saying why", () =>
     Effect.gen(function* () {
       const model = PlannerTesting.scriptedModel({
@@ -133,7 +167,11 @@ describe("Assistants.elect", () => {
     Effect.gen(function* () {
       const world = yield* PlannerTesting.world()
       const [translator, accountant] = yield* PlannerTesting.registerAssistants(world.index, planner, team)
-      const assignment = yield* Assistants.elect(world.vectors, task("translate the invoice text to French"))
+      const assignment = yield* Assistants.elect(
+        world.index,
+        planner,
+        task("translate the invoice text to French")
+      )
       assert.strictEqual(assignment.assistant, translator!.meta.urn)
       assert.strictEqual(assignment.by, "similarity")
       assert.deepStrictEqual(
@@ -151,13 +189,15 @@ describe("Assistants.elect", () => {
         const world = yield* PlannerTesting.world()
         const [, accountant] = yield* PlannerTesting.registerAssistants(world.index, planner, team)
         const unrelated = task("paint a watercolour landscape")
-        const refused = yield* Effect.flip(Assistants.elect(world.vectors, unrelated, { threshold: 0.5 }))
+        const refused = yield* Effect.flip(
+          Assistants.elect(world.index, planner, unrelated, { threshold: 0.5 })
+        )
         assert.match(
           refused.message,
-          /^no assistant fits "1\. paint a watercolour landscape": the best, cld:assistant\.\w+, scored 0\.\d{3}, below the threshold 0\.5/
+          /^no assistant fits "1\. paint a watercolour landscape": the best, (translator|accountant), scored 0\.\d{3}, below the threshold 0\.5/
         )
 
-        const byDefault = yield* Assistants.elect(world.vectors, unrelated, {
+        const byDefault = yield* Assistants.elect(world.index, planner, unrelated, {
           threshold: 0.5,
           fallback: { kind: "default", assistant: "cld:assistant.generalist" }
         })
@@ -166,7 +206,7 @@ describe("Assistants.elect", () => {
         assert.strictEqual(byDefault.candidates.length, 2)
 
         const chooser = ScriptedChatModel.make({ replies: ['{"assistant": 2, "reason": "money"}'] })
-        const byModel = yield* Assistants.elect(world.vectors, unrelated, {
+        const byModel = yield* Assistants.elect(world.index, planner, unrelated, {
           threshold: 0.5,
           fallback: { kind: "model", model: chooser }
         })
@@ -179,7 +219,7 @@ describe("Assistants.elect", () => {
 
         const wrong = ScriptedChatModel.make({ replies: ['{"assistant": 7, "reason": "?"}'] })
         const invented = yield* Effect.flip(
-          Assistants.elect(world.vectors, unrelated, {
+          Assistants.elect(world.index, planner, unrelated, {
             threshold: 0.5,
             fallback: { kind: "model", model: wrong }
           })
@@ -188,10 +228,56 @@ describe("Assistants.elect", () => {
       })
   )
 
+  it.effect("an assistant the electing actor may not read is never a candidate, nor a default", () =>
+    Effect.gen(function* () {
+      // A URN is its parent, type and name's hash: the translator's is known before it is stored.
+      const translator = Resource.make("assistant", { name: "translator" }).meta.urn
+      const policy = yield* CedarPolicy.make(`
+        @id("everyone")
+        permit (principal, action, resource);
+        @id("planner-not-translator")
+        forbid (principal == Noema::Actor::"${planner}", action == Noema::Action::"get", resource == Noema::Resource::"${translator}");
+      `)
+      const world = yield* PlannerTesting.world(policy)
+      const [registered, accountant] = yield* PlannerTesting.registerAssistants(world.index, planner, team)
+      assert.strictEqual(registered!.meta.urn, translator)
+      const french = task("translate this text to French")
+      const assignment = yield* Assistants.elect(world.index, planner, french, { threshold: -1 })
+      assert.strictEqual(assignment.assistant, accountant!.meta.urn)
+      assert.deepStrictEqual(
+        assignment.candidates.map((c) => c.assistant),
+        [accountant!.meta.urn]
+      )
+      // Another actor, whom the policy lets read it, gets the translator for the same task.
+      const other = yield* Assistants.elect(world.index, "cld:assistant.other", french)
+      assert.strictEqual(other.assistant, translator)
+      const refused = yield* Effect.flip(
+        Assistants.elect(world.index, planner, french, {
+          threshold: 2,
+          fallback: { kind: "default", assistant: translator }
+        })
+      )
+      assert.match(
+        refused.message,
+        /^the default assistant cld:assistant\.\w+ cannot be elected for "1\. translate/
+      )
+      const named = yield* Effect.flip(
+        Assistants.elect(world.index, planner, french, {
+          threshold: 2,
+          fallback: {
+            kind: "model",
+            model: ScriptedChatModel.make({ replies: ['{"assistant": 3, "reason": "?"}'] })
+          }
+        })
+      )
+      assert.match(named.message, /chose assistant 3 .* not one of the 1 offered \(accountant\)$/)
+    })
+  )
+
   it.effect("with no assistant registered, it says so", () =>
     Effect.gen(function* () {
       const world = yield* PlannerTesting.world()
-      const error = yield* Effect.flip(Assistants.elect(world.vectors, task("anything")))
+      const error = yield* Effect.flip(Assistants.elect(world.index, planner, task("anything")))
       assert.match(error.message, /none is registered/)
     })
   )

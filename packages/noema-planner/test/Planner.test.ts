@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { ChatModel } from "@noema/core"
+import { Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { CedarPolicy, Resource, Urn } from "@noema/resources"
-import { Deferred, Effect, Stream } from "effect"
+import { CedarPolicy, Policy, Resource, ResourceEvents, ResourceIndex, Urn } from "@noema/resources"
+import { Deferred, Effect, Fiber, Schema, Stream } from "effect"
+import * as Graph from "../src/Graph.js"
 import * as Planner from "../src/Planner.js"
 import * as PlannerTesting from "../src/testing.js"
 
@@ -93,6 +95,9 @@ const concurrencyProbe = (inner: ChatModel.Service, target: number) => {
   }
   return { model, most: () => most }
 }
+
+/** Below the threshold, a default: these tests are not about the election. */
+const anyone = { fallback: { kind: "default" as const, assistant: "cld:assistant.generalist" } }
 
 describe("Planner.run", () => {
   it.live(
@@ -237,7 +242,15 @@ describe("Planner.run", () => {
       assert.match(evaluations[1]!, /## Write introduction \(done\)/)
       const draft = tasks.find((task) => task.meta.name === "1. Draft")!
       assert.strictEqual(draft.status, "done")
-      assert.match(draft.output!, /^Draft is complete now/)
+      assert.match(draft.completedAt!, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+      // The supervisor's verdict is its own final message, stored under it like a leaf's output.
+      const final = (yield* world.store.findByPrefix(draft.meta.urn)).filter(
+        (resource): resource is Resource.Message =>
+          resource.meta.type === "message" && resource.meta.parent === draft.meta.urn
+      )
+      assert.strictEqual(final.length, 1)
+      assert.match(final[0]!.content, /^Draft is complete now\n\n## Write introduction \(done\)/)
+      assert.strictEqual(result.tasks.find((task) => task.title === "Draft")?.output, final[0]!.content)
     })
   )
 
@@ -400,5 +413,208 @@ describe("Planner.run", () => {
         const task = result.tree.tasks[0]!
         assert.strictEqual(task.resource.assignment?.assistant, writer)
       })
+  )
+
+  it.live(
+    "resumed after being cut short: what is done is read back, not re-run; the rest runs; a task not retryable is not run twice",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* PlannerTesting.world()
+        yield* PlannerTesting.registerAssistants(world.index, planner, team)
+        const plan = {
+          tasks: [
+            PlannerTesting.parent(
+              "Research",
+              [
+                PlannerTesting.leaf("Find tea facts", "find facts and figures about tea"),
+                PlannerTesting.leaf("Find tea sources", "look up sources on the history of tea")
+              ],
+              "find facts and sources about tea"
+            ),
+            { ...PlannerTesting.leaf("Send the report", "send the report to the reviewer"), retryable: false }
+          ]
+        }
+        const cut = Deferred.makeUnsafe<void>()
+        const first = PlannerTesting.scriptedModel({
+          plan,
+          leaf: (task) => (task === "Find tea facts" ? "Find tea facts: black and green" : { hang: true })
+        })
+        let message = ""
+        const fiber = yield* Effect.forkChild(
+          Planner.run("Research tea and send it", {
+            model: first,
+            ...world,
+            election: anyone,
+            onEvent: (event) =>
+              Effect.sync(() => {
+                if (event.type === "planned") message = event.tree.message
+                if (event.type === "done" && event.title === "Find tea facts")
+                  Deferred.doneUnsafe(cut, Effect.void)
+              })
+          })
+        )
+        // Bounded, so a run that failed before the leaf finished fails the test instead of hanging it.
+        yield* Effect.raceFirst(
+          Deferred.await(cut),
+          Effect.flatMap(Fiber.join(fiber), () => Effect.die("the run ended before it was cut short"))
+        )
+        // The other two leaves are working (hung); the process dies here.
+        yield* Effect.sleep("50 millis")
+        yield* Fiber.interrupt(fiber)
+
+        // Reopened: new events and index over what was stored.
+        const engine = yield* Policy.allowAll
+        const events = yield* ResourceEvents.makeMemory(engine)
+        const index = ResourceIndex.make(world.store, engine, { events, vectors: world.vectors })
+        const evaluations: Array<string> = []
+        const second = PlannerTesting.scriptedModel({
+          plan: { tasks: [] },
+          verdict: (_, __, results) => {
+            evaluations.push(results)
+            return { successful: true, reason: "both found" }
+          }
+        })
+        const seen: Array<Planner.PlannerEvent> = []
+        const result = yield* Planner.resume(message, {
+          model: second,
+          index,
+          events,
+          election: anyone,
+          onEvent: (event) => Effect.sync(() => seen.push(event))
+        })
+        const leaves = second.requests
+          .map((request) => PlannerTesting.partOf(request.request))
+          .flatMap((part) => (part.kind === "leaf" ? [part.task] : []))
+        assert.deepStrictEqual(leaves, ["Find tea sources"], "only the unfinished, retryable leaf ran again")
+        assert.isFalse(
+          second.requests.some((request) => PlannerTesting.partOf(request.request).kind === "plan"),
+          "not planned again"
+        )
+        // The supervisor read the finished leaf's output from the store.
+        assert.match(evaluations[0]!, /## Find tea facts \(done\)\nFind tea facts: black and green/)
+        assert.match(evaluations[0]!, /## Find tea sources \(done\)\nFind tea sources: done/)
+        assert.isTrue(
+          seen.some(
+            (event) =>
+              event.type === "done" &&
+              event.title === "Find tea facts" &&
+              event.before === true &&
+              event.output === "Find tea facts: black and green"
+          )
+        )
+        assert.deepStrictEqual(
+          result.missing.map((task) => [task.title, task.reason]),
+          [["Send the report", "interrupted before it finished; not retried: it is marked not retryable"]]
+        )
+        assert.deepStrictEqual(
+          result.tasks.map((task) => [task.title, task.status]),
+          [
+            ["Research", "done"],
+            ["Find tea facts", "done"],
+            ["Find tea sources", "done"],
+            ["Send the report", "failed"]
+          ]
+        )
+        assert.match(result.answer, /^## Research\nboth found/)
+      })
+  )
+
+  it.effect(
+    "a leaf's stated facts reach the graph, named after its output, and a later leaf gets them with graph_query",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* PlannerTesting.world()
+        yield* PlannerTesting.registerAssistants(world.index, planner, team)
+        const graph = Graph.make()
+        const found = PlannerTesting.scriptedModel({
+          plan: { tasks: [PlannerTesting.leaf("Find the capital", "find facts about Portugal")] },
+          leaf: () => "Lisbon is the capital.\nfact: Lisbon | capital of | Portugal"
+        })
+        const earlier = yield* Planner.run("Find the capital of Portugal", {
+          model: found,
+          ...world,
+          graph,
+          election: anyone
+        })
+        const output = (yield* world.store.findByPrefix(earlier.tree.tasks[0]!.urn)).find(
+          (resource) => resource.meta.type === "message"
+        )!
+        assert.deepStrictEqual(graph.query({ subject: "lisbon" }), [
+          { subject: "lisbon", predicate: "capital of", object: "Portugal", source: output.meta.urn }
+        ])
+
+        let calls = 0
+        const asking = PlannerTesting.scriptedModel({
+          plan: { tasks: [PlannerTesting.leaf("Answer", "find facts about the capital")] },
+          // A schema-following model: null for what it leaves open.
+          leaf: () =>
+            calls++ === 0
+              ? {
+                  toolCalls: [
+                    { name: "graph_query", arguments: '{"subject":"lisbon","predicate":null,"object":null}' }
+                  ]
+                }
+              : "Lisbon, as the graph says."
+        })
+        const later = yield* Planner.run("What is the capital?", {
+          model: asking,
+          ...world,
+          graph,
+          election: anyone
+        })
+        assert.deepStrictEqual(later.missing, [])
+        const leafRequests = asking.requests.filter((r) => PlannerTesting.partOf(r.request).kind === "leaf")
+        assert.deepStrictEqual(
+          leafRequests[0]!.request.tools?.map((tool) => tool.name),
+          ["graph_query"]
+        )
+        const answered = Array.from(leafRequests[1]!.request.messages).find((m) => m.role === "tool")
+        assert.isDefined(answered)
+        assert.strictEqual(
+          JSON.stringify(answered).includes(`lisbon capital of Portugal  (from ${output.meta.urn})`),
+          true
+        )
+        // The registered tools are resources too.
+        const tools = (yield* world.store.findByType("tool")) as Array<Resource.Tool>
+        assert.deepStrictEqual(
+          tools.map((tool) => tool.meta.name),
+          ["graph_query"]
+        )
+      })
+  )
+
+  it.effect("the tools given to the planner are stored as tool resources, once", () =>
+    Effect.gen(function* () {
+      const world = yield* PlannerTesting.world()
+      yield* PlannerTesting.registerAssistants(world.index, planner, team)
+      const clock = Tool.make({
+        name: "clock",
+        description: "the time now",
+        parameters: Schema.Struct({}),
+        handler: () => Effect.succeed("noon")
+      }) as Tool.Any
+      const puts: Array<string> = []
+      const counting = {
+        ...world.index,
+        put: (actor: string, resource: Resource.Resource) =>
+          Effect.tap(world.index.put(actor, resource), () => Effect.sync(() => puts.push(resource.meta.type)))
+      }
+      for (let i = 0; i < 2; i++)
+        yield* Planner.run("the time", {
+          model: PlannerTesting.scriptedModel({ plan: { tasks: [PlannerTesting.leaf("Tell the time")] } }),
+          ...world,
+          index: counting,
+          tools: [clock],
+          graph: false,
+          election: anyone
+        })
+      const tools = (yield* world.store.findByType("tool")) as Array<Resource.Tool>
+      assert.deepStrictEqual(
+        tools.map((tool) => [tool.meta.name, tool.purpose]),
+        [["clock", "the time now"]]
+      )
+      assert.deepStrictEqual(tools[0]!.parameters, clock.definition.parameters)
+      assert.strictEqual(puts.filter((type) => type === "tool").length, 1, "stored once, not again unchanged")
+    })
   )
 })

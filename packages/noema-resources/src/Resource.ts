@@ -131,7 +131,11 @@ export const Task = kind("task", {
   /** Added by a supervisor after an unsuccessful evaluation. */
   corrective: Schema.optionalKey(Schema.Boolean),
   /** Why it failed, or what its evaluation said. */
-  reason: Schema.optionalKey(Schema.String)
+  reason: Schema.optionalKey(Schema.String),
+  /** When it was stored done or failed (ISO-8601): the seed's `completed_at`. */
+  completedAt: Schema.optionalKey(Schema.String),
+  /** False when it must not be done twice (it sends, pays, deletes): it is never retried. */
+  retryable: Schema.optionalKey(Schema.Boolean)
 })
 export type Task = typeof Task.Type
 
