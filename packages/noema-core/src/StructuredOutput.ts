@@ -242,7 +242,10 @@ const read = <S extends OutputSchema>(plan: Plan<S>, text: string): Reading<S["T
     parsed = parsed.value
   }
   try {
-    return { _tag: "valid", value: Schema.decodeUnknownSync(plan.schema)(parsed, { errors: "all" }) }
+    return {
+      _tag: "valid",
+      value: Schema.decodeUnknownSync(Tool.jsonCodec(plan.schema))(parsed, { errors: "all" })
+    }
   } catch (error) {
     return {
       _tag: "invalid",

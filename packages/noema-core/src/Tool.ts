@@ -115,6 +115,26 @@ export const jsonSchema = (schema: Schema.Constraint): JsonSchema => {
   return root
 }
 
+const jsonCodecs = new WeakMap<Parameters, Schema.Codec<unknown, unknown, never, unknown>>()
+
+/**
+ * The codec a model's JSON for `schema` is read with: the schema's JSON codec, the form
+ * `jsonSchema` describes (`Schema.toJsonSchemaDocument` documents the JSON codec). An
+ * optional field is sent as `anyOf [X, null]`, so a schema-following model may send `null`
+ * for it: read as absent. A number may come as `"NaN"`/`"Infinity"`, as documented.
+ * Derived once per schema.
+ */
+export const jsonCodec = <Params extends Parameters>(
+  schema: Params
+): Schema.Codec<Params["Type"], unknown, never, unknown> => {
+  let codec = jsonCodecs.get(schema)
+  if (codec === undefined) {
+    codec = Schema.toCodecJson(schema) as unknown as Schema.Codec<unknown, unknown, never, unknown>
+    jsonCodecs.set(schema, codec)
+  }
+  return codec as Schema.Codec<Params["Type"], unknown, never, unknown>
+}
+
 export interface MakeOptions<Params extends Parameters, Success, Failure, R> {
   readonly name: string
   readonly description: string
@@ -252,7 +272,7 @@ export const requiresApproval = <Params extends Parameters>(
   } catch {
     return false
   }
-  const decoded = Schema.decodeUnknownOption(tool.parameters)(parsed)
+  const decoded = Schema.decodeUnknownOption(jsonCodec(tool.parameters))(parsed)
   return decoded._tag === "Some" && rule(decoded.value)
 }
 
@@ -281,7 +301,7 @@ export const decodeArguments = <Params extends Parameters>(
         })
       )
     }
-    return Schema.decodeUnknownEffect(tool.parameters)(parsed, { errors: "all" }).pipe(
+    return Schema.decodeUnknownEffect(jsonCodec(tool.parameters))(parsed, { errors: "all" }).pipe(
       Effect.mapError(
         (error) =>
           new ToolArgumentsError({

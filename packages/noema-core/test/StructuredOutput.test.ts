@@ -64,6 +64,17 @@ describe("StructuredOutput.generate", () => {
     })
   )
 
+  it.effect("a schema-following model's null for an optional property is read as absent", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: ['{"name":"Ada","nick":null}'] })
+      const schema = Schema.Struct({ name: Schema.String, nick: Schema.optional(Schema.String) })
+      const value = yield* StructuredOutput.generate(model, { schema, messages })
+      assert.strictEqual(value.name, "Ada")
+      assert.isUndefined(value.nick)
+      assert.strictEqual(model.requests.length, 1, "accepted without a repair round")
+    })
+  )
+
   it.effect("invalid output is sent back with the issue and the repaired answer is decoded", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({

@@ -27,6 +27,41 @@ describe("Tool", () => {
     assert.deepStrictEqual(parameters.required, ["a", "b"])
   })
 
+  it.effect(
+    "reads arguments as the JSON Schema it sent describes them: null for an optional field is absent",
+    () =>
+      Effect.gen(function* () {
+        const search = Tool.make({
+          name: "search",
+          description: "Searches",
+          parameters: Schema.Struct({ query: Schema.String, limit: Schema.optional(Schema.Number) }),
+          handler: ({ query, limit }) => Effect.succeed(`${query}:${limit ?? "all"}`)
+        })
+        // What the model is told it may send for the optional field.
+        const limit = (
+          search.definition.parameters as { properties: { limit: { anyOf: Array<{ type: string }> } } }
+        ).properties.limit
+        assert.isTrue(limit.anyOf.some((branch) => branch.type === "null"))
+        const message = yield* Tool.call(search, {
+          id: "c1",
+          name: "search",
+          arguments: '{"query":"q","limit":null}'
+        })
+        assert.isFalse(message.isError)
+        assert.strictEqual(message.content, "q:all")
+        const approval = Tool.withApproval(search, ({ limit }) => limit === undefined)
+        assert.isTrue(
+          Tool.requiresApproval(approval, {
+            id: "c2",
+            name: "search",
+            arguments: '{"query":"q","limit":null}'
+          })
+        )
+        const wrong = yield* Tool.call(search, { id: "c3", name: "search", arguments: '{"query":null}' })
+        assert.isTrue(wrong.isError, "null is absent only where absence is allowed")
+      })
+  )
+
   it.effect("runs a valid call", () =>
     Effect.gen(function* () {
       const message = yield* Tool.call(divide, call('{"a":6,"b":3}'))
