@@ -11,6 +11,7 @@
 import { writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import * as ClusterBench from "./Cluster.ts"
 import * as Context from "./Context.ts"
 import type { LatencyOptions, ThroughputOptions } from "./Harness.ts"
 import * as Http from "./Http.ts"
@@ -38,6 +39,7 @@ const suites = [
   "resources",
   "planner",
   "runs",
+  "cluster",
   "context"
 ] as const
 type Suite = (typeof suites)[number]
@@ -187,6 +189,10 @@ const main = async (): Promise<void> => {
   if (selected("runs")) {
     log("runs: one stage's overhead with an instant model, 100 small runs on SQLite and PostgreSQL")
     Object.assign(results, await RunsBench.run(config.runs))
+  }
+  if (selected("cluster")) {
+    log("runs on effect/cluster runners beside claim workers: 3 processes each, on PostgreSQL")
+    Object.assign(results, await ClusterBench.run({ runs: 60, approvals: 5 }))
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")
