@@ -355,6 +355,27 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.pg_per_s" }
   },
   {
+    workload: "runs.cluster3_per_s  (60 runs, 3 cluster runners | 3 claim workers, Postgres)",
+    unit: "runs/s",
+    suite: "cluster",
+    better: "higher",
+    cells: { noema: "runs.cluster3_per_s", raw: "runs.claims3_per_s" }
+  },
+  {
+    workload: "runs.approve_to_start  (cluster runner | claims, runs approve)",
+    unit: "ms",
+    suite: "cluster",
+    better: "lower",
+    cells: { noema: "runs.cluster_approve_to_start_ms", raw: "runs.claims_approve_to_start_ms" }
+  },
+  {
+    workload: "runs.failover  (SIGKILL to next attempt: cluster | claims)",
+    unit: "ms",
+    suite: "cluster",
+    better: "lower",
+    cells: { noema: "runs.cluster_failover_ms", raw: "runs.claims_failover_ms" }
+  },
+  {
     workload: "runs.per_s  (100 runs in 10 threads, 2 workers x 4, Postgres | 1 worker x 1)",
     unit: "runs/s",
     suite: "runs",
@@ -446,11 +467,32 @@ const atLeast = (factor: number) => (values: ReadonlyArray<number>) => {
   return { shown: `${(ours / theirs).toFixed(3)}x`, pass: ours >= factor * theirs }
 }
 
+/** A figure at most `limit` (a latency's goal). */
+const atMost = (limit: number) => (values: ReadonlyArray<number>) => {
+  const [value = Number.NaN] = values
+  return { shown: `${value.toFixed(0)}`, pass: value <= limit }
+}
+
 const targets: ReadonlyArray<Target> = [
   {
     description: "serve.first_paint: under 1 s (1,000 sessions)",
     figures: ["serve.first_paint_ms"],
     evaluate: ([ms = Number.NaN]) => ({ shown: `${ms.toFixed(0)} ms`, pass: ms < 1000 })
+  },
+  {
+    description: "runs.cluster3_per_s >= 0.9 x runs.claims3_per_s",
+    figures: ["runs.cluster3_per_s", "runs.claims3_per_s"],
+    evaluate: atLeast(0.9)
+  },
+  {
+    description: "runs.cluster_approve_to_start_ms <= 500",
+    figures: ["runs.cluster_approve_to_start_ms"],
+    evaluate: atMost(500)
+  },
+  {
+    description: "runs.cluster_failover_ms <= 10000",
+    figures: ["runs.cluster_failover_ms"],
+    evaluate: atMost(10_000)
   },
   {
     description: "inproc.plain: noema <= 0.5 x AI SDK",

@@ -5,12 +5,13 @@
  *
  *   npm run bench                 full run (a few minutes)
  *   npm run bench -- --quick      fewer repetitions (under two minutes)
- *   npm run bench -- --only http  only the suites named (startup, inproc, http, providers, store, postgres, runtime, serve, context);
+ *   npm run bench -- --only http  only the suites named (startup, inproc, http, providers, store, postgres, runtime, serve, cluster, context);
  *                                 results.json is then left alone unless --out FILE is given
  */
 import { writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import * as ClusterBench from "./Cluster.ts"
 import * as Context from "./Context.ts"
 import type { LatencyOptions, ThroughputOptions } from "./Harness.ts"
 import * as Http from "./Http.ts"
@@ -40,6 +41,7 @@ const suites = [
   "planner",
   "runs",
   "serve",
+  "cluster",
   "context"
 ] as const
 type Suite = (typeof suites)[number]
@@ -196,6 +198,10 @@ const main = async (): Promise<void> => {
   if (selected("runs")) {
     log("runs: one stage's overhead with an instant model, 100 small runs on SQLite and PostgreSQL")
     Object.assign(results, await RunsBench.run(config.runs))
+  }
+  if (selected("cluster")) {
+    log("runs on effect/cluster runners beside claim workers: 3 processes each, on PostgreSQL")
+    Object.assign(results, await ClusterBench.run({ runs: 60, approvals: 5 }))
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")

@@ -227,6 +227,18 @@ interface Executing {
   readonly noTools: boolean
 }
 
+/** `--engine`: what executes runs (undefined: NOEMA_RUNS_ENGINE, else claims). */
+interface RunsEngine {
+  readonly engine: "claims" | "cluster" | undefined
+}
+
+/** With `--engine cluster`: where this runner is reached, and listens. */
+interface RunnerFlags {
+  readonly runnerHost: string | undefined
+  readonly runnerPort: number | undefined
+  readonly runnerListen: string | undefined
+}
+
 export type RunsCommand =
   | ({
       readonly type: "threads-create"
@@ -252,20 +264,29 @@ export type RunsCommand =
       readonly plan: boolean
       readonly approve: "none" | "first" | "all"
     } & RunsCommon &
-      Executing)
+      Executing &
+      RunsEngine)
   | ({ readonly type: "runs-list"; readonly thread: string | undefined } & RunsCommon)
   | ({ readonly type: "runs-show"; readonly run: string } & RunsCommon)
   | ({ readonly type: "runs-approve"; readonly run: string; readonly by: string | undefined } & RunsCommon &
-      Executing)
-  | ({ readonly type: "runs-reject"; readonly run: string; readonly reason: string } & RunsCommon)
+      Executing &
+      RunsEngine)
+  | ({ readonly type: "runs-reject"; readonly run: string; readonly reason: string } & RunsCommon &
+      RunsEngine)
   | ({
       readonly type: "runs-retry"
       readonly run: string
       /** `--force`: retry a failure that is not retryable too (saying so). */
       readonly force: boolean
     } & RunsCommon &
-      Executing)
-  | ({ readonly type: "runs-cancel"; readonly run: string; readonly reason: string | undefined } & RunsCommon)
+      Executing &
+      RunsEngine)
+  | ({
+      readonly type: "runs-cancel"
+      readonly run: string
+      readonly reason: string | undefined
+    } & RunsCommon &
+      RunsEngine)
   | ({ readonly type: "runs-resume"; readonly run: string | undefined } & RunsCommon & Executing)
   | ({ readonly type: "runs-verify"; readonly run: string } & RunsCommon)
   | ({
@@ -278,13 +299,17 @@ export type RunsCommand =
       /** `--token`: the panel's access token (default NOEMA_SERVE_TOKEN, else a new one per start). */
       readonly token: string | undefined
     } & RunsCommon &
-      Executing)
+      Executing &
+      RunsEngine &
+      RunnerFlags)
   | ({
       readonly type: "worker"
       readonly concurrency: number
       readonly leaseTtl: string | undefined
     } & RunsCommon &
-      Executing)
+      Executing &
+      RunsEngine &
+      RunnerFlags)
 
 // ---------------------------------------------------------------------------
 // Which commands only read

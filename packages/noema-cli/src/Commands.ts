@@ -361,6 +361,7 @@ const runCommand = Command.make(
       "detach",
       "only create the run and print its id: a worker (noema worker, noema serve) carries it on"
     ),
+    engine: Flags.runsEngine,
     ...executing,
     ...storage
   },
@@ -423,6 +424,7 @@ const runsApprove = Command.make(
   {
     run: runId,
     by: Flags.optional("by", "WHO", "who approves (kept in the timeline)"),
+    engine: Flags.runsEngine,
     ...executing,
     ...storage
   },
@@ -434,7 +436,12 @@ const runsApprove = Command.make(
 
 const runsReject = Command.make(
   "reject",
-  { run: runId, reason: Flags.optional("reason", "TEXT", "why (kept in the timeline)"), ...storage },
+  {
+    run: runId,
+    reason: Flags.optional("reason", "TEXT", "why (kept in the timeline)"),
+    engine: Flags.runsEngine,
+    ...storage
+  },
   ({ reason, ...input }) => runs("runs reject", { type: "runs-reject", ...input, reason: reason ?? "" })
 ).pipe(
   Command.validate(({ reason }) =>
@@ -451,6 +458,7 @@ const runsRetry = Command.make(
   {
     run: runId,
     force: Flags.on("force", "retry a failure that is not retryable too (saying so)"),
+    engine: Flags.runsEngine,
     ...executing,
     ...storage
   },
@@ -469,7 +477,12 @@ refusing the request) is refused with the reason (exit status 1) unless --force.
 
 const runsCancel = Command.make(
   "cancel",
-  { run: runId, reason: Flags.optional("reason", "TEXT", "why (kept in the timeline)"), ...storage },
+  {
+    run: runId,
+    reason: Flags.optional("reason", "TEXT", "why (kept in the timeline)"),
+    engine: Flags.runsEngine,
+    ...storage
+  },
   (input) => runs("runs cancel", { type: "runs-cancel", ...input })
 ).pipe(about("cancel a run"), examples(['noema runs cancel "$RUN" --reason "no longer needed"', "cancel it"]))
 
@@ -543,6 +556,8 @@ const serveCommand = Command.make(
     ),
     concurrency: Flags.concurrency,
     leaseTtl: Flags.leaseTtl,
+    engine: Flags.runsEngine,
+    ...Flags.runner,
     ...executing,
     ...storage
   },
@@ -563,7 +578,14 @@ Ctrl-C stops it (exit status 0); runs under way are taken by the next worker.`
 
 const workerCommand = Command.make(
   "worker",
-  { concurrency: Flags.concurrency, leaseTtl: Flags.leaseTtl, ...executing, ...storage },
+  {
+    concurrency: Flags.concurrency,
+    leaseTtl: Flags.leaseTtl,
+    engine: Flags.runsEngine,
+    ...Flags.runner,
+    ...executing,
+    ...storage
+  },
   (input) => runs("worker", { type: "worker", ...input })
 ).pipe(
   about(
@@ -572,11 +594,20 @@ const workerCommand = Command.make(
 noema run or the panel, approved or retried runs, and runs whose process died. With a
 PostgreSQL database (--database postgres://...) workers on several machines share the runs
 (they must share the workspace too); a thread's runs stay one at a time across all of them.
+With --engine cluster (PostgreSQL only), workers are effect/cluster runners: each owns a
+share of the runs' shards, reached by the others at --runner-host:--runner-port, and a dead
+runner's shards move to the others (docs/runs.md, "Which engine").
 A run started on a model this worker is not configured with waits for a process that is
 (the log says which model it needs). Ctrl-C stops it (exit status 0); runs under way are
 taken by the next worker.`
   ),
-  examples(["noema worker --concurrency 2", "carry two runs on at a time"])
+  examples(
+    ["noema worker --concurrency 2", "carry two runs on at a time"],
+    [
+      "noema worker --engine cluster --database postgres://… --runner-host 10.0.0.5 --runner-port 34431",
+      "a cluster runner, reached by the others at 10.0.0.5:34431"
+    ]
+  )
 )
 
 // ---------------------------------------------------------------------------

@@ -14,9 +14,11 @@
  * this process has (`executorModels`: the configured one, the offline one); a
  * run whose model is not here waits, saying how to go on (`modelWait`).
  */
+import * as os from "node:os"
 import * as path from "node:path"
 import type { ChatModel } from "@noema/core"
 import {
+  ClusterEngine,
   Executor,
   Pipeline,
   PlanPipeline,
@@ -30,6 +32,7 @@ import {
 } from "@noema/runs"
 import { SqlStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
+import { WorkflowEngine } from "effect/workflow"
 import { type PipelineTools, type RunsCommand, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
@@ -387,6 +390,46 @@ const withIds = (store: RunsStore.Service, command: RunsCommand) =>
     return resolved
   })
 
+/** The runs database's pool on a cluster runner: its shard-lock session, storage polls, the runs. */
+const runnerConnections = 8
+
+/**
+ * With `--engine cluster` (or NOEMA_RUNS_ENGINE=cluster): the cluster's settings (`ClusterEngine.settingsFrom`)
+ * and, for a worker or a serve that carries runs on, where this runner is reached; refused at
+ * once on SQLite. Undefined on the claims engine.
+ */
+const clusterOf = (
+  command: RunsCommand,
+  env: Readonly<Record<string, string | undefined>>,
+  database: CliConfig.DatabaseConfig
+) => {
+  if (!("engine" in command)) return undefined
+  const fromEnv = present(env.NOEMA_RUNS_ENGINE)
+  if (fromEnv !== undefined && fromEnv !== "claims" && fromEnv !== "cluster")
+    throw new UsageError(`NOEMA_RUNS_ENGINE must be claims or cluster, got "${Terminal.inline(fromEnv)}"`)
+  if ((command.engine ?? fromEnv ?? "claims") === "claims") return undefined
+  if (database.kind === "sqlite")
+    throw new UsageError(
+      `--engine cluster needs a PostgreSQL database (--database postgres://...); ${database.path} is SQLite: use the claims engine there`
+    )
+  const read = ClusterEngine.settingsFrom(env)
+  if ("problem" in read) throw new UsageError(read.problem)
+  const carrying = command.type === "worker" || (command.type === "serve" && command.worker)
+  if (!carrying) return { settings: read.settings, runner: undefined }
+  const port = command.runnerPort ?? present(env.NOEMA_RUNNER_PORT) ?? "34431"
+  if (!/^\d+$/.test(String(port)) || Number(port) < 1 || Number(port) > 65535)
+    throw new UsageError(
+      `NOEMA_RUNNER_PORT must be a port (1 to 65535), got "${Terminal.inline(String(port))}"`
+    )
+  const listen = present(command.runnerListen) ?? present(env.NOEMA_RUNNER_LISTEN)
+  const runner: ClusterEngine.RunnerOptions = {
+    host: present(command.runnerHost) ?? present(env.NOEMA_RUNNER_HOST) ?? os.hostname(),
+    port: Number(port),
+    ...(listen !== undefined && { listenHost: listen })
+  }
+  return { settings: read.settings, runner }
+}
+
 /** What a runs command needs before the database opens: the input checked, the pipeline, the model. */
 const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
   const { io } = frame
@@ -413,6 +456,7 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
       )
     ttlMs = Duration.toMillis(parsed.value)
   }
+  const cluster = clusterOf(command, io.env, database)
   // The panel's access token: --token, else NOEMA_SERVE_TOKEN, else the server makes one per start.
   const token =
     command.type === "serve" ? (command.token ?? (io.env.NOEMA_SERVE_TOKEN || undefined)) : undefined
@@ -432,7 +476,8 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
     longRunning,
     ttlMs,
     token,
-    serverPackage
+    serverPackage,
+    cluster
   }
 }
 
@@ -451,7 +496,8 @@ export const run = (command: RunsCommand, io: Io) =>
       longRunning,
       ttlMs,
       token,
-      serverPackage
+      serverPackage,
+      cluster
     } = yield* Effect.tryPromise({ try: () => prepare(command, frame), catch: (error) => error })
     const model = models?.model
     const executing = "model" in command
@@ -467,29 +513,40 @@ export const run = (command: RunsCommand, io: Io) =>
       const toolNames = tools.map((tool) => tool.name)
       /** Runs whose wait for their model this process told already (a worker tries them again now and then). */
       const toldWaiting = new Set<string>()
+      // On the cluster: its engine, from the layer provided below (a runner's, or a client's).
+      const clusterEngine = yield* Effect.serviceOption(WorkflowEngine.WorkflowEngine)
+      const engine = Option.isSome(clusterEngine)
+        ? yield* ClusterEngine.make(store, {
+            ...(cluster !== undefined && { settings: cluster.settings }),
+            ...(ttlMs !== undefined && { leaseTtlMs: ttlMs })
+          }).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, clusterEngine.value))
+        : undefined
       const executor = Executor.make({
         store,
         workspace,
+        ...(engine !== undefined && { engine }),
         // A command that carries no run on (show, cancel, reject...) never calls a model.
         model: model ?? OfflineModel.make(),
         ...models?.options,
         tools,
-        onEvent: (view, event) =>
-          Effect.sync(() => {
-            if (event.type === "RunCanceled") canceledHere.add(view.runId)
-            // One run at a time: the model's last failure is this stage's (a worker's runs share the model).
-            const failure = event.type === "StageFailed" && !longRunning ? models?.takeFailure() : undefined
-            if (failure !== undefined)
-              io.stderr.write(`noema: ${CliError.describe(failure, models?.errors)}\n`)
-            if (json) io.stdout.write(`${Shown.stringify({ run_id: view.runId, ...event })}\n`)
-            else {
-              const line = progressLine(style, view, event)
-              // A worker carries several runs on at once: each line says whose it is.
-              if (line !== undefined)
-                io.stdout.write(`${longRunning ? `${style.dim(view.runId)}  ` : ""}${line}\n`)
-            }
-          })
+        // A cluster client shows what its runner does from the store (`follow`), its own events too.
+        ...((engine === undefined || longRunning) && { onEvent: (view, event) => showEvent(view, event) })
       })
+      /** An event as it happens: a progress line (a JSON line with --json). */
+      const showEvent = (view: Run.RunView, event: Run.EventData) =>
+        Effect.sync(() => {
+          if (event.type === "RunCanceled") canceledHere.add(view.runId)
+          // One run at a time: the model's last failure is this stage's (a worker's runs share the model).
+          const failure = event.type === "StageFailed" && !longRunning ? models?.takeFailure() : undefined
+          if (failure !== undefined) io.stderr.write(`noema: ${CliError.describe(failure, models?.errors)}\n`)
+          if (json) io.stdout.write(`${Shown.stringify({ run_id: view.runId, ...event })}\n`)
+          else {
+            const line = progressLine(style, view, event)
+            // A worker carries several runs on at once: each line says whose it is.
+            if (line !== undefined)
+              io.stdout.write(`${longRunning ? `${style.dim(view.runId)}  ` : ""}${line}\n`)
+          }
+        })
       /** Why the run waits in its thread's queue, and what frees the thread when an interrupted run holds it. */
       const queuedText = (runId: string, reason: string) =>
         Effect.gen(function* () {
@@ -534,6 +591,42 @@ export const run = (command: RunsCommand, io: Io) =>
             )
           )
         )
+
+      /**
+       * On the cluster, a runner carries the run on: this client follows its timeline from the
+       * store, showing each event, until it finishes or must wait; the exit status as `carryOn`'s.
+       */
+      const follow = (runId: string, from: number) =>
+        Effect.gen(function* () {
+          let seen = from
+          while (true) {
+            const view = yield* store.getRun(runId)
+            for (const event of yield* store.events(runId))
+              if (event.seq > seen) {
+                seen = event.seq
+                yield* showEvent(view, event.data)
+              }
+            if (view.seq > seen) continue
+            if (view.status === "waiting_approval") return ExitStatus.waiting
+            if (view.status === "completed") return 0
+            if (view.status === "failed" || view.status === "canceled") return 1
+            if (view.status === "queued") {
+              if (!json) yield* print(`${yield* queuedText(runId, "its thread is busy")}\n`)
+              return ExitStatus.waiting
+            }
+            yield* Effect.sleep(Duration.millis(100))
+          }
+        })
+      /** Hands the run to the cluster (`Executor.submit`), then follows it unless `detach`. */
+      const handOver = (runId: string, from: number, detach = false) =>
+        Effect.gen(function* () {
+          const submitted = yield* executor.submit(runId)
+          if (submitted._tag === "Queued") {
+            if (!json && !detach) yield* print(`${yield* queuedText(runId, submitted.reason)}\n`)
+            return detach ? 0 : ExitStatus.waiting
+          }
+          return detach ? 0 : yield* follow(runId, from)
+        })
 
       switch (command.type) {
         case "threads-create": {
@@ -610,15 +703,26 @@ export const run = (command: RunsCommand, io: Io) =>
               threadId: command.thread,
               request: command.request,
               pipeline: stages,
-              ...(!command.detach && {
-                claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs }
-              })
+              ...(!command.detach &&
+                engine === undefined && {
+                  claim: { owner: RunLease.processOwner, ttlMs: RunLease.defaultTtlMs }
+                })
             })
             .pipe(
               Effect.catchTag("ThreadBusy", (busy) =>
                 Effect.flatMap(RunLease.explainBusy(store, busy), Effect.fail)
               )
             )
+          if (engine !== undefined) {
+            if (command.detach || json)
+              yield* print(
+                json
+                  ? `${Shown.stringify({ run_id: created.runId, type: "RunQueued" })}\n`
+                  : `${created.runId}\n`
+              )
+            else yield* print(`run ${created.runId}\n`)
+            return yield* handOver(created.runId, created.seq, command.detach)
+          }
           if (command.detach) {
             yield* print(
               json
@@ -657,6 +761,11 @@ export const run = (command: RunsCommand, io: Io) =>
           return report.ok ? 0 : 1
         }
         case "runs-approve":
+          if (engine !== undefined) {
+            // The approval is the first event shown; its runner carries the run on from there.
+            const approved = yield* executor.approve(command.run, command.by)
+            return yield* follow(command.run, approved.seq - 1)
+          }
           return yield* carryOn(
             command.run,
             executor.resume(command.run),
@@ -676,6 +785,10 @@ export const run = (command: RunsCommand, io: Io) =>
           if (overridden !== undefined) {
             const notice = `noema: ${Terminal.sanitize(overridden.message)}; retrying it anyway (--force)\n`
             yield* Effect.sync(() => (json ? io.stderr : io.stdout).write(notice))
+          }
+          if (engine !== undefined) {
+            const started = yield* executor.retry(command.run, { force: command.force })
+            return yield* handOver(command.run, started.seq - 1)
           }
           return yield* carryOn(
             command.run,
@@ -750,7 +863,9 @@ export const run = (command: RunsCommand, io: Io) =>
                 )
               } else if (!json)
                 yield* print(
-                  `noema worker: carrying runs on from ${store.location}, ${command.concurrency} at a time (Ctrl-C stops)\n`
+                  cluster?.runner === undefined
+                    ? `noema worker: carrying runs on from ${store.location}, ${command.concurrency} at a time (Ctrl-C stops)\n`
+                    : `noema worker: a cluster runner at ${cluster.runner.host}:${cluster.runner.port} over ${store.location} (Ctrl-C stops)\n`
                 )
               if (carrying) yield* Effect.forkScoped(worker.run)
               return yield* Effect.never
@@ -777,7 +892,20 @@ export const run = (command: RunsCommand, io: Io) =>
       }
     })
 
-    return yield* Databases.provideDatabase(program, database, readsOnly(command)).pipe(
+    // On the cluster, the program runs as one of its runners, or as a client of them.
+    const placed =
+      cluster === undefined
+        ? program
+        : Effect.provide(
+            program,
+            ClusterEngine.layer(cluster.runner === undefined ? { settings: cluster.settings } : cluster)
+          )
+    return yield* Databases.provideDatabase(
+      placed,
+      database,
+      readsOnly(command),
+      cluster === undefined ? undefined : runnerConnections
+    ).pipe(
       // A refusal to retry says how to force it.
       Effect.catchIf(
         (error) => error instanceof Run.NotRetryable,

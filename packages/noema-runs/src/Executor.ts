@@ -104,7 +104,52 @@ export interface Options {
   readonly counter?: TokenCounter.TokenCounter
   /** The most characters `read_artifact` returns (it says where it cut). Default 50,000. */
   readonly maxReadCharacters?: number
+  /**
+   * The workflow engine the runs execute on. Default: `StoreWorkflowEngine` over the store's
+   * journal, in this process (`storeEngine`); `ClusterEngine.make` runs them on effect/cluster.
+   */
+  readonly engine?: Engine
 }
+
+/**
+ * What the executor needs of a workflow engine: the same `RunWorkflow` runs on either, only
+ * where an execution runs, and what holds it there, differ.
+ */
+export interface Engine {
+  readonly service: WorkflowEngine.WorkflowEngine["Service"]
+  /** Executes the workflow (or joins its execution) and waits for its run to end: `Complete` or `Suspended`. */
+  readonly run: (
+    workflow: typeof RunWorkflow,
+    options: { readonly executionId: string; readonly payload: { readonly runId: string } }
+  ) => Effect.Effect<Workflow.Result<{ readonly status: string }, never>>
+  /**
+   * Gives the execution to whoever runs executions without waiting for it: nothing for the
+   * store engine (a worker's claim takes the run), a message to its shard's runner on the cluster.
+   */
+  readonly handOver: (options: {
+    readonly executionId: string
+    readonly payload: { readonly runId: string }
+  }) => Effect.Effect<void>
+  /** What holds the run while the workflow's body runs here (the cluster's runner takes its lease). */
+  readonly carry: <A, E, R>(runId: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * Where an execution runs. `caller` (the store engine): in the process that asks, under its
+   * claim; `resume` settles an attempt a stopped process left running, and an execution
+   * interrupted while suspended is replayed here to close it. `owner` (the cluster): on the
+   * runner owning its shard, where it moves without a `resume` when a runner dies, so the
+   * body settles such an attempt, and the owner closes an interrupted execution itself.
+   */
+  readonly placement: "caller" | "owner"
+}
+
+/** The default engine: `StoreWorkflowEngine` over the store's journal, in this process. */
+export const storeEngine = (engine: StoreWorkflowEngine.StoreWorkflowEngine): Engine => ({
+  service: engine,
+  run: (workflow, options) => engine.run(workflow, options),
+  handOver: () => Effect.void,
+  carry: (_runId, body) => body,
+  placement: "caller"
+})
 
 /** Tokens of earlier artifacts given whole to a stage when `artifactBudget` is not set. */
 export const defaultArtifactBudget = HandOff.defaultBudget
@@ -149,6 +194,9 @@ export type Outcome =
   | { readonly _tag: "Finished"; readonly run: RunView }
   | { readonly _tag: "WaitingApproval"; readonly run: RunView; readonly position: number }
   | { readonly _tag: "Queued"; readonly run: RunView; readonly reason: string }
+
+/** What `submit` did: handed the running run's execution over, or why not (`Outcome`). */
+export type Submitted = Outcome | { readonly _tag: "HandedOver"; readonly run: RunView }
 
 export interface Executor {
   /**
@@ -198,8 +246,15 @@ export interface Executor {
    * process runs it; otherwise the interrupt is recorded for the execution's next replay.
    */
   readonly interrupt: (runId: string) => Effect.Effect<void>
-  /** The effect/workflow engine the runs execute on (its journal is the store's). */
-  readonly engine: StoreWorkflowEngine.StoreWorkflowEngine
+  /**
+   * Starts the run if it is queued and its thread is free (else `Queued`), then hands its
+   * execution to the engine without waiting (`Engine.handOver`): on the cluster, the runner
+   * owning its shard carries it on. A run that is running is handed over again (idempotent:
+   * the same execution), which replays it if it was suspended.
+   */
+  readonly submit: (runId: string) => Effect.Effect<Submitted, AppendError>
+  /** The effect/workflow engine the runs execute on (default: the store's journal, here). */
+  readonly engine: Engine
   /** What the journal holds of the run's current workflow execution; none before it started. */
   readonly workflowOf: (runId: string) => Effect.Effect<WorkflowView | undefined, RunsStoreError>
 }
@@ -429,6 +484,10 @@ export const make = (options: Options): Executor => {
   const body = ({ runId }: { readonly runId: string }) =>
     Effect.gen(function* () {
       const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOf(runId)))
+      // An execution moved to another runner (its shards taken over): the attempt its last
+      // runner left running is settled here, as `resume` does for the claims engine.
+      if (engine.placement === "owner")
+        yield* Effect.orDie(Effect.flatMap(store.getRun(runId), settleStopped))
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
       let model: AvailableModel | undefined
       while (true) {
@@ -465,11 +524,14 @@ export const make = (options: Options): Executor => {
     })
 
   const engineScope = Scope.makeUnsafe()
-  const engine = Effect.runSync(Scope.provide(StoreWorkflowEngine.make(store.journal), engineScope))
-  Effect.runSync(
-    engine
-      .register(RunWorkflow, body)
-      .pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine), Scope.provide(engineScope))
+  const engine =
+    options.engine ??
+    storeEngine(Effect.runSync(Scope.provide(StoreWorkflowEngine.make(store.journal), engineScope)))
+  // The cluster registers its entity asynchronously; messages that come first wait for it.
+  Effect.runFork(
+    engine.service
+      .register(RunWorkflow, (payload) => engine.carry(payload.runId, body(payload)))
+      .pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine.service), Scope.provide(engineScope))
   )
 
   /**
@@ -488,18 +550,37 @@ export const make = (options: Options): Executor => {
     return isExecuteError(error) ? Effect.fail(error) : Effect.die(error)
   }
 
+  /** The run, started if it was queued and its thread is free; `Queued` (with why) if not. */
+  const startIfQueued = (runId: string) =>
+    Effect.gen(function* () {
+      const run = yield* store.getRun(runId)
+      if (run.status !== "queued") return { _tag: "Run", run } as const
+      const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }]))
+      if (started._tag === "Success") return { _tag: "Run", run: started.success } as const
+      if (started.failure._tag === "IllegalTransition")
+        return { _tag: "Queued", run, reason: started.failure.detail } as const
+      return yield* Effect.fail(started.failure)
+    })
+
+  const submit = (runId: string): Effect.Effect<Submitted, AppendError> =>
+    Effect.gen(function* () {
+      const start = yield* startIfQueued(runId)
+      if (start._tag === "Queued") return start
+      const { run } = start
+      if (run.status === "waiting_approval") {
+        const waiting = run.stages.find((s) => s.status === "waiting_approval")
+        return { _tag: "WaitingApproval", run, position: waiting?.position ?? 0 } as const
+      }
+      if (run.status !== "running") return { _tag: "Finished", run } as const
+      yield* engine.handOver({ executionId: yield* executionOf(runId), payload: { runId } })
+      return { _tag: "HandedOver", run } as const
+    })
+
   const execute = (runId: string, pipeline: Pipeline): Effect.Effect<Outcome, ExecuteError> =>
     Effect.gen(function* () {
-      let run = yield* store.getRun(runId)
-      if (run.status === "queued") {
-        const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }]))
-        if (started._tag === "Failure") {
-          if (started.failure._tag === "IllegalTransition")
-            return { _tag: "Queued", run, reason: started.failure.detail } as const
-          return yield* Effect.fail(started.failure)
-        }
-        run = started.success
-      }
+      const start = yield* startIfQueued(runId)
+      if (start._tag === "Queued") return start
+      let run = start.run
       if (run.status !== "running" && run.status !== "waiting_approval")
         return { _tag: "Finished", run } as const
       const executionId = yield* executionOf(runId)
@@ -539,7 +620,7 @@ export const make = (options: Options): Executor => {
   const decide = (runId: string, position: number, approved: boolean) =>
     Effect.flatMap(executionOf(runId), (executionId) => {
       const gate = approvalGate(position)
-      return engine.deferredDone(gate, {
+      return engine.service.deferredDone(gate, {
         workflowName: RunWorkflow._tag,
         executionId,
         deferredName: gate.name,
@@ -549,7 +630,9 @@ export const make = (options: Options): Executor => {
 
   /** Interrupts the run's workflow execution: at once if it runs here, else on its next replay. */
   const interrupt = (runId: string) =>
-    Effect.flatMap(executionOf(runId), (executionId) => engine.interruptUnsafe(RunWorkflow, executionId))
+    Effect.flatMap(executionOf(runId), (executionId) =>
+      engine.service.interruptUnsafe(RunWorkflow, executionId)
+    )
 
   const waitingStage = (runId: string) =>
     Effect.flatMap(store.getRun(runId), (run) => {
@@ -585,22 +668,14 @@ export const make = (options: Options): Executor => {
       )
     })
 
-  const resume = (runId: string): Effect.Effect<Outcome, ExecuteError | PipelineError> =>
+  /**
+   * A stage attempt the timeline says is running, when nothing here runs it (its process
+   * stopped): recorded completed if its manifest, written last, says so, else failed
+   * (`interrupted`, retryable), so the stage gets a new attempt and never a second run of this one.
+   */
+  const settleStopped = (run: RunView) =>
     Effect.gen(function* () {
-      const run = yield* store.getRun(runId)
-      if (!fs.existsSync(path.join(workspace, RunFiles.runFileName(runId)))) {
-        if (run.status !== "queued" && run.status !== "running") return { _tag: "Finished", run } as const
-        // Nothing of it ran, and its pipeline was never written down: it cannot be carried on.
-        const canceled = yield* append(runId, [
-          {
-            type: "RunCanceled",
-            reason:
-              "its process stopped before the run's files were set up; nothing ran (make the request again)"
-          }
-        ])
-        return { _tag: "Finished", run: canceled } as const
-      }
-      const pipeline = yield* pipelineOf(runId)
+      const runId = run.runId
       const stopped = run.stages.find((stage) => stage.status === "running")
       const attempt = stopped?.attempts[stopped.attempts.length - 1]
       if (run.status === "running" && stopped !== undefined && attempt?.status === "running") {
@@ -640,6 +715,25 @@ export const make = (options: Options): Executor => {
             }
           ])
       }
+    })
+
+  const resume = (runId: string): Effect.Effect<Outcome, ExecuteError | PipelineError> =>
+    Effect.gen(function* () {
+      const run = yield* store.getRun(runId)
+      if (!fs.existsSync(path.join(workspace, RunFiles.runFileName(runId)))) {
+        if (run.status !== "queued" && run.status !== "running") return { _tag: "Finished", run } as const
+        // Nothing of it ran, and its pipeline was never written down: it cannot be carried on.
+        const canceled = yield* append(runId, [
+          {
+            type: "RunCanceled",
+            reason:
+              "its process stopped before the run's files were set up; nothing ran (make the request again)"
+          }
+        ])
+        return { _tag: "Finished", run: canceled } as const
+      }
+      const pipeline = yield* pipelineOf(runId)
+      yield* settleStopped(run)
       // Checked before the run starts: one whose model this process lacks waits as it is.
       const current = yield* store.getRun(runId)
       if (current.status === "queued" || current.status === "running") yield* modelFor(current)
@@ -687,6 +781,7 @@ export const make = (options: Options): Executor => {
       }),
     pipelineOf,
     execute,
+    submit,
     resume,
     approve: (runId, by) =>
       Effect.flatMap(Effect.andThen(runFileOf(runId), waitingStage(runId)), (position) =>
@@ -712,11 +807,11 @@ export const make = (options: Options): Executor => {
         const before = yield* store.getRun(runId)
         const canceled = yield* append(runId, [{ type: "RunCanceled", reason }])
         const executionId = yield* executionOf(runId)
-        yield* engine.interruptUnsafe(RunWorkflow, executionId)
+        yield* engine.service.interruptUnsafe(RunWorkflow, executionId)
         // Suspended at its approval gate, the execution runs nowhere: replayed here, it reads
         // the cancel and completes, so the journal does not keep it open. The cancel stands
         // whatever this tidying meets (it is retried by nothing, so it is only logged).
-        if (before.status === "waiting_approval")
+        if (before.status === "waiting_approval" && engine.placement === "caller")
           yield* engine
             .run(RunWorkflow, { executionId, payload: { runId } })
             .pipe(

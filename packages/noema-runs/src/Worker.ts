@@ -13,6 +13,13 @@
  * attempt, completed stages are not run again). Queued runs are taken in their
  * thread's order and only when their thread is free; the store refuses a start
  * that would break a thread's serialisation anyway, whichever worker asks.
+ *
+ * On an engine that places executions itself (`ClusterEngine`: the runner owning
+ * the execution's shard runs it, holding the lease), a worker takes nothing
+ * into this process: it starts the queued runs whose thread is free and hands
+ * the runs nobody carries on to the engine (`Executor.submit`), once per
+ * `retryAfterMs` each, since the engine keeps them from then on (a dead
+ * runner's executions are replayed by the runner that takes its shards).
  */
 import { Cause, Duration, Effect, Exit, Fiber, FiberSet, type Scope } from "effect"
 import type { ExecuteError, Executor, Outcome } from "./Executor.js"
@@ -138,28 +145,54 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
     }
     const stopped = options.onStopped ?? (() => Effect.void)
 
-    const take = (runId: string) =>
-      carryOn(store, runId, executor.resume(runId), { ...options.lease, interrupt: executor.interrupt }).pipe(
+    const handOver = (runId: string) =>
+      executor.submit(runId).pipe(
         Effect.exit,
         Effect.tap((exit) =>
           Effect.sync(() => {
-            const lostRace =
-              Exit.isFailure(exit) &&
-              exit.cause.reasons.some((reason) => reason._tag === "Fail" && reason.error._tag === "RunBusy")
-            if (Exit.isFailure(exit) && !lostRace && !Cause.hasInterruptsOnly(exit.cause))
-              failedAt.set(runId, Date.now())
-            else failedAt.delete(runId)
+            if (Exit.isSuccess(exit) && exit.value._tag !== "HandedOver") failedAt.delete(runId)
+            else failedAt.set(runId, Date.now())
           })
         ),
-        Effect.flatMap((exit) => stopped(runId, exit as Exit.Exit<Outcome, WorkerError>)),
+        Effect.flatMap((exit) =>
+          Exit.isSuccess(exit) ? Effect.void : stopped(runId, exit as Exit.Exit<never, WorkerError>)
+        ),
         Effect.ensuring(
           Effect.sync(() => {
             active.delete(runId)
-            // A slot is free, and what it did may have freed a thread.
-            wake()
           })
         )
       )
+
+    const take = (runId: string) =>
+      executor.engine.placement === "owner"
+        ? handOver(runId)
+        : carryOn(store, runId, executor.resume(runId), {
+            ...options.lease,
+            interrupt: executor.interrupt
+          }).pipe(
+            Effect.exit,
+            Effect.tap((exit) =>
+              Effect.sync(() => {
+                const lostRace =
+                  Exit.isFailure(exit) &&
+                  exit.cause.reasons.some(
+                    (reason) => reason._tag === "Fail" && reason.error._tag === "RunBusy"
+                  )
+                if (Exit.isFailure(exit) && !lostRace && !Cause.hasInterruptsOnly(exit.cause))
+                  failedAt.set(runId, Date.now())
+                else failedAt.delete(runId)
+              })
+            ),
+            Effect.flatMap((exit) => stopped(runId, exit as Exit.Exit<Outcome, WorkerError>)),
+            Effect.ensuring(
+              Effect.sync(() => {
+                active.delete(runId)
+                // A slot is free, and what it did may have freed a thread.
+                wake()
+              })
+            )
+          )
 
     const tick = Effect.gen(function* () {
       if (active.size >= concurrency) return []

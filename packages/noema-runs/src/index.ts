@@ -3,6 +3,7 @@
  * stages whose files are written atomically, hashed and never overwritten,
  * with an append-only timeline in a store.
  */
+export * as ClusterEngine from "./ClusterEngine.js"
 export * as Executor from "./Executor.js"
 export * as Pipeline from "./Pipeline.js"
 export * as PlanPipeline from "./PlanPipeline.js"

@@ -29,12 +29,12 @@ export interface StoreLayer {
  */
 export const databaseLayer = (
   database: DatabaseConfig,
-  options: { readonly readonly?: boolean } = {}
+  options: { readonly readonly?: boolean; readonly maxConnections?: number } = {}
 ): Layer.Layer<SqlClient.SqlClient | Database.Database, DatabaseError.DatabaseError> =>
   Database.layer(
     database.kind === "sqlite"
       ? { kind: "sqlite", filename: database.path, ...(options.readonly === true && { readonly: true }) }
-      : { kind: "postgres", url: database.url, maxConnections: 2 }
+      : { kind: "postgres", url: database.url, maxConnections: options.maxConnections ?? 2 }
   )
 
 /**
@@ -127,14 +127,19 @@ export const openReadOnlyFirst = <A, E, R>(
 export const provideDatabase = <A, E, R>(
   program: Effect.Effect<A, E, R>,
   database: DatabaseConfig,
-  readsOnly: boolean
+  readsOnly: boolean,
+  /** A PostgreSQL pool's size, when the command needs more than one turn's (a cluster runner). */
+  maxConnections?: number
 ): Effect.Effect<
   A,
   E | DatabaseError.DatabaseError | NoDatabase,
   Exclude<R, SqlClient.SqlClient | Database.Database>
 > =>
   openReadOnlyFirst(database, readsOnly, (options) =>
-    Effect.provide(program, databaseLayer(database, options))
+    Effect.provide(
+      program,
+      databaseLayer(database, { ...options, ...(maxConnections !== undefined && { maxConnections }) })
+    )
   )
 
 /**

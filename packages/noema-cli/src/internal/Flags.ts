@@ -226,3 +226,31 @@ export const leaseTtl = optional(
   "D",
   'how long a run stays claimed by a process that stops answering, e.g. "15 seconds" (the default): on other machines, a dead worker\'s runs wait this long; on this one, none'
 )
+
+/** `--engine` of the runs commands: what executes runs (docs/runs.md, "Which engine"). */
+export const runsEngine = choice(
+  "engine",
+  "NAME",
+  ["claims", "cluster"],
+  "what executes runs (env NOEMA_RUNS_ENGINE; default claims): claims, processes taking runs through claims in the database; cluster, effect/cluster runners over PostgreSQL (the command is one, or a client of them)"
+)
+
+/** Where this cluster runner is reached by the others: `--engine cluster` on worker and serve. */
+export const runner = {
+  runnerHost: optional(
+    "runner-host",
+    "HOST",
+    "with --engine cluster: the host other runners and clients reach this runner at (env NOEMA_RUNNER_HOST; default this machine's hostname)"
+  ),
+  runnerPort: wholeNumber(
+    "runner-port",
+    "N",
+    { min: 1, max: 65535 },
+    "with --engine cluster: this runner's port (env NOEMA_RUNNER_PORT; default 34431)"
+  ),
+  runnerListen: optional(
+    "runner-listen",
+    "HOST",
+    "with --engine cluster: the address to listen on when it is not --runner-host, e.g. 0.0.0.0 (env NOEMA_RUNNER_LISTEN)"
+  )
+}
