@@ -176,7 +176,7 @@ const randomUnit = (dimensions: number, seed: number): Float32Array => {
   return vector
 }
 
-const vectorSearch = (options: ResourcesOptions, directory: string) =>
+export const vectorSearch = (options: ResourcesOptions, directory: string) =>
   Effect.gen(function* () {
     const dimensions = 384
     const count = options.vectors
