@@ -14,10 +14,18 @@
  *
  * Each policy is named by its `@id("...")` annotation (else `policy<N>`, its
  * position), and reasons name the policies that decided. The set is parsed
- * once, when loaded (Cedar's preparsed policy sets), not on every request.
+ * and validated once, when loaded; a request is then evaluated against the
+ * preparsed slice of the policies whose scope can match its actor and resource
+ * (`internal/cedarSlices.ts`: same decision, same reasons, without evaluating
+ * the policies about other actors and resources). Requests are not validated
+ * against the schema again on each call: this module builds them, and their
+ * entities, in the schema's shapes. `fromFile` re-reads a policy file when it
+ * changes and fails closed while it does not load.
  */
+import * as fs from "node:fs"
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { Effect, Schema } from "effect"
+import * as Slices from "./internal/cedarSlices.js"
 import * as Policy from "./Policy.js"
 import * as Urn from "./Urn.js"
 
@@ -46,6 +54,13 @@ export const entitiesOf = (urn: string): Array<cedar.EntityJson> => {
 
 /** The policies of a Cedar text, each under its `@id` annotation or `policy<N>`; a failure says why not. */
 export const namedPolicies = (text: string): Record<string, string> | CedarPolicyError => {
+  const parsed = parsePolicies(text)
+  return parsed instanceof CedarPolicyError
+    ? parsed
+    : Object.fromEntries(parsed.map((policy) => [policy.id, policy.text]))
+}
+
+const parsePolicies = (text: string): Array<Slices.NamedPolicy> | CedarPolicyError => {
   const parts = cedar.policySetTextToParts(text)
   if (parts.type === "failure")
     return new CedarPolicyError({ message: `cedar: policies do not parse: ${errorsText(parts.errors)}` })
@@ -53,100 +68,137 @@ export const namedPolicies = (text: string): Record<string, string> | CedarPolic
     return new CedarPolicyError({
       message: "cedar: policy templates are not supported; write static policies"
     })
-  const named: Record<string, string> = {}
+  const named: Array<Slices.NamedPolicy> = []
+  const ids = new Set<string>()
   for (const [index, policy] of parts.policies.entries()) {
-    const json = cedar.policyToJson(policy)
-    const annotated = json.type === "success" ? json.json.annotations?.id : undefined
+    const answer = cedar.policyToJson(policy)
+    const json = answer.type === "success" ? answer.json : undefined
+    const annotated = json?.annotations?.id
     const id = typeof annotated === "string" && annotated.length > 0 ? annotated : `policy${index}`
-    if (Object.hasOwn(named, id))
+    if (ids.has(id))
       return new CedarPolicyError({ message: `cedar: two policies are named "${id}"; @id must be unique` })
-    named[id] = policy
+    ids.add(id)
+    named.push({ id, text: policy, json })
   }
   return named
 }
 
-const schemaName = "noema"
-let schemaPrepared = false
-let policySets = 0
+/** Parses and validates a Cedar text against the schema, and slices it; a failure names every problem found. */
+const compile = (text: string): Slices.Slices | CedarPolicyError => {
+  const named = parsePolicies(text)
+  if (named instanceof CedarPolicyError) return named
+  const staticPolicies = Object.fromEntries(named.map((policy) => [policy.id, policy.text]))
+  const parsed = cedar.checkParsePolicySet({ staticPolicies })
+  if (parsed.type === "failure")
+    return new CedarPolicyError({ message: `cedar: policies do not parse: ${errorsText(parsed.errors)}` })
+  const validation = cedar.validate({ schema, policies: { staticPolicies } })
+  if (validation.type === "failure")
+    return new CedarPolicyError({ message: `cedar: cannot validate: ${errorsText(validation.errors)}` })
+  if (validation.validationErrors.length > 0)
+    return new CedarPolicyError({
+      message: `cedar: policies do not match the schema: ${validation.validationErrors
+        .map((e) => `${e.policyId}: ${e.error.message}`)
+        .join("; ")}`
+    })
+  return Slices.make(named)
+}
+
+/** Cedar's decision on every resource of a request, against the slices of one loaded policy set. */
+const decide = (slices: Slices.Slices, request: Policy.Request): Policy.Decision => {
+  const reasons: Array<string> = []
+  const actor: cedar.EntityJson = {
+    uid: { type: "Noema::Actor", id: request.actor },
+    attrs: { type: Urn.typeOf(request.actor) },
+    parents: []
+  }
+  for (const urn of request.resources) {
+    const entities = entitiesOf(urn)
+    const answer = cedar.statefulIsAuthorized({
+      principal: actor.uid,
+      action: { type: "Noema::Action", id: request.action },
+      resource: { type: "Noema::Resource", id: urn },
+      context: {},
+      preparsedPolicySetId: slices.setFor(
+        request.actor,
+        entities.map((entity) => (entity.uid as { id: string }).id)
+      ),
+      entities: [actor, ...entities]
+    })
+    if (answer.type === "failure")
+      return Policy.deny(`cedar: error, denied ${urn}: ${errorsText(answer.errors)}`)
+    const { decision, diagnostics } = answer.response
+    if (diagnostics.errors.length > 0)
+      return Policy.deny(
+        `cedar: error, denied ${urn}: ${diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`).join("; ")}`
+      )
+    const by =
+      diagnostics.reason.length > 0 ? ` by ${diagnostics.reason.join(", ")}` : " (no policy allows it)"
+    if (decision !== "allow") return Policy.deny(`cedar: ${request.action} ${urn} denied${by}`)
+    reasons.push(`cedar: ${request.action} ${urn} allowed${by}`)
+  }
+  return Policy.allow(...reasons)
+}
 
 /** Parses and validates `policies` (Cedar text) against the schema; fails with every problem found. */
 export const make = (policies: string): Effect.Effect<Policy.Service, CedarPolicyError> =>
-  Effect.gen(function* () {
-    const named = namedPolicies(policies)
-    if (named instanceof CedarPolicyError) return yield* Effect.fail(named)
-    const staticPolicies = named
-    const parsed = cedar.checkParsePolicySet({ staticPolicies })
-    if (parsed.type === "failure")
-      return yield* Effect.fail(
-        new CedarPolicyError({ message: `cedar: policies do not parse: ${errorsText(parsed.errors)}` })
-      )
-    const validation = cedar.validate({ schema, policies: { staticPolicies } })
-    if (validation.type === "failure")
-      return yield* Effect.fail(
-        new CedarPolicyError({ message: `cedar: cannot validate: ${errorsText(validation.errors)}` })
-      )
-    if (validation.validationErrors.length > 0)
-      return yield* Effect.fail(
-        new CedarPolicyError({
-          message: `cedar: policies do not match the schema: ${validation.validationErrors
-            .map((e) => `${e.policyId}: ${e.error.message}`)
-            .join("; ")}`
-        })
-      )
-    if (!schemaPrepared) {
-      const prepared = cedar.preparseSchema(schemaName, schema)
-      if (prepared.type === "failure")
-        return yield* Effect.fail(
-          new CedarPolicyError({ message: `cedar: schema: ${errorsText(prepared.errors)}` })
-        )
-      schemaPrepared = true
+  Effect.suspend(() => {
+    const slices = compile(policies)
+    if (slices instanceof CedarPolicyError) return Effect.fail(slices)
+    return Effect.succeed(Policy.failClosed("cedar", (request) => Effect.sync(() => decide(slices, request))))
+  })
+
+/** What identifies a version of a file without reading it: inode, size and times (ns), or its absence. */
+const versionOf = (file: string): string => {
+  const stats = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+  return stats === undefined ? "missing" : `${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`
+}
+
+const load = (file: string): Slices.Slices | CedarPolicyError => {
+  let text: string
+  try {
+    text = fs.readFileSync(file, "utf8")
+  } catch (error) {
+    return new CedarPolicyError({
+      message: `cedar: cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`
+    })
+  }
+  const loaded = compile(text)
+  return loaded instanceof CedarPolicyError
+    ? new CedarPolicyError({ message: `${file}: ${loaded.message}` })
+    : loaded
+}
+
+/**
+ * The policy set in `file`, re-read when the file changes: one `stat` before each decision
+ * compares its inode, size and times with the loaded version's, so the next decision follows an
+ * edit, and an unchanged file is never parsed again. Fails closed: once the file no longer loads
+ * (a parse or schema error, or the file is gone) every request is denied, naming why, until it
+ * loads again; the previous policies do not go on deciding. A file that does not load at the
+ * start fails `fromFile`.
+ */
+export const fromFile = (file: string): Effect.Effect<Policy.Service, CedarPolicyError> =>
+  Effect.suspend(() => {
+    let version = versionOf(file)
+    let loaded = load(file)
+    if (loaded instanceof CedarPolicyError) return Effect.fail(loaded)
+    /** Reloads when the file changed; says what happened, for the log. */
+    const refresh = (): Effect.Effect<void> => {
+      const current = versionOf(file)
+      if (current === version) return Effect.void
+      version = current
+      if (!(loaded instanceof CedarPolicyError)) loaded.retire()
+      loaded = load(file)
+      return loaded instanceof CedarPolicyError
+        ? Effect.logError(`policy: ${loaded.message}; every request is denied until the file loads`)
+        : Effect.logInfo(`policy: ${file} changed, its policies are loaded`)
     }
-    // Kept by cedar-wasm for the life of the process, under a name of its own.
-    const policySetId = `noema-${++policySets}`
-    const preparsed = cedar.preparsePolicySet(policySetId, { staticPolicies })
-    if (preparsed.type === "failure")
-      return yield* Effect.fail(
-        new CedarPolicyError({ message: `cedar: policies do not parse: ${errorsText(preparsed.errors)}` })
+    return Effect.succeed(
+      Policy.failClosed("cedar", (request) =>
+        Effect.map(refresh(), () =>
+          loaded instanceof CedarPolicyError
+            ? Policy.deny(`${loaded.message}; denied until the file loads`)
+            : decide(loaded, request)
+        )
       )
-    return Policy.failClosed("cedar", (request) =>
-      Effect.try({
-        try: () => {
-          const reasons: Array<string> = []
-          for (const urn of request.resources) {
-            const answer = cedar.statefulIsAuthorized({
-              principal: { type: "Noema::Actor", id: request.actor },
-              action: { type: "Noema::Action", id: request.action },
-              resource: { type: "Noema::Resource", id: urn },
-              context: {},
-              preparsedSchemaName: schemaName,
-              validateRequest: true,
-              preparsedPolicySetId: policySetId,
-              entities: [
-                {
-                  uid: { type: "Noema::Actor", id: request.actor },
-                  attrs: { type: Urn.typeOf(request.actor) },
-                  parents: []
-                },
-                ...entitiesOf(urn)
-              ]
-            })
-            if (answer.type === "failure")
-              return Policy.deny(`cedar: error, denied ${urn}: ${errorsText(answer.errors)}`)
-            const { decision, diagnostics } = answer.response
-            if (diagnostics.errors.length > 0)
-              return Policy.deny(
-                `cedar: error, denied ${urn}: ${diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`).join("; ")}`
-              )
-            const by =
-              diagnostics.reason.length > 0
-                ? ` by ${diagnostics.reason.join(", ")}`
-                : " (no policy allows it)"
-            if (decision !== "allow") return Policy.deny(`cedar: ${request.action} ${urn} denied${by}`)
-            reasons.push(`cedar: ${request.action} ${urn} allowed${by}`)
-          }
-          return Policy.allow(...reasons)
-        },
-        catch: (error) => error
-      })
     )
   })

@@ -103,10 +103,27 @@ const normalized = (vector: ArrayLike<number>): Float32Array => {
   return out
 }
 
-const dot = (a: Float32Array, b: Float32Array): number => {
-  let sum = 0
-  for (let i = 0; i < a.length; i++) sum += (a[i] as number) * (b[i] as number)
-  return sum
+/**
+ * The dot product of `q` with the vector at `base` in `data`. Four running sums instead of one
+ * let the CPU overlap the multiply-adds (one sum makes each wait for the previous): about 1.5x
+ * faster than the plain loop here. Scores can differ from a one-sum loop in the last bits only.
+ */
+const dotAt = (q: Float32Array, data: Float32Array, base: number): number => {
+  const dimensions = q.length
+  const whole = dimensions - (dimensions % 4)
+  let s0 = 0
+  let s1 = 0
+  let s2 = 0
+  let s3 = 0
+  // Indexed from \`base + d\` (not a second running index): V8 compiles this form faster here.
+  for (let d = 0; d < whole; d += 4) {
+    s0 += (q[d] as number) * (data[base + d] as number)
+    s1 += (q[d + 1] as number) * (data[base + d + 1] as number)
+    s2 += (q[d + 2] as number) * (data[base + d + 2] as number)
+    s3 += (q[d + 3] as number) * (data[base + d + 3] as number)
+  }
+  for (let d = whole; d < dimensions; d++) s0 += (q[d] as number) * (data[base + d] as number)
+  return s0 + s1 + (s2 + s3)
 }
 
 /** Best first, ties by URN; keeps the best `limit` without sorting everything. */
@@ -264,9 +281,7 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
             if (urn === undefined) continue
             const type = types[slot] as string
             if (filtered && !matchesFilters(urn, type, options)) continue
-            let score = 0
-            const base = slot * dimensions
-            for (let d = 0; d < dimensions; d++) score += (q[d] as number) * (data[base + d] as number)
+            const score = dotAt(q, data, slot * dimensions)
             if (top.admits(score)) top.offer({ urn, type, score })
           }
           return top.result()
@@ -493,7 +508,7 @@ export const makeSql = (
             (rows) => {
               const top = new TopK(limit)
               for (const row of rows)
-                top.offer({ urn: row.urn, type: row.type, score: dot(q, fromBytes(row.vector)) })
+                top.offer({ urn: row.urn, type: row.type, score: dotAt(q, fromBytes(row.vector), 0) })
               return top.result()
             }
           )

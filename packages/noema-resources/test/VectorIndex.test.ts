@@ -132,6 +132,49 @@ const cases = (open: () => Effect.Effect<VectorIndex.Service, unknown, Scope.Sco
   )
 }
 
+/** Seven dimensions (not a multiple of four): only the last ones tell these vectors apart. */
+const sevenDimensions: Embedder.Service = {
+  provider: "test",
+  model: "seven",
+  dimensions: 7,
+  embed: (texts) =>
+    Effect.succeed({
+      vectors: texts.map((text) =>
+        [1, 1, 1, 1, 0, 0, 0].map((v, d) => (d >= 4 ? v + Number(text.split("\n")[1]) * (d - 3) : v))
+      )
+    })
+}
+
+/** The exact cosine of two plain vectors, computed the obvious way. */
+const cosine = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
+  const norm = (v: ReadonlyArray<number>) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0))
+  return a.reduce((sum, x, i) => sum + x * b[i]!, 0) / (norm(a) * norm(b))
+}
+
+const scoresEveryDimension = (
+  open: (embedder: Embedder.Service) => Effect.Effect<VectorIndex.Service, unknown, Scope.Scope>
+) =>
+  it.effect("scores every dimension, also past the last multiple of four", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const index = yield* open(sevenDimensions)
+        const notes = [0, 1, 2, 3].map((k) => chunk(kitchen, `n${k}`, String(k)))
+        yield* index.upsert(notes)
+        const query = [1, 1, 1, 1, 2, 4, 6]
+        const hits = yield* index.search({ vector: query })
+        const vectors = (yield* sevenDimensions.embed(notes.map(VectorIndex.searchText))).vectors
+        const expected = notes
+          .map((note, i) => ({ urn: note.meta.urn, score: cosine(query, vectors[i]!) }))
+          .sort((a, b) => b.score - a.score)
+        assert.deepEqual(
+          hits.map((hit) => hit.urn),
+          expected.map((hit) => hit.urn)
+        )
+        for (const [i, hit] of hits.entries()) assert.closeTo(hit.score, expected[i]!.score, 1e-6)
+      })
+    )
+  )
+
 const failingEmbedder: Embedder.Service = {
   provider: "test",
   model: "down",
@@ -175,6 +218,7 @@ describe("LocalEmbedder", () => {
 
 describe("VectorIndex in memory", () => {
   cases(() => VectorIndex.makeMemory(embedder))
+  scoresEveryDimension((embedder) => VectorIndex.makeMemory(embedder))
 
   it.effect("an embedder that fails or gives vectors of the wrong size is a VectorIndexError", () =>
     Effect.gen(function* () {
@@ -197,6 +241,7 @@ const sqliteIndex = (filename: string, embedderFor = embedder, extra: { reset?: 
 
 describe("VectorIndex on SQLite", () => {
   cases(() => sqliteIndex(path.join(directory, `cases-${counter++}.db`)))
+  scoresEveryDimension((embedder) => sqliteIndex(path.join(directory, `seven-${counter++}.db`), embedder))
 
   it.effect("keeps its vectors across opens; refuses another embedder's index unless told to reset it", () =>
     Effect.gen(function* () {

@@ -52,7 +52,14 @@ const cedarOf = (file: string, text: string) =>
     Effect.mapError((error) => new PolicyLoadError(`policy: ${file}: ${error.message}`))
   )
 
-export const loadCedar = (file: string) => Effect.flatMap(readText(file), (text) => cedarOf(file, text))
+/** The Cedar file, re-read by the engine whenever it changes (readText first: its missing-file message). */
+export const loadCedar = (file: string) =>
+  Effect.andThen(
+    readText(file),
+    CedarPolicy.fromFile(file).pipe(
+      Effect.mapError((error) => new PolicyLoadError(`policy: ${error.message}`))
+    )
+  )
 
 const loadOpa = (file: string, command: EngineOptions, io: Io) =>
   Effect.gen(function* () {
