@@ -2,7 +2,8 @@
  * Resource: everything an agent works with, addressed by a URN.
  *
  * A resource has `meta` (its URN, name, type, parent, a deterministic hash of
- * parent + type + name, optional token count and similarity score) and the four
+ * parent + type + name; its token count and the time it was first stored, both
+ * set by the store on put; a similarity score on search results) and the four
  * descriptive fields `purpose`, `instructions`, `applicability`, `evaluation`,
  * compiled by `describe` into one structured description. Each kind
  * (conversation, message, task, assistant, chunk, tool) has its own Schema; a
@@ -23,7 +24,10 @@ export const Meta = Schema.Struct({
   type: Schema.String,
   parent: Schema.optionalKey(Urn.UrnString),
   hash: Schema.String,
+  /** Tokens of what the resource says (`textOf`), counted by the store on every put. */
   tokens: Schema.optionalKey(Schema.Number),
+  /** When the URN was first stored (ISO-8601, UTC), set by the store; a replace keeps it. */
+  created: Schema.optionalKey(Schema.String),
   score: Schema.optionalKey(Schema.Number)
 })
 export type Meta = typeof Meta.Type
@@ -72,6 +76,25 @@ export const makeMeta = (input: MetaInput): Meta => {
     ...(input.score === undefined ? {} : { score: input.score })
   }
 }
+
+/**
+ * What a resource says, as one text: every string field and list of strings
+ * beside `meta` (content, text, output, the four descriptive fields, examples...),
+ * one per line. What `meta.tokens` counts: the resource's cost in a model's context.
+ */
+export const textOf = (resource: Resource): string => {
+  const texts: Array<string> = []
+  for (const [key, value] of Object.entries(resource)) {
+    if (key === "meta") continue
+    if (typeof value === "string") texts.push(value)
+    else if (Array.isArray(value)) for (const item of value) if (typeof item === "string") texts.push(item)
+  }
+  return texts.join("\n")
+}
+
+/** The URN a resource named `name` has under `parent`: its hash is the name's (see `hashOf`). */
+export const namedUrn = (parent: string | undefined, type: string, name: string): string =>
+  Urn.child(parent, type, hashOf(parent, type, name))
 
 /** The four descriptive fields compiled into one structured description (Markdown sections). */
 export const describe = (resource: Descriptive): string => {
