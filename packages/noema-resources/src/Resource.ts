@@ -6,7 +6,7 @@
  * set by the store on put; a similarity score on search results) and the four
  * descriptive fields `purpose`, `instructions`, `applicability`, `evaluation`,
  * compiled by `describe` into one structured description. Each kind
- * (conversation, message, task, assistant, chunk, tool) has its own Schema; a
+ * (conversation, message, task, assistant, chunk, document, tool) has its own Schema; a
  * stored resource is rebuilt as its own kind from `meta.type` by `decode`.
  */
 import { createHash } from "node:crypto"
@@ -168,9 +168,20 @@ export type Assistant = typeof Assistant.Type
 
 export const Chunk = kind("chunk", {
   text: Schema.String,
-  source: Schema.optionalKey(Schema.String)
+  source: Schema.optionalKey(Schema.String),
+  /** Its place in what it was split from, from 1 (see `ResourceProcessor`). */
+  position: Schema.optionalKey(Schema.Number)
 })
 export type Chunk = typeof Chunk.Type
+
+/** A text to be found by passages: put through a `ResourceIndex`, it is split into chunks under it. */
+export const Document = kind("document", {
+  title: Schema.optionalKey(Schema.String),
+  text: Schema.String,
+  /** Where it came from: a path, a URL. */
+  source: Schema.optionalKey(Schema.String)
+})
+export type Document = typeof Document.Type
 
 export const Tool = kind("tool", {
   parameters: Schema.optionalKey(Schema.Unknown)
@@ -184,11 +195,12 @@ export const kinds = {
   task: Task,
   assistant: Assistant,
   chunk: Chunk,
+  document: Document,
   tool: Tool
 } as const
 
 export type Kind = keyof typeof kinds
-export type Resource = Conversation | Message | Task | Assistant | Chunk | Tool
+export type Resource = Conversation | Message | Task | Assistant | Chunk | Document | Tool
 export type ResourceOf<K extends Kind> = (typeof kinds)[K]["Type"]
 
 export const isKind = (type: string): type is Kind => Object.hasOwn(kinds, type)

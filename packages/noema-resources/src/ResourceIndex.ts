@@ -22,11 +22,16 @@
  * its vector, and `search` ranks resources by similarity: the best `limit`
  * of those the actor may `get` (it reads on past the hits it may not until it
  * has `limit` or the index ends), each with its `meta.score`.
+ *
+ * A `document` put is split into chunks under it (`ResourceProcessor`, unless
+ * `chunking: false`): each chunk is put as the same actor (authorized, embedded,
+ * published), and the chunks of an earlier, longer version are deleted.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Policy from "./Policy.js"
 import type * as Resource from "./Resource.js"
 import * as ResourceEvents from "./ResourceEvents.js"
+import * as ResourceProcessor from "./ResourceProcessor.js"
 import {
   type ResourceNotFoundError,
   ResourceStore,
@@ -92,6 +97,8 @@ export interface Options {
   readonly source?: string
   /** Kept in step with the store (put embeds, delete forgets), and what `search` asks. */
   readonly vectors?: VectorIndex.Service
+  /** How a document is split into chunks; `false`: it is not. Default: `ResourceProcessor`'s defaults. */
+  readonly chunking?: ResourceProcessor.Options | false
 }
 
 export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
@@ -99,6 +106,8 @@ export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
 ) {}
 
 export const make = (store: Store, policy: Policy.Service, options: Options = {}): Service => {
+  const chunking = options.chunking === false ? undefined : ResourceProcessor.checkOptions(options.chunking)
+  if (chunking instanceof ResourceProcessor.ChunkingError) throw chunking
   const events = options.events
   const publish = (
     actor: string,
@@ -142,6 +151,39 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
                 })
               )
         )
+  const putOne = (actor: string, resource: Resource.Resource) =>
+    Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
+      Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),
+      Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
+    )
+  const deleteOne = (actor: string, urn: string) =>
+    Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
+      Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
+      Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
+    )
+  /** The document's chunks put, and those of an earlier version that the new one has not, deleted. */
+  const putChunks = (
+    actor: string,
+    document: Resource.Document,
+    split: Required<ResourceProcessor.Options>
+  ) =>
+    Effect.gen(function* () {
+      const chunks = ResourceProcessor.chunks(document, split)
+      const urns = urnsOf(chunks)
+      if (chunks.length > 0) yield* check(actor, "put", urns)
+      for (const chunk of chunks) yield* store.put(chunk)
+      // Embedded together: one call to the embedder for the whole document.
+      if (vectors !== undefined && chunks.length > 0) yield* vectors.upsert(chunks)
+      yield* publish(actor, "RESOURCE_PUT", urns)
+      const current = new Set(urns)
+      const stale = (yield* store.findByPrefix(document.meta.urn)).filter(
+        (found) =>
+          found.meta.parent === document.meta.urn &&
+          ResourceProcessor.isChunkOf(found) &&
+          !current.has(found.meta.urn)
+      )
+      for (const chunk of stale) yield* deleteOne(actor, chunk.meta.urn)
+    })
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
       policy.authorize({ actor, action: "get", resources: [urn] }),
@@ -180,15 +222,12 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         return { resources, withheld }
       }),
     put: (actor, resource) =>
-      Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
-        Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),
-        Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
+      Effect.andThen(putOne(actor, resource), () =>
+        resource.meta.type === "document" && chunking !== undefined
+          ? putChunks(actor, resource as Resource.Document, chunking)
+          : Effect.void
       ),
-    delete: (actor, urn) =>
-      Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
-        Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
-        Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
-      ),
+    delete: deleteOne,
     search: (actor, query, searchOptions) =>
       vectors === undefined
         ? Effect.fail(
