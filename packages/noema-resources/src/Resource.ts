@@ -244,6 +244,43 @@ export const decode = (input: unknown): Resource => {
   return resource
 }
 
+const positionOf = (resource: Resource): number =>
+  "position" in resource && typeof resource.position === "number"
+    ? resource.position
+    : Number.POSITIVE_INFINITY
+
+/** Siblings in their order: by `position` (a plan's, a document's), then by when they were first stored, then by URN. */
+const bySiblingOrder = (a: Resource, b: Resource): number =>
+  positionOf(a) - positionOf(b) ||
+  (a.meta.created ?? "\uffff").localeCompare(b.meta.created ?? "\uffff") ||
+  (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0)
+
+/**
+ * Resources as a tree reads, depth-first: each after its parent, siblings in their order
+ * (a plan's tasks as planned, a document's chunks as in the text, messages as they came).
+ * A resource whose parent is not among them starts a tree of its own.
+ */
+export const treeOrder = <R extends Resource>(resources: ReadonlyArray<R>): Array<R> => {
+  const urns = new Set(resources.map((resource) => resource.meta.urn))
+  const children = new Map<string | undefined, Array<R>>()
+  for (const resource of resources) {
+    const parent =
+      resource.meta.parent !== undefined && urns.has(resource.meta.parent) ? resource.meta.parent : undefined
+    const siblings = children.get(parent)
+    if (siblings === undefined) children.set(parent, [resource])
+    else siblings.push(resource)
+  }
+  const out: Array<R> = []
+  const visit = (parent: string | undefined) => {
+    for (const child of (children.get(parent) ?? []).sort(bySiblingOrder)) {
+      out.push(child)
+      visit(child.meta.urn)
+    }
+  }
+  visit(undefined)
+  return out
+}
+
 type KindFields<K extends Kind> = Omit<ResourceOf<K>, "meta">
 
 /** Makes a resource of a kind; its meta (hash, URN) is derived from name and parent. */

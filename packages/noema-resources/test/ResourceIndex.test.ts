@@ -109,3 +109,87 @@ describe("ResourceIndex.findReadable", () => {
     })
   )
 })
+
+describe("ResourceIndex.resolve: a URN may name its resources", () => {
+  const setup = Effect.gen(function* () {
+    const index = ResourceIndex.make(MemoryResourceStore.make(), yield* Policy.allowAll)
+    const analyst = Resource.make("assistant", { name: "analyst", purpose: "analyse numbers" })
+    const conversation = Resource.make("conversation", { name: "c1" })
+    const message = Resource.make("message", {
+      name: "m1",
+      parent: conversation.meta.urn,
+      role: "user",
+      content: "hi"
+    })
+    for (const resource of [analyst, conversation, message]) yield* index.put(owner, resource)
+    return { index, analyst, conversation, message }
+  })
+
+  it.effect("an element's id may be the resource's name, at any depth; a URN resolves to itself", () =>
+    Effect.gen(function* () {
+      const { index, analyst, conversation, message } = yield* setup
+      assert.equal(yield* index.resolve(owner, "cld:assistant.analyst"), analyst.meta.urn)
+      assert.equal(yield* index.resolve(owner, "cld:conversation.c1/message.m1"), message.meta.urn)
+      assert.equal(yield* index.resolve(owner, `${conversation.meta.urn}/message.m1`), message.meta.urn)
+      assert.equal(yield* index.resolve(owner, message.meta.urn), message.meta.urn)
+      // Nothing of that name: the URN as written (a get then says it is not there).
+      assert.equal(yield* index.resolve(owner, "cld:assistant.nobody"), "cld:assistant.nobody")
+    })
+  )
+
+  it.effect("an id that is one resource's and another's name is ambiguous, said with both URNs", () =>
+    Effect.gen(function* () {
+      const { index, analyst } = yield* setup
+      const literal = Resource.decode({
+        meta: { urn: "cld:assistant.analyst", name: "other", type: "assistant", hash: "analyst" }
+      })
+      yield* index.put(owner, literal)
+      const error = yield* Effect.flip(index.resolve(owner, "cld:assistant.analyst"))
+      assert.equal(error._tag, "AmbiguousNameError")
+      assert.deepEqual((error as ResourceIndex.AmbiguousNameError).candidates, [
+        "cld:assistant.analyst",
+        analyst.meta.urn
+      ])
+    })
+  )
+
+  it.effect("a name the actor may not get is not resolved", () =>
+    Effect.gen(function* () {
+      const analyst = Resource.make("assistant", { name: "analyst" })
+      const policy = yield* CedarPolicy.make(`
+        permit (principal, action, resource);
+        forbid (principal == Noema::Actor::"${reader}", action, resource == Noema::Resource::"${analyst.meta.urn}");
+      `)
+      const index = ResourceIndex.make(MemoryResourceStore.make(), policy)
+      yield* index.put(owner, analyst)
+      assert.equal(yield* index.resolve(owner, "cld:assistant.analyst"), analyst.meta.urn)
+      assert.equal(yield* index.resolve(reader, "cld:assistant.analyst"), "cld:assistant.analyst")
+    })
+  )
+})
+
+describe("ResourceIndex.findReadableByType", () => {
+  it.effect("every resource of a type the actor may get, and the URNs of the others", () =>
+    Effect.gen(function* () {
+      const [open, secret] = ["open", "secret"].map((name) => Resource.make("assistant", { name }))
+      const policy = yield* CedarPolicy.make(`
+        permit (principal, action, resource);
+        forbid (principal == Noema::Actor::"${reader}", action == Noema::Action::"get", resource == Noema::Resource::"${secret!.meta.urn}");
+      `)
+      const index = ResourceIndex.make(MemoryResourceStore.make(), policy)
+      for (const resource of [open!, secret!, Resource.make("conversation", { name: "c" })])
+        yield* index.put(owner, resource)
+      const mine = yield* index.findReadableByType(owner, "assistant")
+      assert.deepEqual(
+        mine.resources.map((r) => r.meta.urn).sort(),
+        [open!.meta.urn, secret!.meta.urn].sort()
+      )
+      const theirs = yield* index.findReadableByType(reader, "assistant")
+      assert.deepEqual(
+        theirs.resources.map((r) => r.meta.urn),
+        [open!.meta.urn]
+      )
+      assert.deepEqual(theirs.withheld, [secret!.meta.urn])
+    })
+  )
+})
