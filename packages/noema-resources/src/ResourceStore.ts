@@ -119,7 +119,7 @@ const completeForPut = (
     if (holder !== undefined && holder.meta.name === name)
       return yield* refused(
         urn,
-        `a ${type} named "${name}" already exists there: ${named} (a name is unique among a parent's resources of a type)`
+        `the name "${name}" is taken: ${named} is the ${type} of that name (a name is unique among a parent's resources of a type)`
       )
     const created =
       checked.meta.created ??

@@ -276,7 +276,10 @@ export const cases: ReadonlyArray<Case> = [
           }
         })
         const error = yield* Effect.flip(store.put(twin))
-        assert.match(error.message, /a conversation named "c1" already exists there/)
+        assert.match(
+          error.message,
+          /the name "c1" is taken: cld:conversation\.[0-9a-f]{16} is the conversation of that name/
+        )
         assert.deepEqual(yield* store.getMany([twin.meta.urn]), [])
         // The same name of another type, or under another parent, is another name.
         const message = Resource.make("message", {
