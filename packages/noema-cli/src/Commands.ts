@@ -60,6 +60,7 @@ const sessions = Frame.runner(() => import("./SessionsCommand.js").then((module)
 const runs = Frame.runner(() => import("./RunsCommand.js").then((module) => module.run))
 const routine = Frame.runner(() => import("./RoutineCommand.js").then((module) => module.run))
 const plan = Frame.runner(() => import("./PlanCommand.js").then((module) => module.run))
+const tasks = Frame.runner(() => import("./TasksCommand.js").then((module) => module.run))
 const resources = Frame.runner(() => import("./ResourcesCommand.js").then((module) => module.run))
 const policy = Frame.runner(() => import("./PolicyCommand.js").then((module) => module.run))
 
@@ -756,10 +757,25 @@ const tasksShow = Command.make(
   examples(['noema tasks show "$MESSAGE"', "the tasks a plan stored"])
 )
 
+const tasksList = Command.make(
+  "list",
+  {
+    as: Flags.actor(plannerActor),
+    json: Flags.json,
+    database: Flags.database,
+    policy: Flags.policy,
+    engine: Flags.engine
+  },
+  (input) => tasks("tasks list", { type: "tasks-list", ...input })
+).pipe(
+  about("the plans noema plan stored, newest first: when, how many tasks are done, the request"),
+  examples(["noema tasks list", "every stored plan"])
+)
+
 const tasksCommand = Command.make("tasks").pipe(
   about("the tasks noema plan stored"),
   examples(['noema tasks show "$MESSAGE" --json', "as JSON"]),
-  Command.withSubcommands([tasksShow])
+  Command.withSubcommands([tasksList, tasksShow])
 )
 
 // ---------------------------------------------------------------------------
