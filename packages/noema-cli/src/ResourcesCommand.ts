@@ -52,7 +52,16 @@ export const run = Effect.fnUntraced(function* (command: ResourcesCommand, io: I
     ...(command.type === "resources-search" && command.prefix !== undefined ? [command.prefix] : [])
   ]) {
     const problem = Urn.parseEither(urn)
-    if (problem instanceof Urn.InvalidUrnError) return yield* Effect.fail(new UsageError(problem.message))
+    if (problem instanceof Urn.InvalidUrnError) {
+      // `ls cld:<word>`: perhaps a type's root, misspelled.
+      const root = command.type === "resources-ls" && urn === command.prefix && /^cld:[^./]*$/.test(urn)
+      const types = Object.keys(Resource.kinds).join(", ")
+      return yield* Effect.fail(
+        new UsageError(
+          root ? `${problem.message}; a type's root is cld:<type>, one of ${types}` : problem.message
+        )
+      )
+    }
   }
   const toPut = yield* Effect.try({
     try: () => (command.type === "resources-put" ? Resources.readResources(command.file, io) : []),

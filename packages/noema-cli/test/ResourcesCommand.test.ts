@@ -296,6 +296,7 @@ describe("noema resources", () => {
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, number, RegExp]> = [
       [["ls"], 2, /missing PREFIX/],
       [["ls", "kitchen"], 2, /kitchen/],
+      [["ls", "cld:rocket"], 2, /a type's root is cld:<type>, one of conversation, message, task/],
       [
         ["show", `cld:${Array.from({ length: 3000 }, (_, i) => `task.t${i}`).join("/")}`],
         2,
