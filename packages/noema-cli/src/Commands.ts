@@ -793,14 +793,20 @@ const resourcesCommon = {
 const resourcesLs = Command.make(
   "ls",
   {
-    prefix: argument("PREFIX", "a URN: everything under it, e.g. cld:conversation.c1"),
+    prefix: argument(
+      "PREFIX",
+      "a URN: everything under it, e.g. cld:conversation.c1 (ids may be names); or a type's root: cld:assistant"
+    ),
     json: Flags.json,
     ...resourcesCommon
   },
   (input) => resources("resources ls", { type: "resources-ls", ...input })
 ).pipe(
-  about("everything under a URN"),
-  examples(['noema resources ls "$URN"', "a resource and what is under it"])
+  about("everything under a URN, as a tree reads; or every resource of a type"),
+  examples(
+    ['noema resources ls "$URN"', "a resource and what is under it"],
+    ["noema resources ls cld:assistant", "every assistant"]
+  )
 )
 
 const resourcesShow = Command.make(
@@ -837,7 +843,7 @@ const resourcesSearch = Command.make(
     resourceType: Flags.optional(
       "type",
       "TYPE",
-      "only this type (conversation, message, task, assistant, chunk, tool)",
+      "only this type (conversation, message, task, assistant, chunk, document, tool)",
       "t"
     ),
     prefix: Flags.optional("prefix", "URN", "only under this URN", "p"),
