@@ -67,6 +67,7 @@ export type Command =
   | PolicyCommand
   | ResourcesCommand
   | PlanCommand
+  | TasksCommand
   | RunsCommand
 
 // ---------------------------------------------------------------------------
@@ -200,6 +201,12 @@ export type PlanCommand =
       readonly noTools: boolean
     } & PlanCommon)
   | ({ readonly type: "tasks-show"; readonly urn: string; readonly as: string } & PlanCommon)
+
+/** `noema tasks list`: the stored plans, newest first. */
+export type TasksCommand = { readonly type: "tasks-list"; readonly as: string } & Omit<
+  PlanCommon,
+  "embeddingModel"
+>
 
 // ---------------------------------------------------------------------------
 // Runs: noema threads ..., noema run "request", noema runs ..., noema serve, noema worker
@@ -336,6 +343,7 @@ const readingCommands: ReadonlySet<Command["type"]> = new Set<Command["type"]>([
   "resources-show",
   "resources-search",
   "tasks-show",
+  "tasks-list",
   "routine-status"
 ])
 

@@ -60,6 +60,7 @@ const sessions = Frame.runner(() => import("./SessionsCommand.js").then((module)
 const runs = Frame.runner(() => import("./RunsCommand.js").then((module) => module.run))
 const routine = Frame.runner(() => import("./RoutineCommand.js").then((module) => module.run))
 const plan = Frame.runner(() => import("./PlanCommand.js").then((module) => module.run))
+const tasks = Frame.runner(() => import("./TasksCommand.js").then((module) => module.run))
 const resources = Frame.runner(() => import("./ResourcesCommand.js").then((module) => module.run))
 const policy = Frame.runner(() => import("./PolicyCommand.js").then((module) => module.run))
 
@@ -798,10 +799,25 @@ const tasksShow = Command.make(
   examples(['noema tasks show "$MESSAGE"', "the tasks a plan stored"])
 )
 
+const tasksList = Command.make(
+  "list",
+  {
+    as: Flags.actor(plannerActor),
+    json: Flags.json,
+    database: Flags.database,
+    policy: Flags.policy,
+    engine: Flags.engine
+  },
+  (input) => tasks("tasks list", { type: "tasks-list", ...input })
+).pipe(
+  about("the plans noema plan stored, newest first: when, how many tasks are done, the request"),
+  examples(["noema tasks list", "every stored plan"])
+)
+
 const tasksCommand = Command.make("tasks").pipe(
   about("the tasks noema plan stored"),
   examples(['noema tasks show "$MESSAGE" --json', "as JSON"]),
-  Command.withSubcommands([tasksShow])
+  Command.withSubcommands([tasksList, tasksShow])
 )
 
 // ---------------------------------------------------------------------------
@@ -819,14 +835,20 @@ const resourcesCommon = {
 const resourcesLs = Command.make(
   "ls",
   {
-    prefix: argument("PREFIX", "a URN: everything under it, e.g. cld:conversation.c1"),
+    prefix: argument(
+      "PREFIX",
+      "a URN: everything under it, e.g. cld:conversation.c1 (ids may be names); or a type's root: cld:assistant"
+    ),
     json: Flags.json,
     ...resourcesCommon
   },
   (input) => resources("resources ls", { type: "resources-ls", ...input })
 ).pipe(
-  about("everything under a URN"),
-  examples(['noema resources ls "$URN"', "a resource and what is under it"])
+  about("everything under a URN, as a tree reads; or every resource of a type"),
+  examples(
+    ['noema resources ls "$URN"', "a resource and what is under it"],
+    ["noema resources ls cld:assistant", "every assistant"]
+  )
 )
 
 const resourcesShow = Command.make(
@@ -863,7 +885,7 @@ const resourcesSearch = Command.make(
     resourceType: Flags.optional(
       "type",
       "TYPE",
-      "only this type (conversation, message, task, assistant, chunk, tool)",
+      "only this type (conversation, message, task, assistant, chunk, document, tool)",
       "t"
     ),
     prefix: Flags.optional("prefix", "URN", "only under this URN", "p"),

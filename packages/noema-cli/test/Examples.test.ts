@@ -78,7 +78,12 @@ beforeAll(async () => {
     parent: "cld:conversation.c1",
     text: "The moon pulls the tides."
   }
-  ids.URN = /^put (\S+)$/m.exec(await noema(["resources", "put", "-"], JSON.stringify(chunk)))?.[1] ?? ""
+  // Its parent first (a store refuses a resource whose parent is missing), named "c1" as the chunk says.
+  const stored = await noema(
+    ["resources", "put", "-"],
+    JSON.stringify([{ type: "conversation", name: "c1" }, chunk])
+  )
+  ids.URN = /^put (\S+\/chunk\.\S+)$/m.exec(stored)?.[1] ?? ""
   const result = (await noema(["plan", "what is 6 * 7?", "--json"])).trim().split("\n").at(-1) ?? ""
   ids.MESSAGE = (JSON.parse(result) as { tree: { message: string } }).tree.message
   for (const [name, id] of Object.entries(ids)) expect(id, name).not.toBe("")

@@ -120,6 +120,7 @@ describe.skipIf(skip)("the reading commands on a 0444 database in a 0555 directo
       (stdout) => expect(stdout).toContain(urn)
     ],
     ["tasks show", () => ["tasks", "show", taskTree], (stdout) => expect(stdout).toContain("what is 12*7")],
+    ["tasks list", () => ["tasks", "list"], (stdout) => expect(stdout).toContain(`${taskTree}  1/1 done`)],
     [
       "routine status",
       () => ["routine", "status", "tea.yaml"],

@@ -22,17 +22,23 @@
  * its vector, and `search` ranks resources by similarity: the best `limit`
  * of those the actor may `get` (it reads on past the hits it may not until it
  * has `limit` or the index ends), each with its `meta.score`.
+ *
+ * A `document` put is split into chunks under it (`ResourceProcessor`, unless
+ * `chunking: false`): each chunk is put as the same actor (authorized, embedded,
+ * published), and the chunks of an earlier, longer version are deleted.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Policy from "./Policy.js"
-import type * as Resource from "./Resource.js"
+import * as Resource from "./Resource.js"
 import * as ResourceEvents from "./ResourceEvents.js"
+import * as ResourceProcessor from "./ResourceProcessor.js"
 import {
   type ResourceNotFoundError,
   ResourceStore,
   ResourceStoreError,
   type Service as Store
 } from "./ResourceStore.js"
+import * as Urn from "./Urn.js"
 import type * as VectorIndex from "./VectorIndex.js"
 
 export class AccessDeniedError extends Schema.TaggedError<AccessDeniedError>()("AccessDeniedError", {
@@ -40,6 +46,13 @@ export class AccessDeniedError extends Schema.TaggedError<AccessDeniedError>()("
   action: Schema.String,
   resources: Schema.Array(Schema.String),
   reasons: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}
+
+/** A URN whose element is both one resource's id and another's name: which one is meant is not known. */
+export class AmbiguousNameError extends Schema.TaggedError<AmbiguousNameError>()("AmbiguousNameError", {
+  urn: Schema.String,
+  candidates: Schema.Array(Schema.String),
   message: Schema.String
 }) {}
 
@@ -72,6 +85,24 @@ export interface Service {
     { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
     Failure
   >
+  /**
+   * Every resource of `type` the actor may get (in URN order), and the URNs of those it may not
+   * (`withheld`): a type has no URN of its own to authorize, so each resource is.
+   */
+  readonly findReadableByType: (
+    actor: string,
+    type: string
+  ) => Effect.Effect<
+    { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
+    Failure
+  >
+  /**
+   * The stored URN `urn` names, where each element's id may be the resource's name instead
+   * (`cld:assistant.analyst`: the assistant named "analyst"; `Resource.namedUrn`). An id that
+   * is one resource's and another's name fails with `AmbiguousNameError`; where neither is
+   * stored (or the actor may not get it), the element is taken as it is written.
+   */
+  readonly resolve: (actor: string, urn: string) => Effect.Effect<string, Failure | AmbiguousNameError>
   readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<void, Failure>
   readonly delete: (actor: string, urn: string) => Effect.Effect<boolean, Failure>
   /**
@@ -92,6 +123,8 @@ export interface Options {
   readonly source?: string
   /** Kept in step with the store (put embeds, delete forgets), and what `search` asks. */
   readonly vectors?: VectorIndex.Service
+  /** How a document is split into chunks; `false`: it is not. Default: `ResourceProcessor`'s defaults. */
+  readonly chunking?: ResourceProcessor.Options | false
 }
 
 export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
@@ -99,6 +132,8 @@ export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
 ) {}
 
 export const make = (store: Store, policy: Policy.Service, options: Options = {}): Service => {
+  const chunking = options.chunking === false ? undefined : ResourceProcessor.checkOptions(options.chunking)
+  if (chunking instanceof ResourceProcessor.ChunkingError) throw chunking
   const events = options.events
   const publish = (
     actor: string,
@@ -142,12 +177,63 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
                 })
               )
         )
+  const putOne = (actor: string, resource: Resource.Resource) =>
+    Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
+      Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),
+      Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
+    )
+  const deleteOne = (actor: string, urn: string) =>
+    Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
+      Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
+      Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
+    )
+  /** The document's chunks put, and those of an earlier version that the new one has not, deleted. */
+  const putChunks = (
+    actor: string,
+    document: Resource.Document,
+    split: Required<ResourceProcessor.Options>
+  ) =>
+    Effect.gen(function* () {
+      const chunks = ResourceProcessor.chunks(document, split)
+      const urns = urnsOf(chunks)
+      if (chunks.length > 0) yield* check(actor, "put", urns)
+      for (const chunk of chunks) yield* store.put(chunk)
+      // Embedded together: one call to the embedder for the whole document.
+      if (vectors !== undefined && chunks.length > 0) yield* vectors.upsert(chunks)
+      yield* publish(actor, "RESOURCE_PUT", urns)
+      const current = new Set(urns)
+      const stale = (yield* store.findByPrefix(document.meta.urn)).filter(
+        (found) =>
+          found.meta.parent === document.meta.urn &&
+          ResourceProcessor.isChunkOf(found) &&
+          !current.has(found.meta.urn)
+      )
+      for (const chunk of stale) yield* deleteOne(actor, chunk.meta.urn)
+    })
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
       policy.authorize({ actor, action: "get", resources: [urn] }),
       (decision) => decision.decision === "allow"
     )
+  /** The resources the actor may get of those found, and the URNs of the others. */
+  const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
+    Effect.gen(function* () {
+      if (found.length === 0) return { resources: [], withheld: [] }
+      const all = yield* policy.authorize({ actor, action: "get", resources: urnsOf(found) })
+      // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
+      const resources =
+        all.decision === "allow"
+          ? [...found]
+          : yield* Effect.filter(found, (resource) => mayGet(actor, resource.meta.urn))
+      const readable = new Set(urnsOf(resources))
+      const withheld = urnsOf(found).filter((urn) => !readable.has(urn))
+      yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
+      return { resources, withheld }
+    })
   return {
+    findReadableByType: (actor, type) =>
+      Effect.flatMap(store.findByType(type), (found) => readableOf(actor, found)),
+    resolve: (actor, urn) => resolveNames(store, (candidate) => mayGet(actor, candidate), urn),
     get: (actor, urn) =>
       Effect.andThen(check(actor, "get", [urn]), store.get(urn)).pipe(
         Effect.tap((found) => publish(actor, "RESOURCE_GET", [found.meta.urn]))
@@ -164,31 +250,16 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
       ),
     findReadable: (actor, urn) =>
-      Effect.gen(function* () {
-        yield* check(actor, "get", [urn])
-        const found = yield* store.findByPrefix(urn)
-        if (found.length === 0) return { resources: [], withheld: [] }
-        const all = yield* policy.authorize({ actor, action: "get", resources: urnsOf(found) })
-        // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
-        const resources =
-          all.decision === "allow"
-            ? found
-            : yield* Effect.filter(found, (resource) => mayGet(actor, resource.meta.urn))
-        const readable = new Set(urnsOf(resources))
-        const withheld = urnsOf(found).filter((found) => !readable.has(found))
-        yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
-        return { resources, withheld }
-      }),
+      Effect.andThen(check(actor, "get", [urn]), store.findByPrefix(urn)).pipe(
+        Effect.flatMap((found) => readableOf(actor, found))
+      ),
     put: (actor, resource) =>
-      Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
-        Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),
-        Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
+      Effect.andThen(putOne(actor, resource), () =>
+        resource.meta.type === "document" && chunking !== undefined
+          ? putChunks(actor, resource as Resource.Document, chunking)
+          : Effect.void
       ),
-    delete: (actor, urn) =>
-      Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
-        Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
-        Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
-      ),
+    delete: deleteOne,
     search: (actor, query, searchOptions) =>
       vectors === undefined
         ? Effect.fail(
@@ -209,6 +280,49 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
           })
   }
 }
+
+/** The URN of the resource named `name`, unless that would be too long to be a URN. */
+const namedOrNot = (parent: string | undefined, type: string, name: string): string | undefined => {
+  try {
+    return Resource.namedUrn(parent, type, name)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The stored URN `urn` names, element by element from the root: each id is the resource's own
+ * or its name (its URN then `Resource.namedUrn`); one lookup of both per element, of those the
+ * actor may get. Both stored: ambiguous. Neither: the element as written.
+ */
+const resolveNames = (
+  store: Store,
+  readable: (urn: string) => Effect.Effect<boolean>,
+  urn: string
+): Effect.Effect<string, ResourceStoreError | AmbiguousNameError> =>
+  Effect.gen(function* () {
+    const parsed = Urn.parseEither(urn)
+    if (parsed instanceof Urn.InvalidUrnError)
+      return yield* new ResourceStoreError({ message: parsed.message, cause: parsed })
+    let resolved: string | undefined
+    for (const { type, id } of parsed.elements) {
+      const asId = Urn.child(resolved, type, id)
+      const asName = namedOrNot(resolved, type, id) ?? asId
+      const candidates = asId === asName ? [asId] : [asId, asName]
+      const allowed = yield* Effect.filter(candidates, readable)
+      const found = allowed.length === 0 ? [] : yield* store.getMany(allowed)
+      const byId = found.find((resource) => resource.meta.urn === asId)
+      const byName = found.find((resource) => resource.meta.urn === asName && resource.meta.name === id)
+      if (byId !== undefined && byName !== undefined && byId !== byName)
+        return yield* new AmbiguousNameError({
+          urn,
+          candidates: [asId, asName],
+          message: `${urn}: "${id}" is the id of ${asId} and the name of ${asName}; name one of them by its URN`
+        })
+      resolved = byName !== undefined && byId === undefined ? asName : asId
+    }
+    return resolved as string
+  })
 
 /**
  * The best `limit` hits the actor may read, as resources with their scores, best first.
