@@ -597,18 +597,15 @@ PostgreSQL database (--database postgres://...) workers on several machines shar
 (they must share the workspace too); a thread's runs stay one at a time across all of them.
 With --engine cluster (PostgreSQL only), workers are effect/cluster runners: each owns a
 share of the runs' shards, reached by the others at --runner-host:--runner-port, and a dead
-runner's shards move to the others (docs/runs.md, "Which engine").
+runner's shards move to the others (docs/runs.md, "Which engine"); for example, on the
+machine at 10.0.0.5: noema worker --engine cluster --database postgres://HOST/DB
+--runner-host 10.0.0.5 --runner-port 34431.
 A run started on a model this worker is not configured with waits for a process that is
 (the log says which model it needs). Ctrl-C stops it (exit status 0); runs under way are
 taken by the next worker.`
   ),
-  examples(
-    ["noema worker --concurrency 2", "carry two runs on at a time"],
-    [
-      "noema worker --engine cluster --database postgres://… --runner-host 10.0.0.5 --runner-port 34431",
-      "a cluster runner, reached by the others at 10.0.0.5:34431"
-    ]
-  )
+  // The cluster runner is in the text above: an example must run as pasted, and it needs a PostgreSQL server.
+  examples(["noema worker --concurrency 2", "carry two runs on at a time"])
 )
 
 // ---------------------------------------------------------------------------

@@ -737,8 +737,12 @@ const storeTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
       run.planner,
       wanted.map((tool) => tool.meta.urn)
     )
-    const same = new Set(stored.map((tool) => JSON.stringify(tool)))
-    for (const tool of wanted) if (!same.has(JSON.stringify(tool))) yield* run.index.put(run.planner, tool)
+    const storedAt = new Map(stored.map((tool) => [tool.meta.urn, tool]))
+    for (const tool of wanted) {
+      const current = storedAt.get(tool.meta.urn)
+      if (current === undefined || !Resource.sameContent(current, tool))
+        yield* run.index.put(run.planner, tool)
+    }
   }).pipe(Effect.mapError(storeError("storing the tools")))
 
 /** The answer for the user: the top-level tasks' results, then what is missing. */

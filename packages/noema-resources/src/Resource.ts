@@ -205,6 +205,16 @@ export const kinds = {
 
 export type Kind = keyof typeof kinds
 export type Resource = Conversation | Message | Task | Assistant | Chunk | Document | Tool
+
+/** What a resource says, without the meta its store completes on every put (`tokens`, `created`, and a search's `score`). */
+const ownFields = (resource: Resource): unknown => {
+  const { tokens: _tokens, created: _created, score: _score, ...meta } = resource.meta
+  return { ...resource, meta }
+}
+
+/** Whether `a` and `b` say the same, whatever their stores added (`tokens`, `created`, `score`): a put of `b` over `a` changes nothing. */
+export const sameContent = (a: Resource, b: Resource): boolean =>
+  JSON.stringify(ownFields(a)) === JSON.stringify(ownFields(b))
 export type ResourceOf<K extends Kind> = (typeof kinds)[K]["Type"]
 
 export const isKind = (type: string): type is Kind => Object.hasOwn(kinds, type)
