@@ -16,7 +16,7 @@
  */
 import * as fs from "node:fs"
 import { Approval, type ChatModel, Message, type Tool } from "@noema/core"
-import { Runtime as AgentRuntime, ContextItem, Submind, TriggerEvent } from "@noema/runtime"
+import { type Runtime as AgentRuntime, ContextItem, TriggerEvent } from "@noema/runtime"
 import { Session, SessionStore, Usage } from "@noema/session"
 import { Cause, Deferred, Effect, Exit, Fiber, Stream } from "effect"
 import type { Command } from "./CliArguments.js"
@@ -24,6 +24,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import type { Io } from "./Io.js"
 import { ChatInput } from "./internal/ChatInput.js"
+import * as ChatSetup from "./internal/ChatSetup.js"
 import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as Mcp from "./internal/Mcp.js"
@@ -287,22 +288,18 @@ class Chat {
     const current = this.#agentRuntime
     if (current !== undefined && current.session === session) return current.runtime
     await this.#stopRuntime()
-    const compaction = Models.turnCompaction(await this.#compactionSettings())
     const runtime = await this.#runtime.runPromise(
-      AgentRuntime.make({
-        session,
-        model: this.#model,
-        subminds: [Submind.userMessages, Submind.approvalDecisions],
-        agent: (steering) =>
-          Models.makeAgent({
-            tools: this.#options.tools,
-            cwd: this.#io.cwd,
-            mcpTools: this.#mcpTools,
-            plan: this.#planning,
-            steering
-          }),
-        ...(compaction !== undefined && { turnOptions: { compaction } })
-      })
+      ChatSetup.runtimeFor(
+        {
+          model: this.#model,
+          tools: this.#options.tools,
+          cwd: this.#io.cwd,
+          mcpTools: this.#mcpTools,
+          plan: this.#planning,
+          compaction: () => this.#compactionSettings()
+        },
+        session
+      )
     )
     const drawing = await this.#runtime.runPromise(this.#draw(session, runtime))
     await this.#runtime.runPromise(runtime.start)
