@@ -215,7 +215,6 @@ describe("the Chat view in Chromium", () => {
       "second thought"
     ])
     expect(await page.$$eval("#chat-queued li", (nodes) => nodes.length)).toBe(0)
-    await screenshot(page, "dev-ui-chat.png")
     expect(problems.get(page)).toEqual([])
     await page.close()
   })
@@ -254,6 +253,7 @@ describe("the Chat view in Chromium", () => {
     const id = await sessionOf(page)
     await page.waitForSelector('#chat-approvals [data-call-id="call_pay"]', { timeout: 30_000 })
     expect(await page.textContent('#chat-approvals [data-call-id="call_pay"] .mono')).toBe(" pay(amount=20) ")
+    await screenshot(page, "dev-ui-chat.png")
     await page.focus('#chat-approvals [data-call-id="call_pay"] button[data-action="approve"]')
     await page.keyboard.press("Enter")
     await page.waitForSelector('#chat-turns details[data-call-id="call_pay"]', { timeout: 30_000 })
