@@ -102,6 +102,8 @@ interface Chat {
   turn: Array<ChatJson.Frame>
   readonly clients: Set<Client>
   used: number
+  /** Held while a trigger is sent: the session is read again only before a turn starts, never during one. */
+  readonly sending: Semaphore.Semaphore
 }
 
 const userTexts = (items: ReadonlyArray<ContextItem.ContextItem>) =>
@@ -346,7 +348,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         queued: new Map(),
         turn: [],
         clients: new Set(),
-        used: ++clock
+        used: ++clock,
+        sending: Semaphore.makeUnsafe(1)
       }
       yield* follow(chat)
       yield* runtime.start
@@ -420,21 +423,24 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       .pipe(Effect.map((chat) => chat.session.id)),
 
     send: (id: string, text: string, interrupt: boolean) =>
-      Effect.gen(function* () {
-        const chat = yield* open(id)
-        if (!interrupt && chat.running && chat.queued.size >= maxQueued)
-          return yield* new ChatRefused({
-            reason: "QueueFull",
-            detail: `${maxQueued} messages already wait for this turn to end; send again once it has`
+      Effect.flatMap(open(id), (chat) =>
+        chat.sending.withPermits(1)(
+          Effect.gen(function* () {
+            if (!interrupt && chat.running && chat.queued.size >= maxQueued)
+              return yield* new ChatRefused({
+                reason: "QueueFull",
+                detail: `${maxQueued} messages already wait for this turn to end; send again once it has`
+              })
+            const wasRunning = chat.running
+            yield* beforeTurn(chat)
+            const event = TriggerEvent.fromUser(text, { interrupt, source: "panel" })
+            // Waiting only behind a turn: on an idle chat the message starts one at once.
+            if (wasRunning) chat.queued.set(event.id, text)
+            yield* trigger(chat, event, wasRunning)
+            return { id: event.id, queued: wasRunning }
           })
-        const wasRunning = chat.running
-        yield* beforeTurn(chat)
-        const event = TriggerEvent.fromUser(text, { interrupt, source: "panel" })
-        // Waiting only behind a turn: on an idle chat the message starts one at once.
-        if (wasRunning) chat.queued.set(event.id, text)
-        yield* trigger(chat, event, wasRunning)
-        return { id: event.id, queued: wasRunning }
-      }),
+        )
+      ),
 
     /** Stops the turn under way (what was shown is kept, marked interrupted); false when none runs. */
     cancel: (id: string) =>
@@ -450,13 +456,16 @@ export const make = Effect.fnUntraced(function* (options: Options) {
       }),
 
     decide: (id: string, decisions: Readonly<Record<string, Approval.Decision>>) =>
-      Effect.gen(function* () {
-        const chat = yield* open(id)
-        const wasRunning = chat.running
-        yield* beforeTurn(chat)
-        yield* trigger(chat, TriggerEvent.decide(decisions, { source: options.approver }), wasRunning)
-        return Object.keys(decisions)
-      }),
+      Effect.flatMap(open(id), (chat) =>
+        chat.sending.withPermits(1)(
+          Effect.gen(function* () {
+            const wasRunning = chat.running
+            yield* beforeTurn(chat)
+            yield* trigger(chat, TriggerEvent.decide(decisions, { source: options.approver }), wasRunning)
+            return Object.keys(decisions)
+          })
+        )
+      ),
 
     /** The frames for a new client of session `id`: where the chat is, then what happens, until the scope closes. */
     join: (
