@@ -348,6 +348,13 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "serve.cold_start_ms" }
   },
   {
+    workload: "serve.chat_turn  (Enter to the stored answer in Chromium, offline model | the API alone)",
+    unit: "ms",
+    suite: "serve",
+    better: "lower",
+    cells: { noema: "serve.chat_turn_ms", raw: "serve.chat_turn_api_ms" }
+  },
+  {
     workload: "runs.per_s  (100 runs of 2 stages, Postgres)",
     unit: "runs/s",
     suite: "runs",

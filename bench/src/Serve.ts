@@ -12,6 +12,12 @@
  *   floor: what the data costs without the page).
  * - `serve.cold_start_ms`: from the process's start to its printed address.
  *
+ * - `serve.chat_turn_ms`: in the Chat view, from Enter to the stored answer
+ *   drawn (the offline model: a tool call and its answer), beside the same
+ *   turn through the API alone (`serve.chat_turn_api_ms`: the message posted,
+ *   the stream read to `turn-ended`, the stored turn read), the floor. The
+ *   round's chats are deleted again, so every round sees the same store.
+ *
  * The list is paginated (50 a page), so the page's cost does not grow with
  * the store; the target is a first paint under a second.
  */
@@ -85,6 +91,38 @@ const startServe = (home: string): Promise<Started> =>
     child.on("exit", (code) => reject(new Error(`noema serve exited with ${code}: ${stderr}`)))
   })
 
+/** One turn through the API alone: a new chat, its stream followed to `turn-ended`, the stored turn read. */
+const apiTurn = async (served: Started): Promise<{ readonly ms: number; readonly id: string }> => {
+  const headers = { authorization: `Bearer ${served.token}` }
+  const post = (route: string, body: unknown) =>
+    fetch(`${served.url}${route}`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json", origin: served.url },
+      body: JSON.stringify(body)
+    })
+  const { session_id: id } = (await (await post("/api/chat", {})).json()) as { readonly session_id: string }
+  const events = await fetch(`${served.url}/api/chat/${id}/events`, { headers })
+  const reader = events.body?.getReader() as ReadableStreamDefaultReader<Uint8Array>
+  const started = now()
+  await post(`/api/chat/${id}/messages`, { text: "what is 2+2?" })
+  let seen = ""
+  for (let reads = 0; reads < 1000 && !seen.includes('"turn-ended"'); reads++)
+    seen += new TextDecoder().decode((await reader.read()).value)
+  await (await fetch(`${served.url}/api/sessions/${id}`, { headers })).json()
+  const ms = now() - started
+  await reader.cancel()
+  check(seen.includes('"outcome":"completed"'), `the API's turn completed: ${seen.slice(-200)}`)
+  return { ms, id }
+}
+
+const deleteSessions = (filename: string, ids: ReadonlyArray<string>) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const store = yield* SqlStore.fromDatabase
+      for (const id of ids) yield* store.delete(id)
+    }).pipe(Effect.provide(Database.layer({ kind: "sqlite", filename })))
+  )
+
 const stop = (child: ChildProcess) =>
   new Promise<void>((resolve) => {
     child.removeAllListeners("exit")
@@ -108,6 +146,8 @@ export const run = async (options: ServeOptions): Promise<Record<string, number>
     const paints: Array<number> = []
     const lists: Array<number> = []
     const starts: Array<number> = []
+    const chatTurns: Array<number> = []
+    const apiTurns: Array<number> = []
     for (let round = 0; round < options.rounds; round++) {
       const served = await startServe(home)
       try {
@@ -130,6 +170,22 @@ export const run = async (options: ServeOptions): Promise<Record<string, number>
         const body = (await response.json()) as { readonly total: number }
         lists.push(now() - fetched)
         check(body.total === sessionCount, "the API lists every session")
+        const chat = await browser.newPage({ viewport: { width: 1100, height: 860 } })
+        await chat.goto(`${served.panel}#view=chat`)
+        await chat.waitForSelector("#view-chat:not([hidden])")
+        await chat.focus("#chat-input")
+        await chat.keyboard.type("what is 2+2?")
+        const sent = now()
+        await chat.keyboard.press("Enter")
+        const answer = '#chat-turns [data-kind="assistant"] .answer'
+        await chat.waitForSelector(answer, { timeout: 60_000 })
+        chatTurns.push(now() - sent)
+        check((await chat.textContent(answer)) === "2 + 2 = 4", "the page's turn is answered")
+        const pageSession = new URLSearchParams(new URL(chat.url()).hash.slice(1)).get("session") ?? ""
+        await chat.close()
+        const api = await apiTurn(served)
+        apiTurns.push(api.ms)
+        await deleteSessions(path.join(home, "noema.db"), [pageSession, api.id])
       } finally {
         await stop(served.child)
       }
@@ -137,7 +193,9 @@ export const run = async (options: ServeOptions): Promise<Record<string, number>
     return {
       "serve.first_paint_ms": median(paints),
       "serve.list_api_ms": median(lists),
-      "serve.cold_start_ms": median(starts)
+      "serve.cold_start_ms": median(starts),
+      "serve.chat_turn_ms": median(chatTurns),
+      "serve.chat_turn_api_ms": median(apiTurns)
     }
   } finally {
     await browser.close()

@@ -15,9 +15,8 @@
  * line, stops the runtime and quits with status 0.
  */
 import * as fs from "node:fs"
-import { ToolAgent } from "@noema/agents"
 import { Approval, type ChatModel, Message, type Tool } from "@noema/core"
-import { type Runtime as AgentRuntime, ContextItem, RuntimeBuilder, TriggerEvent } from "@noema/runtime"
+import { type Runtime as AgentRuntime, ContextItem, TriggerEvent } from "@noema/runtime"
 import { Session, SessionStore, Usage } from "@noema/session"
 import { Cause, Deferred, Effect, Exit, Fiber, Stream } from "effect"
 import type { Command } from "./CliArguments.js"
@@ -25,6 +24,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import type { Io } from "./Io.js"
 import { ChatInput } from "./internal/ChatInput.js"
+import * as ChatSetup from "./internal/ChatSetup.js"
 import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as Mcp from "./internal/Mcp.js"
@@ -288,19 +288,18 @@ class Chat {
     const current = this.#agentRuntime
     if (current !== undefined && current.session === session) return current.runtime
     await this.#stopRuntime()
-    const compaction = Models.turnCompaction(await this.#compactionSettings())
-    const builder = RuntimeBuilder.make()
-      .registerTools(
-        ...Models.tools({ tools: this.#options.tools, cwd: this.#io.cwd, mcpTools: this.#mcpTools })
-      )
-      .useModel(this.#model)
-      .useSession(session)
-    // One path for both modes: the builder makes either agent with the runtime's steering.
-    const chosen = this.#planning
-      ? builder.usePlanAgent({ name: "noema" })
-      : builder.useAgent(({ tools, steering }) => ToolAgent.make({ name: "noema", tools, steering }))
     const runtime = await this.#runtime.runPromise(
-      (compaction === undefined ? chosen : chosen.useCompaction(compaction)).build()
+      ChatSetup.runtimeFor(
+        {
+          model: this.#model,
+          tools: this.#options.tools,
+          cwd: this.#io.cwd,
+          mcpTools: this.#mcpTools,
+          plan: this.#planning,
+          compaction: () => this.#compactionSettings()
+        },
+        session
+      )
     )
     const drawing = await this.#runtime.runPromise(this.#draw(session, runtime))
     await this.#runtime.runPromise(runtime.start)

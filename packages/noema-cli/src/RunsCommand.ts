@@ -38,6 +38,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import * as ExitStatus from "./ExitStatus.js"
 import type { Io } from "./Io.js"
+import * as ChatSetup from "./internal/ChatSetup.js"
 import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
@@ -194,6 +195,8 @@ const executorModels = async (
   return {
     ...configured,
     model,
+    /** The model as configured, for `serve`'s Chat view: a chat's failures are the chat's to tell. */
+    chatModel: configured.model,
     options,
     /** The failure of the model's last call that failed in the end, if not told yet. */
     takeFailure: () => {
@@ -428,6 +431,29 @@ const clusterOf = (
     ...(listen !== undefined && { listenHost: listen })
   }
   return { settings: read.settings, runner }
+}
+
+/** `noema chat`'s agent for `serve`'s Chat view: the configured model, the built-in tools unless `--no-tools`. */
+const chatAgent = (
+  command: Extract<RunsCommand, { readonly type: "serve" }>,
+  models: { readonly config: CliConfig.ModelConfig; readonly chatModel: ChatModel.Service },
+  io: Io
+) => {
+  const tools = command.noTools ? 0 : BuiltinTools.all.length
+  const contextBudget = CliConfig.resolveContextBudget(command.model, io.env)
+  let compaction: Promise<Models.CompactionSettings> | undefined
+  return ChatSetup.forServer(
+    {
+      model: models.chatModel,
+      tools: !command.noTools,
+      cwd: io.cwd,
+      compaction: () => {
+        compaction ??= Models.makeCompaction(models.config, contextBudget)
+        return compaction
+      }
+    },
+    `${CliConfig.describeModel(models.config)} · ${tools === 0 ? "no tools" : `${tools} tools`}`
+  )
 }
 
 /** What a runs command needs before the database opens: the input checked, the pipeline, the model. */
@@ -840,6 +866,8 @@ export const run = (command: RunsCommand, io: Io) =>
                   port: command.port,
                   sessions: yield* SqlStore.fromDatabase,
                   ...(prices !== undefined && { prices }),
+                  // The Chat view talks to the agent `noema chat` talks to, on the same kind of runtime.
+                  ...(models !== undefined && { chat: chatAgent(command, models, io) }),
                   plan: (request, approval) =>
                     PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
                   ...(carrying && { wake: worker.wake }),

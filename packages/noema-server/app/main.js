@@ -1,14 +1,16 @@
 /**
- * main: the panel's one page. A view switcher (Runs, Sessions) whose place is
+ * main: the panel's one page. A view switcher (Runs, Sessions, Chat) whose place is
  * the address's hash (`#view=NAME&...`; no view is Runs, as before, so an
  * address the CLI or an older panel wrote still opens), and the live feed
  * (Server-Sent Events) that tells the Runs view when any run changed.
  */
+
+import * as chat from "./chat.js"
 import { $ } from "./dom.js"
 import * as runs from "./runs.js"
 import * as sessions from "./sessions.js"
 
-const views = { runs, sessions }
+const views = { runs, sessions, chat }
 
 function route() {
   const params = new URLSearchParams(location.hash.slice(1))

@@ -20,6 +20,12 @@
  *     GET  /api/sessions[?q=&offset=&limit=]    saved conversations, most recent first, a page at a time
  *     GET  /api/sessions/:id[?from_turn=]       a session's turns (a page of them): messages, tool calls,
  *                                               approvals, interruptions, compactions, usage and cost
+ *     GET  /api/chat                            what the Chat view talks to (the model and its tools)
+ *     POST /api/chat                            {}  -> 201 { session_id }: a new session to chat in
+ *     GET  /api/chat/:id/events                 Server-Sent Events: the session's turns as they run (ChatJson)
+ *     POST /api/chat/:id/messages               { text, interrupt? }  -> 202: a turn, or queued behind one
+ *     POST /api/chat/:id/cancel                 {}: stops the turn under way (what was shown is kept)
+ *     POST /api/chat/:id/decisions              { decisions: { CALL_ID: { approved, reason? } } }  -> 202
  *
  * Bodies are in the runs' JSON style (RunsJson); a refusal is
  * `{ "error": { "code", "message" } }` with the status of its class
@@ -29,6 +35,7 @@
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import * as ApiError from "./ApiError.js"
+import * as ChatJson from "./ChatJson.js"
 import * as RunsJson from "./RunsJson.js"
 import * as SessionsJson from "./SessionsJson.js"
 
@@ -293,6 +300,77 @@ export class Sessions extends HttpApiGroup.make("sessions")
     })
   ) {}
 
+/** Most characters of one chat message (a pasted document fits; a runaway client does not). */
+export const maxChatMessageLength = 100_000
+
+export const ChatMessage = RunsJson.snake({
+  text: required("text", maxChatMessageLength),
+  interrupt: optional(
+    Schema.Boolean.annotate({
+      description: "Stop the turn under way and answer this instead (noema chat's !text)"
+    })
+  )
+})
+
+export const ChatDecisions = RunsJson.snake({
+  decisions: Schema.Record(
+    Schema.String,
+    Schema.Union([
+      Schema.Struct({ approved: Schema.Literal(true) }),
+      Schema.Struct({ approved: Schema.Literal(false), reason: optional(text("reason", maxReasonLength)) })
+    ])
+  ).annotate({
+    message: "decisions must map tool call ids to { approved: true } or { approved: false, reason? }"
+  })
+})
+
+/** A frame of /api/chat/:id/events: a chat frame, or a keep-alive nobody listens to. */
+export const ChatEvent = Schema.Union([
+  Schema.Struct({ event: Schema.Literal("chat"), data: Schema.fromJsonString(ChatJson.Frame) }),
+  Schema.Struct({ event: Schema.Literal("keep-alive"), data: Schema.Literal("") })
+])
+
+export class Chat extends HttpApiGroup.make("chat")
+  .add(
+    HttpApiEndpoint.get("info", "/", { success: ChatJson.ChatInfo, error: errors(ApiError.NotFound) }),
+    HttpApiEndpoint.post("create", "/", {
+      payload: RunsJson.snake({}),
+      success: ChatJson.NewChat.pipe(HttpApiSchema.status(201)),
+      error: postErrors(ApiError.NotFound, ApiError.ServiceUnavailable)
+    }),
+    HttpApiEndpoint.get("events", "/:id/events", {
+      params: id,
+      success: HttpApiSchema.StreamSse({ events: ChatEvent }),
+      error: errors(ApiError.NotFound, ApiError.ServiceUnavailable)
+    }),
+    HttpApiEndpoint.post("send", "/:id/messages", {
+      params: id,
+      payload: ChatMessage,
+      success: ChatJson.Sent.pipe(HttpApiSchema.status(202)),
+      error: postErrors(ApiError.NotFound, ApiError.Conflict, ApiError.ServiceUnavailable)
+    }),
+    HttpApiEndpoint.post("cancel", "/:id/cancel", {
+      params: id,
+      payload: RunsJson.snake({}),
+      success: ChatJson.Cancelled,
+      error: postErrors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.post("decide", "/:id/decisions", {
+      params: id,
+      payload: ChatDecisions,
+      success: ChatJson.Decided.pipe(HttpApiSchema.status(202)),
+      error: postErrors(ApiError.NotFound, ApiError.Conflict, ApiError.ServiceUnavailable)
+    })
+  )
+  .prefix("/api/chat")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Chat",
+      description:
+        "Talk to the agent noema chat talks to, on the same runtime: one turn at a time per session, messages queued behind it, a cancel, decisions on calls waiting for approval"
+    })
+  ) {}
+
 /**
  * The document says once that every route needs the token: the gate in front of the routes
  * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
@@ -329,7 +407,7 @@ const secured = (spec: Spec): Spec => {
 }
 
 export class Api extends HttpApi.make("noema-panel")
-  .add(Threads, Runs, Events, Sessions)
+  .add(Threads, Runs, Events, Sessions, Chat)
   .annotateMerge(
     OpenApi.annotations({
       title: "noema panel API",

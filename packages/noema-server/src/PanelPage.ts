@@ -30,6 +30,7 @@ export const page = `<!doctype html>
 <link rel="modulepreload" href="/app/markdown.js">
 <link rel="modulepreload" href="/app/runs.js">
 <link rel="modulepreload" href="/app/sessions.js">
+<link rel="modulepreload" href="/app/chat.js">
 <script type="module" src="/app/main.js"></script>
 </head>
 <body data-resume-hint="${attribute(RunLease.resumeHint("RUN"))}">
@@ -39,6 +40,7 @@ export const page = `<!doctype html>
   <nav aria-label="views">
     <a href="#" data-view="runs">Runs</a>
     <a href="#view=sessions" data-view="sessions">Sessions</a>
+    <a href="#view=chat" data-view="chat">Chat</a>
   </nav>
   <span id="live" class="off">connecting</span>
   <span id="notice" class="error"></span>
@@ -131,6 +133,23 @@ export const page = `<!doctype html>
         <button id="turns-prev" type="button" hidden>Earlier turns</button><button id="turns-next" type="button" hidden>Later turns</button></div>
       <div id="session-turns"></div>
     </div>
+  </section>
+</main>
+<main id="view-chat" class="one" hidden>
+  <section>
+    <h2><span id="chat-title">New chat</span> <a id="chat-open" class="dim small" hidden>open in Sessions</a></h2>
+    <div class="actions"><span id="chat-agent" class="dim"></span>
+      <button id="chat-new" type="button">New chat</button></div>
+    <div id="chat-turns"></div>
+    <div id="chat-live" aria-live="polite"></div>
+    <ul id="chat-queued" class="list"></ul>
+    <div id="chat-approvals"></div>
+    <div id="chat-status" class="dim" role="status"></div>
+    <form id="chat-form">
+      <textarea id="chat-input" placeholder="Message the agent (Enter sends, Shift+Enter: new line)" aria-label="message"></textarea>
+      <div class="actions"><button class="primary" type="submit">Send</button>
+        <button id="chat-stop" type="button" disabled>Stop (Esc)</button></div>
+    </form>
   </section>
 </main>
 </body>

@@ -28,6 +28,8 @@ import { Context, Effect, Exit, Layer, Schema, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import * as AccessToken from "./internal/AccessToken.js"
+import * as ChatHost from "./internal/ChatHost.js"
+import * as ChatRoutes from "./internal/ChatRoutes.js"
 import * as EventRoutes from "./internal/EventRoutes.js"
 import * as Failures from "./internal/Failures.js"
 import * as FeedClients from "./internal/FeedClients.js"
@@ -77,6 +79,15 @@ export interface Options {
   readonly sessions?: SessionStore.Service
   /** The models' prices (US dollars per million tokens), for the cost of a session's turns. */
   readonly prices?: Usage.Prices
+  /**
+   * The agent the Chat view talks to, on the runtime `noema chat` uses (`noema serve` gives
+   * it); needs `sessions`. Without it, the view says the server has none.
+   */
+  readonly chat?: ChatAgent
+  /** Most chats live at once (a runtime each); an idle one makes room. Default 16. */
+  readonly maxChats?: number
+  /** Most messages waiting behind a session's turn. Default 8. */
+  readonly maxQueuedMessages?: number
 }
 
 export interface Server {
@@ -88,6 +99,8 @@ export interface Server {
   readonly panelUrl: string
   /** What the event feed holds now: its clients and the bytes handed to them not yet taken. */
   readonly feed: () => FeedStats
+  /** The chats live now, their clients, and the most bytes one client was handed and has not taken. */
+  readonly chats: () => ChatStats
 }
 
 /** A server started outside an Effect program (`start`): closed with `close`. */
@@ -96,6 +109,11 @@ export interface Started extends Server {
 }
 
 export type FeedStats = FeedClients.Stats
+
+/** What the Chat view talks to (see `Options.chat`). */
+export type ChatAgent = ChatHost.ChatAgent
+
+export type ChatStats = ChatHost.Stats
 
 /** The server could not start: a weak token, or the port taken. */
 export class ServerError extends Schema.TaggedError<ServerError>()("ServerError", {
@@ -183,7 +201,8 @@ const app = (
       ThreadRoutes.layer(context),
       RunRoutes.layer(context),
       EventRoutes.layer(context),
-      SessionRoutes.layer(context)
+      SessionRoutes.layer(context),
+      ChatRoutes.layer(context)
     ])
   )
 
@@ -232,17 +251,30 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         })
     )
   )
+  const approver = options.approver ?? defaultApprover()
+  const chat =
+    options.chat === undefined || options.sessions === undefined
+      ? undefined
+      : yield* ChatHost.make({
+          agent: options.chat,
+          sessions: options.sessions,
+          approver,
+          ...(options.maxChats !== undefined && { maxChats: options.maxChats }),
+          ...(options.maxQueuedMessages !== undefined && { maxQueued: options.maxQueuedMessages }),
+          log
+        })
   const context: Routes.Context = {
     store: options.store,
     executor: options.executor,
     workspace: options.workspace,
     wake: options.wake ?? (() => {}),
-    approver: options.approver ?? defaultApprover(),
+    approver,
     plan: options.plan,
     feed,
     failures,
     sessions: options.sessions,
-    prices: options.prices
+    prices: options.prices,
+    chat
   }
   const port = yield* listen(app(context, gateLayer(token, host, failures, maxBodyBytes)), {
     port: options.port ?? 0,
@@ -254,7 +286,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     port,
     token,
     panelUrl: `${url}/?token=${encodeURIComponent(token)}`,
-    feed: feed.stats
+    feed: feed.stats,
+    chats: () => chat?.stats() ?? { chats: 0, clients: 0, largestHeldBytes: 0 }
   } satisfies Server
 })
 

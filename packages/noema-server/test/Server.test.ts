@@ -856,7 +856,13 @@ describe("runs server: the OpenAPI document", () => {
         "POST /api/runs/{id}/cancel",
         "GET /api/events",
         "GET /api/sessions",
-        "GET /api/sessions/{id}"
+        "GET /api/sessions/{id}",
+        "GET /api/chat",
+        "POST /api/chat",
+        "GET /api/chat/{id}/events",
+        "POST /api/chat/{id}/messages",
+        "POST /api/chat/{id}/cancel",
+        "POST /api/chat/{id}/decisions"
       ].sort()
     )
     const schemas = document.components.schemas

@@ -11,6 +11,7 @@ import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
 import type { SessionStore, Usage } from "@noema/session"
 import { Effect } from "effect"
 import type * as ApiError from "../ApiError.js"
+import type { ChatHost } from "./ChatHost.js"
 import type { Failures } from "./Failures.js"
 import type * as FeedClients from "./FeedClients.js"
 
@@ -32,6 +33,8 @@ export interface Context {
   readonly sessions: SessionStore.Service | undefined
   /** The models' prices, for the cost of a session's turns. */
   readonly prices: Usage.Prices | undefined
+  /** The Chat view's chats with the agent; without it, that view says the server has none. */
+  readonly chat: ChatHost | undefined
 }
 
 /** `effect`, its failures answered as refusals (or, the server's own, as defects). */
