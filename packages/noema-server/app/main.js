@@ -7,8 +7,9 @@
 import { $ } from "./dom.js"
 import * as runs from "./runs.js"
 import * as sessions from "./sessions.js"
+import * as traces from "./traces.js"
 
-const views = { runs, sessions }
+const views = { runs, sessions, traces }
 
 function route() {
   const params = new URLSearchParams(location.hash.slice(1))

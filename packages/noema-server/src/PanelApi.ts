@@ -20,6 +20,8 @@
  *     GET  /api/sessions[?q=&offset=&limit=]    saved conversations, most recent first, a page at a time
  *     GET  /api/sessions/:id[?from_turn=]       a session's turns (a page of them): messages, tool calls,
  *                                               approvals, interruptions, compactions, usage and cost
+ *     GET  /api/traces[?session=&seq=&offset=&limit=]  turns' traces kept locally, newest first
+ *     GET  /api/traces/:id                      a trace's spans in tree order, as a waterfall's rows
  *
  * Bodies are in the runs' JSON style (RunsJson); a refusal is
  * `{ "error": { "code", "message" } }` with the status of its class
@@ -31,6 +33,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import * as ApiError from "./ApiError.js"
 import * as RunsJson from "./RunsJson.js"
 import * as SessionsJson from "./SessionsJson.js"
+import * as TracesJson from "./TracesJson.js"
 
 // ---------------------------------------------------------------------------
 // Request bodies: their messages name the field as it is sent
@@ -293,6 +296,37 @@ export class Sessions extends HttpApiGroup.make("sessions")
     })
   ) {}
 
+export class Traces extends HttpApiGroup.make("traces")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        session: optional(text("session", maxTitleLength)),
+        seq: optional(queryCount("seq", 0)),
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
+          )
+        )
+      },
+      success: TracesJson.TracePage,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      success: TracesJson.TraceDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/traces")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Traces",
+      description:
+        "Each turn's spans (model calls, tool calls, retries), kept locally, as noema traces shows them"
+    })
+  ) {}
+
 /**
  * The document says once that every route needs the token: the gate in front of the routes
  * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
@@ -329,7 +363,7 @@ const secured = (spec: Spec): Spec => {
 }
 
 export class Api extends HttpApi.make("noema-panel")
-  .add(Threads, Runs, Events, Sessions)
+  .add(Threads, Runs, Events, Sessions, Traces)
   .annotateMerge(
     OpenApi.annotations({
       title: "noema panel API",

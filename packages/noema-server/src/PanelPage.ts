@@ -30,6 +30,7 @@ export const page = `<!doctype html>
 <link rel="modulepreload" href="/app/markdown.js">
 <link rel="modulepreload" href="/app/runs.js">
 <link rel="modulepreload" href="/app/sessions.js">
+<link rel="modulepreload" href="/app/traces.js">
 <script type="module" src="/app/main.js"></script>
 </head>
 <body data-resume-hint="${attribute(RunLease.resumeHint("RUN"))}">
@@ -39,6 +40,7 @@ export const page = `<!doctype html>
   <nav aria-label="views">
     <a href="#" data-view="runs">Runs</a>
     <a href="#view=sessions" data-view="sessions">Sessions</a>
+    <a href="#view=traces" data-view="traces">Traces</a>
   </nav>
   <span id="live" class="off">connecting</span>
   <span id="notice" class="error"></span>
@@ -130,6 +132,24 @@ export const page = `<!doctype html>
       <div class="pager"><span id="turns-range" class="dim"></span>
         <button id="turns-prev" type="button" hidden>Earlier turns</button><button id="turns-next" type="button" hidden>Later turns</button></div>
       <div id="session-turns"></div>
+    </div>
+  </section>
+</main>
+<main id="view-traces" class="two" hidden>
+  <section>
+    <h2>Traces</h2>
+    <div id="traces-filter" class="dim"></div>
+    <ul id="traces" class="list"></ul>
+    <div class="pager"><span id="traces-range" class="dim"></span>
+      <button id="traces-prev" type="button">Newer</button><button id="traces-next" type="button">Older</button></div>
+  </section>
+  <section id="trace">
+    <div id="trace-empty" class="empty">Choose a trace.</div>
+    <div id="trace-detail" hidden>
+      <h2 id="trace-title"></h2>
+      <div id="trace-meta" class="dim mono"></div>
+      <div id="waterfall" role="list" aria-label="spans"></div>
+      <div id="span-detail"></div>
     </div>
   </section>
 </main>

@@ -340,3 +340,69 @@ export const recording = (
 /** `recording` as a layer: every effect under it has its turns' traces kept in `store`. */
 export const layerRecording = (store: Service, options?: RecordingOptions): Layer.Layer<never> =>
   Layer.unwrap(Effect.map(recording(store, options), (tracer) => Layer.succeed(Tracer.Tracer, tracer)))
+
+// ---------------------------------------------------------------------------
+// In words: one line per span, as `noema traces show` and the Traces view say it
+// ---------------------------------------------------------------------------
+
+const milliseconds = (value: number): string =>
+  value < 10 ? `${value.toFixed(1)} ms` : value < 1000 ? `${Math.round(value)} ms` : `${(value / 1000).toFixed(2)} s`
+
+/**
+ * What a span did, in one line: its duration, then tokens and the time to the first
+ * token (a model call), retries, the tool's failure, the span's own error.
+ */
+export const describeSpan = (span: FinishedSpan): string => {
+  const attributes = span.attributes
+  const parts = [milliseconds(span.duration)]
+  const input = attributes[Tracing.Attributes.usageInputTokens]
+  const output = attributes[Tracing.Attributes.usageOutputTokens]
+  if (typeof input === "number" || typeof output === "number")
+    parts.push(`${input ?? "?"} in, ${output ?? "?"} out tokens`)
+  const firstToken = attributes[Tracing.Attributes.timeToFirstToken]
+  if (typeof firstToken === "number") parts.push(`first token ${milliseconds(firstToken)}`)
+  const retries = span.events.filter((event) => event.name === Tracing.EventNames.retry)
+  if (retries.length > 0) parts.push(`${retries.length} ${retries.length === 1 ? "retry" : "retries"}`)
+  if (attributes[Tracing.Attributes.errorType] === "tool_error") parts.push("tool error")
+  if (span.status === "error") parts.push(`failed: ${span.error ?? "unknown"}`)
+  if (span.status === "interrupted") parts.push("interrupted")
+  return parts.join(" · ")
+}
+
+/** How deep each span sits under the trace's root (0 for the root), by span id. */
+export const depths = (spans: ReadonlyArray<FinishedSpan>): ReadonlyMap<string, number> => {
+  const parents = new Map(spans.map((span) => [span.spanId, span.parentSpanId]))
+  const depth = new Map<string, number>()
+  const of = (id: string, seen: number): number => {
+    const known = depth.get(id)
+    if (known !== undefined) return known
+    const parent = parents.get(id)
+    // A parent not in the trace (or a loop, which a bad row could make) ends the walk.
+    const value = parent === undefined || !parents.has(parent) || seen > spans.length ? 0 : of(parent, seen + 1) + 1
+    depth.set(id, value)
+    return value
+  }
+  for (const span of spans) of(span.spanId, 0)
+  return depth
+}
+
+/** The trace's spans in tree order (each followed by those it holds, by start). */
+export const treeOrder = (spans: ReadonlyArray<FinishedSpan>): ReadonlyArray<FinishedSpan> => {
+  const ids = new Set(spans.map((span) => span.spanId))
+  const children = new Map<string | undefined, Array<FinishedSpan>>()
+  for (const span of spans) {
+    const parent = span.parentSpanId !== undefined && ids.has(span.parentSpanId) ? span.parentSpanId : undefined
+    const list = children.get(parent) ?? []
+    list.push(span)
+    children.set(parent, list)
+  }
+  const ordered: Array<FinishedSpan> = []
+  const visit = (parent: string | undefined) => {
+    for (const span of (children.get(parent) ?? []).sort((a, b) => a.start - b.start)) {
+      ordered.push(span)
+      visit(span.spanId)
+    }
+  }
+  visit(undefined)
+  return ordered
+}
