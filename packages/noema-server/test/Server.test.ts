@@ -856,7 +856,9 @@ describe("runs server: the OpenAPI document", () => {
         "POST /api/runs/{id}/cancel",
         "GET /api/events",
         "GET /api/sessions",
-        "GET /api/sessions/{id}"
+        "GET /api/sessions/{id}",
+        "GET /api/traces",
+        "GET /api/traces/{id}"
       ].sort()
     )
     const schemas = document.components.schemas
