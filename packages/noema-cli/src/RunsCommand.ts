@@ -28,7 +28,7 @@ import {
   SqlRunsStore,
   Worker
 } from "@noema/runs"
-import { SqlStore } from "@noema/session"
+import { SqlStore, TraceStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { type PipelineTools, type RunsCommand, readsOnly, UsageError } from "./CliArguments.js"
 import * as CliConfig from "./CliConfig.js"
@@ -726,6 +726,8 @@ export const run = (command: RunsCommand, io: Io) =>
                   workspace,
                   port: command.port,
                   sessions: yield* SqlStore.fromDatabase,
+                  // The Traces view shows the turns' traces kept in the same database.
+                  traces: yield* TraceStore.fromDatabase,
                   ...(prices !== undefined && { prices }),
                   plan: (request, approval) =>
                     PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
