@@ -30,7 +30,7 @@ import {
   SqlRunsStore,
   Worker
 } from "@noema/runs"
-import { SqlStore } from "@noema/session"
+import { SqlStore, TraceStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import { type PipelineTools, type RunsCommand, readsOnly, UsageError } from "./CliArguments.js"
@@ -865,6 +865,8 @@ export const run = (command: RunsCommand, io: Io) =>
                   workspace,
                   port: command.port,
                   sessions: yield* SqlStore.fromDatabase,
+                  // The Traces view shows the turns' traces kept in the same database.
+                  traces: yield* TraceStore.fromDatabase,
                   ...(prices !== undefined && { prices }),
                   // The Chat view talks to the agent `noema chat` talks to, on the same kind of runtime.
                   ...(models !== undefined && { chat: chatAgent(command, models, io) }),

@@ -50,7 +50,19 @@ export const Attributes = {
   toolCallArguments: "gen_ai.tool.call.arguments",
   toolCallResult: "gen_ai.tool.call.result",
   sessionId: "noema.session.id",
-  messageCount: "noema.session.message_count"
+  messageCount: "noema.session.message_count",
+  /** On a turn: how many messages the session held before it (the seq of the turn's first message). */
+  messageSeq: "noema.session.message_seq",
+  /** On a streamed model call: milliseconds from the call's start to its first text or tool-call chunk. */
+  timeToFirstToken: "noema.chat.time_to_first_token_ms",
+  /** On a retry event: the attempt about to be made (2 for the first retry), and the wait before it. */
+  retryAttempt: "noema.retry.attempt",
+  retryDelay: "noema.retry.delay_ms"
+} as const
+
+/** Span event names: a model call's failed attempt that is retried. */
+export const EventNames = {
+  retry: "noema.retry"
 } as const
 
 // ---------------------------------------------------------------------------

@@ -9,8 +9,9 @@ import * as chat from "./chat.js"
 import { $ } from "./dom.js"
 import * as runs from "./runs.js"
 import * as sessions from "./sessions.js"
+import * as traces from "./traces.js"
 
-const views = { runs, sessions, chat }
+const views = { runs, sessions, chat, traces }
 
 function route() {
   const params = new URLSearchParams(location.hash.slice(1))

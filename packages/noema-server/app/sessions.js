@@ -170,6 +170,11 @@ function renderDetail(detail) {
           className: "dim",
           text: `turn ${turn.number} · ${turn.usage}${turn.cost === null ? "" : ` · ${turn.cost}`}`
         }),
+        el("a", {
+          className: "trace-link small",
+          href: `#view=traces&session=${encodeURIComponent(detail.session.id)}&seq=${turn.first_seq}`,
+          text: "trace"
+        }),
         ...turn.entries.map(entryOf)
       ])
     )

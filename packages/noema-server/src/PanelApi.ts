@@ -26,6 +26,8 @@
  *     POST /api/chat/:id/messages               { text, interrupt? }  -> 202: a turn, or queued behind one
  *     POST /api/chat/:id/cancel                 {}: stops the turn under way (what was shown is kept)
  *     POST /api/chat/:id/decisions              { decisions: { CALL_ID: { approved, reason? } } }  -> 202
+ *     GET  /api/traces[?session=&seq=&offset=&limit=]  turns' traces kept locally, newest first
+ *     GET  /api/traces/:id                      a trace's spans in tree order, as a waterfall's rows
  *
  * Bodies are in the runs' JSON style (RunsJson); a refusal is
  * `{ "error": { "code", "message" } }` with the status of its class
@@ -38,6 +40,7 @@ import * as ApiError from "./ApiError.js"
 import * as ChatJson from "./ChatJson.js"
 import * as RunsJson from "./RunsJson.js"
 import * as SessionsJson from "./SessionsJson.js"
+import * as TracesJson from "./TracesJson.js"
 
 // ---------------------------------------------------------------------------
 // Request bodies: their messages name the field as it is sent
@@ -371,6 +374,37 @@ export class Chat extends HttpApiGroup.make("chat")
     })
   ) {}
 
+export class Traces extends HttpApiGroup.make("traces")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        session: optional(text("session", maxTitleLength)),
+        seq: optional(queryCount("seq", 0)),
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
+          )
+        )
+      },
+      success: TracesJson.TracePage,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      success: TracesJson.TraceDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/traces")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Traces",
+      description:
+        "Each turn's spans (model calls, tool calls, retries), kept locally, as noema traces shows them"
+    })
+  ) {}
+
 /**
  * The document says once that every route needs the token: the gate in front of the routes
  * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
@@ -407,7 +441,7 @@ const secured = (spec: Spec): Spec => {
 }
 
 export class Api extends HttpApi.make("noema-panel")
-  .add(Threads, Runs, Events, Sessions, Chat)
+  .add(Threads, Runs, Events, Sessions, Chat, Traces)
   .annotateMerge(
     OpenApi.annotations({
       title: "noema panel API",

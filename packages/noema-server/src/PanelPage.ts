@@ -31,6 +31,7 @@ export const page = `<!doctype html>
 <link rel="modulepreload" href="/app/runs.js">
 <link rel="modulepreload" href="/app/sessions.js">
 <link rel="modulepreload" href="/app/chat.js">
+<link rel="modulepreload" href="/app/traces.js">
 <script type="module" src="/app/main.js"></script>
 </head>
 <body data-resume-hint="${attribute(RunLease.resumeHint("RUN"))}">
@@ -41,6 +42,7 @@ export const page = `<!doctype html>
     <a href="#" data-view="runs">Runs</a>
     <a href="#view=sessions" data-view="sessions">Sessions</a>
     <a href="#view=chat" data-view="chat">Chat</a>
+    <a href="#view=traces" data-view="traces">Traces</a>
   </nav>
   <span id="live" class="off">connecting</span>
   <span id="notice" class="error"></span>
@@ -150,6 +152,22 @@ export const page = `<!doctype html>
       <div class="actions"><button class="primary" type="submit">Send</button>
         <button id="chat-stop" type="button" disabled>Stop (Esc)</button></div>
     </form>
+<main id="view-traces" class="two" hidden>
+  <section>
+    <h2>Traces</h2>
+    <div id="traces-filter" class="dim"></div>
+    <ul id="traces" class="list"></ul>
+    <div class="pager"><span id="traces-range" class="dim"></span>
+      <button id="traces-prev" type="button">Newer</button><button id="traces-next" type="button">Older</button></div>
+  </section>
+  <section id="trace">
+    <div id="trace-empty" class="empty">Choose a trace.</div>
+    <div id="trace-detail" hidden>
+      <h2 id="trace-title"></h2>
+      <div id="trace-meta" class="dim mono"></div>
+      <div id="waterfall" role="list" aria-label="spans"></div>
+      <div id="span-detail"></div>
+    </div>
   </section>
 </main>
 </body>

@@ -23,7 +23,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
 import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
-import type { SessionStore, Usage } from "@noema/session"
+import type { SessionStore, TraceStore, Usage } from "@noema/session"
 import { Context, Effect, Exit, Layer, Schema, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
@@ -39,6 +39,7 @@ import * as RunRoutes from "./internal/RunRoutes.js"
 import * as SameOrigin from "./internal/SameOrigin.js"
 import * as SessionRoutes from "./internal/SessionRoutes.js"
 import * as ThreadRoutes from "./internal/ThreadRoutes.js"
+import * as TraceRoutes from "./internal/TraceRoutes.js"
 import * as PanelApi from "./PanelApi.js"
 import * as PanelPage from "./PanelPage.js"
 import * as StoreChanges from "./StoreChanges.js"
@@ -88,6 +89,8 @@ export interface Options {
   readonly maxChats?: number
   /** Most messages waiting behind a session's turn. Default 8. */
   readonly maxQueuedMessages?: number
+  /** The turns' traces the Traces view shows (`noema serve` gives the database's). */
+  readonly traces?: TraceStore.Service
 }
 
 export interface Server {
@@ -202,7 +205,8 @@ const app = (
       RunRoutes.layer(context),
       EventRoutes.layer(context),
       SessionRoutes.layer(context),
-      ChatRoutes.layer(context)
+      ChatRoutes.layer(context),
+      TraceRoutes.layer(context)
     ])
   )
 
@@ -274,7 +278,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     failures,
     sessions: options.sessions,
     prices: options.prices,
-    chat
+    chat,
+    traces: options.traces
   }
   const port = yield* listen(app(context, gateLayer(token, host, failures, maxBodyBytes)), {
     port: options.port ?? 0,

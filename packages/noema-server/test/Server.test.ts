@@ -862,7 +862,9 @@ describe("runs server: the OpenAPI document", () => {
         "GET /api/chat/{id}/events",
         "POST /api/chat/{id}/messages",
         "POST /api/chat/{id}/cancel",
-        "POST /api/chat/{id}/decisions"
+        "POST /api/chat/{id}/decisions",
+        "GET /api/traces",
+        "GET /api/traces/{id}"
       ].sort()
     )
     const schemas = document.components.schemas

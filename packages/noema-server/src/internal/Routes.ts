@@ -8,7 +8,7 @@
  * gate answers with a 500 and logs.
  */
 import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
-import type { SessionStore, Usage } from "@noema/session"
+import type { SessionStore, TraceStore, Usage } from "@noema/session"
 import { Effect } from "effect"
 import type * as ApiError from "../ApiError.js"
 import type { ChatHost } from "./ChatHost.js"
@@ -35,6 +35,8 @@ export interface Context {
   readonly prices: Usage.Prices | undefined
   /** The Chat view's chats with the agent; without it, that view says the server has none. */
   readonly chat: ChatHost | undefined
+  /** The turns' traces the Traces view shows; without it, that view says the server has none. */
+  readonly traces: TraceStore.Service | undefined
 }
 
 /** `effect`, its failures answered as refusals (or, the server's own, as defects). */
