@@ -152,6 +152,8 @@ export const page = `<!doctype html>
       <div class="actions"><button class="primary" type="submit">Send</button>
         <button id="chat-stop" type="button" disabled>Stop (Esc)</button></div>
     </form>
+  </section>
+</main>
 <main id="view-traces" class="two" hidden>
   <section>
     <h2>Traces</h2>
