@@ -359,6 +359,14 @@ export const pgvectorAvailable: Effect.Effect<boolean, SqlError.SqlError, SqlCli
   )
 
 /**
+ * Below this many rows the index scans and its writes leave the copy to the change log: the scan
+ * of a few hundred rows costs about what the copy's fixed costs do (a read transaction and the
+ * KNN statement per search, keeping the copy per write), so a small index (a planner's tasks and
+ * assistants) pays nothing for it. The first write past it brings the copy up to date.
+ */
+const copyFrom = 256
+
+/**
  * How far a score can lie above what vec0's L2 distance `d` implies (`1 - d² / 2` for vectors of
  * norm at most 1, which every stored and query vector is, or zero): vec0 sums `dimensions`
  * float32 squares, off by at most about `dimensions` float32 epsilons times the sum (at most 4),
@@ -526,6 +534,10 @@ export const makeSql = (
       else copy = opened
     }
 
+    /** After a write, in its transaction: the copy caught up, once the index is worth searching through it. */
+    const keepCopy = (copy: VectorCopy.Copy) =>
+      Effect.flatMap(copy.state, ({ extent }) => (extent < copyFrom ? Effect.void : copy.catchUp))
+
     const { queryVector, vectorsOf } = common(embedder)
     /** A vector as its column takes it: pgvector's text form, else its bytes. */
     const stored = (vector: Float32Array) =>
@@ -541,13 +553,15 @@ export const makeSql = (
       return where.length === 0 ? sql.literal("") : sql`WHERE ${sql.and(where)}`
     }
     /**
-     * The copy's exact top, or undefined to scan: a stale copy is caught up first (read-only, it
-     * cannot be: scan), then searched in one read transaction that sees it fresh, so a write by
-     * another process between the check and the search cannot slip in.
+     * The copy's exact top, or undefined to scan (a small index): a stale copy is caught up first
+     * (read-only, it cannot be: scan), then searched in one read transaction that sees it fresh,
+     * so a write by another process between the check and the search cannot slip in.
      */
     const fromCopy = (copy: VectorCopy.Copy, q: Float32Array, limit: number, filters: SearchOptions) =>
       Effect.gen(function* () {
-        if (yield* copy.stale) {
+        const { stale, extent } = yield* copy.state
+        if (extent < copyFrom) return undefined
+        if (stale) {
           if (options.readonly === true) {
             yield* fallBack("the vec0 copy is behind the vectors and the database is read-only")
             return undefined
@@ -556,8 +570,8 @@ export const makeSql = (
         }
         return yield* sql
           .withTransaction(
-            Effect.flatMap(copy.stale, (stale) =>
-              stale ? Effect.succeed(undefined) : searchCopy(copy, q, limit, filters)
+            Effect.flatMap(copy.state, (now) =>
+              now.stale ? Effect.succeed(undefined) : searchCopy(copy, q, limit, filters)
             )
           )
           .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN"))
@@ -579,7 +593,7 @@ export const makeSql = (
                     ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`,
                   { discard: true }
                 ),
-                (copy) => copy.catchUp
+                keepCopy
               )
             )
           )
@@ -591,7 +605,7 @@ export const makeSql = (
             sql.withTransaction(
               alongCopy(
                 sql<{ urn: string }>`DELETE FROM ${vectors} WHERE urn = ${urn} RETURNING urn`,
-                (copy) => copy.catchUp
+                keepCopy
               )
             )
           ),

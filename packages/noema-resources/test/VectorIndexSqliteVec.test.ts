@@ -202,7 +202,7 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
     () =>
       Effect.gen(function* () {
         const file = freshFile()
-        const { list } = dataSet(200, 3)
+        const { list } = dataSet(400, 3)
         const index = yield* open(file)
         yield* index.upsert(list)
         const best = (yield* index.search({ vector: vectors.get(list[0]!.meta.name)! }, { limit: 1 }))[0]

@@ -46,9 +46,16 @@ export interface Filters {
   readonly prefix?: string | undefined
 }
 
-export interface Copy {
+/** What a search needs to know before it asks the copy. */
+export interface State {
   /** Whether writers changed `noema_vectors` since the copy last caught up. */
-  readonly stale: Effect.Effect<boolean, SqlError.SqlError>
+  readonly stale: boolean
+  /** The table's largest rowid: its row count or more, in one index lookup. */
+  readonly extent: number
+}
+
+export interface Copy {
+  readonly state: Effect.Effect<State, SqlError.SqlError>
   /** Applies the change log; run it inside the writer's transaction. */
   readonly catchUp: Effect.Effect<void, SqlError.SqlError>
   /** Empties the copy and fills it again from `noema_vectors`, in the caller's transaction. */
@@ -219,11 +226,13 @@ const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy =>
       )
       .pipe(Effect.map((rows) => rows as Array<Candidate>))
   }
-  const stale = Effect.map(
-    sql<{ n: number }>`SELECT EXISTS (SELECT 1 FROM ${sql.literal(names.changes)}) AS n`,
-    (rows) => rows[0]?.n === 1
+  const state = Effect.map(
+    sql<{ stale: number; extent: number | null }>`SELECT
+      EXISTS (SELECT 1 FROM ${sql.literal(names.changes)}) AS stale,
+      (SELECT max(rowid) FROM ${sql.literal(names.vectors)}) AS extent`,
+    (rows) => ({ stale: rows[0]?.stale === 1, extent: rows[0]?.extent ?? 0 })
   )
-  return { stale, catchUp, rebuild, nearest }
+  return { state, catchUp, rebuild, nearest }
 }
 
 export const isUnavailable = (value: Copy | Unavailable): value is Unavailable => value instanceof Unavailable
