@@ -68,11 +68,25 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "http.ttft.noema_us", raw: "http.ttft.raw_us" }
   },
   {
+    workload: "http.ttft  raw SDK + AbortSignal (reference)",
+    unit: "us",
+    suite: "http",
+    better: "lower",
+    cells: { raw: "http.ttft.raw_signal_us" }
+  },
+  {
     workload: "http.concurrent50",
     unit: "turns/s",
     suite: "http",
     better: "higher",
     cells: { noema: "http.concurrent50.noema_per_s", raw: "http.concurrent50.raw_per_s" }
+  },
+  {
+    workload: "http.concurrent50  raw SDK + AbortSignal (reference)",
+    unit: "turns/s",
+    suite: "http",
+    better: "higher",
+    cells: { raw: "http.concurrent50.raw_signal_per_s" }
   },
   {
     workload: "anthropic.turn  (one message)",

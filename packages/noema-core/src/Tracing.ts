@@ -82,12 +82,21 @@ export interface SpanOptions {
   readonly kind?: Tracer.SpanKind
 }
 
-const toSpanOptions = (options: SpanOptions | undefined): Tracer.SpanOptions => ({
-  ...(options?.attributes !== undefined && { attributes: options.attributes }),
-  ...(options?.kind !== undefined && { kind: options.kind }),
-  // A stack trace per call costs more than the span itself.
-  captureStackTrace: false
-})
+/**
+ * A span's options, or a function making them: called only when a span is opened, so a
+ * call that is not traced does not build attributes it would throw away.
+ */
+export type SpanOptionsInput = SpanOptions | (() => SpanOptions)
+
+const toSpanOptions = (input: SpanOptionsInput | undefined): Tracer.SpanOptions => {
+  const options = typeof input === "function" ? input() : input
+  return {
+    ...(options?.attributes !== undefined && { attributes: options.attributes }),
+    ...(options?.kind !== undefined && { kind: options.kind }),
+    // A stack trace per call costs more than the span itself.
+    captureStackTrace: false
+  }
+}
 
 /**
  * `effect` in a span named `name` when a tracer is installed; otherwise
@@ -97,7 +106,7 @@ const toSpanOptions = (options: SpanOptions | undefined): Tracer.SpanOptions => 
 export const withSpan = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
   name: string,
-  options?: SpanOptions,
+  options?: SpanOptionsInput,
   traced?: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   Effect.withFiber((fiber) =>
@@ -110,7 +119,7 @@ export const withSpan = <A, E, R>(
 export const withSpanStream = <A, E, R>(
   stream: Stream.Stream<A, E, R>,
   name: string,
-  options?: SpanOptions,
+  options?: SpanOptionsInput,
   traced?: () => Stream.Stream<A, E, R>
 ): Stream.Stream<A, E, R> =>
   Stream.unwrap(

@@ -116,14 +116,20 @@ export const traceChatModel = (service: Service): Service => {
     ...service,
     complete: (request) => {
       const effect = service.complete(request)
-      return withSpan(effect, name, spanOptions(service, request), () =>
-        annotateInput(request).pipe(Effect.andThen(effect), Effect.tap(annotateResponse))
+      return withSpan(
+        effect,
+        name,
+        () => spanOptions(service, request),
+        () => annotateInput(request).pipe(Effect.andThen(effect), Effect.tap(annotateResponse))
       )
     },
     stream: (request) => {
       const stream = service.stream(request)
-      return withSpanStream(stream, name, spanOptions(service, request), () =>
-        Stream.concat(Stream.fromEffectDrain(annotateInput(request)), tracedChunks(stream))
+      return withSpanStream(
+        stream,
+        name,
+        () => spanOptions(service, request),
+        () => Stream.concat(Stream.fromEffectDrain(annotateInput(request)), tracedChunks(stream))
       )
     }
   }
