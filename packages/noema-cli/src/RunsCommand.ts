@@ -464,6 +464,9 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
   const serverPackage = command.type === "serve" ? await import("@noema/server") : undefined
   const tokenProblem = token === undefined ? undefined : serverPackage?.Server.tokenProblem(token)
   if (tokenProblem !== undefined) throw new UsageError(`${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
+  // The Plans, Routines and Resources views' stores: loaded by `serve` only, like the server.
+  const serveViews = command.type === "serve" ? await import("./internal/ServeViews.js") : undefined
+  const viewsEmbedder = serveViews === undefined ? undefined : await serveViews.embedder(io)
   return {
     workspace,
     database,
@@ -477,6 +480,8 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
     ttlMs,
     token,
     serverPackage,
+    serveViews,
+    viewsEmbedder,
     cluster
   }
 }
@@ -497,6 +502,8 @@ export const run = (command: RunsCommand, io: Io) =>
       ttlMs,
       token,
       serverPackage,
+      serveViews,
+      viewsEmbedder,
       cluster
     } = yield* Effect.tryPromise({ try: () => prepare(command, frame), catch: (error) => error })
     const model = models?.model
@@ -833,6 +840,8 @@ export const run = (command: RunsCommand, io: Io) =>
                 const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
                 // The Sessions view shows the conversations of the same database, priced as `sessions show` does.
                 const prices = CliConfig.resolvePrices(io.env, CliConfig.paths(io.env))
+                // The Plans, Routines and Resources views read the same database as noema resources does.
+                const views = yield* serveViews!.make(io, viewsEmbedder!)
                 const server = yield* Server.make({
                   store,
                   executor,
@@ -840,6 +849,7 @@ export const run = (command: RunsCommand, io: Io) =>
                   port: command.port,
                   sessions: yield* SqlStore.fromDatabase,
                   ...(prices !== undefined && { prices }),
+                  ...views,
                   plan: (request, approval) =>
                     PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
                   ...(carrying && { wake: worker.wake }),
