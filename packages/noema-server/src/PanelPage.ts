@@ -165,7 +165,7 @@ export const page = `<!doctype html>
   <section id="routine">
     <div id="routine-empty" class="empty">Choose a routine.</div>
     <div id="routine-detail" hidden>
-      <h2 id="routine-name"></h2>
+      <div id="routine-name" class="request"></div>
       <div id="routine-meta" class="dim"></div>
       <div id="routine-problem" class="error"></div>
       <div id="routine-goals"></div>
@@ -191,7 +191,7 @@ export const page = `<!doctype html>
   <section id="resource">
     <div id="resource-empty" class="empty">Choose a resource.</div>
     <div id="resource-detail" hidden>
-      <h2 id="resource-urn" class="mono"></h2>
+      <div id="resource-urn" class="request mono"></div>
       <table><thead><tr><th>action</th><th>decision</th><th>reasons</th></tr></thead>
         <tbody id="resource-decisions"></tbody></table>
       <div class="actions"><a id="resource-under" href="#">List what lies under it</a></div>
