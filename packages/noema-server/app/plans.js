@@ -1,27 +1,30 @@
 /**
  * plans: the Plans view. The plans `noema plan` stored, the most recently
- * worked on first; a plan's tree as `noema tasks show` prints it (each task's
- * line is that command's: status, title, corrective, the assistant elected
- * with how and its score; then the first line of its output or of why it
- * failed), and under each task what the terminal leaves out: the candidates
- * it was elected among with their scores, its evaluation criteria, what its
- * evaluation said, when it was completed, and its whole output (Markdown,
- * rendered safely). A plan the server's actor may not read is listed as
- * denied. Its place in the address: `#view=plans&plan=URN`. While shown, it
- * reads again every two seconds, so a plan worked on by another process
- * (`noema plan` in a terminal) grows and ticks off without a reload; it draws
- * again only what changed.
+ * worked on first, 50 a page; a plan's tree as `noema tasks show` prints it
+ * (each task's line is that command's: status, title, corrective, the
+ * assistant elected with how and its score; then the first line of its output
+ * or of why it failed), and under each task what the terminal leaves out: the
+ * candidates it was elected among with their scores, its evaluation criteria,
+ * what its evaluation said, when it was completed, and its whole output
+ * (Markdown, rendered safely). A plan the server's actor may not read is
+ * listed as denied. Its place in the address: `#view=plans&offset=N&plan=URN`.
+ * While shown, it reads again every two seconds, so a plan worked on by
+ * another process (`noema plan` in a terminal) grows and ticks off without a
+ * reload; it draws again only what changed.
  */
 import { $, api, arrowKeys, badge, el, oneLine, shorten, time, whileShown } from "./dom.js"
 import { markdown } from "./markdown.js"
 
-const place = { plan: null }
+const pageSize = 50
+const place = { plan: null, offset: 0 }
 const drawn = { list: "", detail: "" }
 const icons = { pending: "□", running: "▸", done: "✓", failed: "✗" }
 
-export function hrefOf(plan) {
+export function hrefOf(changes) {
+  const next = { ...place, ...changes }
   const params = new URLSearchParams({ view: "plans" })
-  if (plan) params.set("plan", plan)
+  if (next.offset) params.set("offset", String(next.offset))
+  if (next.plan) params.set("plan", next.plan)
   return `#${params.toString()}`
 }
 
@@ -33,7 +36,7 @@ function firstLine(text, max = 100) {
 function renderList(data) {
   const list = $("plans")
   list.replaceChildren()
-  if (data.plans.length === 0)
+  if (data.total === 0)
     list.appendChild(
       el("li", { className: "empty", text: 'No plans yet. Start one with: noema plan "request"' })
     )
@@ -42,7 +45,7 @@ function renderList(data) {
       plan.decision === "deny"
         ? "denied to this server's actor"
         : `${plan.tasks} tasks · ${plan.done} done${plan.failed ? ` · ${plan.failed} failed` : ""}${plan.running ? ` · ${plan.running} running` : ""}`
-    const link = el("a", { href: hrefOf(plan.urn), "data-plan-urn": plan.urn }, [
+    const link = el("a", { href: hrefOf({ plan: plan.urn }), "data-plan-urn": plan.urn }, [
       el("span", {
         className: "title",
         text: plan.request === null ? "(withheld)" : shorten(oneLine(plan.request, 200), 80)
@@ -57,6 +60,10 @@ function renderList(data) {
     if (plan.decision === "deny") item.appendChild(badge("denied"))
     list.appendChild(item)
   }
+  const last = Math.min(data.offset + data.plans.length, data.total)
+  $("plans-range").textContent = data.total === 0 ? "" : `${data.offset + 1}–${last} of ${data.total}`
+  $("plans-prev").disabled = data.offset === 0
+  $("plans-next").disabled = last >= data.total
 }
 
 /** The task's line as `noema tasks show` prints it (without its indentation). */
@@ -151,7 +158,7 @@ function renderDetail(plan) {
 }
 
 export function refresh() {
-  const list = api("GET", "/api/plans")
+  const list = api("GET", `/api/plans?offset=${place.offset}&limit=${pageSize}`)
     .then((data) => {
       const text = JSON.stringify(data)
       if (text !== drawn.list) {
@@ -187,11 +194,18 @@ export function refresh() {
 
 export function show(params) {
   place.plan = params.get("plan")
+  place.offset = Math.max(0, Number.parseInt(params.get("offset") || "0", 10) || 0)
   drawn.list = ""
   drawn.detail = ""
   $("plan-empty").textContent = "Choose a plan."
   return refresh()
 }
 
+$("plans-prev").addEventListener("click", () => {
+  location.hash = hrefOf({ offset: Math.max(0, place.offset - pageSize) })
+})
+$("plans-next").addEventListener("click", () => {
+  location.hash = hrefOf({ offset: place.offset + pageSize })
+})
 arrowKeys($("plans"))
 whileShown("view-plans", 2000, refresh)

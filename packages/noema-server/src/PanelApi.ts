@@ -20,7 +20,7 @@
  *     GET  /api/sessions[?q=&offset=&limit=]    saved conversations, most recent first, a page at a time
  *     GET  /api/sessions/:id[?from_turn=]       a session's turns (a page of them): messages, tool calls,
  *                                               approvals, interruptions, compactions, usage and cost
- *     GET  /api/plans                           the plans noema plan stored, with their tasks' states
+ *     GET  /api/plans[?offset=&limit=]          the plans noema plan stored, with their tasks' states
  *     GET  /api/plans/tree?urn=                 a plan's tree: assignments, scores, evaluations, outputs
  *     GET  /api/routines                        the routines with stored progress
  *     GET  /api/routines/:id                    a routine's goals as noema routine status shows them
@@ -309,7 +309,18 @@ const maxUrnLength = 1024
 
 export class Plans extends HttpApiGroup.make("plans")
   .add(
-    HttpApiEndpoint.get("list", "/", { success: PlansJson.PlanList, error: errors(ApiError.NotFound) }),
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
+          )
+        )
+      },
+      success: PlansJson.PlanList,
+      error: errors(ApiError.NotFound)
+    }),
     HttpApiEndpoint.get("tree", "/tree", {
       query: { urn: required("urn", maxUrnLength) },
       success: PlansJson.PlanTree,

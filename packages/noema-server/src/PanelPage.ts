@@ -144,6 +144,8 @@ export const page = `<!doctype html>
   <section>
     <h2>Plans</h2>
     <ul id="plans" class="list"></ul>
+    <div class="pager"><span id="plans-range" class="dim"></span>
+      <button id="plans-prev" type="button">Newer</button><button id="plans-next" type="button">Older</button></div>
   </section>
   <section id="plan">
     <div id="plan-empty" class="empty">Choose a plan.</div>

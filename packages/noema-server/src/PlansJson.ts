@@ -40,9 +40,13 @@ export const PlanSummary = Schema.Struct({
 }).annotate({ identifier: "PlanSummary" })
 export type PlanSummary = typeof PlanSummary.Type
 
-export const PlanList = Schema.Struct({ plans: Schema.Array(PlanSummary) }).annotate({
-  identifier: "PlanList"
-})
+export const PlanList = Schema.Struct({
+  /** Plans in all (the page holds at most `limit` of them). */
+  total: Count,
+  offset: Count,
+  limit: Count,
+  plans: Schema.Array(PlanSummary)
+}).annotate({ identifier: "PlanList" })
 export type PlanList = typeof PlanList.Type
 
 // ---------------------------------------------------------------------------

@@ -143,6 +143,14 @@ const secret = Resource.make("chunk", {
   text: `${secretText}: bake the secret bread`
 })
 const note = Resource.make("chunk", { name: "public note", parent: vault.meta.urn, text: "opening hours" })
+const privateText = "PRIVATE-PLAN-REQUEST"
+const privateRequest = Resource.make("message", {
+  name: "request 2",
+  parent: vault.meta.urn,
+  role: "user",
+  content: privateText
+})
+const privateTask = task(privateRequest.meta.urn, 1, "Do the private thing", { status: "done" })
 
 const everything: ReadonlyArray<Resource.Resource> = [
   researcher,
@@ -160,7 +168,9 @@ const everything: ReadonlyArray<Resource.Resource> = [
   oddName,
   vault,
   secret,
-  note
+  note,
+  privateRequest,
+  privateTask
 ]
 
 /** The local user may do everything but read the secret; the planner (`tasks show`) may read. */
@@ -168,6 +178,7 @@ const policy = `permit (principal == Noema::Actor::"${actor}", action, resource)
 permit (principal == Noema::Actor::"cld:assistant.planner", action == Noema::Action::"get", resource);
 @id("secret")
 forbid (principal, action == Noema::Action::"get", resource == Noema::Resource::"${secret.meta.urn}");
+forbid (principal, action == Noema::Action::"get", resource == Noema::Resource::"${privateRequest.meta.urn}");
 `
 
 const routineDocument = `---
@@ -327,6 +338,11 @@ describe("the Plans view", () => {
   it("shows a plan's tree as `noema tasks show` prints it, with the scores, evaluations and outputs under each task", async () => {
     const page = await open(hash("plans"))
     await page.waitForSelector(`#plans a[data-plan-urn="${request.meta.urn}"]`)
+    // A plan whose request the actor may not read: listed as denied, nothing of it shown.
+    expect(await page.textContent(`#plans li:has(a[data-plan-urn="${privateRequest.meta.urn}"])`)).toBe(
+      "(withheld)denied to this server's actordenied"
+    )
+    expect(await page.textContent("#plans-range")).toBe("1–2 of 2")
     await page.click(`#plans a[data-plan-urn="${request.meta.urn}"]`)
     await page.waitForSelector("#plan-tasks li.task")
     const shown = await page.$$eval("#plan-tasks li.task", (items) =>
@@ -484,14 +500,20 @@ describe("the Resources view", () => {
       `/api/resources/show?urn=${encodeURIComponent(secret.meta.urn)}`,
       `/api/resources/search?q=${encodeURIComponent("secret bread recipe")}`,
       `/api/resources/search?q=${encodeURIComponent("secret")}&prefix=${encodeURIComponent(vault.meta.urn)}`,
-      "/api/plans"
+      `/api/resources/search?q=${encodeURIComponent(privateText)}`,
+      "/api/plans",
+      "/api/plans?limit=1&offset=1"
     ]
     for (const route of routes) {
       const { status, body } = await raw(route)
       expect(status, route).toBe(200)
-      expect(body, route).not.toContain(secretText)
-      expect(body, route).not.toContain(secretName)
+      for (const hidden of [secretText, secretName, privateText]) expect(body, route).not.toContain(hidden)
     }
+    const page2 = JSON.parse((await raw("/api/plans?limit=1&offset=1")).body)
+    expect([page2.total, page2.plans.length]).toEqual([2, 1])
+    const tree = await raw(`/api/plans/tree?urn=${encodeURIComponent(privateRequest.meta.urn)}`)
+    expect(tree.status).toBe(403)
+    expect(tree.body).not.toContain(privateText)
     // The CLI refuses the same listing whole: the page lists what it may, and marks the rest.
     await expect(cli("resources", "ls", vault.meta.urn, "--policy", policyFile)).rejects.toThrow(
       /may not get/
@@ -543,6 +565,9 @@ describe("the Resources view", () => {
     await page.goto(`${server.panelUrl}${hash("plans")}`)
     await page.waitForSelector("#plans a")
     await page.focus("#plans a")
+    await page.keyboard.press("ArrowDown")
+    await page.keyboard.press("ArrowUp")
+    expect(await page.evaluate("document.activeElement.getAttribute('data-plan-urn')")).toBe(request.meta.urn)
     await page.keyboard.press("Enter")
     await page.waitForSelector("#plan-tasks li.task")
     await page.close()

@@ -59,30 +59,57 @@ const denied = (root: string): PlansJson.PlanSummary => ({
   updated_at: null
 })
 
-const summaryOf = (access: Resources, root: string) =>
-  Effect.gen(function* () {
-    if (!(yield* mayGet(access, root))) return denied(root)
-    const request = yield* access.index.get(access.actor, root)
-    const { resources } = yield* access.index.findReadable(access.actor, root)
-    return {
-      urn: root,
-      conversation: request.meta.parent ?? "",
-      request: request.meta.type === "message" ? (request as Resource.Message).content : "",
-      decision: "allow",
-      ...PlansJson.countsOf(resources)
-    } satisfies PlansJson.PlanSummary
-  })
+/** Those of `resources` the actor may get: one decision when all may be read (the usual case), else one each. */
+const readable = (access: Resources, resources: ReadonlyArray<Resource.Resource>) =>
+  resources.length === 0
+    ? Effect.succeed([])
+    : Effect.flatMap(
+        access.policy.authorize({
+          actor: access.actor,
+          action: "get",
+          resources: resources.map((resource) => resource.meta.urn)
+        }),
+        (all) =>
+          all.decision === "allow"
+            ? Effect.succeed([...resources])
+            : Effect.filter(resources, (resource) => mayGet(access, resource.meta.urn))
+      )
 
-/** Every plan, the most recently worked on first (one not worked on yet before them: it is about to be). */
-const list = (context: Context) =>
+/**
+ * Every plan, the most recently worked on first (one not worked on yet before them: it is
+ * about to be; one the actor may not read after them all), a page at a time. The tasks are read once for all plans and the requests
+ * in one read, whatever the number of plans: the view reads this every few seconds.
+ */
+const list = (context: Context, query: { readonly offset?: number; readonly limit?: number }) =>
   Effect.gen(function* () {
     const access = yield* resourcesOf(context)
-    const roots = PlansJson.rootsOf(yield* access.store.findByType("task"))
-    const plans = yield* Effect.forEach(roots, (root) => summaryOf(access, root))
-    const key = (plan: PlansJson.PlanSummary) => plan.updated_at ?? "~"
-    return {
-      plans: plans.sort((a, b) => (key(a) === key(b) ? (a.urn < b.urn ? -1 : 1) : key(a) < key(b) ? 1 : -1))
-    }
+    const tasks = yield* access.store.findByType("task")
+    const roots = PlansJson.rootsOf(tasks)
+    const allowed = yield* Effect.filter(roots, (root) => mayGet(access, root))
+    const requests = new Map(
+      (yield* access.index.getMany(access.actor, allowed)).map((request) => [request.meta.urn, request])
+    )
+    const plans = yield* Effect.forEach(roots, (root) => {
+      const request = requests.get(root)
+      if (request === undefined) return Effect.succeed(denied(root))
+      const under = tasks.filter((task) => task.meta.urn.startsWith(`${root}/`))
+      return Effect.map(
+        readable(access, under),
+        (shown): PlansJson.PlanSummary => ({
+          urn: root,
+          conversation: request.meta.parent ?? "",
+          request: request.meta.type === "message" ? (request as Resource.Message).content : "",
+          decision: "allow",
+          ...PlansJson.countsOf(shown)
+        })
+      )
+    })
+    // Denied ones last: nothing of them can be shown.
+    const key = (plan: PlansJson.PlanSummary) => (plan.decision === "deny" ? "" : (plan.updated_at ?? "~"))
+    plans.sort((a, b) => (key(a) === key(b) ? (a.urn < b.urn ? -1 : 1) : key(a) < key(b) ? 1 : -1))
+    const offset = query.offset ?? 0
+    const limit = query.limit ?? 50
+    return { total: plans.length, offset, limit, plans: plans.slice(offset, offset + limit) }
   })
 
 const notAPlan = (urn: string, why: string) =>
@@ -112,6 +139,6 @@ const tree = (context: Context, given: string) =>
 export const layer = (context: Context) =>
   HttpApiBuilder.group(PanelApi.Api, "plans", (handlers) =>
     handlers
-      .handle("list", () => answer(context, list(context)))
+      .handle("list", ({ query }) => answer(context, list(context, query)))
       .handle("tree", ({ query }) => answer(context, tree(context, query.urn)))
   )
