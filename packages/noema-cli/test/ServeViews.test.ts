@@ -89,7 +89,10 @@ describe("noema serve: the Plans, Routines and Resources views' data", () => {
   }, 120_000)
 
   it("serves the plans and routines of the same database", async () => {
-    expect(await get("/api/plans")).toEqual({ status: 200, body: { plans: [] } })
+    expect(await get("/api/plans")).toEqual({
+      status: 200,
+      body: { total: 0, offset: 0, limit: 50, plans: [] }
+    })
     expect(await get("/api/routines")).toEqual({ status: 200, body: { routines: [] } })
   })
 })
