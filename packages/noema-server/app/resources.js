@@ -6,12 +6,27 @@
  * decision for each action. Each listed line is the CLI's (`URN  type  name`,
  * a search's with its score first); one the actor may not read is listed as
  * denied, and the server never sends its name or content. Its place in the
- * address: `#view=resources&prefix=URN&q=TEXT&offset=N&urn=URN`.
+ * address: `#view=resources&prefix=URN&q=TEXT&offset=N&urn=URN`. While
+ * shown, the listing and the resource are read again every two seconds (a
+ * search is not: its embedding may cost a model's call), drawn only when they
+ * changed.
  */
-import { $, api, arrowKeys, badge, el } from "./dom.js"
+import { $, api, arrowKeys, badge, el, whileShown } from "./dom.js"
 
 const pageSize = 100
 const place = { prefix: "", q: "", offset: 0, urn: null }
+/** What was last drawn, so a read that brings nothing new draws nothing (and focus stays where it is). */
+const drawn = { list: "", detail: "" }
+
+/** Draws `data` with `render` unless it is what `slot` shows already. */
+function once(slot, render) {
+  return (data) => {
+    const text = JSON.stringify(data)
+    if (text === drawn[slot]) return
+    drawn[slot] = text
+    render(data)
+  }
+}
 
 export function hrefOf(changes) {
   const next = { ...place, ...changes }
@@ -94,28 +109,33 @@ function renderDetail(detail) {
 }
 
 function failed(error) {
+  drawn.list = ""
   $("resources").replaceChildren(el("li", { className: "error", text: error.message }))
   $("resources-range").textContent = ""
 }
 
-export function refresh() {
+/** Reads what is shown again; `polling`: not a search, which may cost an embedding model's call each time. */
+export function refresh(polling) {
   const listing = place.q
-    ? api(
-        "GET",
-        `/api/resources/search?${new URLSearchParams({ q: place.q, ...(place.prefix && { prefix: place.prefix }) })}`
-      ).then(renderSearch, failed)
+    ? polling
+      ? Promise.resolve()
+      : api(
+          "GET",
+          `/api/resources/search?${new URLSearchParams({ q: place.q, ...(place.prefix && { prefix: place.prefix }) })}`
+        ).then(once("list", renderSearch), failed)
     : api(
         "GET",
         `/api/resources?${new URLSearchParams({ offset: String(place.offset), limit: String(pageSize), ...(place.prefix && { prefix: place.prefix }) })}`
-      ).then(renderList, failed)
+      ).then(once("list", renderList), failed)
   if (!place.urn) {
     $("resource-empty").hidden = false
     $("resource-detail").hidden = true
     return listing
   }
   const detail = api("GET", `/api/resources/show?urn=${encodeURIComponent(place.urn)}`).then(
-    renderDetail,
+    once("detail", renderDetail),
     (error) => {
+      drawn.detail = ""
       $("resource-empty").hidden = false
       $("resource-detail").hidden = true
       $("resource-empty").textContent = error.message
@@ -132,7 +152,9 @@ export function show(params) {
   if ($("resource-prefix").value !== place.prefix) $("resource-prefix").value = place.prefix
   if ($("resource-search").value !== place.q) $("resource-search").value = place.q
   $("resource-empty").textContent = "Choose a resource."
-  return refresh()
+  drawn.list = ""
+  drawn.detail = ""
+  return refresh(false)
 }
 
 $("resource-prefix-form").addEventListener("submit", (event) => {
@@ -146,3 +168,5 @@ $("resource-search-form").addEventListener("submit", (event) => {
 $("resources-prev").addEventListener("click", () => go({ offset: Math.max(0, place.offset - pageSize) }))
 $("resources-next").addEventListener("click", () => go({ offset: place.offset + pageSize }))
 arrowKeys($("resources"))
+// Another process (noema resources put, a plan) may change what is listed: read again while shown.
+whileShown("view-resources", 2000, () => refresh(true))

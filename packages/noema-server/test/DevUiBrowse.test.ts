@@ -428,6 +428,34 @@ describe("the Routines view", () => {
   }, 180_000)
 })
 
+describe("the Routines view, live", () => {
+  it("ticks off a task another process completed (a routine run in a terminal) without a reload", async () => {
+    const page = await open(hash("routines"))
+    await page.waitForSelector("#routines a")
+    await page.click("#routines a")
+    await page.waitForSelector('article[data-chain="report/yearly"]')
+    expect(await page.textContent('li[data-task="collect"] .task-line')).toBe(
+      "[ ] collect: Collect the quarters"
+    )
+    await run(process.execPath, [
+      path.join(import.meta.dirname, "fixtures", "WriteRoutineTask.ts"),
+      filename,
+      routineFile,
+      "report/yearly",
+      "collect",
+      "collected all four quarters"
+    ])
+    await page.waitForSelector('article[data-chain="report/yearly"] .goal-line:has-text("complete, 1/1")', {
+      timeout: 60_000
+    })
+    expect(await page.textContent('li[data-task="collect"] .task-line')).toBe(
+      "[x] collect: Collect the quarters"
+    )
+    expect(await page.textContent('li[data-task="collect"]')).toContain("collected all four quarters")
+    await page.close()
+  }, 180_000)
+})
+
 // ---------------------------------------------------------------------------
 // Resources
 // ---------------------------------------------------------------------------
@@ -469,6 +497,21 @@ describe("the Resources view", () => {
     await page.waitForSelector(`#resources a[data-urn="${vault.meta.urn}"]`)
     expect((await texts(page, "#resources .line")).length).toBe(5)
     expect(problems.get(page)).toEqual([])
+    await page.close()
+  }, 180_000)
+
+  it("lists a resource another process put (noema resources put) without a reload", async () => {
+    const page = await open(hash("resources", { prefix: kitchen.meta.urn }))
+    await page.waitForSelector(`#resources a[data-urn="${bread.meta.urn}"]`)
+    const file = path.join(directory, "soup.json")
+    fs.writeFileSync(
+      file,
+      JSON.stringify({ type: "chunk", name: "soup", parent: kitchen.meta.urn, text: "Leek soup." })
+    )
+    const [put] = await cli("resources", "put", file, "--policy", policyFile)
+    const urn = put?.replace(/^put /, "") ?? ""
+    await page.waitForSelector(`#resources a[data-urn="${urn}"]`, { timeout: 60_000 })
+    expect(await page.textContent(`#resources a[data-urn="${urn}"]`)).toBe(`${urn}  chunk  soup`)
     await page.close()
   }, 180_000)
 
