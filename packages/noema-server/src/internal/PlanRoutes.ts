@@ -13,31 +13,8 @@ import { HttpApiBuilder } from "effect/http-api"
 import * as ApiError from "../ApiError.js"
 import * as PanelApi from "../PanelApi.js"
 import * as PlansJson from "../PlansJson.js"
+import { checkedUrn, mayGet, readable, resourcesOf } from "./ResourceAccess.js"
 import { answer, type Context, type Resources } from "./Routes.js"
-
-const noStore = ApiError.make(
-  ApiError.NotFound,
-  "NoResourceStore",
-  "this server was started without resources"
-)
-
-export const resourcesOf = (context: Context) =>
-  context.resources === undefined ? Effect.fail(noStore) : Effect.succeed(context.resources)
-
-/** Whether the actor may `get` `urn`. */
-export const mayGet = (access: Resources, urn: string) =>
-  Effect.map(
-    access.policy.authorize({ actor: access.actor, action: "get", resources: [urn] }),
-    (decision) => decision.decision === "allow"
-  )
-
-/** A URN from the request, or a 400 saying what is wrong with it. */
-export const checkedUrn = (name: string, urn: string) => {
-  const problem = Urn.parseEither(urn)
-  return problem instanceof Urn.InvalidUrnError
-    ? Effect.fail(ApiError.make(ApiError.BadRequest, "InvalidUrn", `${name}: ${problem.message}`))
-    : Effect.succeed(urn)
-}
 
 /** The registered assistants' names, by URN: how an assignment is shown. */
 const assistantNames = (access: Resources) =>
@@ -58,22 +35,6 @@ const denied = (root: string): PlansJson.PlanSummary => ({
   pending: 0,
   updated_at: null
 })
-
-/** Those of `resources` the actor may get: one decision when all may be read (the usual case), else one each. */
-const readable = (access: Resources, resources: ReadonlyArray<Resource.Resource>) =>
-  resources.length === 0
-    ? Effect.succeed([])
-    : Effect.flatMap(
-        access.policy.authorize({
-          actor: access.actor,
-          action: "get",
-          resources: resources.map((resource) => resource.meta.urn)
-        }),
-        (all) =>
-          all.decision === "allow"
-            ? Effect.succeed([...resources])
-            : Effect.filter(resources, (resource) => mayGet(access, resource.meta.urn))
-      )
 
 /**
  * Every plan, the most recently worked on first (one not worked on yet before them: it is

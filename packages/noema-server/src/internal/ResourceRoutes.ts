@@ -16,7 +16,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import * as PanelApi from "../PanelApi.js"
 import * as ResourcesJson from "../ResourcesJson.js"
-import { checkedUrn, mayGet, resourcesOf } from "./PlanRoutes.js"
+import { checkedUrn, readable, resourcesOf } from "./ResourceAccess.js"
 import { answer, type Context, type Resources } from "./Routes.js"
 
 /** The resources with no parent, each with the actor's decision, in URN order. */
@@ -24,10 +24,11 @@ const roots = (access: Resources) =>
   Effect.gen(function* () {
     const found = yield* Effect.forEach(Object.keys(Resource.kinds), (type) => access.store.findByType(type))
     const all = found.flat().filter((resource) => resource.meta.parent === undefined)
-    return yield* Effect.forEach(all, (resource) =>
-      Effect.map(mayGet(access, resource.meta.urn), (allowed) =>
-        allowed ? ResourcesJson.entryOf(resource) : ResourcesJson.withheldEntry(resource.meta.urn)
-      )
+    const allowed = new Set((yield* readable(access, all)).map((resource) => resource.meta.urn))
+    return all.map((resource) =>
+      allowed.has(resource.meta.urn)
+        ? ResourcesJson.entryOf(resource)
+        : ResourcesJson.withheldEntry(resource.meta.urn)
     )
   })
 
