@@ -46,7 +46,7 @@ beforeAll(async () => {
     const timer = setTimeout(() => reject(new Error(`noema serve did not start: ${output}`)), 60_000)
     serve.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
       output += chunk
-      // The address is the JSON line (the offline model's notice may come before it).
+      // The address is the JSON line (`output` holds standard error too: the offline model's notice may come first).
       const line = output
         .split("\n")
         .find((candidate) => candidate.startsWith("{") && output.includes(`${candidate}\n`))
