@@ -116,9 +116,14 @@ function taskOf(task) {
     field("success means", task.evaluation),
     field(task.status === "failed" ? "why it failed" : "evaluation", task.reason),
     field("completed", task.completed_at === null ? null : time(task.completed_at)),
-    candidates(task.assignment),
-    task.output === null ? null : el("div", { className: "markdown output" }, [markdown(task.output)])
+    candidates(task.assignment)
   ])
+  // The whole output is rendered when it is first opened: a tree of hundreds of tasks draws at once.
+  if (task.output !== null)
+    more.addEventListener("toggle", () => {
+      if (more.open && !more.querySelector(".output"))
+        more.appendChild(el("div", { className: "markdown output" }, [markdown(task.output)]))
+    })
   return el(
     "li",
     {
