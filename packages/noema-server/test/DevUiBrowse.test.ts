@@ -25,7 +25,7 @@ import {
   VectorIndex
 } from "@noema/resources"
 import { type RoutineStore, SqlRoutineStore } from "@noema/routines"
-import { Executor, SqlRunsStore } from "@noema/runs"
+import { Executor, RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect, Exit, Layer, Scope } from "effect"
 import type { Browser, Page } from "playwright-core"
@@ -638,4 +638,35 @@ describe("the API", () => {
     expect(notAPlan.status).toBe(404)
     expect(JSON.parse(notAPlan.body).error.code).toBe("NotAPlan")
   })
+
+  it("says why a view is empty on a server started without resources or routines", async () => {
+    const store = await Effect.runPromise(RunsStore.makeMemory())
+    const workspace = path.join(directory, "bare")
+    const bare = await Server.start({
+      store,
+      executor: Executor.make({ store, workspace, model: ScriptedChatModel.make({ fallback: () => "x" }) }),
+      workspace
+    })
+    try {
+      const codes = await Promise.all(
+        ["/api/plans", "/api/routines", "/api/resources"].map(async (route) => {
+          const response = await fetch(`${bare.url}${route}`, {
+            headers: { authorization: `Bearer ${bare.token}` }
+          })
+          return [response.status, ((await response.json()) as { error: { code: string } }).error.code]
+        })
+      )
+      expect(codes).toEqual([
+        [404, "NoResourceStore"],
+        [404, "NoRoutineStore"],
+        [404, "NoResourceStore"]
+      ])
+      const page = await browser.newPage()
+      await page.goto(`${bare.panelUrl}${hash("plans")}`)
+      expect(await page.textContent("#plans li.error")).toBe("this server was started without resources")
+      await page.close()
+    } finally {
+      await bare.close()
+    }
+  }, 120_000)
 })

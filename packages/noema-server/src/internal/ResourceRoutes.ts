@@ -11,7 +11,7 @@
  * decision for each action; its content only when `get` is allowed, and its
  * existence is not even looked up otherwise.
  */
-import { Policy, Resource } from "@noema/resources"
+import { Policy, Resource, Urn } from "@noema/resources"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import * as PanelApi from "../PanelApi.js"
@@ -97,7 +97,7 @@ const show = (context: Context, given: string) =>
     const allowed = decisions.find((decision) => decision.action === "get")?.decision === "allow"
     return {
       urn,
-      type: ResourcesJson.withheldEntry(urn).type,
+      type: Urn.typeOf(urn),
       actor: access.actor,
       decisions,
       resource: allowed ? yield* access.index.get(access.actor, urn) : null
