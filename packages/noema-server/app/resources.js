@@ -7,9 +7,9 @@
  * a search's with its score first); one the actor may not read is listed as
  * denied, and the server never sends its name or content. Its place in the
  * address: `#view=resources&prefix=URN&q=TEXT&offset=N&urn=URN`. While
- * shown, the listing and the resource are read again every two seconds (a
- * search is not: its embedding may cost a model's call), drawn only when they
- * changed.
+ * shown, a prefix's listing and the resource are read again every two seconds
+ * and drawn only when they changed (a search is not, its embedding may cost a
+ * model's call; nor are the roots, found by reading every resource).
  */
 import { $, api, arrowKeys, badge, el, whileShown } from "./dom.js"
 
@@ -114,19 +114,23 @@ function failed(error) {
   $("resources-range").textContent = ""
 }
 
-/** Reads what is shown again; `polling`: not a search, which may cost an embedding model's call each time. */
+/**
+ * Reads what is shown again. `polling`: not a search (its embedding may cost a model's call each
+ * time) nor the roots (found by reading every resource), only a prefix's listing and the resource.
+ */
 export function refresh(polling) {
-  const listing = place.q
-    ? polling
+  const listing =
+    polling && (place.q || !place.prefix)
       ? Promise.resolve()
-      : api(
-          "GET",
-          `/api/resources/search?${new URLSearchParams({ q: place.q, ...(place.prefix && { prefix: place.prefix }) })}`
-        ).then(once("list", renderSearch), failed)
-    : api(
-        "GET",
-        `/api/resources?${new URLSearchParams({ offset: String(place.offset), limit: String(pageSize), ...(place.prefix && { prefix: place.prefix }) })}`
-      ).then(once("list", renderList), failed)
+      : place.q
+        ? api(
+            "GET",
+            `/api/resources/search?${new URLSearchParams({ q: place.q, ...(place.prefix && { prefix: place.prefix }) })}`
+          ).then(once("list", renderSearch), failed)
+        : api(
+            "GET",
+            `/api/resources?${new URLSearchParams({ offset: String(place.offset), limit: String(pageSize), ...(place.prefix && { prefix: place.prefix }) })}`
+          ).then(once("list", renderList), failed)
   if (!place.urn) {
     $("resource-empty").hidden = false
     $("resource-detail").hidden = true

@@ -631,6 +631,17 @@ describe("the API", () => {
       "/api/resources/show"
     ])
       expect(paths).toContain(route)
+    // A page of a listing; a prefix the actor may not get is refused, as `resources ls` refuses it.
+    const second = JSON.parse(
+      (await raw(`/api/resources?prefix=${encodeURIComponent(vault.meta.urn)}&limit=1&offset=1`)).body
+    )
+    expect([second.total, second.resources.length]).toEqual([4, 1])
+    const deniedPrefix = await raw(`/api/resources?prefix=${encodeURIComponent(privateRequest.meta.urn)}`)
+    expect([deniedPrefix.status, JSON.parse(deniedPrefix.body).error.code]).toEqual([
+      403,
+      "AccessDeniedError"
+    ])
+    expect(deniedPrefix.body).not.toContain(privateText)
     const refused = await raw("/api/resources/show?urn=not-a-urn")
     expect(refused.status).toBe(400)
     expect(JSON.parse(refused.body).error.code).toBe("InvalidUrn")

@@ -4,7 +4,7 @@
  * decision on one URN and on many, and a URN from a request checked before anything is
  * read with it.
  */
-import { type Resource, Urn } from "@noema/resources"
+import { type Resource, ResourceIndex, Urn } from "@noema/resources"
 import { Effect } from "effect"
 import * as ApiError from "../ApiError.js"
 import type { Context, Resources } from "./Routes.js"
@@ -23,6 +23,24 @@ export const mayGet = (access: Resources, urn: string) =>
   Effect.map(
     access.policy.authorize({ actor: access.actor, action: "get", resources: [urn] }),
     (decision) => decision.decision === "allow"
+  )
+
+/** Succeeds when the actor may `get` `urn`; fails as the index does (`AccessDeniedError`, with the reasons) when not. */
+export const checkGet = (access: Resources, urn: string) =>
+  Effect.flatMap(
+    access.policy.authorize({ actor: access.actor, action: "get", resources: [urn] }),
+    (decision) =>
+      decision.decision === "allow"
+        ? Effect.void
+        : Effect.fail(
+            new ResourceIndex.AccessDeniedError({
+              actor: access.actor,
+              action: "get",
+              resources: [urn],
+              reasons: [...decision.reasons],
+              message: `${access.actor} may not get ${urn}: ${decision.reasons.join("; ") || "denied"}`
+            })
+          )
   )
 
 /** A URN from the request, or a 400 saying what is wrong with it. */

@@ -4,9 +4,10 @@
  * policy (ResourcesJson).
  *
  * A listing holds everything under the prefix (`ls` semantics; with no prefix,
- * the resources that have no parent), each with the policy's decision: one the
- * actor may not read is listed by its URN as denied, its name and content left
- * out (`ResourceIndex.findReadable` never reads them for the actor). A search
+ * the resources that have no parent), a page at a time, each with the policy's
+ * decision: one the actor may not read is listed by its URN as denied, its
+ * name and content left out (as `ResourceIndex.findReadable` does, asked of
+ * the policy for the page only). A search
  * returns only what the actor may read. A resource shown comes with the
  * decision for each action; its content only when `get` is allowed, and its
  * existence is not even looked up otherwise.
@@ -16,28 +17,36 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import * as PanelApi from "../PanelApi.js"
 import * as ResourcesJson from "../ResourcesJson.js"
-import { checkedUrn, readable, resourcesOf } from "./ResourceAccess.js"
+import { checkedUrn, checkGet, readable, resourcesOf } from "./ResourceAccess.js"
 import { answer, type Context, type Resources } from "./Routes.js"
 
-/** The resources with no parent, each with the actor's decision, in URN order. */
+/** The resources with no parent, in URN order. */
 const roots = (access: Resources) =>
+  Effect.map(
+    Effect.forEach(Object.keys(Resource.kinds), (type) => access.store.findByType(type)),
+    (found) => found.flat().filter((resource) => resource.meta.parent === undefined)
+  )
+
+/** Everything under `prefix`, in URN order (`resources ls`), once the actor may get the prefix itself. */
+const under = (access: Resources, prefix: string) =>
+  Effect.andThen(checkGet(access, prefix), access.store.findByPrefix(prefix))
+
+/**
+ * A page of `all` (in URN order), each with the actor's decision: the policy is asked about
+ * the page only, so a prefix with a hundred thousand resources costs a page's decisions; a
+ * resource it denies is sent as its URN alone.
+ */
+const page = (access: Resources, all: ReadonlyArray<Resource.Resource>, offset: number, limit: number) =>
   Effect.gen(function* () {
-    const found = yield* Effect.forEach(Object.keys(Resource.kinds), (type) => access.store.findByType(type))
-    const all = found.flat().filter((resource) => resource.meta.parent === undefined)
-    const allowed = new Set((yield* readable(access, all)).map((resource) => resource.meta.urn))
-    return all.map((resource) =>
+    const sorted = [...all].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
+    const shown = sorted.slice(offset, offset + limit)
+    const allowed = new Set((yield* readable(access, shown)).map((resource) => resource.meta.urn))
+    return shown.map((resource) =>
       allowed.has(resource.meta.urn)
         ? ResourcesJson.entryOf(resource)
         : ResourcesJson.withheldEntry(resource.meta.urn)
     )
   })
-
-/** Everything under `prefix` the actor may read, and, as denied, what it may not. */
-const under = (access: Resources, prefix: string) =>
-  Effect.map(access.index.findReadable(access.actor, prefix), ({ resources, withheld }) => [
-    ...resources.map(ResourcesJson.entryOf),
-    ...withheld.map(ResourcesJson.withheldEntry)
-  ])
 
 const list = (
   context: Context,
@@ -46,18 +55,17 @@ const list = (
   Effect.gen(function* () {
     const access = yield* resourcesOf(context)
     const prefix = query.prefix?.trim() || undefined
-    const entries =
+    const all =
       prefix === undefined ? yield* roots(access) : yield* under(access, yield* checkedUrn("prefix", prefix))
-    entries.sort((a, b) => (a.urn < b.urn ? -1 : a.urn > b.urn ? 1 : 0))
     const offset = query.offset ?? 0
     const limit = query.limit ?? 100
     return {
       prefix: prefix ?? null,
       actor: access.actor,
-      total: entries.length,
+      total: all.length,
       offset,
       limit,
-      resources: entries.slice(offset, offset + limit)
+      resources: yield* page(access, all, offset, limit)
     } satisfies ResourcesJson.ResourceList
   })
 
