@@ -109,14 +109,28 @@ export type PlanTree = typeof PlanTree.Type
 
 const isTask = (resource: Resource.Resource): resource is Resource.Task => resource.meta.type === "task"
 
-/** The request messages that have tasks directly under them: the plans among `tasks`. */
-export const rootsOf = (tasks: ReadonlyArray<Resource.Resource>): Array<string> => [
-  ...new Set(
-    tasks.flatMap((task) =>
-      task.meta.parent !== undefined && Urn.typeOf(task.meta.parent) === "message" ? [task.meta.parent] : []
-    )
+/**
+ * The plan a task belongs to: the request message its first task is stored under (a plan's
+ * tasks are `.../message.M/task.T/...`; a task's outputs are messages, never tasks).
+ */
+export const rootOf = (task: string): string | undefined => {
+  const elements = task.split("/")
+  const first = elements.findIndex(
+    (element, index) =>
+      index > 0 && element.startsWith("task.") && Urn.typeOf(elements.slice(0, index).join("/")) === "message"
   )
-]
+  return first === -1 ? undefined : elements.slice(0, first).join("/")
+}
+
+/** The plans among `tasks`, each with its tasks, in the order first met. */
+export const plansOf = (tasks: ReadonlyArray<Resource.Resource>): Map<string, Array<Resource.Resource>> => {
+  const plans = new Map<string, Array<Resource.Resource>>()
+  for (const task of tasks) {
+    const root = rootOf(task.meta.urn)
+    if (root !== undefined) plans.set(root, [...(plans.get(root) ?? []), task])
+  }
+  return plans
+}
 
 /** Each task's output among `found`: the newest message directly under it (their names start with the time). */
 const outputsOf = (found: ReadonlyArray<Resource.Resource>): Map<string, Resource.Message> => {

@@ -13,7 +13,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import * as ApiError from "../ApiError.js"
 import * as PanelApi from "../PanelApi.js"
 import * as PlansJson from "../PlansJson.js"
-import { checkedUrn, mayGet, readable, resourcesOf } from "./ResourceAccess.js"
+import { checkedUrn, mayGet, resourcesOf } from "./ResourceAccess.js"
 import { answer, type Context, type Resources } from "./Routes.js"
 
 /** The registered assistants' names, by URN: how an assignment is shown. */
@@ -38,39 +38,55 @@ const denied = (root: string): PlansJson.PlanSummary => ({
 
 /**
  * Every plan, the most recently worked on first (one not worked on yet before them: it is
- * about to be; one the actor may not read after them all), a page at a time. The tasks are read once for all plans and the requests
- * in one read, whatever the number of plans: the view reads this every few seconds.
+ * about to be; one the actor may not read after them all), a page at a time. The tasks are
+ * read once for all plans, the requests of the page in one read, and the policy asked once
+ * per plan: the view reads this every few seconds. A plan's counts are of every task stored
+ * under a request the actor may read (how many, in which state; no task's content).
  */
 const list = (context: Context, query: { readonly offset?: number; readonly limit?: number }) =>
   Effect.gen(function* () {
     const access = yield* resourcesOf(context)
-    const tasks = yield* access.store.findByType("task")
-    const roots = PlansJson.rootsOf(tasks)
-    const allowed = yield* Effect.filter(roots, (root) => mayGet(access, root))
-    const requests = new Map(
-      (yield* access.index.getMany(access.actor, allowed)).map((request) => [request.meta.urn, request])
-    )
-    const plans = yield* Effect.forEach(roots, (root) => {
-      const request = requests.get(root)
-      if (request === undefined) return Effect.succeed(denied(root))
-      const under = tasks.filter((task) => task.meta.urn.startsWith(`${root}/`))
-      return Effect.map(
-        readable(access, under),
-        (shown): PlansJson.PlanSummary => ({
-          urn: root,
-          conversation: request.meta.parent ?? "",
-          request: request.meta.type === "message" ? (request as Resource.Message).content : "",
-          decision: "allow",
-          ...PlansJson.countsOf(shown)
-        })
+    const plans = PlansJson.plansOf(yield* access.store.findByType("task"))
+    const summaries = yield* Effect.forEach(plans, ([root, tasks]) =>
+      Effect.map(
+        mayGet(access, root),
+        (allowed): PlansJson.PlanSummary =>
+          allowed
+            ? {
+                ...denied(root),
+                decision: "allow",
+                request: "",
+                ...PlansJson.countsOf(tasks)
+              }
+            : denied(root)
       )
-    })
+    )
     // Denied ones last: nothing of them can be shown.
     const key = (plan: PlansJson.PlanSummary) => (plan.decision === "deny" ? "" : (plan.updated_at ?? "~"))
-    plans.sort((a, b) => (key(a) === key(b) ? (a.urn < b.urn ? -1 : 1) : key(a) < key(b) ? 1 : -1))
+    summaries.sort((a, b) => (key(a) === key(b) ? (a.urn < b.urn ? -1 : 1) : key(a) < key(b) ? 1 : -1))
     const offset = query.offset ?? 0
     const limit = query.limit ?? 50
-    return { total: plans.length, offset, limit, plans: plans.slice(offset, offset + limit) }
+    const shown = summaries.slice(offset, offset + limit)
+    const requests = new Map(
+      (yield* access.index.getMany(
+        access.actor,
+        shown.filter((plan) => plan.decision === "allow").map((plan) => plan.urn)
+      )).map((request) => [request.meta.urn, request])
+    )
+    return {
+      total: summaries.length,
+      offset,
+      limit,
+      plans: shown.map((plan) => {
+        const request = requests.get(plan.urn)
+        if (request === undefined) return plan
+        return {
+          ...plan,
+          conversation: request.meta.parent ?? "",
+          request: request.meta.type === "message" ? (request as Resource.Message).content : ""
+        }
+      })
+    }
   })
 
 const notAPlan = (urn: string, why: string) =>
