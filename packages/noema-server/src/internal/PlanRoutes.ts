@@ -23,17 +23,17 @@ const assistantNames = (access: Resources) =>
     (assistants) => new Map(assistants.map((assistant) => [assistant.meta.urn, assistant.meta.name]))
   )
 
-const denied = (root: string): PlansJson.PlanSummary => ({
+/** A plan as listed: its tasks' counts when the actor may read it (`tasks`), else its URN alone. */
+const summaryOf = (
+  root: string,
+  tasks: ReadonlyArray<Resource.Resource> | undefined
+): PlansJson.PlanSummary => ({
   urn: root,
   conversation: Urn.parent(root) ?? "",
-  request: null,
-  decision: "deny",
-  tasks: 0,
-  done: 0,
-  failed: 0,
-  running: 0,
-  pending: 0,
-  updated_at: null
+  // The request is read for the page shown only.
+  request: tasks === undefined ? null : "",
+  decision: tasks === undefined ? "deny" : "allow",
+  ...PlansJson.countsOf(tasks ?? [])
 })
 
 /**
@@ -48,18 +48,7 @@ const list = (context: Context, query: { readonly offset?: number; readonly limi
     const access = yield* resourcesOf(context)
     const plans = PlansJson.plansOf(yield* access.store.findByType("task"))
     const summaries = yield* Effect.forEach(plans, ([root, tasks]) =>
-      Effect.map(
-        mayGet(access, root),
-        (allowed): PlansJson.PlanSummary =>
-          allowed
-            ? {
-                ...denied(root),
-                decision: "allow",
-                request: "",
-                ...PlansJson.countsOf(tasks)
-              }
-            : denied(root)
-      )
+      Effect.map(mayGet(access, root), (allowed) => summaryOf(root, allowed ? tasks : undefined))
     )
     // Denied ones last: nothing of them can be shown.
     const key = (plan: PlansJson.PlanSummary) => (plan.decision === "deny" ? "" : (plan.updated_at ?? "~"))
