@@ -650,6 +650,44 @@ describe("the API", () => {
     expect(JSON.parse(notAPlan.body).error.code).toBe("NotAPlan")
   })
 
+  it("shows a routine whose document is gone from what the store holds, saying why, without its path", async () => {
+    const gone = path.join(directory, "elsewhere", "gone.md")
+    await run(process.execPath, [
+      path.join(import.meta.dirname, "fixtures", "WriteRoutineTask.ts"),
+      filename,
+      gone,
+      "old/goal",
+      "first",
+      "did the first"
+    ])
+    const { body } = await raw("/api/routines")
+    expect(body).not.toContain(directory)
+    const listed = (
+      JSON.parse(body) as { routines: Array<{ id: string; name: string; problem: string | null }> }
+    ).routines
+    const shown = listed.find((routine) => routine.name === path.join("elsewhere", "gone.md"))
+    expect(shown?.problem).toBe(`cannot read ${path.join("elsewhere", "gone.md")} (ENOENT)`)
+    const detail = JSON.parse((await raw(`/api/routines/${shown?.id}`)).body)
+    expect(detail.goals).toEqual([
+      {
+        chain: "old/goal",
+        status: "active",
+        updated_at: expect.any(String),
+        tasks: [
+          {
+            id: "first",
+            title: "",
+            done: true,
+            ticked: false,
+            open: null,
+            summary: "did the first",
+            completed_at: expect.any(String)
+          }
+        ]
+      }
+    ])
+  }, 120_000)
+
   it("says why a view is empty on a server started without resources or routines", async () => {
     const store = await Effect.runPromise(RunsStore.makeMemory())
     const workspace = path.join(directory, "bare")
