@@ -565,13 +565,15 @@ const serveCommand = Command.make(
   (input) => runs("serve", { type: "serve", ...input })
 ).pipe(
   about(
-    "the panel (runs, sessions, chat), a JSON HTTP API and a worker",
+    "the panel (runs, sessions, chat, traces, plans, routines, resources), a JSON HTTP API and a worker",
     `Prints the address to open, http://127.0.0.1:${defaultPort}/?token=… Every request needs that
 token (the page trades it for a cookie; programs send "Authorization: Bearer TOKEN"), so
 other users of the machine get nothing. The panel's Runs view shows threads, their runs,
 stages, artifacts (content and sha256) and the timeline, updated live, with approve, reject,
 retry and cancel buttons; its Sessions view the saved conversations; its Chat view a chat
-with the agent noema chat uses (docs/dev-ui.md); a JSON API under /api (see docs/runs.md) with live events at
+with the agent noema chat uses; Traces the turns' spans; Plans, Routines and
+Resources what noema tasks show, noema routine status and noema resources show, read as
+cld:user.cli under the default policy (docs/dev-ui.md); a JSON API under /api (see docs/runs.md) with live events at
 /api/events. Unless --no-worker, this process also carries runs on, as noema worker does.
 Ctrl-C stops it (exit status 0); runs under way are taken by the next worker.`
   ),

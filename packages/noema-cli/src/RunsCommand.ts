@@ -490,6 +490,9 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
   const serverPackage = command.type === "serve" ? await import("@noema/server") : undefined
   const tokenProblem = token === undefined ? undefined : serverPackage?.Server.tokenProblem(token)
   if (tokenProblem !== undefined) throw new UsageError(`${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
+  // The Plans, Routines and Resources views' stores: loaded by `serve` only, like the server.
+  const serveViews = command.type === "serve" ? await import("./internal/ServeViews.js") : undefined
+  const viewsEmbedder = serveViews === undefined ? undefined : await serveViews.embedder(io)
   return {
     workspace,
     database,
@@ -503,6 +506,8 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
     ttlMs,
     token,
     serverPackage,
+    serveViews,
+    viewsEmbedder,
     cluster
   }
 }
@@ -523,6 +528,8 @@ export const run = (command: RunsCommand, io: Io) =>
       ttlMs,
       token,
       serverPackage,
+      serveViews,
+      viewsEmbedder,
       cluster
     } = yield* Effect.tryPromise({ try: () => prepare(command, frame), catch: (error) => error })
     const model = models?.model
@@ -859,6 +866,8 @@ export const run = (command: RunsCommand, io: Io) =>
                 const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
                 // The Sessions view shows the conversations of the same database, priced as `sessions show` does.
                 const prices = CliConfig.resolvePrices(io.env, CliConfig.paths(io.env))
+                // The Plans, Routines and Resources views read the same database as noema resources does.
+                const views = yield* serveViews!.make(io, viewsEmbedder!)
                 const server = yield* Server.make({
                   store,
                   executor,
@@ -870,6 +879,7 @@ export const run = (command: RunsCommand, io: Io) =>
                   ...(prices !== undefined && { prices }),
                   // The Chat view talks to the agent `noema chat` talks to, on the same kind of runtime.
                   ...(models !== undefined && { chat: chatAgent(command, models, io) }),
+                  ...views,
                   plan: (request, approval) =>
                     PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
                   ...(carrying && { wake: worker.wake }),

@@ -28,6 +28,14 @@
  *     POST /api/chat/:id/decisions              { decisions: { CALL_ID: { approved, reason? } } }  -> 202
  *     GET  /api/traces[?session=&seq=&offset=&limit=]  turns' traces kept locally, newest first
  *     GET  /api/traces/:id                      a trace's spans in tree order, as a waterfall's rows
+ *     GET  /api/plans[?offset=&limit=]          the plans noema plan stored, with their tasks' states
+ *     GET  /api/plans/tree?urn=                 a plan's tree: assignments, scores, evaluations, outputs
+ *     GET  /api/routines                        the routines with stored progress
+ *     GET  /api/routines/:id                    a routine's goals as noema routine status shows them
+ *     GET  /api/resources[?prefix=&offset=&limit=]   resources under a URN prefix (resources ls), with the
+ *                                               policy's decision for the server's actor on each
+ *     GET  /api/resources/search?q=[&type=&prefix=&limit=]   resources search
+ *     GET  /api/resources/show?urn=             a resource (resources show) and the decision per action
  *
  * Bodies are in the runs' JSON style (RunsJson); a refusal is
  * `{ "error": { "code", "message" } }` with the status of its class
@@ -38,6 +46,9 @@ import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import * as ApiError from "./ApiError.js"
 import * as ChatJson from "./ChatJson.js"
+import * as PlansJson from "./PlansJson.js"
+import * as ResourcesJson from "./ResourcesJson.js"
+import * as RoutinesJson from "./RoutinesJson.js"
 import * as RunsJson from "./RunsJson.js"
 import * as SessionsJson from "./SessionsJson.js"
 import * as TracesJson from "./TracesJson.js"
@@ -405,6 +416,107 @@ export class Traces extends HttpApiGroup.make("traces")
     })
   ) {}
 
+/** The longest URN taken in a query (the resources' own bound). */
+const maxUrnLength = 1024
+
+export class Plans extends HttpApiGroup.make("plans")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
+          )
+        )
+      },
+      success: PlansJson.PlanList,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("tree", "/tree", {
+      query: { urn: required("urn", maxUrnLength) },
+      success: PlansJson.PlanTree,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/plans")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Plans",
+      description:
+        "The task trees noema plan stored (as noema tasks show prints them), read as the server's actor through the policy"
+    })
+  ) {}
+
+export class Routines extends HttpApiGroup.make("routines")
+  .add(
+    HttpApiEndpoint.get("list", "/", { success: RoutinesJson.RoutineList, error: errors(ApiError.NotFound) }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      success: RoutinesJson.RoutineDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/routines")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Routines",
+      description: "Work breakdown documents and each goal's progress, as noema routine status shows it"
+    })
+  ) {}
+
+/** Most resources in one page of a listing, and most results of a search. */
+export const maxResourcePage = 500
+export const maxSearchResults = 50
+
+export class Resources extends HttpApiGroup.make("resources")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        prefix: optional(text("prefix", maxUrnLength)),
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxResourcePage, {
+              message: `limit must be at most ${maxResourcePage}`
+            })
+          )
+        )
+      },
+      success: ResourcesJson.ResourceList,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("search", "/search", {
+      query: {
+        q: required("q", maxReasonLength),
+        type: optional(text("type", maxTitleLength)),
+        prefix: optional(text("prefix", maxUrnLength)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSearchResults, {
+              message: `limit must be at most ${maxSearchResults}`
+            })
+          )
+        )
+      },
+      success: ResourcesJson.SearchResults,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("show", "/show", {
+      query: { urn: required("urn", maxUrnLength) },
+      success: ResourcesJson.ResourceDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/resources")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Resources",
+      description:
+        "Resources by URN prefix, search and one resource, with the policy's decision for the server's actor on each; a denied resource's content is never sent"
+    })
+  ) {}
+
 /**
  * The document says once that every route needs the token: the gate in front of the routes
  * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
@@ -441,7 +553,7 @@ const secured = (spec: Spec): Spec => {
 }
 
 export class Api extends HttpApi.make("noema-panel")
-  .add(Threads, Runs, Events, Sessions, Chat, Traces)
+  .add(Threads, Runs, Events, Sessions, Chat, Traces, Plans, Routines, Resources)
   .annotateMerge(
     OpenApi.annotations({
       title: "noema panel API",

@@ -22,6 +22,8 @@ import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
+import type { Policy, ResourceIndex, ResourceStore } from "@noema/resources"
+import type { RoutineStore } from "@noema/routines"
 import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
 import type { SessionStore, TraceStore, Usage } from "@noema/session"
 import { Context, Effect, Exit, Layer, Schema, Scope } from "effect"
@@ -34,7 +36,10 @@ import * as EventRoutes from "./internal/EventRoutes.js"
 import * as Failures from "./internal/Failures.js"
 import * as FeedClients from "./internal/FeedClients.js"
 import * as Gate from "./internal/Gate.js"
+import * as PlanRoutes from "./internal/PlanRoutes.js"
+import * as ResourceRoutes from "./internal/ResourceRoutes.js"
 import type * as Routes from "./internal/Routes.js"
+import * as RoutineRoutes from "./internal/RoutineRoutes.js"
 import * as RunRoutes from "./internal/RunRoutes.js"
 import * as SameOrigin from "./internal/SameOrigin.js"
 import * as SessionRoutes from "./internal/SessionRoutes.js"
@@ -91,6 +96,34 @@ export interface Options {
   readonly maxQueuedMessages?: number
   /** The turns' traces the Traces view shows (`noema serve` gives the database's). */
   readonly traces?: TraceStore.Service
+  /**
+   * What the Plans and Resources views read, as one actor under one policy engine (`noema serve`
+   * gives the database's resources, as `noema resources` reads them).
+   */
+  readonly resources?: Resources
+  /** What the Routines view reads (`noema serve` gives the database's, named relative to its directory). */
+  readonly routines?: Routines
+}
+
+/**
+ * The resources the Plans and Resources views read, as one actor under one policy engine (the
+ * actor and engine `noema resources` uses): every read of a resource goes through `index`.
+ */
+export interface Resources {
+  /** Lists by type (the plans, the resources with no parent); what it finds is authorized before it is sent. */
+  readonly store: ResourceStore.Service
+  readonly index: ResourceIndex.Service
+  /** The engine `index` asks: the decision shown beside each resource. */
+  readonly policy: Policy.Service
+  /** Who the server reads as (a URN). */
+  readonly actor: string
+}
+
+/** The routines the Routines view reads: their stored progress, and the directory names are relative to. */
+export interface Routines {
+  readonly store: RoutineStore.Service
+  /** A document under it is named by its path relative to it; one elsewhere, by its file name. */
+  readonly root: string
 }
 
 export interface Server {
@@ -206,7 +239,10 @@ const app = (
       EventRoutes.layer(context),
       SessionRoutes.layer(context),
       ChatRoutes.layer(context),
-      TraceRoutes.layer(context)
+      TraceRoutes.layer(context),
+      PlanRoutes.layer(context),
+      RoutineRoutes.layer(context),
+      ResourceRoutes.layer(context)
     ])
   )
 
@@ -279,7 +315,9 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     sessions: options.sessions,
     prices: options.prices,
     chat,
-    traces: options.traces
+    traces: options.traces,
+    resources: options.resources,
+    routines: options.routines
   }
   const port = yield* listen(app(context, gateLayer(token, host, failures, maxBodyBytes)), {
     port: options.port ?? 0,

@@ -864,7 +864,14 @@ describe("runs server: the OpenAPI document", () => {
         "POST /api/chat/{id}/cancel",
         "POST /api/chat/{id}/decisions",
         "GET /api/traces",
-        "GET /api/traces/{id}"
+        "GET /api/traces/{id}",
+        "GET /api/plans",
+        "GET /api/plans/tree",
+        "GET /api/routines",
+        "GET /api/routines/{id}",
+        "GET /api/resources",
+        "GET /api/resources/search",
+        "GET /api/resources/show"
       ].sort()
     )
     const schemas = document.components.schemas

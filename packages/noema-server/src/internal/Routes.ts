@@ -11,6 +11,7 @@ import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
 import type { SessionStore, TraceStore, Usage } from "@noema/session"
 import { Effect } from "effect"
 import type * as ApiError from "../ApiError.js"
+import type { Resources, Routines } from "../Server.js"
 import type { ChatHost } from "./ChatHost.js"
 import type { Failures } from "./Failures.js"
 import type * as FeedClients from "./FeedClients.js"
@@ -37,7 +38,13 @@ export interface Context {
   readonly chat: ChatHost | undefined
   /** The turns' traces the Traces view shows; without it, that view says the server has none. */
   readonly traces: TraceStore.Service | undefined
+  /** What the Plans and Resources views read; without it, those views say the server has none. */
+  readonly resources: Resources | undefined
+  /** What the Routines view reads; without it, that view says the server has none. */
+  readonly routines: Routines | undefined
 }
+
+export type { Resources, Routines }
 
 /** `effect`, its failures answered as refusals (or, the server's own, as defects). */
 export const answer = <A, R>(
