@@ -20,25 +20,26 @@ import * as ResourcesJson from "../ResourcesJson.js"
 import { checkedUrn, checkGet, readable, resourcesOf } from "./ResourceAccess.js"
 import { answer, type Context, type Resources } from "./Routes.js"
 
-/** The resources with no parent, in URN order. */
+/** The resources with no parent. */
 const roots = (access: Resources) =>
   Effect.map(
     Effect.forEach(Object.keys(Resource.kinds), (type) => access.store.findByType(type)),
     (found) => found.flat().filter((resource) => resource.meta.parent === undefined)
   )
 
-/** Everything under `prefix`, in URN order (`resources ls`), once the actor may get the prefix itself. */
+/** Everything under `prefix` (`resources ls`), once the actor may get the prefix itself. */
 const under = (access: Resources, prefix: string) =>
   Effect.andThen(checkGet(access, prefix), access.store.findByPrefix(prefix))
 
 /**
- * A page of `all` (in URN order), each with the actor's decision: the policy is asked about
+ * A page of `all` in the order `resources ls` prints (`Resource.treeOrder`: a plan's tasks as
+ * planned), each with the actor's decision: the policy is asked about
  * the page only, so a prefix with a hundred thousand resources costs a page's decisions; a
  * resource it denies is sent as its URN alone.
  */
 const page = (access: Resources, all: ReadonlyArray<Resource.Resource>, offset: number, limit: number) =>
   Effect.gen(function* () {
-    const sorted = [...all].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
+    const sorted = Resource.treeOrder(all)
     const shown = sorted.slice(offset, offset + limit)
     const allowed = new Set((yield* readable(access, shown)).map((resource) => resource.meta.urn))
     return shown.map((resource) =>
