@@ -14,12 +14,12 @@
  * session's turn and to its database; core only knows spans, not storage.
  * Its tables have their own migrations (`noema_trace_migrations`), so the
  * session schema's version does not move. Retention is a number of turns
- * (`keep`, default 1000): each write deletes the traces older than the
- * `keep` newest.
+ * (`keep`, default 1000) and, optionally, an age (`maxAgeDays`): each write
+ * deletes the traces older than the `keep` newest, and those begun longer ago.
  */
 import { TraceRecorder, Tracing } from "@noema/core"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
-import { type Cause, Effect, Fiber, Layer, Queue, Schema, type Scope, Tracer } from "effect"
+import { type Cause, Clock, Effect, Fiber, Layer, Queue, Schema, type Scope, Tracer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { fromDatabaseError, type StoreError } from "./SessionStore.js"
 
@@ -78,6 +78,8 @@ export interface Options {
   readonly readonly?: boolean
   /** How many turns' traces are kept (the newest). Default 1000. */
   readonly keep?: number
+  /** How many days a turn's trace is kept at most (by when it began); default: no limit. */
+  readonly maxAgeDays?: number
 }
 
 export const defaultKeep = 1000
@@ -195,20 +197,34 @@ const spansPerInsert = 500
 // The store
 // ---------------------------------------------------------------------------
 
-const service = (sql: SqlClient.SqlClient, location: string, keep: number): Service => {
+interface Retention {
+  readonly keep: number
+  /** Milliseconds; undefined: no limit. */
+  readonly maxAge: number | undefined
+}
+
+const dayMillis = 24 * 60 * 60 * 1000
+
+const service = (sql: SqlClient.SqlClient, location: string, retention: Retention): Service => {
   /** The database's failures as the store's one error, named by where the database is. */
   const sqlFailure = (error: SqlError.SqlError) =>
     Effect.fail(fromDatabaseError(DatabaseError.fromSqlError(location, error)))
 
+  /** Deletes the traces (and their spans) begun at `cut` or before. */
+  const deleteUpTo = (cut: number) =>
+    Effect.andThen(
+      sql`DELETE FROM noema_spans WHERE trace_id IN
+        (SELECT trace_id FROM noema_traces WHERE started_at <= ${cut})`,
+      sql`DELETE FROM noema_traces WHERE started_at <= ${cut}`
+    )
+
   const prune = Effect.gen(function* () {
+    if (retention.maxAge !== undefined) yield* deleteUpTo((yield* Clock.currentTimeMillis) - retention.maxAge)
     const cut = yield* sql<{
       started_at: number
-    }>`SELECT started_at FROM noema_traces ORDER BY started_at DESC LIMIT 1 OFFSET ${keep}`
+    }>`SELECT started_at FROM noema_traces ORDER BY started_at DESC LIMIT 1 OFFSET ${retention.keep}`
     const oldest = cut[0]
-    if (oldest === undefined) return
-    yield* sql`DELETE FROM noema_spans WHERE trace_id IN
-      (SELECT trace_id FROM noema_traces WHERE started_at <= ${oldest.started_at})`
-    yield* sql`DELETE FROM noema_traces WHERE started_at <= ${oldest.started_at}`
+    if (oldest !== undefined) yield* deleteUpTo(oldest.started_at)
   })
 
   const record = (trace: TraceRecorder.FinishedTrace) => {
@@ -295,7 +311,10 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
       }),
       fromDatabaseError
     )
-    return service(sql, options.location, Math.max(1, options.keep ?? defaultKeep))
+    return service(sql, options.location, {
+      keep: Math.max(1, options.keep ?? defaultKeep),
+      maxAge: options.maxAgeDays === undefined ? undefined : options.maxAgeDays * dayMillis
+    })
   })
 
 /** The store in the shared database the context holds, keeping the default number of turns. */
@@ -310,11 +329,19 @@ export interface RecordingOptions {
   readonly onFailure?: (error: StoreError) => Effect.Effect<void>
   /** Finished turns waiting to be written; past it, newer ones are dropped. Default 256. */
   readonly backlog?: number
+  /**
+   * The tracer every span is also passed on to (see `TraceRecorder`'s `forward`). Default: the
+   * tracer already installed where the recording starts, if any (an exporter's keeps its spans).
+   */
+  readonly forward?: Tracer.Tracer
+  /** Whether content attributes are passed on to `forward` too. Default false. */
+  readonly forwardContent?: boolean
 }
 
 /**
  * The tracer that keeps turns' spans in `store`: one write per finished turn, on a fiber
- * of its own, with tracing off. Closing the scope writes what is still waiting.
+ * of its own, with tracing off. Closing the scope writes what is still waiting. A tracer
+ * already installed (an OTLP exporter's) goes on getting every span: both are kept.
  */
 export const recording = (
   store: Service,
@@ -334,12 +361,26 @@ export const recording = (
       )
     )
     yield* Effect.addFinalizer(() => Effect.andThen(Queue.end(queue), Fiber.await(writer)))
-    return TraceRecorder.make({ onTrace: (trace) => void Queue.offerUnsafe(queue, trace) })
+    const installed = yield* Effect.tracer
+    const forward = options.forward ?? (installed === Tracer.nativeTracer ? undefined : installed)
+    return TraceRecorder.make({
+      onTrace: (trace) => void Queue.offerUnsafe(queue, trace),
+      ...(forward !== undefined && { forward }),
+      ...(options.forwardContent === true && { forwardContent: true })
+    })
   })
 
-/** `recording` as a layer: every effect under it has its turns' traces kept in `store`. */
+/**
+ * `recording` as a layer: every effect under it has its turns' traces kept in `store`, with
+ * the tool calls' arguments and results (`Tracing.RecordToolContent`: the session's own
+ * messages hold them already, in the same database), not the model calls' messages.
+ */
 export const layerRecording = (store: Service, options?: RecordingOptions): Layer.Layer<never> =>
-  Layer.unwrap(Effect.map(recording(store, options), (tracer) => Layer.succeed(Tracer.Tracer, tracer)))
+  Layer.unwrap(
+    Effect.map(recording(store, options), (tracer) =>
+      Layer.mergeAll(Layer.succeed(Tracer.Tracer, tracer), Layer.succeed(Tracing.RecordToolContent, true))
+    )
+  )
 
 // ---------------------------------------------------------------------------
 // In words: one line per span, as `noema traces show` and the Traces view say it
