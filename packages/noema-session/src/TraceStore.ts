@@ -386,7 +386,8 @@ export const layerRecording = (store: Service, options?: RecordingOptions): Laye
 // In words: one line per span, as `noema traces show` and the Traces view say it
 // ---------------------------------------------------------------------------
 
-const milliseconds = (value: number): string =>
+/** A duration in milliseconds as people read it: `0.4 ms`, `27 ms`, `1.20 s`. */
+export const formatDuration = (value: number): string =>
   value < 10
     ? `${value.toFixed(1)} ms`
     : value < 1000
@@ -399,13 +400,13 @@ const milliseconds = (value: number): string =>
  */
 export const describeSpan = (span: FinishedSpan): string => {
   const attributes = span.attributes
-  const parts = [milliseconds(span.duration)]
+  const parts = [formatDuration(span.duration)]
   const input = attributes[Tracing.Attributes.usageInputTokens]
   const output = attributes[Tracing.Attributes.usageOutputTokens]
   if (typeof input === "number" || typeof output === "number")
     parts.push(`${input ?? "?"} in, ${output ?? "?"} out tokens`)
   const firstToken = attributes[Tracing.Attributes.timeToFirstToken]
-  if (typeof firstToken === "number") parts.push(`first token ${milliseconds(firstToken)}`)
+  if (typeof firstToken === "number") parts.push(`first token ${formatDuration(firstToken)}`)
   const retries = span.events.filter((event) => event.name === Tracing.EventNames.retry)
   if (retries.length > 0) parts.push(`${retries.length} ${retries.length === 1 ? "retry" : "retries"}`)
   if (attributes[Tracing.Attributes.errorType] === "tool_error") parts.push("tool error")
