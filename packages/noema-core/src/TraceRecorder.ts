@@ -2,7 +2,9 @@
  * TraceRecorder: an Effect tracer that keeps each turn's spans in memory and
  * hands them over, all at once, when the turn ends.
  *
- * A trace is recorded only when its root span is a turn (`noema.turn`): the
+ * A trace is recorded only when its root span is a turn (`noema.turn`; a turn
+ * under a span of the application's begins a trace of its own, linked to that
+ * span, so a trace is always one turn): the
  * spans opened under it (model calls, tool calls, the commit, the database's
  * own) are collected as they end, and the turn's end hands the finished trace
  * to `onTrace` in one call, so whoever keeps them (a store) writes once per
@@ -181,11 +183,11 @@ export const make = (options: Options): Tracer.Tracer => {
       const within = parent === undefined ? undefined : open.get(parent.traceId)
       if (within !== undefined)
         return new RecordingSpan(spanOptions, within, undefined, forwardedFor(spanOptions))
-      // A turn begins a trace, also under a span of the application's own (it keeps that trace id).
       if (spanOptions.name !== SpanNames.turn)
         return forward === undefined ? new Tracer.NativeSpan(spanOptions) : forward.span(spanOptions)
+      const turnOptions = ownTrace(spanOptions, parent)
       const trace: Open = { spans: [], max: maxSpansPerTrace, dropped: 0 }
-      const span = new RecordingSpan(spanOptions, trace, finish, forwardedFor(spanOptions))
+      const span = new RecordingSpan(turnOptions, trace, finish, forwardedFor(turnOptions))
       open.set(span.traceId, trace)
       // A turn whose span never ends (its fiber was lost) must not hold memory for ever.
       if (open.size > maxOpenTraces) open.delete(open.keys().next().value as string)
@@ -195,3 +197,21 @@ export const make = (options: Options): Tracer.Tracer => {
     ...(forward?.context !== undefined && { context: forward.context })
   })
 }
+
+/**
+ * A turn begins a trace of its own, also under a span of the application's: that span
+ * becomes a link. Without it, every turn of a long-lived runtime started under one request
+ * (serve's Chat view) would share that request's trace id, and a trace is one turn.
+ */
+const ownTrace = (
+  spanOptions: Parameters<Tracer.Tracer["span"]>[0],
+  parent: Tracer.AnySpan | undefined
+): Parameters<Tracer.Tracer["span"]>[0] =>
+  parent === undefined
+    ? spanOptions
+    : {
+        ...spanOptions,
+        parent: Option.none(),
+        root: true,
+        links: [...spanOptions.links, { span: parent, attributes: {} }]
+      }

@@ -64,6 +64,24 @@ describe("TraceRecorder", () => {
     })
   )
 
+  it.live("gives each turn a trace of its own, also under one span of the application's (linked to it)", () =>
+    Effect.gen(function* () {
+      const { traces, tracer } = recorded()
+      const turn = Effect.void.pipe(Effect.withSpan("child"), Effect.withSpan(SpanNames.turn))
+      const request = yield* Effect.andThen(turn, turn).pipe(
+        Effect.andThen(Effect.currentSpan),
+        Effect.withSpan("http.server POST"),
+        Effect.withTracer(tracer)
+      )
+      expect(traces).toHaveLength(2)
+      const [first, second] = traces
+      expect(first?.traceId).not.toBe(second?.traceId)
+      expect(first?.traceId).not.toBe(request.traceId)
+      for (const trace of traces)
+        expect(trace.spans.map((span) => span.name)).toEqual([SpanNames.turn, "child"])
+    })
+  )
+
   it.live("records a failed span's error", () =>
     Effect.gen(function* () {
       const { traces, tracer } = recorded()
