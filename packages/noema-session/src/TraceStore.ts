@@ -19,7 +19,7 @@
  */
 import { TraceRecorder, Tracing } from "@noema/core"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
-import { type Cause, Clock, Effect, Fiber, Layer, Queue, Schema, type Scope, Tracer } from "effect"
+import { type Cause, Clock, Deferred, Effect, Fiber, Layer, Queue, Schema, type Scope, Tracer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { fromDatabaseError, type StoreError } from "./SessionStore.js"
 
@@ -69,6 +69,8 @@ export class TraceNotFoundError extends Schema.TaggedError<TraceNotFoundError>()
 export interface Service {
   /** Writes a finished turn's trace, then deletes those beyond the retention. */
   readonly record: (trace: TraceRecorder.FinishedTrace) => Effect.Effect<void, StoreError>
+  /** `record` of several turns' traces, in one transaction (one `fsync` for all). */
+  readonly recordAll: (traces: ReadonlyArray<TraceRecorder.FinishedTrace>) => Effect.Effect<void, StoreError>
   readonly list: (query?: ListQuery) => Effect.Effect<TracePage, StoreError>
   readonly get: (traceId: string) => Effect.Effect<StoredTrace, TraceNotFoundError | StoreError>
 }
@@ -227,7 +229,8 @@ const service = (sql: SqlClient.SqlClient, location: string, retention: Retentio
     if (oldest !== undefined) yield* deleteUpTo(oldest.started_at)
   })
 
-  const record = (trace: TraceRecorder.FinishedTrace) => {
+  /** The rows of one trace (nothing for one without spans). */
+  const insert = (trace: TraceRecorder.FinishedTrace) => {
     const root = trace.spans[0]
     if (root === undefined) return Effect.void
     const spans = trace.spans.map((span) => ({
@@ -243,28 +246,32 @@ const service = (sql: SqlClient.SqlClient, location: string, retention: Retentio
       attributes: json(span.attributes),
       events: json(span.events)
     }))
-    return sql
-      .withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO noema_traces ${sql.insert({
-            trace_id: trace.traceId,
-            ...turnOf(root),
-            name: root.name,
-            started_at: root.start,
-            duration: root.duration,
-            status: root.status,
-            span_count: spans.length,
-            dropped_spans: trace.droppedSpans
-          })}`
-          for (let at = 0; at < spans.length; at += spansPerInsert) {
-            const batch = spans.slice(at, at + spansPerInsert) as [(typeof spans)[number]]
-            yield* sql`INSERT INTO noema_spans ${sql.insert(batch)}`
-          }
-          yield* prune
-        })
-      )
-      .pipe(Effect.catchTag("SqlError", sqlFailure))
+    return Effect.gen(function* () {
+      yield* sql`INSERT INTO noema_traces ${sql.insert({
+        trace_id: trace.traceId,
+        ...turnOf(root),
+        name: root.name,
+        started_at: root.start,
+        duration: root.duration,
+        status: root.status,
+        span_count: spans.length,
+        dropped_spans: trace.droppedSpans
+      })}`
+      for (let at = 0; at < spans.length; at += spansPerInsert) {
+        const batch = spans.slice(at, at + spansPerInsert) as [(typeof spans)[number]]
+        yield* sql`INSERT INTO noema_spans ${sql.insert(batch)}`
+      }
+    })
   }
+
+  const recordAll = (traces: ReadonlyArray<TraceRecorder.FinishedTrace>) =>
+    traces.length === 0
+      ? Effect.void
+      : sql
+          .withTransaction(Effect.andThen(Effect.forEach(traces, insert, { discard: true }), prune))
+          .pipe(Effect.catchTag("SqlError", sqlFailure))
+
+  const record = (trace: TraceRecorder.FinishedTrace) => recordAll([trace])
 
   const list = (query: ListQuery = {}): Effect.Effect<TracePage, StoreError> =>
     Effect.gen(function* () {
@@ -294,7 +301,7 @@ const service = (sql: SqlClient.SqlClient, location: string, retention: Retentio
       return { ...summaryOf(row), spans: [...roots, ...others] } satisfies StoredTrace
     }).pipe(Effect.catchTag("SqlError", sqlFailure))
 
-  return { record, list, get }
+  return { record, recordAll, list, get }
 }
 
 /** The store over the `SqlClient` in context; migrates its tables first (or, read-only, checks them). */
@@ -329,6 +336,8 @@ export interface RecordingOptions {
   readonly onFailure?: (error: StoreError) => Effect.Effect<void>
   /** Finished turns waiting to be written; past it, newer ones are dropped. Default 256. */
   readonly backlog?: number
+  /** Milliseconds between two writes: the turns that finish meanwhile are written together. Default 50. */
+  readonly interval?: number
   /**
    * The tracer every span is also passed on to (see `TraceRecorder`'s `forward`). Default: the
    * tracer already installed where the recording starts, if any (an exporter's keeps its spans).
@@ -339,8 +348,10 @@ export interface RecordingOptions {
 }
 
 /**
- * The tracer that keeps turns' spans in `store`: one write per finished turn, on a fiber
- * of its own, with tracing off. Closing the scope writes what is still waiting. A tracer
+ * The tracer that keeps turns' spans in `store`: a finished turn is written at once, and the
+ * turns that finish in the `interval` after a write go together in the next (one transaction,
+ * one `fsync`: `node:sqlite` is synchronous, so a write per turn would stall turns that come
+ * fast), on a fiber of its own, with tracing off. Closing the scope writes what is still waiting. A tracer
  * already installed (an OTLP exporter's) goes on getting every span: both are kept.
  */
 export const recording = (
@@ -352,15 +363,32 @@ export const recording = (
     const onFailure =
       options.onFailure ??
       ((error: StoreError) => Effect.logWarning(`a turn's trace was not kept: ${error.message}`))
+    const closing = yield* Deferred.make<void>()
+    // The pause after a write, cut short when the scope closes (what waits is written at once).
+    const pause = Effect.raceFirst(Effect.sleep(options.interval ?? 50), Deferred.await(closing))
     const writer = yield* Effect.forkDetach(
       Effect.forever(
-        Effect.flatMap(Queue.take(queue), (trace) => Effect.catch(store.record(trace), onFailure))
+        Effect.flatMap(Queue.takeAll(queue), (traces) =>
+          // A batch that fails is written again one trace at a time: one bad trace loses only itself.
+          Effect.catch(store.recordAll(traces), (error) =>
+            traces.length === 1
+              ? onFailure(error)
+              : Effect.forEach(traces, (trace) => Effect.catch(store.record(trace), onFailure), {
+                  discard: true
+                })
+          ).pipe(Effect.andThen(pause))
+        )
       ).pipe(
         Effect.withTracerEnabled(false),
         Effect.catchTag("Done", () => Effect.void)
       )
     )
-    yield* Effect.addFinalizer(() => Effect.andThen(Queue.end(queue), Fiber.await(writer)))
+    yield* Effect.addFinalizer(() =>
+      Deferred.succeed(closing, undefined).pipe(
+        Effect.andThen(Queue.end(queue)),
+        Effect.andThen(Fiber.await(writer))
+      )
+    )
     const installed = yield* Effect.tracer
     const forward = options.forward ?? (installed === Tracer.nativeTracer ? undefined : installed)
     return TraceRecorder.make({
