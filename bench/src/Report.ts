@@ -61,6 +61,13 @@ const rows: ReadonlyArray<Row> = [
     cells: { raw: "http.turn.raw_signal_us" }
   },
   {
+    workload: "http.turn  (a session's turn: its trace kept | no tracer)",
+    unit: "us",
+    suite: "http",
+    better: "lower",
+    cells: { noema: "http.turn.session_traced_us", raw: "http.turn.session_us" }
+  },
+  {
     workload: "http.ttft  (first text delta)",
     unit: "us",
     suite: "http",

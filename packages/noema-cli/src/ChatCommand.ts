@@ -740,7 +740,8 @@ class Chat {
  * an answer, see `#onSignal`); SIGTERM and SIGHUP, the frame's, abort `signal`, which
  * stops the chat as quitting does.
  */
-const chat = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortSignal): Promise<number> => {
+const chat = async (options: Options, frame: Frame.Shape, signal: AbortSignal): Promise<number> => {
+  const { io } = frame
   const paths = CliConfig.paths(io.env)
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Databases.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
@@ -762,7 +763,7 @@ const chat = async (options: Options, { io, tracer }: Frame.Shape, signal: Abort
   )
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
-  const runtime = Databases.openStore(store, tracer)
+  const runtime = Databases.openStore(store, frame)
   // Opening the store here surfaces a corrupt database before the prompt appears.
   await Databases.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()

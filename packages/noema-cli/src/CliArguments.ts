@@ -63,6 +63,14 @@ export type Command =
   | ({ readonly type: "sessions-export-all" } & StoreOptions)
   /** JSON lines from `file`, or stdin when undefined or "-". */
   | ({ readonly type: "sessions-import"; readonly file: string | undefined } & StoreOptions)
+  /** The turns' traces kept in the database, newest first; `session`: one session's (an id or a unique prefix). */
+  | ({
+      readonly type: "traces-list"
+      readonly session: string | undefined
+      readonly json: boolean
+    } & StoreOptions)
+  /** One trace's spans; `id` may be a unique prefix. */
+  | ({ readonly type: "traces-show"; readonly id: string; readonly json: boolean } & StoreOptions)
   | RoutineCommand
   | PolicyCommand
   | ResourcesCommand
@@ -334,6 +342,8 @@ const readingCommands: ReadonlySet<Command["type"]> = new Set<Command["type"]>([
   "sessions-show",
   "sessions-export",
   "sessions-export-all",
+  "traces-list",
+  "traces-show",
   "runs-list",
   "runs-show",
   "runs-verify",

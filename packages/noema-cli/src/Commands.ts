@@ -12,9 +12,9 @@
  * that cannot run is refused before anything runs, in the usage error style.
  *
  * Examples run as pasted, on the offline model (a test runs every one):
- * `$SESSION`, `$THREAD`, `$RUN`, `$URN` and `$MESSAGE` stand for the ids of a
- * saved session, a thread, a run waiting for approval, a resource and a planned
- * request's message.
+ * `$SESSION`, `$THREAD`, `$RUN`, `$URN`, `$MESSAGE` and `$TRACE` stand for the
+ * ids of a saved session, a thread, a run waiting for approval, a resource, a
+ * planned request's message and a turn's trace.
  *
  * Imported at start-up: effect's modules by their own paths, not the `effect`
  * index, which would load all of them.
@@ -57,6 +57,7 @@ const invalid = (message: string) => Effect.fail(new CliError.ValidationError({ 
 const chat = Frame.runner(() => import("./ChatCommand.js").then((module) => module.run))
 const ask = Frame.runner(() => import("./AskCommand.js").then((module) => module.run))
 const sessions = Frame.runner(() => import("./SessionsCommand.js").then((module) => module.run))
+const traces = Frame.runner(() => import("./TracesCommand.js").then((module) => module.run))
 const runs = Frame.runner(() => import("./RunsCommand.js").then((module) => module.run))
 const routine = Frame.runner(() => import("./RoutineCommand.js").then((module) => module.run))
 const plan = Frame.runner(() => import("./PlanCommand.js").then((module) => module.run))
@@ -251,6 +252,45 @@ them, e.g. to PostgreSQL:
   ),
   examples(["noema sessions", "the saved sessions"]),
   Command.withSubcommands([sessionsList, sessionsShow, sessionsDelete, sessionsExport, sessionsImport])
+)
+
+// ---------------------------------------------------------------------------
+// traces
+// ---------------------------------------------------------------------------
+
+const tracesListing = {
+  session: Flags.optional("session", "ID", "one session's (an id or any unique prefix of one)"),
+  ...listing
+}
+
+const tracesList = Command.make("list", tracesListing, (input) =>
+  traces("traces list", { type: "traces-list", ...input })
+).pipe(
+  about("the turns' traces kept, newest first: when, how long, how many spans, whose turn"),
+  examples(['noema traces list --session "$SESSION"', "one session's turns"])
+)
+
+const tracesShow = Command.make(
+  "show",
+  { id: argument("TRACE", "a trace id, or any unique prefix of one (noema traces list)"), ...listing },
+  (input) => traces("traces show", { type: "traces-show", ...input })
+).pipe(
+  about("one trace's spans: model calls with tokens, tool calls with their arguments and results, retries"),
+  examples(['noema traces show "$TRACE"', "a turn's spans, as a tree"])
+)
+
+const tracesCommand = Command.make("traces", tracesListing, (input) =>
+  traces("traces", { type: "traces-list", ...input })
+).pipe(
+  about(
+    "what each turn did, span by span",
+    `Without a command: the list. noema chat, noema ask and noema serve's Chat view keep each
+turn's trace in the database: NOEMA_TRACES_KEEP turns (default 1000; 0 keeps none), each for
+NOEMA_TRACES_MAX_AGE_DAYS days at most if set, also when spans are exported (OTEL_*). The
+Traces view of noema serve shows the same (docs/tracing.md).`
+  ),
+  examples(["noema traces", "the newest turns' traces"]),
+  Command.withSubcommands([tracesList, tracesShow])
 )
 
 // ---------------------------------------------------------------------------
@@ -1031,11 +1071,13 @@ not an LLM) so you can try it without an account.
 Environment
   NOEMA_HOME          where sessions (noema.db), runs and input history live (default ~/.noema)
   NOEMA_DATABASE_URL  the database, as --database (a password in it is never printed)
+  NOEMA_TRACES_KEEP   how many turns' traces are kept in it (default 1000; 0: none)
   NO_COLOR            plain output without colours
   NOEMA_DEBUG=1       print the full cause of an error
 
-In the examples, $SESSION, $THREAD, $RUN, $URN and $MESSAGE stand for the ids of a saved
-session, a thread, a run waiting for approval, a resource and a planned request's message.`
+In the examples, $SESSION, $THREAD, $RUN, $URN, $MESSAGE and $TRACE stand for the ids of a
+saved session, a thread, a run waiting for approval, a resource, a planned request's message
+and a turn's trace.`
   ),
   examples(
     ['noema ask "Why is the sky blue?"', "one question (on the offline model until a model is configured)"],
@@ -1045,6 +1087,7 @@ session, a thread, a run waiting for approval, a resource and a planned request'
     chatCommand,
     askCommand,
     sessionsCommand,
+    tracesCommand,
     threadsCommand,
     runCommand,
     runsCommand,

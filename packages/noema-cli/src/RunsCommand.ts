@@ -43,6 +43,7 @@ import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
 import * as Models from "./internal/Models.js"
+import * as Tracing from "./internal/tracing.js"
 import * as ModelProvider from "./ModelProvider.js"
 import * as OfflineModel from "./OfflineModel.js"
 import * as Terminal from "./Terminal.js"
@@ -910,6 +911,12 @@ export const run = (command: RunsCommand, io: Io) =>
               if (carrying) yield* Effect.forkScoped(worker.run)
               return yield* Effect.never
             })
+          ).pipe(
+            // serve's turns (its Chat view's) keep their traces in the database, as noema chat's do.
+            (serving) =>
+              command.type === "serve" && frame.localTraces !== undefined
+                ? Effect.provide(serving, Tracing.recording(frame.localTraces))
+                : serving
           )
         case "runs-resume": {
           /** One run: carried on (canceled when it stopped before its files were set up). */

@@ -5,7 +5,8 @@
  * same database. A conversation started in the page is continued by the
  * terminal chat (which remembers what was said in the page), the terminal's
  * turn appears in the page without a reload, and the page's next turn goes on
- * from it; a tool call reads in the page as `noema chat` prints it.
+ * from it; a tool call reads in the page as `noema chat` prints it; each turn
+ * keeps its trace, those of the page as those of the terminal.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
@@ -116,6 +117,16 @@ describe("noema serve's Chat view and noema chat --session, one conversation", (
     expect(await answerOf(page, 4)).toBe("Nice to meet you, Grace. I'll remember that.")
     const again = await runCli(["chat", "--session", id], { env: env(), stdin: "what's my name?\n/exit\n" })
     expect(again.stdout).toBe("Your name is Grace.\n")
+    // Every turn keeps its trace, the page's (written by serve) as the terminal's: 3 + 2.
+    await expect
+      .poll(
+        async () => {
+          const listed = await runCli(["traces", "list", "--json", "--session", id], { env: env() })
+          return (JSON.parse(listed.stdout) as { total: number }).total
+        },
+        { timeout: 30_000 }
+      )
+      .toBe(5)
     expect(problems).toEqual([])
     await page.close()
   })

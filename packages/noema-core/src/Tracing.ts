@@ -19,6 +19,16 @@ export const RecordContent = Context.Reference<boolean>("@noema/core/Tracing/Rec
   defaultValue: () => false
 })
 
+/**
+ * Whether `execute_tool` spans record the tool call's arguments and result, even without
+ * `RecordContent`: a local trace store (whose database already holds the session's
+ * messages) sets it, so its traces show what a tool was asked and answered without
+ * recording every model call's messages, whose size grows with the history.
+ */
+export const RecordToolContent = Context.Reference<boolean>("@noema/core/Tracing/RecordToolContent", {
+  defaultValue: () => false
+})
+
 /** Span names. A model call is `chat {model}` and a tool call `execute_tool {name}`, as the conventions say. */
 export const SpanNames = {
   turn: "noema.turn",
@@ -59,6 +69,14 @@ export const Attributes = {
   retryAttempt: "noema.retry.attempt",
   retryDelay: "noema.retry.delay_ms"
 } as const
+
+/** The attributes that carry content (see `RecordContent`): a tracer forwarding spans elsewhere may leave them out. */
+export const contentAttributes: ReadonlySet<string> = new Set([
+  Attributes.inputMessages,
+  Attributes.outputMessages,
+  Attributes.toolCallArguments,
+  Attributes.toolCallResult
+])
 
 /** Span event names: a model call's failed attempt that is retried. */
 export const EventNames = {

@@ -14,12 +14,12 @@
  * session's turn and to its database; core only knows spans, not storage.
  * Its tables have their own migrations (`noema_trace_migrations`), so the
  * session schema's version does not move. Retention is a number of turns
- * (`keep`, default 1000): each write deletes the traces older than the
- * `keep` newest.
+ * (`keep`, default 1000) and, optionally, an age (`maxAgeDays`): each write
+ * deletes the traces older than the `keep` newest, and those begun longer ago.
  */
 import { TraceRecorder, Tracing } from "@noema/core"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
-import { type Cause, Effect, Fiber, Layer, Queue, Schema, type Scope, Tracer } from "effect"
+import { type Cause, Clock, Deferred, Effect, Fiber, Layer, Queue, Schema, type Scope, Tracer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { fromDatabaseError, type StoreError } from "./SessionStore.js"
 
@@ -69,6 +69,8 @@ export class TraceNotFoundError extends Schema.TaggedError<TraceNotFoundError>()
 export interface Service {
   /** Writes a finished turn's trace, then deletes those beyond the retention. */
   readonly record: (trace: TraceRecorder.FinishedTrace) => Effect.Effect<void, StoreError>
+  /** `record` of several turns' traces, in one transaction (one `fsync` for all). */
+  readonly recordAll: (traces: ReadonlyArray<TraceRecorder.FinishedTrace>) => Effect.Effect<void, StoreError>
   readonly list: (query?: ListQuery) => Effect.Effect<TracePage, StoreError>
   readonly get: (traceId: string) => Effect.Effect<StoredTrace, TraceNotFoundError | StoreError>
 }
@@ -78,6 +80,8 @@ export interface Options {
   readonly readonly?: boolean
   /** How many turns' traces are kept (the newest). Default 1000. */
   readonly keep?: number
+  /** How many days a turn's trace is kept at most (by when it began); default: no limit. */
+  readonly maxAgeDays?: number
 }
 
 export const defaultKeep = 1000
@@ -195,23 +199,38 @@ const spansPerInsert = 500
 // The store
 // ---------------------------------------------------------------------------
 
-const service = (sql: SqlClient.SqlClient, location: string, keep: number): Service => {
+interface Retention {
+  readonly keep: number
+  /** Milliseconds; undefined: no limit. */
+  readonly maxAge: number | undefined
+}
+
+const dayMillis = 24 * 60 * 60 * 1000
+
+const service = (sql: SqlClient.SqlClient, location: string, retention: Retention): Service => {
   /** The database's failures as the store's one error, named by where the database is. */
   const sqlFailure = (error: SqlError.SqlError) =>
     Effect.fail(fromDatabaseError(DatabaseError.fromSqlError(location, error)))
 
+  /** Deletes the traces (and their spans) begun at `cut` or before. */
+  const deleteUpTo = (cut: number) =>
+    Effect.andThen(
+      sql`DELETE FROM noema_spans WHERE trace_id IN
+        (SELECT trace_id FROM noema_traces WHERE started_at <= ${cut})`,
+      sql`DELETE FROM noema_traces WHERE started_at <= ${cut}`
+    )
+
   const prune = Effect.gen(function* () {
+    if (retention.maxAge !== undefined) yield* deleteUpTo((yield* Clock.currentTimeMillis) - retention.maxAge)
     const cut = yield* sql<{
       started_at: number
-    }>`SELECT started_at FROM noema_traces ORDER BY started_at DESC LIMIT 1 OFFSET ${keep}`
+    }>`SELECT started_at FROM noema_traces ORDER BY started_at DESC LIMIT 1 OFFSET ${retention.keep}`
     const oldest = cut[0]
-    if (oldest === undefined) return
-    yield* sql`DELETE FROM noema_spans WHERE trace_id IN
-      (SELECT trace_id FROM noema_traces WHERE started_at <= ${oldest.started_at})`
-    yield* sql`DELETE FROM noema_traces WHERE started_at <= ${oldest.started_at}`
+    if (oldest !== undefined) yield* deleteUpTo(oldest.started_at)
   })
 
-  const record = (trace: TraceRecorder.FinishedTrace) => {
+  /** The rows of one trace (nothing for one without spans). */
+  const insert = (trace: TraceRecorder.FinishedTrace) => {
     const root = trace.spans[0]
     if (root === undefined) return Effect.void
     const spans = trace.spans.map((span) => ({
@@ -227,28 +246,32 @@ const service = (sql: SqlClient.SqlClient, location: string, keep: number): Serv
       attributes: json(span.attributes),
       events: json(span.events)
     }))
-    return sql
-      .withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO noema_traces ${sql.insert({
-            trace_id: trace.traceId,
-            ...turnOf(root),
-            name: root.name,
-            started_at: root.start,
-            duration: root.duration,
-            status: root.status,
-            span_count: spans.length,
-            dropped_spans: trace.droppedSpans
-          })}`
-          for (let at = 0; at < spans.length; at += spansPerInsert) {
-            const batch = spans.slice(at, at + spansPerInsert) as [(typeof spans)[number]]
-            yield* sql`INSERT INTO noema_spans ${sql.insert(batch)}`
-          }
-          yield* prune
-        })
-      )
-      .pipe(Effect.catchTag("SqlError", sqlFailure))
+    return Effect.gen(function* () {
+      yield* sql`INSERT INTO noema_traces ${sql.insert({
+        trace_id: trace.traceId,
+        ...turnOf(root),
+        name: root.name,
+        started_at: root.start,
+        duration: root.duration,
+        status: root.status,
+        span_count: spans.length,
+        dropped_spans: trace.droppedSpans
+      })}`
+      for (let at = 0; at < spans.length; at += spansPerInsert) {
+        const batch = spans.slice(at, at + spansPerInsert) as [(typeof spans)[number]]
+        yield* sql`INSERT INTO noema_spans ${sql.insert(batch)}`
+      }
+    })
   }
+
+  const recordAll = (traces: ReadonlyArray<TraceRecorder.FinishedTrace>) =>
+    traces.length === 0
+      ? Effect.void
+      : sql
+          .withTransaction(Effect.andThen(Effect.forEach(traces, insert, { discard: true }), prune))
+          .pipe(Effect.catchTag("SqlError", sqlFailure))
+
+  const record = (trace: TraceRecorder.FinishedTrace) => recordAll([trace])
 
   const list = (query: ListQuery = {}): Effect.Effect<TracePage, StoreError> =>
     Effect.gen(function* () {
@@ -278,7 +301,7 @@ const service = (sql: SqlClient.SqlClient, location: string, keep: number): Serv
       return { ...summaryOf(row), spans: [...roots, ...others] } satisfies StoredTrace
     }).pipe(Effect.catchTag("SqlError", sqlFailure))
 
-  return { record, list, get }
+  return { record, recordAll, list, get }
 }
 
 /** The store over the `SqlClient` in context; migrates its tables first (or, read-only, checks them). */
@@ -295,7 +318,10 @@ export const make = (options: Options): Effect.Effect<Service, StoreError, SqlCl
       }),
       fromDatabaseError
     )
-    return service(sql, options.location, Math.max(1, options.keep ?? defaultKeep))
+    return service(sql, options.location, {
+      keep: Math.max(1, options.keep ?? defaultKeep),
+      maxAge: options.maxAgeDays === undefined ? undefined : options.maxAgeDays * dayMillis
+    })
   })
 
 /** The store in the shared database the context holds, keeping the default number of turns. */
@@ -310,11 +336,23 @@ export interface RecordingOptions {
   readonly onFailure?: (error: StoreError) => Effect.Effect<void>
   /** Finished turns waiting to be written; past it, newer ones are dropped. Default 256. */
   readonly backlog?: number
+  /** Milliseconds between two writes: the turns that finish meanwhile are written together. Default 50. */
+  readonly interval?: number
+  /**
+   * The tracer every span is also passed on to (see `TraceRecorder`'s `forward`). Default: the
+   * tracer already installed where the recording starts, if any (an exporter's keeps its spans).
+   */
+  readonly forward?: Tracer.Tracer
+  /** Whether content attributes are passed on to `forward` too. Default false. */
+  readonly forwardContent?: boolean
 }
 
 /**
- * The tracer that keeps turns' spans in `store`: one write per finished turn, on a fiber
- * of its own, with tracing off. Closing the scope writes what is still waiting.
+ * The tracer that keeps turns' spans in `store`: a finished turn is written at once, and the
+ * turns that finish in the `interval` after a write go together in the next (one transaction,
+ * one `fsync`: `node:sqlite` is synchronous, so a write per turn would stall turns that come
+ * fast), on a fiber of its own, with tracing off. Closing the scope writes what is still waiting. A tracer
+ * already installed (an OTLP exporter's) goes on getting every span: both are kept.
  */
 export const recording = (
   store: Service,
@@ -325,27 +363,59 @@ export const recording = (
     const onFailure =
       options.onFailure ??
       ((error: StoreError) => Effect.logWarning(`a turn's trace was not kept: ${error.message}`))
+    const closing = yield* Deferred.make<void>()
+    // The pause after a write, cut short when the scope closes (what waits is written at once).
+    const pause = Effect.raceFirst(Effect.sleep(options.interval ?? 50), Deferred.await(closing))
     const writer = yield* Effect.forkDetach(
       Effect.forever(
-        Effect.flatMap(Queue.take(queue), (trace) => Effect.catch(store.record(trace), onFailure))
+        Effect.flatMap(Queue.takeAll(queue), (traces) =>
+          // A batch that fails is written again one trace at a time: one bad trace loses only itself.
+          Effect.catch(store.recordAll(traces), (error) =>
+            traces.length === 1
+              ? onFailure(error)
+              : Effect.forEach(traces, (trace) => Effect.catch(store.record(trace), onFailure), {
+                  discard: true
+                })
+          ).pipe(Effect.andThen(pause))
+        )
       ).pipe(
         Effect.withTracerEnabled(false),
         Effect.catchTag("Done", () => Effect.void)
       )
     )
-    yield* Effect.addFinalizer(() => Effect.andThen(Queue.end(queue), Fiber.await(writer)))
-    return TraceRecorder.make({ onTrace: (trace) => void Queue.offerUnsafe(queue, trace) })
+    yield* Effect.addFinalizer(() =>
+      Deferred.succeed(closing, undefined).pipe(
+        Effect.andThen(Queue.end(queue)),
+        Effect.andThen(Fiber.await(writer))
+      )
+    )
+    const installed = yield* Effect.tracer
+    const forward = options.forward ?? (installed === Tracer.nativeTracer ? undefined : installed)
+    return TraceRecorder.make({
+      onTrace: (trace) => void Queue.offerUnsafe(queue, trace),
+      ...(forward !== undefined && { forward }),
+      ...(options.forwardContent === true && { forwardContent: true })
+    })
   })
 
-/** `recording` as a layer: every effect under it has its turns' traces kept in `store`. */
+/**
+ * `recording` as a layer: every effect under it has its turns' traces kept in `store`, with
+ * the tool calls' arguments and results (`Tracing.RecordToolContent`: the session's own
+ * messages hold them already, in the same database), not the model calls' messages.
+ */
 export const layerRecording = (store: Service, options?: RecordingOptions): Layer.Layer<never> =>
-  Layer.unwrap(Effect.map(recording(store, options), (tracer) => Layer.succeed(Tracer.Tracer, tracer)))
+  Layer.unwrap(
+    Effect.map(recording(store, options), (tracer) =>
+      Layer.mergeAll(Layer.succeed(Tracer.Tracer, tracer), Layer.succeed(Tracing.RecordToolContent, true))
+    )
+  )
 
 // ---------------------------------------------------------------------------
 // In words: one line per span, as `noema traces show` and the Traces view say it
 // ---------------------------------------------------------------------------
 
-const milliseconds = (value: number): string =>
+/** A duration in milliseconds as people read it: `0.4 ms`, `27 ms`, `1.20 s`. */
+export const formatDuration = (value: number): string =>
   value < 10
     ? `${value.toFixed(1)} ms`
     : value < 1000
@@ -358,13 +428,13 @@ const milliseconds = (value: number): string =>
  */
 export const describeSpan = (span: FinishedSpan): string => {
   const attributes = span.attributes
-  const parts = [milliseconds(span.duration)]
+  const parts = [formatDuration(span.duration)]
   const input = attributes[Tracing.Attributes.usageInputTokens]
   const output = attributes[Tracing.Attributes.usageOutputTokens]
   if (typeof input === "number" || typeof output === "number")
     parts.push(`${input ?? "?"} in, ${output ?? "?"} out tokens`)
   const firstToken = attributes[Tracing.Attributes.timeToFirstToken]
-  if (typeof firstToken === "number") parts.push(`first token ${milliseconds(firstToken)}`)
+  if (typeof firstToken === "number") parts.push(`first token ${formatDuration(firstToken)}`)
   const retries = span.events.filter((event) => event.name === Tracing.EventNames.retry)
   if (retries.length > 0) parts.push(`${retries.length} ${retries.length === 1 ? "retry" : "retries"}`)
   if (attributes[Tracing.Attributes.errorType] === "tool_error") parts.push("tool error")

@@ -9,7 +9,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { ToolAgent } from "@noema/agents"
-import { ChatModel, ModelError, Tool, Tracing } from "@noema/core"
+import { ChatModel, ModelError, Tool, type TraceRecorder, Tracing } from "@noema/core"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer, Schema, Stream } from "effect"
@@ -95,13 +95,15 @@ const suite = (name: string, layer: () => Layer.Layer<SqlClient.SqlClient | Data
   describe(`TraceStore on ${name}`, () => {
     const run = <A, E>(
       body: (traces: TraceStore.Service) => Effect.Effect<A, E, SessionStore>,
-      keep?: number
+      keep?: number,
+      maxAgeDays?: number
     ) =>
       Effect.gen(function* () {
         const sessions = yield* SqlStore.fromDatabase
         const traces = yield* TraceStore.make({
           location: name,
-          ...(keep !== undefined && { keep })
+          ...(keep !== undefined && { keep }),
+          ...(maxAgeDays !== undefined && { maxAgeDays })
         })
         return yield* Effect.provideService(body(traces), SessionStore, sessions)
       }).pipe(Effect.provide(layer()))
@@ -180,6 +182,47 @@ const suite = (name: string, layer: () => Layer.Layer<SqlClient.SqlClient | Data
               expect(missing).toBeInstanceOf(TraceStore.TraceNotFoundError)
             }),
           3
+        ),
+      60_000
+    )
+
+    it.live(
+      "with maxAgeDays, deletes the traces begun longer ago at the next write",
+      () =>
+        run(
+          (traces) =>
+            Effect.gen(function* () {
+              const day = 24 * 60 * 60 * 1000
+              const turnBegun = (traceId: string, start: number): TraceRecorder.FinishedTrace => ({
+                traceId,
+                droppedSpans: 0,
+                spans: [
+                  {
+                    spanId: `${traceId}-root`,
+                    parentSpanId: undefined,
+                    name: Tracing.SpanNames.turn,
+                    kind: "internal",
+                    start,
+                    duration: 5,
+                    status: "ok",
+                    error: undefined,
+                    attributes: {},
+                    events: []
+                  }
+                ]
+              })
+              yield* traces.record(turnBegun("ten-days-old", Date.now() - 10 * day))
+              yield* traces.record(turnBegun("six-days-old", Date.now() - 6 * day))
+              // The write of a new turn is when the old ones go.
+              yield* traces.record(turnBegun("new", Date.now()))
+              const page = yield* traces.list()
+              expect(page.traces.map((trace) => trace.traceId)).toEqual(["new", "six-days-old"])
+              expect(yield* Effect.flip(traces.get("ten-days-old"))).toBeInstanceOf(
+                TraceStore.TraceNotFoundError
+              )
+            }),
+          100,
+          7
         ),
       60_000
     )
