@@ -73,6 +73,15 @@ export interface Service {
     Failure
   >
   readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<void, Failure>
+  /**
+   * Puts several resources as one write: authorized as one `put` of them all, stored (with
+   * their vectors) in one transaction where the store has them, embedded in one call, then
+   * published as a `RESOURCE_PUT` each, in order.
+   */
+  readonly putMany: (
+    actor: string,
+    resources: ReadonlyArray<Resource.Resource>
+  ) => Effect.Effect<void, Failure>
   readonly delete: (actor: string, urn: string) => Effect.Effect<boolean, Failure>
   /**
    * The resources most similar to the query that the actor may get, best first, each with
@@ -142,6 +151,18 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
                 })
               )
         )
+  /**
+   * The store's writes and their vectors as one transaction where the store has them (one
+   * commit), embedded before it starts (the embedder may be a remote call).
+   */
+  const write = (resources: ReadonlyArray<Resource.Resource>) =>
+    Effect.flatMap(
+      vectors === undefined ? Effect.succeed(Effect.void) : vectors.prepareUpsert(resources),
+      (vectorWrite) => {
+        const writes = Effect.andThen(Effect.forEach(resources, store.put, { discard: true }), vectorWrite)
+        return store.transaction === undefined ? writes : store.transaction(writes)
+      }
+    )
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
       policy.authorize({ actor, action: "get", resources: [urn] }),
@@ -180,10 +201,19 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         return { resources, withheld }
       }),
     put: (actor, resource) =>
-      Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
-        Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),
+      Effect.andThen(check(actor, "put", [resource.meta.urn]), write([resource])).pipe(
         Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
       ),
+    putMany: (actor, resources) =>
+      resources.length === 0
+        ? Effect.void
+        : Effect.andThen(check(actor, "put", urnsOf(resources)), write(resources)).pipe(
+            Effect.tap(() =>
+              Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
+                discard: true
+              })
+            )
+          ),
     delete: (actor, urn) =>
       Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
         Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),

@@ -37,6 +37,15 @@ export interface Service {
   readonly findByType: (type: string) => Effect.Effect<Array<Resource>, ResourceStoreError>
   /** Removes a resource; true when it existed. Its descendants stay. */
   readonly delete: (urn: string) => Effect.Effect<boolean, ResourceStoreError>
+  /**
+   * Runs `effect` as one transaction of the store's database (committed when it succeeds,
+   * rolled back when it fails), so several writes cost one commit. Stores on a SQL
+   * database offer it (a vector index on the same database joins the transaction);
+   * others leave it out and their writes stand one by one.
+   */
+  readonly transaction?: <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | ResourceStoreError, R>
 }
 
 export class ResourceStore extends Context.Service<ResourceStore, Service>()(

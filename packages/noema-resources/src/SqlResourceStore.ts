@@ -140,7 +140,8 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
               (rows) => rows.length > 0
             )
           )
-        )
+        ),
+      transaction: (effect) => guard(sql.withTransaction(effect))
     }
     return service
   })

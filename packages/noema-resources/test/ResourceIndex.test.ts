@@ -1,10 +1,18 @@
-import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Database } from "@noema/sql"
+import { Effect, Layer, Stream } from "effect"
 import * as CedarPolicy from "../src/CedarPolicy.js"
+import * as LocalEmbedder from "../src/LocalEmbedder.js"
 import * as MemoryResourceStore from "../src/MemoryResourceStore.js"
 import * as Policy from "../src/Policy.js"
 import * as Resource from "../src/Resource.js"
+import * as ResourceEvents from "../src/ResourceEvents.js"
 import * as ResourceIndex from "../src/ResourceIndex.js"
+import * as SqlResourceStore from "../src/SqlResourceStore.js"
+import * as VectorIndex from "../src/VectorIndex.js"
 
 const owner = "cld:assistant.owner"
 const reader = "cld:assistant.reader"
@@ -99,5 +107,89 @@ describe("ResourceIndex.findReadable", () => {
         "AccessDeniedError"
       )
     })
+  )
+})
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-resources-index-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+let files = 0
+
+/** A store and a vector index on one SQLite file, as the CLI makes them. */
+const onSqlite = Effect.gen(function* () {
+  const context = yield* Layer.build(
+    Database.layer({ kind: "sqlite", filename: path.join(directory, `index-${files++}.db`) })
+  )
+  const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+  const vectors = yield* Effect.provideContext(VectorIndex.fromDatabase(LocalEmbedder.make()), context)
+  return { store, vectors }
+})
+
+describe("ResourceIndex writes", () => {
+  it.effect(
+    "on a SQL store, a put and its vector are one transaction: a failed vector write stores nothing",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const { store, vectors } = yield* onSqlite
+          const failing: VectorIndex.Service = {
+            ...vectors,
+            prepareUpsert: (resources) =>
+              Effect.map(vectors.prepareUpsert(resources), (write) =>
+                Effect.andThen(write, Effect.fail(new VectorIndex.VectorIndexError({ message: "disk full" })))
+              )
+          }
+          const index = ResourceIndex.make(store, yield* Policy.allowAll, { vectors: failing })
+          const conversation = Resource.make("conversation", { name: "kitchen" })
+          const refused = yield* Effect.flip(index.put(owner, conversation))
+          assert.match(refused.message, /disk full/)
+          assert.deepStrictEqual(yield* store.getMany([conversation.meta.urn]), [])
+          assert.deepStrictEqual(yield* vectors.search({ text: "kitchen" }), [])
+          // The same index with a working vector index stores both.
+          yield* ResourceIndex.make(store, yield* Policy.allowAll, { vectors }).put(owner, conversation)
+          assert.deepStrictEqual(yield* store.getMany([conversation.meta.urn]), [conversation])
+          assert.deepStrictEqual(
+            (yield* vectors.search({ text: "kitchen" })).map((hit) => hit.urn),
+            [conversation.meta.urn]
+          )
+        })
+      )
+  )
+
+  it.effect(
+    "putMany stores all or none, as one authorized write, and publishes a RESOURCE_PUT each, in order",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const { store, vectors } = yield* onSqlite
+          const conversation = Resource.make("conversation", { name: "c" })
+          const [first, second] = ["first", "second"].map((name) =>
+            Resource.make("message", { name, parent: conversation.meta.urn, role: "user", content: name })
+          )
+          const policy = yield* CedarPolicy.make(`
+          permit (principal == Noema::Actor::"${owner}", action, resource);
+          permit (principal == Noema::Actor::"${reader}", action, resource == Noema::Resource::"${first!.meta.urn}");
+        `)
+          const events = yield* ResourceEvents.makeMemory(policy)
+          const heard = yield* events.subscribe(owner, { detailType: "RESOURCE_PUT" })
+          const index = ResourceIndex.make(store, policy, { events, vectors })
+          const denied = yield* Effect.flip(index.putMany(reader, [first!, second!]))
+          assert.equal(denied._tag, "AccessDeniedError")
+          assert.deepStrictEqual(yield* store.getMany([first!.meta.urn, second!.meta.urn]), [])
+
+          yield* index.putMany(owner, [conversation, first!, second!])
+          assert.deepStrictEqual(yield* store.findByPrefix(conversation.meta.urn), [first!, second!])
+          assert.deepStrictEqual(
+            (yield* vectors.search({ text: "second" }, { prefix: conversation.meta.urn, limit: 1 })).map(
+              (hit) => hit.urn
+            ),
+            [second!.meta.urn]
+          )
+          const published = yield* heard.pipe(Stream.take(3), Stream.runCollect)
+          assert.deepStrictEqual(
+            Array.from(published, (event) => event.resources),
+            [[conversation.meta.urn], [first!.meta.urn], [second!.meta.urn]]
+          )
+        })
+      )
   )
 })
