@@ -88,11 +88,19 @@ export const build = (
         })
       )
     const path = Urn.ancestors(task.meta.urn)
-    const candidates: Array<{ readonly resource: Resource.Resource; readonly source: Source }> = []
-    for (const urn of path) {
-      const resource = yield* readable(urn)
-      if (resource !== undefined) candidates.push({ resource, source: "path" })
-    }
+    // The path in one read; when the policy denies part of it, each on its own, to know which.
+    const onPath = yield* index
+      .getMany(actor, path)
+      .pipe(
+        Effect.catchTag("AccessDeniedError", () =>
+          Effect.map(Effect.forEach(path, readable), (found) =>
+            found.filter((resource): resource is Resource.Resource => resource !== undefined)
+          )
+        )
+      )
+    const candidates: Array<{ readonly resource: Resource.Resource; readonly source: Source }> = onPath.map(
+      (resource) => ({ resource, source: "path" })
+    )
     const seen = new Set([...path, task.meta.urn])
     const similar = options.similar ?? 5
     if (similar > 0) {

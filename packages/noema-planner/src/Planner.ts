@@ -238,6 +238,14 @@ interface Run {
   readonly tools: ReadonlyArray<Tool.Any>
   /** Outcomes that could not be stored (a write the policy denied): the store cannot tell them. */
   readonly unstored: Map<string, TaskReport>
+  /**
+   * Each task's state as this run last wrote it (or read it, resuming): a state change is
+   * written over it without reading the task back first. The store stays the one home of
+   * the plan (resume reads it from there); only this run writes its tasks while it runs.
+   */
+  readonly written: Map<string, Resource.Task>
+  /** Each assistant's profile, read once per run (as the assistant itself). */
+  readonly profiles: Map<string, Option.Option<Resource.Assistant>>
 }
 
 const storeError =
@@ -245,76 +253,107 @@ const storeError =
   (error: { readonly message: string }): PlannerError =>
     new PlannerError({ message: `${what}: ${error.message}`, cause: error })
 
-/** Elects and stores the assignment of every task of `tasks` that has none yet, recursively. */
+/** Elects an assistant for every task of `tasks` that has none yet, recursively; `fresh` gets them, parents first. */
+const elections = (
+  run: Run,
+  tasks: ReadonlyArray<TaskPlanner.PlannedTask>,
+  fresh: Array<TaskPlanner.PlannedTask>
+): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
+  Effect.forEach(tasks, (task) =>
+    Effect.gen(function* () {
+      let elected = task
+      if (task.resource.assignment === undefined) {
+        const assignment = yield* Assistants.elect(run.index, run.planner, task.resource, run.election).pipe(
+          Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
+        )
+        elected = { ...task, resource: { ...task.resource, assignment } }
+        fresh.push(elected)
+      }
+      return { ...elected, subtasks: yield* elections(run, task.subtasks, fresh) }
+    })
+  )
+
+/** Elects and stores (one write) the assignment of every task of `tasks` that has none yet, recursively. */
 const assign = (
   run: Run,
   tasks: ReadonlyArray<TaskPlanner.PlannedTask>
 ): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
-  Effect.forEach(tasks, (task) =>
-    Effect.gen(function* () {
-      let resource = task.resource
-      if (resource.assignment === undefined) {
-        const assignment = yield* Assistants.elect(run.index, run.planner, task.resource, run.election).pipe(
-          Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
-        )
-        resource = { ...task.resource, assignment }
-        yield* Effect.mapError(
-          run.index.put(run.planner, resource),
-          storeError(`storing the assignment of "${titleOf(task)}"`)
-        )
-        yield* run.emit({
-          type: "assigned",
-          urn: task.urn,
-          title: titleOf(task),
-          depth: task.depth,
-          assignment
-        })
-      }
-      return { ...task, resource, subtasks: yield* assign(run, task.subtasks) }
-    })
-  )
-
-/** Stores the task's new state as its assistant; its PUT event tells its supervisor. */
-const store = (run: Run, task: TaskPlanner.PlannedTask, actor: string, change: Partial<Resource.Task>) =>
-  Effect.mapError(
-    Effect.flatMap(run.index.get(actor, task.urn), (current) =>
-      run.index.put(actor, { ...(current as Resource.Task), ...change } as Resource.Task)
-    ),
-    storeError(`storing "${titleOf(task)}"`)
-  )
-
-/** Stores `text` as the task's output: a message under it, named so the newest sorts last. */
-const storeOutput = (run: Run, task: TaskPlanner.PlannedTask, actor: string, text: string) =>
   Effect.gen(function* () {
-    const message = Resource.make("message", {
-      name: `${new Date().toISOString()} output`,
-      parent: task.urn,
-      role: "assistant",
-      content: text
-    })
+    const fresh: Array<TaskPlanner.PlannedTask> = []
+    const assigned = yield* elections(run, tasks, fresh)
     yield* Effect.mapError(
-      run.index.put(actor, message),
-      storeError(`storing the output of "${titleOf(task)}"`)
+      run.index.putMany(
+        run.planner,
+        fresh.map((task) => task.resource)
+      ),
+      storeError("storing the assignments")
     )
-    return message
+    for (const task of StoredTree.flatten(assigned)) run.written.set(task.urn, task.resource)
+    for (const task of fresh)
+      yield* run.emit({
+        type: "assigned",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        assignment: task.resource.assignment as Resource.Assignment
+      })
+    return assigned
   })
 
-/** Stores the outcome (done after its output message, unless already stored, or failed with why) and reports it. */
+/**
+ * Stores the task's new state as its assistant, with `alongside` (its output) in the same
+ * write; its PUT event tells its supervisor.
+ */
+const store = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string,
+  change: Partial<Resource.Task>,
+  alongside: ReadonlyArray<Resource.Resource> = []
+) => {
+  const next = { ...(run.written.get(task.urn) ?? task.resource), ...change } as Resource.Task
+  return Effect.mapError(
+    alongside.length === 0 ? run.index.put(actor, next) : run.index.putMany(actor, [...alongside, next]),
+    storeError(`storing "${titleOf(task)}"`)
+  ).pipe(Effect.tap(() => Effect.sync(() => run.written.set(task.urn, next))))
+}
+
+/** `text` as the task's output: a message under it, named so the newest sorts last. */
+const outputMessage = (task: TaskPlanner.PlannedTask, text: string) =>
+  Resource.make("message", {
+    name: `${new Date().toISOString()} output`,
+    parent: task.urn,
+    role: "assistant",
+    content: text
+  })
+
+/**
+ * Stores the outcome (done with its output message, in one write, or failed with why) and
+ * reports it. A leaf's output `states` facts: they go into the graph, named after the
+ * message that states them, once it is stored.
+ */
 const finish = (
   run: Run,
   task: TaskPlanner.PlannedTask,
   actor: string,
   outcome: TaskReport,
-  output: "to store" | "stored" = "to store"
+  output: "states" | "plain" = "plain"
 ) =>
   Effect.gen(function* () {
-    if (outcome.status === "done" && output === "to store")
-      yield* storeOutput(run, task, actor, outcome.output ?? "")
-    yield* store(run, task, actor, {
-      status: outcome.status,
-      completedAt: new Date().toISOString(),
-      ...(outcome.reason === undefined ? {} : { reason: outcome.reason })
-    })
+    const message = outcome.status === "done" ? outputMessage(task, outcome.output ?? "") : undefined
+    yield* store(
+      run,
+      task,
+      actor,
+      {
+        status: outcome.status,
+        completedAt: new Date().toISOString(),
+        ...(outcome.reason === undefined ? {} : { reason: outcome.reason })
+      },
+      message === undefined ? [] : [message]
+    )
+    if (output === "states" && message !== undefined)
+      run.graph?.add(message.meta.urn, Graph.statementsOf(message.content))
     yield* run.emit(
       outcome.status === "done"
         ? {
@@ -364,6 +403,17 @@ const toolsFor = (run: Run, actor: string, profile: Resource.Assistant | undefin
   return [...run.tools, ...graphTool].filter((tool) => allowed === undefined || allowed.includes(tool.name))
 }
 
+/** The assistant's profile, as it reads it (none when it may not or it is not stored), once per run. */
+const profileOf = (run: Run, actor: string): Effect.Effect<Option.Option<Resource.Assistant>> => {
+  const known = run.profiles.get(actor)
+  if (known !== undefined) return Effect.succeed(known)
+  return Effect.map(Effect.option(run.index.get(actor, actor)), (found) => {
+    const profile = found as Option.Option<Resource.Assistant>
+    run.profiles.set(actor, profile)
+    return profile
+  })
+}
+
 /** A leaf: its context, the inner loop, its output as a message under it, its statements in the graph. */
 const direct = (
   run: Run,
@@ -371,8 +421,8 @@ const direct = (
   actor: string
 ): Effect.Effect<TaskReport, PlannerError> =>
   Effect.gen(function* () {
-    const assistant = yield* Effect.option(run.index.get(actor, actor))
-    const profile = Option.isSome(assistant) ? (assistant.value as Resource.Assistant) : undefined
+    const assistant = yield* profileOf(run, actor)
+    const profile = Option.isSome(assistant) ? assistant.value : undefined
     const window = yield* ContextWindow.build({
       index: run.index,
       actor,
@@ -412,10 +462,7 @@ const direct = (
       return yield* finish(run, task, actor, failed(task, describe(produced.failure)))
     const last = [...produced.success].reverse().find((message) => message.role === "assistant")
     const text = last === undefined ? "" : Message.text(last)
-    const message = yield* storeOutput(run, task, actor, text)
-    // Its statements go into the graph, named after the message that states them.
-    run.graph?.add(message.meta.urn, Graph.statementsOf(text))
-    return yield* finish(run, task, actor, done(task, text), "stored")
+    return yield* finish(run, task, actor, done(task, text), "states")
   }).pipe(
     // The task's own writes may be denied by the policy: it fails, saying why (its supervisor
     // learns it when the subtasks' fibers return, since no event could announce it).
@@ -821,7 +868,9 @@ const makeRun = (options: Options) =>
       },
       graph: options.graph === false ? undefined : (options.graph ?? Graph.make()),
       tools: options.tools ?? [],
-      unstored: new Map()
+      unstored: new Map(),
+      written: new Map(),
+      profiles: new Map()
     }
     return { run, budget }
   })

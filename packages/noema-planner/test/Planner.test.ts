@@ -617,4 +617,67 @@ describe("Planner.run", () => {
       assert.strictEqual(puts.filter((type) => type === "tool").length, 1, "stored once, not again unchanged")
     })
   )
+
+  it.effect(
+    "one write per state change: the plan, the assignments, then each task's start and its outcome with its output",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* PlannerTesting.world()
+        yield* PlannerTesting.registerAssistants(world.index, planner, team)
+        const writes: Array<Array<string>> = []
+        const taskReads: Array<string> = []
+        const record = (resources: ReadonlyArray<Resource.Resource>) =>
+          Effect.sync(() =>
+            writes.push(resources.map((r) => `${r.meta.type}${"status" in r ? `:${r.status}` : ""}`))
+          )
+        const counting: ResourceIndex.Service = {
+          ...world.index,
+          get: (actor, urn) =>
+            Effect.tap(world.index.get(actor, urn), (found) =>
+              Effect.sync(() => {
+                if (found.meta.type === "task" && actor === (found as Resource.Task).assignment?.assistant)
+                  taskReads.push(found.meta.name)
+              })
+            ),
+          put: (actor, resource) => Effect.tap(world.index.put(actor, resource), () => record([resource])),
+          putMany: (actor, resources) =>
+            Effect.tap(world.index.putMany(actor, resources), () => record(resources))
+        }
+        const result = yield* Planner.run("Write about tea", {
+          model: PlannerTesting.scriptedModel({
+            plan: {
+              tasks: [
+                PlannerTesting.parent("Research", [
+                  PlannerTesting.leaf("Find tea facts"),
+                  PlannerTesting.leaf("Find tea sources")
+                ]),
+                PlannerTesting.leaf("Write the article")
+              ]
+            }
+          }),
+          ...world,
+          index: counting,
+          graph: false,
+          election: anyone
+        })
+        assert.deepStrictEqual(result.missing, [])
+        // The plan whole, then every assignment, in one write each.
+        assert.deepStrictEqual(writes[0], [
+          "conversation",
+          "message",
+          "task:pending",
+          "task:pending",
+          "task:pending",
+          "task:pending"
+        ])
+        assert.deepStrictEqual(writes[1], ["task:pending", "task:pending", "task:pending", "task:pending"])
+        // Then two writes a task: it started; it is done, with its output in the same write.
+        const rest = writes.slice(2)
+        assert.strictEqual(rest.length, 8)
+        assert.strictEqual(rest.filter((write) => write.join() === "task:running").length, 4)
+        assert.strictEqual(rest.filter((write) => write.join() === "message,task:done").length, 4)
+        // A task's assistant never reads it back before writing its new state.
+        assert.deepStrictEqual(taskReads, [])
+      })
+  )
 })
