@@ -72,6 +72,19 @@ export interface Service {
     { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
     Failure
   >
+  /**
+   * `findReadable` over `held`, resources the caller holds already (it wrote or read them)
+   * and knows to be everything under `urn`: the same decisions, the same `RESOURCE_GET`
+   * event, without reading the store again.
+   */
+  readonly filterReadable: (
+    actor: string,
+    urn: string,
+    held: ReadonlyArray<Resource.Resource>
+  ) => Effect.Effect<
+    { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
+    Failure
+  >
   readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<void, Failure>
   /**
    * Puts several resources as one write: authorized as one `put` of them all, stored (with
@@ -168,6 +181,21 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       policy.authorize({ actor, action: "get", resources: [urn] }),
       (decision) => decision.decision === "allow"
     )
+  /** What of `found` (under a URN the actor may get) it may get, and what it may not; published as read. */
+  const readableOf = (actor: string, found: Array<Resource.Resource>) =>
+    Effect.gen(function* () {
+      if (found.length === 0) return { resources: [], withheld: [] }
+      const all = yield* policy.authorize({ actor, action: "get", resources: urnsOf(found) })
+      // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
+      const resources =
+        all.decision === "allow"
+          ? found
+          : yield* Effect.filter(found, (resource) => mayGet(actor, resource.meta.urn))
+      const readable = new Set(urnsOf(resources))
+      const withheld = urnsOf(found).filter((found) => !readable.has(found))
+      yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
+      return { resources, withheld }
+    })
   return {
     get: (actor, urn) =>
       Effect.andThen(check(actor, "get", [urn]), store.get(urn)).pipe(
@@ -185,21 +213,18 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
       ),
     findReadable: (actor, urn) =>
-      Effect.gen(function* () {
-        yield* check(actor, "get", [urn])
-        const found = yield* store.findByPrefix(urn)
-        if (found.length === 0) return { resources: [], withheld: [] }
-        const all = yield* policy.authorize({ actor, action: "get", resources: urnsOf(found) })
-        // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
-        const resources =
-          all.decision === "allow"
-            ? found
-            : yield* Effect.filter(found, (resource) => mayGet(actor, resource.meta.urn))
-        const readable = new Set(urnsOf(resources))
-        const withheld = urnsOf(found).filter((found) => !readable.has(found))
-        yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
-        return { resources, withheld }
-      }),
+      Effect.andThen(check(actor, "get", [urn]), store.findByPrefix(urn)).pipe(
+        Effect.flatMap((found) => readableOf(actor, found))
+      ),
+    filterReadable: (actor, urn, held) =>
+      Effect.andThen(
+        check(actor, "get", [urn]),
+        // In URN order, as the store lists them.
+        readableOf(
+          actor,
+          [...held].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
+        )
+      ),
     put: (actor, resource) =>
       Effect.andThen(check(actor, "put", [resource.meta.urn]), write([resource])).pipe(
         Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))

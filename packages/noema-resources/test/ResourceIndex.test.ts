@@ -124,6 +124,41 @@ const onSqlite = Effect.gen(function* () {
   return { store, vectors }
 })
 
+describe("ResourceIndex.filterReadable", () => {
+  it.effect("decides and publishes over resources the caller holds as findReadable does over the store", () =>
+    Effect.gen(function* () {
+      const conversation = Resource.make("conversation", { name: "c" })
+      const [open, secret] = ["open", "secret"].map((name) =>
+        Resource.make("message", { name, parent: conversation.meta.urn, role: "user", content: name })
+      )
+      const policy = yield* CedarPolicy.make(`
+        permit (principal, action, resource);
+        forbid (principal == Noema::Actor::"${reader}", action == Noema::Action::"get", resource == Noema::Resource::"${secret!.meta.urn}");
+      `)
+      const events = yield* ResourceEvents.makeMemory(policy)
+      const heard = yield* events.subscribe(owner, { detailType: "RESOURCE_GET" })
+      const index = ResourceIndex.make(MemoryResourceStore.make(), policy, { events })
+      yield* index.putMany(owner, [conversation, open!, secret!])
+      const held = [secret!, open!]
+      for (const actor of [owner, reader])
+        assert.deepStrictEqual(
+          yield* index.filterReadable(actor, conversation.meta.urn, held),
+          yield* index.findReadable(actor, conversation.meta.urn)
+        )
+      const denied = yield* Effect.flip(index.filterReadable(reader, secret!.meta.urn, []))
+      assert.equal(denied._tag, "AccessDeniedError")
+      const published = yield* heard.pipe(Stream.take(4), Stream.runCollect)
+      const [heldByOwner, foundByOwner, heldByReader, foundByReader] = Array.from(published, (event) => [
+        event.source,
+        event.resources
+      ])
+      assert.deepStrictEqual(heldByOwner, foundByOwner)
+      assert.deepStrictEqual(heldByReader, foundByReader)
+      assert.deepStrictEqual(heldByReader, [reader, [open!.meta.urn]])
+    }).pipe(Effect.scoped)
+  )
+})
+
 describe("ResourceIndex writes", () => {
   it.effect(
     "on a SQL store, a put and its vector are one transaction: a failed vector write stores nothing",
