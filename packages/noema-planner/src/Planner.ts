@@ -239,11 +239,16 @@ interface Run {
   /** Outcomes that could not be stored (a write the policy denied): the store cannot tell them. */
   readonly unstored: Map<string, TaskReport>
   /**
-   * Each task's state as this run last wrote it (or read it, resuming): a state change is
-   * written over it without reading the task back first. The store stays the one home of
-   * the plan (resume reads it from there); only this run writes its tasks while it runs.
+   * What this run wrote, as it last wrote it (and its tasks as read, resuming): a task's state
+   * change is written over it without reading the task back first. The store stays the one
+   * home of the plan (resume reads it from there); only this run writes its tasks while it runs.
    */
-  readonly written: Map<string, Resource.Task>
+  readonly written: Map<string, Resource.Resource>
+  /**
+   * The conversation this run began, when it did: everything under it is in `written`, so
+   * what lies under it is read from there (through the policy, as from the store).
+   */
+  readonly began?: string
   /** Each assistant's profile, read once per run (as the assistant itself). */
   readonly profiles: Map<string, Option.Option<Resource.Assistant>>
 }
@@ -288,7 +293,10 @@ const assign = (
       ),
       storeError("storing the assignments")
     )
-    for (const task of StoredTree.flatten(assigned)) run.written.set(task.urn, task.resource)
+    remember(
+      run,
+      StoredTree.flatten(assigned).map((task) => task.resource)
+    )
     for (const task of fresh)
       yield* run.emit({
         type: "assigned",
@@ -311,11 +319,28 @@ const store = (
   change: Partial<Resource.Task>,
   alongside: ReadonlyArray<Resource.Resource> = []
 ) => {
-  const next = { ...(run.written.get(task.urn) ?? task.resource), ...change } as Resource.Task
+  const next = { ...((run.written.get(task.urn) as Resource.Task | undefined) ?? task.resource), ...change }
   return Effect.mapError(
     alongside.length === 0 ? run.index.put(actor, next) : run.index.putMany(actor, [...alongside, next]),
     storeError(`storing "${titleOf(task)}"`)
-  ).pipe(Effect.tap(() => Effect.sync(() => run.written.set(task.urn, next))))
+  ).pipe(Effect.tap(() => Effect.sync(() => remember(run, [...alongside, next]))))
+}
+
+const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
+  for (const resource of resources) run.written.set(resource.meta.urn, resource)
+}
+
+/**
+ * What lies under `urn` that `actor` may read (and the URNs of what it may not): from what the
+ * run wrote when it began the conversation (no store read, the same decisions and events),
+ * else from the store.
+ */
+const readableUnder = (run: Run, actor: string, urn: string) => {
+  if (run.began === undefined || !(urn === run.began || urn.startsWith(`${run.began}/`)))
+    return run.index.findReadable(actor, urn)
+  const prefix = `${urn}/`
+  const held = [...run.written.values()].filter((resource) => resource.meta.urn.startsWith(prefix))
+  return run.index.filterReadable(actor, urn, held)
 }
 
 /** `text` as the task's output: a message under it, named so the newest sorts last. */
@@ -427,7 +452,8 @@ const direct = (
       index: run.index,
       actor,
       task: task.resource,
-      budget: run.limits.contextTokens
+      budget: run.limits.contextTokens,
+      findReadable: (urn) => readableUnder(run, actor, urn)
     }).pipe(Effect.mapError(storeError(`building the context of "${titleOf(task)}"`)))
     yield* run.emit({
       type: "context",
@@ -491,7 +517,7 @@ const outcomes = (
 ): Effect.Effect<Array<TaskReport>, PlannerError> =>
   Effect.map(
     Effect.mapError(
-      run.index.findReadable(actor, task.urn),
+      readableUnder(run, actor, task.urn),
       storeError(`reading the subtasks of "${titleOf(task)}"`)
     ),
     (found) => {
@@ -714,7 +740,7 @@ const supervise = (
 const reuse = (run: Run, task: TaskPlanner.PlannedTask, actor: string) =>
   Effect.gen(function* () {
     const found = yield* Effect.mapError(
-      run.index.findReadable(actor, task.urn),
+      readableUnder(run, actor, task.urn),
       storeError(`reading "${titleOf(task)}"`)
     )
     const report = done(task, StoredTree.outputs(found.resources).get(task.urn)?.content ?? "")
@@ -821,7 +847,7 @@ const work = (
     yield* Effect.forEach(assigned, (task) => execute(run, task), { concurrency: "unbounded", discard: true })
     // The outcomes as stored, in plan order (corrective subtasks included).
     const found = yield* Effect.mapError(
-      run.index.findReadable(run.planner, tree.message),
+      readableUnder(run, run.planner, tree.message),
       storeError("reading the plan's outcomes")
     )
     const stored = StoredTree.tasksUnder(found.resources, tree.message)
@@ -897,7 +923,15 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
         limits: run.limits
       }).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
       yield* run.emit({ type: "planned", tree })
-      return yield* work(run, budget, tree)
+      if (options.conversation !== undefined) return yield* work(run, budget, tree)
+      // The conversation it began holds only what this run writes there: the request (read
+      // once) and the tree, from here on.
+      const asked = yield* Effect.mapError(
+        run.index.get(run.planner, tree.message),
+        storeError("reading the request back")
+      )
+      remember(run, [asked])
+      return yield* work({ ...run, began: tree.conversation }, budget, tree)
     })
   )
 

@@ -619,13 +619,15 @@ describe("Planner.run", () => {
   )
 
   it.effect(
-    "one write per state change: the plan, the assignments, then each task's start and its outcome with its output",
+    "one write per state change, no task read back before its write, and what the run wrote listed from what it holds",
     () =>
       Effect.gen(function* () {
         const world = yield* PlannerTesting.world()
         yield* PlannerTesting.registerAssistants(world.index, planner, team)
         const writes: Array<Array<string>> = []
         const taskReads: Array<string> = []
+        const storeListings: Array<string> = []
+        const heldListings: Array<string> = []
         const record = (resources: ReadonlyArray<Resource.Resource>) =>
           Effect.sync(() =>
             writes.push(resources.map((r) => `${r.meta.type}${"status" in r ? `:${r.status}` : ""}`))
@@ -637,6 +639,18 @@ describe("Planner.run", () => {
               Effect.sync(() => {
                 if (found.meta.type === "task" && actor === (found as Resource.Task).assignment?.assistant)
                   taskReads.push(found.meta.name)
+              })
+            ),
+          findReadable: (actor, urn) =>
+            Effect.tap(world.index.findReadable(actor, urn), () =>
+              Effect.sync(() => storeListings.push(urn))
+            ),
+          // What the run holds is what the store holds: the same answer, read both ways.
+          filterReadable: (actor, urn, held) =>
+            Effect.tap(world.index.filterReadable(actor, urn, held), (fromHeld) =>
+              Effect.map(world.index.findReadable(actor, urn), (fromStore) => {
+                heldListings.push(urn)
+                assert.deepStrictEqual(fromHeld, fromStore)
               })
             ),
           put: (actor, resource) => Effect.tap(world.index.put(actor, resource), () => record([resource])),
@@ -678,6 +692,10 @@ describe("Planner.run", () => {
         assert.strictEqual(rest.filter((write) => write.join() === "message,task:done").length, 4)
         // A task's assistant never reads it back before writing its new state.
         assert.deepStrictEqual(taskReads, [])
+        // In the conversation it began, the run lists what it wrote from what it holds, not
+        // from the store: three contexts, one evaluation, the answer.
+        assert.deepStrictEqual(storeListings, [])
+        assert.strictEqual(heldListings.length, 5)
       })
   )
 })
