@@ -251,6 +251,8 @@ interface Run {
   readonly began?: string
   /** Each assistant's profile, read once per run (as the assistant itself). */
   readonly profiles: Map<string, Option.Option<Resource.Assistant>>
+  /** Each assistant's `graph_query`. */
+  readonly graphTools: Map<string, Tool.Any>
 }
 
 const storeError =
@@ -416,16 +418,23 @@ const failed = (task: TaskPlanner.PlannedTask, reason: string): TaskReport => ({
 /** The tools a leaf's assistant gets: those it names (all when it names none), and `graph_query`. */
 const toolsFor = (run: Run, actor: string, profile: Resource.Assistant | undefined): Array<Tool.Any> => {
   const allowed = profile?.tools
-  const graphTool =
-    run.graph === undefined
-      ? []
-      : [
-          // Statements come from resources: the assistant hears only those whose source it may read.
-          run.graph.toolFor((source) =>
-            Effect.match(run.index.get(actor, source), { onFailure: () => false, onSuccess: () => true })
-          )
-        ]
-  return [...run.tools, ...graphTool].filter((tool) => allowed === undefined || allowed.includes(tool.name))
+  const graphTool = graphToolFor(run, actor)
+  return [...run.tools, ...(graphTool === undefined ? [] : [graphTool])].filter(
+    (tool) => allowed === undefined || allowed.includes(tool.name)
+  )
+}
+
+/** `graph_query` as the assistant may use it, made once per run and assistant (making a tool derives its JSON Schema). */
+const graphToolFor = (run: Run, actor: string): Tool.Any | undefined => {
+  if (run.graph === undefined) return undefined
+  const known = run.graphTools.get(actor)
+  if (known !== undefined) return known
+  // Statements come from resources: the assistant hears only those whose source it may read.
+  const tool = run.graph.toolFor((source) =>
+    Effect.match(run.index.get(actor, source), { onFailure: () => false, onSuccess: () => true })
+  )
+  run.graphTools.set(actor, tool)
+  return tool
 }
 
 /** The assistant's profile, as it reads it (none when it may not or it is not stored), once per run. */
@@ -896,7 +905,8 @@ const makeRun = (options: Options) =>
       tools: options.tools ?? [],
       unstored: new Map(),
       written: new Map(),
-      profiles: new Map()
+      profiles: new Map(),
+      graphTools: new Map()
     }
     return { run, budget }
   })
