@@ -1,9 +1,12 @@
 /**
  * MemoryResourceStore: resources in a sorted in-memory map. The prefix lookup
  * binary-searches the sorted keys for `urn + "/"` and walks forward while keys
- * share the prefix: a range scan, not a full scan.
+ * share the prefix: a range scan, not a full scan. A resource is checked and
+ * copied when it is put, then kept frozen and handed out as it is: a read costs
+ * no decoding, and no reader can change what the store holds.
  */
 import { Effect, Layer } from "effect"
+import { deepFreeze } from "./internal/frozen.js"
 import * as Resource from "./Resource.js"
 import { notFound, ResourceStore, ResourceStoreError, type Service } from "./ResourceStore.js"
 import * as Urn from "./Urn.js"
@@ -31,18 +34,15 @@ const lowerBound = (keys: Array<string>, key: string): number => {
 }
 
 export const make = (): Service => {
-  const values = new Map<string, string>()
+  const values = new Map<string, Resource.Resource>()
   const keys: Array<string> = []
-  const read = (urn: string) => {
-    const text = values.get(urn)
-    return text === undefined ? undefined : Resource.decode(JSON.parse(text))
-  }
+  const read = (urn: string) => values.get(urn)
   return {
     put: (resource) =>
       Effect.map(checkResource(resource), (checked) => {
         const urn = checked.meta.urn
         if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
-        values.set(urn, JSON.stringify(checked))
+        values.set(urn, deepFreeze(checked))
       }),
     get: (urn) =>
       Effect.flatMap(checkUrn(urn), (key) => {
