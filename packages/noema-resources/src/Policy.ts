@@ -31,6 +31,14 @@ export const deny = (...reasons: ReadonlyArray<string>): Decision => ({ decision
 export interface Service {
   readonly name: string
   readonly authorize: (request: Request) => Effect.Effect<Decision>
+  /**
+   * The policies' current revision, for an engine that promises two things: its decisions
+   * depend only on the actor, the action, each resource and the revision (which changes
+   * whenever the policies do), and a request is allowed exactly when each of its resources
+   * would be on its own. `ResourceIndex` then remembers what it allowed while the revision
+   * stays. An engine without it is asked every time.
+   */
+  readonly revision?: () => string
 }
 
 export class Policy extends Context.Service<Policy, Service>()("@noema/resources/Policy") {}
@@ -40,9 +48,11 @@ const describeError = (error: unknown) => (error instanceof Error ? error.messag
 /** Checks the request, runs `authorize`, and turns any failure or defect into a deny. */
 export const failClosed = (
   name: string,
-  authorize: (request: Request) => Effect.Effect<Decision, unknown>
+  authorize: (request: Request) => Effect.Effect<Decision, unknown>,
+  revision?: () => string
 ): Service => ({
   name,
+  ...(revision === undefined ? {} : { revision }),
   authorize: (request) =>
     Effect.suspend(() => {
       if (!actions.includes(request.action))
@@ -68,7 +78,11 @@ const causeError = (cause: { readonly reasons: ReadonlyArray<unknown> }): unknow
 /** Allows everything. For development only: says so (a warning) when made. */
 export const allowAll: Effect.Effect<Service> = Effect.as(
   Effect.logWarning("policy: allow-all engine in use, every request is allowed (development only)"),
-  failClosed("allow-all", () => Effect.succeed(allow("allow-all: every request is allowed")))
+  failClosed(
+    "allow-all",
+    () => Effect.succeed(allow("allow-all: every request is allowed")),
+    () => "allow-all"
+  )
 )
 
 export const layerAllowAll: Layer.Layer<Policy> = Layer.effect(Policy, allowAll)

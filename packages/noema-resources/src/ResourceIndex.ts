@@ -12,6 +12,11 @@
  * out, since they name it), and `search` filters before it limits, so a
  * hidden better match never shows as a missing result.
  *
+ * The index remembers what the engine allowed, per (actor, action, URN), while the
+ * engine's `revision` stays the same (engines that declare one: allow-all, Cedar; a
+ * policy file's edit is a new revision), so repeated accesses are not decided again;
+ * a denial is always the engine's own.
+ *
  * Given `ResourceEvents`, every access that succeeded is published:
  * `RESOURCE_PUT`, `RESOURCE_GET` (the resources returned) and `RESOURCE_DELETE`
  * (when something was deleted), with the actor as the source unless `source`
@@ -120,7 +125,47 @@ export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
   "@noema/resources/ResourceIndex"
 ) {}
 
+/** Allowed (actor, action, URN) triples an index remembers. */
+const allowsRemembered = 8192
+
+/**
+ * The engine's decisions, with what it allowed remembered per (actor, action, URN) while its
+ * `revision` stays, for an engine that has one (see `Policy.Service.revision`): a request whose
+ * every resource was allowed is allowed without asking again. Denials are always asked, so a
+ * refusal carries the engine's own reasons.
+ */
+const rememberingAllows = (
+  policy: Policy.Service
+): ((request: Policy.Request) => Effect.Effect<Policy.Decision>) => {
+  const revisionOf = policy.revision
+  if (revisionOf === undefined) return policy.authorize
+  const allowed = new Set<string>()
+  let revision = revisionOf()
+  const keysOf = (request: Policy.Request) =>
+    request.resources.map((urn) => `${request.actor}\u0000${request.action}\u0000${urn}`)
+  return (request) =>
+    Effect.suspend(() => {
+      const current = revisionOf()
+      if (current !== revision) {
+        allowed.clear()
+        revision = current
+      }
+      const keys = keysOf(request)
+      if (keys.length > 0 && keys.every((key) => allowed.has(key))) return Effect.succeed(Policy.allow())
+      return Effect.tap(policy.authorize(request), (decision) =>
+        Effect.sync(() => {
+          if (decision.decision !== "allow" || revision !== current) return
+          for (const key of keys) {
+            if (allowed.size >= allowsRemembered) allowed.delete(allowed.values().next().value as string)
+            allowed.add(key)
+          }
+        })
+      )
+    })
+}
+
 export const make = (store: Store, policy: Policy.Service, options: Options = {}): Service => {
+  const authorize = rememberingAllows(policy)
   const events = options.events
   const publish = (
     actor: string,
@@ -134,7 +179,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const vectors = options.vectors
   /** Authorizes what the actor named itself: the error may name it, with the engine's reasons. */
   const check = (actor: string, action: Policy.Action, resources: ReadonlyArray<string>) =>
-    Effect.flatMap(policy.authorize({ actor, action, resources }), (decision) =>
+    Effect.flatMap(authorize({ actor, action, resources }), (decision) =>
       decision.decision === "allow"
         ? Effect.void
         : Effect.fail(
@@ -151,7 +196,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const checkUnder = (actor: string, urn: string, found: ReadonlyArray<Resource.Resource>) =>
     found.length === 0
       ? Effect.void
-      : Effect.flatMap(policy.authorize({ actor, action: "get", resources: urnsOf(found) }), (decision) =>
+      : Effect.flatMap(authorize({ actor, action: "get", resources: urnsOf(found) }), (decision) =>
           decision.decision === "allow"
             ? Effect.void
             : Effect.fail(
@@ -178,14 +223,14 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
     )
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
-      policy.authorize({ actor, action: "get", resources: [urn] }),
+      authorize({ actor, action: "get", resources: [urn] }),
       (decision) => decision.decision === "allow"
     )
   /** What of `found` (under a URN the actor may get) it may get, and what it may not; published as read. */
   const readableOf = (actor: string, found: Array<Resource.Resource>) =>
     Effect.gen(function* () {
       if (found.length === 0) return { resources: [], withheld: [] }
-      const all = yield* policy.authorize({ actor, action: "get", resources: urnsOf(found) })
+      const all = yield* authorize({ actor, action: "get", resources: urnsOf(found) })
       // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
       const resources =
         all.decision === "allow"

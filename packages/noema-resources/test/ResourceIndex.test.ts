@@ -159,6 +159,88 @@ describe("ResourceIndex.filterReadable", () => {
   )
 })
 
+describe("ResourceIndex decisions", () => {
+  /** An engine that allows everything but `denied`, counting the resources it is asked about. */
+  const counting = (revision?: () => string) => {
+    const asked: Array<string> = []
+    const engine = Policy.failClosed(
+      "counting",
+      (request) =>
+        Effect.sync(() => {
+          asked.push(...request.resources.map((urn) => `${request.action} ${urn}`))
+          return request.resources.some((urn) => urn.endsWith(".denied"))
+            ? Policy.deny("counting: denied")
+            : Policy.allow("counting: allowed")
+        }),
+      revision
+    )
+    return { asked, engine }
+  }
+  const conversation = Resource.make("conversation", { name: "c" })
+  const [first, second] = ["first", "second"].map((name) =>
+    Resource.make("message", { name, parent: conversation.meta.urn, role: "user", content: name })
+  )
+
+  it.effect("what the engine allowed is not asked again while its revision stays; denials always are", () =>
+    Effect.gen(function* () {
+      let revision = "1"
+      const { asked, engine } = counting(() => revision)
+      const index = ResourceIndex.make(MemoryResourceStore.make(), engine)
+      yield* index.putMany(owner, [conversation, first!, second!])
+      asked.length = 0
+      // Allowed as a whole: each resource is remembered as allowed.
+      yield* index.findReadable(owner, conversation.meta.urn)
+      yield* index.get(owner, first!.meta.urn)
+      yield* index.getMany(owner, [second!.meta.urn, first!.meta.urn])
+      yield* index.findReadable(owner, conversation.meta.urn)
+      assert.deepStrictEqual(asked, [
+        `get ${conversation.meta.urn}`,
+        `get ${first!.meta.urn}`,
+        `get ${second!.meta.urn}`
+      ])
+      // Another actor, another action: decided on their own.
+      yield* index.get(reader, first!.meta.urn)
+      yield* index.delete(owner, second!.meta.urn)
+      assert.strictEqual(asked.length, 5)
+      // A denial carries the engine's reasons, every time.
+      const hidden = "cld:conversation.denied"
+      for (let i = 0; i < 2; i++) {
+        const refused = yield* Effect.flip(index.get(owner, hidden))
+        assert.match(refused.message, /counting: denied/)
+      }
+      assert.strictEqual(asked.length, 7)
+      // A new revision (the policies changed): nothing allowed before is taken as allowed.
+      revision = "2"
+      yield* index.get(owner, first!.meta.urn)
+      assert.deepStrictEqual(asked.slice(7), [`get ${first!.meta.urn}`])
+    })
+  )
+
+  it.effect("an engine without a revision is asked every time", () =>
+    Effect.gen(function* () {
+      const { asked, engine } = counting()
+      const index = ResourceIndex.make(MemoryResourceStore.make(), engine)
+      yield* index.put(owner, conversation)
+      for (let i = 0; i < 3; i++) yield* index.get(owner, conversation.meta.urn)
+      assert.strictEqual(asked.length, 4)
+    })
+  )
+
+  it.effect("a policy file's edit is followed at the next access", () =>
+    Effect.gen(function* () {
+      const file = path.join(directory, `policy-${files++}.cedar`)
+      const grant = (action: string) =>
+        `permit (principal, action == Noema::Action::"put", resource);\npermit (principal == Noema::Actor::"${reader}", action == Noema::Action::"${action}", resource);\n`
+      fs.writeFileSync(file, grant("get"))
+      const index = ResourceIndex.make(MemoryResourceStore.make(), yield* CedarPolicy.fromFile(file))
+      yield* index.put(owner, conversation)
+      assert.deepStrictEqual(yield* index.get(reader, conversation.meta.urn), conversation)
+      fs.writeFileSync(file, `// reading taken back\n${grant("delete")}`)
+      assert.equal((yield* Effect.flip(index.get(reader, conversation.meta.urn)))._tag, "AccessDeniedError")
+    })
+  )
+})
+
 describe("ResourceIndex writes", () => {
   it.effect(
     "on a SQL store, a put and its vector are one transaction: a failed vector write stores nothing",
