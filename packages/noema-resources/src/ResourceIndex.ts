@@ -130,9 +130,10 @@ const allowsRemembered = 8192
 
 /**
  * The engine's decisions, with what it allowed remembered per (actor, action, URN) while its
- * `revision` stays, for an engine that has one (see `Policy.Service.revision`): a request whose
- * every resource was allowed is allowed without asking again. Denials are always asked, so a
- * refusal carries the engine's own reasons.
+ * `revision` stays, for an engine that has one (see `Policy.Service.revision`): the engine is
+ * asked only about the resources it has not allowed yet (none: allowed), which by that
+ * contract decides the whole request. Denials are never remembered, so a refusal always
+ * carries the engine's own reasons.
  */
 const rememberingAllows = (
   policy: Policy.Service
@@ -141,8 +142,6 @@ const rememberingAllows = (
   if (revisionOf === undefined) return policy.authorize
   const allowed = new Set<string>()
   let revision = revisionOf()
-  const keysOf = (request: Policy.Request) =>
-    request.resources.map((urn) => `${request.actor}\u0000${request.action}\u0000${urn}`)
   return (request) =>
     Effect.suspend(() => {
       const current = revisionOf()
@@ -150,14 +149,15 @@ const rememberingAllows = (
         allowed.clear()
         revision = current
       }
-      const keys = keysOf(request)
-      if (keys.length > 0 && keys.every((key) => allowed.has(key))) return Effect.succeed(Policy.allow())
-      return Effect.tap(policy.authorize(request), (decision) =>
+      const keyOf = (urn: string) => `${request.actor}\u0000${request.action}\u0000${urn}`
+      const unknown = request.resources.filter((urn) => !allowed.has(keyOf(urn)))
+      if (request.resources.length > 0 && unknown.length === 0) return Effect.succeed(Policy.allow())
+      return Effect.tap(policy.authorize({ ...request, resources: unknown }), (decision) =>
         Effect.sync(() => {
           if (decision.decision !== "allow" || revision !== current) return
-          for (const key of keys) {
+          for (const urn of unknown) {
             if (allowed.size >= allowsRemembered) allowed.delete(allowed.values().next().value as string)
-            allowed.add(key)
+            allowed.add(keyOf(urn))
           }
         })
       )

@@ -209,6 +209,16 @@ describe("ResourceIndex decisions", () => {
         assert.match(refused.message, /counting: denied/)
       }
       assert.strictEqual(asked.length, 7)
+      // A request about some resources allowed before: only the others are asked about.
+      const third = Resource.make("message", {
+        name: "third",
+        parent: conversation.meta.urn,
+        role: "user",
+        content: "third"
+      })
+      yield* index.put(owner, third)
+      yield* index.findReadable(owner, conversation.meta.urn)
+      assert.deepStrictEqual(asked.splice(7), [`put ${third.meta.urn}`, `get ${third.meta.urn}`])
       // A new revision (the policies changed): nothing allowed before is taken as allowed.
       revision = "2"
       yield* index.get(owner, first!.meta.urn)
