@@ -125,7 +125,7 @@ export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
   "@noema/resources/ResourceIndex"
 ) {}
 
-/** Allowed (actor, action, URN) triples an index remembers. */
+/** Allowed (actor, action, URN) triples an index remembers; past that it starts afresh. */
 const allowsRemembered = 8192
 
 /**
@@ -140,24 +140,31 @@ const rememberingAllows = (
 ): ((request: Policy.Request) => Effect.Effect<Policy.Decision>) => {
   const revisionOf = policy.revision
   if (revisionOf === undefined) return policy.authorize
-  const allowed = new Set<string>()
+  // By actor and action, the URNs allowed: the URN strings are looked up as they are (no key built).
+  const allowed = new Map<string, Set<string>>()
+  let size = 0
   let revision = revisionOf()
   return (request) =>
     Effect.suspend(() => {
       const current = revisionOf()
-      if (current !== revision) {
+      if (current !== revision || size >= allowsRemembered) {
         allowed.clear()
+        size = 0
         revision = current
       }
-      const keyOf = (urn: string) => `${request.actor}\u0000${request.action}\u0000${urn}`
-      const unknown = request.resources.filter((urn) => !allowed.has(keyOf(urn)))
+      const key = `${request.action} ${request.actor}`
+      const known = allowed.get(key)
+      const unknown =
+        known === undefined ? request.resources : request.resources.filter((urn) => !known.has(urn))
       if (request.resources.length > 0 && unknown.length === 0) return Effect.succeed(Policy.allow())
       return Effect.tap(policy.authorize({ ...request, resources: unknown }), (decision) =>
         Effect.sync(() => {
           if (decision.decision !== "allow" || revision !== current) return
+          const urns = allowed.get(key) ?? new Set<string>()
+          allowed.set(key, urns)
           for (const urn of unknown) {
-            if (allowed.size >= allowsRemembered) allowed.delete(allowed.values().next().value as string)
-            allowed.add(keyOf(urn))
+            if (!urns.has(urn)) size++
+            urns.add(urn)
           }
         })
       )
