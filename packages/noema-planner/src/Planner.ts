@@ -10,8 +10,9 @@
  * 3. **Execute.** A task without subtasks runs **directly**: its context
  *    window (the resources along its URN path, the most similar ones, the
  *    conversation's history), the assistant's inner tool loop (`ToolAgent`),
- *    and its output persisted as a `message` resource under the task; the task
- *    is then stored `done` (or `failed`, with why) with its `completedAt`. The
+ *    and its output persisted as a `message` resource under the task in the
+ *    same write as the task stored `done` (or the task stored `failed`, with
+ *    why), with its `completedAt`. The
  *    statements the output states (`Graph.factFormat` lines) go into the RDF
  *    graph, named after the message, and every leaf has `graph_query` (answering
  *    with what its assistant may read). A task with subtasks
@@ -32,6 +33,14 @@
  * output is read back), the rest is run, and a task marked `retryable: false`
  * that had started is not run twice. The registered tools are stored as
  * `tool` resources.
+ *
+ * Each state change is one write (the plan, the tree's assignments, a task's
+ * start, its outcome with its output). A run keeps what it wrote in step with
+ * its writes, so it writes a task's next state without reading it back, and in
+ * a conversation it began (where everything was written by it) it lists what
+ * lies under a task from there, through the policy as from the store
+ * (`ResourceIndex.filterReadable`): "read from the store" above is what the
+ * store holds, without reading it again.
  *
  * Hard limits: the tree's depth, children and size (at planning), corrective
  * rounds per task, model calls and tokens in all (`Budget`), and stall
