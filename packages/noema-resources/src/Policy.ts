@@ -36,7 +36,8 @@ export interface Service {
    * depend only on the actor, the action, each resource and the revision (which changes
    * whenever the policies do), and a request is allowed exactly when each of its resources
    * would be on its own. `ResourceIndex` then remembers what it allowed while the revision
-   * stays. An engine without it is asked every time.
+   * stays. An engine without it is asked every time; a wrapper that changes or observes
+   * decisions (`shadow`) leaves it out.
    */
   readonly revision?: () => string
 }

@@ -51,8 +51,8 @@ export interface Options {
 }
 
 /** Decoded bodies remembered, and the longest body remembered. */
-const cachedBodies = 2048
-const cachedBodyLength = 16_384
+const cachedBodies = 1024
+const cachedBodyLength = 8192
 
 /** Keys per `IN (...)` query: well below both databases' limits on bound parameters. */
 const keysPerQuery = 500
