@@ -172,6 +172,13 @@ const checkFilter = (actor: string, filter: Filter): ResourceEventsError | undef
   return undefined
 }
 
+/**
+ * URNs found valid lately: an index names the same resources in event after event (what a
+ * reader lists, again and again), and a URN's validity is a property of its text alone.
+ */
+const validUrns = new Set<string>()
+const validUrnsRemembered = 4096
+
 /** The event to publish, complete and checked. */
 const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsError => {
   if (!detailTypes.includes(event.detailType))
@@ -180,8 +187,11 @@ const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsEr
     return eventsError("an event needs a source")
   if (event.resources.length === 0) return eventsError("an event names at least one resource")
   for (const urn of event.resources) {
+    if (validUrns.has(urn)) continue
     const parsed = Urn.parseEither(urn)
     if (parsed instanceof Urn.InvalidUrnError) return eventsError(parsed.message)
+    if (validUrns.size >= validUrnsRemembered) validUrns.clear()
+    validUrns.add(urn)
   }
   return {
     id: event.id ?? crypto.randomUUID(),
