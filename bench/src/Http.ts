@@ -4,20 +4,25 @@
  * the same scripted answer: the `openai` SDK alone (the floor), the same with
  * an abort signal (a reference: noema must pass one), noema's OpenAI adapter
  * inside a SimpleAgent, and the AI SDK's `@ai-sdk/openai` chat model with
- * `generateText`.
+ * `generateText`. Beside them, noema's session turn with and without its
+ * turns' traces kept (`TraceStore.layerRecording` into a SQLite file): what
+ * keeping traces locally costs a turn.
  *
  * Each contender keeps one client for the whole run (keep-alive connections),
  * as a real application does, and the contenders take turns in rounds.
  */
 import { type ChildProcess, fork } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { createOpenAI } from "@ai-sdk/openai"
 import type { ChatModel } from "@noema/core"
 import { Agent, ConversationContext, Message } from "@noema/core"
 import { generateText } from "ai"
-import { Effect, Redacted } from "effect"
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import OpenAI from "openai"
 import type { Contender, LatencyOptions, ThroughputContender, ThroughputOptions } from "./Harness.ts"
-import { check, interleavedLatency, now, throughput } from "./Harness.ts"
+import { check, interleavedLatency, latency, now, throughput } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 
 const answer = "The weather in Paris is sunny with a light breeze, 21 degrees."
@@ -111,15 +116,20 @@ const measure = async (
       { model: modelName, messages },
       { signal: new AbortController().signal }
     )
-  const rawFirstToken = async (): Promise<number> => {
+  /** Time to the first text delta of the raw SDK's stream (`signal`: with a fresh AbortSignal, as noema passes one). */
+  const rawFirstTokenWith = async (signal: boolean): Promise<number> => {
+    const client = signal ? rawWithSignal : raw
     const start = now()
     let first: number | undefined
-    const stream = await raw.chat.completions.create({
-      model: modelName,
-      messages,
-      stream: true,
-      stream_options: { include_usage: true }
-    })
+    const stream = await client.chat.completions.create(
+      {
+        model: modelName,
+        messages,
+        stream: true,
+        stream_options: { include_usage: true }
+      },
+      signal ? { signal: new AbortController().signal } : undefined
+    )
     // The rest of the stream is read too, so the connection goes back to the pool.
     for await (const chunk of stream) {
       if (first === undefined && (chunk.choices[0]?.delta.content ?? "") !== "") first = now()
@@ -127,6 +137,8 @@ const measure = async (
     check(first !== undefined, "raw stream had a text delta")
     return ((first as number) - start) * 1000
   }
+  const rawFirstToken = () => rawFirstTokenWith(false)
+  const rawSignalFirstToken = () => rawFirstTokenWith(true)
 
   const aiModel = createOpenAI({ apiKey, baseURL: server.url }).chat(modelName)
   const aiTurn = () => generateText({ model: aiModel, prompt: question, maxRetries: 0 })
@@ -135,9 +147,11 @@ const measure = async (
   check((await rawSignalTurn()).choices[0]?.message.content === answer, "raw SDK with a signal answer")
   check((await aiTurn()).text === answer, "AI SDK answer")
   check((await rawFirstToken()) > 0, "raw SDK first token")
+  check((await rawSignalFirstToken()) > 0, "raw SDK with a signal first token")
 
   let noemaTurn: (() => Promise<unknown>) | undefined
   let noemaFirstToken: (() => Promise<number>) | undefined
+  let sessionTurns: SessionTurns | undefined
   if (noema.openai !== undefined && noema.agents !== undefined) {
     const model: ChatModel.Service = await Effect.runPromise(
       noema.openai.OpenAiChatModel.make({
@@ -164,6 +178,7 @@ const measure = async (
       "noema answer over HTTP"
     )
     check((await noemaFirstToken()) > 0, "noema first token")
+    if (noema.session !== undefined) sessionTurns = await makeSessionTurns(noema, model, agent)
   }
 
   const turns: Array<Contender> = [
@@ -176,6 +191,13 @@ const measure = async (
   ]
   const firstTokens: Array<Contender> = [
     { figure: "http.ttft.raw_us", operation: rawFirstToken, selfTimed: true, beforeSample: reset },
+    // References, not contenders: the floor with the signal noema must pass (see http.turn.raw_signal_us).
+    {
+      figure: "http.ttft.raw_signal_us",
+      operation: rawSignalFirstToken,
+      selfTimed: true,
+      beforeSample: reset
+    },
     ...(noemaFirstToken === undefined
       ? []
       : [{ figure: "http.ttft.noema_us", operation: noemaFirstToken, selfTimed: true, beforeSample: reset }])
@@ -184,17 +206,103 @@ const measure = async (
     ...(noemaTurn === undefined
       ? []
       : [{ figure: "http.concurrent50.noema_per_s", operation: noemaTurn, beforeSample: reset }]),
-    { figure: "http.concurrent50.raw_per_s", operation: rawTurn, beforeSample: reset }
+    { figure: "http.concurrent50.raw_per_s", operation: rawTurn, beforeSample: reset },
+    { figure: "http.concurrent50.raw_signal_per_s", operation: rawSignalTurn, beforeSample: reset }
   ]
-  const turnFigures = await interleavedLatency(turns, options.latency)
-  const figure = (name: string) => turnFigures[name]?.toFixed(0) ?? "n/a"
-  process.stderr.write(
-    `  http.turn: raw SDK ${figure("http.turn.raw_us")} us, raw SDK + AbortSignal ` +
-      `${figure("http.turn.raw_signal_us")} us, noema ${figure("http.turn.noema_us")} us\n`
-  )
-  return {
-    ...turnFigures,
-    ...(await interleavedLatency(firstTokens, options.latency)),
-    ...(await throughput(concurrent, options.throughput))
+  try {
+    const turnFigures = {
+      ...(await interleavedLatency(turns, options.latency)),
+      // In batches, not call by call: a kept trace is written after its turn, so its cost falls
+      // on the turns that follow, which must be its own side's.
+      ...(sessionTurns === undefined
+        ? {}
+        : await latency(sessionContenders(sessionTurns, reset), options.latency))
+    }
+    const figure = (name: string) => turnFigures[name]?.toFixed(0) ?? "n/a"
+    process.stderr.write(
+      `  http.turn: raw SDK ${figure("http.turn.raw_us")} us, raw SDK + AbortSignal ` +
+        `${figure("http.turn.raw_signal_us")} us, noema ${figure("http.turn.noema_us")} us; ` +
+        `a session's turn ${figure("http.turn.session_us")} us, its trace kept ${figure("http.turn.session_traced_us")} us\n`
+    )
+    return {
+      ...turnFigures,
+      ...(await interleavedLatency(firstTokens, options.latency)),
+      ...(await throughput(concurrent, options.throughput))
+    }
+  } finally {
+    await sessionTurns?.close()
   }
+}
+
+/** The session's turn with and without its trace kept, sharing one preparation (the harness runs it once). */
+const sessionContenders = (turns: SessionTurns, reset: () => Promise<void>): Array<Contender> => {
+  const prepare = async () => {
+    await reset()
+    await turns.fresh()
+  }
+  return [
+    { figure: "http.turn.session_us", operation: turns.plain, beforeSample: prepare },
+    { figure: "http.turn.session_traced_us", operation: turns.traced, beforeSample: prepare }
+  ]
+}
+
+interface SessionTurns {
+  /** A new session's turn (in memory), no tracer installed. */
+  readonly plain: () => Promise<unknown>
+  /** The same, its trace kept in a SQLite file (written after the turn, on a fiber of its own). */
+  readonly traced: () => Promise<unknown>
+  /** A new memory store for the sessions (untimed, before a sample), so they do not pile up. */
+  readonly fresh: () => Promise<void>
+  readonly close: () => Promise<void>
+}
+
+/**
+ * A session's turn, both ways. The sessions live in memory on both sides, so the difference is
+ * the tracing alone: spans opened and recorded, and the trace's write (the default retention,
+ * 1,000 turns, pruned at each write) competing for the same process.
+ */
+const makeSessionTurns = async (
+  noema: Availability,
+  model: ChatModel.Service,
+  agent: import("@noema/core").Agent.Agent<never>
+): Promise<SessionTurns> => {
+  const { MemoryStore, Session, SessionStore, TraceStore } = noema.session as typeof import("@noema/session")
+  const { Database } = await import("@noema/sql")
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-bench-traces-"))
+  const traced = ManagedRuntime.make(
+    Layer.unwrap(Effect.map(TraceStore.fromDatabase, (store) => TraceStore.layerRecording(store))).pipe(
+      Layer.provideMerge(Database.layer({ kind: "sqlite", filename: path.join(directory, "traces.db") }))
+    )
+  )
+  let store = await Effect.runPromise(MemoryStore.make())
+  const turn = () =>
+    Effect.flatMap(Session.create(), (session) => session.turn(agent, model, question)).pipe(
+      Effect.provideService(SessionStore.SessionStore, store)
+    )
+  const turns: SessionTurns = {
+    plain: () => Effect.runPromise(turn()),
+    traced: () => traced.runPromise(turn()),
+    fresh: async () => {
+      store = await Effect.runPromise(MemoryStore.make())
+    },
+    close: async () => {
+      await traced.dispose()
+      fs.rmSync(directory, { recursive: true, force: true })
+    }
+  }
+  for (const [name, run] of [
+    ["plain", turns.plain],
+    ["traced", turns.traced]
+  ] as const) {
+    const messages = (await run()) as ReadonlyArray<Message.Message>
+    check(Message.text(messages.at(-1) as Message.Message) === answer, `a session's turn over HTTP (${name})`)
+  }
+  // The traced side really keeps traces: the write after the turn has happened.
+  const kept = await traced.runPromise(
+    Effect.flatMap(TraceStore.fromDatabase, (store) => store.list()).pipe(
+      Effect.repeat({ until: (page) => page.total > 0, times: 200 })
+    )
+  )
+  check(kept.total > 0, "the traced turn's trace was kept")
+  return turns
 }

@@ -90,7 +90,7 @@ export interface JsonOutput {
  * with 128 + the signal's number.
  */
 const ask = async (options: Options, frame: Frame.Shape, signal: AbortSignal): Promise<number> => {
-  const { io, tracer } = frame
+  const { io } = frame
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Databases.storeLayer(
     CliConfig.resolveDatabase(options.database, io.env, CliConfig.paths(io.env), io.cwd)
@@ -98,7 +98,7 @@ const ask = async (options: Options, frame: Frame.Shape, signal: AbortSignal): P
   const text = await question(options, io, signal)
   const contextBudget = CliConfig.resolveContextBudget(options.model, io.env)
   const { config, model, errors, dispose } = await Models.commandModel(options.model, frame)
-  const runtime = Databases.openStore(store, tracer)
+  const runtime = Databases.openStore(store, frame)
   const mcp = await Mcp.openMcp(options.mcp, io.cwd, { approveAll: options.approveAll }).catch(
     async (error: unknown) => {
       dispose()

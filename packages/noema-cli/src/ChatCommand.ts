@@ -15,9 +15,8 @@
  * line, stops the runtime and quits with status 0.
  */
 import * as fs from "node:fs"
-import { ToolAgent } from "@noema/agents"
 import { Approval, type ChatModel, Message, type Tool } from "@noema/core"
-import { type Runtime as AgentRuntime, ContextItem, RuntimeBuilder, TriggerEvent } from "@noema/runtime"
+import { type Runtime as AgentRuntime, ContextItem, TriggerEvent } from "@noema/runtime"
 import { Session, SessionStore, Usage } from "@noema/session"
 import { Cause, Deferred, Effect, Exit, Fiber, Stream } from "effect"
 import type { Command } from "./CliArguments.js"
@@ -25,6 +24,7 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import type { Io } from "./Io.js"
 import { ChatInput } from "./internal/ChatInput.js"
+import * as ChatSetup from "./internal/ChatSetup.js"
 import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as Mcp from "./internal/Mcp.js"
@@ -288,19 +288,18 @@ class Chat {
     const current = this.#agentRuntime
     if (current !== undefined && current.session === session) return current.runtime
     await this.#stopRuntime()
-    const compaction = Models.turnCompaction(await this.#compactionSettings())
-    const builder = RuntimeBuilder.make()
-      .registerTools(
-        ...Models.tools({ tools: this.#options.tools, cwd: this.#io.cwd, mcpTools: this.#mcpTools })
-      )
-      .useModel(this.#model)
-      .useSession(session)
-    // One path for both modes: the builder makes either agent with the runtime's steering.
-    const chosen = this.#planning
-      ? builder.usePlanAgent({ name: "noema" })
-      : builder.useAgent(({ tools, steering }) => ToolAgent.make({ name: "noema", tools, steering }))
     const runtime = await this.#runtime.runPromise(
-      (compaction === undefined ? chosen : chosen.useCompaction(compaction)).build()
+      ChatSetup.runtimeFor(
+        {
+          model: this.#model,
+          tools: this.#options.tools,
+          cwd: this.#io.cwd,
+          mcpTools: this.#mcpTools,
+          plan: this.#planning,
+          compaction: () => this.#compactionSettings()
+        },
+        session
+      )
     )
     const drawing = await this.#runtime.runPromise(this.#draw(session, runtime))
     await this.#runtime.runPromise(runtime.start)
@@ -741,7 +740,8 @@ class Chat {
  * an answer, see `#onSignal`); SIGTERM and SIGHUP, the frame's, abort `signal`, which
  * stops the chat as quitting does.
  */
-const chat = async (options: Options, { io, tracer }: Frame.Shape, signal: AbortSignal): Promise<number> => {
+const chat = async (options: Options, frame: Frame.Shape, signal: AbortSignal): Promise<number> => {
+  const { io } = frame
   const paths = CliConfig.paths(io.env)
   // The database first: a URL this build cannot use is refused before anything else is said.
   const store = Databases.storeLayer(CliConfig.resolveDatabase(options.database, io.env, paths, io.cwd))
@@ -763,7 +763,7 @@ const chat = async (options: Options, { io, tracer }: Frame.Shape, signal: Abort
   )
   // The input history lives in $NOEMA_HOME even when the sessions are elsewhere.
   fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
-  const runtime = Databases.openStore(store, tracer)
+  const runtime = Databases.openStore(store, frame)
   // Opening the store here surfaces a corrupt database before the prompt appears.
   await Databases.runOn(runtime, Effect.void).catch(async (error: unknown) => {
     await runtime.dispose()

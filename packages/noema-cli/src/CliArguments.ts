@@ -63,10 +63,19 @@ export type Command =
   | ({ readonly type: "sessions-export-all" } & StoreOptions)
   /** JSON lines from `file`, or stdin when undefined or "-". */
   | ({ readonly type: "sessions-import"; readonly file: string | undefined } & StoreOptions)
+  /** The turns' traces kept in the database, newest first; `session`: one session's (an id or a unique prefix). */
+  | ({
+      readonly type: "traces-list"
+      readonly session: string | undefined
+      readonly json: boolean
+    } & StoreOptions)
+  /** One trace's spans; `id` may be a unique prefix. */
+  | ({ readonly type: "traces-show"; readonly id: string; readonly json: boolean } & StoreOptions)
   | RoutineCommand
   | PolicyCommand
   | ResourcesCommand
   | PlanCommand
+  | TasksCommand
   | RunsCommand
 
 // ---------------------------------------------------------------------------
@@ -201,6 +210,12 @@ export type PlanCommand =
     } & PlanCommon)
   | ({ readonly type: "tasks-show"; readonly urn: string; readonly as: string } & PlanCommon)
 
+/** `noema tasks list`: the stored plans, newest first. */
+export type TasksCommand = { readonly type: "tasks-list"; readonly as: string } & Omit<
+  PlanCommon,
+  "embeddingModel"
+>
+
 // ---------------------------------------------------------------------------
 // Runs: noema threads ..., noema run "request", noema runs ..., noema serve, noema worker
 // ---------------------------------------------------------------------------
@@ -327,6 +342,8 @@ const readingCommands: ReadonlySet<Command["type"]> = new Set<Command["type"]>([
   "sessions-show",
   "sessions-export",
   "sessions-export-all",
+  "traces-list",
+  "traces-show",
   "runs-list",
   "runs-show",
   "runs-verify",
@@ -336,6 +353,7 @@ const readingCommands: ReadonlySet<Command["type"]> = new Set<Command["type"]>([
   "resources-show",
   "resources-search",
   "tasks-show",
+  "tasks-list",
   "routine-status"
 ])
 

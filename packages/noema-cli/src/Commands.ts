@@ -12,9 +12,9 @@
  * that cannot run is refused before anything runs, in the usage error style.
  *
  * Examples run as pasted, on the offline model (a test runs every one):
- * `$SESSION`, `$THREAD`, `$RUN`, `$URN` and `$MESSAGE` stand for the ids of a
- * saved session, a thread, a run waiting for approval, a resource and a planned
- * request's message.
+ * `$SESSION`, `$THREAD`, `$RUN`, `$URN`, `$MESSAGE` and `$TRACE` stand for the
+ * ids of a saved session, a thread, a run waiting for approval, a resource, a
+ * planned request's message and a turn's trace.
  *
  * Imported at start-up: effect's modules by their own paths, not the `effect`
  * index, which would load all of them.
@@ -57,9 +57,11 @@ const invalid = (message: string) => Effect.fail(new CliError.ValidationError({ 
 const chat = Frame.runner(() => import("./ChatCommand.js").then((module) => module.run))
 const ask = Frame.runner(() => import("./AskCommand.js").then((module) => module.run))
 const sessions = Frame.runner(() => import("./SessionsCommand.js").then((module) => module.run))
+const traces = Frame.runner(() => import("./TracesCommand.js").then((module) => module.run))
 const runs = Frame.runner(() => import("./RunsCommand.js").then((module) => module.run))
 const routine = Frame.runner(() => import("./RoutineCommand.js").then((module) => module.run))
 const plan = Frame.runner(() => import("./PlanCommand.js").then((module) => module.run))
+const tasks = Frame.runner(() => import("./TasksCommand.js").then((module) => module.run))
 const resources = Frame.runner(() => import("./ResourcesCommand.js").then((module) => module.run))
 const policy = Frame.runner(() => import("./PolicyCommand.js").then((module) => module.run))
 
@@ -250,6 +252,45 @@ them, e.g. to PostgreSQL:
   ),
   examples(["noema sessions", "the saved sessions"]),
   Command.withSubcommands([sessionsList, sessionsShow, sessionsDelete, sessionsExport, sessionsImport])
+)
+
+// ---------------------------------------------------------------------------
+// traces
+// ---------------------------------------------------------------------------
+
+const tracesListing = {
+  session: Flags.optional("session", "ID", "one session's (an id or any unique prefix of one)"),
+  ...listing
+}
+
+const tracesList = Command.make("list", tracesListing, (input) =>
+  traces("traces list", { type: "traces-list", ...input })
+).pipe(
+  about("the turns' traces kept, newest first: when, how long, how many spans, whose turn"),
+  examples(['noema traces list --session "$SESSION"', "one session's turns"])
+)
+
+const tracesShow = Command.make(
+  "show",
+  { id: argument("TRACE", "a trace id, or any unique prefix of one (noema traces list)"), ...listing },
+  (input) => traces("traces show", { type: "traces-show", ...input })
+).pipe(
+  about("one trace's spans: model calls with tokens, tool calls with their arguments and results, retries"),
+  examples(['noema traces show "$TRACE"', "a turn's spans, as a tree"])
+)
+
+const tracesCommand = Command.make("traces", tracesListing, (input) =>
+  traces("traces", { type: "traces-list", ...input })
+).pipe(
+  about(
+    "what each turn did, span by span",
+    `Without a command: the list. noema chat, noema ask and noema serve's Chat view keep each
+turn's trace in the database: NOEMA_TRACES_KEEP turns (default 1000; 0 keeps none), each for
+NOEMA_TRACES_MAX_AGE_DAYS days at most if set, also when spans are exported (OTEL_*). The
+Traces view of noema serve shows the same (docs/tracing.md).`
+  ),
+  examples(["noema traces", "the newest turns' traces"]),
+  Command.withSubcommands([tracesList, tracesShow])
 )
 
 // ---------------------------------------------------------------------------
@@ -564,12 +605,15 @@ const serveCommand = Command.make(
   (input) => runs("serve", { type: "serve", ...input })
 ).pipe(
   about(
-    "the panel (runs, sessions), a JSON HTTP API and a worker",
+    "the panel (runs, sessions, chat, traces, plans, routines, resources), a JSON HTTP API and a worker",
     `Prints the address to open, http://127.0.0.1:${defaultPort}/?token=… Every request needs that
 token (the page trades it for a cookie; programs send "Authorization: Bearer TOKEN"), so
 other users of the machine get nothing. The panel's Runs view shows threads, their runs,
 stages, artifacts (content and sha256) and the timeline, updated live, with approve, reject,
-retry and cancel buttons; its Sessions view the saved conversations (docs/dev-ui.md); a JSON API under /api (see docs/runs.md) with live events at
+retry and cancel buttons; its Sessions view the saved conversations; its Chat view a chat
+with the agent noema chat uses; Traces the turns' spans; Plans, Routines and
+Resources what noema tasks show, noema routine status and noema resources show, read as
+cld:user.cli under the default policy (docs/dev-ui.md); a JSON API under /api (see docs/runs.md) with live events at
 /api/events. Unless --no-worker, this process also carries runs on, as noema worker does.
 Ctrl-C stops it (exit status 0); runs under way are taken by the next worker.`
   ),
@@ -596,18 +640,15 @@ PostgreSQL database (--database postgres://...) workers on several machines shar
 (they must share the workspace too); a thread's runs stay one at a time across all of them.
 With --engine cluster (PostgreSQL only), workers are effect/cluster runners: each owns a
 share of the runs' shards, reached by the others at --runner-host:--runner-port, and a dead
-runner's shards move to the others (docs/runs.md, "Which engine").
+runner's shards move to the others (docs/runs.md, "Which engine"); for example, on the
+machine at 10.0.0.5: noema worker --engine cluster --database postgres://HOST/DB
+--runner-host 10.0.0.5 --runner-port 34431.
 A run started on a model this worker is not configured with waits for a process that is
 (the log says which model it needs). Ctrl-C stops it (exit status 0); runs under way are
 taken by the next worker.`
   ),
-  examples(
-    ["noema worker --concurrency 2", "carry two runs on at a time"],
-    [
-      "noema worker --engine cluster --database postgres://… --runner-host 10.0.0.5 --runner-port 34431",
-      "a cluster runner, reached by the others at 10.0.0.5:34431"
-    ]
-  )
+  // The cluster runner is in the text above: an example must run as pasted, and it needs a PostgreSQL server.
+  examples(["noema worker --concurrency 2", "carry two runs on at a time"])
 )
 
 // ---------------------------------------------------------------------------
@@ -798,10 +839,25 @@ const tasksShow = Command.make(
   examples(['noema tasks show "$MESSAGE"', "the tasks a plan stored"])
 )
 
+const tasksList = Command.make(
+  "list",
+  {
+    as: Flags.actor(plannerActor),
+    json: Flags.json,
+    database: Flags.database,
+    policy: Flags.policy,
+    engine: Flags.engine
+  },
+  (input) => tasks("tasks list", { type: "tasks-list", ...input })
+).pipe(
+  about("the plans noema plan stored, newest first: when, how many tasks are done, the request"),
+  examples(["noema tasks list", "every stored plan"])
+)
+
 const tasksCommand = Command.make("tasks").pipe(
   about("the tasks noema plan stored"),
   examples(['noema tasks show "$MESSAGE" --json', "as JSON"]),
-  Command.withSubcommands([tasksShow])
+  Command.withSubcommands([tasksList, tasksShow])
 )
 
 // ---------------------------------------------------------------------------
@@ -819,14 +875,20 @@ const resourcesCommon = {
 const resourcesLs = Command.make(
   "ls",
   {
-    prefix: argument("PREFIX", "a URN: everything under it, e.g. cld:conversation.c1"),
+    prefix: argument(
+      "PREFIX",
+      "a URN: everything under it, e.g. cld:conversation.c1 (ids may be names); or a type's root: cld:assistant"
+    ),
     json: Flags.json,
     ...resourcesCommon
   },
   (input) => resources("resources ls", { type: "resources-ls", ...input })
 ).pipe(
-  about("everything under a URN"),
-  examples(['noema resources ls "$URN"', "a resource and what is under it"])
+  about("everything under a URN, as a tree reads; or every resource of a type"),
+  examples(
+    ['noema resources ls "$URN"', "a resource and what is under it"],
+    ["noema resources ls cld:assistant", "every assistant"]
+  )
 )
 
 const resourcesShow = Command.make(
@@ -863,7 +925,7 @@ const resourcesSearch = Command.make(
     resourceType: Flags.optional(
       "type",
       "TYPE",
-      "only this type (conversation, message, task, assistant, chunk, tool)",
+      "only this type (conversation, message, task, assistant, chunk, document, tool)",
       "t"
     ),
     prefix: Flags.optional("prefix", "URN", "only under this URN", "p"),
@@ -1009,11 +1071,13 @@ not an LLM) so you can try it without an account.
 Environment
   NOEMA_HOME          where sessions (noema.db), runs and input history live (default ~/.noema)
   NOEMA_DATABASE_URL  the database, as --database (a password in it is never printed)
+  NOEMA_TRACES_KEEP   how many turns' traces are kept in it (default 1000; 0: none)
   NO_COLOR            plain output without colours
   NOEMA_DEBUG=1       print the full cause of an error
 
-In the examples, $SESSION, $THREAD, $RUN, $URN and $MESSAGE stand for the ids of a saved
-session, a thread, a run waiting for approval, a resource and a planned request's message.`
+In the examples, $SESSION, $THREAD, $RUN, $URN, $MESSAGE and $TRACE stand for the ids of a
+saved session, a thread, a run waiting for approval, a resource, a planned request's message
+and a turn's trace.`
   ),
   examples(
     ['noema ask "Why is the sky blue?"', "one question (on the offline model until a model is configured)"],
@@ -1023,6 +1087,7 @@ session, a thread, a run waiting for approval, a resource and a planned request'
     chatCommand,
     askCommand,
     sessionsCommand,
+    tracesCommand,
     threadsCommand,
     runCommand,
     runsCommand,

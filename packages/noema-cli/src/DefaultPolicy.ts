@@ -6,7 +6,7 @@
  * write (a command that only reads, `readsOnly`, uses `text` as it is), never overwritten,
  * and grants exactly the actors noema's own commands act as: the local user
  * (`noema resources`, `--as` default `cld:user.cli`) everything; the planner
- * (`noema plan`, `noema tasks show`, `cld:assistant.planner`) reads and
+ * (`noema plan`, `noema tasks list|show`, `cld:assistant.planner`) reads and
  * writes, deleting nothing; the assistants a plan elects (the built-in team
  * and those `--assistants` registers, each acting as its own URN) read, and
  * write tasks and messages. Any other actor is refused. Every access is asked
@@ -32,7 +32,7 @@ export const text = `// noema's default policy, written on first use: every acce
 @id("local-user")
 permit (principal == Noema::Actor::"${localUser}", action, resource);
 
-// The planner (noema plan, noema tasks show): stores the request, its conversation and
+// The planner (noema plan, noema tasks list|show): stores the request, its conversation and
 // its tasks, registers the assistants, and reads them back. It deletes nothing.
 @id("planner")
 permit (

@@ -30,7 +30,7 @@ import {
   SqlRunsStore,
   Worker
 } from "@noema/runs"
-import { SqlStore } from "@noema/session"
+import { SqlStore, TraceStore } from "@noema/session"
 import { Cause, Duration, Effect, Exit, Option } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import { type PipelineTools, type RunsCommand, readsOnly, UsageError } from "./CliArguments.js"
@@ -38,10 +38,12 @@ import * as CliConfig from "./CliConfig.js"
 import * as CliError from "./CliError.js"
 import * as ExitStatus from "./ExitStatus.js"
 import type { Io } from "./Io.js"
+import * as ChatSetup from "./internal/ChatSetup.js"
 import * as Databases from "./internal/Databases.js"
 import * as Frame from "./internal/Frame.js"
 import * as IdPrefix from "./internal/IdPrefix.js"
 import * as Models from "./internal/Models.js"
+import * as Tracing from "./internal/tracing.js"
 import * as ModelProvider from "./ModelProvider.js"
 import * as OfflineModel from "./OfflineModel.js"
 import * as Terminal from "./Terminal.js"
@@ -194,6 +196,8 @@ const executorModels = async (
   return {
     ...configured,
     model,
+    /** The model as configured, for `serve`'s Chat view: a chat's failures are the chat's to tell. */
+    chatModel: configured.model,
     options,
     /** The failure of the model's last call that failed in the end, if not told yet. */
     takeFailure: () => {
@@ -430,6 +434,29 @@ const clusterOf = (
   return { settings: read.settings, runner }
 }
 
+/** `noema chat`'s agent for `serve`'s Chat view: the configured model, the built-in tools unless `--no-tools`. */
+const chatAgent = (
+  command: Extract<RunsCommand, { readonly type: "serve" }>,
+  models: { readonly config: CliConfig.ModelConfig; readonly chatModel: ChatModel.Service },
+  io: Io
+) => {
+  const tools = command.noTools ? 0 : BuiltinTools.all.length
+  const contextBudget = CliConfig.resolveContextBudget(command.model, io.env)
+  let compaction: Promise<Models.CompactionSettings> | undefined
+  return ChatSetup.forServer(
+    {
+      model: models.chatModel,
+      tools: !command.noTools,
+      cwd: io.cwd,
+      compaction: () => {
+        compaction ??= Models.makeCompaction(models.config, contextBudget)
+        return compaction
+      }
+    },
+    `${CliConfig.describeModel(models.config)} · ${tools === 0 ? "no tools" : `${tools} tools`}`
+  )
+}
+
 /** What a runs command needs before the database opens: the input checked, the pipeline, the model. */
 const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
   const { io } = frame
@@ -464,6 +491,9 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
   const serverPackage = command.type === "serve" ? await import("@noema/server") : undefined
   const tokenProblem = token === undefined ? undefined : serverPackage?.Server.tokenProblem(token)
   if (tokenProblem !== undefined) throw new UsageError(`${tokenProblem} (--token, NOEMA_SERVE_TOKEN)`)
+  // The Plans, Routines and Resources views' stores: loaded by `serve` only, like the server.
+  const serveViews = command.type === "serve" ? await import("./internal/ServeViews.js") : undefined
+  const viewsEmbedder = serveViews === undefined ? undefined : await serveViews.embedder(io)
   return {
     workspace,
     database,
@@ -477,6 +507,8 @@ const prepare = async (command: RunsCommand, frame: Frame.Shape) => {
     ttlMs,
     token,
     serverPackage,
+    serveViews,
+    viewsEmbedder,
     cluster
   }
 }
@@ -497,6 +529,8 @@ export const run = (command: RunsCommand, io: Io) =>
       ttlMs,
       token,
       serverPackage,
+      serveViews,
+      viewsEmbedder,
       cluster
     } = yield* Effect.tryPromise({ try: () => prepare(command, frame), catch: (error) => error })
     const model = models?.model
@@ -833,13 +867,20 @@ export const run = (command: RunsCommand, io: Io) =>
                 const { Server, StoreChanges } = serverPackage as typeof import("@noema/server")
                 // The Sessions view shows the conversations of the same database, priced as `sessions show` does.
                 const prices = CliConfig.resolvePrices(io.env, CliConfig.paths(io.env))
+                // The Plans, Routines and Resources views read the same database as noema resources does.
+                const views = yield* serveViews!.make(io, viewsEmbedder!)
                 const server = yield* Server.make({
                   store,
                   executor,
                   workspace,
                   port: command.port,
                   sessions: yield* SqlStore.fromDatabase,
+                  // The Traces view shows the turns' traces kept in the same database.
+                  traces: yield* TraceStore.fromDatabase,
                   ...(prices !== undefined && { prices }),
+                  // The Chat view talks to the agent `noema chat` talks to, on the same kind of runtime.
+                  ...(models !== undefined && { chat: chatAgent(command, models, io) }),
+                  ...views,
                   plan: (request, approval) =>
                     PlanPipeline.plan(request, model!, { tools: toolNames, approval }),
                   ...(carrying && { wake: worker.wake }),
@@ -870,6 +911,12 @@ export const run = (command: RunsCommand, io: Io) =>
               if (carrying) yield* Effect.forkScoped(worker.run)
               return yield* Effect.never
             })
+          ).pipe(
+            // serve's turns (its Chat view's) keep their traces in the database, as noema chat's do.
+            (serving) =>
+              command.type === "serve" && frame.localTraces !== undefined
+                ? Effect.provide(serving, Tracing.recording(frame.localTraces))
+                : serving
           )
         case "runs-resume": {
           /** One run: carried on (canceled when it stopped before its files were set up). */

@@ -1,7 +1,8 @@
 /**
  * `noema ask` with the standard OTEL_* variables sends the turn's spans as
  * OTLP/HTTP to the configured endpoint (here a local server that records what
- * it is sent), without the question's text; without them it sends nothing.
+ * it is sent), without the question's text; without them it sends nothing. The
+ * turn is kept locally as well (`noema traces`), under the same trace id.
  */
 import * as http from "node:http"
 import { OpenAiTestServer } from "@noema/openai/testing"
@@ -42,6 +43,7 @@ afterEach(() => {
 
 interface OtlpSpan {
   readonly name: string
+  readonly traceId: string
   readonly attributes: ReadonlyArray<{ readonly key: string; readonly value: Record<string, unknown> }>
 }
 
@@ -97,6 +99,25 @@ describe("noema ask with OTEL_* set", () => {
     expect((await ask({})).code).toBe(0)
     expect((await ask({ OTEL_EXPORTER_OTLP_ENDPOINT: collectorUrl, OTEL_SDK_DISABLED: "true" })).code).toBe(0)
     expect(received).toEqual([])
+  })
+
+  it("keeps the turn locally too, under the same trace id, the tool's arguments and result only there", async () => {
+    home = makeHome()
+    const env = { NOEMA_HOME: home, NOEMA_MODEL: "offline", OTEL_EXPORTER_OTLP_ENDPOINT: collectorUrl }
+    const asked = await runCli(["ask", "what is 2+3*4?"], { env })
+    expect(asked.stdout).toBe("2 + 3 * 4 = 14\n")
+    const exported = received.flatMap((request) => spansOf(request.body))
+    expect(exported.map((span) => span.name)).toContain("execute_tool calculator")
+    const bodies = received.map((request) => request.body).join("\n")
+    expect(bodies).not.toContain("gen_ai.tool.call.arguments")
+    expect(bodies).not.toContain("gen_ai.tool.call.result")
+    const listed = await runCli(["traces", "list", "--json"], { env: { NOEMA_HOME: home } })
+    const local = (JSON.parse(listed.stdout) as { traces: Array<{ traceId: string }> }).traces
+    expect(local.map((trace) => trace.traceId)).toEqual([
+      exported.find((span) => span.name === "noema.turn")?.traceId
+    ])
+    const shown = await runCli(["traces", "show", local[0]?.traceId as string], { env: { NOEMA_HOME: home } })
+    expect(shown.stdout).toContain('arguments: {"expression":"2+3*4"}')
   })
 
   it("refuses an exporter it does not have, in one line", async () => {

@@ -7,10 +7,15 @@ import * as CliConfig from "../src/CliConfig.js"
 describe("CliConfig", () => {
   it("uses the offline model when neither an API key nor a base URL is set", () => {
     assert.deepStrictEqual(CliConfig.resolveModel({}, {}), { kind: "offline", reason: "unconfigured" })
-    assert.deepStrictEqual(CliConfig.resolveModel({ model: "gpt-4o" }, { NOEMA_MODEL: "x" }), {
+    assert.deepStrictEqual(CliConfig.resolveModel({}, { NOEMA_MODEL: "x" }), {
       kind: "offline",
       reason: "unconfigured"
     })
+    // A model asked for on the command line is never replaced by the offline one.
+    assert.throws(
+      () => CliConfig.resolveModel({ model: "gpt-4o" }, { NOEMA_MODEL: "x" }),
+      /names no model server/
+    )
     assert.deepStrictEqual(CliConfig.resolveModel({}, { OPENAI_API_KEY: "  " }), {
       kind: "offline",
       reason: "unconfigured"

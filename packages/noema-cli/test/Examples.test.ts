@@ -4,7 +4,7 @@
  * that holds what the examples name by variable (docs/cli.md, "Examples"):
  * `$SESSION` a saved session, `$THREAD` a thread, `$RUN` a run waiting for
  * approval (on a thread of its own), `$URN` a resource, `$MESSAGE` a planned
- * request's message. An example ends with a status that is no failure: 0, or
+ * request's message, `$TRACE` the trace of the session's turn. An example ends with a status that is no failure: 0, or
  * 3 (not done) or 4 (a run waits), as its text says; `serve` and `worker`,
  * which run until stopped, must start, then stop on SIGTERM with status 0.
  */
@@ -58,6 +58,9 @@ beforeAll(async () => {
   await noema(["ask", "my name is Ada"])
   ids.SESSION =
     (JSON.parse(await noema(["sessions", "list", "--json"])) as Array<{ id: string }>)[0]?.id ?? ""
+  ids.TRACE =
+    (JSON.parse(await noema(["traces", "list", "--json"])) as { traces: Array<{ traceId: string }> })
+      .traces[0]?.traceId ?? ""
   ids.THREAD = (await noema(["threads", "create"])).trim()
   // The run waits for approval on a thread of its own: $THREAD stays free for new runs.
   const held = (await noema(["threads", "create"])).trim()
@@ -78,7 +81,12 @@ beforeAll(async () => {
     parent: "cld:conversation.c1",
     text: "The moon pulls the tides."
   }
-  ids.URN = /^put (\S+)$/m.exec(await noema(["resources", "put", "-"], JSON.stringify(chunk)))?.[1] ?? ""
+  // Its parent first (a store refuses a resource whose parent is missing), named "c1" as the chunk says.
+  const stored = await noema(
+    ["resources", "put", "-"],
+    JSON.stringify([{ type: "conversation", name: "c1" }, chunk])
+  )
+  ids.URN = /^put (\S+\/chunk\.\S+)$/m.exec(stored)?.[1] ?? ""
   const result = (await noema(["plan", "what is 6 * 7?", "--json"])).trim().split("\n").at(-1) ?? ""
   ids.MESSAGE = (JSON.parse(result) as { tree: { message: string } }).tree.message
   for (const [name, id] of Object.entries(ids)) expect(id, name).not.toBe("")

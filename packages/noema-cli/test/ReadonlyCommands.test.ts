@@ -70,6 +70,7 @@ let urn: string
 let conversation: string
 let taskTree: string
 let before: Record<string, string>
+let traceId: string
 
 beforeAll(async () => {
   home = makeHome()
@@ -81,6 +82,9 @@ beforeAll(async () => {
     JSON.stringify({ type: "conversation", name: "tea notes", urn: "cld:conversation.tea" })
   )
   await succeed(["ask", "what is 2 + 3?"])
+  traceId = (
+    JSON.parse(await succeed(["traces", "list", "--json"])) as { traces: Array<{ traceId: string }> }
+  ).traces[0]?.traceId as string
   thread = (await succeed(["threads", "create", "--title", "tea"])).trim()
   const ran = await succeed(["run", "Write a short note about tea", "--thread", thread])
   runId = /^run (run_\S+)$/m.exec(ran)?.[1] as string
@@ -120,12 +124,19 @@ describe.skipIf(skip)("the reading commands on a 0444 database in a 0555 directo
       (stdout) => expect(stdout).toContain(urn)
     ],
     ["tasks show", () => ["tasks", "show", taskTree], (stdout) => expect(stdout).toContain("what is 12*7")],
+    ["tasks list", () => ["tasks", "list"], (stdout) => expect(stdout).toContain(`${taskTree}  1/1 done`)],
     [
       "routine status",
       () => ["routine", "status", "tea.yaml"],
       (stdout) => expect(stdout).toContain("[x] t")
     ],
-    ["sessions list", () => ["sessions", "list"], (stdout) => expect(stdout).toContain("what is 2 + 3?")]
+    ["sessions list", () => ["sessions", "list"], (stdout) => expect(stdout).toContain("what is 2 + 3?")],
+    ["traces list", () => ["traces", "list"], (stdout) => expect(stdout).toContain(traceId)],
+    [
+      "traces show",
+      () => ["traces", "show", traceId],
+      (stdout) => expect(stdout).toContain('arguments: {"expression":"2 + 3"}')
+    ]
   ]
 
   for (const [name, args, check] of reads) {

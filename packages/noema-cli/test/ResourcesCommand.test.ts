@@ -195,15 +195,100 @@ describe("noema resources", () => {
         { env: local }
       )
       assert.equal(assistantPut.code, 3, assistantPut.stdout)
-      // Allow-all only when asked for, and it says so.
+      // Allow-all only when asked for; asked for, it is the user's choice: no warning.
       const open = await runCli(
         ["resources", "ls", result.tree.conversation, "--as", "cld:user.guest", "--engine", "allow-all"],
         { env: local }
       )
       assert.equal(open.code, 0, open.stderr)
-      assert.match(open.stderr, /allow-all engine in use/)
+      assert.notMatch(open.stderr, /allow-all/)
     } finally {
       removeHome(fresh)
+    }
+  })
+
+  it("lists a type from its root, finds resources by name, refuses a missing parent, lists a plan in order", async () => {
+    const local = { NOEMA_HOME: makeHome() }
+    try {
+      const run = (...args: ReadonlyArray<string>) => runCli(["resources", ...args], { env: local })
+      const put = await run(
+        "put",
+        file("named.json", [
+          { type: "assistant", name: "analyst", purpose: "analyse numbers" },
+          { type: "assistant", name: "writer", purpose: "write prose" },
+          { type: "conversation", name: "c1" },
+          // The parent named as the conversation just put: "c1", not its hash.
+          {
+            type: "message",
+            name: "request",
+            parent: "cld:conversation.c1",
+            role: "user",
+            content: "plan it"
+          },
+          ...["third", "first", "second"].map((name) => ({
+            type: "task",
+            name,
+            parent: "cld:conversation.c1/message.request",
+            status: "pending",
+            position: ["first", "second", "third"].indexOf(name) + 1
+          }))
+        ]),
+        "--json"
+      )
+      assert.equal(put.code, 0, put.stderr)
+      const [analyst, , conversation, request] = JSON.parse(put.stdout) as Array<string>
+      assert.match(request!, new RegExp(`^${conversation}/message\\.[0-9a-f]{16}$`))
+
+      const assistants = await run("ls", "cld:assistant")
+      assert.equal(assistants.code, 0, assistants.stderr)
+      assert.deepEqual(
+        assistants.stdout
+          .trim()
+          .split("\n")
+          .map((row) => row.split("  ").slice(1)),
+        [
+          ["assistant", "analyst"],
+          ["assistant", "writer"]
+        ]
+      )
+      const shown = await run("show", "cld:assistant.analyst", "--json")
+      assert.equal(shown.code, 0, shown.stderr)
+      assert.equal(JSON.parse(shown.stdout).meta.urn, analyst)
+      assert.isAbove(JSON.parse(shown.stdout).meta.tokens, 0)
+
+      // Under the request, its tasks in the plan's order, whatever their URNs' order.
+      const tasks = await run("ls", "cld:conversation.c1")
+      assert.deepEqual(
+        tasks.stdout
+          .trim()
+          .split("\n")
+          .map((row) => row.split("  ").slice(1).join(" ")),
+        ["message request", "task first", "task second", "task third"]
+      )
+
+      const orphan = await run(
+        "put",
+        file("orphan.json", { type: "chunk", name: "x", parent: "cld:conversation.none", text: "x" })
+      )
+      assert.equal(orphan.code, 1)
+      assert.match(
+        orphan.stderr,
+        /its parent cld:conversation\.none does not exist \(put the parent first\)\n$/
+      )
+      const twin = await run(
+        "put",
+        file("twin.json", {
+          meta: { urn: "cld:assistant.a2", name: "analyst", type: "assistant", hash: "a2" }
+        })
+      )
+      assert.equal(twin.code, 1)
+      assert.match(
+        twin.stderr,
+        /the name "analyst" is taken: cld:assistant\.[0-9a-f]{16} is the assistant of that name/
+      )
+      assert.equal((await run("ls", "cld:assistant")).stdout.trim().split("\n").length, 2)
+    } finally {
+      removeHome(local.NOEMA_HOME)
     }
   })
 
@@ -211,6 +296,7 @@ describe("noema resources", () => {
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, number, RegExp]> = [
       [["ls"], 2, /missing PREFIX/],
       [["ls", "kitchen"], 2, /kitchen/],
+      [["ls", "cld:rocket"], 2, /a type's root is cld:<type>, one of conversation, message, task/],
       [
         ["show", `cld:${Array.from({ length: 3000 }, (_, i) => `task.t${i}`).join("/")}`],
         2,

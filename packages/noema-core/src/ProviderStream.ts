@@ -49,13 +49,27 @@ class Exchange {
 
   constructor(private readonly options: Options) {}
 
+  /**
+   * One pull. Interrupted while it waits on the provider, it aborts the request at once (its
+   * canceller runs first, before the rest of the interrupted fiber unwinds): a pull is only
+   * interrupted when the stream is abandoned, and the request is what should stop first.
+   */
   readonly pull: Effect.Effect<Chunks, ChatModelError | Cause.Done> = Effect.callback((resume) => {
-    if (this.iterator !== undefined) return this.next(this.iterator, resume)
+    this.pullOnce(resume)
+    return this.close
+  })
+
+  private pullOnce(resume: Resume): void {
+    if (this.iterator !== undefined) {
+      this.next(this.iterator, resume)
+      return
+    }
     let started: PromiseLike<AsyncIterable<unknown>>
     try {
       started = this.options.start(this.controller.signal)
     } catch (cause) {
-      return resume(this.options.fail(cause, "request"))
+      resume(this.options.fail(cause, "request"))
+      return
     }
     started.then(
       (source) => {
@@ -65,7 +79,7 @@ class Exchange {
       },
       (cause) => resume(this.options.fail(cause, "request"))
     )
-  })
+  }
 
   private next(iterator: AsyncIterator<unknown>, resume: Resume): void {
     iterator.next().then(
@@ -91,8 +105,9 @@ class Exchange {
     )
   }
 
+  /** Aborts the request unless its answer was read to the end (once: the pull's canceller and the scope's finalizer both call it). */
   readonly close = Effect.sync(() => {
-    if (this.readToEnd) return
+    if (this.readToEnd || this.controller.signal.aborted) return
     this.controller.abort()
     // Lets the SDK's iterator run its own cleanup; it settles once the aborted read does.
     this.iterator?.return?.().catch(ignore)

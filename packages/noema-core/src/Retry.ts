@@ -13,6 +13,7 @@
 import { Channel, Duration, Effect, Schedule, Stream } from "effect"
 import type { ChatRequest, ChatResponse, Service, StreamChunk } from "./ChatModel.js"
 import type * as ModelError from "./ModelError.js"
+import { Attributes, EventNames } from "./Tracing.js"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -159,7 +160,7 @@ const makeWait = <E extends Failure>(options: Options): Effect.Effect<Wait<E>> =
           if (cap !== undefined && Duration.isGreaterThan(after, cap)) return Effect.fail(error)
           total = after
           attempt++
-          const sleep = Effect.sleep(delay)
+          const sleep = Effect.andThen(noteOnSpan(error, attempt, delay), Effect.sleep(delay))
           return onRetry === undefined
             ? sleep
             : Effect.andThen(onRetry({ error, attempt, maxAttempts, delay }), sleep)
@@ -167,6 +168,26 @@ const makeWait = <E extends Failure>(options: Options): Effect.Effect<Wait<E>> =
       )
   })
 }
+
+/**
+ * The retry as an event of the span it happens in (the model call's), so a trace shows
+ * each failed attempt: the failure's reason and message, the attempt to come, the wait.
+ */
+const noteOnSpan = (error: Failure, attempt: number, delay: Duration.Duration): Effect.Effect<void> =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+    span._tag === "None"
+      ? Effect.void
+      : Effect.clockWith((clock) =>
+          Effect.sync(() =>
+            span.value.event(EventNames.retry, clock.currentTimeNanosUnsafe(), {
+              [Attributes.errorType]: error.reason._tag,
+              "error.message": error.reason.message,
+              [Attributes.retryAttempt]: attempt,
+              [Attributes.retryDelay]: Duration.toMillis(delay)
+            })
+          )
+        )
+  )
 
 /** Retries one call's retryable failures with the policy (at most `maxAttempts` attempts in all). */
 export const effect = <A, E extends Failure, R>(

@@ -359,7 +359,8 @@ export const call = <Params extends Parameters, Success, Failure, R>(
 /**
  * Runs a call against a set of tools; an unknown tool name is reported to the
  * model. Each call is one `execute_tool {name}` span (see `Tracing`); its
- * arguments and result are recorded only with `Tracing.RecordContent`.
+ * arguments and result are recorded only with `Tracing.RecordContent` or
+ * `Tracing.RecordToolContent`.
  */
 export const callIn = <R>(
   tools: ReadonlyArray<Any<R>>,
@@ -389,7 +390,7 @@ export const callIn = <R>(
       }
     },
     () =>
-      Effect.flatMap(Tracing.RecordContent, (record) =>
+      Effect.flatMap(recordsToolContent, (record) =>
         record
           ? Effect.annotateCurrentSpan(Tracing.Attributes.toolCallArguments, toolCall.arguments).pipe(
               Effect.andThen(result),
@@ -399,6 +400,12 @@ export const callIn = <R>(
       )
   )
 }
+
+const recordsToolContent = Effect.zipWith(
+  Tracing.RecordContent,
+  Tracing.RecordToolContent,
+  (all, tools) => all || tools
+)
 
 const annotateResult = (message: ToolMessage, record: boolean): Effect.Effect<void> => {
   if (!message.isError && !record) return Effect.void

@@ -19,6 +19,16 @@ export const RecordContent = Context.Reference<boolean>("@noema/core/Tracing/Rec
   defaultValue: () => false
 })
 
+/**
+ * Whether `execute_tool` spans record the tool call's arguments and result, even without
+ * `RecordContent`: a local trace store (whose database already holds the session's
+ * messages) sets it, so its traces show what a tool was asked and answered without
+ * recording every model call's messages, whose size grows with the history.
+ */
+export const RecordToolContent = Context.Reference<boolean>("@noema/core/Tracing/RecordToolContent", {
+  defaultValue: () => false
+})
+
 /** Span names. A model call is `chat {model}` and a tool call `execute_tool {name}`, as the conventions say. */
 export const SpanNames = {
   turn: "noema.turn",
@@ -50,7 +60,27 @@ export const Attributes = {
   toolCallArguments: "gen_ai.tool.call.arguments",
   toolCallResult: "gen_ai.tool.call.result",
   sessionId: "noema.session.id",
-  messageCount: "noema.session.message_count"
+  messageCount: "noema.session.message_count",
+  /** On a turn: how many messages the session held before it (the seq of the turn's first message). */
+  messageSeq: "noema.session.message_seq",
+  /** On a streamed model call: milliseconds from the call's start to its first text or tool-call chunk. */
+  timeToFirstToken: "noema.chat.time_to_first_token_ms",
+  /** On a retry event: the attempt about to be made (2 for the first retry), and the wait before it. */
+  retryAttempt: "noema.retry.attempt",
+  retryDelay: "noema.retry.delay_ms"
+} as const
+
+/** The attributes that carry content (see `RecordContent`): a tracer forwarding spans elsewhere may leave them out. */
+export const contentAttributes: ReadonlySet<string> = new Set([
+  Attributes.inputMessages,
+  Attributes.outputMessages,
+  Attributes.toolCallArguments,
+  Attributes.toolCallResult
+])
+
+/** Span event names: a model call's failed attempt that is retried. */
+export const EventNames = {
+  retry: "noema.retry"
 } as const
 
 // ---------------------------------------------------------------------------
@@ -70,12 +100,21 @@ export interface SpanOptions {
   readonly kind?: Tracer.SpanKind
 }
 
-const toSpanOptions = (options: SpanOptions | undefined): Tracer.SpanOptions => ({
-  ...(options?.attributes !== undefined && { attributes: options.attributes }),
-  ...(options?.kind !== undefined && { kind: options.kind }),
-  // A stack trace per call costs more than the span itself.
-  captureStackTrace: false
-})
+/**
+ * A span's options, or a function making them: called only when a span is opened, so a
+ * call that is not traced does not build attributes it would throw away.
+ */
+export type SpanOptionsInput = SpanOptions | (() => SpanOptions)
+
+const toSpanOptions = (input: SpanOptionsInput | undefined): Tracer.SpanOptions => {
+  const options = typeof input === "function" ? input() : input
+  return {
+    ...(options?.attributes !== undefined && { attributes: options.attributes }),
+    ...(options?.kind !== undefined && { kind: options.kind }),
+    // A stack trace per call costs more than the span itself.
+    captureStackTrace: false
+  }
+}
 
 /**
  * `effect` in a span named `name` when a tracer is installed; otherwise
@@ -85,7 +124,7 @@ const toSpanOptions = (options: SpanOptions | undefined): Tracer.SpanOptions => 
 export const withSpan = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
   name: string,
-  options?: SpanOptions,
+  options?: SpanOptionsInput,
   traced?: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   Effect.withFiber((fiber) =>
@@ -98,7 +137,7 @@ export const withSpan = <A, E, R>(
 export const withSpanStream = <A, E, R>(
   stream: Stream.Stream<A, E, R>,
   name: string,
-  options?: SpanOptions,
+  options?: SpanOptionsInput,
   traced?: () => Stream.Stream<A, E, R>
 ): Stream.Stream<A, E, R> =>
   Stream.unwrap(

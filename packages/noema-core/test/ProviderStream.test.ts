@@ -93,4 +93,21 @@ describe("ProviderStream", () => {
       assert.isTrue(hanging.seen.aborted)
     })
   )
+
+  it.live("an interrupt aborts the request first, before the consumer's own finalizers run", () =>
+    Effect.gen(function* () {
+      // What an interrupted turn waits for is the request stopping: the bookkeeping around it
+      // (a consumer's finalizers, what it keeps of the turn) comes after.
+      const hanging = source([{ text: "a" }], true)
+      const order: Array<string> = []
+      const consumer = hanging.stream.pipe(
+        Stream.ensuring(Effect.sync(() => order.push(hanging.seen.aborted ? "after abort" : "before abort"))),
+        Stream.runDrain
+      )
+      const fiber = yield* Effect.forkChild(consumer)
+      for (let i = 0; i < 2000 && hanging.seen.started === 0; i++) yield* Effect.sleep("5 millis")
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(order, ["after abort"])
+    })
+  )
 })

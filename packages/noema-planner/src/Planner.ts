@@ -297,7 +297,7 @@ const assign = (
   Effect.gen(function* () {
     const fresh: Array<TaskPlanner.PlannedTask> = []
     const assigned = yield* elections(run, tasks, fresh)
-    yield* Effect.mapError(
+    const stored = yield* Effect.mapError(
       run.index.putMany(
         run.planner,
         fresh.map((task) => task.resource)
@@ -308,6 +308,8 @@ const assign = (
       run,
       StoredTree.flatten(assigned).map((task) => task.resource)
     )
+    // The fresh ones as the store completed them.
+    remember(run, stored)
     for (const task of fresh)
       yield* run.emit({
         type: "assigned",
@@ -332,9 +334,11 @@ const store = (
 ) => {
   const next = { ...((run.written.get(task.urn) as Resource.Task | undefined) ?? task.resource), ...change }
   return Effect.mapError(
-    alongside.length === 0 ? run.index.put(actor, next) : run.index.putMany(actor, [...alongside, next]),
+    alongside.length === 0
+      ? Effect.map(run.index.put(actor, next), (stored) => [stored])
+      : run.index.putMany(actor, [...alongside, next]),
     storeError(`storing "${titleOf(task)}"`)
-  ).pipe(Effect.tap(() => Effect.sync(() => remember(run, [...alongside, next]))))
+  ).pipe(Effect.tap((stored) => Effect.sync(() => remember(run, stored))))
 }
 
 const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
@@ -828,8 +832,12 @@ const storeTools = (run: Run, tools: ReadonlyArray<Tool.Any>) =>
       run.planner,
       wanted.map((tool) => tool.meta.urn)
     )
-    const same = new Set(stored.map((tool) => JSON.stringify(tool)))
-    for (const tool of wanted) if (!same.has(JSON.stringify(tool))) yield* run.index.put(run.planner, tool)
+    const storedAt = new Map(stored.map((tool) => [tool.meta.urn, tool]))
+    for (const tool of wanted) {
+      const current = storedAt.get(tool.meta.urn)
+      if (current === undefined || !Resource.sameContent(current, tool))
+        yield* run.index.put(run.planner, tool)
+    }
   }).pipe(Effect.mapError(storeError("storing the tools")))
 
 /** The answer for the user: the top-level tasks' results, then what is missing. */

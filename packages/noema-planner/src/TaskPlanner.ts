@@ -127,6 +127,20 @@ export const plannedTasks = (
 const resourcesOf = (tasks: ReadonlyArray<PlannedTask>): Array<Resource.Resource> =>
   tasks.flatMap((task) => [task.resource, ...resourcesOf(task.subtasks)])
 
+/** `tasks` with each resource as the store gave it back (its `meta.tokens` and `meta.created` set). */
+const asStored = (
+  tasks: ReadonlyArray<PlannedTask>,
+  stored: ReadonlyMap<string, Resource.Resource>
+): Array<PlannedTask> =>
+  tasks.map((task) => ({
+    ...task,
+    resource: (stored.get(task.urn) as Resource.Task | undefined) ?? task.resource,
+    subtasks: asStored(task.subtasks, stored)
+  }))
+
+const byUrn = (resources: ReadonlyArray<Resource.Resource>) =>
+  new Map(resources.map((resource) => [resource.meta.urn, resource]))
+
 /**
  * Persists `specs` under `parent` (depth-first), numbering siblings from `firstPosition`:
  * one write for the whole subtree, so it is stored entirely or not at all.
@@ -140,13 +154,10 @@ export const persistTasks = (
   options: { readonly firstPosition?: number; readonly corrective?: boolean } = {}
 ): Effect.Effect<Array<PlannedTask>, PlanningError> => {
   const tasks = plannedTasks(parent, specs, depth, options)
-  return Effect.as(
-    Effect.mapError(
-      index.putMany(actor, resourcesOf(tasks)),
-      (error) => new PlanningError({ message: `storing the tasks: ${error.message}`, cause: error })
-    ),
-    tasks
-  )
+  return Effect.mapBoth(index.putMany(actor, resourcesOf(tasks)), {
+    onFailure: (error) => new PlanningError({ message: `storing the tasks: ${error.message}`, cause: error }),
+    onSuccess: (stored) => asStored(tasks, byUrn(stored))
+  })
 }
 
 /**
@@ -184,7 +195,7 @@ export const planAndPersist = (options: {
     })
     const tasks = plannedTasks(message.meta.urn, tree.tasks, 1)
     // One write: the plan is stored whole (a conversation begun, its request, every task) or not at all.
-    yield* stored(
+    const written = yield* stored(
       "the plan",
       options.index.putMany(options.actor, [
         ...(created === undefined ? [] : [created]),
@@ -192,5 +203,5 @@ export const planAndPersist = (options: {
         ...resourcesOf(tasks)
       ])
     )
-    return { conversation, message: message.meta.urn, tasks }
+    return { conversation, message: message.meta.urn, tasks: asStored(tasks, byUrn(written)) }
   })

@@ -283,6 +283,11 @@ describe("Assistants.elect", () => {
   )
 })
 
+/** Where the tests' similar chunks live: stored first, as a store refuses a resource whose parent is missing. */
+const library = Resource.decode({
+  meta: { urn: "cld:conversation.library", name: "library", type: "conversation", hash: "library" }
+})
+
 describe("ContextWindow.build", () => {
   const setup = Effect.gen(function* () {
     const world = yield* PlannerTesting.world()
@@ -302,7 +307,7 @@ describe("ContextWindow.build", () => {
       parent: "cld:conversation.library",
       text: "brew green tea at 80 degrees for two minutes"
     })
-    for (const resource of [conversation, ...messages, task, similar])
+    for (const resource of [conversation, ...messages, task, library, similar])
       yield* world.index.put(planner, resource)
     return { world, conversation, messages, request, task, similar }
   })
@@ -403,7 +408,7 @@ describe("ContextWindow.build and the policy", () => {
         leaf("brew tea", "brew green tea at 80 degrees"),
         1
       )
-      for (const resource of [hidden, readable]) yield* world.index.put(planner, resource)
+      for (const resource of [library, hidden, readable]) yield* world.index.put(planner, resource)
       const window = yield* ContextWindow.build({
         index: world.index,
         actor: planner,

@@ -17,11 +17,19 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Effect, Layer } from "effect"
-import { checkResource, checkUrn } from "./MemoryResourceStore.js"
 import * as Resource from "./Resource.js"
-import { notFound, ResourceStore, ResourceStoreError, readListed, type Service } from "./ResourceStore.js"
+import {
+  type BackendOptions,
+  checkUrn,
+  fromBackend,
+  notFound,
+  ResourceStore,
+  ResourceStoreError,
+  readListed,
+  type Service
+} from "./ResourceStore.js"
 
-export interface Options {
+export interface Options extends BackendOptions {
   readonly directory: string
 }
 
@@ -69,9 +77,9 @@ export const make = (options: Options): Service => {
       }),
       readFile
     )
-  return {
-    put: (resource) =>
-      Effect.flatMap(checkResource(resource), (checked) =>
+  return fromBackend(
+    {
+      write: (checked) =>
         Effect.tryPromise({
           try: async () => {
             const file = fileOf(checked.meta.urn)
@@ -92,39 +100,40 @@ export const make = (options: Options): Service => {
             }
           },
           catch: fail(`cannot write ${checked.meta.urn}`)
-        })
-      ),
-    get: (urn) =>
-      Effect.flatMap(checkUrn(urn), (key) =>
-        Effect.flatMap(readFile(fileOf(key)), (found) =>
-          found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
+        }),
+      get: (urn) =>
+        Effect.flatMap(checkUrn(urn), (key) =>
+          Effect.flatMap(readFile(fileOf(key)), (found) =>
+            found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
+          )
+        ),
+      getMany: (urns) =>
+        Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) =>
+          Effect.map(
+            Effect.forEach(keys, (key) => readFile(fileOf(key)), { concurrency: 16 }),
+            (found) => found.filter((r): r is Resource.Resource => r !== undefined)
+          )
+        ),
+      findByPrefix: (urn) => Effect.flatMap(checkUrn(urn), (key) => walk(path.join(root, key))),
+      findByType: (type) => Effect.map(walk(root), (all) => all.filter((r) => r.meta.type === type)),
+      delete: (urn) =>
+        Effect.flatMap(checkUrn(urn), (key) =>
+          Effect.tryPromise({
+            try: async () => {
+              try {
+                await fs.unlink(fileOf(key))
+                return true
+              } catch (error) {
+                if (isMissing(error)) return false
+                throw error
+              }
+            },
+            catch: fail(`cannot delete ${key}`)
+          })
         )
-      ),
-    getMany: (urns) =>
-      Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) =>
-        Effect.map(
-          Effect.forEach(keys, (key) => readFile(fileOf(key)), { concurrency: 16 }),
-          (found) => found.filter((r): r is Resource.Resource => r !== undefined)
-        )
-      ),
-    findByPrefix: (urn) => Effect.flatMap(checkUrn(urn), (key) => walk(path.join(root, key))),
-    findByType: (type) => Effect.map(walk(root), (all) => all.filter((r) => r.meta.type === type)),
-    delete: (urn) =>
-      Effect.flatMap(checkUrn(urn), (key) =>
-        Effect.tryPromise({
-          try: async () => {
-            try {
-              await fs.unlink(fileOf(key))
-              return true
-            } catch (error) {
-              if (isMissing(error)) return false
-              throw error
-            }
-          },
-          catch: fail(`cannot delete ${key}`)
-        })
-      )
-  }
+    },
+    options
+  )
 }
 
 export const layer = (options: Options): Layer.Layer<ResourceStore> =>

@@ -7,20 +7,18 @@
  */
 import { Effect, Layer } from "effect"
 import { deepFreeze } from "./internal/frozen.js"
-import * as Resource from "./Resource.js"
-import { notFound, ResourceStore, ResourceStoreError, type Service } from "./ResourceStore.js"
-import * as Urn from "./Urn.js"
+import type * as Resource from "./Resource.js"
+import {
+  type BackendOptions,
+  checkUrn,
+  fromBackend,
+  notFound,
+  ResourceStore,
+  type Service
+} from "./ResourceStore.js"
 
-const invalid = (error: unknown) =>
-  new ResourceStoreError({ message: error instanceof Error ? error.message : String(error), cause: error })
-
-export const checkUrn = (urn: string): Effect.Effect<string, ResourceStoreError> =>
-  Effect.try({ try: () => Urn.format(Urn.parse(urn)), catch: invalid })
-
-export const checkResource = (
-  resource: Resource.Resource
-): Effect.Effect<Resource.Resource, ResourceStoreError> =>
-  Effect.try({ try: () => Resource.decode(JSON.parse(JSON.stringify(resource))), catch: invalid })
+/** Kept here too, where they were first: `ResourceStore` is their home. */
+export { checkResource, checkUrn } from "./ResourceStore.js"
 
 const lowerBound = (keys: Array<string>, key: string): number => {
   let lo = 0
@@ -33,45 +31,49 @@ const lowerBound = (keys: Array<string>, key: string): number => {
   return lo
 }
 
-export const make = (): Service => {
+export const make = (options: BackendOptions = {}): Service => {
   const values = new Map<string, Resource.Resource>()
   const keys: Array<string> = []
   const read = (urn: string) => values.get(urn)
-  return {
-    put: (resource) =>
-      Effect.map(checkResource(resource), (checked) => {
-        const urn = checked.meta.urn
-        if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
-        values.set(urn, deepFreeze(checked))
-      }),
-    get: (urn) =>
-      Effect.flatMap(checkUrn(urn), (key) => {
-        const found = read(key)
-        return found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
-      }),
-    getMany: (urns) =>
-      Effect.map(Effect.forEach(urns, checkUrn), (checked) =>
-        checked.flatMap((urn) => {
-          const found = read(urn)
-          return found === undefined ? [] : [found]
+  return fromBackend(
+    {
+      // `fromBackend` hands over a checked copy, completed: kept frozen, read as it is.
+      write: (checked) =>
+        Effect.sync(() => {
+          const urn = checked.meta.urn
+          if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
+          values.set(urn, deepFreeze(checked))
+        }),
+      get: (urn) =>
+        Effect.flatMap(checkUrn(urn), (key) => {
+          const found = read(key)
+          return found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
+        }),
+      getMany: (urns) =>
+        Effect.map(Effect.forEach(urns, checkUrn), (checked) =>
+          checked.flatMap((urn) => {
+            const found = read(urn)
+            return found === undefined ? [] : [found]
+          })
+        ),
+      findByPrefix: (urn) =>
+        Effect.map(checkUrn(urn), (key) => {
+          const prefix = `${key}/`
+          const out: Array<Resource.Resource> = []
+          for (let i = lowerBound(keys, prefix); i < keys.length && keys[i]!.startsWith(prefix); i++)
+            out.push(read(keys[i]!)!)
+          return out
+        }),
+      findByType: (type) => Effect.sync(() => keys.map((k) => read(k)!).filter((r) => r.meta.type === type)),
+      delete: (urn) =>
+        Effect.map(checkUrn(urn), (key) => {
+          if (!values.delete(key)) return false
+          keys.splice(lowerBound(keys, key), 1)
+          return true
         })
-      ),
-    findByPrefix: (urn) =>
-      Effect.map(checkUrn(urn), (key) => {
-        const prefix = `${key}/`
-        const out: Array<Resource.Resource> = []
-        for (let i = lowerBound(keys, prefix); i < keys.length && keys[i]!.startsWith(prefix); i++)
-          out.push(read(keys[i]!)!)
-        return out
-      }),
-    findByType: (type) => Effect.sync(() => keys.map((k) => read(k)!).filter((r) => r.meta.type === type)),
-    delete: (urn) =>
-      Effect.map(checkUrn(urn), (key) => {
-        if (!values.delete(key)) return false
-        keys.splice(lowerBound(keys, key), 1)
-        return true
-      })
-  }
+    },
+    options
+  )
 }
 
-export const layer: Layer.Layer<ResourceStore> = Layer.sync(ResourceStore, make)
+export const layer: Layer.Layer<ResourceStore> = Layer.sync(ResourceStore, () => make())

@@ -4,7 +4,8 @@
  * `authorize({ actor, action, resources })` answers allow or deny with reasons.
  * Every engine is wrapped by `failClosed`: an engine error, a defect or a
  * malformed request is a deny naming the cause, never an allow. Engines: `allowAll`
- * (explicit, for development; logs a warning when made), Cedar (`CedarPolicy`);
+ * (for development; the first made in a process logs a warning) and `allowAllChosen`
+ * (the user's explicit choice: no warning), Cedar (`CedarPolicy`);
  * `shadow` runs an engine, logs its decision and allows.
  */
 import { Context, Effect, Layer } from "effect"
@@ -76,15 +77,29 @@ const causeError = (cause: { readonly reasons: ReadonlyArray<unknown> }): unknow
   return reason?.error ?? reason?.defect ?? "interrupted"
 }
 
-/** Allows everything. For development only: says so (a warning) when made. */
-export const allowAll: Effect.Effect<Service> = Effect.as(
-  Effect.logWarning("policy: allow-all engine in use, every request is allowed (development only)"),
-  failClosed(
-    "allow-all",
-    () => Effect.succeed(allow("allow-all: every request is allowed")),
-    () => "allow-all"
-  )
+/** Allows everything, warning no one: for a user who chose it (`--engine allow-all`), knowing what it does. */
+export const allowAllChosen: Service = failClosed(
+  "allow-all",
+  () => Effect.succeed(allow("allow-all: every request is allowed")),
+  // Its decisions never change: one revision for ever.
+  () => "allow-all"
 )
+
+/** Whether this process has said that allow-all is in use: said once, not per engine made. */
+let warned = false
+
+/**
+ * Allows everything. For development only: the first one made in a process says so (a
+ * warning); the others do not repeat it. Where the user chose it, `allowAllChosen`.
+ */
+export const allowAll: Effect.Effect<Service> = Effect.suspend(() => {
+  if (warned) return Effect.succeed(allowAllChosen)
+  warned = true
+  return Effect.as(
+    Effect.logWarning("policy: allow-all engine in use, every request is allowed (development only)"),
+    allowAllChosen
+  )
+})
 
 export const layerAllowAll: Layer.Layer<Policy> = Layer.effect(Policy, allowAll)
 

@@ -2,10 +2,11 @@
  * Resource: everything an agent works with, addressed by a URN.
  *
  * A resource has `meta` (its URN, name, type, parent, a deterministic hash of
- * parent + type + name, optional token count and similarity score) and the four
+ * parent + type + name; its token count and the time it was first stored, both
+ * set by the store on put; a similarity score on search results) and the four
  * descriptive fields `purpose`, `instructions`, `applicability`, `evaluation`,
  * compiled by `describe` into one structured description. Each kind
- * (conversation, message, task, assistant, chunk, tool) has its own Schema; a
+ * (conversation, message, task, assistant, chunk, document, tool) has its own Schema; a
  * stored resource is rebuilt as its own kind from `meta.type` by `decode`.
  */
 import { createHash } from "node:crypto"
@@ -23,7 +24,10 @@ export const Meta = Schema.Struct({
   type: Schema.String,
   parent: Schema.optionalKey(Urn.UrnString),
   hash: Schema.String,
+  /** Tokens of what the resource says (`textOf`), counted by the store on every put. */
   tokens: Schema.optionalKey(Schema.Number),
+  /** When the URN was first stored (ISO-8601, UTC), set by the store; a replace keeps it. */
+  created: Schema.optionalKey(Schema.String),
   score: Schema.optionalKey(Schema.Number)
 })
 export type Meta = typeof Meta.Type
@@ -72,6 +76,25 @@ export const makeMeta = (input: MetaInput): Meta => {
     ...(input.score === undefined ? {} : { score: input.score })
   }
 }
+
+/**
+ * What a resource says, as one text: every string field and list of strings
+ * beside `meta` (content, text, output, the four descriptive fields, examples...),
+ * one per line. What `meta.tokens` counts: the resource's cost in a model's context.
+ */
+export const textOf = (resource: Resource): string => {
+  const texts: Array<string> = []
+  for (const [key, value] of Object.entries(resource)) {
+    if (key === "meta") continue
+    if (typeof value === "string") texts.push(value)
+    else if (Array.isArray(value)) for (const item of value) if (typeof item === "string") texts.push(item)
+  }
+  return texts.join("\n")
+}
+
+/** The URN a resource named `name` has under `parent`: its hash is the name's (see `hashOf`). */
+export const namedUrn = (parent: string | undefined, type: string, name: string): string =>
+  Urn.child(parent, type, hashOf(parent, type, name))
 
 /** The four descriptive fields compiled into one structured description (Markdown sections). */
 export const describe = (resource: Descriptive): string => {
@@ -149,9 +172,20 @@ export type Assistant = typeof Assistant.Type
 
 export const Chunk = kind("chunk", {
   text: Schema.String,
-  source: Schema.optionalKey(Schema.String)
+  source: Schema.optionalKey(Schema.String),
+  /** Its place in what it was split from, from 1 (see `ResourceProcessor`). */
+  position: Schema.optionalKey(Schema.Number)
 })
 export type Chunk = typeof Chunk.Type
+
+/** A text to be found by passages: put through a `ResourceIndex`, it is split into chunks under it. */
+export const Document = kind("document", {
+  title: Schema.optionalKey(Schema.String),
+  text: Schema.String,
+  /** Where it came from: a path, a URL. */
+  source: Schema.optionalKey(Schema.String)
+})
+export type Document = typeof Document.Type
 
 export const Tool = kind("tool", {
   parameters: Schema.optionalKey(Schema.Unknown)
@@ -165,11 +199,22 @@ export const kinds = {
   task: Task,
   assistant: Assistant,
   chunk: Chunk,
+  document: Document,
   tool: Tool
 } as const
 
 export type Kind = keyof typeof kinds
-export type Resource = Conversation | Message | Task | Assistant | Chunk | Tool
+export type Resource = Conversation | Message | Task | Assistant | Chunk | Document | Tool
+
+/** What a resource says, without the meta its store completes on every put (`tokens`, `created`, and a search's `score`). */
+const ownFields = (resource: Resource): unknown => {
+  const { tokens: _tokens, created: _created, score: _score, ...meta } = resource.meta
+  return { ...resource, meta }
+}
+
+/** Whether `a` and `b` say the same, whatever their stores added (`tokens`, `created`, `score`): a put of `b` over `a` changes nothing. */
+export const sameContent = (a: Resource, b: Resource): boolean =>
+  JSON.stringify(ownFields(a)) === JSON.stringify(ownFields(b))
 export type ResourceOf<K extends Kind> = (typeof kinds)[K]["Type"]
 
 export const isKind = (type: string): type is Kind => Object.hasOwn(kinds, type)
@@ -211,6 +256,43 @@ export const decode = (input: unknown): Resource => {
       message: `${where}: URN does not match parent + type + hash (expected ${expected})`
     })
   return resource
+}
+
+const positionOf = (resource: Resource): number =>
+  "position" in resource && typeof resource.position === "number"
+    ? resource.position
+    : Number.POSITIVE_INFINITY
+
+/** Siblings in their order: by `position` (a plan's, a document's), then by when they were first stored, then by URN. */
+const bySiblingOrder = (a: Resource, b: Resource): number =>
+  positionOf(a) - positionOf(b) ||
+  (a.meta.created ?? "\uffff").localeCompare(b.meta.created ?? "\uffff") ||
+  (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0)
+
+/**
+ * Resources as a tree reads, depth-first: each after its parent, siblings in their order
+ * (a plan's tasks as planned, a document's chunks as in the text, messages as they came).
+ * A resource whose parent is not among them starts a tree of its own.
+ */
+export const treeOrder = <R extends Resource>(resources: ReadonlyArray<R>): Array<R> => {
+  const urns = new Set(resources.map((resource) => resource.meta.urn))
+  const children = new Map<string | undefined, Array<R>>()
+  for (const resource of resources) {
+    const parent =
+      resource.meta.parent !== undefined && urns.has(resource.meta.parent) ? resource.meta.parent : undefined
+    const siblings = children.get(parent)
+    if (siblings === undefined) children.set(parent, [resource])
+    else siblings.push(resource)
+  }
+  const out: Array<R> = []
+  const visit = (parent: string | undefined) => {
+    for (const child of (children.get(parent) ?? []).sort(bySiblingOrder)) {
+      out.push(child)
+      visit(child.meta.urn)
+    }
+  }
+  visit(undefined)
+  return out
 }
 
 type KindFields<K extends Kind> = Omit<ResourceOf<K>, "meta">

@@ -2,7 +2,8 @@
  * ResourceEvents: publish/subscribe of what happens to resources.
  *
  * An event says that `resources` were put, read or deleted (`detailType`), by
- * whom or what (`source`), when (`time`, epoch ms), with a unique `id`.
+ * whom or what (`source`), when (`time`, ISO-8601 in UTC, as the seed's event
+ * says), with a unique `id`.
  * Subscribers choose what they hear with a `Filter`: sources, detail types, and
  * a URN prefix (an event matches when one of its resources is that URN or lies
  * under it).
@@ -36,6 +37,7 @@
 import { DatabaseError, Migrations } from "@noema/sql"
 import {
   Cause,
+  Clock,
   Context,
   Effect,
   Layer,
@@ -61,8 +63,8 @@ export interface ResourceEvent {
   readonly id: string
   readonly source: string
   readonly detailType: DetailType
-  /** Epoch milliseconds. */
-  readonly time: number
+  /** When, ISO-8601 in UTC (`2026-11-03T09:30:00.000Z`). */
+  readonly time: string
   /** The URNs the event is about. */
   readonly resources: ReadonlyArray<string>
 }
@@ -95,7 +97,8 @@ export interface Publish {
   readonly id?: string
   readonly source: string
   readonly detailType: DetailType
-  readonly time?: number
+  /** When: ISO-8601, or epoch milliseconds (said as ISO-8601); default now. */
+  readonly time?: string | number
   readonly resources: ReadonlyArray<string>
 }
 
@@ -173,6 +176,22 @@ const checkFilter = (actor: string, filter: Filter): ResourceEventsError | undef
 }
 
 /**
+ * A time as an event says it: ISO-8601 in UTC. Epoch milliseconds (a number, or digits, as
+ * events were stored before) are said the same way; undefined when it is no time.
+ */
+export const isoTime = (time: string | number): string | undefined => {
+  const millis =
+    typeof time === "number"
+      ? time
+      : /^\d+$/.test(time)
+        ? Number(time)
+        : /^\d{4}-\d{2}-\d{2}T/.test(time)
+          ? Date.parse(time)
+          : Number.NaN
+  return Number.isFinite(millis) ? new Date(millis).toISOString() : undefined
+}
+
+/**
  * URNs found valid lately: an index names the same resources in event after event (what a
  * reader lists, again and again), and a URN's validity is a property of its text alone.
  */
@@ -193,11 +212,16 @@ const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsEr
     if (validUrns.size >= validUrnsRemembered) validUrns.clear()
     validUrns.add(urn)
   }
+  const time = isoTime(event.time ?? now)
+  if (time === undefined)
+    return eventsError(
+      `an event's time must be ISO-8601 or epoch milliseconds, got ${JSON.stringify(event.time)}`
+    )
   return {
     id: event.id ?? crypto.randomUUID(),
     source: event.source,
     detailType: event.detailType,
-    time: event.time ?? now,
+    time,
     resources: [...event.resources]
   }
 }
@@ -404,8 +428,8 @@ export const makeMemory = (policy: Policy.Service): Effect.Effect<Service> =>
     const hub = makeHub(policy)
     return {
       publish: (event) =>
-        Effect.suspend(() => {
-          const completed = complete(event, Date.now())
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const completed = complete(event, now)
           if (completed instanceof ResourceEventsError) return Effect.fail(completed)
           return Effect.as(hub.deliver(completed), completed)
         }),
@@ -453,6 +477,12 @@ const migrations: Migrations.Record = {
       detail_type TEXT NOT NULL,
       time BIGINT NOT NULL,
       resources TEXT NOT NULL)`
+  ),
+  // The time as the seed's event says it, ISO-8601 in UTC; the rows stored before are converted.
+  "2_time_iso": Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`ALTER TABLE ${sql(eventsTable)} ALTER COLUMN time TYPE TEXT
+      USING to_char(to_timestamp(time / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
   )
 }
 
@@ -461,6 +491,7 @@ interface EventRow {
   readonly id: string
   readonly source: string
   readonly detail_type: DetailType
+  /** ISO-8601; epoch milliseconds in a row a process from before wrote. */
   readonly time: string | number
   readonly resources: string
 }
@@ -469,7 +500,7 @@ const fromRow = (row: EventRow): ResourceEvent => ({
   id: row.id,
   source: row.source,
   detailType: row.detail_type,
-  time: Number(row.time),
+  time: isoTime(row.time) ?? String(row.time),
   resources: JSON.parse(row.resources) as Array<string>
 })
 
@@ -538,8 +569,8 @@ export const makePostgres = (
     )
     return {
       publish: (event) =>
-        Effect.suspend(() => {
-          const completed = complete(event, Date.now())
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const completed = complete(event, now)
           if (completed instanceof ResourceEventsError) return Effect.fail(completed)
           return sql
             .withTransaction(

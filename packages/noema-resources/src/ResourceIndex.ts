@@ -27,17 +27,23 @@
  * its vector, and `search` ranks resources by similarity: the best `limit`
  * of those the actor may `get` (it reads on past the hits it may not until it
  * has `limit` or the index ends), each with its `meta.score`.
+ *
+ * A `document` put (alone or in a `putMany`) is split into chunks under it (`ResourceProcessor`, unless
+ * `chunking: false`): each chunk is put as the same actor (authorized, embedded,
+ * published), and the chunks of an earlier, longer version are deleted.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Policy from "./Policy.js"
-import type * as Resource from "./Resource.js"
+import * as Resource from "./Resource.js"
 import * as ResourceEvents from "./ResourceEvents.js"
+import * as ResourceProcessor from "./ResourceProcessor.js"
 import {
   type ResourceNotFoundError,
   ResourceStore,
   ResourceStoreError,
   type Service as Store
 } from "./ResourceStore.js"
+import * as Urn from "./Urn.js"
 import type * as VectorIndex from "./VectorIndex.js"
 
 export class AccessDeniedError extends Schema.TaggedError<AccessDeniedError>()("AccessDeniedError", {
@@ -45,6 +51,13 @@ export class AccessDeniedError extends Schema.TaggedError<AccessDeniedError>()("
   action: Schema.String,
   resources: Schema.Array(Schema.String),
   reasons: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}
+
+/** A URN whose element is both one resource's id and another's name: which one is meant is not known. */
+export class AmbiguousNameError extends Schema.TaggedError<AmbiguousNameError>()("AmbiguousNameError", {
+  urn: Schema.String,
+  candidates: Schema.Array(Schema.String),
   message: Schema.String
 }) {}
 
@@ -90,16 +103,35 @@ export interface Service {
     { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
     Failure
   >
-  readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<void, Failure>
+  /**
+   * Every resource of `type` the actor may get (in URN order), and the URNs of those it may not
+   * (`withheld`): a type has no URN of its own to authorize, so each resource is.
+   */
+  readonly findReadableByType: (
+    actor: string,
+    type: string
+  ) => Effect.Effect<
+    { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
+    Failure
+  >
+  /**
+   * The stored URN `urn` names, where each element's id may be the resource's name instead
+   * (`cld:assistant.analyst`: the assistant named "analyst"; `Resource.namedUrn`). An id that
+   * is one resource's and another's name fails with `AmbiguousNameError`; where neither is
+   * stored (or the actor may not get it), the element is taken as it is written.
+   */
+  readonly resolve: (actor: string, urn: string) => Effect.Effect<string, Failure | AmbiguousNameError>
+  /** Gives the resource as stored (the store completes `meta.tokens` and `meta.created`). */
+  readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<Resource.Resource, Failure>
   /**
    * Puts several resources as one write: authorized as one `put` of them all, stored (with
    * their vectors) in one transaction where the store has them, embedded in one call, then
-   * published as a `RESOURCE_PUT` each, in order.
+   * published as a `RESOURCE_PUT` each, in order. Gives them as stored, in that order.
    */
   readonly putMany: (
     actor: string,
     resources: ReadonlyArray<Resource.Resource>
-  ) => Effect.Effect<void, Failure>
+  ) => Effect.Effect<Array<Resource.Resource>, Failure>
   readonly delete: (actor: string, urn: string) => Effect.Effect<boolean, Failure>
   /**
    * The resources most similar to the query that the actor may get, best first, each with
@@ -119,6 +151,8 @@ export interface Options {
   readonly source?: string
   /** Kept in step with the store (put embeds, delete forgets), and what `search` asks. */
   readonly vectors?: VectorIndex.Service
+  /** How a document is split into chunks; `false`: it is not. Default: `ResourceProcessor`'s defaults. */
+  readonly chunking?: ResourceProcessor.Options | false
 }
 
 export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
@@ -173,6 +207,8 @@ const rememberingAllows = (
 
 export const make = (store: Store, policy: Policy.Service, options: Options = {}): Service => {
   const authorize = rememberingAllows(policy)
+  const chunking = options.chunking === false ? undefined : ResourceProcessor.checkOptions(options.chunking)
+  if (chunking instanceof ResourceProcessor.ChunkingError) throw chunking
   const events = options.events
   const publish = (
     actor: string,
@@ -218,37 +254,91 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         )
   /**
    * The store's writes and their vectors as one transaction where the store has them (one
-   * commit), embedded before it starts (the embedder may be a remote call).
+   * commit), embedded before it starts (the embedder may be a remote call). Each resource goes
+   * through the store's own `put`, so its checks and completed meta are the store's.
    */
   const write = (resources: ReadonlyArray<Resource.Resource>) =>
     Effect.flatMap(
       vectors === undefined ? Effect.succeed(Effect.void) : vectors.prepareUpsert(resources),
       (vectorWrite) => {
-        const writes = Effect.andThen(Effect.forEach(resources, store.put, { discard: true }), vectorWrite)
+        const writes = Effect.tap(Effect.forEach(resources, store.put), () => vectorWrite)
         return store.transaction === undefined ? writes : store.transaction(writes)
       }
     )
+  const deleteOne = (actor: string, urn: string) =>
+    Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
+      Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
+      Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
+    )
+  /** The document's chunks put, and those of an earlier version that the new one has not, deleted. */
+  const putChunks = (
+    actor: string,
+    document: Resource.Document,
+    split: Required<ResourceProcessor.Options>
+  ) =>
+    Effect.gen(function* () {
+      const chunks = ResourceProcessor.chunks(document, split)
+      const urns = urnsOf(chunks)
+      // One write for the whole document: one transaction, one call to the embedder.
+      if (chunks.length > 0) yield* Effect.andThen(check(actor, "put", urns), write(chunks))
+      yield* publish(actor, "RESOURCE_PUT", urns)
+      const current = new Set(urns)
+      const stale = (yield* store.findByPrefix(document.meta.urn)).filter(
+        (found) =>
+          found.meta.parent === document.meta.urn &&
+          ResourceProcessor.isChunkOf(found) &&
+          !current.has(found.meta.urn)
+      )
+      for (const chunk of stale) yield* deleteOne(actor, chunk.meta.urn)
+    })
+  /** Authorized, written as one, published in order; then each document's chunks. */
+  const putAll = (
+    actor: string,
+    resources: ReadonlyArray<Resource.Resource>
+  ): Effect.Effect<Array<Resource.Resource>, Failure> =>
+    resources.length === 0
+      ? Effect.succeed([])
+      : Effect.andThen(check(actor, "put", urnsOf(resources)), write(resources)).pipe(
+          Effect.tap(() =>
+            Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
+              discard: true
+            })
+          ),
+          Effect.tap(() =>
+            Effect.forEach(
+              resources,
+              (resource) =>
+                resource.meta.type === "document" && chunking !== undefined
+                  ? putChunks(actor, resource as Resource.Document, chunking)
+                  : Effect.void,
+              { discard: true }
+            )
+          )
+        )
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
       authorize({ actor, action: "get", resources: [urn] }),
       (decision) => decision.decision === "allow"
     )
-  /** What of `found` (under a URN the actor may get) it may get, and what it may not; published as read. */
-  const readableOf = (actor: string, found: Array<Resource.Resource>) =>
+  /** The resources the actor may get of those found, and the URNs of the others; published as read. */
+  const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
     Effect.gen(function* () {
       if (found.length === 0) return { resources: [], withheld: [] }
       const all = yield* authorize({ actor, action: "get", resources: urnsOf(found) })
       // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
       const resources =
         all.decision === "allow"
-          ? found
+          ? [...found]
           : yield* Effect.filter(found, (resource) => mayGet(actor, resource.meta.urn))
       const readable = new Set(urnsOf(resources))
-      const withheld = urnsOf(found).filter((found) => !readable.has(found))
+      const withheld = urnsOf(found).filter((urn) => !readable.has(urn))
       yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
       return { resources, withheld }
     })
   return {
+    findReadableByType: (actor, type) =>
+      Effect.flatMap(store.findByType(type), (found) => readableOf(actor, found)),
+    resolve: (actor, urn) => resolveNames(store, (candidate) => mayGet(actor, candidate), urn),
     get: (actor, urn) =>
       Effect.andThen(check(actor, "get", [urn]), store.get(urn)).pipe(
         Effect.tap((found) => publish(actor, "RESOURCE_GET", [found.meta.urn]))
@@ -277,25 +367,9 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
           [...held].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
         )
       ),
-    put: (actor, resource) =>
-      Effect.andThen(check(actor, "put", [resource.meta.urn]), write([resource])).pipe(
-        Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
-      ),
-    putMany: (actor, resources) =>
-      resources.length === 0
-        ? Effect.void
-        : Effect.andThen(check(actor, "put", urnsOf(resources)), write(resources)).pipe(
-            Effect.tap(() =>
-              Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
-                discard: true
-              })
-            )
-          ),
-    delete: (actor, urn) =>
-      Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
-        Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
-        Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
-      ),
+    put: (actor, resource) => Effect.map(putAll(actor, [resource]), ([stored]) => stored!),
+    putMany: putAll,
+    delete: deleteOne,
     search: (actor, query, searchOptions) =>
       vectors === undefined
         ? Effect.fail(
@@ -316,6 +390,49 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
           })
   }
 }
+
+/** The URN of the resource named `name`, unless that would be too long to be a URN. */
+const namedOrNot = (parent: string | undefined, type: string, name: string): string | undefined => {
+  try {
+    return Resource.namedUrn(parent, type, name)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The stored URN `urn` names, element by element from the root: each id is the resource's own
+ * or its name (its URN then `Resource.namedUrn`); one lookup of both per element, of those the
+ * actor may get. Both stored: ambiguous. Neither: the element as written.
+ */
+const resolveNames = (
+  store: Store,
+  readable: (urn: string) => Effect.Effect<boolean>,
+  urn: string
+): Effect.Effect<string, ResourceStoreError | AmbiguousNameError> =>
+  Effect.gen(function* () {
+    const parsed = Urn.parseEither(urn)
+    if (parsed instanceof Urn.InvalidUrnError)
+      return yield* new ResourceStoreError({ message: parsed.message, cause: parsed })
+    let resolved: string | undefined
+    for (const { type, id } of parsed.elements) {
+      const asId = Urn.child(resolved, type, id)
+      const asName = namedOrNot(resolved, type, id) ?? asId
+      const candidates = asId === asName ? [asId] : [asId, asName]
+      const allowed = yield* Effect.filter(candidates, readable)
+      const found = allowed.length === 0 ? [] : yield* store.getMany(allowed)
+      const byId = found.find((resource) => resource.meta.urn === asId)
+      const byName = found.find((resource) => resource.meta.urn === asName && resource.meta.name === id)
+      if (byId !== undefined && byName !== undefined && byId !== byName)
+        return yield* new AmbiguousNameError({
+          urn,
+          candidates: [asId, asName],
+          message: `${urn}: "${id}" is the id of ${asId} and the name of ${asName}; name one of them by its URN`
+        })
+      resolved = byName !== undefined && byId === undefined ? asName : asId
+    }
+    return resolved as string
+  })
 
 /**
  * The best `limit` hits the actor may read, as resources with their scores, best first.

@@ -5,9 +5,22 @@
  * `findByPrefix(urn)` returns every descendant of `urn` (not `urn` itself), in URN
  * order, using the backend's own range scan or listing: the keys starting with
  * `urn + "/"`. Stored resources come back rebuilt as their own kind.
+ *
+ * Every backend's `put` is the one in `fromBackend`, so each does the same before
+ * it writes: the resource is checked against its kind's Schema; its parent must
+ * exist; its name must be its own among its siblings of its type (a resource
+ * whose URN is not the one its name gives, `Resource.namedUrn`, is refused
+ * when that URN holds another); and the store sets `meta.tokens` (the
+ * `TokenCounter`'s count of `Resource.textOf`, on every put, so a changed
+ * resource is counted again) and `meta.created` (ISO-8601, on the first put of
+ * the URN, kept by every later one). A refused put writes nothing.
  */
-import { Context, Effect, Schema } from "effect"
-import type { Resource } from "./Resource.js"
+import { TokenCounter } from "@noema/core"
+import { Clock, Context, Effect, Schema } from "effect"
+import * as Resources from "./Resource.js"
+import * as Urn from "./Urn.js"
+
+type Resource = Resources.Resource
 
 export class ResourceStoreError extends Schema.TaggedError<ResourceStoreError>()("ResourceStoreError", {
   message: Schema.String,
@@ -26,8 +39,12 @@ export const notFound = (urn: string) =>
   new ResourceNotFoundError({ urn, message: `resource not found: ${urn}` })
 
 export interface Service {
-  /** Stores a resource under its `meta.urn`, replacing what was there. */
-  readonly put: (resource: Resource) => Effect.Effect<void, ResourceStoreError>
+  /**
+   * Stores a resource under its `meta.urn`, replacing what was there, with `meta.tokens`
+   * and `meta.created` set; refused when its parent does not exist or its name is taken.
+   * Gives the resource as stored (completed), for a caller that keeps what it wrote.
+   */
+  readonly put: (resource: Resource) => Effect.Effect<Resource, ResourceStoreError>
   readonly get: (urn: string) => Effect.Effect<Resource, ResourceNotFoundError | ResourceStoreError>
   /** The resources that exist, in the order asked; missing URNs are left out. */
   readonly getMany: (urns: ReadonlyArray<string>) => Effect.Effect<Array<Resource>, ResourceStoreError>
@@ -69,3 +86,74 @@ export const readListed = <E, R>(
         .sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
     )
   )
+
+const invalid = (error: unknown) =>
+  new ResourceStoreError({ message: error instanceof Error ? error.message : String(error), cause: error })
+
+/** The URN in its one spelling, or the reason it is not one. */
+export const checkUrn = (urn: string): Effect.Effect<string, ResourceStoreError> =>
+  Effect.try({ try: () => Urn.format(Urn.parse(urn)), catch: invalid })
+
+/** The resource as its kind's Schema and its URN say it must be (a copy), or the reason it is not. */
+export const checkResource = (resource: Resource): Effect.Effect<Resource, ResourceStoreError> =>
+  Effect.try({ try: () => Resources.decode(JSON.parse(JSON.stringify(resource))), catch: invalid })
+
+/** A backend: the reads, and `write`, which stores a resource `fromBackend` has checked and completed. */
+export interface Backend extends Omit<Service, "put"> {
+  readonly write: (resource: Resource) => Effect.Effect<void, ResourceStoreError>
+}
+
+export interface BackendOptions {
+  /** What counts `meta.tokens`; default `TokenCounter.estimate`. */
+  readonly tokenCounter?: TokenCounter.TokenCounter
+}
+
+const refused = (urn: string, why: string) => new ResourceStoreError({ message: `cannot put ${urn}: ${why}` })
+
+/** The checks and the completed meta every put goes through (see the header); then `write`. */
+const completeForPut = (
+  backend: Backend,
+  counter: TokenCounter.TokenCounter,
+  resource: Resource
+): Effect.Effect<Resource, ResourceStoreError> =>
+  Effect.gen(function* () {
+    const checked = yield* checkResource(resource)
+    const { urn, parent, type, name } = checked.meta
+    // The URN its name gives: held by another resource of that name, the name is taken.
+    const named = slotOf(checked.meta)
+    const lookups = [urn, ...(parent === undefined ? [] : [parent]), ...(named === urn ? [] : [named])]
+    const found = new Map((yield* backend.getMany(lookups)).map((r) => [r.meta.urn, r]))
+    if (parent !== undefined && !found.has(parent))
+      return yield* refused(urn, `its parent ${parent} does not exist (put the parent first)`)
+    const holder = named === urn ? undefined : found.get(named)
+    if (holder !== undefined && holder.meta.name === name)
+      return yield* refused(
+        urn,
+        `the name "${name}" is taken: ${named} is the ${type} of that name (a name is unique among a parent's resources of a type)`
+      )
+    const created =
+      checked.meta.created ??
+      found.get(urn)?.meta.created ??
+      new Date(yield* Clock.currentTimeMillis).toISOString()
+    const tokens = counter.countText(Resources.textOf(checked))
+    return { ...checked, meta: { ...checked.meta, tokens, created } } as Resource
+  })
+
+/** The URN the resource's name gives it; its own when that one would be too long to be a URN. */
+const slotOf = (meta: Resources.Meta): string => {
+  try {
+    return Resources.namedUrn(meta.parent, meta.type, meta.name)
+  } catch {
+    return meta.urn
+  }
+}
+
+/** A store from a backend: its reads as they are, and the one `put` every store shares. */
+export const fromBackend = (backend: Backend, options: BackendOptions = {}): Service => {
+  const counter = options.tokenCounter ?? TokenCounter.estimate
+  const { write, ...reads } = backend
+  return {
+    ...reads,
+    put: (resource) => Effect.tap(completeForPut(backend, counter, resource), write)
+  }
+}

@@ -8,7 +8,8 @@
  * ```
  */
 import assert from "node:assert/strict"
-import { Effect, type Scope } from "effect"
+import { TokenCounter } from "@noema/core"
+import { Clock, Effect, type Scope } from "effect"
 import * as Resource from "./Resource.js"
 import type { Service } from "./ResourceStore.js"
 
@@ -50,6 +51,26 @@ export const tree = () => {
   return { conversation, m1, m2, task, subtask, other, otherMessage }
 }
 
+/** A resource without what the store sets on put (`meta.tokens`, `meta.created`). */
+export const withoutStamps = <R extends Resource.Resource>(resource: R): R => {
+  const { tokens: _tokens, created: _created, ...meta } = resource.meta
+  return { ...resource, meta } as R
+}
+
+/** `effect` with the clock standing at `millis` (epoch ms): a put's time, whatever clock the test runs on. */
+const at = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Clock.clockWith(Effect.succeed), (clock) =>
+    Effect.provideService(effect, Clock.Clock, {
+      ...clock,
+      currentTimeMillisUnsafe: () => millis,
+      currentTimeMillis: Effect.succeed(millis),
+      currentTimeNanosUnsafe: () => BigInt(millis) * 1_000_000n,
+      currentTimeNanos: Effect.succeed(BigInt(millis) * 1_000_000n)
+    })
+  )
+
+const isoTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
 const urns = (resources: ReadonlyArray<Resource.Resource>) => resources.map((r) => r.meta.urn)
 const sorted = (values: Array<string>) => [...values].sort()
 
@@ -68,9 +89,9 @@ export const cases: ReadonlyArray<Case> = [
         const store = yield* make
         const { task, m1 } = yield* fill(store)
         const got = yield* store.get(task.meta.urn)
-        assert.deepEqual(got, task)
+        assert.deepEqual(withoutStamps(got), task)
         assert.equal(got.meta.type, "task")
-        assert.deepEqual(yield* store.get(m1.meta.urn), m1)
+        assert.deepEqual(withoutStamps(yield* store.get(m1.meta.urn)), m1)
       })
   },
   {
@@ -104,11 +125,11 @@ export const cases: ReadonlyArray<Case> = [
         const { task } = yield* fill(store)
         const updated = { ...task, status: "done" as const }
         yield* store.put(updated)
-        assert.deepEqual(yield* store.get(task.meta.urn), updated)
+        assert.deepEqual(withoutStamps(yield* store.get(task.meta.urn)), updated)
         const broken = { ...task, status: "unknown" } as unknown as Resource.Resource
         const error = yield* Effect.flip(store.put(broken))
         assert.equal(error._tag, "ResourceStoreError")
-        assert.deepEqual(yield* store.get(task.meta.urn), updated)
+        assert.deepEqual(withoutStamps(yield* store.get(task.meta.urn)), updated)
         const misfiled = { ...task, meta: { ...task.meta, urn: "cld:task.0000000000000000" } }
         yield* Effect.flip(store.put(misfiled))
         assert.equal((yield* store.getMany(["cld:task.0000000000000000"])).length, 0)
@@ -197,6 +218,93 @@ export const cases: ReadonlyArray<Case> = [
       })
   },
   {
+    name: "put counts meta.tokens from what the resource says, again on every put",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const { m1 } = yield* fill(store)
+        const counted = (yield* store.get(m1.meta.urn)).meta.tokens
+        assert.equal(counted, TokenCounter.estimate.countText(Resource.textOf(m1)))
+        const longer = { ...m1, content: "a much longer message than before, with many more words in it" }
+        yield* store.put({ ...longer, meta: { ...longer.meta, tokens: 1 } })
+        const recounted = (yield* store.get(m1.meta.urn)).meta.tokens
+        assert.equal(recounted, TokenCounter.estimate.countText(Resource.textOf(longer)))
+        assert.ok(recounted! > counted!)
+      })
+  },
+  {
+    name: "put sets meta.created (ISO-8601) on the first put of a URN and keeps it on every later one",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const { task } = yield* fill(store)
+        const first = Resource.make("task", { name: "timed", parent: task.meta.urn, status: "pending" })
+        yield* at(Date.UTC(2026, 10, 3, 9, 30), store.put(first))
+        const created = (yield* store.get(first.meta.urn)).meta.created
+        assert.equal(created, "2026-11-03T09:30:00.000Z")
+        assert.match((yield* store.get(task.meta.urn)).meta.created ?? "", isoTime)
+        yield* at(Date.UTC(2026, 10, 4), store.put({ ...first, status: "done" }))
+        assert.equal((yield* store.get(first.meta.urn)).meta.created, created)
+      })
+  },
+  {
+    name: "a put whose parent does not exist is refused and writes nothing",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const orphan = Resource.make("task", { name: "t", parent: "cld:message.nothere", status: "pending" })
+        const error = yield* Effect.flip(store.put(orphan))
+        assert.equal(error._tag, "ResourceStoreError")
+        assert.match(error.message, /parent cld:message\.nothere does not exist/)
+        assert.deepEqual(yield* store.getMany([orphan.meta.urn]), [])
+        assert.deepEqual(yield* store.findByType("task"), [])
+      })
+  },
+  {
+    name: "a name is a resource's own among its parent's resources of its type: another of that name is refused",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const { conversation, m1 } = yield* fill(store)
+        // Complete meta with a hash of its own, and the name of a conversation that exists.
+        const twin = Resource.decode({
+          meta: {
+            urn: "cld:conversation.twin",
+            name: conversation.meta.name,
+            type: "conversation",
+            hash: "twin"
+          }
+        })
+        const error = yield* Effect.flip(store.put(twin))
+        assert.match(
+          error.message,
+          /the name "c1" is taken: cld:conversation\.[0-9a-f]{16} is the conversation of that name/
+        )
+        assert.deepEqual(yield* store.getMany([twin.meta.urn]), [])
+        // The same name of another type, or under another parent, is another name.
+        const message = Resource.make("message", {
+          name: "c1",
+          parent: conversation.meta.urn,
+          role: "user",
+          content: "x"
+        })
+        yield* store.put(message)
+        const elsewhere = Resource.decode({
+          meta: {
+            urn: `${m1.meta.urn}/message.x1`,
+            name: "m1",
+            type: "message",
+            parent: m1.meta.urn,
+            hash: "x1"
+          },
+          role: "user",
+          content: "y"
+        })
+        yield* store.put(elsewhere)
+        assert.equal((yield* store.getMany([message.meta.urn, elsewhere.meta.urn])).length, 2)
+      })
+  },
+  {
     name: "what a reader changes in a resource it read (or in one it put) never changes what the store holds",
     run: (make) =>
       Effect.gen(function* () {
@@ -217,13 +325,13 @@ export const cases: ReadonlyArray<Case> = [
         yield* store.put(put)
         tamper(put)
         const untouched = tree()
-        assert.deepEqual(yield* store.get(t.task.meta.urn), untouched.task)
+        assert.deepEqual(withoutStamps(yield* store.get(t.task.meta.urn)), untouched.task)
         const expected = [
           untouched.task,
           untouched.subtask,
           Resource.make("task", { name: "t3", parent: t.m1.meta.urn, status: "pending" })
         ].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : 1))
-        assert.deepEqual(yield* store.findByPrefix(t.m1.meta.urn), expected)
+        assert.deepEqual((yield* store.findByPrefix(t.m1.meta.urn)).map(withoutStamps), expected)
       })
   }
 ]

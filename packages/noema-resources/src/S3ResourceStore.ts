@@ -16,11 +16,19 @@ import {
   type S3Client
 } from "@aws-sdk/client-s3"
 import { Effect, Layer } from "effect"
-import { checkResource, checkUrn } from "./MemoryResourceStore.js"
 import * as Resource from "./Resource.js"
-import { notFound, ResourceStore, ResourceStoreError, readListed, type Service } from "./ResourceStore.js"
+import {
+  type BackendOptions,
+  checkUrn,
+  fromBackend,
+  notFound,
+  ResourceStore,
+  ResourceStoreError,
+  readListed,
+  type Service
+} from "./ResourceStore.js"
 
-export interface Options {
+export interface Options extends BackendOptions {
   readonly client: S3Client
   readonly bucket: string
   /** Prepended to every key, e.g. "resources/". Defaults to "". */
@@ -88,9 +96,9 @@ export const make = (options: Options): Service => {
       }),
       read
     )
-  return {
-    put: (resource) =>
-      Effect.flatMap(checkResource(resource), (checked) =>
+  return fromBackend(
+    {
+      write: (checked) =>
         Effect.tryPromise({
           try: () =>
             client.send(
@@ -102,40 +110,41 @@ export const make = (options: Options): Service => {
               })
             ),
           catch: fail(`cannot write ${checked.meta.urn}`)
-        }).pipe(Effect.asVoid)
-      ),
-    get: (urn) =>
-      Effect.flatMap(checkUrn(urn), (key) =>
-        Effect.flatMap(read(keyOf(key)), (found) =>
-          found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
+        }).pipe(Effect.asVoid),
+      get: (urn) =>
+        Effect.flatMap(checkUrn(urn), (key) =>
+          Effect.flatMap(read(keyOf(key)), (found) =>
+            found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
+          )
+        ),
+      getMany: (urns) =>
+        Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) =>
+          Effect.map(
+            Effect.forEach(keys, (key) => read(keyOf(key)), { concurrency: 16 }),
+            (found) => found.filter((r): r is Resource.Resource => r !== undefined)
+          )
+        ),
+      findByPrefix: (urn) => Effect.flatMap(checkUrn(urn), (key) => list(`${keyPrefix}${key}/`)),
+      findByType: (type) => Effect.map(list(keyPrefix), (all) => all.filter((r) => r.meta.type === type)),
+      delete: (urn) =>
+        Effect.flatMap(checkUrn(urn), (key) =>
+          Effect.tryPromise({
+            try: async () => {
+              try {
+                await client.send(new HeadObjectCommand({ Bucket: bucket, Key: keyOf(key) }))
+              } catch (error) {
+                if (isMissing(error)) return false
+                throw error
+              }
+              await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: keyOf(key) }))
+              return true
+            },
+            catch: fail(`cannot delete ${key}`)
+          })
         )
-      ),
-    getMany: (urns) =>
-      Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) =>
-        Effect.map(
-          Effect.forEach(keys, (key) => read(keyOf(key)), { concurrency: 16 }),
-          (found) => found.filter((r): r is Resource.Resource => r !== undefined)
-        )
-      ),
-    findByPrefix: (urn) => Effect.flatMap(checkUrn(urn), (key) => list(`${keyPrefix}${key}/`)),
-    findByType: (type) => Effect.map(list(keyPrefix), (all) => all.filter((r) => r.meta.type === type)),
-    delete: (urn) =>
-      Effect.flatMap(checkUrn(urn), (key) =>
-        Effect.tryPromise({
-          try: async () => {
-            try {
-              await client.send(new HeadObjectCommand({ Bucket: bucket, Key: keyOf(key) }))
-            } catch (error) {
-              if (isMissing(error)) return false
-              throw error
-            }
-            await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: keyOf(key) }))
-            return true
-          },
-          catch: fail(`cannot delete ${key}`)
-        })
-      )
-  }
+    },
+    options
+  )
 }
 
 export const layer = (options: Options): Layer.Layer<ResourceStore> =>

@@ -16,9 +16,17 @@ import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { deepFreeze } from "./internal/frozen.js"
-import { checkResource, checkUrn } from "./MemoryResourceStore.js"
 import * as Resource from "./Resource.js"
-import { notFound, ResourceStore, ResourceStoreError, type Service } from "./ResourceStore.js"
+import {
+  type Backend,
+  type BackendOptions,
+  checkUrn,
+  fromBackend,
+  notFound,
+  ResourceStore,
+  ResourceStoreError,
+  type Service
+} from "./ResourceStore.js"
 
 export const migrationsTable = "noema_resources_migrations"
 export const resourcesTable = "noema_resources"
@@ -43,7 +51,7 @@ const migrations: Migrations.Record = {
 /** The bounds of the range holding every descendant of `urn`. */
 export const prefixRange = (urn: string): readonly [string, string] => [`${urn}/`, `${urn}0`]
 
-export interface Options {
+export interface Options extends BackendOptions {
   /** Where the resources live, for messages: a file path or a database name. */
   readonly location: string
   /** Migrate nothing: check the table is there. */
@@ -106,19 +114,17 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       })
     const bodies = (statement: Effect.Effect<ReadonlyArray<{ body: string }>, SqlError.SqlError>) =>
       guard(Effect.flatMap(statement, read))
-    const service: Service = {
-      put: (resource) =>
-        Effect.flatMap(checkResource(resource), (checked) =>
-          guard(
-            sql`INSERT INTO ${table} ${sql.insert({
-              urn: checked.meta.urn,
-              type: checked.meta.type,
-              parent: checked.meta.parent ?? null,
-              body: JSON.stringify(checked)
-            })}
+    const backend: Backend = {
+      write: (checked) =>
+        guard(
+          sql`INSERT INTO ${table} ${sql.insert({
+            urn: checked.meta.urn,
+            type: checked.meta.type,
+            parent: checked.meta.parent ?? null,
+            body: JSON.stringify(checked)
+          })}
             ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`
-          ).pipe(Effect.asVoid)
-        ),
+        ).pipe(Effect.asVoid),
       get: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) =>
           Effect.flatMap(bodies(sql`SELECT body FROM ${table} WHERE urn = ${key}`), ([found]) =>
@@ -162,7 +168,7 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
         ),
       transaction: (effect) => guard(sql.withTransaction(effect))
     }
-    return service
+    return fromBackend(backend, options)
   })
 
 export const layer = (

@@ -9,7 +9,13 @@
  *
  * Backends: memory (`makeMemory`) and SQL (`makeSql`, SQLite and PostgreSQL on
  * the shared `SqlClient`; the type filter and the prefix range run in SQL, the
- * scoring in JS over the rows they leave). On PostgreSQL with the `pgvector`
+ * scoring in JS over the rows they leave). On SQLite with the sqlite-vec
+ * extension (loaded by default from the `sqlite-vec` package), a `vec0` copy of
+ * the vectors proposes candidates and the scan is skipped: the candidates are
+ * re-scored exactly as the scan scores, and widened until the copy's float error
+ * proves that no other row can enter the top (`searchCopy`), so the results are
+ * the scan's. Where the extension cannot load, or the copy is stale in a
+ * read-only database, the index scans, with one warning. On PostgreSQL with the `pgvector`
  * extension installed, `makeSql({ pgvector: true })` stores `vector(n)` columns
  * and ranks in the database (`<=>`, exact, no approximate index), with the
  * same results.
@@ -22,6 +28,7 @@ import { Embedder } from "@noema/core"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import * as VectorCopy from "./internal/vectorCopy.js"
 import * as Resource from "./Resource.js"
 import * as Urn from "./Urn.js"
 
@@ -347,6 +354,12 @@ export interface SqlOptions {
   readonly reset?: boolean
   /** Write nothing: the tables must be there; searches work, changes fail (`ReadOnly`). Default false. */
   readonly readonly?: boolean
+  /**
+   * SQLite: the sqlite-vec extension's shared library, for the `vec0` copy that spares a search
+   * the scan (same results). Default: the `sqlite-vec` package's build for this platform.
+   * `false`: always scan, without the warning a failed load gives.
+   */
+  readonly sqliteVec?: string | false
 }
 
 const toBytes = (vector: Float32Array): Uint8Array =>
@@ -373,6 +386,57 @@ export const pgvectorAvailable: Effect.Effect<boolean, SqlError.SqlError, SqlCli
           (rows) => Number(rows[0]?.n ?? 0) > 0
         )
   )
+
+/**
+ * Below this many rows the index scans and its writes leave the copy to the change log: the scan
+ * of a few hundred rows costs about what the copy's fixed costs do (a read transaction and the
+ * KNN statement per search, keeping the copy per write), so a small index (a planner's tasks and
+ * assistants) pays nothing for it. The first write past it brings the copy up to date.
+ */
+const copyFrom = 256
+
+/**
+ * How far a score can lie above what vec0's L2 distance `d` implies (`1 - d² / 2` for vectors of
+ * norm at most 1, which every stored and query vector is, or zero): vec0 sums `dimensions`
+ * float32 squares, off by at most about `dimensions` float32 epsilons times the sum (at most 4),
+ * and a normalised float32 vector's norm exceeds 1 by a few epsilons. Twice that, to be safe.
+ */
+const copyErrorMargin = (dimensions: number) => 8 * (dimensions + 8) * 2 ** -24
+
+/**
+ * The exact top `limit` from the vec0 copy, or undefined when the copy cannot prove it (then the
+ * caller scans). Candidates are scored from their `noema_vectors` row with `dotAt`, as the scan
+ * scores them; a row vec0 did not return is at least as far as the farthest it did, so its score
+ * is at most `1 - farthest² / 2 + margin`. Once the `limit`-th score lies strictly above that, no
+ * other row can enter (nor tie) the top; until then, four times more candidates are asked for.
+ */
+const searchCopy = (
+  copy: VectorCopy.Copy,
+  q: Float32Array,
+  limit: number,
+  options: SearchOptions
+): Effect.Effect<Array<Hit> | undefined, SqlError.SqlError> =>
+  Effect.gen(function* () {
+    const margin = copyErrorMargin(q.length)
+    for (let k = Math.min(VectorCopy.maxK, 2 * limit + 32); ; k = Math.min(VectorCopy.maxK, k * 4)) {
+      const candidates = yield* copy.nearest(q, k, options)
+      const top = new TopK(limit)
+      let farthest = 0
+      for (const candidate of candidates) {
+        if (candidate.distance > farthest) farthest = candidate.distance
+        // The prefix range may let a lookalike in (`cld:a.1-x` for `cld:a.1`).
+        if (!matchesFilters(candidate.urn, candidate.type, options)) continue
+        const score = dotAt(q, fromBytes(candidate.vector), 0)
+        if (top.admits(score)) top.offer({ urn: candidate.urn, type: candidate.type, score })
+      }
+      const hits = top.result()
+      // Fewer than asked for: every row that passes the filters was a candidate.
+      if (candidates.length < k) return hits
+      const bound = 1 - (farthest * farthest) / 2 + margin
+      if (hits.length === limit && (hits[limit - 1] as Hit).score > bound) return hits
+      if (k === VectorCopy.maxK) return undefined
+    }
+  })
 
 /** The index's tables: the vector column's type is the embedder's (and pgvector's, when used). */
 const migrations = (dimensions: number, pgvector: boolean): Migrations.Record => ({
@@ -446,8 +510,19 @@ export const makeSql = (
       ON CONFLICT (id) DO UPDATE SET provider = excluded.provider, model = excluded.model,
         dimensions = excluded.dimensions, storage = excluded.storage`
     const existing = recorded[0]
+    // The vec0 copy, once opened (below): every write brings it along in the write's transaction.
+    let copy: VectorCopy.Copy | undefined
+    const alongCopy = <A, E, R>(
+      write: Effect.Effect<A, E, R>,
+      copyStep: (copy: VectorCopy.Copy) => Effect.Effect<void, SqlError.SqlError>
+    ) =>
+      Effect.suspend(() =>
+        copy === undefined ? write : Effect.tap(write, () => copyStep(copy as VectorCopy.Copy))
+      )
     const emptyForThisEmbedder = doing("resetting the index")(
-      sql.withTransaction(Effect.andThen(sql`DELETE FROM ${vectors}`, writeIdentity))
+      sql.withTransaction(
+        alongCopy(Effect.andThen(sql`DELETE FROM ${vectors}`, writeIdentity), (copy) => copy.rebuild)
+      )
     ).pipe(Effect.asVoid)
     // Read-only, an index no embedder has written to yet stays unrecorded (and empty).
     if (existing === undefined) {
@@ -467,6 +542,31 @@ export const makeSql = (
         )
     }
 
+    let warned = false
+    /** Says once per index why it scans where the copy would have spared it. */
+    const fallBack = (reason: string) =>
+      Effect.suspend(() => {
+        if (warned) return Effect.void
+        warned = true
+        return Effect.logWarning(`${location}: vector search reads every row (no sqlite-vec): ${reason}`)
+      })
+    if (!pg && options.sqliteVec !== false) {
+      const opened = yield* doing("preparing the vec0 copy")(
+        VectorCopy.open(sql, {
+          vectors: vectorsTable,
+          dimensions,
+          readonly: options.readonly === true,
+          extension: options.sqliteVec
+        })
+      )
+      if (VectorCopy.isUnavailable(opened)) yield* fallBack(opened.reason)
+      else copy = opened
+    }
+
+    /** After a write, in its transaction: the copy caught up, once the index is worth searching through it. */
+    const keepCopy = (copy: VectorCopy.Copy) =>
+      Effect.flatMap(copy.state, ({ extent }) => (extent < copyFrom ? Effect.void : copy.catchUp))
+
     const { queryVector, vectorsOf } = common(embedder)
     /** A vector as its column takes it: pgvector's text form, else its bytes. */
     const stored = (vector: Float32Array) =>
@@ -481,19 +581,46 @@ export const makeSql = (
       }
       return where.length === 0 ? sql.literal("") : sql`WHERE ${sql.and(where)}`
     }
+    /**
+     * The copy's exact top, or undefined to scan (a small index): a stale copy is caught up first
+     * (read-only, it cannot be: scan), then searched in one read transaction that sees it fresh,
+     * so a write by another process between the check and the search cannot slip in.
+     */
+    const fromCopy = (copy: VectorCopy.Copy, q: Float32Array, limit: number, filters: SearchOptions) =>
+      Effect.gen(function* () {
+        const { stale, extent } = yield* copy.state
+        if (extent < copyFrom) return undefined
+        if (stale) {
+          if (options.readonly === true) {
+            yield* fallBack("the vec0 copy is behind the vectors and the database is read-only")
+            return undefined
+          }
+          yield* sql.withTransaction(copy.catchUp)
+        }
+        return yield* sql
+          .withTransaction(
+            Effect.flatMap(copy.state, (now) =>
+              now.stale ? Effect.succeed(undefined) : searchCopy(copy, q, limit, filters)
+            )
+          )
+          .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN"))
+      })
     const prepareUpsert = (list: ReadonlyArray<Resource.Resource>) =>
       list.length === 0
         ? Effect.succeed(Effect.void)
         : Effect.map(vectorsOf(list, dimensions), (computed) =>
             doing("storing vectors")(
               sql.withTransaction(
-                Effect.forEach(
-                  list,
-                  (resource, i) =>
-                    sql`INSERT INTO ${vectors} (urn, type, vector)
+                alongCopy(
+                  Effect.forEach(
+                    list,
+                    (resource, i) =>
+                      sql`INSERT INTO ${vectors} (urn, type, vector)
                     VALUES (${resource.meta.urn}, ${resource.meta.type}, ${stored(computed[i] as Float32Array)})
                     ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`,
-                  { discard: true }
+                    { discard: true }
+                  ),
+                  keepCopy
                 )
               )
             )
@@ -505,7 +632,12 @@ export const makeSql = (
       remove: (urn) =>
         Effect.map(
           doing("removing a vector")(
-            sql<{ urn: string }>`DELETE FROM ${vectors} WHERE urn = ${urn} RETURNING urn`
+            sql.withTransaction(
+              alongCopy(
+                sql<{ urn: string }>`DELETE FROM ${vectors} WHERE urn = ${urn} RETURNING urn`,
+                keepCopy
+              )
+            )
           ),
           (rows) => rows.length > 0
         ),
@@ -527,7 +659,7 @@ export const makeSql = (
               (rows) => rows.map((row) => ({ urn: row.urn, type: row.type, score: Number(row.score) }))
             )
           }
-          return Effect.map(
+          const scan = Effect.map(
             doing("searching")(
               sql<{
                 urn: string
@@ -541,6 +673,10 @@ export const makeSql = (
                 top.offer({ urn: row.urn, type: row.type, score: dotAt(q, fromBytes(row.vector), 0) })
               return top.result()
             }
+          )
+          if (copy === undefined) return scan
+          return Effect.flatMap(doing("searching")(fromCopy(copy, q, limit, options)), (hits) =>
+            hits === undefined ? scan : Effect.succeed(hits)
           )
         })
       },

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger, References, Stream } from "effect"
+import { vi } from "vitest"
 import * as CedarPolicy from "../src/CedarPolicy.js"
 import * as LocalEmbedder from "../src/LocalEmbedder.js"
 import * as MemoryResourceStore from "../src/MemoryResourceStore.js"
@@ -142,14 +143,21 @@ permit (principal == Noema::Actor::"${stranger}", action == Noema::Action::"get"
 })
 
 describe("Policy", () => {
-  it.effect("allow-all says so when it is made", () =>
+  it.effect("allow-all says so once per process, however many are made; chosen explicitly, not at all", () =>
     Effect.gen(function* () {
+      // A fresh module: a process that has not made one yet.
+      vi.resetModules()
+      const fresh = yield* Effect.promise(() => import("../src/Policy.js"))
       const { lines, layer } = capture()
-      yield* Effect.provide(Policy.allowAll, layer)
-      assert.isTrue(
-        lines.some((line) => /Warn.*allow-all/i.test(line)),
-        lines.join("\n")
+      const chosen = fresh.allowAllChosen
+      assert.equal(
+        (yield* chosen.authorize({ actor: "cld:user.cli", action: "get", resources: ["cld:task.t"] }))
+          .decision,
+        "allow"
       )
+      assert.deepEqual(lines, [])
+      for (let i = 0; i < 3; i++) yield* Effect.provide(fresh.allowAll, layer)
+      assert.equal(lines.filter((line) => /Warn.*allow-all/i.test(line)).length, 1, lines.join("\n"))
     })
   )
 

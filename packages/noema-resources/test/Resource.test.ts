@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest"
+import { assert, describe, expect, it } from "vitest"
 import * as Resource from "../src/Resource.js"
 
 describe("Resource", () => {
@@ -66,6 +66,37 @@ describe("Resource", () => {
     ).toThrow(/URN does not match/)
     expect(() => Resource.decode({ ...message, meta: { ...message.meta, urn: "not a urn" } })).toThrow(
       Resource.ResourceDecodeError
+    )
+  })
+})
+
+describe("Resource.treeOrder", () => {
+  it("depth-first, each after its parent; siblings by position, then first stored, then URN", () => {
+    const message = Resource.make("message", { name: "m", role: "user", content: "plan this" })
+    const task = (name: string, position: number, parent = message.meta.urn) =>
+      Resource.make("task", { name, parent, status: "pending", position })
+    // URN order is the hashes', not the plan's: they are put in shuffled.
+    const [first, second, third] = [task("first", 1), task("second", 2), task("third", 3)]
+    const [sub1, sub2] = [task("sub one", 1, first!.meta.urn), task("sub two", 2, first!.meta.urn)]
+    const stamped = (resource: Resource.Resource, created: string) =>
+      ({ ...resource, meta: { ...resource.meta, created } }) as Resource.Resource
+    const later = stamped(
+      Resource.make("chunk", { name: "later", parent: message.meta.urn, text: "b" }),
+      "2026-02-01T00:00:00.000Z"
+    )
+    const earlier = stamped(
+      Resource.make("chunk", { name: "earlier", parent: message.meta.urn, text: "a" }),
+      "2026-01-01T00:00:00.000Z"
+    )
+    const shuffled = [third!, sub2!, later, message, second!, earlier, sub1!, first!]
+    assert.deepStrictEqual(
+      Resource.treeOrder(shuffled).map((resource) => resource.meta.name),
+      ["m", "first", "sub one", "sub two", "second", "third", "earlier", "later"]
+    )
+    // Without the message, its tasks start trees of their own, still in order.
+    assert.deepStrictEqual(
+      Resource.treeOrder([third!, second!, first!]).map((resource) => resource.meta.name),
+      ["first", "second", "third"]
     )
   })
 })

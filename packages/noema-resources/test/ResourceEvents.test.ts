@@ -3,7 +3,9 @@ import { fileURLToPath } from "node:url"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
-import { Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
 import fc from "fast-check"
 import * as CedarPolicy from "../src/CedarPolicy.js"
 import * as MemoryResourceStore from "../src/MemoryResourceStore.js"
@@ -14,6 +16,7 @@ import * as ResourceIndex from "../src/ResourceIndex.js"
 import * as ResourceStore from "../src/ResourceStore.js"
 
 const conversation = "cld:conversation.c1"
+const isoTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const put = (resources: ReadonlyArray<string>, source = "cld:assistant.a"): ResourceEvents.Publish => ({
   source,
   detailType: "RESOURCE_PUT",
@@ -53,9 +56,27 @@ describe("ResourceEvents (in-process)", () => {
         assert.deepEqual(ids(yield* collect(deletes, 1)), ids([published[3]!]))
         assert.deepEqual(ids(yield* collect(everything, 4)), ids(published))
         assert.equal(new Set(ids(published)).size, 4)
-        assert.ok(published.every((event) => typeof event.time === "number" && event.time > 0))
+        assert.ok(published.every((event) => isoTime.test(event.time)))
       })
     )
+  )
+
+  it.effect(
+    "an event's time is ISO-8601 in UTC: the clock's, or the one given (epoch milliseconds said as ISO)",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const events = yield* memory
+          yield* TestClock.setTime(Date.UTC(2026, 10, 3, 9, 30))
+          assert.equal((yield* events.publish(put([conversation]))).time, "2026-11-03T09:30:00.000Z")
+          const given = yield* events.publish({ ...put([conversation]), time: Date.UTC(2025, 0, 2) })
+          assert.equal(given.time, "2025-01-02T00:00:00.000Z")
+          const iso = yield* events.publish({ ...put([conversation]), time: "2025-01-02T03:04:05.006Z" })
+          assert.equal(iso.time, "2025-01-02T03:04:05.006Z")
+          const bad = yield* Effect.flip(events.publish({ ...put([conversation]), time: "yesterday" }))
+          assert.match(bad.message, /time must be ISO-8601/)
+        })
+      )
   )
 
   it.effect("refuses bad events and filters with a clear error", () =>
@@ -366,6 +387,46 @@ describe("ResourceEvents across processes (PostgreSQL LISTEN/NOTIFY)", () => {
       )
     )
   })
+
+  it.effect(
+    "stores the time as ISO-8601; a row stored before, in epoch milliseconds, still reads (as ISO-8601)",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const url = yield* Effect.promise(() => database.schema("events_time"))
+          const context = yield* Layer.build(Database.layer({ kind: "postgres", url }))
+          const events = yield* Effect.provideContext(
+            ResourceEvents.makePostgres(yield* Policy.allowAll),
+            context
+          )
+          const heard = yield* events.subscribe(listener, { prefix: conversation })
+          const published = yield* events.publish({
+            ...put([conversation]),
+            time: "2026-11-03T09:30:00.000Z"
+          })
+          const sql = Context.get(context, SqlClient.SqlClient)
+          const stored = yield* sql<{ time: string }>`SELECT time FROM ${sql(ResourceEvents.eventsTable)}`
+          assert.deepEqual(
+            stored.map((row) => row.time),
+            ["2026-11-03T09:30:00.000Z"]
+          )
+          // As an older process writes it: epoch milliseconds.
+          yield* sql`INSERT INTO ${sql(ResourceEvents.eventsTable)} ${sql.insert({
+            id: "old",
+            source: "cld:assistant.old",
+            detail_type: "RESOURCE_PUT",
+            time: 1_700_000_000_000,
+            resources: JSON.stringify([conversation])
+          })}`
+          yield* sql`SELECT pg_notify(${ResourceEvents.channel}, 'old')`
+          const [first, second] = yield* collect(heard, 2)
+          assert.equal(first?.id, published.id)
+          assert.equal(first?.time, "2026-11-03T09:30:00.000Z")
+          assert.equal(second?.id, "old")
+          assert.equal(second?.time, "2023-11-14T22:13:20.000Z")
+        })
+      )
+  )
 
   it.effect("refuses to run cross-process on SQLite, with a clear error", () =>
     Effect.scoped(

@@ -11,6 +11,7 @@ import * as Policy from "../src/Policy.js"
 import * as Resource from "../src/Resource.js"
 import * as ResourceEvents from "../src/ResourceEvents.js"
 import * as ResourceIndex from "../src/ResourceIndex.js"
+import { withoutStamps } from "../src/ResourceStoreConformance.js"
 import * as SqlResourceStore from "../src/SqlResourceStore.js"
 import * as VectorIndex from "../src/VectorIndex.js"
 
@@ -42,13 +43,15 @@ describe("ResourceIndex", () => {
       const { conversation, message, other, store, index } = yield* setup
       yield* index.put(owner, conversation)
       yield* index.put(owner, message)
-      assert.deepEqual(yield* index.get(reader, message.meta.urn), message)
-      assert.deepEqual(yield* index.findByPrefix(reader, conversation.meta.urn), [message])
+      assert.deepEqual(withoutStamps(yield* index.get(reader, message.meta.urn)), message)
+      assert.deepEqual((yield* index.findByPrefix(reader, conversation.meta.urn)).map(withoutStamps), [
+        message
+      ])
 
       const denied = yield* Effect.flip(index.put(reader, { ...message, content: "changed" }))
       assert.equal(denied._tag, "AccessDeniedError")
       assert.match(denied.message, /cld:assistant.reader may not put/)
-      assert.deepEqual(yield* store.get(message.meta.urn), message)
+      assert.deepEqual(withoutStamps(yield* store.get(message.meta.urn)), message)
 
       assert.equal((yield* Effect.flip(index.delete(reader, message.meta.urn)))._tag, "AccessDeniedError")
       assert.equal((yield* Effect.flip(index.get(reader, other.meta.urn)))._tag, "AccessDeniedError")
@@ -68,7 +71,7 @@ describe("ResourceIndex", () => {
       const index = yield* ResourceIndex.ResourceIndex
       const chunk = Resource.make("chunk", { name: "k", text: "text" })
       yield* index.put("cld:user.dev", chunk)
-      assert.deepEqual(yield* index.get("cld:user.dev", chunk.meta.urn), chunk)
+      assert.deepEqual(withoutStamps(yield* index.get("cld:user.dev", chunk.meta.urn)), chunk)
     }).pipe(
       Effect.provide(
         ResourceIndex.layer.pipe(Layer.provide(Layer.merge(MemoryResourceStore.layer, Policy.layerAllowAll)))
@@ -90,11 +93,16 @@ describe("ResourceIndex.findReadable", () => {
       `)
       const index = ResourceIndex.make(MemoryResourceStore.make(), policy)
       for (const resource of [conversation, open!, secret!]) yield* index.put(owner, resource)
-      assert.deepStrictEqual(yield* index.findReadable(owner, conversation.meta.urn), {
+      const readable = (actor: string) =>
+        Effect.map(index.findReadable(actor, conversation.meta.urn), ({ resources, withheld }) => ({
+          resources: resources.map(withoutStamps),
+          withheld
+        }))
+      assert.deepStrictEqual(yield* readable(owner), {
         resources: [open!, secret!],
         withheld: []
       })
-      assert.deepStrictEqual(yield* index.findReadable(reader, conversation.meta.urn), {
+      assert.deepStrictEqual(yield* readable(reader), {
         resources: [open!],
         withheld: [secret!.meta.urn]
       })
@@ -106,6 +114,90 @@ describe("ResourceIndex.findReadable", () => {
         (yield* Effect.flip(index.findReadable(reader, secret!.meta.urn)))._tag,
         "AccessDeniedError"
       )
+    })
+  )
+})
+
+describe("ResourceIndex.resolve: a URN may name its resources", () => {
+  const setup = Effect.gen(function* () {
+    const index = ResourceIndex.make(MemoryResourceStore.make(), yield* Policy.allowAll)
+    const analyst = Resource.make("assistant", { name: "analyst", purpose: "analyse numbers" })
+    const conversation = Resource.make("conversation", { name: "c1" })
+    const message = Resource.make("message", {
+      name: "m1",
+      parent: conversation.meta.urn,
+      role: "user",
+      content: "hi"
+    })
+    for (const resource of [analyst, conversation, message]) yield* index.put(owner, resource)
+    return { index, analyst, conversation, message }
+  })
+
+  it.effect("an element's id may be the resource's name, at any depth; a URN resolves to itself", () =>
+    Effect.gen(function* () {
+      const { index, analyst, conversation, message } = yield* setup
+      assert.equal(yield* index.resolve(owner, "cld:assistant.analyst"), analyst.meta.urn)
+      assert.equal(yield* index.resolve(owner, "cld:conversation.c1/message.m1"), message.meta.urn)
+      assert.equal(yield* index.resolve(owner, `${conversation.meta.urn}/message.m1`), message.meta.urn)
+      assert.equal(yield* index.resolve(owner, message.meta.urn), message.meta.urn)
+      // Nothing of that name: the URN as written (a get then says it is not there).
+      assert.equal(yield* index.resolve(owner, "cld:assistant.nobody"), "cld:assistant.nobody")
+    })
+  )
+
+  it.effect("an id that is one resource's and another's name is ambiguous, said with both URNs", () =>
+    Effect.gen(function* () {
+      const { index, analyst } = yield* setup
+      const literal = Resource.decode({
+        meta: { urn: "cld:assistant.analyst", name: "other", type: "assistant", hash: "analyst" }
+      })
+      yield* index.put(owner, literal)
+      const error = yield* Effect.flip(index.resolve(owner, "cld:assistant.analyst"))
+      assert.equal(error._tag, "AmbiguousNameError")
+      assert.deepEqual((error as ResourceIndex.AmbiguousNameError).candidates, [
+        "cld:assistant.analyst",
+        analyst.meta.urn
+      ])
+    })
+  )
+
+  it.effect("a name the actor may not get is not resolved", () =>
+    Effect.gen(function* () {
+      const analyst = Resource.make("assistant", { name: "analyst" })
+      const policy = yield* CedarPolicy.make(`
+        permit (principal, action, resource);
+        forbid (principal == Noema::Actor::"${reader}", action, resource == Noema::Resource::"${analyst.meta.urn}");
+      `)
+      const index = ResourceIndex.make(MemoryResourceStore.make(), policy)
+      yield* index.put(owner, analyst)
+      assert.equal(yield* index.resolve(owner, "cld:assistant.analyst"), analyst.meta.urn)
+      assert.equal(yield* index.resolve(reader, "cld:assistant.analyst"), "cld:assistant.analyst")
+    })
+  )
+})
+
+describe("ResourceIndex.findReadableByType", () => {
+  it.effect("every resource of a type the actor may get, and the URNs of the others", () =>
+    Effect.gen(function* () {
+      const [open, secret] = ["open", "secret"].map((name) => Resource.make("assistant", { name }))
+      const policy = yield* CedarPolicy.make(`
+        permit (principal, action, resource);
+        forbid (principal == Noema::Actor::"${reader}", action == Noema::Action::"get", resource == Noema::Resource::"${secret!.meta.urn}");
+      `)
+      const index = ResourceIndex.make(MemoryResourceStore.make(), policy)
+      for (const resource of [open!, secret!, Resource.make("conversation", { name: "c" })])
+        yield* index.put(owner, resource)
+      const mine = yield* index.findReadableByType(owner, "assistant")
+      assert.deepEqual(
+        mine.resources.map((r) => r.meta.urn).sort(),
+        [open!.meta.urn, secret!.meta.urn].sort()
+      )
+      const theirs = yield* index.findReadableByType(reader, "assistant")
+      assert.deepEqual(
+        theirs.resources.map((r) => r.meta.urn),
+        [open!.meta.urn]
+      )
+      assert.deepEqual(theirs.withheld, [secret!.meta.urn])
     })
   )
 })
@@ -137,9 +229,11 @@ describe("ResourceIndex.filterReadable", () => {
       `)
       const events = yield* ResourceEvents.makeMemory(policy)
       const heard = yield* events.subscribe(owner, { detailType: "RESOURCE_GET" })
-      const index = ResourceIndex.make(MemoryResourceStore.make(), policy, { events })
+      const store = MemoryResourceStore.make()
+      const index = ResourceIndex.make(store, policy, { events })
       yield* index.putMany(owner, [conversation, open!, secret!])
-      const held = [secret!, open!]
+      // As the caller holds them: as stored (tokens, created), in another order.
+      const held = yield* store.getMany([secret!.meta.urn, open!.meta.urn])
       for (const actor of [owner, reader])
         assert.deepStrictEqual(
           yield* index.filterReadable(actor, conversation.meta.urn, held),
@@ -244,7 +338,7 @@ describe("ResourceIndex decisions", () => {
       fs.writeFileSync(file, grant("get"))
       const index = ResourceIndex.make(MemoryResourceStore.make(), yield* CedarPolicy.fromFile(file))
       yield* index.put(owner, conversation)
-      assert.deepStrictEqual(yield* index.get(reader, conversation.meta.urn), conversation)
+      assert.deepStrictEqual(withoutStamps(yield* index.get(reader, conversation.meta.urn)), conversation)
       fs.writeFileSync(file, `// reading taken back\n${grant("delete")}`)
       assert.equal((yield* Effect.flip(index.get(reader, conversation.meta.urn)))._tag, "AccessDeniedError")
     })
@@ -273,7 +367,9 @@ describe("ResourceIndex writes", () => {
           assert.deepStrictEqual(yield* vectors.search({ text: "kitchen" }), [])
           // The same index with a working vector index stores both.
           yield* ResourceIndex.make(store, yield* Policy.allowAll, { vectors }).put(owner, conversation)
-          assert.deepStrictEqual(yield* store.getMany([conversation.meta.urn]), [conversation])
+          assert.deepStrictEqual((yield* store.getMany([conversation.meta.urn])).map(withoutStamps), [
+            conversation
+          ])
           assert.deepStrictEqual(
             (yield* vectors.search({ text: "kitchen" })).map((hit) => hit.urn),
             [conversation.meta.urn]
@@ -304,7 +400,10 @@ describe("ResourceIndex writes", () => {
           assert.deepStrictEqual(yield* store.getMany([first!.meta.urn, second!.meta.urn]), [])
 
           yield* index.putMany(owner, [conversation, first!, second!])
-          assert.deepStrictEqual(yield* store.findByPrefix(conversation.meta.urn), [first!, second!])
+          assert.deepStrictEqual((yield* store.findByPrefix(conversation.meta.urn)).map(withoutStamps), [
+            first!,
+            second!
+          ])
           assert.deepStrictEqual(
             (yield* vectors.search({ text: "second" }, { prefix: conversation.meta.urn, limit: 1 })).map(
               (hit) => hit.urn

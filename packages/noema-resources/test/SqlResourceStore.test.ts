@@ -54,8 +54,9 @@ describe("reading", () => {
       Effect.scoped(
         Effect.gen(function* () {
           const store = yield* onDatabase({ kind: "sqlite", filename: sqliteFile() })
-          const { task } = ResourceStoreConformance.tree()
-          yield* store.put(task)
+          const { conversation, m1, task } = ResourceStoreConformance.tree()
+          // Its parents first: a put under a missing parent is refused.
+          for (const resource of [conversation, m1, task]) yield* store.put(resource)
           const first = yield* store.get(task.meta.urn)
           assert.strictEqual(yield* store.get(task.meta.urn), first)
           assert.strictEqual((yield* store.getMany([task.meta.urn]))[0], first)

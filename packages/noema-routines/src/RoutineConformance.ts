@@ -132,7 +132,7 @@ const yearly = () => WorkBreakdown.select(breakdown(), "report/yearly")[0]!
 
 export const cases: ReadonlyArray<Case> = [
   {
-    name: "keeps a chain's state exactly, replaces it whole, lists a routine's chains in order",
+    name: "keeps a chain's state exactly, replaces it whole, lists a routine's chains and the routines in order",
     run: scope((store) =>
       Effect.gen(function* () {
         assert.equal(yield* store.load("r1", "a/b"), undefined)
@@ -164,6 +164,8 @@ export const cases: ReadonlyArray<Case> = [
           (yield* store.list("r2")).map((entry) => entry.chain),
           ["s/c"]
         )
+        // Each routine once, whatever number of chains it has.
+        assert.deepEqual(yield* store.routines(), ["r1", "r2"])
       })
     )
   },

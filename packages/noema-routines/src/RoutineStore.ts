@@ -83,6 +83,8 @@ export interface Service {
   load(routine: string, chain: string): Effect.Effect<ChainState | undefined, DatabaseError.DatabaseError>
   /** Every chain of `routine` that has state, by chain key. */
   list(routine: string): Effect.Effect<ReadonlyArray<ChainState>, DatabaseError.DatabaseError>
+  /** Every routine (document) with a chain's state, in order: what a browser of routines lists. */
+  routines(): Effect.Effect<ReadonlyArray<string>, DatabaseError.DatabaseError>
   /**
    * Replaces the chain's state (one atomic write), if the stored one is still revision
    * `state.revision - 1` (or there is none); otherwise `RoutineConflictError`.
@@ -111,6 +113,12 @@ export const memory = (): Service => {
           .map((stored) => decode(stored))
           .filter((state) => state.routine === routine)
           .sort((a, b) => (a.chain < b.chain ? -1 : a.chain > b.chain ? 1 : 0))
+      ),
+    routines: () =>
+      Effect.sync(() =>
+        [...new Set([...states.values()].map((stored) => decode(stored).routine))].sort((a, b) =>
+          a < b ? -1 : a > b ? 1 : 0
+        )
       ),
     save: (state) =>
       Effect.suspend(() => {

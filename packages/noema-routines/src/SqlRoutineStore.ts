@@ -123,6 +123,13 @@ export const make = (
             (rows) => Effect.forEach(rows, read)
           )
         ),
+      routines: () =>
+        guard(
+          Effect.map(
+            sql<{ routine: string }>`SELECT DISTINCT routine FROM ${table} ORDER BY routine`,
+            (rows) => rows.map((row) => row.routine)
+          )
+        ),
       // Inserts revision 1, or replaces the row that holds the revision before; returns a row when it wrote.
       save: (state: ChainState) =>
         guard(

@@ -25,8 +25,8 @@
  * stage is given of the earlier stages: their answers, their artifacts whole or
  * listed; see `internal/HandOff.ts`), the agent (a ToolAgent with the stage's
  * instructions, `write_artifact`, `read_artifact` and the tools the pipeline
- * names), every artifact published as it is written, `output.json`, `manifest.json` last, then `StageCompleted`, or on failure
- * `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`
+ * names), `output.json`, `manifest.json` last, then, in one commit, the artifacts
+ * published and `StageCompleted`, or on failure `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`
  * (`internal/ErrorCode.ts`), which the failed attempt's manifest carries too.
  *
  * The tools a pipeline names must be offered (`Pipeline.toolNames` of `tools`): `create`
@@ -44,7 +44,6 @@ import * as HandOff from "./internal/HandOff.js"
 import * as PipelineModule from "./Pipeline.js"
 import { type Pipeline, PipelineError } from "./Pipeline.js"
 import {
-  type ArtifactEntry,
   currentStage,
   describeModel,
   type EventData,
@@ -306,10 +305,9 @@ const isExecuteError = Schema.is(
 /** The tools a stage has besides the ones its pipeline names. */
 const artifactTools = (
   writer: RunFiles.StageWriter,
-  publish: (entry: ArtifactEntry) => Effect.Effect<void>,
   read: Parameters<typeof RunFiles.readArtifactTool>[0]
 ): Array<Tool.Any> => [
-  RunFiles.writeArtifactTool(writer, publish) as unknown as Tool.Any,
+  RunFiles.writeArtifactTool(writer) as unknown as Tool.Any,
   RunFiles.readArtifactTool(read) as unknown as Tool.Any
 ]
 
@@ -381,11 +379,10 @@ export const make = (options: Options): Executor => {
         event_id: startedEvent?.event_id ?? "",
         model: chosen.identity
       })
-      const publish = (entry: ArtifactEntry) =>
-        append(run.runId, [{ type: "ArtifactPublished", position, attempt, ...entry }]).pipe(
-          Effect.orDie,
-          Effect.asVoid
-        )
+      // The attempt's artifacts are published with its outcome, in one commit after its manifest:
+      // by then they and their names are on disk (the manifest fsyncs them), and one commit a stage is enough.
+      const published = (): Array<EventData> =>
+        writer.artifacts().map((entry) => ({ type: "ArtifactPublished", position, attempt, ...entry }))
       const work = Effect.gen(function* () {
         // `create` and `pipelineOf` check the tools, but `execute` may be given any pipeline.
         yield* PipelineModule.decode(pipeline, "the run's pipeline", { tools: offered })
@@ -397,7 +394,7 @@ export const make = (options: Options): Executor => {
             .map((tool) => [tool.name, tool])
         )
         const tools = [
-          ...artifactTools(writer, publish, HandOff.reader(workspace, started, position, maxReadCharacters)),
+          ...artifactTools(writer, HandOff.reader(workspace, started, position, maxReadCharacters)),
           ...definition.tools.flatMap((name) => named.get(name) ?? [])
         ]
         const agent = ToolAgent.make({
@@ -416,22 +413,23 @@ export const make = (options: Options): Executor => {
           .join("\n")
           .trim()
         // A stage always leaves a result: the answer itself when the agent wrote no artifact.
-        if (writer.artifacts().length === 0) {
-          const entry = yield* writer.writeArtifact(`${stage.key}.md`, `${answer}\n`)
-          yield* publish(entry)
-        }
+        if (writer.artifacts().length === 0) yield* writer.writeArtifact(`${stage.key}.md`, `${answer}\n`)
         yield* writer.writeOutput({ text: answer, artifacts: writer.artifacts().map((a) => a.path) })
         yield* writer.writeManifest(manifestFields("completed"))
       })
       return yield* work.pipe(
         Effect.matchEffect({
-          onSuccess: () => append(run.runId, [{ type: "StageCompleted", position, attempt }]),
+          onSuccess: () => append(run.runId, [...published(), { type: "StageCompleted", position, attempt }]),
           onFailure: (error) => {
             const stageError = ErrorCode.fromFailure(error)
             return Effect.gen(function* () {
               yield* Effect.ignore(writer.writeOutput({ error: stageError }))
-              yield* Effect.ignore(writer.writeManifest({ ...manifestFields("failed"), ...stageError }))
+              // Without its manifest, nothing says the artifacts' names reached the disk: none is published.
+              const manifest = yield* Effect.result(
+                writer.writeManifest({ ...manifestFields("failed"), ...stageError })
+              )
               return yield* append(run.runId, [
+                ...(manifest._tag === "Success" ? published() : []),
                 { type: "StageFailed", position, attempt, ...stageError },
                 { type: "RunFailed", ...stageError }
               ])

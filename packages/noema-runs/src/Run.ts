@@ -60,9 +60,11 @@ export const transitions: Readonly<Record<RunStatus, ReadonlyArray<RunStatus>>> 
 
 export const canTransition = (from: RunStatus, to: RunStatus): boolean => transitions[from].includes(to)
 
+/** The statuses of a run that holds its thread: only one at a time unless the thread enqueues. */
+export const activeStatuses: ReadonlyArray<RunStatus> = ["queued", "running", "waiting_approval"]
+
 /** A run that holds its thread: only one at a time unless the thread enqueues. */
-export const isActive = (status: RunStatus): boolean =>
-  status === "queued" || status === "running" || status === "waiting_approval"
+export const isActive = (status: RunStatus): boolean => activeStatuses.includes(status)
 
 export const isFinal = (status: RunStatus): boolean => transitions[status].length === 0
 

@@ -11,6 +11,10 @@
  * ever overwritten; the temporary name is then removed), and the directory is
  * fsynced so the new name survives a crash. `manifest.json` is written last,
  * after every artifact is complete: a manifest never describes a partial file.
+ * A stage's directories are fsynced once each, together, just before its manifest
+ * (not after each file): nothing claims a name before then, so each fsync the
+ * contract needs is done once (a stage with one artifact: four files, its three
+ * directories, then the manifest's directory again).
  * Files are made 0600 and directories 0700 (as `$NOEMA_HOME` is): a run's
  * request and artifacts are its owner's alone, wherever the workspace is.
  *
@@ -125,39 +129,91 @@ const fsyncDirectory = (directory: string) => {
   }
 }
 
+/**
+ * fsync off the event loop (libuv's thread pool): the fsyncs of one batch (a stage's files,
+ * then its directories) then wait on the disk together instead of one after another.
+ */
+const fsyncInPool = (fd: number): Promise<void> =>
+  new Promise((resolve, reject) => fs.fsync(fd, (error) => (error === null ? resolve() : reject(error))))
+
+const fsyncDirectoryInPool = async (directory: string): Promise<void> => {
+  const fd = fs.openSync(directory, "r")
+  try {
+    await fsyncInPool(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/**
+ * Directories with new entries (a linked file, a new subdirectory) that must reach the disk
+ * before anything claims them: collected while files are written, then each fsynced once,
+ * all at the same time (`syncDirectories`).
+ */
+type PendingDirectories = Set<string>
+
+const syncDirectories = async (pending: PendingDirectories): Promise<void> => {
+  const directories = [...pending]
+  pending.clear()
+  await Promise.all(directories.map(fsyncDirectoryInPool))
+}
+
 /** The modes of what a run writes: its owner's alone (what is already there is left as it is). */
 const directoryMode = 0o700
 const fileMode = 0o600
 
-/** Creates `directory` (and parents, 0700), fsyncing each new one's parent. */
-const ensureDirectory = (directory: string) => {
+/** Creates `directory` (and parents, 0700); each new one's parent is pending a directory fsync. */
+const ensureDirectory = (directory: string, pending: PendingDirectories) => {
   if (fs.existsSync(directory)) return
-  ensureDirectory(path.dirname(directory))
+  ensureDirectory(path.dirname(directory), pending)
   fs.mkdirSync(directory, { mode: directoryMode })
-  fsyncDirectory(path.dirname(directory))
+  pending.add(path.dirname(directory))
 }
 
-/**
- * Writes `data` to `file`: temporary file, fsync, link into place (refused if
- * `file` exists), unlink the temporary name, fsync the directory.
- */
-export const writeFileAtomic = (file: string, data: string | Uint8Array): void => {
-  const directory = path.dirname(file)
-  ensureDirectory(directory)
-  const temporary = path.join(directory, `.${path.basename(file)}.${process.pid}.${crypto.randomUUID()}.tmp`)
+/** Writes `data` to a new temporary file beside `file` and fsyncs it: its bytes are on disk, under no name yet that counts. */
+const writeTemporary = async (file: string, data: string | Uint8Array): Promise<string> => {
+  const temporary = path.join(
+    path.dirname(file),
+    `.${path.basename(file)}.${process.pid}.${crypto.randomUUID()}.tmp`
+  )
   const fd = fs.openSync(temporary, "wx", fileMode)
   try {
     fs.writeFileSync(fd, data)
-    fs.fsyncSync(fd)
+    await fsyncInPool(fd)
   } finally {
     fs.closeSync(fd)
   }
+  return temporary
+}
+
+/** Links a temporary file into place as `file` (refused if `file` exists), then unlinks the temporary name. */
+const linkInto = (temporary: string, file: string, pending: PendingDirectories) => {
   try {
     fs.linkSync(temporary, file)
   } finally {
     fs.unlinkSync(temporary)
   }
-  fsyncDirectory(directory)
+  pending.add(path.dirname(file))
+}
+
+/**
+ * Writes `data` to `file`: temporary file, fsync, link into place (refused if `file`
+ * exists), unlink the temporary name. The file's bytes are on disk before its name
+ * exists; the name itself is on disk once its directory, added to `pending`, is fsynced.
+ */
+const linkDurable = async (file: string, data: string | Uint8Array, pending: PendingDirectories) =>
+  linkInto(await writeTemporary(file, data), file, pending)
+
+/**
+ * Writes `data` to `file` (creating its directory) and returns once the file and its name
+ * are on disk: the file fsynced before it is linked, then every directory with a new entry
+ * fsynced, together.
+ */
+export const writeFileAtomic = async (file: string, data: string | Uint8Array): Promise<void> => {
+  const pending: PendingDirectories = new Set()
+  ensureDirectory(path.dirname(file), pending)
+  await linkDurable(file, data, pending)
+  await syncDirectories(pending)
 }
 
 /** The system's error code of a thrown error, if it is a system error. */
@@ -171,6 +227,15 @@ const attempt = <A>(file: string, f: () => A): Effect.Effect<A, FileError> =>
     try: f,
     catch: (error) => new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
   })
+
+/** `attempt` for a write on the thread pool; never cut off halfway (no temporary file is left by an interrupt). */
+const attemptWrite = <A>(file: string, f: () => Promise<A>): Effect.Effect<A, FileError> =>
+  Effect.uninterruptible(
+    Effect.tryPromise({
+      try: f,
+      catch: (error) => new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
+    })
+  )
 
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`
 
@@ -288,7 +353,7 @@ export const discardRunFile = (workspace: string, runId: string): Effect.Effect<
 
 export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<void, FileError> => {
   const file = path.join(workspace, runFileName(run.run_id))
-  return attempt(file, () => writeFileAtomic(file, encodeRunFile(run)))
+  return attemptWrite(file, () => writeFileAtomic(file, encodeRunFile(run)))
 }
 
 export interface Manifest {
@@ -360,7 +425,11 @@ export interface StageWriter {
     kind?: string
   ) => Effect.Effect<ArtifactEntry, FileError>
   readonly writeOutput: (output: unknown) => Effect.Effect<void, FileError>
-  /** Last: only after every artifact; lists them with their hashes. */
+  /**
+   * Last: only after every artifact; lists them with their hashes. Fsyncs every directory the
+   * attempt's files were linked in first, then the manifest and its directory: once it returns,
+   * everything it names is on disk.
+   */
   readonly writeManifest: (manifest: Omit<Manifest, "artifacts">) => Effect.Effect<Manifest, FileError>
   readonly artifacts: () => ReadonlyArray<ArtifactEntry>
 }
@@ -438,6 +507,11 @@ export const artifactTarget = (
 /**
  * The writer of one stage attempt. For attempt k > 1, the directory holding
  * the earlier attempt is first renamed to `<nn>-<key>.attempt-<k-1>`.
+ *
+ * Each file is fsynced before it is linked; the directories that gained entries (the
+ * stage's own, `artifacts/`, new ones and their parents) are fsynced once each, together,
+ * by `writeManifest`, before the manifest is linked: so the manifest, and what the
+ * timeline records after it, never claims a name a crash could still take away.
  */
 export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWriter, FileError> => {
   const directory = stagePath(options.workspace, options.runId, options.position, options.key)
@@ -445,6 +519,8 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const maxBytes = options.maxArtifactBytes ?? 1024 * 1024
   const maxCount = options.maxArtifacts ?? 100
   const published: Array<ArtifactEntry> = []
+  const pending: PendingDirectories = new Set()
+  let writing = 0
   return attempt(directory, () => {
     if (fs.existsSync(directory)) {
       const manifest = readManifest(directory)
@@ -456,20 +532,21 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       const aside = `${directory}.attempt-${earlier}`
       if (fs.existsSync(aside)) throw new Error(`${aside} already exists`)
       fs.renameSync(directory, aside)
+      // At once: the earlier attempt is set aside before a new one takes its name.
       fsyncDirectory(path.dirname(directory))
     }
-    ensureDirectory(artifactsDirectory)
+    ensureDirectory(artifactsDirectory, pending)
   }).pipe(
     Effect.as<StageWriter>({
       directory,
       artifactsDirectory,
       writeInput: (input) => {
         const file = path.join(directory, "input.json")
-        return attempt(file, () => writeFileAtomic(file, json(input)))
+        return attemptWrite(file, () => linkDurable(file, json(input), pending))
       },
       writeOutput: (output) => {
         const file = path.join(directory, "output.json")
-        return attempt(file, () => writeFileAtomic(file, json(output)))
+        return attemptWrite(file, () => linkDurable(file, json(output), pending))
       },
       writeArtifact: (name, content, kind) => {
         const named = artifactTarget(artifactsDirectory, name)
@@ -483,14 +560,13 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
               detail: `${bytes.length} bytes is over the ${maxBytes}-byte cap`
             })
           )
-        if (published.length >= maxCount)
-          return Effect.fail(
-            new FileError({ path: relative, detail: `at most ${maxCount} artifacts per stage` })
-          )
-        return attempt(relative, () => {
+        return attemptWrite(relative, async () => {
+          // Counted with the writes still waiting on the disk, so writes at once cannot pass the cap.
+          if (published.length + writing >= maxCount)
+            throw new Error(`at most ${maxCount} artifacts per stage`)
           // Every directory between the artifacts root and the file must be a real directory.
           let parent = path.dirname(target)
-          ensureDirectory(parent)
+          ensureDirectory(parent, pending)
           while (parent !== artifactsDirectory) {
             if (fs.lstatSync(parent).isSymbolicLink())
               throw new Error("the path goes through a symbolic link")
@@ -498,7 +574,12 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
           }
           if (fs.existsSync(target))
             throw new Error("the artifact already exists: artifacts are never overwritten")
-          writeFileAtomic(target, bytes)
+          writing++
+          try {
+            await linkDurable(target, bytes, pending)
+          } finally {
+            writing--
+          }
           const entry: ArtifactEntry = {
             path: path.relative(artifactsDirectory, target).split(path.sep).join("/"),
             kind: kind ?? kindOf(relative),
@@ -512,7 +593,16 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       writeManifest: (fields) => {
         const file = path.join(directory, "manifest.json")
         const manifest: Manifest = { ...fields, artifacts: [...published] }
-        return attempt(file, () => writeFileAtomic(file, json(manifest))).pipe(Effect.as(manifest))
+        return attemptWrite(file, async () => {
+          // Its bytes while the directories are synced; its name only once they are.
+          const [temporary] = await Promise.all([
+            writeTemporary(file, json(manifest)),
+            syncDirectories(pending)
+          ])
+          linkInto(temporary, file, pending)
+          await syncDirectories(pending)
+          return manifest
+        })
       },
       artifacts: () => [...published]
     })

@@ -249,14 +249,24 @@ export const envelopes = (
     data
   }))
 
-/** The batch folded onto `run`, with the thread's serialisation checked for a start. */
+/**
+ * Whether folding `batch` looks at the thread's runs: only a start does (`startRefusal`), and
+ * only at its active ones (`isActive`); a store reads them for nothing else.
+ */
+export const needsThreadRuns = (batch: ReadonlyArray<EventData>): boolean =>
+  batch.some((event) => event.type === "RunStarted")
+
+/**
+ * The batch folded onto `run`, with the thread's serialisation checked for a start.
+ * `threadRuns`: the thread's active runs in creation order (`needsThreadRuns`; the
+ * finished ones change nothing, so a store may leave them out).
+ */
 export const fold = (
   run: RunView,
   events: ReadonlyArray<Event>,
   threadRuns: ReadonlyArray<RunView>
 ): RunView | IllegalTransition => {
-  const start = events.find((event) => event.data.type === "RunStarted")
-  if (start !== undefined && run.status !== "waiting_approval") {
+  if (needsThreadRuns(events.map((event) => event.data)) && run.status !== "waiting_approval") {
     const refusal = startRefusal(run, threadRuns)
     if (refusal !== undefined)
       return new IllegalTransition({ runId: run.runId, event: "RunStarted", detail: refusal })

@@ -17,6 +17,7 @@ import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import {
+  activeStatuses,
   applyAll,
   type Event,
   IllegalTransition,
@@ -34,6 +35,7 @@ import {
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
+  needsThreadRuns,
   newThread,
   queuedRun,
   RunsStore,
@@ -261,9 +263,14 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       )
     const viewsOf = (rows: ReadonlyArray<{ readonly view: string }>) =>
       rows.map((row) => JSON.parse(row.view) as RunView)
-    const threadRuns = (threadId: string) =>
+    /**
+     * The thread's active runs, in creation order: all that a refusal looks at. Finished runs are
+     * left out, so a long thread's history is not read back and parsed on every write.
+     */
+    const activeThreadRuns = (threadId: string) =>
       Effect.map(
-        sql<{ view: string }>`SELECT view FROM runs_runs WHERE thread_id = ${threadId} ORDER BY queue_order`,
+        sql<{ view: string }>`SELECT view FROM runs_runs
+          WHERE thread_id = ${threadId} AND ${sql.in("status", activeStatuses)} ORDER BY queue_order`,
         viewsOf
       )
     const selectRun = (runId: string) =>
@@ -448,7 +455,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           transaction(
             Effect.gen(function* () {
               const thread = yield* selectThread(options.threadId, true)
-              const refused = createRefusal(thread, yield* threadRuns(thread.id), options)
+              const refused = createRefusal(thread, yield* activeThreadRuns(thread.id), options)
               if (refused !== undefined) return yield* Effect.fail(refused)
               const runId = options.runId ?? newRunId()
               const queued = queuedRun(runId, thread, options)
@@ -468,7 +475,11 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               yield* selectThread(before.threadId, true)
               // Read again under the thread's lock: another writer may have appended meanwhile.
               const run = yield* selectRun(runId)
-              const next = appended(run, batch, yield* threadRuns(run.threadId))
+              const next = appended(
+                run,
+                batch,
+                needsThreadRuns(batch) ? yield* activeThreadRuns(run.threadId) : []
+              )
               if (next instanceof IllegalTransition) return yield* Effect.fail(next)
               yield* insertEvents(next.events)
               yield* project(next.view, false)

@@ -118,7 +118,8 @@ describe("Worker", () => {
           interrupt: executor.interrupt
         })
       )
-      yield* Effect.sleep("100 millis")
+      // Until the stage's model call is under way (its files go through the disk first: bounded, not timed).
+      for (let i = 0; i < 3000 && model.requests.length === 0; i++) yield* Effect.sleep("10 millis")
       assert.strictEqual((yield* store.getRun(run.runId)).stages[0]?.status, "running")
       // Another process cancels it: only the store is shared.
       yield* Executor.make({ store, workspace, model }).cancel(run.runId, "no longer needed")

@@ -504,14 +504,18 @@ export const make = (options: Options): Effect.Effect<Runtime> =>
           // Stopped while the subminds thought about it: `stop` has already reported what was
           // queued, so these items are not queued and the caller is told the trigger was refused.
           if (state !== "running") return yield* Effect.fail(new RuntimeNotRunning({ state: "stopped" }))
-          const refusal = Decisions.refusal(items, {
-            waiting: new Set(session.pendingApprovals().map((call) => call.id)),
-            decided: Decisions.decidedCalls(bucket.remaining()),
-            superseding: current !== undefined && !current.resuming,
-            messagesWaiting: bucket
-              .waiting()
-              .flatMap((item) => (item.messages.length > 0 ? [item.priority] : []))
-          })
+          // Only decisions are ever refused: a trigger without any (a message, an interruption)
+          // does not read what waits in the session and the bucket, on the way to its interrupt.
+          const refusal = items.some(ContextItem.hasDecisions)
+            ? Decisions.refusal(items, {
+                waiting: new Set(session.pendingApprovals().map((call) => call.id)),
+                decided: Decisions.decidedCalls(bucket.remaining()),
+                superseding: current !== undefined && !current.resuming,
+                messagesWaiting: bucket
+                  .waiting()
+                  .flatMap((item) => (item.messages.length > 0 ? [item.priority] : []))
+              })
+            : undefined
           if (refusal !== undefined) return yield* Effect.fail(new DecisionRefused(refusal))
           // An item without messages or decisions only interrupts: there is nothing to queue.
           for (const item of items) {

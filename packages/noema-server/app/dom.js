@@ -67,3 +67,33 @@ export function badge(status) {
 export function shorten(text, length) {
   return text.length > length ? `${text.slice(0, length)}…` : text
 }
+
+/** `text` on one line, at most `max` characters, as the CLI's `Terminal.oneLine` writes it. */
+export function oneLine(text, max) {
+  const single = text.replace(/\s+/g, " ").trim()
+  return single.length <= max ? single : `${single.slice(0, Math.max(0, max - 1))}…`
+}
+
+/** Up and down move between the links of `list` (Enter opens one, as any link). */
+export function arrowKeys(list) {
+  list.addEventListener("keydown", (event) => {
+    if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return
+    const links = [...list.querySelectorAll("a")]
+    const at = links.indexOf(document.activeElement)
+    const next = links[Math.max(0, Math.min(links.length - 1, at + (event.key === "ArrowDown" ? 1 : -1)))]
+    if (next) {
+      event.preventDefault()
+      next.focus()
+    }
+  })
+}
+
+/**
+ * Calls `read` every `ms` while the view `id` is shown and the page is seen: what another
+ * process changes (a plan being worked on in a terminal) shows without a reload.
+ */
+export function whileShown(id, ms, read) {
+  setInterval(() => {
+    if (!$(id).hidden && document.visibilityState === "visible") read()
+  }, ms)
+}

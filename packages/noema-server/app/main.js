@@ -1,14 +1,23 @@
 /**
- * main: the panel's one page. A view switcher (Runs, Sessions) whose place is
+ * main: the panel's one page. A view switcher (Runs, Sessions, Chat, Traces, Plans,
+ * Routines, Resources) whose place is
  * the address's hash (`#view=NAME&...`; no view is Runs, as before, so an
  * address the CLI or an older panel wrote still opens), and the live feed
  * (Server-Sent Events) that tells the Runs view when any run changed.
  */
+
+import * as chat from "./chat.js"
 import { $ } from "./dom.js"
+import * as plans from "./plans.js"
+import * as resources from "./resources.js"
+import * as routines from "./routines.js"
 import * as runs from "./runs.js"
 import * as sessions from "./sessions.js"
+import * as traces from "./traces.js"
 
-const views = { runs, sessions }
+const views = { runs, sessions, chat, traces, plans, routines, resources }
+/** The search field "/" goes to, by view. */
+const searches = { sessions: "session-search", resources: "resource-search" }
 
 function route() {
   const params = new URLSearchParams(location.hash.slice(1))
@@ -48,9 +57,10 @@ function connect() {
 // "/" goes to the search of the view shown, as in many tools; not while typing somewhere.
 document.addEventListener("keydown", (event) => {
   const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement?.tagName ?? "")
-  if (event.key === "/" && !typing && !$("view-sessions").hidden) {
+  const shown = document.body.getAttribute("data-view")
+  if (event.key === "/" && !typing && Object.hasOwn(searches, shown)) {
     event.preventDefault()
-    $("session-search").focus()
+    $(searches[shown]).focus()
   }
 })
 

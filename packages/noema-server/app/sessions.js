@@ -60,7 +60,7 @@ function renderList(page) {
 }
 
 /** `name(arguments)`, as the CLI writes a call: a single string argument alone, else key=value pairs. */
-function callText(name, argumentsJson) {
+export function callText(name, argumentsJson) {
   let parsed
   try {
     parsed = JSON.parse(argumentsJson.trim() === "" ? "{}" : argumentsJson)
@@ -87,7 +87,7 @@ function decision(approval) {
     : mark(`rejected${by}${approval.reason ? `: ${approval.reason}` : ""}`, "s-failed")
 }
 
-function entryOf(entry) {
+export function entryOf(entry) {
   switch (entry.kind) {
     case "user":
       return el("div", { className: "entry user", "data-kind": "user" }, [
@@ -169,6 +169,11 @@ function renderDetail(detail) {
         el("h3", {
           className: "dim",
           text: `turn ${turn.number} · ${turn.usage}${turn.cost === null ? "" : ` · ${turn.cost}`}`
+        }),
+        el("a", {
+          className: "trace-link small",
+          href: `#view=traces&session=${encodeURIComponent(detail.session.id)}&seq=${turn.first_seq}`,
+          text: "trace"
         }),
         ...turn.entries.map(entryOf)
       ])

@@ -20,6 +20,22 @@
  *     GET  /api/sessions[?q=&offset=&limit=]    saved conversations, most recent first, a page at a time
  *     GET  /api/sessions/:id[?from_turn=]       a session's turns (a page of them): messages, tool calls,
  *                                               approvals, interruptions, compactions, usage and cost
+ *     GET  /api/chat                            what the Chat view talks to (the model and its tools)
+ *     POST /api/chat                            {}  -> 201 { session_id }: a new session to chat in
+ *     GET  /api/chat/:id/events                 Server-Sent Events: the session's turns as they run (ChatJson)
+ *     POST /api/chat/:id/messages               { text, interrupt? }  -> 202: a turn, or queued behind one
+ *     POST /api/chat/:id/cancel                 {}: stops the turn under way (what was shown is kept)
+ *     POST /api/chat/:id/decisions              { decisions: { CALL_ID: { approved, reason? } } }  -> 202
+ *     GET  /api/traces[?session=&seq=&offset=&limit=]  turns' traces kept locally, newest first
+ *     GET  /api/traces/:id                      a trace's spans in tree order, as a waterfall's rows
+ *     GET  /api/plans[?offset=&limit=]          the plans noema plan stored, with their tasks' states
+ *     GET  /api/plans/tree?urn=                 a plan's tree: assignments, scores, evaluations, outputs
+ *     GET  /api/routines                        the routines with stored progress
+ *     GET  /api/routines/:id                    a routine's goals as noema routine status shows them
+ *     GET  /api/resources[?prefix=&offset=&limit=]   resources under a URN prefix (resources ls), with the
+ *                                               policy's decision for the server's actor on each
+ *     GET  /api/resources/search?q=[&type=&prefix=&limit=]   resources search
+ *     GET  /api/resources/show?urn=             a resource (resources show) and the decision per action
  *
  * Bodies are in the runs' JSON style (RunsJson); a refusal is
  * `{ "error": { "code", "message" } }` with the status of its class
@@ -29,8 +45,13 @@
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import * as ApiError from "./ApiError.js"
+import * as ChatJson from "./ChatJson.js"
+import * as PlansJson from "./PlansJson.js"
+import * as ResourcesJson from "./ResourcesJson.js"
+import * as RoutinesJson from "./RoutinesJson.js"
 import * as RunsJson from "./RunsJson.js"
 import * as SessionsJson from "./SessionsJson.js"
+import * as TracesJson from "./TracesJson.js"
 
 // ---------------------------------------------------------------------------
 // Request bodies: their messages name the field as it is sent
@@ -293,6 +314,209 @@ export class Sessions extends HttpApiGroup.make("sessions")
     })
   ) {}
 
+/** Most characters of one chat message (a pasted document fits; a runaway client does not). */
+export const maxChatMessageLength = 100_000
+
+export const ChatMessage = RunsJson.snake({
+  text: required("text", maxChatMessageLength),
+  interrupt: optional(
+    Schema.Boolean.annotate({
+      description: "Stop the turn under way and answer this instead (noema chat's !text)"
+    })
+  )
+})
+
+export const ChatDecisions = RunsJson.snake({
+  decisions: Schema.Record(
+    Schema.String,
+    Schema.Union([
+      Schema.Struct({ approved: Schema.Literal(true) }),
+      Schema.Struct({ approved: Schema.Literal(false), reason: optional(text("reason", maxReasonLength)) })
+    ])
+  ).annotate({
+    message: "decisions must map tool call ids to { approved: true } or { approved: false, reason? }"
+  })
+})
+
+/** A frame of /api/chat/:id/events: a chat frame, or a keep-alive nobody listens to. */
+export const ChatEvent = Schema.Union([
+  Schema.Struct({ event: Schema.Literal("chat"), data: Schema.fromJsonString(ChatJson.Frame) }),
+  Schema.Struct({ event: Schema.Literal("keep-alive"), data: Schema.Literal("") })
+])
+
+export class Chat extends HttpApiGroup.make("chat")
+  .add(
+    HttpApiEndpoint.get("info", "/", { success: ChatJson.ChatInfo, error: errors(ApiError.NotFound) }),
+    HttpApiEndpoint.post("create", "/", {
+      payload: RunsJson.snake({}),
+      success: ChatJson.NewChat.pipe(HttpApiSchema.status(201)),
+      error: postErrors(ApiError.NotFound, ApiError.ServiceUnavailable)
+    }),
+    HttpApiEndpoint.get("events", "/:id/events", {
+      params: id,
+      success: HttpApiSchema.StreamSse({ events: ChatEvent }),
+      error: errors(ApiError.NotFound, ApiError.ServiceUnavailable)
+    }),
+    HttpApiEndpoint.post("send", "/:id/messages", {
+      params: id,
+      payload: ChatMessage,
+      success: ChatJson.Sent.pipe(HttpApiSchema.status(202)),
+      error: postErrors(ApiError.NotFound, ApiError.Conflict, ApiError.ServiceUnavailable)
+    }),
+    HttpApiEndpoint.post("cancel", "/:id/cancel", {
+      params: id,
+      payload: RunsJson.snake({}),
+      success: ChatJson.Cancelled,
+      error: postErrors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.post("decide", "/:id/decisions", {
+      params: id,
+      payload: ChatDecisions,
+      success: ChatJson.Decided.pipe(HttpApiSchema.status(202)),
+      error: postErrors(ApiError.NotFound, ApiError.Conflict, ApiError.ServiceUnavailable)
+    })
+  )
+  .prefix("/api/chat")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Chat",
+      description:
+        "Talk to the agent noema chat talks to, on the same runtime: one turn at a time per session, messages queued behind it, a cancel, decisions on calls waiting for approval"
+    })
+  ) {}
+
+export class Traces extends HttpApiGroup.make("traces")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        session: optional(text("session", maxTitleLength)),
+        seq: optional(queryCount("seq", 0)),
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
+          )
+        )
+      },
+      success: TracesJson.TracePage,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      success: TracesJson.TraceDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/traces")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Traces",
+      description:
+        "Each turn's spans (model calls, tool calls, retries), kept locally, as noema traces shows them"
+    })
+  ) {}
+
+/** The longest URN taken in a query (the resources' own bound). */
+const maxUrnLength = 1024
+
+export class Plans extends HttpApiGroup.make("plans")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
+          )
+        )
+      },
+      success: PlansJson.PlanList,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("tree", "/tree", {
+      query: { urn: required("urn", maxUrnLength) },
+      success: PlansJson.PlanTree,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/plans")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Plans",
+      description:
+        "The task trees noema plan stored (as noema tasks show prints them), read as the server's actor through the policy"
+    })
+  ) {}
+
+export class Routines extends HttpApiGroup.make("routines")
+  .add(
+    HttpApiEndpoint.get("list", "/", { success: RoutinesJson.RoutineList, error: errors(ApiError.NotFound) }),
+    HttpApiEndpoint.get("get", "/:id", {
+      params: id,
+      success: RoutinesJson.RoutineDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/routines")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Routines",
+      description: "Work breakdown documents and each goal's progress, as noema routine status shows it"
+    })
+  ) {}
+
+/** Most resources in one page of a listing, and most results of a search. */
+export const maxResourcePage = 500
+export const maxSearchResults = 50
+
+export class Resources extends HttpApiGroup.make("resources")
+  .add(
+    HttpApiEndpoint.get("list", "/", {
+      query: {
+        prefix: optional(text("prefix", maxUrnLength)),
+        offset: optional(queryCount("offset", 0)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxResourcePage, {
+              message: `limit must be at most ${maxResourcePage}`
+            })
+          )
+        )
+      },
+      success: ResourcesJson.ResourceList,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("search", "/search", {
+      query: {
+        q: required("q", maxReasonLength),
+        type: optional(text("type", maxTitleLength)),
+        prefix: optional(text("prefix", maxUrnLength)),
+        limit: optional(
+          queryCount("limit", 1).check(
+            Schema.isLessThanOrEqualTo(maxSearchResults, {
+              message: `limit must be at most ${maxSearchResults}`
+            })
+          )
+        )
+      },
+      success: ResourcesJson.SearchResults,
+      error: errors(ApiError.NotFound)
+    }),
+    HttpApiEndpoint.get("show", "/show", {
+      query: { urn: required("urn", maxUrnLength) },
+      success: ResourcesJson.ResourceDetail,
+      error: errors(ApiError.NotFound)
+    })
+  )
+  .prefix("/api/resources")
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Resources",
+      description:
+        "Resources by URN prefix, search and one resource, with the policy's decision for the server's actor on each; a denied resource's content is never sent"
+    })
+  ) {}
+
 /**
  * The document says once that every route needs the token: the gate in front of the routes
  * checks it, not a middleware of the API's, so no endpoint carries its own (empty) list.
@@ -329,7 +553,7 @@ const secured = (spec: Spec): Spec => {
 }
 
 export class Api extends HttpApi.make("noema-panel")
-  .add(Threads, Runs, Events, Sessions)
+  .add(Threads, Runs, Events, Sessions, Chat, Traces, Plans, Routines, Resources)
   .annotateMerge(
     OpenApi.annotations({
       title: "noema panel API",

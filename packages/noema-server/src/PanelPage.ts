@@ -1,7 +1,8 @@
 /**
  * The panel: one page, a small single page app of plain ES modules in `app/`
  * (no build step: the browser loads them as they are), served under `/app/`.
- * A view switcher (Runs, Sessions) keeps its place in the address's hash.
+ * A view switcher (Runs, Sessions, Chat, Traces, Plans, Routines, Resources) keeps its
+ * place in the address's hash.
  * Everything shown is set as text (never as HTML), so a message, an artifact
  * or a request cannot inject markup: Markdown is rendered by the page's own
  * small renderer (`app/markdown.js`), which builds elements and sets their
@@ -30,6 +31,11 @@ export const page = `<!doctype html>
 <link rel="modulepreload" href="/app/markdown.js">
 <link rel="modulepreload" href="/app/runs.js">
 <link rel="modulepreload" href="/app/sessions.js">
+<link rel="modulepreload" href="/app/chat.js">
+<link rel="modulepreload" href="/app/traces.js">
+<link rel="modulepreload" href="/app/plans.js">
+<link rel="modulepreload" href="/app/routines.js">
+<link rel="modulepreload" href="/app/resources.js">
 <script type="module" src="/app/main.js"></script>
 </head>
 <body data-resume-hint="${attribute(RunLease.resumeHint("RUN"))}">
@@ -39,6 +45,11 @@ export const page = `<!doctype html>
   <nav aria-label="views">
     <a href="#" data-view="runs">Runs</a>
     <a href="#view=sessions" data-view="sessions">Sessions</a>
+    <a href="#view=chat" data-view="chat">Chat</a>
+    <a href="#view=traces" data-view="traces">Traces</a>
+    <a href="#view=plans" data-view="plans">Plans</a>
+    <a href="#view=routines" data-view="routines">Routines</a>
+    <a href="#view=resources" data-view="resources">Resources</a>
   </nav>
   <span id="live" class="off">connecting</span>
   <span id="notice" class="error"></span>
@@ -130,6 +141,103 @@ export const page = `<!doctype html>
       <div class="pager"><span id="turns-range" class="dim"></span>
         <button id="turns-prev" type="button" hidden>Earlier turns</button><button id="turns-next" type="button" hidden>Later turns</button></div>
       <div id="session-turns"></div>
+    </div>
+  </section>
+</main>
+<main id="view-chat" class="one" hidden>
+  <section>
+    <h2><span id="chat-title">New chat</span> <a id="chat-open" class="dim small" hidden>open in Sessions</a></h2>
+    <div class="actions"><span id="chat-agent" class="dim"></span>
+      <button id="chat-new" type="button">New chat</button></div>
+    <div id="chat-turns"></div>
+    <div id="chat-live" aria-live="polite"></div>
+    <ul id="chat-queued" class="list"></ul>
+    <div id="chat-approvals"></div>
+    <div id="chat-status" class="dim" role="status"></div>
+    <form id="chat-form">
+      <textarea id="chat-input" placeholder="Message the agent (Enter sends, Shift+Enter: new line)" aria-label="message"></textarea>
+      <div class="actions"><button class="primary" type="submit">Send</button>
+        <button id="chat-stop" type="button" disabled>Stop (Esc)</button></div>
+    </form>
+  </section>
+</main>
+<main id="view-traces" class="two" hidden>
+  <section>
+    <h2>Traces</h2>
+    <div id="traces-filter" class="dim"></div>
+    <ul id="traces" class="list"></ul>
+    <div class="pager"><span id="traces-range" class="dim"></span>
+      <button id="traces-prev" type="button">Newer</button><button id="traces-next" type="button">Older</button></div>
+  </section>
+  <section id="trace">
+    <div id="trace-empty" class="empty">Choose a trace.</div>
+    <div id="trace-detail" hidden>
+      <h2 id="trace-title"></h2>
+      <div id="trace-meta" class="dim mono"></div>
+      <div id="waterfall" role="list" aria-label="spans"></div>
+      <div id="span-detail"></div>
+    </div>
+  </section>
+</main>
+<main id="view-plans" class="two" hidden>
+  <section>
+    <h2>Plans</h2>
+    <ul id="plans" class="list"></ul>
+    <div class="pager"><span id="plans-range" class="dim"></span>
+      <button id="plans-prev" type="button">Newer</button><button id="plans-next" type="button">Older</button></div>
+  </section>
+  <section id="plan">
+    <div id="plan-empty" class="empty">Choose a plan.</div>
+    <div id="plan-detail" hidden>
+      <h2>Plan</h2>
+      <div id="plan-request" class="request"></div>
+      <div id="plan-meta" class="dim mono small"></div>
+      <div id="plan-progress" class="dim"></div>
+      <div id="plan-withheld" class="dim"></div>
+      <ul id="plan-tasks" class="tree"></ul>
+    </div>
+  </section>
+</main>
+<main id="view-routines" class="two" hidden>
+  <section>
+    <h2>Routines</h2>
+    <ul id="routines" class="list"></ul>
+  </section>
+  <section id="routine">
+    <div id="routine-empty" class="empty">Choose a routine.</div>
+    <div id="routine-detail" hidden>
+      <div id="routine-name" class="request"></div>
+      <div id="routine-meta" class="dim"></div>
+      <div id="routine-problem" class="error"></div>
+      <div id="routine-goals"></div>
+    </div>
+  </section>
+</main>
+<main id="view-resources" class="two" hidden>
+  <section>
+    <h2>Resources</h2>
+    <form id="resource-prefix-form" class="inline">
+      <input id="resource-prefix" class="mono" placeholder="URN prefix (empty: the roots)" aria-label="URN prefix">
+      <button type="submit">List</button>
+    </form>
+    <form id="resource-search-form" class="inline" role="search">
+      <input id="resource-search" type="search" placeholder="Search (/)" aria-label="search resources">
+      <button type="submit">Search</button>
+    </form>
+    <div id="resource-actor" class="dim small"></div>
+    <ul id="resources" class="list"></ul>
+    <div class="pager"><span id="resources-range" class="dim"></span>
+      <button id="resources-prev" type="button">Previous</button><button id="resources-next" type="button">Next</button></div>
+  </section>
+  <section id="resource">
+    <div id="resource-empty" class="empty">Choose a resource.</div>
+    <div id="resource-detail" hidden>
+      <div id="resource-urn" class="request mono"></div>
+      <table><thead><tr><th>action</th><th>decision</th><th>reasons</th></tr></thead>
+        <tbody id="resource-decisions"></tbody></table>
+      <div class="actions"><a id="resource-under" href="#">List what lies under it</a></div>
+      <div id="resource-denied" class="error" hidden></div>
+      <pre id="resource-json"></pre>
     </div>
   </section>
 </main>

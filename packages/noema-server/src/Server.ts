@@ -22,21 +22,29 @@ import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { NodeHttpServer } from "@effect/platform-node"
+import type { Policy, ResourceIndex, ResourceStore } from "@noema/resources"
+import type { RoutineStore } from "@noema/routines"
 import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
-import type { SessionStore, Usage } from "@noema/session"
+import type { SessionStore, TraceStore, Usage } from "@noema/session"
 import { Context, Effect, Exit, Layer, Schema, Scope } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import * as AccessToken from "./internal/AccessToken.js"
+import * as ChatHost from "./internal/ChatHost.js"
+import * as ChatRoutes from "./internal/ChatRoutes.js"
 import * as EventRoutes from "./internal/EventRoutes.js"
 import * as Failures from "./internal/Failures.js"
 import * as FeedClients from "./internal/FeedClients.js"
 import * as Gate from "./internal/Gate.js"
+import * as PlanRoutes from "./internal/PlanRoutes.js"
+import * as ResourceRoutes from "./internal/ResourceRoutes.js"
 import type * as Routes from "./internal/Routes.js"
+import * as RoutineRoutes from "./internal/RoutineRoutes.js"
 import * as RunRoutes from "./internal/RunRoutes.js"
 import * as SameOrigin from "./internal/SameOrigin.js"
 import * as SessionRoutes from "./internal/SessionRoutes.js"
 import * as ThreadRoutes from "./internal/ThreadRoutes.js"
+import * as TraceRoutes from "./internal/TraceRoutes.js"
 import * as PanelApi from "./PanelApi.js"
 import * as PanelPage from "./PanelPage.js"
 import * as StoreChanges from "./StoreChanges.js"
@@ -77,6 +85,45 @@ export interface Options {
   readonly sessions?: SessionStore.Service
   /** The models' prices (US dollars per million tokens), for the cost of a session's turns. */
   readonly prices?: Usage.Prices
+  /**
+   * The agent the Chat view talks to, on the runtime `noema chat` uses (`noema serve` gives
+   * it); needs `sessions`. Without it, the view says the server has none.
+   */
+  readonly chat?: ChatAgent
+  /** Most chats live at once (a runtime each); an idle one makes room. Default 16. */
+  readonly maxChats?: number
+  /** Most messages waiting behind a session's turn. Default 8. */
+  readonly maxQueuedMessages?: number
+  /** The turns' traces the Traces view shows (`noema serve` gives the database's). */
+  readonly traces?: TraceStore.Service
+  /**
+   * What the Plans and Resources views read, as one actor under one policy engine (`noema serve`
+   * gives the database's resources, as `noema resources` reads them).
+   */
+  readonly resources?: Resources
+  /** What the Routines view reads (`noema serve` gives the database's, named relative to its directory). */
+  readonly routines?: Routines
+}
+
+/**
+ * The resources the Plans and Resources views read, as one actor under one policy engine (the
+ * actor and engine `noema resources` uses): every read of a resource goes through `index`.
+ */
+export interface Resources {
+  /** Lists by type (the plans, the resources with no parent); what it finds is authorized before it is sent. */
+  readonly store: ResourceStore.Service
+  readonly index: ResourceIndex.Service
+  /** The engine `index` asks: the decision shown beside each resource. */
+  readonly policy: Policy.Service
+  /** Who the server reads as (a URN). */
+  readonly actor: string
+}
+
+/** The routines the Routines view reads: their stored progress, and the directory names are relative to. */
+export interface Routines {
+  readonly store: RoutineStore.Service
+  /** A document under it is named by its path relative to it; one elsewhere, by its file name. */
+  readonly root: string
 }
 
 export interface Server {
@@ -88,6 +135,8 @@ export interface Server {
   readonly panelUrl: string
   /** What the event feed holds now: its clients and the bytes handed to them not yet taken. */
   readonly feed: () => FeedStats
+  /** The chats live now, their clients, and the most bytes one client was handed and has not taken. */
+  readonly chats: () => ChatStats
 }
 
 /** A server started outside an Effect program (`start`): closed with `close`. */
@@ -96,6 +145,11 @@ export interface Started extends Server {
 }
 
 export type FeedStats = FeedClients.Stats
+
+/** What the Chat view talks to (see `Options.chat`). */
+export type ChatAgent = ChatHost.ChatAgent
+
+export type ChatStats = ChatHost.Stats
 
 /** The server could not start: a weak token, or the port taken. */
 export class ServerError extends Schema.TaggedError<ServerError>()("ServerError", {
@@ -183,7 +237,12 @@ const app = (
       ThreadRoutes.layer(context),
       RunRoutes.layer(context),
       EventRoutes.layer(context),
-      SessionRoutes.layer(context)
+      SessionRoutes.layer(context),
+      ChatRoutes.layer(context),
+      TraceRoutes.layer(context),
+      PlanRoutes.layer(context),
+      RoutineRoutes.layer(context),
+      ResourceRoutes.layer(context)
     ])
   )
 
@@ -232,17 +291,33 @@ export const make = Effect.fnUntraced(function* (options: Options) {
         })
     )
   )
+  const approver = options.approver ?? defaultApprover()
+  const chat =
+    options.chat === undefined || options.sessions === undefined
+      ? undefined
+      : yield* ChatHost.make({
+          agent: options.chat,
+          sessions: options.sessions,
+          approver,
+          ...(options.maxChats !== undefined && { maxChats: options.maxChats }),
+          ...(options.maxQueuedMessages !== undefined && { maxQueued: options.maxQueuedMessages }),
+          log
+        })
   const context: Routes.Context = {
     store: options.store,
     executor: options.executor,
     workspace: options.workspace,
     wake: options.wake ?? (() => {}),
-    approver: options.approver ?? defaultApprover(),
+    approver,
     plan: options.plan,
     feed,
     failures,
     sessions: options.sessions,
-    prices: options.prices
+    prices: options.prices,
+    chat,
+    traces: options.traces,
+    resources: options.resources,
+    routines: options.routines
   }
   const port = yield* listen(app(context, gateLayer(token, host, failures, maxBodyBytes)), {
     port: options.port ?? 0,
@@ -254,7 +329,8 @@ export const make = Effect.fnUntraced(function* (options: Options) {
     port,
     token,
     panelUrl: `${url}/?token=${encodeURIComponent(token)}`,
-    feed: feed.stats
+    feed: feed.stats,
+    chats: () => chat?.stats() ?? { chats: 0, clients: 0, largestHeldBytes: 0 }
   } satisfies Server
 })
 

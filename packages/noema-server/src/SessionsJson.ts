@@ -92,6 +92,8 @@ export type Entry = typeof Entry.Type
 
 export const Turn = Schema.Struct({
   number: Count,
+  /** The seq of the turn's first message: its trace is `GET /api/traces?session=&seq=`. */
+  first_seq: Count,
   /** `Usage.format`: tokens in and out, model calls. */
   usage: Schema.String,
   input_tokens: Count,
@@ -221,6 +223,12 @@ export const detailOf = (stored: SessionStore.StoredSession, options: DetailOpti
     for (const message of turn.messages)
       if (message.role === "assistant") for (const call of message.toolCalls ?? []) calls.set(call.id, call)
   const prompt = info.metadata[Session.systemPromptKey]
+  let seq = 0
+  const firstSeqs = all.map((turn) => {
+    const first = seq
+    seq += turn.messages.length
+    return first
+  })
   return {
     session: summaryOf(info),
     system_prompt: typeof prompt === "string" ? prompt : null,
@@ -230,6 +238,7 @@ export const detailOf = (stored: SessionStore.StoredSession, options: DetailOpti
     from_turn: from,
     turns: all.slice(from - 1, from - 1 + (options.turns ?? 50)).map((turn) => ({
       number: turn.number,
+      first_seq: firstSeqs[turn.number - 1] ?? 0,
       usage: Usage.format(turn.usage),
       input_tokens: turn.usage.inputTokens,
       output_tokens: turn.usage.outputTokens,

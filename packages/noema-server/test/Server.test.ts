@@ -856,7 +856,22 @@ describe("runs server: the OpenAPI document", () => {
         "POST /api/runs/{id}/cancel",
         "GET /api/events",
         "GET /api/sessions",
-        "GET /api/sessions/{id}"
+        "GET /api/sessions/{id}",
+        "GET /api/chat",
+        "POST /api/chat",
+        "GET /api/chat/{id}/events",
+        "POST /api/chat/{id}/messages",
+        "POST /api/chat/{id}/cancel",
+        "POST /api/chat/{id}/decisions",
+        "GET /api/traces",
+        "GET /api/traces/{id}",
+        "GET /api/plans",
+        "GET /api/plans/tree",
+        "GET /api/routines",
+        "GET /api/routines/{id}",
+        "GET /api/resources",
+        "GET /api/resources/search",
+        "GET /api/resources/show"
       ].sort()
     )
     const schemas = document.components.schemas

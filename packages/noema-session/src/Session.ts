@@ -480,6 +480,14 @@ export const make = (
 
   const spanOptions = (): Tracing.SpanOptions => ({ attributes: { [Tracing.Attributes.sessionId]: info.id } })
 
+  /** A turn's span also says where the turn begins in the history, so its trace and its messages meet. */
+  const turnSpanOptions = (): Tracing.SpanOptions => ({
+    attributes: {
+      [Tracing.Attributes.sessionId]: info.id,
+      [Tracing.Attributes.messageSeq]: committed.length
+    }
+  })
+
   const commitUntraced = (
     transaction: Transaction.Transaction
   ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> =>
@@ -802,13 +810,13 @@ export const make = (
     compact,
 
     turn: (agent, model, input, options) =>
-      Tracing.withSpan(turnUntraced(agent, model, input, options), Tracing.SpanNames.turn, spanOptions()),
+      Tracing.withSpan(turnUntraced(agent, model, input, options), Tracing.SpanNames.turn, turnSpanOptions()),
 
     turnStream: (agent, model, input, options) =>
       Tracing.withSpanStream(
         turnStreamUntraced(agent, model, input, options),
         Tracing.SpanNames.turn,
-        spanOptions()
+        turnSpanOptions()
       ),
 
     pendingApprovals: () => waitingForApproval(),
@@ -817,14 +825,14 @@ export const make = (
       Tracing.withSpan(
         resumeUntraced(agent, model, decisions, options),
         Tracing.SpanNames.turn,
-        spanOptions()
+        turnSpanOptions()
       ),
 
     resumeStream: (agent, model, decisions, options) =>
       Tracing.withSpanStream(
         resumeStreamUntraced(agent, model, decisions, options),
         Tracing.SpanNames.turn,
-        spanOptions()
+        turnSpanOptions()
       ),
 
     setTitle: (title) => updateInfo({ title }),

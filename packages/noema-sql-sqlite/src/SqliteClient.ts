@@ -12,6 +12,13 @@
  * savepoints. The file is opened in WAL mode with `synchronous = FULL` (a
  * commit that returned has reached the disk) and a busy timeout for locks
  * held by other processes. `stream` iterates rows without loading them all.
+ *
+ * Extensions: `loadExtension` loads a SQLite extension (a shared library such as
+ * sqlite-vec) into the connection from code. SQL text can never load one: the
+ * connection is opened with extensions allowed (node:sqlite refuses them for
+ * good otherwise) and loading is switched off at once, then on only for the
+ * duration of one `loadExtension` call; SQL's `load_extension()` stays
+ * unauthorised throughout.
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
 import { Context, Duration, Effect, Layer, Option, type Scope, Semaphore, Stream } from "effect"
@@ -47,6 +54,11 @@ export interface Config {
    * for another with `SqlClient.BeginTransaction` (e.g. "BEGIN" for a read).
    */
   readonly beginTransaction?: string | undefined
+  /**
+   * Whether `loadExtension` may load extensions into this connection. Default true. False
+   * opens it as node:sqlite does by default: no extension can ever be loaded.
+   */
+  readonly extensions?: boolean | undefined
   /** How many prepared statements are kept. Default 200. */
   readonly prepareCacheSize?: number | undefined
   readonly spanAttributes?: Record<string, unknown> | undefined
@@ -61,9 +73,18 @@ export interface SqliteClient extends SqlClient.SqlClient {
   readonly config: Config
   /** Not supported by SQLite. */
   readonly updateValues: never
+  /**
+   * Loads a SQLite extension (the path of its shared library) into the connection, between
+   * statements (it waits for a transaction in progress to end). Fails with a `SqlError` when the
+   * file cannot be loaded or the client was opened with `extensions: false`.
+   */
+  readonly loadExtension: (file: string) => Effect.Effect<void, SqlError.SqlError>
 }
 
 export const SqliteClient = Context.Service<SqliteClient>("@noema/sql-sqlite/SqliteClient")
+
+/** Whether a `SqlClient` is this driver's (and so can `loadExtension`). */
+export const isSqliteClient = (client: SqlClient.SqlClient): client is SqliteClient => TypeId in client
 
 // ---------------------------------------------------------------------------
 // The connection
@@ -242,6 +263,19 @@ const pragmas = (db: DatabaseSync, options: Config): void => {
   db.exec(`PRAGMA foreign_keys = ${options.foreignKeys === false ? "OFF" : "ON"}`)
 }
 
+/**
+ * Loads `file` into `db`: loading is switched on for this call only. node:sqlite is synchronous,
+ * so no statement can run while it is on (and SQL's `load_extension()` is never authorised).
+ */
+const loadInto = (db: DatabaseSync, file: string): void => {
+  db.enableLoadExtension(true)
+  try {
+    db.loadExtension(file)
+  } finally {
+    db.enableLoadExtension(false)
+  }
+}
+
 /** Opens the database; it is closed when the scope closes. */
 export const make = (
   options: Config
@@ -250,11 +284,15 @@ export const make = (
     const db = yield* Effect.acquireRelease(
       Effect.try({
         try: () => {
+          const extensions = options.extensions !== false
           const db = new DatabaseSync(options.filename, {
             readOnly: options.readonly ?? false,
-            timeout: Duration.toMillis(options.busyTimeout ?? Duration.seconds(5))
+            timeout: Duration.toMillis(options.busyTimeout ?? Duration.seconds(5)),
+            allowExtension: extensions
           })
           try {
+            // Allowed at open so that `loadExtension` can switch it on later; off until then.
+            if (extensions) db.enableLoadExtension(false)
             pragmas(db, options)
           } catch (error) {
             db.close()
@@ -295,7 +333,19 @@ export const make = (
       releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
       rollbackSavepoint: (name) => `ROLLBACK TO SAVEPOINT ${name}`
     })
-    return Object.assign(client, { [TypeId]: TypeId, config: options }) as unknown as SqliteClient
+    // Under the connection's semaphore: never in the middle of another fiber's transaction.
+    const loadExtension = (file: string) =>
+      semaphore.withPermits(1)(
+        Effect.try({
+          try: () => loadInto(db, file),
+          catch: (cause) => sqlError(cause, `Failed to load the SQLite extension ${file}`, "loadExtension")
+        })
+      )
+    return Object.assign(client, {
+      [TypeId]: TypeId,
+      config: options,
+      loadExtension
+    }) as unknown as SqliteClient
   })
 
 /**

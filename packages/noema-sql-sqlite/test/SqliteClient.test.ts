@@ -6,6 +6,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { Migrator, SqlClient } from "effect/sql"
+import { getLoadablePath } from "sqlite-vec"
 import * as SqliteClient from "../src/SqliteClient.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-sql-sqlite-"))
@@ -282,6 +283,36 @@ describe("SqliteClient", () => {
         )
       )
       assert.strictEqual(error._tag, "SqlError")
+    })
+  )
+
+  it.effect("loads an extension from code; SQL text can never load one, before or after", () =>
+    withClient((sql) =>
+      Effect.gen(function* () {
+        const file = getLoadablePath()
+        const bySql = sql`SELECT load_extension(${file})`
+        const refused = Effect.map(Effect.flip(bySql), (error) => String(error.reason.cause))
+        assert.match(yield* refused, /not authorized/)
+        yield* sql.loadExtension(file)
+        const [row] = yield* sql<{ version: string }>`SELECT vec_version() AS version`
+        assert.match(row?.version ?? "", /^v\d/)
+        assert.match(yield* refused, /not authorized/)
+        assert.isTrue(SqliteClient.isSqliteClient(sql))
+      })
+    )
+  )
+
+  it.effect("a missing extension file, or one opened with extensions off, fails with a SqlError", () =>
+    Effect.gen(function* () {
+      const missing = yield* Effect.flip(
+        withClient((sql) => sql.loadExtension(path.join(directory, "no-such-extension.so")))
+      )
+      assert.strictEqual(missing._tag, "SqlError")
+      assert.match(missing.message, /no-such-extension/)
+      const locked = yield* Effect.flip(
+        withClient((sql) => sql.loadExtension(getLoadablePath()), { extensions: false })
+      )
+      assert.strictEqual(locked._tag, "SqlError")
     })
   )
 })

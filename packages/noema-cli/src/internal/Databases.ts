@@ -11,12 +11,16 @@ import { Database, DatabaseError } from "@noema/sql"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { DatabaseConfig } from "../CliConfig.js"
+import type * as Frame from "./Frame.js"
+import * as Tracing from "./tracing.js"
 
 export type StoreRuntime = ManagedRuntime.ManagedRuntime<SessionStore.SessionStore, SessionStore.StoreError>
 
 /** A database's store, not yet opened: what `openStore` runs. */
 export interface StoreLayer {
   readonly database: DatabaseConfig
+  /** The database's shared client (one per runtime: layers are built once however often used). */
+  readonly client: Layer.Layer<SqlClient.SqlClient | Database.Database, SessionStore.StoreError>
   readonly layer: Layer.Layer<SessionStore.SessionStore, SessionStore.StoreError>
 }
 
@@ -44,26 +48,35 @@ export const databaseLayer = (
 export const storeLayer = (
   database: DatabaseConfig,
   options: { readonly readonly?: boolean } = {}
-): StoreLayer => ({
-  database,
-  layer: SqlStore.layerFromDatabase.pipe(
-    Layer.provide(
-      // The session store's contract says `StoreError`: the database's reason, as it is.
-      Layer.effectContext(
-        Effect.mapError(Layer.build(databaseLayer(database, options)), SessionStore.fromDatabaseError)
-      )
-    )
+): StoreLayer => {
+  // The session store's contract says `StoreError`: the database's reason, as it is.
+  const client = Layer.effectContext(
+    Effect.mapError(Layer.build(databaseLayer(database, options)), SessionStore.fromDatabaseError)
   )
-})
+  return { database, client, layer: SqlStore.layerFromDatabase.pipe(Layer.provide(client)) }
+}
 
-/** Opens the store (for SQLite, its directory is created, private to the user), with the tracer if there is one. */
-export const openStore = <Tracer = never>(
+/**
+ * Opens the store (for SQLite, its directory is created, private to the user) for a command
+ * that runs turns, with the frame's tracing: the exporter's tracer if there is one, and the
+ * recording of turns' traces in the same database over it (both get every span).
+ */
+export const openStore = (
   store: StoreLayer | DatabaseConfig,
-  tracer?: Layer.Layer<Tracer>
+  tracing?: Pick<Frame.Shape, "tracer" | "localTraces">
 ): StoreRuntime => {
-  const { database, layer } = "layer" in store ? store : storeLayer(store)
+  const { database, client, layer } = "layer" in store ? store : storeLayer(store)
   if (database.kind === "sqlite") fs.mkdirSync(path.dirname(database.path), { recursive: true, mode: 0o700 })
-  // The tracer lives as long as the runtime: disposing it flushes the spans.
+  const exporter = tracing?.tracer
+  const local = tracing?.localTraces
+  const recording = local === undefined ? undefined : Tracing.recording(local).pipe(Layer.provide(client))
+  // The tracers live as long as the runtime: disposing it writes the traces that wait and flushes the spans.
+  const tracer =
+    recording === undefined
+      ? exporter
+      : exporter === undefined
+        ? recording
+        : recording.pipe(Layer.provideMerge(exporter))
   return ManagedRuntime.make(tracer === undefined ? layer : Layer.merge(layer, tracer))
 }
 

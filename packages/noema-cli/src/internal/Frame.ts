@@ -12,7 +12,8 @@
  *   (chat: Ctrl-C cancels an answer) says so (`keepInterrupt`);
  * - logging: Effect's log lines go to stderr as `noema: ...` (debug ones with NOEMA_DEBUG);
  * - tracing: the tracer the OTEL_* variables ask for, built once, its spans flushed
- *   when the command ends (`internal/tracing`);
+ *   when the command ends, and how turns' traces are kept in the command's database
+ *   (NOEMA_TRACES_*), which the commands that run turns install over it (`internal/tracing`);
  * - the offline-model notice, for every command that builds a model (those with the
  *   model flags), when nothing configures one;
  * - the exit status, from the outcome and the error's class (`ExitStatus`), and
@@ -50,6 +51,7 @@ import type * as Failures from "../CliError.js"
 import * as ExitStatus from "../ExitStatus.js"
 import { type Io, processIo } from "../Io.js"
 import * as Output from "./Output.js"
+import type { LocalTraces } from "./tracing.js"
 
 /** What a command gets from the frame that runs it. */
 export interface Shape {
@@ -58,6 +60,8 @@ export interface Shape {
   readonly version: string
   /** The tracer the environment asks for, for a command that builds its own runtime (chat, ask). */
   readonly tracer: Layer.Layer<Resource.Resource> | undefined
+  /** How turns' traces are kept in the command's database (`tracing.recording`); undefined: not at all. */
+  readonly localTraces: LocalTraces | undefined
   /** Shows the help page of the command `path` names (`noema help runs show`). */
   readonly help: (path: ReadonlyArray<string>) => Effect.Effect<void, unknown>
   /** The shell's completion script for the whole command tree. */
@@ -90,6 +94,7 @@ const signals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGTERM", "SIGHUP"]
 /** The frame's own record of one command line: what ran, how it ended, which signal came. */
 class Invocation implements Shape {
   tracer: Layer.Layer<Resource.Resource> | undefined = undefined
+  localTraces: LocalTraces | undefined = undefined
   /** The command that ran, for the help its usage errors point to. */
   path = "noema"
   /** The status the command returned. */
@@ -152,12 +157,19 @@ const logger = (io: Io) =>
     Output.debugEnabled(io.env) ? Layer.succeed(References.MinimumLogLevel, "Debug") : Layer.empty
   )
 
-/** The tracer the environment asks for, built for the command's lifetime (closing its scope flushes the spans). */
-const tracer = (io: Io) =>
+/**
+ * The tracer the environment asks for, built for the command's lifetime (closing its scope
+ * flushes the spans), and how turns' traces are kept locally.
+ */
+const tracing = (io: Io) =>
   Effect.gen(function* () {
     const Tracing = yield* Effect.promise(() => import("./tracing.js"))
     const layer = yield* Effect.tryPromise({ try: () => Tracing.layer(io.env), catch: (error) => error })
-    return layer === undefined ? undefined : Layer.succeedContext(yield* Layer.build(layer))
+    const localTraces = yield* Effect.try({ try: () => Tracing.localTraces(io.env), catch: (error) => error })
+    return {
+      tracer: layer === undefined ? undefined : Layer.succeedContext(yield* Layer.build(layer)),
+      localTraces
+    }
   })
 
 /** A command's entry: its parsed input and the process around it, to the exit status. */
@@ -188,7 +200,9 @@ export const runner =
       }
       frame.status = yield* Effect.scoped(
         Effect.gen(function* () {
-          frame.tracer = yield* tracer(frame.io)
+          const chosen = yield* tracing(frame.io)
+          frame.tracer = chosen.tracer
+          frame.localTraces = chosen.localTraces
           const command = entry(input, frame.io).pipe(Effect.provide(logger(frame.io)))
           return yield* frame.tracer === undefined ? command : Effect.provide(command, frame.tracer)
         })

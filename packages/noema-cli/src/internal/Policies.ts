@@ -90,7 +90,7 @@ const loadOpa = (file: string, command: EngineOptions, io: Io) =>
  * is an error naming the file.
  */
 export const engineOf = (command: EngineOptions, io: Io): Effect.Effect<Policy.Service, PolicyLoadError> => {
-  if (command.engine === "allow-all") return Policy.allowAll
+  if (command.engine === "allow-all") return Effect.succeed(Policy.allowAllChosen)
   if (command.engine === "opa" && command.policy === undefined)
     return Effect.fail(new PolicyLoadError("policy: --engine opa needs --policy FILE (a compiled OPA .wasm)"))
   // Reading needs the policy, but a command that only reads writes nothing, also on a

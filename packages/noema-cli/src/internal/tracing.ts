@@ -11,12 +11,23 @@
  * - `OTEL_SERVICE_NAME` names the service (default `noema`).
  * - `NOEMA_TRACE_CONTENT=1` records message content, tool arguments and
  *   results in the spans (off by default; keys are never recorded).
+ *
+ * Besides, turns' traces are kept in the command's own database (`TraceStore`,
+ * what `noema traces` and the Traces view of `noema serve` read), whether or not
+ * spans are also exported: `recording` installs it over the exporter's tracer,
+ * which keeps getting every span (without content unless `NOEMA_TRACE_CONTENT=1`).
+ * - `NOEMA_TRACES_KEEP`: how many turns' traces are kept (default 1000; 0: none
+ *   are recorded).
+ * - `NOEMA_TRACES_MAX_AGE_DAYS`: how many days one is kept at most (default: no limit).
  */
 
 import type { Resource } from "@effect/opentelemetry"
 import { Tracing } from "@noema/core"
+import { type SessionStore, TraceStore } from "@noema/session"
+import { Database } from "@noema/sql"
 import type { SpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
+import type { SqlClient } from "effect/sql"
 import { UsageError } from "../CliArguments.js"
 
 type Env = Readonly<Record<string, string | undefined>>
@@ -76,3 +87,53 @@ export const layer = async (env: Env): Promise<Layer.Layer<Resource.Resource> | 
     ? Layer.merge(tracer, Layer.succeed(Tracing.RecordContent, true))
     : tracer
 }
+
+// ---------------------------------------------------------------------------
+// Kept locally
+// ---------------------------------------------------------------------------
+
+/** How turns' traces are kept in the command's database. */
+export interface LocalTraces {
+  readonly keep: number
+  readonly maxAgeDays: number | undefined
+  /** Whether the exporter, if there is one, gets content too (`NOEMA_TRACE_CONTENT=1`). */
+  readonly forwardContent: boolean
+}
+
+/**
+ * What `NOEMA_TRACES_KEEP` and `NOEMA_TRACES_MAX_AGE_DAYS` ask for; `undefined` when no
+ * trace is kept (`NOEMA_TRACES_KEEP=0`). A value that is not a number is a `UsageError`.
+ */
+export const localTraces = (env: Env): LocalTraces | undefined => {
+  const keep = set(env.NOEMA_TRACES_KEEP) ? Number(env.NOEMA_TRACES_KEEP.trim()) : TraceStore.defaultKeep
+  if (!Number.isInteger(keep) || keep < 0)
+    throw new UsageError(
+      `NOEMA_TRACES_KEEP: "${env.NOEMA_TRACES_KEEP}" is not a number of turns (e.g. 1000; 0 keeps no trace)`
+    )
+  const age = env.NOEMA_TRACES_MAX_AGE_DAYS
+  const maxAgeDays = set(age) ? Number(age.trim()) : undefined
+  if (maxAgeDays !== undefined && !(Number.isFinite(maxAgeDays) && maxAgeDays > 0))
+    throw new UsageError(`NOEMA_TRACES_MAX_AGE_DAYS: "${age}" is not a number of days (e.g. 30)`)
+  if (keep === 0) return undefined
+  return { keep, maxAgeDays, forwardContent: env.NOEMA_TRACE_CONTENT === "1" }
+}
+
+/**
+ * Turns' traces kept in the database in context, for as long as the layer lives (closing
+ * it writes what waits). Built over an exporter's tracer, it passes every span on to it.
+ */
+export const recording = (
+  local: LocalTraces
+): Layer.Layer<never, SessionStore.StoreError, SqlClient.SqlClient | Database.Database> =>
+  Layer.unwrap(
+    Effect.map(
+      Database.store((options) =>
+        TraceStore.make({
+          ...options,
+          keep: local.keep,
+          ...(local.maxAgeDays !== undefined && { maxAgeDays: local.maxAgeDays })
+        })
+      ),
+      (store) => TraceStore.layerRecording(store, { forwardContent: local.forwardContent })
+    )
+  )

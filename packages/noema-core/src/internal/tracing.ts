@@ -73,6 +73,42 @@ const annotateChunk = (chunk: StreamChunk): Effect.Effect<void> => {
   }
 }
 
+/** Chunks that are the answer itself (what "time to first token" waits for), not metadata. */
+const firstTokenTypes: ReadonlySet<StreamChunk["type"]> = new Set([
+  "text-delta",
+  "reasoning-delta",
+  "refusal-delta",
+  "tool-call-delta",
+  "tool-call"
+])
+
+/** The time from the span's start (retries' waits included: what the user waited) to now. */
+const annotateFirstToken: Effect.Effect<void> = Effect.flatMap(Effect.option(Effect.currentSpan), (span) =>
+  span._tag === "None"
+    ? Effect.void
+    : Effect.clockWith((clock) =>
+        Effect.sync(() =>
+          span.value.attribute(
+            Attributes.timeToFirstToken,
+            Number((clock.currentTimeNanosUnsafe() - span.value.status.startTime) / 1000n) / 1000
+          )
+        )
+      )
+)
+
+/** The stream's chunks annotating its span, the first answer chunk with the time it took. */
+const tracedChunks = <E, R>(stream: Stream.Stream<StreamChunk, E, R>): Stream.Stream<StreamChunk, E, R> =>
+  Stream.suspend(() => {
+    let waiting = true
+    return Stream.tap(stream, (chunk) => {
+      if (waiting && firstTokenTypes.has(chunk.type)) {
+        waiting = false
+        return annotateFirstToken
+      }
+      return annotateChunk(chunk)
+    })
+  })
+
 /** `service` with a span around each `complete` and each whole `stream` (when a tracer is installed). */
 export const traceChatModel = (service: Service): Service => {
   const name = `chat ${service.model}`
@@ -80,14 +116,20 @@ export const traceChatModel = (service: Service): Service => {
     ...service,
     complete: (request) => {
       const effect = service.complete(request)
-      return withSpan(effect, name, spanOptions(service, request), () =>
-        annotateInput(request).pipe(Effect.andThen(effect), Effect.tap(annotateResponse))
+      return withSpan(
+        effect,
+        name,
+        () => spanOptions(service, request),
+        () => annotateInput(request).pipe(Effect.andThen(effect), Effect.tap(annotateResponse))
       )
     },
     stream: (request) => {
       const stream = service.stream(request)
-      return withSpanStream(stream, name, spanOptions(service, request), () =>
-        Stream.concat(Stream.fromEffectDrain(annotateInput(request)), Stream.tap(stream, annotateChunk))
+      return withSpanStream(
+        stream,
+        name,
+        () => spanOptions(service, request),
+        () => Stream.concat(Stream.fromEffectDrain(annotateInput(request)), tracedChunks(stream))
       )
     }
   }

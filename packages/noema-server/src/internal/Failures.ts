@@ -10,6 +10,7 @@
  * message is also stripped of the workspace's absolute path, in case a
  * message meant for the caller quotes one.
  */
+import { ResourceIndex, ResourceStore } from "@noema/resources"
 import { Pipeline, Run, RunFiles, RunLease } from "@noema/runs"
 import { Cause, SchemaIssue } from "effect"
 import { HttpServerError } from "effect/http"
@@ -33,7 +34,7 @@ export interface Options {
   readonly maxBodyBytes: number
 }
 
-/** The refusals of the runs library, by the error's class. */
+/** The refusals of the runs and resources libraries, by the error's class. */
 const domain: ReadonlyArray<readonly [new (...args: never) => Error, ApiError.Class]> = [
   [Run.ThreadNotFound, ApiError.NotFound],
   [Run.RunNotFound, ApiError.NotFound],
@@ -44,7 +45,9 @@ const domain: ReadonlyArray<readonly [new (...args: never) => Error, ApiError.Cl
   [RunLease.RunBusy, ApiError.Conflict],
   [RunFiles.RunFileChanged, ApiError.Conflict],
   [Run.InvalidInput, ApiError.BadRequest],
-  [Pipeline.PipelineError, ApiError.BadRequest]
+  [Pipeline.PipelineError, ApiError.BadRequest],
+  [ResourceIndex.AccessDeniedError, ApiError.Forbidden],
+  [ResourceStore.ResourceNotFoundError, ApiError.NotFound]
 ]
 
 /** An artifact that cannot be served, by why; `Unreadable` is the server's failure. */

@@ -8,9 +8,11 @@
  * gate answers with a 500 and logs.
  */
 import type { Executor, Pipeline, PlanPipeline, RunsStore } from "@noema/runs"
-import type { SessionStore, Usage } from "@noema/session"
+import type { SessionStore, TraceStore, Usage } from "@noema/session"
 import { Effect } from "effect"
 import type * as ApiError from "../ApiError.js"
+import type { Resources, Routines } from "../Server.js"
+import type { ChatHost } from "./ChatHost.js"
 import type { Failures } from "./Failures.js"
 import type * as FeedClients from "./FeedClients.js"
 
@@ -32,7 +34,17 @@ export interface Context {
   readonly sessions: SessionStore.Service | undefined
   /** The models' prices, for the cost of a session's turns. */
   readonly prices: Usage.Prices | undefined
+  /** The Chat view's chats with the agent; without it, that view says the server has none. */
+  readonly chat: ChatHost | undefined
+  /** The turns' traces the Traces view shows; without it, that view says the server has none. */
+  readonly traces: TraceStore.Service | undefined
+  /** What the Plans and Resources views read; without it, those views say the server has none. */
+  readonly resources: Resources | undefined
+  /** What the Routines view reads; without it, that view says the server has none. */
+  readonly routines: Routines | undefined
 }
+
+export type { Resources, Routines }
 
 /** `effect`, its failures answered as refusals (or, the server's own, as defects). */
 export const answer = <A, R>(

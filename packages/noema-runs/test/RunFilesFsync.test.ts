@@ -1,0 +1,107 @@
+/**
+ * The fsyncs a stage attempt makes, counted on the real calls (`node:fs` is wrapped for the
+ * test, and its ESM bindings synced so RunFiles sees the wrapper): each file fsynced before it
+ * is linked, every directory with a new name fsynced before the manifest is linked, the
+ * manifest's directory after it, and nothing more.
+ */
+import * as fs from "node:fs"
+import { createRequire, syncBuiltinESMExports } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as RunFiles from "../src/RunFiles.js"
+
+type Step = { readonly fsync: string } | { readonly link: string }
+
+const steps: Array<Step> = []
+const cjs = createRequire(import.meta.url)("node:fs") as typeof fs
+const original = { fsync: cjs.fsync, fsyncSync: cjs.fsyncSync, linkSync: cjs.linkSync }
+const pathOf = (fd: number) => fs.readlinkSync(`/proc/self/fd/${fd}`)
+
+beforeAll(() => {
+  cjs.fsync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+    steps.push({ fsync: pathOf(fd) })
+    return original.fsync(fd, callback)
+  }) as typeof fs.fsync
+  cjs.fsyncSync = (fd: number) => {
+    steps.push({ fsync: pathOf(fd) })
+    return original.fsyncSync(fd)
+  }
+  cjs.linkSync = (from: fs.PathLike, to: fs.PathLike) => {
+    steps.push({ link: String(to) })
+    return original.linkSync(from, to)
+  }
+  syncBuiltinESMExports()
+})
+afterAll(() => {
+  Object.assign(cjs, original)
+  syncBuiltinESMExports()
+})
+
+const manifestFields = (position: number, key: string) => ({
+  stage_key: key,
+  stage_position: position,
+  attempt: 1,
+  status: "completed" as const,
+  started_at: "2026-11-24T08:00:00.000Z",
+  finished_at: "2026-11-24T08:00:01.000Z",
+  thread_id: "thr_1",
+  run_id: "run_1",
+  event_id: "evt_1"
+})
+
+/** One attempt as the executor writes it: input, one artifact, output, manifest. */
+const writeStage = (root: string, position: number, key: string) =>
+  Effect.gen(function* () {
+    const writer = yield* RunFiles.stageWriter({ workspace: root, runId: "run_1", position, key, attempt: 1 })
+    yield* writer.writeInput({ request: "r" })
+    yield* writer.writeArtifact(`${key}.md`, "answer\n")
+    yield* writer.writeOutput({ text: "answer", artifacts: [`${key}.md`] })
+    yield* writer.writeManifest(manifestFields(position, key))
+    return writer.directory
+  })
+
+describe("RunFiles: a stage's fsyncs", () => {
+  it.effect("each needed fsync once: 4 files, the 3 directories with new names, then the manifest's", () =>
+    Effect.gen(function* () {
+      const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+      yield* writeStage(root, 1, "one")
+      steps.length = 0
+      const stage = yield* writeStage(root, 2, "two")
+      const fsynced = steps.flatMap((step) => ("fsync" in step ? [step.fsync] : []))
+      const files = fsynced.filter((file) => path.basename(file).endsWith(".tmp"))
+      const directories = fsynced.filter((file) => !path.basename(file).endsWith(".tmp"))
+      assert.deepStrictEqual(
+        files.map((file) => path.basename(file).split(".")[1]),
+        ["input", "two", "output", "manifest"]
+      )
+      assert.deepStrictEqual(directories.map((directory) => path.relative(root, directory)).sort(), [
+        "runs/run_1/stages",
+        "runs/run_1/stages/02-two",
+        "runs/run_1/stages/02-two",
+        "runs/run_1/stages/02-two/artifacts"
+      ])
+      // Every file's bytes are fsynced before its name is linked.
+      steps.forEach((step, index) => {
+        if (!("link" in step)) return
+        const name = path.basename(step.link)
+        assert.isTrue(
+          steps
+            .slice(0, index)
+            .some((earlier) => "fsync" in earlier && path.basename(earlier.fsync).startsWith(`.${name}.`)),
+          `${name} linked before its bytes were fsynced`
+        )
+      })
+      // The manifest is linked only once every directory holding the attempt's names is fsynced,
+      // and its own directory is fsynced after it.
+      const manifestLink = steps.findIndex((step) => "link" in step && step.link.endsWith("manifest.json"))
+      const before = new Set(
+        steps.slice(0, manifestLink).flatMap((step) => ("fsync" in step ? [step.fsync] : []))
+      )
+      for (const directory of [path.dirname(stage), stage, path.join(stage, "artifacts")])
+        assert.isTrue(before.has(directory), `${directory} not fsynced before the manifest was linked`)
+      assert.deepStrictEqual(steps.slice(manifestLink + 1), [{ fsync: stage }])
+    })
+  )
+})
