@@ -51,6 +51,18 @@ export interface Options {
   readonly minScore?: number
   /** History messages considered. Default 10. */
   readonly history?: number
+  /**
+   * Reads what lies under the conversation as the actor, and what it may not read
+   * (`withheld`). Default: the index's `findReadable`; the planner answers from what its run
+   * wrote (`filterReadable`: the same decisions, no store read).
+   */
+  readonly findReadable?: (urn: string) => Effect.Effect<
+    {
+      readonly resources: ReadonlyArray<Resource.Resource>
+      readonly withheld: ReadonlyArray<string>
+    },
+    ResourceIndex.Failure
+  >
   readonly counter?: TokenCounter.TokenCounter
   /** Summarises what does not fit (one call per resource); without it, it is dropped. */
   readonly summarizer?: ChatModel.Service
@@ -88,11 +100,19 @@ export const build = (
         })
       )
     const path = Urn.ancestors(task.meta.urn)
-    const candidates: Array<{ readonly resource: Resource.Resource; readonly source: Source }> = []
-    for (const urn of path) {
-      const resource = yield* readable(urn)
-      if (resource !== undefined) candidates.push({ resource, source: "path" })
-    }
+    // The path in one read; when the policy denies part of it, each on its own, to know which.
+    const onPath = yield* index
+      .getMany(actor, path)
+      .pipe(
+        Effect.catchTag("AccessDeniedError", () =>
+          Effect.map(Effect.forEach(path, readable), (found) =>
+            found.filter((resource): resource is Resource.Resource => resource !== undefined)
+          )
+        )
+      )
+    const candidates: Array<{ readonly resource: Resource.Resource; readonly source: Source }> = onPath.map(
+      (resource) => ({ resource, source: "path" })
+    )
     const seen = new Set([...path, task.meta.urn])
     const similar = options.similar ?? 5
     if (similar > 0) {
@@ -123,7 +143,8 @@ export const build = (
     const conversation = path[0]
     if (conversation !== undefined) {
       // What the actor may not read is withheld, not a reason to show no history at all.
-      const everything = yield* index.findReadable(actor, conversation).pipe(
+      const findReadable = options.findReadable ?? ((urn: string) => index.findReadable(actor, urn))
+      const everything = yield* findReadable(conversation).pipe(
         Effect.map((found) => {
           for (const urn of found.withheld) if (!withheld.includes(urn)) withheld.push(urn)
           return found.resources
@@ -131,7 +152,7 @@ export const build = (
         Effect.catch((error) => {
           if (error._tag !== "AccessDeniedError") return Effect.fail(error)
           withheld.push(`${conversation}/*`)
-          return Effect.succeed([] as Array<Resource.Resource>)
+          return Effect.succeed([] as ReadonlyArray<Resource.Resource>)
         })
       )
       const messages = everything

@@ -10,8 +10,9 @@
  * 3. **Execute.** A task without subtasks runs **directly**: its context
  *    window (the resources along its URN path, the most similar ones, the
  *    conversation's history), the assistant's inner tool loop (`ToolAgent`),
- *    and its output persisted as a `message` resource under the task; the task
- *    is then stored `done` (or `failed`, with why) with its `completedAt`. The
+ *    and its output persisted as a `message` resource under the task in the
+ *    same write as the task stored `done` (or the task stored `failed`, with
+ *    why), with its `completedAt`. The
  *    statements the output states (`Graph.factFormat` lines) go into the RDF
  *    graph, named after the message, and every leaf has `graph_query` (answering
  *    with what its assistant may read). A task with subtasks
@@ -32,6 +33,14 @@
  * output is read back), the rest is run, and a task marked `retryable: false`
  * that had started is not run twice. The registered tools are stored as
  * `tool` resources.
+ *
+ * Each state change is one write (the plan, the tree's assignments, a task's
+ * start, its outcome with its output). A run keeps what it wrote in step with
+ * its writes, so it writes a task's next state without reading it back, and in
+ * a conversation it began (where everything was written by it) it lists what
+ * lies under a task from there, through the policy as from the store
+ * (`ResourceIndex.filterReadable`): "read from the store" above is what the
+ * store holds, without reading it again.
  *
  * Hard limits: the tree's depth, children and size (at planning), corrective
  * rounds per task, model calls and tokens in all (`Budget`), and stall
@@ -238,6 +247,21 @@ interface Run {
   readonly tools: ReadonlyArray<Tool.Any>
   /** Outcomes that could not be stored (a write the policy denied): the store cannot tell them. */
   readonly unstored: Map<string, TaskReport>
+  /**
+   * What this run wrote, as it last wrote it (and its tasks as read, resuming): a task's state
+   * change is written over it without reading the task back first. The store stays the one
+   * home of the plan (resume reads it from there); only this run writes its tasks while it runs.
+   */
+  readonly written: Map<string, Resource.Resource>
+  /**
+   * The conversation this run began, when it did: everything under it is in `written`, so
+   * what lies under it is read from there (through the policy, as from the store).
+   */
+  readonly began?: string
+  /** Each assistant's profile, read once per run (as the assistant itself). */
+  readonly profiles: Map<string, Option.Option<Resource.Assistant>>
+  /** Each assistant's `graph_query`. */
+  readonly graphTools: Map<string, Tool.Any>
 }
 
 const storeError =
@@ -245,76 +269,131 @@ const storeError =
   (error: { readonly message: string }): PlannerError =>
     new PlannerError({ message: `${what}: ${error.message}`, cause: error })
 
-/** Elects and stores the assignment of every task of `tasks` that has none yet, recursively. */
+/** Elects an assistant for every task of `tasks` that has none yet, recursively; `fresh` gets them, parents first. */
+const elections = (
+  run: Run,
+  tasks: ReadonlyArray<TaskPlanner.PlannedTask>,
+  fresh: Array<TaskPlanner.PlannedTask>
+): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
+  Effect.forEach(tasks, (task) =>
+    Effect.gen(function* () {
+      let elected = task
+      if (task.resource.assignment === undefined) {
+        const assignment = yield* Assistants.elect(run.index, run.planner, task.resource, run.election).pipe(
+          Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
+        )
+        elected = { ...task, resource: { ...task.resource, assignment } }
+        fresh.push(elected)
+      }
+      return { ...elected, subtasks: yield* elections(run, task.subtasks, fresh) }
+    })
+  )
+
+/** Elects and stores (one write) the assignment of every task of `tasks` that has none yet, recursively. */
 const assign = (
   run: Run,
   tasks: ReadonlyArray<TaskPlanner.PlannedTask>
 ): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
-  Effect.forEach(tasks, (task) =>
-    Effect.gen(function* () {
-      let resource = task.resource
-      if (resource.assignment === undefined) {
-        const assignment = yield* Assistants.elect(run.index, run.planner, task.resource, run.election).pipe(
-          Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
-        )
-        resource = { ...task.resource, assignment }
-        yield* Effect.mapError(
-          run.index.put(run.planner, resource),
-          storeError(`storing the assignment of "${titleOf(task)}"`)
-        )
-        yield* run.emit({
-          type: "assigned",
-          urn: task.urn,
-          title: titleOf(task),
-          depth: task.depth,
-          assignment
-        })
-      }
-      return { ...task, resource, subtasks: yield* assign(run, task.subtasks) }
-    })
-  )
-
-/** Stores the task's new state as its assistant; its PUT event tells its supervisor. */
-const store = (run: Run, task: TaskPlanner.PlannedTask, actor: string, change: Partial<Resource.Task>) =>
-  Effect.mapError(
-    Effect.flatMap(run.index.get(actor, task.urn), (current) =>
-      run.index.put(actor, { ...(current as Resource.Task), ...change } as Resource.Task)
-    ),
-    storeError(`storing "${titleOf(task)}"`)
-  )
-
-/** Stores `text` as the task's output: a message under it, named so the newest sorts last. */
-const storeOutput = (run: Run, task: TaskPlanner.PlannedTask, actor: string, text: string) =>
   Effect.gen(function* () {
-    const message = Resource.make("message", {
-      name: `${new Date().toISOString()} output`,
-      parent: task.urn,
-      role: "assistant",
-      content: text
-    })
-    yield* Effect.mapError(
-      run.index.put(actor, message),
-      storeError(`storing the output of "${titleOf(task)}"`)
+    const fresh: Array<TaskPlanner.PlannedTask> = []
+    const assigned = yield* elections(run, tasks, fresh)
+    const stored = yield* Effect.mapError(
+      run.index.putMany(
+        run.planner,
+        fresh.map((task) => task.resource)
+      ),
+      storeError("storing the assignments")
     )
-    return message
+    remember(
+      run,
+      StoredTree.flatten(assigned).map((task) => task.resource)
+    )
+    // The fresh ones as the store completed them.
+    remember(run, stored)
+    for (const task of fresh)
+      yield* run.emit({
+        type: "assigned",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        assignment: task.resource.assignment as Resource.Assignment
+      })
+    return assigned
   })
 
-/** Stores the outcome (done after its output message, unless already stored, or failed with why) and reports it. */
+/**
+ * Stores the task's new state as its assistant, with `alongside` (its output) in the same
+ * write; its PUT event tells its supervisor.
+ */
+const store = (
+  run: Run,
+  task: TaskPlanner.PlannedTask,
+  actor: string,
+  change: Partial<Resource.Task>,
+  alongside: ReadonlyArray<Resource.Resource> = []
+) => {
+  const next = { ...((run.written.get(task.urn) as Resource.Task | undefined) ?? task.resource), ...change }
+  return Effect.mapError(
+    alongside.length === 0
+      ? Effect.map(run.index.put(actor, next), (stored) => [stored])
+      : run.index.putMany(actor, [...alongside, next]),
+    storeError(`storing "${titleOf(task)}"`)
+  ).pipe(Effect.tap((stored) => Effect.sync(() => remember(run, stored))))
+}
+
+const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
+  for (const resource of resources) run.written.set(resource.meta.urn, resource)
+}
+
+/**
+ * What lies under `urn` that `actor` may read (and the URNs of what it may not): from what the
+ * run wrote when it began the conversation (no store read, the same decisions and events),
+ * else from the store.
+ */
+const readableUnder = (run: Run, actor: string, urn: string) => {
+  if (run.began === undefined || !(urn === run.began || urn.startsWith(`${run.began}/`)))
+    return run.index.findReadable(actor, urn)
+  const prefix = `${urn}/`
+  const held = [...run.written.values()].filter((resource) => resource.meta.urn.startsWith(prefix))
+  return run.index.filterReadable(actor, urn, held)
+}
+
+/** `text` as the task's output: a message under it, named so the newest sorts last. */
+const outputMessage = (task: TaskPlanner.PlannedTask, text: string) =>
+  Resource.make("message", {
+    name: `${new Date().toISOString()} output`,
+    parent: task.urn,
+    role: "assistant",
+    content: text
+  })
+
+/**
+ * Stores the outcome (done with its output message, in one write, or failed with why) and
+ * reports it. A leaf's output `states` facts: they go into the graph, named after the
+ * message that states them, once it is stored.
+ */
 const finish = (
   run: Run,
   task: TaskPlanner.PlannedTask,
   actor: string,
   outcome: TaskReport,
-  output: "to store" | "stored" = "to store"
+  output: "states" | "plain" = "plain"
 ) =>
   Effect.gen(function* () {
-    if (outcome.status === "done" && output === "to store")
-      yield* storeOutput(run, task, actor, outcome.output ?? "")
-    yield* store(run, task, actor, {
-      status: outcome.status,
-      completedAt: new Date().toISOString(),
-      ...(outcome.reason === undefined ? {} : { reason: outcome.reason })
-    })
+    const message = outcome.status === "done" ? outputMessage(task, outcome.output ?? "") : undefined
+    yield* store(
+      run,
+      task,
+      actor,
+      {
+        status: outcome.status,
+        completedAt: new Date().toISOString(),
+        ...(outcome.reason === undefined ? {} : { reason: outcome.reason })
+      },
+      message === undefined ? [] : [message]
+    )
+    if (output === "states" && message !== undefined)
+      run.graph?.add(message.meta.urn, Graph.statementsOf(message.content))
     yield* run.emit(
       outcome.status === "done"
         ? {
@@ -352,16 +431,34 @@ const failed = (task: TaskPlanner.PlannedTask, reason: string): TaskReport => ({
 /** The tools a leaf's assistant gets: those it names (all when it names none), and `graph_query`. */
 const toolsFor = (run: Run, actor: string, profile: Resource.Assistant | undefined): Array<Tool.Any> => {
   const allowed = profile?.tools
-  const graphTool =
-    run.graph === undefined
-      ? []
-      : [
-          // Statements come from resources: the assistant hears only those whose source it may read.
-          run.graph.toolFor((source) =>
-            Effect.match(run.index.get(actor, source), { onFailure: () => false, onSuccess: () => true })
-          )
-        ]
-  return [...run.tools, ...graphTool].filter((tool) => allowed === undefined || allowed.includes(tool.name))
+  const graphTool = graphToolFor(run, actor)
+  return [...run.tools, ...(graphTool === undefined ? [] : [graphTool])].filter(
+    (tool) => allowed === undefined || allowed.includes(tool.name)
+  )
+}
+
+/** `graph_query` as the assistant may use it, made once per run and assistant (making a tool derives its JSON Schema). */
+const graphToolFor = (run: Run, actor: string): Tool.Any | undefined => {
+  if (run.graph === undefined) return undefined
+  const known = run.graphTools.get(actor)
+  if (known !== undefined) return known
+  // Statements come from resources: the assistant hears only those whose source it may read.
+  const tool = run.graph.toolFor((source) =>
+    Effect.match(run.index.get(actor, source), { onFailure: () => false, onSuccess: () => true })
+  )
+  run.graphTools.set(actor, tool)
+  return tool
+}
+
+/** The assistant's profile, as it reads it (none when it may not or it is not stored), once per run. */
+const profileOf = (run: Run, actor: string): Effect.Effect<Option.Option<Resource.Assistant>> => {
+  const known = run.profiles.get(actor)
+  if (known !== undefined) return Effect.succeed(known)
+  return Effect.map(Effect.option(run.index.get(actor, actor)), (found) => {
+    const profile = found as Option.Option<Resource.Assistant>
+    run.profiles.set(actor, profile)
+    return profile
+  })
 }
 
 /** A leaf: its context, the inner loop, its output as a message under it, its statements in the graph. */
@@ -371,13 +468,14 @@ const direct = (
   actor: string
 ): Effect.Effect<TaskReport, PlannerError> =>
   Effect.gen(function* () {
-    const assistant = yield* Effect.option(run.index.get(actor, actor))
-    const profile = Option.isSome(assistant) ? (assistant.value as Resource.Assistant) : undefined
+    const assistant = yield* profileOf(run, actor)
+    const profile = Option.isSome(assistant) ? assistant.value : undefined
     const window = yield* ContextWindow.build({
       index: run.index,
       actor,
       task: task.resource,
-      budget: run.limits.contextTokens
+      budget: run.limits.contextTokens,
+      findReadable: (urn) => readableUnder(run, actor, urn)
     }).pipe(Effect.mapError(storeError(`building the context of "${titleOf(task)}"`)))
     yield* run.emit({
       type: "context",
@@ -412,10 +510,7 @@ const direct = (
       return yield* finish(run, task, actor, failed(task, describe(produced.failure)))
     const last = [...produced.success].reverse().find((message) => message.role === "assistant")
     const text = last === undefined ? "" : Message.text(last)
-    const message = yield* storeOutput(run, task, actor, text)
-    // Its statements go into the graph, named after the message that states them.
-    run.graph?.add(message.meta.urn, Graph.statementsOf(text))
-    return yield* finish(run, task, actor, done(task, text), "stored")
+    return yield* finish(run, task, actor, done(task, text), "states")
   }).pipe(
     // The task's own writes may be denied by the policy: it fails, saying why (its supervisor
     // learns it when the subtasks' fibers return, since no event could announce it).
@@ -444,7 +539,7 @@ const outcomes = (
 ): Effect.Effect<Array<TaskReport>, PlannerError> =>
   Effect.map(
     Effect.mapError(
-      run.index.findReadable(actor, task.urn),
+      readableUnder(run, actor, task.urn),
       storeError(`reading the subtasks of "${titleOf(task)}"`)
     ),
     (found) => {
@@ -667,7 +762,7 @@ const supervise = (
 const reuse = (run: Run, task: TaskPlanner.PlannedTask, actor: string) =>
   Effect.gen(function* () {
     const found = yield* Effect.mapError(
-      run.index.findReadable(actor, task.urn),
+      readableUnder(run, actor, task.urn),
       storeError(`reading "${titleOf(task)}"`)
     )
     const report = done(task, StoredTree.outputs(found.resources).get(task.urn)?.content ?? "")
@@ -778,7 +873,7 @@ const work = (
     yield* Effect.forEach(assigned, (task) => execute(run, task), { concurrency: "unbounded", discard: true })
     // The outcomes as stored, in plan order (corrective subtasks included).
     const found = yield* Effect.mapError(
-      run.index.findReadable(run.planner, tree.message),
+      readableUnder(run, run.planner, tree.message),
       storeError("reading the plan's outcomes")
     )
     const stored = StoredTree.tasksUnder(found.resources, tree.message)
@@ -825,7 +920,10 @@ const makeRun = (options: Options) =>
       },
       graph: options.graph === false ? undefined : (options.graph ?? Graph.make()),
       tools: options.tools ?? [],
-      unstored: new Map()
+      unstored: new Map(),
+      written: new Map(),
+      profiles: new Map(),
+      graphTools: new Map()
     }
     return { run, budget }
   })
@@ -852,7 +950,15 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
         limits: run.limits
       }).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
       yield* run.emit({ type: "planned", tree })
-      return yield* work(run, budget, tree)
+      if (options.conversation !== undefined) return yield* work(run, budget, tree)
+      // The conversation it began holds only what this run writes there: the request (read
+      // once) and the tree, from here on.
+      const asked = yield* Effect.mapError(
+        run.index.get(run.planner, tree.message),
+        storeError("reading the request back")
+      )
+      remember(run, [asked])
+      return yield* work({ ...run, began: tree.conversation }, budget, tree)
     })
   )
 

@@ -11,8 +11,9 @@
  * The tree is persisted as resources through the `ResourceIndex` (the
  * planner's actor, every write authorized): the request as a `message` under
  * its conversation, then each task under its parent, the top-level ones under
- * the message: `cld:conversation.<c>/message.<m>/task.<t1>/task.<t2>`. A task's
- * name is its position and title, so siblings never share a URN.
+ * the message: `cld:conversation.<c>/message.<m>/task.<t1>/task.<t2>`, all in
+ * one write (`putMany`: one commit on SQL), so a plan is stored whole or not at
+ * all. A task's name is its position and title, so siblings never share a URN.
  */
 import { type ChatModel, Message, StructuredOutput } from "@noema/core"
 import { Resource, type ResourceIndex } from "@noema/resources"
@@ -102,7 +103,48 @@ export const taskResource = (
     ...(extra.input === undefined ? {} : { input: extra.input })
   })
 
-/** Persists `specs` under `parent` (depth-first), numbering siblings from `firstPosition`. */
+/** The tasks of `specs` under `parent`, numbered from `firstPosition`, each with its subtree (not stored yet). */
+export const plannedTasks = (
+  parent: string,
+  specs: ReadonlyArray<TaskTree.TaskSpec>,
+  depth: number,
+  options: { readonly firstPosition?: number; readonly corrective?: boolean } = {}
+): Array<PlannedTask> =>
+  specs.map((spec, i) => {
+    const resource = taskResource(parent, spec, (options.firstPosition ?? 1) + i, {
+      ...(options.corrective === true ? { corrective: true } : {})
+    })
+    return {
+      urn: resource.meta.urn,
+      depth,
+      spec,
+      resource,
+      subtasks: plannedTasks(resource.meta.urn, spec.subtasks, depth + 1)
+    }
+  })
+
+/** Every task resource of `tasks`, depth-first (a parent before its subtasks). */
+const resourcesOf = (tasks: ReadonlyArray<PlannedTask>): Array<Resource.Resource> =>
+  tasks.flatMap((task) => [task.resource, ...resourcesOf(task.subtasks)])
+
+/** `tasks` with each resource as the store gave it back (its `meta.tokens` and `meta.created` set). */
+const asStored = (
+  tasks: ReadonlyArray<PlannedTask>,
+  stored: ReadonlyMap<string, Resource.Resource>
+): Array<PlannedTask> =>
+  tasks.map((task) => ({
+    ...task,
+    resource: (stored.get(task.urn) as Resource.Task | undefined) ?? task.resource,
+    subtasks: asStored(task.subtasks, stored)
+  }))
+
+const byUrn = (resources: ReadonlyArray<Resource.Resource>) =>
+  new Map(resources.map((resource) => [resource.meta.urn, resource]))
+
+/**
+ * Persists `specs` under `parent` (depth-first), numbering siblings from `firstPosition`:
+ * one write for the whole subtree, so it is stored entirely or not at all.
+ */
 export const persistTasks = (
   index: ResourceIndex.Service,
   actor: string,
@@ -110,27 +152,13 @@ export const persistTasks = (
   specs: ReadonlyArray<TaskTree.TaskSpec>,
   depth: number,
   options: { readonly firstPosition?: number; readonly corrective?: boolean } = {}
-): Effect.Effect<Array<PlannedTask>, PlanningError> =>
-  Effect.forEach(specs, (spec, i) => {
-    const resource = taskResource(parent, spec, (options.firstPosition ?? 1) + i, {
-      ...(options.corrective === true ? { corrective: true } : {})
-    })
-    return Effect.flatMap(
-      Effect.mapError(
-        index.put(actor, resource),
-        (error) =>
-          new PlanningError({ message: `storing task "${spec.title}": ${error.message}`, cause: error })
-      ),
-      () =>
-        Effect.map(persistTasks(index, actor, resource.meta.urn, spec.subtasks, depth + 1), (subtasks) => ({
-          urn: resource.meta.urn,
-          depth,
-          spec,
-          resource,
-          subtasks
-        }))
-    )
+): Effect.Effect<Array<PlannedTask>, PlanningError> => {
+  const tasks = plannedTasks(parent, specs, depth, options)
+  return Effect.mapBoth(index.putMany(actor, resourcesOf(tasks)), {
+    onFailure: (error) => new PlanningError({ message: `storing the tasks: ${error.message}`, cause: error }),
+    onSuccess: (stored) => asStored(tasks, byUrn(stored))
   })
+}
 
 /**
  * Plans `request` and persists the tree: the request as a message of
@@ -151,22 +179,29 @@ export const planAndPersist = (options: {
         (error) => new PlanningError({ message: `storing ${what}: ${error.message}`, cause: error })
       )
     const tree = yield* plan(options.model, options.request, options.limits ? { limits: options.limits } : {})
-    let conversation = options.conversation
-    if (conversation === undefined) {
-      const created = Resource.make("conversation", {
-        name: `${new Date().toISOString()} ${options.request.slice(0, 60)}`,
-        title: options.request.slice(0, 80)
-      })
-      yield* stored("the conversation", options.index.put(options.actor, created))
-      conversation = created.meta.urn
-    }
+    const created =
+      options.conversation === undefined
+        ? Resource.make("conversation", {
+            name: `${new Date().toISOString()} ${options.request.slice(0, 60)}`,
+            title: options.request.slice(0, 80)
+          })
+        : undefined
+    const conversation = created?.meta.urn ?? (options.conversation as string)
     const message = Resource.make("message", {
       name: `request ${crypto.randomUUID()}`,
       parent: conversation,
       role: "user",
       content: options.request
     })
-    yield* stored("the request", options.index.put(options.actor, message))
-    const tasks = yield* persistTasks(options.index, options.actor, message.meta.urn, tree.tasks, 1)
-    return { conversation, message: message.meta.urn, tasks }
+    const tasks = plannedTasks(message.meta.urn, tree.tasks, 1)
+    // One write: the plan is stored whole (a conversation begun, its request, every task) or not at all.
+    const written = yield* stored(
+      "the plan",
+      options.index.putMany(options.actor, [
+        ...(created === undefined ? [] : [created]),
+        message,
+        ...resourcesOf(tasks)
+      ])
+    )
+    return { conversation, message: message.meta.urn, tasks: asStored(tasks, byUrn(written)) }
   })

@@ -617,4 +617,85 @@ describe("Planner.run", () => {
       assert.strictEqual(puts.filter((type) => type === "tool").length, 1, "stored once, not again unchanged")
     })
   )
+
+  it.effect(
+    "one write per state change, no task read back before its write, and what the run wrote listed from what it holds",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* PlannerTesting.world()
+        yield* PlannerTesting.registerAssistants(world.index, planner, team)
+        const writes: Array<Array<string>> = []
+        const taskReads: Array<string> = []
+        const storeListings: Array<string> = []
+        const heldListings: Array<string> = []
+        const record = (resources: ReadonlyArray<Resource.Resource>) =>
+          Effect.sync(() =>
+            writes.push(resources.map((r) => `${r.meta.type}${"status" in r ? `:${r.status}` : ""}`))
+          )
+        const counting: ResourceIndex.Service = {
+          ...world.index,
+          get: (actor, urn) =>
+            Effect.tap(world.index.get(actor, urn), (found) =>
+              Effect.sync(() => {
+                if (found.meta.type === "task" && actor === (found as Resource.Task).assignment?.assistant)
+                  taskReads.push(found.meta.name)
+              })
+            ),
+          findReadable: (actor, urn) =>
+            Effect.tap(world.index.findReadable(actor, urn), () =>
+              Effect.sync(() => storeListings.push(urn))
+            ),
+          // What the run holds is what the store holds: the same answer, read both ways.
+          filterReadable: (actor, urn, held) =>
+            Effect.tap(world.index.filterReadable(actor, urn, held), (fromHeld) =>
+              Effect.map(world.index.findReadable(actor, urn), (fromStore) => {
+                heldListings.push(urn)
+                assert.deepStrictEqual(fromHeld, fromStore)
+              })
+            ),
+          put: (actor, resource) => Effect.tap(world.index.put(actor, resource), () => record([resource])),
+          putMany: (actor, resources) =>
+            Effect.tap(world.index.putMany(actor, resources), () => record(resources))
+        }
+        const result = yield* Planner.run("Write about tea", {
+          model: PlannerTesting.scriptedModel({
+            plan: {
+              tasks: [
+                PlannerTesting.parent("Research", [
+                  PlannerTesting.leaf("Find tea facts"),
+                  PlannerTesting.leaf("Find tea sources")
+                ]),
+                PlannerTesting.leaf("Write the article")
+              ]
+            }
+          }),
+          ...world,
+          index: counting,
+          graph: false,
+          election: anyone
+        })
+        assert.deepStrictEqual(result.missing, [])
+        // The plan whole, then every assignment, in one write each.
+        assert.deepStrictEqual(writes[0], [
+          "conversation",
+          "message",
+          "task:pending",
+          "task:pending",
+          "task:pending",
+          "task:pending"
+        ])
+        assert.deepStrictEqual(writes[1], ["task:pending", "task:pending", "task:pending", "task:pending"])
+        // Then two writes a task: it started; it is done, with its output in the same write.
+        const rest = writes.slice(2)
+        assert.strictEqual(rest.length, 8)
+        assert.strictEqual(rest.filter((write) => write.join() === "task:running").length, 4)
+        assert.strictEqual(rest.filter((write) => write.join() === "message,task:done").length, 4)
+        // A task's assistant never reads it back before writing its new state.
+        assert.deepStrictEqual(taskReads, [])
+        // In the conversation it began, the run lists what it wrote from what it holds, not
+        // from the store: three contexts, one evaluation, the answer.
+        assert.deepStrictEqual(storeListings, [])
+        assert.strictEqual(heldListings.length, 5)
+      })
+  )
 })

@@ -144,7 +144,14 @@ export const make = (policies: string): Effect.Effect<Policy.Service, CedarPolic
   Effect.suspend(() => {
     const slices = compile(policies)
     if (slices instanceof CedarPolicyError) return Effect.fail(slices)
-    return Effect.succeed(Policy.failClosed("cedar", (request) => Effect.sync(() => decide(slices, request))))
+    return Effect.succeed(
+      // One policy set for the engine's life: one revision. Each resource is decided on its own.
+      Policy.failClosed(
+        "cedar",
+        (request) => Effect.sync(() => decide(slices, request)),
+        () => "static"
+      )
+    )
   })
 
 /** What identifies a version of a file without reading it: inode, size and times (ns), or its absence. */
@@ -193,12 +200,16 @@ export const fromFile = (file: string): Effect.Effect<Policy.Service, CedarPolic
         : Effect.logInfo(`policy: ${file} changed, its policies are loaded`)
     }
     return Effect.succeed(
-      Policy.failClosed("cedar", (request) =>
-        Effect.map(refresh(), () =>
-          loaded instanceof CedarPolicyError
-            ? Policy.deny(`${loaded.message}; denied until the file loads`)
-            : decide(loaded, request)
-        )
+      Policy.failClosed(
+        "cedar",
+        (request) =>
+          Effect.map(refresh(), () =>
+            loaded instanceof CedarPolicyError
+              ? Policy.deny(`${loaded.message}; denied until the file loads`)
+              : decide(loaded, request)
+          ),
+        // The file's version: an edit is a new revision, so nothing allowed before is remembered.
+        () => versionOf(file)
       )
     )
   })

@@ -1,10 +1,13 @@
 /**
  * MemoryResourceStore: resources in a sorted in-memory map. The prefix lookup
  * binary-searches the sorted keys for `urn + "/"` and walks forward while keys
- * share the prefix: a range scan, not a full scan.
+ * share the prefix: a range scan, not a full scan. A resource is checked and
+ * copied when it is put, then kept frozen and handed out as it is: a read costs
+ * no decoding, and no reader can change what the store holds.
  */
 import { Effect, Layer } from "effect"
-import * as Resource from "./Resource.js"
+import { deepFreeze } from "./internal/frozen.js"
+import type * as Resource from "./Resource.js"
 import {
   type BackendOptions,
   checkUrn,
@@ -29,19 +32,17 @@ const lowerBound = (keys: Array<string>, key: string): number => {
 }
 
 export const make = (options: BackendOptions = {}): Service => {
-  const values = new Map<string, string>()
+  const values = new Map<string, Resource.Resource>()
   const keys: Array<string> = []
-  const read = (urn: string) => {
-    const text = values.get(urn)
-    return text === undefined ? undefined : Resource.decode(JSON.parse(text))
-  }
+  const read = (urn: string) => values.get(urn)
   return fromBackend(
     {
+      // `fromBackend` hands over a checked copy, completed: kept frozen, read as it is.
       write: (checked) =>
         Effect.sync(() => {
           const urn = checked.meta.urn
           if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
-          values.set(urn, JSON.stringify(checked))
+          values.set(urn, deepFreeze(checked))
         }),
       get: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) => {

@@ -32,6 +32,15 @@ export const deny = (...reasons: ReadonlyArray<string>): Decision => ({ decision
 export interface Service {
   readonly name: string
   readonly authorize: (request: Request) => Effect.Effect<Decision>
+  /**
+   * The policies' current revision, for an engine that promises two things: its decisions
+   * depend only on the actor, the action, each resource and the revision (which changes
+   * whenever the policies do), and a request is allowed exactly when each of its resources
+   * would be on its own. `ResourceIndex` then remembers what it allowed while the revision
+   * stays. An engine without it is asked every time; a wrapper that changes or observes
+   * decisions (`shadow`) leaves it out.
+   */
+  readonly revision?: () => string
 }
 
 export class Policy extends Context.Service<Policy, Service>()("@noema/resources/Policy") {}
@@ -41,9 +50,11 @@ const describeError = (error: unknown) => (error instanceof Error ? error.messag
 /** Checks the request, runs `authorize`, and turns any failure or defect into a deny. */
 export const failClosed = (
   name: string,
-  authorize: (request: Request) => Effect.Effect<Decision, unknown>
+  authorize: (request: Request) => Effect.Effect<Decision, unknown>,
+  revision?: () => string
 ): Service => ({
   name,
+  ...(revision === undefined ? {} : { revision }),
   authorize: (request) =>
     Effect.suspend(() => {
       if (!actions.includes(request.action))
@@ -67,8 +78,11 @@ const causeError = (cause: { readonly reasons: ReadonlyArray<unknown> }): unknow
 }
 
 /** Allows everything, warning no one: for a user who chose it (`--engine allow-all`), knowing what it does. */
-export const allowAllChosen: Service = failClosed("allow-all", () =>
-  Effect.succeed(allow("allow-all: every request is allowed"))
+export const allowAllChosen: Service = failClosed(
+  "allow-all",
+  () => Effect.succeed(allow("allow-all: every request is allowed")),
+  // Its decisions never change: one revision for ever.
+  () => "allow-all"
 )
 
 /** Whether this process has said that allow-all is in use: said once, not per engine made. */

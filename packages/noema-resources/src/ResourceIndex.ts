@@ -12,6 +12,11 @@
  * out, since they name it), and `search` filters before it limits, so a
  * hidden better match never shows as a missing result.
  *
+ * The index remembers what the engine allowed, per (actor, action, URN), while the
+ * engine's `revision` stays the same (engines that declare one: allow-all, Cedar; a
+ * policy file's edit is a new revision), so repeated accesses are not decided again;
+ * a denial is always the engine's own.
+ *
  * Given `ResourceEvents`, every access that succeeded is published:
  * `RESOURCE_PUT`, `RESOURCE_GET` (the resources returned) and `RESOURCE_DELETE`
  * (when something was deleted), with the actor as the source unless `source`
@@ -23,7 +28,7 @@
  * of those the actor may `get` (it reads on past the hits it may not until it
  * has `limit` or the index ends), each with its `meta.score`.
  *
- * A `document` put is split into chunks under it (`ResourceProcessor`, unless
+ * A `document` put (alone or in a `putMany`) is split into chunks under it (`ResourceProcessor`, unless
  * `chunking: false`): each chunk is put as the same actor (authorized, embedded,
  * published), and the chunks of an earlier, longer version are deleted.
  */
@@ -86,6 +91,19 @@ export interface Service {
     Failure
   >
   /**
+   * `findReadable` over `held`, resources the caller holds already (it wrote or read them)
+   * and knows to be everything under `urn`: the same decisions, the same `RESOURCE_GET`
+   * event, without reading the store again.
+   */
+  readonly filterReadable: (
+    actor: string,
+    urn: string,
+    held: ReadonlyArray<Resource.Resource>
+  ) => Effect.Effect<
+    { readonly resources: Array<Resource.Resource>; readonly withheld: Array<string> },
+    Failure
+  >
+  /**
    * Every resource of `type` the actor may get (in URN order), and the URNs of those it may not
    * (`withheld`): a type has no URN of its own to authorize, so each resource is.
    */
@@ -103,7 +121,17 @@ export interface Service {
    * stored (or the actor may not get it), the element is taken as it is written.
    */
   readonly resolve: (actor: string, urn: string) => Effect.Effect<string, Failure | AmbiguousNameError>
-  readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<void, Failure>
+  /** Gives the resource as stored (the store completes `meta.tokens` and `meta.created`). */
+  readonly put: (actor: string, resource: Resource.Resource) => Effect.Effect<Resource.Resource, Failure>
+  /**
+   * Puts several resources as one write: authorized as one `put` of them all, stored (with
+   * their vectors) in one transaction where the store has them, embedded in one call, then
+   * published as a `RESOURCE_PUT` each, in order. Gives them as stored, in that order.
+   */
+  readonly putMany: (
+    actor: string,
+    resources: ReadonlyArray<Resource.Resource>
+  ) => Effect.Effect<Array<Resource.Resource>, Failure>
   readonly delete: (actor: string, urn: string) => Effect.Effect<boolean, Failure>
   /**
    * The resources most similar to the query that the actor may get, best first, each with
@@ -131,7 +159,54 @@ export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
   "@noema/resources/ResourceIndex"
 ) {}
 
+/** Allowed (actor, action, URN) triples an index remembers; past that it starts afresh. */
+const allowsRemembered = 8192
+
+/**
+ * The engine's decisions, with what it allowed remembered per (actor, action, URN) while its
+ * `revision` stays, for an engine that has one (see `Policy.Service.revision`): the engine is
+ * asked only about the resources it has not allowed yet (none: allowed), which by that
+ * contract decides the whole request. Denials are never remembered, so a refusal always
+ * carries the engine's own reasons.
+ */
+const rememberingAllows = (
+  policy: Policy.Service
+): ((request: Policy.Request) => Effect.Effect<Policy.Decision>) => {
+  const revisionOf = policy.revision
+  if (revisionOf === undefined) return policy.authorize
+  // By actor and action, the URNs allowed: the URN strings are looked up as they are (no key built).
+  const allowed = new Map<string, Set<string>>()
+  let size = 0
+  let revision = revisionOf()
+  return (request) =>
+    Effect.suspend(() => {
+      const current = revisionOf()
+      if (current !== revision || size >= allowsRemembered) {
+        allowed.clear()
+        size = 0
+        revision = current
+      }
+      const key = `${request.action} ${request.actor}`
+      const known = allowed.get(key)
+      const unknown =
+        known === undefined ? request.resources : request.resources.filter((urn) => !known.has(urn))
+      if (request.resources.length > 0 && unknown.length === 0) return Effect.succeed(Policy.allow())
+      return Effect.tap(policy.authorize({ ...request, resources: unknown }), (decision) =>
+        Effect.sync(() => {
+          if (decision.decision !== "allow" || revision !== current) return
+          const urns = allowed.get(key) ?? new Set<string>()
+          allowed.set(key, urns)
+          for (const urn of unknown) {
+            if (!urns.has(urn)) size++
+            urns.add(urn)
+          }
+        })
+      )
+    })
+}
+
 export const make = (store: Store, policy: Policy.Service, options: Options = {}): Service => {
+  const authorize = rememberingAllows(policy)
   const chunking = options.chunking === false ? undefined : ResourceProcessor.checkOptions(options.chunking)
   if (chunking instanceof ResourceProcessor.ChunkingError) throw chunking
   const events = options.events
@@ -147,7 +222,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const vectors = options.vectors
   /** Authorizes what the actor named itself: the error may name it, with the engine's reasons. */
   const check = (actor: string, action: Policy.Action, resources: ReadonlyArray<string>) =>
-    Effect.flatMap(policy.authorize({ actor, action, resources }), (decision) =>
+    Effect.flatMap(authorize({ actor, action, resources }), (decision) =>
       decision.decision === "allow"
         ? Effect.void
         : Effect.fail(
@@ -164,7 +239,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const checkUnder = (actor: string, urn: string, found: ReadonlyArray<Resource.Resource>) =>
     found.length === 0
       ? Effect.void
-      : Effect.flatMap(policy.authorize({ actor, action: "get", resources: urnsOf(found) }), (decision) =>
+      : Effect.flatMap(authorize({ actor, action: "get", resources: urnsOf(found) }), (decision) =>
           decision.decision === "allow"
             ? Effect.void
             : Effect.fail(
@@ -177,10 +252,18 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
                 })
               )
         )
-  const putOne = (actor: string, resource: Resource.Resource) =>
-    Effect.andThen(check(actor, "put", [resource.meta.urn]), store.put(resource)).pipe(
-      Effect.tap(() => (vectors === undefined ? Effect.void : vectors.upsert(resource))),
-      Effect.tap(() => publish(actor, "RESOURCE_PUT", [resource.meta.urn]))
+  /**
+   * The store's writes and their vectors as one transaction where the store has them (one
+   * commit), embedded before it starts (the embedder may be a remote call). Each resource goes
+   * through the store's own `put`, so its checks and completed meta are the store's.
+   */
+  const write = (resources: ReadonlyArray<Resource.Resource>) =>
+    Effect.flatMap(
+      vectors === undefined ? Effect.succeed(Effect.void) : vectors.prepareUpsert(resources),
+      (vectorWrite) => {
+        const writes = Effect.tap(Effect.forEach(resources, store.put), () => vectorWrite)
+        return store.transaction === undefined ? writes : store.transaction(writes)
+      }
     )
   const deleteOne = (actor: string, urn: string) =>
     Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
@@ -196,10 +279,8 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
     Effect.gen(function* () {
       const chunks = ResourceProcessor.chunks(document, split)
       const urns = urnsOf(chunks)
-      if (chunks.length > 0) yield* check(actor, "put", urns)
-      for (const chunk of chunks) yield* store.put(chunk)
-      // Embedded together: one call to the embedder for the whole document.
-      if (vectors !== undefined && chunks.length > 0) yield* vectors.upsert(chunks)
+      // One write for the whole document: one transaction, one call to the embedder.
+      if (chunks.length > 0) yield* Effect.andThen(check(actor, "put", urns), write(chunks))
       yield* publish(actor, "RESOURCE_PUT", urns)
       const current = new Set(urns)
       const stale = (yield* store.findByPrefix(document.meta.urn)).filter(
@@ -210,16 +291,40 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       )
       for (const chunk of stale) yield* deleteOne(actor, chunk.meta.urn)
     })
+  /** Authorized, written as one, published in order; then each document's chunks. */
+  const putAll = (
+    actor: string,
+    resources: ReadonlyArray<Resource.Resource>
+  ): Effect.Effect<Array<Resource.Resource>, Failure> =>
+    resources.length === 0
+      ? Effect.succeed([])
+      : Effect.andThen(check(actor, "put", urnsOf(resources)), write(resources)).pipe(
+          Effect.tap(() =>
+            Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
+              discard: true
+            })
+          ),
+          Effect.tap(() =>
+            Effect.forEach(
+              resources,
+              (resource) =>
+                resource.meta.type === "document" && chunking !== undefined
+                  ? putChunks(actor, resource as Resource.Document, chunking)
+                  : Effect.void,
+              { discard: true }
+            )
+          )
+        )
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
-      policy.authorize({ actor, action: "get", resources: [urn] }),
+      authorize({ actor, action: "get", resources: [urn] }),
       (decision) => decision.decision === "allow"
     )
-  /** The resources the actor may get of those found, and the URNs of the others. */
+  /** The resources the actor may get of those found, and the URNs of the others; published as read. */
   const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
     Effect.gen(function* () {
       if (found.length === 0) return { resources: [], withheld: [] }
-      const all = yield* policy.authorize({ actor, action: "get", resources: urnsOf(found) })
+      const all = yield* authorize({ actor, action: "get", resources: urnsOf(found) })
       // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
       const resources =
         all.decision === "allow"
@@ -253,12 +358,17 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       Effect.andThen(check(actor, "get", [urn]), store.findByPrefix(urn)).pipe(
         Effect.flatMap((found) => readableOf(actor, found))
       ),
-    put: (actor, resource) =>
-      Effect.andThen(putOne(actor, resource), () =>
-        resource.meta.type === "document" && chunking !== undefined
-          ? putChunks(actor, resource as Resource.Document, chunking)
-          : Effect.void
+    filterReadable: (actor, urn, held) =>
+      Effect.andThen(
+        check(actor, "get", [urn]),
+        // In URN order, as the store lists them.
+        readableOf(
+          actor,
+          [...held].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
+        )
       ),
+    put: (actor, resource) => Effect.map(putAll(actor, [resource]), ([stored]) => stored!),
+    putMany: putAll,
     delete: deleteOne,
     search: (actor, query, searchOptions) =>
       vectors === undefined

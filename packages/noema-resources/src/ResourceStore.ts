@@ -42,8 +42,9 @@ export interface Service {
   /**
    * Stores a resource under its `meta.urn`, replacing what was there, with `meta.tokens`
    * and `meta.created` set; refused when its parent does not exist or its name is taken.
+   * Gives the resource as stored (completed), for a caller that keeps what it wrote.
    */
-  readonly put: (resource: Resource) => Effect.Effect<void, ResourceStoreError>
+  readonly put: (resource: Resource) => Effect.Effect<Resource, ResourceStoreError>
   readonly get: (urn: string) => Effect.Effect<Resource, ResourceNotFoundError | ResourceStoreError>
   /** The resources that exist, in the order asked; missing URNs are left out. */
   readonly getMany: (urns: ReadonlyArray<string>) => Effect.Effect<Array<Resource>, ResourceStoreError>
@@ -53,6 +54,15 @@ export interface Service {
   readonly findByType: (type: string) => Effect.Effect<Array<Resource>, ResourceStoreError>
   /** Removes a resource; true when it existed. Its descendants stay. */
   readonly delete: (urn: string) => Effect.Effect<boolean, ResourceStoreError>
+  /**
+   * Runs `effect` as one transaction of the store's database (committed when it succeeds,
+   * rolled back when it fails), so several writes cost one commit. Stores on a SQL
+   * database offer it (a vector index on the same database joins the transaction);
+   * others leave it out and their writes stand one by one.
+   */
+  readonly transaction?: <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | ResourceStoreError, R>
 }
 
 export class ResourceStore extends Context.Service<ResourceStore, Service>()(
@@ -144,6 +154,6 @@ export const fromBackend = (backend: Backend, options: BackendOptions = {}): Ser
   const { write, ...reads } = backend
   return {
     ...reads,
-    put: (resource) => Effect.flatMap(completeForPut(backend, counter, resource), write)
+    put: (resource) => Effect.tap(completeForPut(backend, counter, resource), write)
   }
 }

@@ -303,5 +303,35 @@ export const cases: ReadonlyArray<Case> = [
         yield* store.put(elsewhere)
         assert.equal((yield* store.getMany([message.meta.urn, elsewhere.meta.urn])).length, 2)
       })
+  },
+  {
+    name: "what a reader changes in a resource it read (or in one it put) never changes what the store holds",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const t = yield* fill(store)
+        // A store hands out copies, or one frozen resource: a change fails or stays the reader's.
+        const tamper = (resource: Resource.Resource) => {
+          try {
+            ;(resource as { status?: string }).status = "tampered"
+            ;(resource.meta as { name: string }).name = "tampered"
+          } catch {}
+        }
+        tamper(yield* store.get(t.task.meta.urn))
+        for (const found of yield* store.getMany([t.task.meta.urn])) tamper(found)
+        for (const found of yield* store.findByPrefix(t.m1.meta.urn)) tamper(found)
+        for (const found of yield* store.findByType("task")) tamper(found)
+        const put = Resource.make("task", { name: "t3", parent: t.m1.meta.urn, status: "pending" })
+        yield* store.put(put)
+        tamper(put)
+        const untouched = tree()
+        assert.deepEqual(withoutStamps(yield* store.get(t.task.meta.urn)), untouched.task)
+        const expected = [
+          untouched.task,
+          untouched.subtask,
+          Resource.make("task", { name: "t3", parent: t.m1.meta.urn, status: "pending" })
+        ].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : 1))
+        assert.deepEqual((yield* store.findByPrefix(t.m1.meta.urn)).map(withoutStamps), expected)
+      })
   }
 ]

@@ -9,11 +9,13 @@
  * (`noema_resources_migrations`). The statements are effect's tagged templates,
  * the same on both databases; only the key's collation differs: PostgreSQL
  * compares the key byte-wise (`COLLATE "C"`) so the range and the order are
- * those of the URN's characters, as on SQLite.
+ * those of the URN's characters, as on SQLite. A body read again is not
+ * decoded again: its readers share the resource decoded the first time, frozen.
  */
 import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { deepFreeze } from "./internal/frozen.js"
 import * as Resource from "./Resource.js"
 import {
   type Backend,
@@ -56,6 +58,10 @@ export interface Options extends BackendOptions {
   readonly readonly?: boolean
 }
 
+/** Decoded bodies remembered, and the longest body remembered. */
+const cachedBodies = 1024
+const cachedBodyLength = 8192
+
 /** Keys per `IN (...)` query: well below both databases' limits on bound parameters. */
 const keysPerQuery = 500
 
@@ -84,9 +90,22 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       storeError
     )
     const table = sql(resourcesTable)
+    // Resources decoded from recent bodies: a body read again (a task read by each of its
+    // readers, a search hit) is not decoded again. Same body, same resource, frozen for sharing.
+    const decoded = new Map<string, Resource.Resource>()
+    const decode = (body: string) => {
+      const known = decoded.get(body)
+      if (known !== undefined) return known
+      const resource = deepFreeze(Resource.decode(JSON.parse(body)))
+      if (body.length <= cachedBodyLength) {
+        if (decoded.size >= cachedBodies) decoded.delete(decoded.keys().next().value as string)
+        decoded.set(body, resource)
+      }
+      return resource
+    }
     const read = (rows: ReadonlyArray<{ body: string }>) =>
       Effect.try({
-        try: () => rows.map((row) => Resource.decode(JSON.parse(row.body))),
+        try: () => rows.map((row) => decode(row.body)),
         catch: (error) =>
           new ResourceStoreError({
             message: `${location}: a stored resource does not decode: ${DatabaseError.describe(error)}`,
@@ -146,7 +165,8 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
               (rows) => rows.length > 0
             )
           )
-        )
+        ),
+      transaction: (effect) => guard(sql.withTransaction(effect))
     }
     return fromBackend(backend, options)
   })

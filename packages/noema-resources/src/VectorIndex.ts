@@ -67,6 +67,14 @@ export interface Service {
   readonly upsert: (
     resources: Resource.Resource | ReadonlyArray<Resource.Resource>
   ) => Effect.Effect<void, VectorIndexError>
+  /**
+   * Embeds resources now and gives the write that stores their vectors (`upsert` is the two
+   * in a row), so that a caller can run the write in its own transaction without holding it
+   * while the embedder works.
+   */
+  readonly prepareUpsert: (
+    resources: ReadonlyArray<Resource.Resource>
+  ) => Effect.Effect<Effect.Effect<void, VectorIndexError>, VectorIndexError>
   /** Forgets a resource's vector; true when there was one. */
   readonly remove: (urn: string) => Effect.Effect<boolean, VectorIndexError>
   readonly search: (query: Query, options?: SearchOptions) => Effect.Effect<Array<Hit>, VectorIndexError>
@@ -171,6 +179,10 @@ const checkOptions = (options: SearchOptions): VectorIndexError | undefined => {
   return undefined
 }
 
+/** Texts whose vectors an index remembers, and the longest text remembered (a long document's chunks are embedded once anyway). */
+const cachedTexts = 2048
+const cachedTextLength = 4096
+
 /** What both backends share: embedding, checking, the query vector. */
 const common = (embedder: Embedder.Service) => {
   const embed = (texts: ReadonlyArray<string>) =>
@@ -193,17 +205,30 @@ const common = (embedder: Embedder.Service) => {
         : Effect.fail(
             indexError(`the query vector has ${query.vector.length} dimensions, the index ${dimensions}`)
           )
-      : Effect.flatMap(embed([query.text]), ({ vectors }) => {
-          const problem = dimensionsOf(vectors, dimensions)
-          return problem === undefined
-            ? Effect.succeed(normalized(vectors[0] as ReadonlyArray<number>))
-            : Effect.fail(problem)
-        })
-  const vectorsOf = (resources: ReadonlyArray<Resource.Resource>, dimensions: number) =>
-    Effect.flatMap(embed(resources.map(searchText)), ({ vectors }) => {
+      : Effect.map(vectorsOfTexts([query.text], dimensions), (vectors) => vectors[0] as Float32Array)
+  // The vectors of recent texts: a resource stored again with the same description (a task
+  // changing status) and a search for a text just stored do not ask the embedder again.
+  const recent = new Map<string, Float32Array>()
+  const remember = (text: string, vector: Float32Array) => {
+    if (text.length > cachedTextLength) return
+    if (recent.size >= cachedTexts) recent.delete(recent.keys().next().value as string)
+    recent.set(text, vector)
+  }
+  /** The normalised vectors of `texts`, embedding (in one call) only those not recently embedded. */
+  const vectorsOfTexts = (texts: ReadonlyArray<string>, dimensions: number) => {
+    const known = texts.map((text) => recent.get(text))
+    const missing = [...new Set(texts.filter((_, i) => known[i] === undefined))]
+    if (missing.length === 0) return Effect.succeed(known as Array<Float32Array>)
+    return Effect.flatMap(embed(missing), ({ vectors }) => {
       const problem = dimensionsOf(vectors, dimensions)
-      return problem === undefined ? Effect.succeed(vectors.map(normalized)) : Effect.fail(problem)
+      if (problem !== undefined) return Effect.fail(problem)
+      const fresh = new Map(missing.map((text, i) => [text, normalized(vectors[i] as ReadonlyArray<number>)]))
+      for (const [text, vector] of fresh) remember(text, vector)
+      return Effect.succeed(texts.map((text, i) => known[i] ?? (fresh.get(text) as Float32Array)))
     })
+  }
+  const vectorsOf = (resources: ReadonlyArray<Resource.Resource>, dimensions: number) =>
+    vectorsOfTexts(resources.map(searchText), dimensions)
   return { queryVector, vectorsOf }
 }
 
@@ -258,16 +283,20 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
       urns[slot] = urn
       return slot
     }
-    return {
-      identity: identityOf(embedder, dimensions),
-      upsert: (resources) =>
-        Effect.map(vectorsOf(asList(resources), dimensions), (vectors) => {
-          for (const [i, resource] of asList(resources).entries()) {
+    const prepareUpsert = (resources: ReadonlyArray<Resource.Resource>) =>
+      Effect.map(vectorsOf(resources, dimensions), (vectors) =>
+        Effect.sync(() => {
+          for (const [i, resource] of resources.entries()) {
             const slot = slotFor(resource.meta.urn)
             types[slot] = resource.meta.type
             data.set(vectors[i] as Float32Array, slot * dimensions)
           }
-        }),
+        })
+      )
+    return {
+      identity: identityOf(embedder, dimensions),
+      prepareUpsert,
+      upsert: (resources) => Effect.flatten(prepareUpsert(asList(resources))),
       remove: (urn) =>
         Effect.sync(() => {
           const slot = slots.get(urn)
@@ -576,29 +605,30 @@ export const makeSql = (
           )
           .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN"))
       })
-    const service: Service = {
-      identity,
-      upsert: (resources) => {
-        const list = asList(resources)
-        if (list.length === 0) return Effect.void
-        return Effect.flatMap(vectorsOf(list, dimensions), (computed) =>
-          doing("storing vectors")(
-            sql.withTransaction(
-              alongCopy(
-                Effect.forEach(
-                  list,
-                  (resource, i) =>
-                    sql`INSERT INTO ${vectors} (urn, type, vector)
+    const prepareUpsert = (list: ReadonlyArray<Resource.Resource>) =>
+      list.length === 0
+        ? Effect.succeed(Effect.void)
+        : Effect.map(vectorsOf(list, dimensions), (computed) =>
+            doing("storing vectors")(
+              sql.withTransaction(
+                alongCopy(
+                  Effect.forEach(
+                    list,
+                    (resource, i) =>
+                      sql`INSERT INTO ${vectors} (urn, type, vector)
                     VALUES (${resource.meta.urn}, ${resource.meta.type}, ${stored(computed[i] as Float32Array)})
                     ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`,
-                  { discard: true }
-                ),
-                keepCopy
+                    { discard: true }
+                  ),
+                  keepCopy
+                )
               )
             )
           )
-        )
-      },
+    const service: Service = {
+      identity,
+      prepareUpsert,
+      upsert: (resources) => Effect.flatten(prepareUpsert(asList(resources))),
       remove: (urn) =>
         Effect.map(
           doing("removing a vector")(

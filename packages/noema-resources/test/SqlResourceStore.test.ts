@@ -47,6 +47,29 @@ describe("PostgreSQL ResourceStore conformance", () => {
   }
 })
 
+describe("reading", () => {
+  it.effect(
+    "an unchanged body is decoded once: its readers share one frozen resource; a changed one is decoded anew",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const store = yield* onDatabase({ kind: "sqlite", filename: sqliteFile() })
+          const { conversation, m1, task } = ResourceStoreConformance.tree()
+          // Its parents first: a put under a missing parent is refused.
+          for (const resource of [conversation, m1, task]) yield* store.put(resource)
+          const first = yield* store.get(task.meta.urn)
+          assert.strictEqual(yield* store.get(task.meta.urn), first)
+          assert.strictEqual((yield* store.getMany([task.meta.urn]))[0], first)
+          assert.isTrue(Object.isFrozen(first) && Object.isFrozen(first.meta))
+          yield* store.put({ ...task, status: "done" } as typeof task)
+          const changed = yield* store.get(task.meta.urn)
+          assert.notStrictEqual(changed, first)
+          assert.strictEqual((changed as typeof task).status, "done")
+        })
+      )
+  )
+})
+
 describe("the prefix lookup is a range scan", () => {
   it.effect("SQLite: EXPLAIN QUERY PLAN searches the primary key, no SCAN", () =>
     Effect.scoped(

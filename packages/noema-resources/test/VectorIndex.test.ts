@@ -216,6 +216,35 @@ describe("LocalEmbedder", () => {
   })
 })
 
+describe("VectorIndex embeddings", () => {
+  it.effect("a text embedded recently is not sent to the embedder again, and ranks the same", () =>
+    Effect.gen(function* () {
+      const sent: Array<string> = []
+      const counting = Embedder.make({
+        provider: embedder.provider,
+        model: embedder.model,
+        dimensions: LocalEmbedder.defaultDimensions,
+        embed: (texts) => {
+          sent.push(...texts)
+          return embedder.embed(texts)
+        }
+      })
+      const index = yield* VectorIndex.makeMemory(counting)
+      const plain = yield* VectorIndex.makeMemory(embedder)
+      const task = Resource.make("task", { name: "1. Step", purpose: "find the facts", status: "pending" })
+      for (const status of ["pending", "running", "done"] as const) {
+        yield* index.upsert({ ...task, status })
+        yield* plain.upsert({ ...task, status })
+      }
+      yield* index.upsert([kitchen, garage, kitchen])
+      yield* plain.upsert([kitchen, garage])
+      const query = VectorIndex.searchText(task)
+      assert.deepStrictEqual(yield* index.search({ text: query }), yield* plain.search({ text: query }))
+      assert.deepStrictEqual(sent, [query, VectorIndex.searchText(kitchen), VectorIndex.searchText(garage)])
+    })
+  )
+})
+
 describe("VectorIndex in memory", () => {
   cases(() => VectorIndex.makeMemory(embedder))
   scoresEveryDimension((embedder) => VectorIndex.makeMemory(embedder))
