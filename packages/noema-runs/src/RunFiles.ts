@@ -518,9 +518,11 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const artifactsDirectory = path.join(directory, "artifacts")
   const maxBytes = options.maxArtifactBytes ?? 1024 * 1024
   const maxCount = options.maxArtifacts ?? 100
-  const published: Array<ArtifactEntry> = []
+  // In the order the writes were asked for (a model's parallel calls finish in any order),
+  // each filled in once its file is durable; a failed write gives its place up.
+  const slots: Array<{ entry: ArtifactEntry | undefined }> = []
+  const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
-  let writing = 0
   return attempt(directory, () => {
     if (fs.existsSync(directory)) {
       const manifest = readManifest(directory)
@@ -562,8 +564,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
           )
         return attemptWrite(relative, async () => {
           // Counted with the writes still waiting on the disk, so writes at once cannot pass the cap.
-          if (published.length + writing >= maxCount)
-            throw new Error(`at most ${maxCount} artifacts per stage`)
+          if (slots.length >= maxCount) throw new Error(`at most ${maxCount} artifacts per stage`)
           // Every directory between the artifacts root and the file must be a real directory.
           let parent = path.dirname(target)
           ensureDirectory(parent, pending)
@@ -574,25 +575,26 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
           }
           if (fs.existsSync(target))
             throw new Error("the artifact already exists: artifacts are never overwritten")
-          writing++
+          const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
+          slots.push(slot)
           try {
             await linkDurable(target, bytes, pending)
-          } finally {
-            writing--
+          } catch (error) {
+            slots.splice(slots.indexOf(slot), 1)
+            throw error
           }
-          const entry: ArtifactEntry = {
+          slot.entry = {
             path: path.relative(artifactsDirectory, target).split(path.sep).join("/"),
             kind: kind ?? kindOf(relative),
             sha256: sha256(bytes),
             size: bytes.length
           }
-          published.push(entry)
-          return entry
+          return slot.entry
         })
       },
       writeManifest: (fields) => {
         const file = path.join(directory, "manifest.json")
-        const manifest: Manifest = { ...fields, artifacts: [...published] }
+        const manifest: Manifest = { ...fields, artifacts: published() }
         return attemptWrite(file, async () => {
           // Its bytes while the directories are synced; its name only once they are.
           const [temporary] = await Promise.all([
@@ -604,7 +606,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
           return manifest
         })
       },
-      artifacts: () => [...published]
+      artifacts: published
     })
   )
 }

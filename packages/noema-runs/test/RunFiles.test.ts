@@ -107,6 +107,44 @@ describe("RunFiles", () => {
     })
   )
 
+  it.effect(
+    "artifacts written at once are listed in the order they were asked for, not as their disks finished",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        yield* RunFiles.writeRunFile(root, runFile("run_1"))
+        const writer = yield* RunFiles.stageWriter({
+          workspace: root,
+          runId: "run_1",
+          position: 1,
+          key: "draft",
+          attempt: 1
+        })
+        // Largest first: the first asked for is the last to reach the disk.
+        const names = Array.from({ length: 12 }, (_, index) => `part-${String(index).padStart(2, "0")}.md`)
+        const written = yield* Effect.forEach(
+          names,
+          (name, index) => writer.writeArtifact(name, "x".repeat((names.length - index) * 60_000)),
+          { concurrency: "unbounded" }
+        )
+        assert.deepStrictEqual(
+          written.map((entry) => entry.path),
+          names
+        )
+        // A refused write gives its place up: the order stays the order of the writes that were made.
+        yield* Effect.flip(writer.writeArtifact(names[0]!, "again"))
+        assert.deepStrictEqual(
+          writer.artifacts().map((entry) => entry.path),
+          names
+        )
+        const manifest = yield* writer.writeManifest(manifestFields(1))
+        assert.deepStrictEqual(
+          manifest.artifacts.map((entry) => entry.path),
+          names
+        )
+      })
+  )
+
   it.effect("refuses path traversal, absolute and hidden paths, and artifacts over the cap", () =>
     Effect.gen(function* () {
       const root = workspace()
