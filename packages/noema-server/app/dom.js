@@ -74,11 +74,27 @@ export function oneLine(text, max) {
   return single.length <= max ? single : `${single.slice(0, Math.max(0, max - 1))}…`
 }
 
-/** Up and down move between the links of `list` (Enter opens one, as any link). */
+/**
+ * `node` chosen by a click, or from the keyboard as a button is: reached with Tab, chosen with
+ * Enter or Space (list items that are not links, such as the Runs view's threads and runs).
+ */
+export function activatable(node, action) {
+  node.setAttribute("tabindex", "0")
+  node.setAttribute("role", "button")
+  node.addEventListener("click", action)
+  node.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" && event.key !== " ") return
+    event.preventDefault()
+    action()
+  })
+  return node
+}
+
+/** Up and down move between the entries of `list`, links or `activatable` (Enter opens one). */
 export function arrowKeys(list) {
   list.addEventListener("keydown", (event) => {
     if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return
-    const links = [...list.querySelectorAll("a")]
+    const links = [...list.querySelectorAll('a, [tabindex="0"]')]
     const at = links.indexOf(document.activeElement)
     const next = links[Math.max(0, Math.min(links.length - 1, at + (event.key === "ArrowDown" ? 1 : -1)))]
     if (next) {

@@ -5,7 +5,7 @@
  * and cancel buttons call the JSON API. Its place in the address:
  * `#thread=ID&run=ID`.
  */
-import { $, api, badge, duration, el, notice, request, shorten, time } from "./dom.js"
+import { $, activatable, api, arrowKeys, badge, duration, el, notice, request, shorten, time } from "./dom.js"
 import { markdown } from "./markdown.js"
 
 const state = { thread: null, run: null, artifact: null, runView: null, refusedRetry: null }
@@ -17,8 +17,19 @@ function writeHash() {
   history.replaceState(null, "", parts.length ? `#${parts.join("&")}` : "#")
 }
 
+/** The entry of `list` that has the keyboard's focus, by its `attribute`, to give it back once redrawn. */
+function focusedIn(list, attribute) {
+  return list.contains(document.activeElement) ? document.activeElement.getAttribute(attribute) : null
+}
+
+function refocus(list, attribute, value) {
+  if (value === null) return
+  for (const item of list.children) if (item.getAttribute(attribute) === value) item.focus()
+}
+
 function renderThreads(threads) {
   const list = $("threads")
+  const focused = focusedIn(list, "data-thread-id")
   list.replaceChildren()
   if (threads.length === 0) list.appendChild(el("li", { className: "empty", text: "No threads yet." }))
   threads.forEach((thread) => {
@@ -35,7 +46,7 @@ function renderThreads(threads) {
         })
       ]
     )
-    item.addEventListener("click", () => {
+    activatable(item, () => {
       state.thread = thread.id
       state.run = null
       state.artifact = null
@@ -44,6 +55,7 @@ function renderThreads(threads) {
     })
     list.appendChild(item)
   })
+  refocus(list, "data-thread-id", focused)
   const current = threads.find((t) => t.id === state.thread)
   $("thread-title").textContent = current ? `· ${current.title || current.id}` : ""
   $("new-run").hidden = current?.status !== "open"
@@ -67,6 +79,7 @@ function resumeHint(runId) {
 
 function renderRuns(runs) {
   const list = $("runs")
+  const focused = focusedIn(list, "data-run-id")
   list.replaceChildren()
   if (!state.thread) {
     list.appendChild(el("li", { className: "empty", text: "Choose a thread." }))
@@ -96,7 +109,7 @@ function renderRuns(runs) {
         badge(run.status)
       ]
     )
-    item.addEventListener("click", () => {
+    activatable(item, () => {
       state.run = run.run_id
       state.artifact = null
       writeHash()
@@ -104,6 +117,7 @@ function renderRuns(runs) {
     })
     list.appendChild(item)
   })
+  refocus(list, "data-run-id", focused)
 }
 
 function showArtifact(run, stage, attempt, artifact) {
@@ -415,6 +429,10 @@ document.querySelectorAll("[data-action]").forEach((button) => {
       })
   })
 })
+
+// Up and down move between the threads, and between the runs (Enter or Space chooses one).
+arrowKeys($("threads"))
+arrowKeys($("runs"))
 
 $("retry-anyway").addEventListener("click", () => {
   const run = state.refusedRetry

@@ -9,7 +9,7 @@
  * by other processes (a chat going on in a terminal) by reading again every
  * few seconds while it is shown, and draws again only what changed.
  */
-import { $, api, el, time } from "./dom.js"
+import { $, api, arrowKeys, el, time } from "./dom.js"
 import { markdown } from "./markdown.js"
 
 const pageSize = 50
@@ -252,16 +252,7 @@ $("sessions-prev").addEventListener("click", () => go({ offset: Math.max(0, plac
 $("sessions-next").addEventListener("click", () => go({ offset: place.offset + pageSize }))
 
 // Up and down move between the sessions of the list (Enter opens one, as any link).
-$("sessions").addEventListener("keydown", (event) => {
-  if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return
-  const links = [...$("sessions").querySelectorAll("a")]
-  const at = links.indexOf(document.activeElement)
-  const next = links[Math.max(0, Math.min(links.length - 1, at + (event.key === "ArrowDown" ? 1 : -1)))]
-  if (next) {
-    event.preventDefault()
-    next.focus()
-  }
-})
+arrowKeys($("sessions"))
 
 // Another process (a chat in a terminal) may add to what is shown: read again while the view is shown.
 setInterval(() => {

@@ -209,6 +209,30 @@ describe("the panel in Chromium: one page, a view per concern", () => {
   })
 })
 
+describe("the Runs view", () => {
+  it("is used from the keyboard: threads and runs are reached with Tab and arrows, chosen with Enter", async () => {
+    const page = await open("")
+    for (const title of ["kb first", "kb second"]) {
+      await page.fill("#new-thread input", title)
+      await page.press("#new-thread input", "Enter")
+      await page.waitForSelector(`#threads li:has-text("${title}")`)
+    }
+    const first = '#threads li:has-text("kb first")'
+    expect(await page.getAttribute(first, "tabindex")).toBe("0")
+    await page.focus(first)
+    await page.keyboard.press("ArrowDown")
+    await page.keyboard.press("ArrowUp")
+    expect(await page.evaluate("document.activeElement.textContent")).toMatch(/^kb first/)
+    await page.keyboard.press("Enter")
+    await page.waitForSelector(`${first}.selected`)
+    expect(await page.textContent("#thread-title")).toBe("· kb first")
+    // Redrawn, the list gives the focus back to the entry it was on.
+    expect(await page.evaluate("document.activeElement.textContent")).toMatch(/^kb first/)
+    expect(problems.get(page)).toEqual([])
+    await page.close()
+  })
+})
+
 describe("the Sessions view", () => {
   it("lists the sessions a page at a time, most recent first, and searches titles", async () => {
     const page = await open("#view=sessions")
