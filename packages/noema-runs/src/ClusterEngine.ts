@@ -26,7 +26,7 @@
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import { Database } from "@noema/sql"
-import { Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Schedule, Schema, Semaphore } from "effect"
 import {
   ClusterWorkflowEngine,
   RunnerAddress,
@@ -208,14 +208,23 @@ export const layer = (options: {
  * The executor's engine over the cluster's `WorkflowEngine` (from `layer`): a run's execution
  * goes to its shard's runner; the body holds the run's lease there (`leaseTtlMs`, default the
  * shard lock expiration: a dead runner's claim and its shards are free at about the same time).
+ * At most `concurrency` bodies run at once in this runner (default: no limit); the others wait
+ * for a slot holding their lease, so `runs list` shows them carried on and no worker hands
+ * them over again.
  */
 export const make = (
   store: Store,
-  options: { readonly leaseTtlMs?: number; readonly settings?: Settings } = {}
+  options: { readonly leaseTtlMs?: number; readonly settings?: Settings; readonly concurrency?: number } = {}
 ): Effect.Effect<Engine, never, WorkflowEngine.WorkflowEngine> =>
   Effect.gen(function* () {
     const service = yield* WorkflowEngine.WorkflowEngine
     const ttlMs = options.leaseTtlMs ?? (options.settings ?? tuned).shardLockExpiration
+    const slots = options.concurrency === undefined ? undefined : Semaphore.makeUnsafe(options.concurrency)
+    const listeners = new Set<(runId: string) => void>()
+    const ended = (runId: string) =>
+      Effect.sync(() => {
+        for (const listener of listeners) listener(runId)
+      })
     const engine: Engine = {
       service,
       run: (workflow, { executionId, payload }) =>
@@ -227,7 +236,9 @@ export const make = (
           yield* service.resume(RunWorkflow, executionId)
         }),
       carry: (runId, body) =>
-        RunLease.withLease(store, runId, body, { ttlMs }).pipe(
+        RunLease.withLease(store, runId, slots === undefined ? body : slots.withPermits(1)(body), {
+          ttlMs
+        }).pipe(
           // A runner that took the shards over waits for the dead one's claim to go stale.
           Effect.retry({
             while: (error) => error instanceof RunLease.RunBusy,
@@ -241,9 +252,17 @@ export const make = (
               error instanceof RunLease.LeaseLost ||
               error instanceof RunsStoreError,
             (error) => Effect.die(error)
-          )
+          ),
+          Effect.ensuring(ended(runId))
         ) as never,
-      placement: "owner"
+      placement: "owner",
+      onBodyEnded: (listener) =>
+        Effect.asVoid(
+          Effect.acquireRelease(
+            Effect.sync(() => listeners.add(listener)),
+            () => Effect.sync(() => listeners.delete(listener))
+          )
+        )
     }
     return engine
   })

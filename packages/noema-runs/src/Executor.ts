@@ -140,6 +140,13 @@ export interface Engine {
    * body settles such an attempt, and the owner closes an interrupted execution itself.
    */
   readonly placement: "caller" | "owner"
+  /**
+   * Tells `listener` each time a run's body ends in this process (finished, waiting, or
+   * stopped), until the scope closes. On an engine that places executions itself, a worker
+   * hands runs over without waiting for them, so this is how it learns that a thread here may
+   * be free for its next run.
+   */
+  readonly onBodyEnded: (listener: (runId: string) => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /** The default engine: `StoreWorkflowEngine` over the store's journal, in this process. */
@@ -148,7 +155,9 @@ export const storeEngine = (engine: StoreWorkflowEngine.StoreWorkflowEngine): En
   run: (workflow, options) => engine.run(workflow, options),
   handOver: () => Effect.void,
   carry: (_runId, body) => body,
-  placement: "caller"
+  placement: "caller",
+  // A worker carrying a run here is told by the run's own fiber ending.
+  onBodyEnded: () => Effect.void
 })
 
 /** Tokens of earlier artifacts given whole to a stage when `artifactBudget` is not set. */
