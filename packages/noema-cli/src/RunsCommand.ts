@@ -518,7 +518,9 @@ export const run = (command: RunsCommand, io: Io) =>
       const engine = Option.isSome(clusterEngine)
         ? yield* ClusterEngine.make(store, {
             ...(cluster !== undefined && { settings: cluster.settings }),
-            ...(ttlMs !== undefined && { leaseTtlMs: ttlMs })
+            ...(ttlMs !== undefined && { leaseTtlMs: ttlMs }),
+            // A runner carries at most --concurrency runs at once, as a claims worker does.
+            ...("concurrency" in command && { concurrency: command.concurrency })
           }).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, clusterEngine.value))
         : undefined
       const executor = Executor.make({
@@ -865,7 +867,7 @@ export const run = (command: RunsCommand, io: Io) =>
                 yield* print(
                   cluster?.runner === undefined
                     ? `noema worker: carrying runs on from ${store.location}, ${command.concurrency} at a time (Ctrl-C stops)\n`
-                    : `noema worker: a cluster runner at ${cluster.runner.host}:${cluster.runner.port} over ${store.location} (Ctrl-C stops)\n`
+                    : `noema worker: a cluster runner at ${cluster.runner.host}:${cluster.runner.port} over ${store.location}, ${command.concurrency} runs at a time (Ctrl-C stops)\n`
                 )
               if (carrying) yield* Effect.forkScoped(worker.run)
               return yield* Effect.never
