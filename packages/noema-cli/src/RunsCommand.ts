@@ -749,7 +749,10 @@ export const run = (command: RunsCommand, io: Io) =>
         case "runs-show": {
           const view = yield* Shown.runOf(store, command.run)
           const events = yield* store.events(command.run)
-          const workflow = yield* executor.workflowOf(command.run)
+          // The claims engine's journal, else the cluster's message storage (a read needs no runner).
+          const workflow =
+            (yield* executor.workflowOf(command.run)) ??
+            (yield* ClusterEngine.storedWorkflow(store, command.run))
           yield* print(
             json
               ? `${Shown.stringify({ ...view, events, workflow: workflow ?? null })}\n`
@@ -880,15 +883,40 @@ export const run = (command: RunsCommand, io: Io) =>
               if (!json) yield* print(`resuming run ${view.runId}\n`)
               return yield* carryOn(view.runId, executor.resume(view.runId))
             })
-          if (command.run !== undefined) return yield* resumeOne(yield* store.getRun(command.run))
-          // Every run left running or queued by a process that is gone.
-          const stopped = Worker.runnable(yield* store.listRuns(), yield* store.claims())
-          if (stopped.length === 0) {
+          /**
+           * On the cluster: each run handed to the runner owning it (`Executor.submit`), all of
+           * them first, then each followed until it ends or waits.
+           */
+          const resumeOnCluster = (views: ReadonlyArray<Run.RunView>) =>
+            Effect.gen(function* () {
+              const submitted: Array<readonly [Run.RunView, Executor.Submitted]> = []
+              for (const view of views) {
+                if (!json) yield* print(`resuming run ${view.runId}\n`)
+                submitted.push([view, yield* executor.submit(view.runId)])
+              }
+              let status = 0
+              for (const [view, result] of submitted) {
+                if (result._tag === "Queued" && !json)
+                  yield* print(`${yield* queuedText(view.runId, result.reason)}\n`)
+                status = Math.max(
+                  status,
+                  result._tag === "Queued" ? ExitStatus.waiting : yield* follow(view.runId, view.seq)
+                )
+              }
+              return status
+            })
+          // One run, or every run left running or queued by a process that is gone.
+          const chosen =
+            command.run !== undefined
+              ? [yield* store.getRun(command.run)]
+              : Worker.runnable(yield* store.listRuns(), yield* store.claims())
+          if (chosen.length === 0) {
             if (!json) yield* Effect.sync(() => io.stderr.write("noema: no run to resume\n"))
             return 0
           }
+          if (engine !== undefined) return yield* resumeOnCluster(chosen)
           let status = 0
-          for (const view of stopped) status = Math.max(status, yield* resumeOne(view))
+          for (const view of chosen) status = Math.max(status, yield* resumeOne(view))
           return status
         }
       }
