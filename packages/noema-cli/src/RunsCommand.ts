@@ -412,6 +412,11 @@ const clusterOf = (
     throw new UsageError(
       `--engine cluster needs a PostgreSQL database (--database postgres://...); ${database.path} is SQLite: use the claims engine there`
     )
+  // The runner owning the run carries it on with its own models: a client cannot choose another.
+  if (overriding.includes(command.type) && "model" in command && present(command.model.model) !== undefined)
+    throw new UsageError(
+      `${command.type.replace("-", " ")} --model is refused with --engine cluster: the runner owning the run carries it on with the model it was started with; carry it on with another model on the claims engine (--engine claims)`
+    )
   const read = ClusterEngine.settingsFrom(env)
   if ("problem" in read) throw new UsageError(read.problem)
   const carrying = command.type === "worker" || (command.type === "serve" && command.worker)
