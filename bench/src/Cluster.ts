@@ -152,8 +152,12 @@ const approveToStart = async (side: Side, samples: number) => {
       if ((await runPromise(side.store.getRun(run.runId))).status === "waiting_approval") break
       await pause(25)
     }
+    // On the claims engine the command carries the run on (so it needs the model); on the
+    // cluster it is a client, and the owning runner keeps the run's model (--model is refused).
     check(
-      await cli(side, ["runs", "approve", run.runId, ...offline]).then((code) => code === 0),
+      await cli(side, ["runs", "approve", run.runId, ...(side.engine === "claims" ? offline : [])]).then(
+        (code) => code === 0
+      ),
       "approve failed"
     )
     const events = await runPromise(side.store.events(run.runId))

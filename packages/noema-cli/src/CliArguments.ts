@@ -302,7 +302,7 @@ export type RunsCommand =
       readonly reason: string | undefined
     } & RunsCommon &
       RunsEngine)
-  | ({ readonly type: "runs-resume"; readonly run: string | undefined } & RunsCommon & Executing)
+  | ({ readonly type: "runs-resume"; readonly run: string | undefined } & RunsCommon & Executing & RunsEngine)
   | ({ readonly type: "runs-verify"; readonly run: string } & RunsCommon)
   | ({
       readonly type: "serve"

@@ -531,6 +531,7 @@ const runsResume = Command.make(
   "resume",
   {
     run: optionalArgument("RUN", "the run (default: every run whose process stopped)"),
+    engine: Flags.runsEngine,
     ...executing,
     ...storage
   },

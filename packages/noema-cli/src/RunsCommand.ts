@@ -416,6 +416,11 @@ const clusterOf = (
     throw new UsageError(
       `--engine cluster needs a PostgreSQL database (--database postgres://...); ${database.path} is SQLite: use the claims engine there`
     )
+  // The runner owning the run carries it on with its own models: a client cannot choose another.
+  if (overriding.includes(command.type) && "model" in command && present(command.model.model) !== undefined)
+    throw new UsageError(
+      `${command.type.replace("-", " ")} --model is refused with --engine cluster: the runner owning the run carries it on with the model it was started with; carry it on with another model on the claims engine (--engine claims)`
+    )
   const read = ClusterEngine.settingsFrom(env)
   if ("problem" in read) throw new UsageError(read.problem)
   const carrying = command.type === "worker" || (command.type === "serve" && command.worker)
@@ -552,7 +557,9 @@ export const run = (command: RunsCommand, io: Io) =>
       const engine = Option.isSome(clusterEngine)
         ? yield* ClusterEngine.make(store, {
             ...(cluster !== undefined && { settings: cluster.settings }),
-            ...(ttlMs !== undefined && { leaseTtlMs: ttlMs })
+            ...(ttlMs !== undefined && { leaseTtlMs: ttlMs }),
+            // A runner carries at most --concurrency runs at once, as a claims worker does.
+            ...("concurrency" in command && { concurrency: command.concurrency })
           }).pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, clusterEngine.value))
         : undefined
       const executor = Executor.make({
@@ -781,7 +788,10 @@ export const run = (command: RunsCommand, io: Io) =>
         case "runs-show": {
           const view = yield* Shown.runOf(store, command.run)
           const events = yield* store.events(command.run)
-          const workflow = yield* executor.workflowOf(command.run)
+          // The claims engine's journal, else the cluster's message storage (a read needs no runner).
+          const workflow =
+            (yield* executor.workflowOf(command.run)) ??
+            (yield* ClusterEngine.storedWorkflow(store, command.run))
           yield* print(
             json
               ? `${Shown.stringify({ ...view, events, workflow: workflow ?? null })}\n`
@@ -906,7 +916,7 @@ export const run = (command: RunsCommand, io: Io) =>
                 yield* print(
                   cluster?.runner === undefined
                     ? `noema worker: carrying runs on from ${store.location}, ${command.concurrency} at a time (Ctrl-C stops)\n`
-                    : `noema worker: a cluster runner at ${cluster.runner.host}:${cluster.runner.port} over ${store.location} (Ctrl-C stops)\n`
+                    : `noema worker: a cluster runner at ${cluster.runner.host}:${cluster.runner.port} over ${store.location}, ${command.concurrency} runs at a time (Ctrl-C stops)\n`
                 )
               if (carrying) yield* Effect.forkScoped(worker.run)
               return yield* Effect.never
@@ -925,15 +935,40 @@ export const run = (command: RunsCommand, io: Io) =>
               if (!json) yield* print(`resuming run ${view.runId}\n`)
               return yield* carryOn(view.runId, executor.resume(view.runId))
             })
-          if (command.run !== undefined) return yield* resumeOne(yield* store.getRun(command.run))
-          // Every run left running or queued by a process that is gone.
-          const stopped = Worker.runnable(yield* store.listRuns(), yield* store.claims())
-          if (stopped.length === 0) {
+          /**
+           * On the cluster: each run handed to the runner owning it (`Executor.submit`), all of
+           * them first, then each followed until it ends or waits.
+           */
+          const resumeOnCluster = (views: ReadonlyArray<Run.RunView>) =>
+            Effect.gen(function* () {
+              const submitted: Array<readonly [Run.RunView, Executor.Submitted]> = []
+              for (const view of views) {
+                if (!json) yield* print(`resuming run ${view.runId}\n`)
+                submitted.push([view, yield* executor.submit(view.runId)])
+              }
+              let status = 0
+              for (const [view, result] of submitted) {
+                if (result._tag === "Queued" && !json)
+                  yield* print(`${yield* queuedText(view.runId, result.reason)}\n`)
+                status = Math.max(
+                  status,
+                  result._tag === "Queued" ? ExitStatus.waiting : yield* follow(view.runId, view.seq)
+                )
+              }
+              return status
+            })
+          // One run, or every run left running or queued by a process that is gone.
+          const chosen =
+            command.run !== undefined
+              ? [yield* store.getRun(command.run)]
+              : Worker.runnable(yield* store.listRuns(), yield* store.claims())
+          if (chosen.length === 0) {
             if (!json) yield* Effect.sync(() => io.stderr.write("noema: no run to resume\n"))
             return 0
           }
+          if (engine !== undefined) return yield* resumeOnCluster(chosen)
           let status = 0
-          for (const view of stopped) status = Math.max(status, yield* resumeOne(view))
+          for (const view of chosen) status = Math.max(status, yield* resumeOne(view))
           return status
         }
       }

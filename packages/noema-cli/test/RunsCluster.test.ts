@@ -191,5 +191,73 @@ describe("noema worker --engine cluster", () => {
       const verified = await cli(["runs", "verify", runId])
       expect(verified.code, `${verified.stdout}${verified.stderr}`).toBe(0)
     }
+
+    // runs show has the workflow from the cluster's message storage, as on the claims engine.
+    const shown = await cli(["runs", "show", runIds[0]!, "--json"])
+    expect(shown.code, shown.stderr).toBe(0)
+    const workflow = (JSON.parse(shown.stdout) as { workflow: unknown }).workflow
+    expect(workflow).toEqual({
+      execution_id: `${runIds[0]}/1`,
+      completed: true,
+      interrupted: false,
+      activities: ["stage/1/attempt/1", "stage/2/attempt/1", "complete"],
+      deferreds: []
+    })
+    const text = await cli(["runs", "show", runIds[0]!])
+    expect(text.stdout).toMatch(/activities recorded: stage\/1\/attempt\/1, stage\/2\/attempt\/1, complete/)
+    // Nothing is left for runs resume on the cluster; a --model it cannot honour there is refused.
+    const resumed = await cli(["runs", "resume"])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    expect(resumed.stderr).toMatch(/no run to resume/)
+    const overridden = await cli(["runs", "resume", runIds[0]!, "-m", "offline"])
+    expect(overridden.code).toBe(2)
+    expect(overridden.stderr).toMatch(/--model is refused with --engine cluster/)
   }, 900_000)
+
+  it("runs resume --engine cluster hands a run to its runner and follows it to its end", async () => {
+    server.setFallback(() => ({ type: "text", text: "an answer", delayMs: 300 }))
+    const url = await database.schema("resume")
+    const env = { NOEMA_HOME: path.join(home, "resume") }
+    const storage = ["--database", url, "--workspace", path.join(home, "resume-workspace")]
+    const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
+    const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 120_000 })
+    const port = await freePort()
+    const child = spawn(
+      process.execPath,
+      [
+        binPath,
+        "worker",
+        "--engine",
+        "cluster",
+        "--runner-host",
+        "127.0.0.1",
+        "--runner-port",
+        String(port),
+        ...storage,
+        ...model
+      ],
+      { env: cleanEnv({ ...env, NO_COLOR: "1" }), stdio: ["ignore", "pipe", "pipe"] }
+    )
+    children.push(child)
+    let out = ""
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      out += chunk
+    })
+    for (let round = 0; round < 1500 && !/a cluster runner at/.test(out); round++) await pause(20)
+    expect(out).toMatch(/a cluster runner at 127\.0\.0\.1:\d+ over .*, 4 runs at a time/)
+    // Created by a client of the claims engine: nobody has it until the resume (or the runner's worker) hands it over.
+    const thread = (await cli(["threads", "create"])).stdout.trim()
+    const created = await cli(["run", "left over", "--thread", thread, "--detach", ...model])
+    expect(created.code, created.stderr).toBe(0)
+    const runId = created.stdout.trim()
+    const resumed = await cli(["runs", "resume", runId, "--engine", "cluster"])
+    child.kill("SIGTERM")
+    expect(resumed.code, `${resumed.stdout}${resumed.stderr}${out}`).toBe(0)
+    expect(resumed.stdout).toContain(`resuming run ${runId}`)
+    const run = JSON.parse((await cli(["runs", "show", runId, "--json"])).stdout) as RunJson & {
+      workflow: { completed: boolean; activities: ReadonlyArray<string> } | null
+    }
+    expect(run.status).toBe("completed")
+    expect(run.workflow?.activities).toEqual(["stage/1/attempt/1", "stage/2/attempt/1", "complete"])
+  }, 300_000)
 })

@@ -25,8 +25,8 @@
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { Database } from "@noema/sql"
-import { Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Database, DatabaseError } from "@noema/sql"
+import { Duration, Effect, Layer, Option, Schedule, Schema, Semaphore } from "effect"
 import {
   ClusterWorkflowEngine,
   RunnerAddress,
@@ -40,7 +40,7 @@ import {
 import { RpcSerialization } from "effect/rpc"
 import { SqlClient } from "effect/sql"
 import { WorkflowEngine } from "effect/workflow"
-import { type Engine, RunWorkflow } from "./Executor.js"
+import { currentExecution, type Engine, RunWorkflow, type WorkflowView } from "./Executor.js"
 import * as RunLease from "./RunLease.js"
 import { RunsStoreError, type Service as Store } from "./RunsStore.js"
 
@@ -204,18 +204,108 @@ export const layer = (options: {
   ) as never
 }
 
+/** The message storage's tables (`SqlMessageStorage.layer`'s default prefix, `cluster`). */
+const messagesTable = "cluster_messages"
+const repliesTable = "cluster_replies"
+const storageLocation = "the cluster's message storage"
+
+/** A stored message's payload: an activity's or a deferred's name. */
+const NamedPayload = Schema.fromJsonString(Schema.Struct({ name: Schema.String }))
+/** A stored reply: the `Workflow.Result` an activity or the run answered with. */
+const ResultReply = Schema.fromJsonString(
+  Schema.Struct({ _tag: Schema.Literal("Success"), value: Schema.Struct({ _tag: Schema.String }) })
+)
+const nameOf = Schema.decodeUnknownOption(NamedPayload)
+const resultOf = Schema.decodeUnknownOption(ResultReply)
+
+/** effect's deferred that carries an interrupt (`ClusterWorkflowEngine`'s `InterruptSignal`). */
+const interruptSignal = "Workflow/InterruptSignal"
+
+/**
+ * An execution as the cluster's message storage records it: its `run` message and its
+ * activities' and deferreds' messages, in the order they were sent. An activity counts once
+ * its result is stored (a `Suspended` reply is no result: it is run again on the next replay).
+ */
+const workflowFromStorage = (sql: SqlClient.SqlClient, executionId: string) =>
+  Effect.gen(function* () {
+    const rows = yield* sql<{
+      readonly tag: string
+      readonly payload: string
+      readonly reply: string | null
+    }>`
+      SELECT m.tag, m.payload, r.payload AS reply
+      FROM ${sql(messagesTable)} m LEFT JOIN ${sql(repliesTable)} r ON r.id = m.last_reply_id
+      WHERE m.entity_type = ${`Workflow/${RunWorkflow._tag}`} AND m.entity_id = ${executionId}
+      ORDER BY m.id`
+    const run = rows.find((row) => row.tag === "run")
+    if (run === undefined) return undefined
+    const named = (tag: string) =>
+      rows.flatMap((row) =>
+        row.tag === tag
+          ? Option.toArray(Option.map(nameOf(row.payload), (payload) => ({ row, name: payload.name })))
+          : []
+      )
+    const completedResult = (reply: string | null) =>
+      reply !== null && Option.exists(resultOf(reply), (result) => result.value._tag === "Complete")
+    const deferreds = named("deferred").map(({ name }) => name)
+    return {
+      executionId,
+      completed: completedResult(run.reply),
+      interrupted: deferreds.includes(interruptSignal),
+      activities: named("activity")
+        .filter(({ row }) => completedResult(row.reply))
+        .map(({ name }) => name),
+      deferreds: deferreds.filter((name) => name !== interruptSignal)
+    } satisfies WorkflowView
+  }).pipe(
+    DatabaseError.mapSqlErrors(storageLocation),
+    Effect.mapError((error) => RunsStoreError.fromDatabaseError(storageLocation, error))
+  )
+
+/**
+ * The run's current execution as the cluster's message storage records it (`runs show`
+ * without a cluster client: a read needs no runner); none where the cluster never ran it,
+ * also where this database never had a cluster (no message storage tables).
+ */
+export const storedWorkflow = (
+  store: Store,
+  runId: string
+): Effect.Effect<WorkflowView | undefined, RunsStoreError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    if (Database.dialectOf(sql) !== "pg") return undefined
+    const tables = yield* sql<{
+      readonly found: boolean
+    }>`SELECT to_regclass(${messagesTable}) IS NOT NULL AS found`.pipe(
+      DatabaseError.mapSqlErrors(storageLocation),
+      Effect.mapError((error) => RunsStoreError.fromDatabaseError(storageLocation, error))
+    )
+    if (tables[0]?.found !== true) return undefined
+    return yield* workflowFromStorage(sql, yield* currentExecution(store, runId))
+  })
+
 /**
  * The executor's engine over the cluster's `WorkflowEngine` (from `layer`): a run's execution
  * goes to its shard's runner; the body holds the run's lease there (`leaseTtlMs`, default the
  * shard lock expiration: a dead runner's claim and its shards are free at about the same time).
+ * At most `concurrency` bodies run at once in this runner (default: no limit); the others wait
+ * for a slot holding their lease, so `runs list` shows them carried on and no worker hands
+ * them over again.
  */
 export const make = (
   store: Store,
-  options: { readonly leaseTtlMs?: number; readonly settings?: Settings } = {}
-): Effect.Effect<Engine, never, WorkflowEngine.WorkflowEngine> =>
+  options: { readonly leaseTtlMs?: number; readonly settings?: Settings; readonly concurrency?: number } = {}
+): Effect.Effect<Engine, never, WorkflowEngine.WorkflowEngine | SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const service = yield* WorkflowEngine.WorkflowEngine
+    const sql = yield* SqlClient.SqlClient
     const ttlMs = options.leaseTtlMs ?? (options.settings ?? tuned).shardLockExpiration
+    const slots = options.concurrency === undefined ? undefined : Semaphore.makeUnsafe(options.concurrency)
+    const listeners = new Set<(runId: string) => void>()
+    const ended = (runId: string) =>
+      Effect.sync(() => {
+        for (const listener of listeners) listener(runId)
+      })
     const engine: Engine = {
       service,
       run: (workflow, { executionId, payload }) =>
@@ -227,7 +317,9 @@ export const make = (
           yield* service.resume(RunWorkflow, executionId)
         }),
       carry: (runId, body) =>
-        RunLease.withLease(store, runId, body, { ttlMs }).pipe(
+        RunLease.withLease(store, runId, slots === undefined ? body : slots.withPermits(1)(body), {
+          ttlMs
+        }).pipe(
           // A runner that took the shards over waits for the dead one's claim to go stale.
           Effect.retry({
             while: (error) => error instanceof RunLease.RunBusy,
@@ -241,9 +333,18 @@ export const make = (
               error instanceof RunLease.LeaseLost ||
               error instanceof RunsStoreError,
             (error) => Effect.die(error)
-          )
+          ),
+          Effect.ensuring(ended(runId))
         ) as never,
-      placement: "owner"
+      placement: "owner",
+      workflowOf: (executionId) => workflowFromStorage(sql, executionId),
+      onBodyEnded: (listener) =>
+        Effect.asVoid(
+          Effect.acquireRelease(
+            Effect.sync(() => listeners.add(listener)),
+            () => Effect.sync(() => listeners.delete(listener))
+          )
+        )
     }
     return engine
   })

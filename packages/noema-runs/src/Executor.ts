@@ -64,7 +64,8 @@ import {
   type ClaimRequest,
   type CreateRunError,
   RunsStoreError,
-  type Service as Store
+  type Service as Store,
+  type WorkflowJournal
 } from "./RunsStore.js"
 import * as StoreWorkflowEngine from "./StoreWorkflowEngine.js"
 
@@ -139,15 +140,45 @@ export interface Engine {
    * body settles such an attempt, and the owner closes an interrupted execution itself.
    */
   readonly placement: "caller" | "owner"
+  /**
+   * Tells `listener` each time a run's body ends in this process (finished, waiting, or
+   * stopped), until the scope closes. On an engine that places executions itself, a worker
+   * hands runs over without waiting for them, so this is how it learns that a thread here may
+   * be free for its next run.
+   */
+  readonly onBodyEnded: (listener: (runId: string) => void) => Effect.Effect<void, never, Scope.Scope>
+  /** What the engine's journal holds of an execution (`runs show`); none before it started. */
+  readonly workflowOf: (executionId: string) => Effect.Effect<WorkflowView | undefined, RunsStoreError>
 }
 
 /** The default engine: `StoreWorkflowEngine` over the store's journal, in this process. */
-export const storeEngine = (engine: StoreWorkflowEngine.StoreWorkflowEngine): Engine => ({
+export const storeEngine = (
+  engine: StoreWorkflowEngine.StoreWorkflowEngine,
+  journal: WorkflowJournal
+): Engine => ({
   service: engine,
   run: (workflow, options) => engine.run(workflow, options),
   handOver: () => Effect.void,
   carry: (_runId, body) => body,
-  placement: "caller"
+  placement: "caller",
+  // A worker carrying a run here is told by the run's own fiber ending.
+  onBodyEnded: () => Effect.void,
+  workflowOf: (executionId) =>
+    Effect.gen(function* () {
+      const record = yield* journal.execution(executionId)
+      if (record === undefined) return undefined
+      const entries = yield* journal.entries(executionId)
+      const named = (prefix: string) =>
+        entries.filter((entry) => entry.key.startsWith(prefix)).map((entry) => entry.key.slice(prefix.length))
+      return {
+        executionId,
+        completed: record.result !== undefined,
+        interrupted: record.interrupted,
+        // `activity/<name>/<attempt>`: the name without effect's attempt counter.
+        activities: named("activity/").map((key) => key.replace(/\/\d+$/, "")),
+        deferreds: named("deferred/")
+      }
+    })
 })
 
 /** Tokens of earlier artifacts given whole to a stage when `artifactBudget` is not set. */
@@ -284,6 +315,16 @@ export const RunWorkflow = Workflow.make("noema/run", {
   success: Schema.Struct({ status: Schema.String }),
   idempotencyKey: ({ runId }) => runId
 }).annotate(Workflow.SuspendOnFailure, true)
+
+/**
+ * The id of the run's current workflow execution, `<run_id>/<n>`: one per start, so a retried
+ * run (started again after it failed) is a new execution and the earlier one keeps its result.
+ */
+export const currentExecution = (store: Store, runId: string): Effect.Effect<string, RunsStoreError> =>
+  Effect.map(
+    store.events(runId),
+    (events) => `${runId}/${events.filter((event) => event.data.type === "RunStarted").length}`
+  )
 
 /** The durable deferred a run's workflow waits on before a gated stage. */
 export const approvalGate = (position: number) =>
@@ -524,7 +565,10 @@ export const make = (options: Options): Executor => {
   const engineScope = Scope.makeUnsafe()
   const engine =
     options.engine ??
-    storeEngine(Effect.runSync(Scope.provide(StoreWorkflowEngine.make(store.journal), engineScope)))
+    storeEngine(
+      Effect.runSync(Scope.provide(StoreWorkflowEngine.make(store.journal), engineScope)),
+      store.journal
+    )
   // The cluster registers its entity asynchronously; messages that come first wait for it.
   Effect.runFork(
     engine.service
@@ -532,15 +576,7 @@ export const make = (options: Options): Executor => {
       .pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine.service), Scope.provide(engineScope))
   )
 
-  /**
-   * The run's current workflow execution: one per start, so a retried run (started again
-   * after it failed) is a new execution and the earlier one keeps its result.
-   */
-  const executionOf = (runId: string) =>
-    Effect.map(
-      store.events(runId),
-      (events) => `${runId}/${events.filter((event) => event.data.type === "RunStarted").length}`
-    )
+  const executionOf = (runId: string) => currentExecution(store, runId)
 
   /** A failure that stopped the workflow (it suspended on it) as the executor's error. */
   const failureOf = (cause: Cause.Cause<unknown>): Effect.Effect<never, ExecuteError | PipelineError> => {
@@ -821,24 +857,6 @@ export const make = (options: Options): Executor => {
       }),
     interrupt: (runId) => Effect.orDie(interrupt(runId)),
     engine,
-    workflowOf: (runId) =>
-      Effect.gen(function* () {
-        const executionId = yield* executionOf(runId)
-        const record = yield* store.journal.execution(executionId)
-        if (record === undefined) return undefined
-        const entries = yield* store.journal.entries(executionId)
-        const named = (prefix: string) =>
-          entries
-            .filter((entry) => entry.key.startsWith(prefix))
-            .map((entry) => entry.key.slice(prefix.length))
-        return {
-          executionId,
-          completed: record.result !== undefined,
-          interrupted: record.interrupted,
-          // `activity/<name>/<attempt>`: the name without effect's attempt counter.
-          activities: named("activity/").map((key) => key.replace(/\/\d+$/, "")),
-          deferreds: named("deferred/")
-        }
-      })
+    workflowOf: (runId) => Effect.flatMap(executionOf(runId), engine.workflowOf)
   }
 }

@@ -17,9 +17,13 @@
  * On an engine that places executions itself (`ClusterEngine`: the runner owning
  * the execution's shard runs it, holding the lease), a worker takes nothing
  * into this process: it starts the queued runs whose thread is free and hands
- * the runs nobody carries on to the engine (`Executor.submit`), once per
+ * the runs nobody carries on to the engine (`Executor.submit`), all of them at
+ * each look (the runners bound what they carry at once), once per
  * `retryAfterMs` each, since the engine keeps them from then on (a dead
- * runner's executions are replayed by the runner that takes its shards).
+ * runner's executions are replayed by the runner that takes its shards). It
+ * looks again as soon as a run's body ends in this process
+ * (`Engine.onBodyEnded`), so the next run of that thread starts without
+ * waiting for the poll.
  */
 import { Cause, Duration, Effect, Exit, Fiber, FiberSet, type Scope } from "effect"
 import type { ExecuteError, Executor, Outcome } from "./Executor.js"
@@ -139,9 +143,15 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
     const failedAt = new Map<string, number>()
     const retryAfterMs = options.retryAfterMs ?? 30_000
     let woken: (() => void) | undefined
+    /** A wake that came while the worker was not sleeping: its next sleep is skipped. */
+    let wokenMeanwhile = false
     const wake = () => {
-      woken?.()
+      // Cleared before it is called: the resumed loop may run its next tick and sleep at once,
+      // inside this call, and set a new one.
+      const sleeping = woken
       woken = undefined
+      if (sleeping === undefined) wokenMeanwhile = true
+      else sleeping()
     }
     const stopped = options.onStopped ?? (() => Effect.void)
 
@@ -194,14 +204,19 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
             )
           )
 
+    // On the cluster a hand-over only sends a message: the runner owning the run's shard bounds
+    // what it carries at once (`ClusterEngine.make`'s `concurrency`), so every run free to go is
+    // handed over at once rather than `concurrency` per poll.
+    const limit = executor.engine.placement === "owner" ? Number.POSITIVE_INFINITY : concurrency
+
     const tick = Effect.gen(function* () {
-      if (active.size >= concurrency) return []
+      if (active.size >= limit) return []
       const runs = yield* store.listRuns()
       const claims = yield* store.claims()
       const taken: Array<string> = []
       const now = Date.now()
       for (const run of runnable(runs, claims, now)) {
-        if (active.size >= concurrency) break
+        if (active.size >= limit) break
         if (active.has(run.runId)) continue
         const failed = failedAt.get(run.runId)
         if (failed !== undefined && now - failed < retryAfterMs) continue
@@ -213,13 +228,28 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
     })
 
     const sleep = Effect.callback<void>((resume) => {
-      const timer = setTimeout(() => resume(Effect.void), pollMs)
+      if (wokenMeanwhile) {
+        wokenMeanwhile = false
+        resume(Effect.void)
+        return
+      }
+      const timer = setTimeout(() => {
+        woken = undefined
+        resume(Effect.void)
+      }, pollMs)
       woken = () => {
         clearTimeout(timer)
         resume(Effect.void)
       }
-      return Effect.sync(() => clearTimeout(timer))
+      return Effect.sync(() => {
+        clearTimeout(timer)
+        woken = undefined
+      })
     })
+
+    // On the cluster a run handed over ends in whichever runner owns it; where that is here, the
+    // thread it held may have a run waiting: looked at now rather than at the next poll.
+    if (executor.engine.placement === "owner") yield* executor.engine.onBodyEnded(wake)
 
     const run = Effect.gen(function* () {
       while (true) {
