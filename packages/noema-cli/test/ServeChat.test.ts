@@ -10,6 +10,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as path from "node:path"
+import { launchChromium } from "@noema/server/testing"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.js"
@@ -43,14 +44,7 @@ beforeAll(async () => {
     })
     serve.on("exit", (code) => reject(new Error(`noema serve exited with ${code}: ${serveOutput}`)))
   })
-  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
-  const chromium = (await import("@sparticuz/chromium")).default
-  const { chromium: playwright } = await import("playwright-core")
-  browser = await playwright.launch({
-    executablePath: await chromium.executablePath(),
-    args: [],
-    headless: true
-  })
+  browser = await launchChromium()
 }, 90_000)
 
 afterAll(async () => {

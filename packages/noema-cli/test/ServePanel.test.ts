@@ -12,6 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { SqlRunsStore } from "@noema/runs"
+import { launchChromium } from "@noema/server/testing"
 import { Database } from "@noema/sql"
 import { Effect } from "effect"
 import type { Browser, Page } from "playwright-core"
@@ -54,15 +55,7 @@ beforeAll(async () => {
       serve.on("exit", (code) => reject(new Error(`noema serve exited with ${code}: ${serveOutput}`)))
     }
   ))
-  // Before the import: @sparticuz/chromium then unpacks its own libraries and fonts.
-  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
-  const chromium = (await import("@sparticuz/chromium")).default
-  const { chromium: playwright } = await import("playwright-core")
-  browser = await playwright.launch({
-    executablePath: await chromium.executablePath(),
-    args: [],
-    headless: true
-  })
+  browser = await launchChromium()
 }, 60_000)
 
 afterAll(async () => {

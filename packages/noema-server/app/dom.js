@@ -113,3 +113,54 @@ export function whileShown(id, ms, read) {
     if (!$(id).hidden && document.visibilityState === "visible") read()
   }, ms)
 }
+
+/** `render(data)` only when `data` differs from what `drawn[slot]` last drew: a poll redraws nothing unchanged. */
+export function whenChanged(drawn, slot, render) {
+  return (data) => {
+    const text = JSON.stringify(data)
+    if (text !== drawn[slot]) {
+      drawn[slot] = text
+      render(data)
+    }
+    return data
+  }
+}
+
+/**
+ * What a list-and-detail view reads: `listPath`'s answer drawn by `renderList`, and, when an
+ * entry is chosen (`detailPath`), its answer drawn by `renderDetail`; each only when it changed.
+ * `list` is the list's element id; `pane` the prefix of the detail's `-empty` and `-detail`
+ * elements, the first showing why a read failed.
+ */
+export function readListAndDetail({
+  drawn,
+  list,
+  listPath,
+  renderList,
+  afterList,
+  pane,
+  detailPath,
+  renderDetail
+}) {
+  const listed = api("GET", listPath)
+    .then(whenChanged(drawn, "list", renderList))
+    .then((data) => afterList?.(data))
+    .catch((error) => {
+      drawn.list = ""
+      $(list).replaceChildren(el("li", { className: "error", text: error.message }))
+    })
+  if (detailPath === undefined) {
+    $(`${pane}-empty`).hidden = false
+    $(`${pane}-detail`).hidden = true
+    return listed
+  }
+  const detail = api("GET", detailPath)
+    .then(whenChanged(drawn, "detail", renderDetail))
+    .catch((error) => {
+      drawn.detail = ""
+      $(`${pane}-empty`).hidden = false
+      $(`${pane}-detail`).hidden = true
+      $(`${pane}-empty`).textContent = error.message
+    })
+  return Promise.all([listed, detail])
+}

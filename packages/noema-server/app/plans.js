@@ -12,7 +12,7 @@
  * another process (`noema plan` in a terminal) grows and ticks off without a
  * reload; it draws again only what changed.
  */
-import { $, api, arrowKeys, badge, el, oneLine, shorten, time, whileShown } from "./dom.js"
+import { $, arrowKeys, badge, el, oneLine, readListAndDetail, shorten, time, whileShown } from "./dom.js"
 import { markdown } from "./markdown.js"
 
 const pageSize = 50
@@ -163,38 +163,15 @@ function renderDetail(plan) {
 }
 
 export function refresh() {
-  const list = api("GET", `/api/plans?offset=${place.offset}&limit=${pageSize}`)
-    .then((data) => {
-      const text = JSON.stringify(data)
-      if (text !== drawn.list) {
-        drawn.list = text
-        renderList(data)
-      }
-    })
-    .catch((error) => {
-      drawn.list = ""
-      $("plans").replaceChildren(el("li", { className: "error", text: error.message }))
-    })
-  if (!place.plan) {
-    $("plan-empty").hidden = false
-    $("plan-detail").hidden = true
-    return list
-  }
-  const detail = api("GET", `/api/plans/tree?urn=${encodeURIComponent(place.plan)}`)
-    .then((data) => {
-      const text = JSON.stringify(data)
-      if (text !== drawn.detail) {
-        drawn.detail = text
-        renderDetail(data)
-      }
-    })
-    .catch((error) => {
-      drawn.detail = ""
-      $("plan-empty").hidden = false
-      $("plan-detail").hidden = true
-      $("plan-empty").textContent = error.message
-    })
-  return Promise.all([list, detail])
+  return readListAndDetail({
+    drawn,
+    list: "plans",
+    listPath: `/api/plans?offset=${place.offset}&limit=${pageSize}`,
+    renderList,
+    pane: "plan",
+    detailPath: place.plan ? `/api/plans/tree?urn=${encodeURIComponent(place.plan)}` : undefined,
+    renderDetail
+  })
 }
 
 export function show(params) {

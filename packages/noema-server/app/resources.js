@@ -11,7 +11,7 @@
  * and drawn only when they changed (a search is not, its embedding may cost a
  * model's call; nor are the roots, found by reading every resource).
  */
-import { $, api, arrowKeys, badge, el, whileShown } from "./dom.js"
+import { $, api, arrowKeys, badge, el, whenChanged, whileShown } from "./dom.js"
 
 const pageSize = 100
 const place = { prefix: "", q: "", offset: 0, urn: null }
@@ -19,15 +19,6 @@ const place = { prefix: "", q: "", offset: 0, urn: null }
 const drawn = { list: "", detail: "" }
 
 /** Draws `data` with `render` unless it is what `slot` shows already. */
-function once(slot, render) {
-  return (data) => {
-    const text = JSON.stringify(data)
-    if (text === drawn[slot]) return
-    drawn[slot] = text
-    render(data)
-  }
-}
-
 export function hrefOf(changes) {
   const next = { ...place, ...changes }
   const params = new URLSearchParams({ view: "resources" })
@@ -126,18 +117,18 @@ export function refresh(polling) {
         ? api(
             "GET",
             `/api/resources/search?${new URLSearchParams({ q: place.q, ...(place.prefix && { prefix: place.prefix }) })}`
-          ).then(once("list", renderSearch), failed)
+          ).then(whenChanged(drawn, "list", renderSearch), failed)
         : api(
             "GET",
             `/api/resources?${new URLSearchParams({ offset: String(place.offset), limit: String(pageSize), ...(place.prefix && { prefix: place.prefix }) })}`
-          ).then(once("list", renderList), failed)
+          ).then(whenChanged(drawn, "list", renderList), failed)
   if (!place.urn) {
     $("resource-empty").hidden = false
     $("resource-detail").hidden = true
     return listing
   }
   const detail = api("GET", `/api/resources/show?urn=${encodeURIComponent(place.urn)}`).then(
-    once("detail", renderDetail),
+    whenChanged(drawn, "detail", renderDetail),
     (error) => {
       drawn.detail = ""
       $("resource-empty").hidden = false

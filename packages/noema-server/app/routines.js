@@ -7,7 +7,7 @@
  * address: `#view=routines&routine=ID`. While shown, it reads again every
  * two seconds (a routine run in a terminal ticks tasks off).
  */
-import { $, api, arrowKeys, badge, el, oneLine, time, whileShown } from "./dom.js"
+import { $, arrowKeys, badge, el, oneLine, readListAndDetail, time, whileShown } from "./dom.js"
 
 const place = { routine: null }
 const drawn = { list: "", detail: "" }
@@ -88,38 +88,15 @@ function renderDetail(data) {
 }
 
 export function refresh() {
-  const list = api("GET", "/api/routines")
-    .then((data) => {
-      const text = JSON.stringify(data)
-      if (text !== drawn.list) {
-        drawn.list = text
-        renderList(data)
-      }
-    })
-    .catch((error) => {
-      drawn.list = ""
-      $("routines").replaceChildren(el("li", { className: "error", text: error.message }))
-    })
-  if (!place.routine) {
-    $("routine-empty").hidden = false
-    $("routine-detail").hidden = true
-    return list
-  }
-  const detail = api("GET", `/api/routines/${encodeURIComponent(place.routine)}`)
-    .then((data) => {
-      const text = JSON.stringify(data)
-      if (text !== drawn.detail) {
-        drawn.detail = text
-        renderDetail(data)
-      }
-    })
-    .catch((error) => {
-      drawn.detail = ""
-      $("routine-empty").hidden = false
-      $("routine-detail").hidden = true
-      $("routine-empty").textContent = error.message
-    })
-  return Promise.all([list, detail])
+  return readListAndDetail({
+    drawn,
+    list: "routines",
+    listPath: "/api/routines",
+    renderList,
+    pane: "routine",
+    detailPath: place.routine ? `/api/routines/${encodeURIComponent(place.routine)}` : undefined,
+    renderDetail
+  })
 }
 
 export function show(params) {

@@ -9,7 +9,7 @@
  * by other processes (a chat going on in a terminal) by reading again every
  * few seconds while it is shown, and draws again only what changed.
  */
-import { $, api, arrowKeys, el, time } from "./dom.js"
+import { $, arrowKeys, el, readListAndDetail, time } from "./dom.js"
 import { markdown } from "./markdown.js"
 
 const pageSize = 50
@@ -189,46 +189,21 @@ function renderDetail(detail) {
   $("turns-next").onclick = () => go({ turn: last + 1 })
 }
 
-function failed(target, error) {
-  $(target).replaceChildren(el("div", { className: "error", text: error.message }))
-}
-
 /** Reads the list and the session shown, drawing what changed. */
 export function refresh() {
   const query = new URLSearchParams({ offset: String(place.offset), limit: String(pageSize) })
   if (place.q) query.set("q", place.q)
-  const list = api("GET", `/api/sessions?${query}`)
-    .then((page) => {
-      const text = JSON.stringify(page)
-      if (text !== drawn.list) {
-        drawn.list = text
-        renderList(page)
-      }
-    })
-    .catch((error) => {
-      drawn.list = ""
-      failed("sessions", error)
-    })
-  if (!place.session) {
-    $("session-empty").hidden = false
-    $("session-detail").hidden = true
-    return list
-  }
-  const detail = api("GET", `/api/sessions/${encodeURIComponent(place.session)}?from_turn=${place.turn}`)
-    .then((data) => {
-      const text = JSON.stringify(data)
-      if (text !== drawn.detail) {
-        drawn.detail = text
-        renderDetail(data)
-      }
-    })
-    .catch((error) => {
-      drawn.detail = ""
-      $("session-empty").hidden = false
-      $("session-detail").hidden = true
-      $("session-empty").textContent = error.message
-    })
-  return Promise.all([list, detail])
+  return readListAndDetail({
+    drawn,
+    list: "sessions",
+    listPath: `/api/sessions?${query}`,
+    renderList,
+    pane: "session",
+    detailPath: place.session
+      ? `/api/sessions/${encodeURIComponent(place.session)}?from_turn=${place.turn}`
+      : undefined,
+    renderDetail
+  })
 }
 
 /** Shows the view at the address's place (`params`: the hash's). */

@@ -8,7 +8,7 @@
  * and events (retries) as text. It reads again every few seconds while shown,
  * so turns another process runs appear.
  */
-import { $, api, el, time } from "./dom.js"
+import { $, el, readListAndDetail, time } from "./dom.js"
 
 const pageSize = 50
 const place = { session: null, seq: null, offset: 0, trace: null, span: null }
@@ -119,41 +119,20 @@ export function refresh() {
   const query = new URLSearchParams({ offset: String(place.offset), limit: String(pageSize) })
   if (place.session) query.set("session", place.session)
   if (place.seq !== null) query.set("seq", String(place.seq))
-  const list = api("GET", `/api/traces?${query}`)
-    .then((page) => {
-      const text = JSON.stringify(page)
-      if (text !== drawn.list) {
-        drawn.list = text
-        renderList(page)
-      }
+  return readListAndDetail({
+    drawn,
+    list: "traces",
+    listPath: `/api/traces?${query}`,
+    renderList,
+    afterList: (page) => {
       // A turn's link names no trace: open the turn's own when there is one.
       if (!place.trace && place.seq !== null && page.traces.length === 1)
         location.hash = hrefOf({ trace: page.traces[0].trace_id })
-    })
-    .catch((error) => {
-      drawn.list = ""
-      $("traces").replaceChildren(el("li", { className: "error", text: error.message }))
-    })
-  if (!place.trace) {
-    $("trace-empty").hidden = false
-    $("trace-detail").hidden = true
-    return list
-  }
-  const detail = api("GET", `/api/traces/${encodeURIComponent(place.trace)}`)
-    .then((data) => {
-      const text = JSON.stringify(data)
-      if (text !== drawn.detail) {
-        drawn.detail = text
-        renderDetail(data)
-      }
-    })
-    .catch((error) => {
-      drawn.detail = ""
-      $("trace-empty").hidden = false
-      $("trace-detail").hidden = true
-      $("trace-empty").textContent = error.message
-    })
-  return Promise.all([list, detail])
+    },
+    pane: "trace",
+    detailPath: place.trace ? `/api/traces/${encodeURIComponent(place.trace)}` : undefined,
+    renderDetail
+  })
 }
 
 export function show(params) {

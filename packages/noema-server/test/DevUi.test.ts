@@ -23,6 +23,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import * as StoreChanges from "../src/StoreChanges.js"
+import { launchChromium } from "../src/testing.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-"))
 const filename = path.join(directory, "noema.db")
@@ -150,15 +151,7 @@ beforeAll(async () => {
       })).id
     })
   )
-  // Before the import: @sparticuz/chromium then unpacks its own libraries and fonts.
-  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
-  const chromium = (await import("@sparticuz/chromium")).default
-  const { chromium: playwright } = await import("playwright-core")
-  browser = await playwright.launch({
-    executablePath: await chromium.executablePath(),
-    args: [],
-    headless: true
-  })
+  browser = await launchChromium()
 }, 120_000)
 
 afterAll(async () => {

@@ -32,6 +32,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import * as StoreChanges from "../src/StoreChanges.js"
+import { launchChromium } from "../src/testing.js"
 
 const run = promisify(execFile)
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-browse-"))
@@ -265,15 +266,7 @@ beforeAll(async () => {
       }).pipe(Effect.provideContext(context))
     }).pipe(Scope.provide(scope))
   )
-  // Before the import: @sparticuz/chromium then unpacks its own libraries and fonts.
-  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
-  const chromium = (await import("@sparticuz/chromium")).default
-  const { chromium: playwright } = await import("playwright-core")
-  browser = await playwright.launch({
-    executablePath: await chromium.executablePath(),
-    args: [],
-    headless: true
-  })
+  browser = await launchChromium()
 }, 180_000)
 
 afterAll(async () => {

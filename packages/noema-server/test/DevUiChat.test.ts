@@ -28,6 +28,7 @@ import type { SqlClient } from "effect/sql"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
+import { launchChromium } from "../src/testing.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-chat-"))
 const filename = path.join(directory, "noema.db")
@@ -123,14 +124,7 @@ beforeAll(async () => {
   )
   sessions = await Effect.runPromise(SqlStore.fromDatabase.pipe(Effect.provideContext(context)))
   server = await Effect.runPromise(startServer().pipe(Scope.provide(scope)))
-  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
-  const chromium = (await import("@sparticuz/chromium")).default
-  const { chromium: playwright } = await import("playwright-core")
-  browser = await playwright.launch({
-    executablePath: await chromium.executablePath(),
-    args: [],
-    headless: true
-  })
+  browser = await launchChromium()
 }, 120_000)
 
 afterAll(async () => {

@@ -21,6 +21,7 @@ import { Effect, Exit, Layer, Scope } from "effect"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
+import { launchChromium } from "../src/testing.js"
 import { turnTrace } from "./fixtures/WriteTrace.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-traces-"))
@@ -71,14 +72,7 @@ beforeAll(async () => {
     )
   ).id
   await Effect.runPromise(traces.record(turnTrace("trace-one", sessionId, 0, hostile)))
-  process.env.AWS_LAMBDA_JS_RUNTIME ??= "nodejs24.x"
-  const chromium = (await import("@sparticuz/chromium")).default
-  const { chromium: playwright } = await import("playwright-core")
-  browser = await playwright.launch({
-    executablePath: await chromium.executablePath(),
-    args: [],
-    headless: true
-  })
+  browser = await launchChromium()
 }, 120_000)
 
 afterAll(async () => {
