@@ -11,7 +11,7 @@ import * as path from "node:path"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { TestDatabase } from "@noema/testing-postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.js"
+import { binPath, cleanEnv, makeHome, type RunJson, removeHome, runCli } from "./support/cli.js"
 
 let home: string
 let server: OpenAiTestServer.TestServer
@@ -29,22 +29,6 @@ afterAll(async () => {
   await database?.drop()
   removeHome(home)
 })
-
-interface RunJson {
-  readonly run_id: string
-  readonly thread_id: string
-  readonly status: string
-  readonly started_at?: string
-  readonly finished_at?: string
-  readonly stages: ReadonlyArray<{
-    readonly status: string
-    readonly attempts: ReadonlyArray<{
-      readonly attempt: number
-      readonly status: string
-      readonly error?: { readonly error_code: string }
-    }>
-  }>
-}
 
 /** A port nobody listens on now. */
 const freePort = () =>

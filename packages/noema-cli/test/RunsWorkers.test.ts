@@ -8,7 +8,7 @@ import * as path from "node:path"
 import { OpenAiTestServer } from "@noema/openai/testing"
 import { TestDatabase } from "@noema/testing-postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { binPath, cleanEnv, makeHome, removeHome, runCli } from "./support/cli.js"
+import { binPath, cleanEnv, makeHome, type RunJson, removeHome, runCli } from "./support/cli.js"
 
 let home: string
 let server: OpenAiTestServer.TestServer
@@ -28,24 +28,6 @@ afterAll(async () => {
   await database?.drop()
   removeHome(home)
 })
-
-/** A run as `runs list --json` prints it (snake_case keys). */
-interface RunJson {
-  readonly run_id: string
-  readonly thread_id: string
-  readonly status: string
-  readonly started_at?: string
-  readonly finished_at?: string
-  readonly stages: ReadonlyArray<{
-    readonly key: string
-    readonly status: string
-    readonly attempts: ReadonlyArray<{
-      readonly attempt: number
-      readonly status: string
-      readonly error?: { readonly error_code: string }
-    }>
-  }>
-}
 
 describe("noema worker on PostgreSQL", () => {
   it("two workers share the runs; one killed mid-stage, the other finishes every run exactly once per attempt", async () => {

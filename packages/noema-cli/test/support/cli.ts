@@ -342,3 +342,21 @@ export const requestMessages = (
     }
   ).messages
 }
+
+/** A run as `runs list --json` prints it (snake_case keys). */
+export interface RunJson {
+  readonly run_id: string
+  readonly thread_id: string
+  readonly status: string
+  readonly started_at?: string
+  readonly finished_at?: string
+  readonly stages: ReadonlyArray<{
+    readonly key: string
+    readonly status: string
+    readonly attempts: ReadonlyArray<{
+      readonly attempt: number
+      readonly status: string
+      readonly error?: { readonly error_code: string }
+    }>
+  }>
+}
