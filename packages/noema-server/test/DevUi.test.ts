@@ -23,7 +23,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import * as StoreChanges from "../src/StoreChanges.js"
-import { launchChromium } from "../src/testing.js"
+import { launchChromium, openPanel, problemsOf } from "../src/testing.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-"))
 const filename = path.join(directory, "noema.db")
@@ -160,21 +160,8 @@ afterAll(async () => {
   fs.rmSync(directory, { recursive: true, force: true })
 })
 
-const problems = new WeakMap<Page, Array<string>>()
-
 /** The panel at `hash`, opened at the tokened address as a person would. */
-const open = async (hash: string): Promise<Page> => {
-  const page = await browser.newPage({ viewport: { width: 1360, height: 900 } })
-  const seen: Array<string> = []
-  page.on("pageerror", (error) => seen.push(error.message))
-  page.on("console", (message) => {
-    if (message.type() === "error") seen.push(message.text())
-  })
-  problems.set(page, seen)
-  await page.goto(`${server.panelUrl}${hash}`)
-  await page.waitForSelector("#live.on", { timeout: 30_000 })
-  return page
-}
+const open = (hash: string): Promise<Page> => openPanel(browser, `${server.panelUrl}${hash}`)
 
 const screenshot = async (page: Page, name: string) => {
   const target = process.env.NOEMA_DEVUI_SCREENSHOTS
@@ -197,7 +184,7 @@ describe("the panel in Chromium: one page, a view per concern", () => {
     await page.goBack()
     await page.waitForSelector("#view-runs:not([hidden])")
     await page.waitForSelector("#threads li")
-    expect(problems.get(page)).toEqual([])
+    expect(problemsOf(page)).toEqual([])
     await page.close()
   })
 })
@@ -221,7 +208,7 @@ describe("the Runs view", () => {
     expect(await page.textContent("#thread-title")).toBe("· kb first")
     // Redrawn, the list gives the focus back to the entry it was on.
     expect(await page.evaluate("document.activeElement.textContent")).toMatch(/^kb first/)
-    expect(problems.get(page)).toEqual([])
+    expect(problemsOf(page)).toEqual([])
     await page.close()
   })
 })
@@ -245,7 +232,7 @@ describe("the Sessions view", () => {
     await expect.poll(() => page.textContent("#sessions-range"), { timeout: 30_000 }).toBe("1–11 of 11")
     // "filler 1", "filler 10" ... "filler 19": the text in the title.
     expect(await page.textContent("#sessions-range")).toBe("1–11 of 11")
-    expect(problems.get(page)).toEqual([])
+    expect(problemsOf(page)).toEqual([])
     await page.close()
   })
 
@@ -289,7 +276,7 @@ describe("the Sessions view", () => {
     expect(await pending.textContent('[data-call-id="call_pay"].pending')).toBe(
       "waits for approval pay(amount=20)"
     )
-    expect([...(problems.get(page) ?? []), ...(problems.get(pending) ?? [])]).toEqual([])
+    expect([...(problemsOf(page) ?? []), ...(problemsOf(pending) ?? [])]).toEqual([])
     await page.close()
     await pending.close()
   })

@@ -32,7 +32,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import * as StoreChanges from "../src/StoreChanges.js"
-import { launchChromium } from "../src/testing.js"
+import { launchChromium, openPanel, problemsOf } from "../src/testing.js"
 
 const run = promisify(execFile)
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-browse-"))
@@ -289,20 +289,8 @@ const cli = async (...args: ReadonlyArray<string>): Promise<Array<string>> => {
   return stdout.split("\n").filter((line) => line.trim() !== "")
 }
 
-const problems = new WeakMap<Page, Array<string>>()
-
-const open = async (hash: string): Promise<Page> => {
-  const page = await browser.newPage({ viewport: { width: 1360, height: 900 } })
-  const seen: Array<string> = []
-  page.on("pageerror", (error) => seen.push(error.message))
-  page.on("console", (message) => {
-    if (message.type() === "error") seen.push(message.text())
-  })
-  problems.set(page, seen)
-  await page.goto(`${server.panelUrl}${hash}`)
-  await page.waitForSelector("#live.on", { timeout: 30_000 })
-  return page
-}
+/** The panel at `hash`, opened at the tokened address as a person would. */
+const open = (hash: string): Promise<Page> => openPanel(browser, `${server.panelUrl}${hash}`)
 
 const screenshot = async (page: Page, name: string) => {
   const target = process.env.NOEMA_DEVUI_SCREENSHOTS
@@ -364,7 +352,7 @@ describe("the Plans view", () => {
     expect(await page.textContent(`${gathered} > details .output h2`)).toBe("Details")
     expect(await page.textContent("#plan-progress")).toBe("2 of 4 tasks done")
     await screenshot(page, "dev-ui-plans.png")
-    expect(problems.get(page)).toEqual([])
+    expect(problemsOf(page)).toEqual([])
     await page.close()
   }, 180_000)
 
@@ -416,7 +404,7 @@ describe("the Routines view", () => {
     const id = (JSON.parse(list.body) as { routines: Array<{ id: string }> }).routines[0]?.id
     const detail = await raw(`/api/routines/${id}`)
     for (const body of [list.body, detail.body]) expect(body).not.toContain(directory)
-    expect(problems.get(page)).toEqual([])
+    expect(problemsOf(page)).toEqual([])
     await page.close()
   }, 180_000)
 })
@@ -489,7 +477,7 @@ describe("the Resources view", () => {
     await page.goto(`${server.panelUrl}${hash("resources")}`)
     await page.waitForSelector(`#resources a[data-urn="${vault.meta.urn}"]`)
     expect((await texts(page, "#resources .line")).length).toBe(5)
-    expect(problems.get(page)).toEqual([])
+    expect(problemsOf(page)).toEqual([])
     await page.close()
   }, 180_000)
 

@@ -28,7 +28,7 @@ import type { SqlClient } from "effect/sql"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
-import { launchChromium } from "../src/testing.js"
+import { launchChromium, openPanel, problemsOf } from "../src/testing.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-chat-"))
 const filename = path.join(directory, "noema.db")
@@ -139,17 +139,13 @@ beforeEach(() => {
   gate = latch()
 })
 
-const problems = new WeakMap<Page, Array<string>>()
-
-const open = async (hash = "#view=chat"): Promise<Page> => {
-  const page = await browser.newPage({ viewport: { width: 1100, height: 860 } })
-  const seen: Array<string> = []
-  page.on("pageerror", (error) => seen.push(error.message))
-  problems.set(page, seen)
-  await page.goto(`${server.panelUrl}${hash}`)
-  await page.waitForSelector("#view-chat:not([hidden])", { timeout: 30_000 })
-  return page
-}
+// Console errors are not problems here: the tests provoke refused requests on purpose.
+const open = (hash = "#view=chat"): Promise<Page> =>
+  openPanel(browser, `${server.panelUrl}${hash}`, {
+    ready: "#view-chat:not([hidden])",
+    viewport: { width: 1100, height: 860 },
+    consoleErrors: false
+  })
 
 /** Types a message and sends it with Enter, as a person would. */
 const say = async (page: Page, text: string) => {
@@ -209,7 +205,7 @@ describe("the Chat view in Chromium", () => {
       "second thought"
     ])
     expect(await page.$$eval("#chat-queued li", (nodes) => nodes.length)).toBe(0)
-    expect(problems.get(page)).toEqual([])
+    expect(problemsOf(page)).toEqual([])
     await page.close()
   })
 

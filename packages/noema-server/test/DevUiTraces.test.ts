@@ -21,7 +21,7 @@ import { Effect, Exit, Layer, Scope } from "effect"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
-import { launchChromium } from "../src/testing.js"
+import { launchChromium, openPanel } from "../src/testing.js"
 import { turnTrace } from "./fixtures/WriteTrace.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-traces-"))
@@ -81,12 +81,8 @@ afterAll(async () => {
   fs.rmSync(directory, { recursive: true, force: true })
 })
 
-const open = async (hash: string): Promise<Page> => {
-  const page = await browser.newPage({ viewport: { width: 1360, height: 900 } })
-  await page.goto(`${server.panelUrl}${hash}`)
-  await page.waitForSelector("#live.on", { timeout: 30_000 })
-  return page
-}
+/** The panel at `hash`, opened at the tokened address as a person would. */
+const open = (hash: string): Promise<Page> => openPanel(browser, `${server.panelUrl}${hash}`)
 
 const texts = (page: Page, selector: string) =>
   page.$$eval(selector, (nodes) => nodes.map((node) => node.textContent ?? ""))
