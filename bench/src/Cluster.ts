@@ -25,7 +25,7 @@ import { OpenAiTestServer } from "@noema/openai/testing"
 import { Executor, Pipeline, type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
-import { Effect, Layer, Scope } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { check, median, postgresDatabase } from "./Harness.ts"
 
@@ -208,6 +208,8 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
   server.setFallback(() => ({ type: "text", text: "a slow answer", delayMs: 4000 }))
   const results: Record<string, number> = {}
   const children: Array<ChildProcess> = []
+  // Each side's store pool, closed at the end: an open pool keeps the bench process alive.
+  const pools: Array<Scope.Closeable> = []
   try {
     for (const engine of ["claims", "cluster"] as const) {
       // Each side in its own schema of the one server.
@@ -223,13 +225,11 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
       )
       const url = TestDatabase.withSearchPath(base, engine)
       const workspace = path.join(directory, engine)
-      // The store's pool lives until the bench ends (its scope is closed with the process).
+      const pool = Scope.makeUnsafe()
+      pools.push(pool)
       const store = await runPromise(
         Effect.flatMap(
-          Layer.buildWithScope(
-            Database.layer({ kind: "postgres", url, maxConnections: 4 }),
-            Scope.makeUnsafe()
-          ),
+          Layer.buildWithScope(Database.layer({ kind: "postgres", url, maxConnections: 4 }), pool),
           (context) => Effect.provideContext(SqlRunsStore.fromDatabase, context)
         )
       )
@@ -242,6 +242,7 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
     }
   } finally {
     for (const child of children) child.kill("SIGKILL")
+    for (const pool of pools) await runPromise(Scope.close(pool, Exit.void))
     await server.close()
     await release()
     fs.rmSync(directory, { recursive: true, force: true })
