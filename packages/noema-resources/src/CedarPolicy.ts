@@ -17,7 +17,9 @@
  * and validated once, when loaded; a request is then evaluated against the
  * preparsed slice of the policies whose scope can match its actor and resource
  * (`internal/cedarSlices.ts`: same decision, same reasons, without evaluating
- * the policies about other actors and resources). Requests are not validated
+ * the policies about other actors and resources), with only the entities that
+ * slice's conditions can observe (cedar-wasm parses every entity it is given on
+ * every call: most of a decision's time). Requests are not validated
  * against the schema again on each call: this module builds them, and their
  * entities, in the schema's shapes. `fromFile` re-reads a policy file when it
  * changes and fails closed while it does not load.
@@ -103,26 +105,48 @@ const compile = (text: string): Slices.Slices | CedarPolicyError => {
   return Slices.make(named)
 }
 
+/**
+ * The entities Cedar needs to decide on `urn` with `slice`: cedar-wasm parses each one on every
+ * call, so only what the slice's conditions can observe is sent. With no `Noema::Resource`
+ * literal in them, the resource alone, listing every ancestor as a parent, answers each `in` as
+ * the chain would; with no attribute read, `type` is left out, and so is the actor (an entity
+ * Cedar is not given has no parents, as an actor has none).
+ */
+const entitiesFor = (
+  slice: Slices.Slice,
+  actor: string,
+  chain: ReadonlyArray<string>
+): Array<cedar.EntityJson> => {
+  const urn = chain[chain.length - 1] as string
+  const actorEntity = () => ({
+    uid: { type: "Noema::Actor", id: actor },
+    attrs: { type: Urn.typeOf(actor) },
+    parents: []
+  })
+  if (slice.namesResources) return [actorEntity(), ...entitiesOf(urn)]
+  const resource: cedar.EntityJson = {
+    uid: { type: "Noema::Resource", id: urn },
+    attrs: slice.readsAttributes ? { type: Urn.typeOf(urn) } : {},
+    parents: chain.slice(0, -1).map((id) => ({ type: "Noema::Resource", id }))
+  }
+  return slice.readsAttributes ? [actorEntity(), resource] : [resource]
+}
+
 /** Cedar's decision on every resource of a request, against the slices of one loaded policy set. */
 const decide = (slices: Slices.Slices, request: Policy.Request): Policy.Decision => {
   const reasons: Array<string> = []
-  const actor: cedar.EntityJson = {
-    uid: { type: "Noema::Actor", id: request.actor },
-    attrs: { type: Urn.typeOf(request.actor) },
-    parents: []
-  }
+  const principal = { type: "Noema::Actor", id: request.actor }
+  const action = { type: "Noema::Action", id: request.action }
   for (const urn of request.resources) {
-    const entities = entitiesOf(urn)
+    const chain = [...Urn.ancestors(urn), urn]
+    const slice = slices.sliceFor(request.actor, chain)
     const answer = cedar.statefulIsAuthorized({
-      principal: actor.uid,
-      action: { type: "Noema::Action", id: request.action },
+      principal,
+      action,
       resource: { type: "Noema::Resource", id: urn },
       context: {},
-      preparsedPolicySetId: slices.setFor(
-        request.actor,
-        entities.map((entity) => (entity.uid as { id: string }).id)
-      ),
-      entities: [actor, ...entities]
+      preparsedPolicySetId: slice.id,
+      entities: entitiesFor(slice, request.actor, chain)
     })
     if (answer.type === "failure")
       return Policy.deny(`cedar: error, denied ${urn}: ${errorsText(answer.errors)}`)

@@ -40,7 +40,13 @@ const condition = fc.constantFrom(
   ` when { resource.type == "task" }`,
   ` unless { principal.type == "user" }`,
   // Schema-valid, but an error when evaluated: must show up as an error whenever its scope matches.
-  " when { 9223372036854775807 + 1 > 0 }"
+  " when { 9223372036854775807 + 1 > 0 }",
+  // Decided by the data of entities other than the request's resource (an ancestor's parents and
+  // attributes, given only where the resource lies under it): the engine must send the chain.
+  ` when { Noema::Resource::"cld:conversation.c0/task.t0" in Noema::Resource::"cld:conversation.c0" }`,
+  ` unless { Noema::Resource::"cld:conversation.c0".type == "conversation" }`,
+  // Reads only the request's own principal: its attributes must be there.
+  ` when { principal has type }`
 )
 const policyText = fc
   .tuple(fc.constantFrom("permit", "forbid"), principalScope, actionScope, resourceScope, condition)
@@ -138,7 +144,7 @@ describe("CedarPolicy: each request is evaluated against the policies whose scop
     for (let round = 0; round < 3; round++) {
       for (let i = 0; i < 5; i++) {
         const actor = `cld:assistant.a${i}`
-        const setId = slices.setFor(actor, ["cld:conversation.c0"])
+        const setId = slices.sliceFor(actor, ["cld:conversation.c0"]).id
         ids.add(setId)
         const answer = cedar.statefulIsAuthorized({
           principal: { type: "Noema::Actor", id: actor },
