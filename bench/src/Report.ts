@@ -278,11 +278,11 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "resources.get_many_100_us" }
   },
   {
-    workload: "policy.cedar_authorize  (500 policies)",
+    workload: "policy.cedar_authorize  (500 policies | raw cedar-wasm call)",
     unit: "us",
     suite: "resources",
     better: "lower",
-    cells: { noema: "policy.cedar_authorize_us" }
+    cells: { noema: "policy.cedar_authorize_us", raw: "policy.cedar_authorize_raw_us" }
   },
   {
     workload: "vector.search_100k  (exact, 384 dims, memory | raw loop)",
