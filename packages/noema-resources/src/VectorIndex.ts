@@ -605,6 +605,8 @@ export const makeSql = (
           )
           .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN"))
       })
+    // A vector written again unchanged (a task stored at each state change) leaves its row as it
+    // is: no update, so no change logged, and the vec0 copy is not rewritten for nothing.
     const prepareUpsert = (list: ReadonlyArray<Resource.Resource>) =>
       list.length === 0
         ? Effect.succeed(Effect.void)
@@ -617,7 +619,8 @@ export const makeSql = (
                     (resource, i) =>
                       sql`INSERT INTO ${vectors} (urn, type, vector)
                     VALUES (${resource.meta.urn}, ${resource.meta.type}, ${stored(computed[i] as Float32Array)})
-                    ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`,
+                    ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
+                    WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector`,
                     { discard: true }
                   ),
                   keepCopy

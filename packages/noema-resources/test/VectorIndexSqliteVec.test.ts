@@ -198,6 +198,28 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
   )
 
   it.effect(
+    "a vector written again unchanged is no change: the log stays empty, a changed one is logged",
+    () =>
+      Effect.gen(function* () {
+        const file = freshFile()
+        const { list, random } = dataSet(400, 6)
+        const index = yield* open(file)
+        yield* index.upsert(list)
+        assert.equal(yield* count(file, "noema_vectors_changes"), 0)
+        // Written again without the extension: every real change would reach the log and stay there.
+        const other = yield* open(file, { sqliteVec: false })
+        yield* other.upsert(list)
+        assert.equal(yield* count(file, "noema_vectors_changes"), 0)
+        yield* other.upsert([resource(list[0]!.meta.urn, list[0]!.meta.type, random())])
+        yield* other.upsert([resource(list[1]!.meta.urn, "another", vectors.get(list[1]!.meta.name)!)])
+        assert.equal(yield* count(file, "noema_vectors_changes"), 2)
+        const scan = yield* open(file, { sqliteVec: false })
+        yield* sameAsScan(index, scan, searches(random, list))
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
     "searches through the copy: a row taken from it behind the log's back is missing from the hits",
     () =>
       Effect.gen(function* () {
