@@ -246,6 +246,32 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
   )
 
   it.effect(
+    "a filter that lets few rows through is scanned, not asked of the copy",
+    () =>
+      Effect.gen(function* () {
+        const file = freshFile()
+        const { list, random } = dataSet(400, 7)
+        const rare = resource("cld:r.1", "rare", random())
+        const index = yield* open(file)
+        yield* index.upsert([...list, rare])
+        const query = { vector: vectors.get(rare.meta.name)! }
+        // The copy alone loses the rare row (a test-only tamper, as above).
+        yield* withSql(file, (sql) =>
+          Effect.gen(function* () {
+            if (SqliteClient.isSqliteClient(sql)) yield* sql.loadExtension(getLoadablePath())
+            yield* sql`DELETE FROM ${sql(`noema_vectors_vec0_${dimensions}`)} WHERE urn = ${rare.meta.urn}`
+            yield* sql`DELETE FROM noema_vectors_changes`
+          })
+        )
+        // Unfiltered, the copy is asked (and misses it); by its type or prefix, the few rows are read.
+        assert.notEqual((yield* index.search(query, { limit: 1 }))[0]?.urn, rare.meta.urn)
+        assert.equal((yield* index.search(query, { type: "rare", limit: 1 }))[0]?.urn, rare.meta.urn)
+        assert.equal((yield* index.search(query, { prefix: "cld:r.1", limit: 1 }))[0]?.urn, rare.meta.urn)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
     "where sqlite-vec cannot load, scans with one warning and the same hits",
     () =>
       Effect.gen(function* () {
