@@ -254,14 +254,14 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         )
   /**
    * The store's writes and their vectors as one transaction where the store has them (one
-   * commit), embedded before it starts (the embedder may be a remote call). Each resource goes
-   * through the store's own `put`, so its checks and completed meta are the store's.
+   * commit), embedded before it starts (the embedder may be a remote call). They go through the
+   * store's own `putMany`, so their checks and completed meta are the store's.
    */
   const write = (resources: ReadonlyArray<Resource.Resource>) =>
     Effect.flatMap(
       vectors === undefined ? Effect.succeed(Effect.void) : vectors.prepareUpsert(resources),
       (vectorWrite) => {
-        const writes = Effect.tap(Effect.forEach(resources, store.put), () => vectorWrite)
+        const writes = Effect.tap(store.putMany(resources), () => vectorWrite)
         return store.transaction === undefined ? writes : store.transaction(writes)
       }
     )
