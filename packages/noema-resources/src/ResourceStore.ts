@@ -64,9 +64,11 @@ export interface Service {
   readonly delete: (urn: string) => Effect.Effect<boolean, ResourceStoreError>
   /**
    * Runs `effect` as one transaction of the store's database (committed when it succeeds,
-   * rolled back when it fails), so several writes cost one commit. Stores on a SQL
-   * database offer it (a vector index on the same database joins the transaction);
-   * others leave it out and their writes stand one by one.
+   * rolled back when it fails), so several writes cost one commit; it succeeds once that
+   * commit returned. Stores on a SQL database offer it (a vector index on the same database
+   * joins the transaction; on SQLite, transactions that arrive together share one commit,
+   * each rolled back alone when it fails); others leave it out and their writes stand one
+   * by one.
    */
   readonly transaction?: <A, E, R>(
     effect: Effect.Effect<A, E, R>
