@@ -589,9 +589,10 @@ export const makeSql = (
         (rows) => Number(rows[0]?.n ?? 0) < copyFrom
       )
     /**
-     * The copy's exact top, or undefined to scan (a small index, or few rows passing the filters): a stale copy is caught up first
-     * (read-only, it cannot be: scan), then searched in one read transaction that sees it fresh,
-     * so a write by another process between the check and the search cannot slip in.
+     * The copy's exact top, or undefined to scan (a small index, or few rows passing the
+     * filters): a stale copy is caught up first (read-only, it cannot be: scan), then searched
+     * in one read transaction that sees it fresh, so a write by another process between the
+     * check and the search cannot slip in.
      */
     const fromCopy = (
       copy: VectorCopy.Copy,
