@@ -9,12 +9,12 @@
  * Every backend's `put` (and `putMany`, several in one go) is the one in
  * `fromBackend`, so each does the same before it writes: the resource is checked
  * against its kind's Schema; its parent must exist; its name must be its own
- * among its siblings of its type (a resource
- * whose URN is not the one its name gives, `Resource.namedUrn`, is refused
- * when that URN holds another); and the store sets `meta.tokens` (the
- * `TokenCounter`'s count of `Resource.textOf`, on every put, so a changed
- * resource is counted again) and `meta.created` (ISO-8601, on the first put of
- * the URN, kept by every later one). A refused put writes nothing.
+ * among its siblings of its type (a resource whose URN is not the one its name
+ * gives, `Resource.namedUrn`, is refused when that URN holds another); and the
+ * store sets `meta.tokens` (the `TokenCounter`'s count of `Resource.textOf`, on
+ * every put, so a changed resource is counted again) and `meta.created`
+ * (ISO-8601, on the first put of the URN, kept by every later one). A refused put
+ * writes nothing.
  */
 import { TokenCounter } from "@noema/core"
 import { Clock, Context, Effect, Schema } from "effect"
