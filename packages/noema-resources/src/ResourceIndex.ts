@@ -254,14 +254,14 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         )
   /**
    * The store's writes and their vectors as one transaction where the store has them (one
-   * commit), embedded before it starts (the embedder may be a remote call). Each resource goes
-   * through the store's own `put`, so its checks and completed meta are the store's.
+   * commit), embedded before it starts (the embedder may be a remote call). They go through the
+   * store's own `putMany`, so their checks and completed meta are the store's.
    */
   const write = (resources: ReadonlyArray<Resource.Resource>) =>
     Effect.flatMap(
       vectors === undefined ? Effect.succeed(Effect.void) : vectors.prepareUpsert(resources),
       (vectorWrite) => {
-        const writes = Effect.tap(Effect.forEach(resources, store.put), () => vectorWrite)
+        const writes = Effect.tap(store.putMany(resources), () => vectorWrite)
         return store.transaction === undefined ? writes : store.transaction(writes)
       }
     )
@@ -320,17 +320,21 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       authorize({ actor, action: "get", resources: [urn] }),
       (decision) => decision.decision === "allow"
     )
+  /** Those of `urns` the actor may get: allowed as a whole (the usual case), one decision; otherwise each on its own. */
+  const gettable = (actor: string, urns: ReadonlyArray<string>): Effect.Effect<Array<string>> =>
+    urns.length === 0
+      ? Effect.succeed([])
+      : Effect.flatMap(authorize({ actor, action: "get", resources: urns }), (all) =>
+          all.decision === "allow"
+            ? Effect.succeed([...urns])
+            : Effect.filter(urns, (urn) => mayGet(actor, urn))
+        )
   /** The resources the actor may get of those found, and the URNs of the others; published as read. */
   const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
     Effect.gen(function* () {
       if (found.length === 0) return { resources: [], withheld: [] }
-      const all = yield* authorize({ actor, action: "get", resources: urnsOf(found) })
-      // Allowed as a whole (the usual case): one decision. Otherwise each on its own.
-      const resources =
-        all.decision === "allow"
-          ? [...found]
-          : yield* Effect.filter(found, (resource) => mayGet(actor, resource.meta.urn))
-      const readable = new Set(urnsOf(resources))
+      const readable = new Set(yield* gettable(actor, urnsOf(found)))
+      const resources = found.filter((resource) => readable.has(resource.meta.urn))
       const withheld = urnsOf(found).filter((urn) => !readable.has(urn))
       yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
       return { resources, withheld }
@@ -381,7 +385,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
             const results = yield* readableHits(
               vectors,
               store,
-              (urn) => mayGet(actor, urn),
+              (urns) => gettable(actor, urns),
               query,
               searchOptions
             )
@@ -443,7 +447,7 @@ const resolveNames = (
 const readableHits = (
   vectors: VectorIndex.Service,
   store: Store,
-  readable: (urn: string) => Effect.Effect<boolean>,
+  gettable: (urns: ReadonlyArray<string>) => Effect.Effect<Array<string>>,
   query: VectorIndex.Query,
   options: VectorIndex.SearchOptions = {}
 ): Effect.Effect<Array<Resource.Resource>, VectorIndex.VectorIndexError | ResourceStoreError> =>
@@ -455,8 +459,9 @@ const readableHits = (
       const hits = yield* vectors.search(query, { ...options, limit: asked })
       const fresh = hits.filter((hit) => !seen.has(hit.urn))
       for (const hit of fresh) seen.add(hit.urn)
-      // Each hit on its own: one the actor may not read is passed over, it does not fail the search.
-      const allowed = yield* Effect.filter(fresh, (hit) => readable(hit.urn))
+      // A hit the actor may not read is passed over, it does not fail the search.
+      const readable = new Set(yield* gettable(fresh.map((hit) => hit.urn)))
+      const allowed = fresh.filter((hit) => readable.has(hit.urn))
       const found =
         allowed.length === 0
           ? new Map<string, Resource.Resource>()

@@ -6,14 +6,15 @@
  * order, using the backend's own range scan or listing: the keys starting with
  * `urn + "/"`. Stored resources come back rebuilt as their own kind.
  *
- * Every backend's `put` is the one in `fromBackend`, so each does the same before
- * it writes: the resource is checked against its kind's Schema; its parent must
- * exist; its name must be its own among its siblings of its type (a resource
- * whose URN is not the one its name gives, `Resource.namedUrn`, is refused
- * when that URN holds another); and the store sets `meta.tokens` (the
- * `TokenCounter`'s count of `Resource.textOf`, on every put, so a changed
- * resource is counted again) and `meta.created` (ISO-8601, on the first put of
- * the URN, kept by every later one). A refused put writes nothing.
+ * Every backend's `put` (and `putMany`, several in one go) is the one in
+ * `fromBackend`, so each does the same before it writes: the resource is checked
+ * against its kind's Schema; its parent must exist; its name must be its own
+ * among its siblings of its type (a resource whose URN is not the one its name
+ * gives, `Resource.namedUrn`, is refused when that URN holds another); and the
+ * store sets `meta.tokens` (the `TokenCounter`'s count of `Resource.textOf`, on
+ * every put, so a changed resource is counted again) and `meta.created`
+ * (ISO-8601, on the first put of the URN, kept by every later one). A refused put
+ * writes nothing.
  */
 import { TokenCounter } from "@noema/core"
 import { Clock, Context, Effect, Schema } from "effect"
@@ -45,6 +46,13 @@ export interface Service {
    * Gives the resource as stored (completed), for a caller that keeps what it wrote.
    */
   readonly put: (resource: Resource) => Effect.Effect<Resource, ResourceStoreError>
+  /**
+   * Puts resources in order, as `put` one after another would (a later one sees the earlier
+   * ones: as its parent, as its name's holder, its `created`), all checked before any is
+   * written (one refused: none is written), with one read for all their checks. Gives them as
+   * stored, in that order.
+   */
+  readonly putMany: (resources: ReadonlyArray<Resource>) => Effect.Effect<Array<Resource>, ResourceStoreError>
   readonly get: (urn: string) => Effect.Effect<Resource, ResourceNotFoundError | ResourceStoreError>
   /** The resources that exist, in the order asked; missing URNs are left out. */
   readonly getMany: (urns: ReadonlyArray<string>) => Effect.Effect<Array<Resource>, ResourceStoreError>
@@ -56,9 +64,11 @@ export interface Service {
   readonly delete: (urn: string) => Effect.Effect<boolean, ResourceStoreError>
   /**
    * Runs `effect` as one transaction of the store's database (committed when it succeeds,
-   * rolled back when it fails), so several writes cost one commit. Stores on a SQL
-   * database offer it (a vector index on the same database joins the transaction);
-   * others leave it out and their writes stand one by one.
+   * rolled back when it fails), so several writes cost one commit; it succeeds once that
+   * commit returned. Stores on a SQL database offer it (a vector index on the same database
+   * joins the transaction; on SQLite, transactions that arrive together share one commit,
+   * each rolled back alone when it fails); others leave it out and their writes stand one
+   * by one.
    */
   readonly transaction?: <A, E, R>(
     effect: Effect.Effect<A, E, R>
@@ -99,7 +109,7 @@ export const checkResource = (resource: Resource): Effect.Effect<Resource, Resou
   Effect.try({ try: () => Resources.decode(JSON.parse(JSON.stringify(resource))), catch: invalid })
 
 /** A backend: the reads, and `write`, which stores a resource `fromBackend` has checked and completed. */
-export interface Backend extends Omit<Service, "put"> {
+export interface Backend extends Omit<Service, "put" | "putMany"> {
   readonly write: (resource: Resource) => Effect.Effect<void, ResourceStoreError>
 }
 
@@ -110,33 +120,45 @@ export interface BackendOptions {
 
 const refused = (urn: string, why: string) => new ResourceStoreError({ message: `cannot put ${urn}: ${why}` })
 
-/** The checks and the completed meta every put goes through (see the header); then `write`. */
+/**
+ * The checks and the completed meta every put goes through (see the header), for resources put
+ * in order: the URNs their checks look up are read once, and each one completed stands in that
+ * reading for the ones after it, as its own write would have.
+ */
 const completeForPut = (
   backend: Backend,
   counter: TokenCounter.TokenCounter,
-  resource: Resource
-): Effect.Effect<Resource, ResourceStoreError> =>
+  resources: ReadonlyArray<Resource>
+): Effect.Effect<Array<Resource>, ResourceStoreError> =>
   Effect.gen(function* () {
-    const checked = yield* checkResource(resource)
-    const { urn, parent, type, name } = checked.meta
+    const checked = yield* Effect.forEach(resources, checkResource)
     // The URN its name gives: held by another resource of that name, the name is taken.
-    const named = slotOf(checked.meta)
-    const lookups = [urn, ...(parent === undefined ? [] : [parent]), ...(named === urn ? [] : [named])]
-    const found = new Map((yield* backend.getMany(lookups)).map((r) => [r.meta.urn, r]))
-    if (parent !== undefined && !found.has(parent))
-      return yield* refused(urn, `its parent ${parent} does not exist (put the parent first)`)
-    const holder = named === urn ? undefined : found.get(named)
-    if (holder !== undefined && holder.meta.name === name)
-      return yield* refused(
-        urn,
-        `the name "${name}" is taken: ${named} is the ${type} of that name (a name is unique among a parent's resources of a type)`
-      )
-    const created =
-      checked.meta.created ??
-      found.get(urn)?.meta.created ??
-      new Date(yield* Clock.currentTimeMillis).toISOString()
-    const tokens = counter.countText(Resources.textOf(checked))
-    return { ...checked, meta: { ...checked.meta, tokens, created } } as Resource
+    const named = checked.map((resource) => slotOf(resource.meta))
+    const lookups = new Set<string>()
+    checked.forEach(({ meta }, i) => {
+      lookups.add(meta.urn)
+      if (meta.parent !== undefined) lookups.add(meta.parent)
+      lookups.add(named[i] as string)
+    })
+    const found = new Map((yield* backend.getMany([...lookups])).map((r) => [r.meta.urn, r]))
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+    return yield* Effect.forEach(checked, (resource, i) => {
+      const { urn, parent, type, name } = resource.meta
+      if (parent !== undefined && !found.has(parent))
+        return refused(urn, `its parent ${parent} does not exist (put the parent first)`)
+      const slot = named[i] as string
+      const holder = slot === urn ? undefined : found.get(slot)
+      if (holder !== undefined && holder.meta.name === name)
+        return refused(
+          urn,
+          `the name "${name}" is taken: ${slot} is the ${type} of that name (a name is unique among a parent's resources of a type)`
+        )
+      const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now
+      const tokens = counter.countText(Resources.textOf(resource))
+      const completed = { ...resource, meta: { ...resource.meta, tokens, created } } as Resource
+      found.set(urn, completed)
+      return Effect.succeed(completed)
+    })
   })
 
 /** The URN the resource's name gives it; its own when that one would be too long to be a URN. */
@@ -152,8 +174,15 @@ const slotOf = (meta: Resources.Meta): string => {
 export const fromBackend = (backend: Backend, options: BackendOptions = {}): Service => {
   const counter = options.tokenCounter ?? TokenCounter.estimate
   const { write, ...reads } = backend
+  const putMany = (resources: ReadonlyArray<Resource>) =>
+    resources.length === 0
+      ? Effect.succeed([])
+      : Effect.tap(completeForPut(backend, counter, resources), (completed) =>
+          Effect.forEach(completed, write, { discard: true })
+        )
   return {
     ...reads,
-    put: (resource) => Effect.tap(completeForPut(backend, counter, resource), write)
+    put: (resource) => Effect.map(putMany([resource]), ([stored]) => stored as Resource),
+    putMany
   }
 }

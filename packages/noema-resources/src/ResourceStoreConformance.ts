@@ -305,6 +305,49 @@ export const cases: ReadonlyArray<Case> = [
       })
   },
   {
+    name: "putMany puts in order as puts one after another would, and writes nothing when one is refused",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const t = tree()
+        // Parents before their children in one batch; the task twice: the second replaces the first.
+        const done = { ...t.task, status: "done" } as Resource.Resource
+        const stored = yield* at(
+          Date.UTC(2026, 10, 5),
+          store.putMany([t.conversation, t.m1, t.task, t.subtask, done])
+        )
+        assert.deepEqual(urns(stored), urns([t.conversation, t.m1, t.task, t.subtask, t.task]))
+        assert.deepEqual(withoutStamps(yield* store.get(t.task.meta.urn)), done)
+        assert.equal((yield* store.get(t.task.meta.urn)).meta.created, "2026-11-05T00:00:00.000Z")
+        assert.equal(stored[4]?.meta.tokens, TokenCounter.estimate.countText(Resource.textOf(done)))
+        // A later one of the same name (the first holds it), or an orphan: nothing of the batch is written.
+        const fresh = Resource.make("message", {
+          name: "m9",
+          parent: t.conversation.meta.urn,
+          role: "user",
+          content: "a"
+        })
+        const twin = Resource.decode({
+          meta: {
+            urn: `${t.conversation.meta.urn}/message.twin`,
+            name: "m9",
+            type: "message",
+            parent: t.conversation.meta.urn,
+            hash: "twin"
+          },
+          role: "user",
+          content: "b"
+        })
+        const taken = yield* Effect.flip(store.putMany([fresh, twin]))
+        assert.match(taken.message, /the name "m9" is taken/)
+        const orphan = Resource.make("task", { name: "t", parent: "cld:message.nothere", status: "pending" })
+        const error = yield* Effect.flip(store.putMany([fresh, orphan]))
+        assert.match(error.message, /parent cld:message\.nothere does not exist/)
+        assert.deepEqual(yield* store.getMany([fresh.meta.urn, twin.meta.urn, orphan.meta.urn]), [])
+        assert.deepEqual(yield* store.putMany([]), [])
+      })
+  },
+  {
     name: "what a reader changes in a resource it read (or in one it put) never changes what the store holds",
     run: (make) =>
       Effect.gen(function* () {

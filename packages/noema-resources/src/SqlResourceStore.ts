@@ -11,9 +11,17 @@
  * compares the key byte-wise (`COLLATE "C"`) so the range and the order are
  * those of the URN's characters, as on SQLite. A body read again is not
  * decoded again: its readers share the resource decoded the first time, frozen.
+ *
+ * `transaction` on SQLite is a group commit (`GroupCommit`, as the session store's
+ * appends): writes that arrive together (a planner's tasks changing state at once)
+ * share one transaction and one fsync, each in a savepoint of its own, rolled back
+ * alone when it fails; each caller goes on once the COMMIT holding its writes
+ * returned. PostgreSQL keeps one transaction each (its server flushes concurrent
+ * commits together).
  */
+import { GroupCommit } from "@noema/session"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { deepFreeze } from "./internal/frozen.js"
 import * as Resource from "./Resource.js"
@@ -90,6 +98,7 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       storeError
     )
     const table = sql(resourcesTable)
+    const transaction = groupedTransactions(sql)
     // Resources decoded from recent bodies: a body read again (a task read by each of its
     // readers, a search hit) is not decoded again. Same body, same resource, frozen for sharing.
     const decoded = new Map<string, Resource.Resource>()
@@ -166,10 +175,31 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
             )
           )
         ),
-      transaction: (effect) => guard(sql.withTransaction(effect))
+      transaction: (effect) => guard(transaction(effect))
     }
     return fromBackend(backend, options)
   })
+
+/**
+ * `sql.withTransaction`, grouped on SQLite: the body runs in the group's transaction (another
+ * fiber's) with the caller's own services, the transaction's connection added.
+ */
+const groupedTransactions = (sql: SqlClient.SqlClient) => {
+  if (Database.dialectOf(sql) === "pg") return sql.withTransaction
+  const grouped = GroupCommit.make(sql)
+  return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
+    Effect.flatMap(Effect.context<R>(), (caller) =>
+      grouped(() =>
+        Effect.withFiber((fiber) => {
+          // Always there: the group runs its bodies inside its transaction.
+          const level = Context.getOrUndefined(fiber.context, sql.transactionService)
+          return level === undefined
+            ? Effect.die(new Error("no transaction is open"))
+            : Effect.provideContext(effect, Context.add(caller, sql.transactionService, level))
+        })
+      )
+    )
+}
 
 export const layer = (
   options: Options

@@ -388,10 +388,11 @@ export const pgvectorAvailable: Effect.Effect<boolean, SqlError.SqlError, SqlCli
   )
 
 /**
- * Below this many rows the index scans and its writes leave the copy to the change log: the scan
- * of a few hundred rows costs about what the copy's fixed costs do (a read transaction and the
- * KNN statement per search, keeping the copy per write), so a small index (a planner's tasks and
- * assistants) pays nothing for it. The first write past it brings the copy up to date.
+ * Below this many rows (in all, or passing a search's filters) the index scans, and below it in
+ * all its writes leave the copy to the change log: the scan of a few hundred rows costs about
+ * what the copy's fixed costs do (a read transaction and the KNN statement per search, keeping
+ * the copy per write), so a small index (a planner's tasks and assistants) pays nothing for it.
+ * The first write past it brings the copy up to date.
  */
 const copyFrom = 256
 
@@ -581,15 +582,32 @@ export const makeSql = (
       }
       return where.length === 0 ? sql.literal("") : sql`WHERE ${sql.and(where)}`
     }
+    /** Whether fewer than `copyFrom` rows pass `where`: counted on the table's indexes, up to that many. */
+    const fewPass = (where: Statement.Fragment) =>
+      Effect.map(
+        sql<{ n: number }>`SELECT count(*) AS n FROM (SELECT 1 FROM ${vectors} ${where} LIMIT ${copyFrom})`,
+        (rows) => Number(rows[0]?.n ?? 0) < copyFrom
+      )
     /**
-     * The copy's exact top, or undefined to scan (a small index): a stale copy is caught up first
-     * (read-only, it cannot be: scan), then searched in one read transaction that sees it fresh,
-     * so a write by another process between the check and the search cannot slip in.
+     * The copy's exact top, or undefined to scan (a small index, or few rows passing the
+     * filters): a stale copy is caught up first (read-only, it cannot be: scan), then searched
+     * in one read transaction that sees it fresh, so a write by another process between the
+     * check and the search cannot slip in.
      */
-    const fromCopy = (copy: VectorCopy.Copy, q: Float32Array, limit: number, filters: SearchOptions) =>
+    const fromCopy = (
+      copy: VectorCopy.Copy,
+      q: Float32Array,
+      limit: number,
+      filters: SearchOptions,
+      where: Statement.Fragment
+    ) =>
       Effect.gen(function* () {
         const { stale, extent } = yield* copy.state
         if (extent < copyFrom) return undefined
+        // A filter that lets few rows through (an election's few assistants): the scan reads just
+        // those, where the copy's KNN would go through every vector.
+        if ((filters.type !== undefined || filters.prefix !== undefined) && (yield* fewPass(where)))
+          return undefined
         if (stale) {
           if (options.readonly === true) {
             yield* fallBack("the vec0 copy is behind the vectors and the database is read-only")
@@ -605,6 +623,8 @@ export const makeSql = (
           )
           .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN"))
       })
+    // A vector written again unchanged (a task stored at each state change) leaves its row as it
+    // is: no update, so no change logged, and the vec0 copy is not rewritten for nothing.
     const prepareUpsert = (list: ReadonlyArray<Resource.Resource>) =>
       list.length === 0
         ? Effect.succeed(Effect.void)
@@ -617,7 +637,8 @@ export const makeSql = (
                     (resource, i) =>
                       sql`INSERT INTO ${vectors} (urn, type, vector)
                     VALUES (${resource.meta.urn}, ${resource.meta.type}, ${stored(computed[i] as Float32Array)})
-                    ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector`,
+                    ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
+                    WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector`,
                     { discard: true }
                   ),
                   keepCopy
@@ -675,7 +696,7 @@ export const makeSql = (
             }
           )
           if (copy === undefined) return scan
-          return Effect.flatMap(doing("searching")(fromCopy(copy, q, limit, options)), (hits) =>
+          return Effect.flatMap(doing("searching")(fromCopy(copy, q, limit, options, where)), (hits) =>
             hits === undefined ? scan : Effect.succeed(hits)
           )
         })

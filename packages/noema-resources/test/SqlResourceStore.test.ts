@@ -4,7 +4,7 @@ import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Tracer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as ResourceStoreConformance from "../src/ResourceStoreConformance.js"
 import * as SqlResourceStore from "../src/SqlResourceStore.js"
@@ -65,6 +65,77 @@ describe("reading", () => {
           const changed = yield* store.get(task.meta.urn)
           assert.notStrictEqual(changed, first)
           assert.strictEqual((changed as typeof task).status, "done")
+        })
+      )
+  )
+})
+
+/** Counts the transactions begun (effect's `sql.transaction` spans) by what runs under `tracer`. */
+const transactionCounter = () => {
+  let count = 0
+  const tracer = Tracer.make({
+    span(options) {
+      if (options.name === "sql.transaction") count++
+      return new Tracer.NativeSpan(options)
+    }
+  })
+  return { tracer, count: () => count }
+}
+
+/** `effect` with the clock standing at `millis`: which caller's services a grouped body ran with. */
+const at = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Clock.clockWith(Effect.succeed), (clock) =>
+    Effect.provideService(effect, Clock.Clock, {
+      ...clock,
+      currentTimeMillisUnsafe: () => millis,
+      currentTimeMillis: Effect.succeed(millis)
+    })
+  )
+
+describe("transactions on SQLite: group commit", () => {
+  it.effect(
+    "writes that arrive together share one transaction, each with its own outcome and its caller's services",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: sqliteFile() }))
+          const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+          const sql = Context.get(context, SqlClient.SqlClient)
+          const transaction = store.transaction!
+          const { conversation, other } = ResourceStoreConformance.tree()
+          const orphan = ResourceStoreConformance.tree().task
+          // The write lock held by another fiber: the writes made meanwhile queue behind it.
+          const held = yield* Deferred.make<void>()
+          const released = yield* Deferred.make<void>()
+          const holder = yield* Effect.forkChild(
+            sql.withTransaction(Effect.andThen(Deferred.succeed(held, undefined), Deferred.await(released)))
+          )
+          yield* Deferred.await(held)
+          const counter = transactionCounter()
+          const writes = yield* Effect.forkChild(
+            Effect.all(
+              [
+                Effect.exit(at(Date.UTC(2026, 10, 5), transaction(store.putMany([conversation])))),
+                Effect.exit(transaction(store.putMany([orphan]))),
+                Effect.exit(at(Date.UTC(2026, 10, 6), transaction(store.putMany([other]))))
+              ] as const,
+              { concurrency: "unbounded" }
+            ).pipe(Effect.withTracer(counter.tracer))
+          )
+          yield* Effect.yieldNow
+          yield* Deferred.succeed(released, undefined)
+          yield* Fiber.join(holder)
+          const [first, refused, third] = yield* Fiber.join(writes)
+          assert.isTrue(Exit.isSuccess(first) && Exit.isSuccess(third))
+          assert.isTrue(Exit.isFailure(refused))
+          // The first write committed alone; the two queued behind it, together.
+          assert.strictEqual(counter.count(), 2)
+          assert.strictEqual(
+            (yield* store.get(conversation.meta.urn)).meta.created,
+            "2026-11-05T00:00:00.000Z"
+          )
+          assert.strictEqual((yield* store.get(other.meta.urn)).meta.created, "2026-11-06T00:00:00.000Z")
+          assert.deepStrictEqual(yield* store.getMany([orphan.meta.urn]), [])
         })
       )
   )

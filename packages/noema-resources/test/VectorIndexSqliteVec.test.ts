@@ -198,6 +198,28 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
   )
 
   it.effect(
+    "a vector written again unchanged is no change: the log stays empty, a changed one is logged",
+    () =>
+      Effect.gen(function* () {
+        const file = freshFile()
+        const { list, random } = dataSet(400, 6)
+        const index = yield* open(file)
+        yield* index.upsert(list)
+        assert.equal(yield* count(file, "noema_vectors_changes"), 0)
+        // Written again without the extension: every real change would reach the log and stay there.
+        const other = yield* open(file, { sqliteVec: false })
+        yield* other.upsert(list)
+        assert.equal(yield* count(file, "noema_vectors_changes"), 0)
+        yield* other.upsert([resource(list[0]!.meta.urn, list[0]!.meta.type, random())])
+        yield* other.upsert([resource(list[1]!.meta.urn, "another", vectors.get(list[1]!.meta.name)!)])
+        assert.equal(yield* count(file, "noema_vectors_changes"), 2)
+        const scan = yield* open(file, { sqliteVec: false })
+        yield* sameAsScan(index, scan, searches(random, list))
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
     "searches through the copy: a row taken from it behind the log's back is missing from the hits",
     () =>
       Effect.gen(function* () {
@@ -219,6 +241,32 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
         )
         const after = (yield* index.search({ vector: vectors.get(list[0]!.meta.name)! }, { limit: 1 }))[0]
         assert.notEqual(after?.urn, list[0]!.meta.urn)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
+    "a filter that lets few rows through is scanned, not asked of the copy",
+    () =>
+      Effect.gen(function* () {
+        const file = freshFile()
+        const { list, random } = dataSet(400, 7)
+        const rare = resource("cld:r.1", "rare", random())
+        const index = yield* open(file)
+        yield* index.upsert([...list, rare])
+        const query = { vector: vectors.get(rare.meta.name)! }
+        // The copy alone loses the rare row (a test-only tamper, as above).
+        yield* withSql(file, (sql) =>
+          Effect.gen(function* () {
+            if (SqliteClient.isSqliteClient(sql)) yield* sql.loadExtension(getLoadablePath())
+            yield* sql`DELETE FROM ${sql(`noema_vectors_vec0_${dimensions}`)} WHERE urn = ${rare.meta.urn}`
+            yield* sql`DELETE FROM noema_vectors_changes`
+          })
+        )
+        // Unfiltered, the copy is asked (and misses it); by its type or prefix, the few rows are read.
+        assert.notEqual((yield* index.search(query, { limit: 1 }))[0]?.urn, rare.meta.urn)
+        assert.equal((yield* index.search(query, { type: "rare", limit: 1 }))[0]?.urn, rare.meta.urn)
+        assert.equal((yield* index.search(query, { prefix: "cld:r.1", limit: 1 }))[0]?.urn, rare.meta.urn)
       }).pipe(Effect.scoped),
     60_000
   )

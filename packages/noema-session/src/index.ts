@@ -2,6 +2,8 @@
  * @noema/session: conversations kept in a store, turns committed as transactions.
  */
 export * as Compaction from "./Compaction.js"
+/** SQLite transactions that arrive together, committed as one (the session store's appends, the resource store's writes). */
+export * as GroupCommit from "./internal/GroupCommit.js"
 export * as MemoryStore from "./MemoryStore.js"
 export * as PostgresStore from "./PostgresStore.js"
 export * as Session from "./Session.js"
