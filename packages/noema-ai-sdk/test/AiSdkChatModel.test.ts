@@ -261,46 +261,48 @@ describe("AiSdkChatModel stream parts", () => {
     })
   )
 
-  it.effect("metadata that is not plain JSON is kept as JSON would keep it; plain JSON as it is", () =>
-    Effect.gen(function* () {
-      class Box {
-        readonly inside = 1
-      }
-      const plain = { anthropic: { stopSequence: null, usage: { input_tokens: 3 }, ids: ["a", "b"] } }
-      const holey = new Array<number>(3)
-      holey[0] = 1
-      holey[2] = 3
-      // One at a time: any one of them alone must make the copy.
-      const unusual: ReadonlyArray<unknown> = [
-        new Date(0),
-        new Box(),
-        Number.NaN,
-        { list: [1, () => 2] },
-        holey,
-        { gone: undefined }
-      ]
-      const answerWith = (providerMetadata: SharedV3ProviderMetadata) =>
-        AiSdkChatModel.make(
-          new MockLanguageModelV3({
-            doGenerate: async () => ({
-              content: [{ type: "text", text: "Hi." }],
-              finishReason: { unified: "stop", raw: "end_turn" },
-              usage: usage(1, 1),
-              providerMetadata,
-              warnings: []
-            })
-          }),
-          noRetries
-        ).complete(request)
-      assert.deepStrictEqual((yield* answerWith(plain)).providerMetadata, plain)
-      for (const value of unusual) {
-        const metadata = { google: { value, kept: "yes" } } as unknown as SharedV3ProviderMetadata
-        assert.deepStrictEqual(
-          (yield* answerWith(metadata)).providerMetadata,
-          JSON.parse(JSON.stringify(metadata)) as Message.ProviderMetadata
-        )
-      }
-    })
+  it.effect(
+    "provider metadata is kept as JSON would keep it: dates as text, instances as objects, holes as null",
+    () =>
+      Effect.gen(function* () {
+        class Box {
+          readonly inside = 1
+        }
+        const plain = { anthropic: { stopSequence: null, usage: { input_tokens: 3 }, ids: ["a", "b"] } }
+        const holey = new Array<number>(3)
+        holey[0] = 1
+        holey[2] = 3
+        // One at a time: any one of them alone must make the copy.
+        const unusual: ReadonlyArray<unknown> = [
+          new Date(0),
+          new Box(),
+          Number.NaN,
+          { list: [1, () => 2] },
+          holey,
+          { gone: undefined }
+        ]
+        const answerWith = (providerMetadata: SharedV3ProviderMetadata) =>
+          AiSdkChatModel.make(
+            new MockLanguageModelV3({
+              doGenerate: async () => ({
+                content: [{ type: "text", text: "Hi." }],
+                finishReason: { unified: "stop", raw: "end_turn" },
+                usage: usage(1, 1),
+                providerMetadata,
+                warnings: []
+              })
+            }),
+            noRetries
+          ).complete(request)
+        assert.deepStrictEqual((yield* answerWith(plain)).providerMetadata, plain)
+        for (const value of unusual) {
+          const metadata = { google: { value, kept: "yes" } } as unknown as SharedV3ProviderMetadata
+          assert.deepStrictEqual(
+            (yield* answerWith(metadata)).providerMetadata,
+            JSON.parse(JSON.stringify(metadata)) as Message.ProviderMetadata
+          )
+        }
+      })
   )
 
   it.effect("a consumer that stops early cancels the model's stream, which runs its cleanup", () =>
