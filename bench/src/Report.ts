@@ -117,11 +117,25 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "bridge.turn.noema_us", aisdk: "bridge.turn.aisdk_us" }
   },
   {
+    workload: "bridge.turn  the model + AbortSignal (reference)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { aisdk: "bridge.turn.aisdk_signal_us" }
+  },
+  {
     workload: "bridge.ttft  (first text delta)",
     unit: "us",
     suite: "providers",
     better: "lower",
     cells: { noema: "bridge.ttft.noema_us", aisdk: "bridge.ttft.aisdk_us" }
+  },
+  {
+    workload: "bridge.ttft  the model + AbortSignal (reference)",
+    unit: "us",
+    suite: "providers",
+    better: "lower",
+    cells: { aisdk: "bridge.ttft.aisdk_signal_us" }
   },
   {
     workload: "store.commit  (1 turn, 4 msgs)",

@@ -15,7 +15,7 @@ import type { LanguageModelV3, LanguageModelV4 } from "@ai-sdk/provider"
 import { ChatModel, ProviderFailure, ProviderRequest, ProviderStream, type Retry } from "@noema/core"
 import { Layer } from "effect"
 import { requestIdFrom, requestIdOf, toReason } from "./internal/errors.js"
-import { generateChunks, PartTranslator, StreamErrorPart } from "./internal/parts.js"
+import { generateChunks, PartTranslator, partsOf, StreamErrorPart } from "./internal/parts.js"
 import { toCallOptions, toV3CallOptions } from "./internal/prompt.js"
 
 /** A language model of the spec this bridge speaks. */
@@ -73,7 +73,7 @@ export const make = (model: LanguageModel, options: Options = {}): ChatModel.Ser
         start: (signal) =>
           Promise.resolve(streamOf(model, request, signal)).then((result) => {
             requestId = requestIdFrom(result.response?.headers)
-            return result.stream as AsyncIterable<unknown>
+            return partsOf(result.stream)
           }),
         translator: new PartTranslator(),
         fail: (cause, phase) => fail(cause, phase, requestId)

@@ -261,6 +261,87 @@ describe("AiSdkChatModel stream parts", () => {
     })
   )
 
+  it.effect(
+    "provider metadata is kept as JSON would keep it: dates as text, instances as objects, holes as null",
+    () =>
+      Effect.gen(function* () {
+        class Box {
+          readonly inside = 1
+        }
+        const plain = { anthropic: { stopSequence: null, usage: { input_tokens: 3 }, ids: ["a", "b"] } }
+        const holey = new Array<number>(3)
+        holey[0] = 1
+        holey[2] = 3
+        // One at a time: any one of them alone must make the copy.
+        const unusual: ReadonlyArray<unknown> = [
+          new Date(0),
+          new Box(),
+          Number.NaN,
+          { list: [1, () => 2] },
+          holey,
+          { gone: undefined }
+        ]
+        const answerWith = (providerMetadata: SharedV3ProviderMetadata) =>
+          AiSdkChatModel.make(
+            new MockLanguageModelV3({
+              doGenerate: async () => ({
+                content: [{ type: "text", text: "Hi." }],
+                finishReason: { unified: "stop", raw: "end_turn" },
+                usage: usage(1, 1),
+                providerMetadata,
+                warnings: []
+              })
+            }),
+            noRetries
+          ).complete(request)
+        assert.deepStrictEqual((yield* answerWith(plain)).providerMetadata, plain)
+        for (const value of unusual) {
+          const metadata = { google: { value, kept: "yes" } } as unknown as SharedV3ProviderMetadata
+          assert.deepStrictEqual(
+            (yield* answerWith(metadata)).providerMetadata,
+            JSON.parse(JSON.stringify(metadata)) as Message.ProviderMetadata
+          )
+        }
+      })
+  )
+
+  it.effect("a consumer that stops early cancels the model's stream, which runs its cleanup", () =>
+    Effect.gen(function* () {
+      let cancelled = false
+      let signal: AbortSignal | undefined
+      const model = AiSdkChatModel.make(
+        new MockLanguageModelV3({
+          doStream: async (options) => {
+            signal = options.abortSignal
+            const parts = textAnswer("one two three four").parts
+            let next = 0
+            const stream = new ReadableStream<LanguageModelV3StreamPart>({
+              pull: (controller) => {
+                if (next < parts.length) controller.enqueue(parts[next++] as LanguageModelV3StreamPart)
+              },
+              cancel: () => {
+                cancelled = true
+              }
+            })
+            return { stream }
+          }
+        }),
+        noRetries
+      )
+      const first = yield* Stream.runCollect(
+        Stream.take(
+          Stream.filter(model.stream(request), (chunk) => chunk.type === "text-delta"),
+          1
+        )
+      )
+      assert.deepStrictEqual(first, [{ type: "text-delta", delta: "one " }])
+      assert.isTrue(signal?.aborted)
+      // The cancel runs once the aborted read settles (a microtask or two later).
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 0)))
+      assert.isTrue(cancelled)
+    })
+  )
+
   it.effect("an error part is a typed failure, by the provider's status and retryability", () =>
     Effect.gen(function* () {
       const model = AiSdkChatModel.make(

@@ -13,6 +13,7 @@ import { Cause, Effect, Schema, Stream } from "effect"
 import type * as ChatModel from "./ChatModel.js"
 import { ChatModelError } from "./ChatModel.js"
 import type { ConversationContext } from "./ConversationContext.js"
+import { toAsyncIterable } from "./internal/asyncIterable.js"
 import type { Message, ToolCall, ToolMessage } from "./Message.js"
 import { Message as MessageSchema, reasoning, text } from "./Message.js"
 import type { Annotations } from "./Tool.js"
@@ -221,7 +222,7 @@ const asyncModel = (model: ChatModel.Service, signal: AbortSignal): AsyncChatMod
 /** An Effect stream as an async iterable that stops (and aborts the stream) with `signal`. */
 const iterate = <A, E>(stream: Stream.Stream<A, E>, signal: AbortSignal): AsyncIterable<A> => ({
   [Symbol.asyncIterator]() {
-    const iterator = Stream.toAsyncIterable(stream)[Symbol.asyncIterator]()
+    const iterator = toAsyncIterable(stream)[Symbol.asyncIterator]()
     const onAbort = () => void iterator.return?.()
     signal.addEventListener("abort", onAbort, { once: true })
     return {
@@ -314,4 +315,4 @@ export const runStream = (
   agent: Agent,
   context: ConversationContext,
   model: ChatModel.Service
-): AsyncIterable<AgentEvent> => Stream.toAsyncIterable(agent.executeStream(context, model))
+): AsyncIterable<AgentEvent> => toAsyncIterable(agent.executeStream(context, model))

@@ -110,6 +110,87 @@ describe("Agent", () => {
     assert.strictEqual(messages[0]?.content, "you said: ping")
   })
 
+  describe("runStream, from plain async code", () => {
+    const context = ConversationContext.of(Message.user("x"))
+    const model = ScriptedChatModel.make()
+    const delta = (text: string): Agent.AgentEvent => ({ type: "text-delta", delta: text })
+
+    /** An agent streaming `stream`, and whether the stream's finalizer has run. */
+    const streaming = (stream: Stream.Stream<Agent.AgentEvent, Agent.AgentError>) => {
+      const state = { finalized: false }
+      const agent = Agent.make({
+        name: "streaming",
+        executeStream: () =>
+          Stream.ensuring(
+            stream,
+            Effect.sync(() => {
+              state.finalized = true
+            })
+          )
+      })
+      return { agent, state }
+    }
+
+    it("yields every event in order across batches, then stays done", async () => {
+      const { agent, state } = streaming(
+        Stream.concat(Stream.make(delta("a"), delta("b")), Stream.fromEffect(Effect.succeed(delta("c"))))
+      )
+      const iterator = Agent.runStream(agent, context, model)[Symbol.asyncIterator]()
+      const seen: Array<Agent.AgentEvent> = []
+      for (let result = await iterator.next(); result.done !== true; result = await iterator.next()) {
+        seen.push(result.value)
+      }
+      assert.deepStrictEqual(seen, [delta("a"), delta("b"), delta("c")])
+      assert.isTrue(state.finalized)
+      assert.deepStrictEqual(await iterator.next(), { done: true, value: undefined })
+    })
+
+    it("a failure rejects with the agent's error once the stream is closed", async () => {
+      const failure = new Agent.AgentError({
+        agent: "streaming",
+        reason: new Agent.Failed({ message: "no" }),
+        messages: []
+      })
+      const { agent, state } = streaming(Stream.concat(Stream.make(delta("a")), Stream.fail(failure)))
+      const seen: Array<Agent.AgentEvent> = []
+      let caught: unknown
+      try {
+        for await (const event of Agent.runStream(agent, context, model)) seen.push(event)
+      } catch (error) {
+        caught = error
+      }
+      assert.deepStrictEqual(seen, [delta("a")])
+      assert.strictEqual(caught, failure)
+      assert.isTrue(state.finalized)
+    })
+
+    it("leaving the loop while the next event is awaited interrupts it and runs the finalizers", async () => {
+      let waiting!: () => void
+      const waits = new Promise<void>((resolve) => {
+        waiting = resolve
+      })
+      const { agent, state } = streaming(
+        Stream.concat(
+          Stream.make(delta("a")),
+          Stream.fromEffect(
+            Effect.andThen(
+              Effect.sync(() => waiting()),
+              Effect.never
+            )
+          )
+        )
+      )
+      const iterator = Agent.runStream(agent, context, model)[Symbol.asyncIterator]()
+      assert.deepStrictEqual(await iterator.next(), { done: false, value: delta("a") })
+      const pending = iterator.next()
+      await waits
+      assert.isFalse(state.finalized)
+      assert.deepStrictEqual(await iterator.return?.(), { done: true, value: undefined })
+      assert.isTrue(state.finalized)
+      assert.deepStrictEqual(await pending, { done: true, value: undefined })
+    })
+  })
+
   it("prependMessages puts what ran before the failing agent in front of its messages", () => {
     const error = new Agent.AgentError({
       agent: "second",

@@ -86,7 +86,8 @@ const plainJson = (value: unknown): unknown => {
   const json = (value as { readonly toJSON?: unknown }).toJSON
   if (typeof json === "function") return plainJson(json.call(value))
   if (Array.isArray(value)) {
-    return value.map((item) =>
+    // `Array.from`, not `map`, which skips holes (JSON writes them as `null`).
+    return Array.from(value, (item) =>
       item === undefined || typeof item === "function" || typeof item === "symbol" ? null : plainJson(item)
     )
   }
@@ -123,6 +124,23 @@ const finishChunks = (
   const converted = toUsage(usage)
   if (converted !== undefined) out.push({ type: "usage", usage: converted })
   return out
+}
+
+/**
+ * The parts of `doStream`'s stream, read through its reader: one promise per part. Its own
+ * async iterator (what `for await` uses) chains every read behind the previous one through an
+ * async function, two promise hops more per part, and core pulls one part at a time anyway.
+ * A stream outside the spec that has no reader is iterated as it is.
+ */
+export const partsOf = (stream: ReadableStream<unknown> | AsyncIterable<unknown>): AsyncIterable<unknown> => {
+  if (!("getReader" in stream)) return stream
+  const reader = stream.getReader()
+  const iterator: AsyncIterator<unknown> = {
+    next: () => reader.read() as Promise<IteratorResult<unknown>>,
+    // Core calls it when it abandons the stream (after aborting the request): the provider's cleanup runs.
+    return: (value?: unknown) => reader.cancel().then(() => ({ done: true, value }))
+  }
+  return { [Symbol.asyncIterator]: () => iterator }
 }
 
 /** Stateful, one per stream: numbers tool calls, merges reasoning metadata, remembers the finish. */

@@ -160,6 +160,29 @@ const toResponseFormat = (
   }
 }
 
+type FunctionTool = NonNullable<LanguageModelV4CallOptions["tools"]>[number]
+
+/**
+ * Each tool definition's spec shape, made once: an agent sends the same tools at every step
+ * of its loop. Definitions are readonly, and the spec's tools are only read by providers.
+ */
+const functionTools = new WeakMap<ChatModel.ToolDefinition, FunctionTool>()
+
+const toFunctionTool = (tool: ChatModel.ToolDefinition): FunctionTool => {
+  let converted = functionTools.get(tool)
+  if (converted === undefined) {
+    converted = {
+      type: "function",
+      name: tool.name,
+      description: tool.description,
+      inputSchema: { ...tool.parameters },
+      ...(tool.strict !== undefined && { strict: tool.strict })
+    }
+    functionTools.set(tool, converted)
+  }
+  return converted
+}
+
 /** The call options for a `v4` model. */
 export const toCallOptions = (
   request: ChatModel.ChatRequest,
@@ -170,13 +193,7 @@ export const toCallOptions = (
     prompt: toPrompt(request.messages),
     abortSignal,
     ...(tools.length > 0 && {
-      tools: tools.map((tool) => ({
-        type: "function" as const,
-        name: tool.name,
-        description: tool.description,
-        inputSchema: { ...tool.parameters },
-        ...(tool.strict !== undefined && { strict: tool.strict })
-      }))
+      tools: tools.map(toFunctionTool)
     }),
     ...(tools.length > 0 &&
       request.toolChoice !== undefined && { toolChoice: toToolChoice(request.toolChoice) }),
@@ -192,8 +209,21 @@ export const toCallOptions = (
   }
 }
 
-/** The same options for a `v3` model: file data in the older shape (a URL, or the base64 text). */
-export const toV3CallOptions = (options: LanguageModelV4CallOptions): LanguageModelV3CallOptions => ({
+const isFilePart = (part: { readonly type: string }): boolean => part.type === "file"
+
+const hasFileParts = (prompt: ReadonlyArray<LanguageModelV4Message>): boolean =>
+  prompt.some(
+    (message) => (message.role === "user" || message.role === "assistant") && message.content.some(isFilePart)
+  )
+
+/**
+ * The same options for a `v3` model: file data in the older shape (a URL, or the base64 text).
+ * Without file parts the two specs' options are the same, and are passed as they are.
+ */
+export const toV3CallOptions = (options: LanguageModelV4CallOptions): LanguageModelV3CallOptions =>
+  hasFileParts(options.prompt) ? withV3Files(options) : (options as unknown as LanguageModelV3CallOptions)
+
+const withV3Files = (options: LanguageModelV4CallOptions): LanguageModelV3CallOptions => ({
   ...options,
   prompt: options.prompt.map(
     (message) =>
