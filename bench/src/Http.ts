@@ -22,7 +22,7 @@ import { generateText } from "ai"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import OpenAI from "openai"
 import type { Contender, LatencyOptions, ThroughputContender, ThroughputOptions } from "./Harness.ts"
-import { check, interleavedLatency, latency, now, throughput } from "./Harness.ts"
+import { allocation, check, interleavedLatency, latency, now, throughput } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 
 const answer = "The weather in Paris is sunny with a light breeze, 21 degrees."
@@ -227,12 +227,26 @@ const measure = async (
     return {
       ...turnFigures,
       ...(await interleavedLatency(firstTokens, options.latency)),
-      ...(await throughput(concurrent, options.throughput))
+      ...(await throughput(concurrent, options.throughput)),
+      ...allocatedKib(await allocation(concurrent, options.throughput))
     }
   } finally {
     await sessionTurns?.close()
   }
 }
+
+/**
+ * `http.concurrent50.<side>_per_s` as `http.alloc.<side>_kib`: KiB allocated per turn with 50
+ * in flight. A busy machine moves the times of the rows above by tens of percent; this hardly,
+ * so it shows what noema adds to a turn's work where the times cannot.
+ */
+const allocatedKib = (bytes: Record<string, number>): Record<string, number> =>
+  Object.fromEntries(
+    Object.entries(bytes).map(([figure, value]) => [
+      figure.replace("http.concurrent50.", "http.alloc.").replace("_per_s", "_kib"),
+      value / 1024
+    ])
+  )
 
 /** The session's turn with and without its trace kept, sharing one preparation (the harness runs it once). */
 const sessionContenders = (turns: SessionTurns, reset: () => Promise<void>): Array<Contender> => {
