@@ -104,13 +104,16 @@ const measure = async (
 ): Promise<Record<string, number>> => {
   const reset = () => server.reset()
 
-  // The floor: the official SDK alone. Retries off, as noema's client sets them.
-  const raw = new OpenAI({ apiKey, baseURL: server.url, maxRetries: 0 })
+  // The floor: the official SDK alone. Retries and logging off, as noema's client sets them: the
+  // SDK caches one logger per level for the process, so clients of different levels called in
+  // turn rebuild it for each other (a cost of interleaving, not of either side).
+  const sdkOptions = { apiKey, baseURL: server.url, maxRetries: 0, logLevel: "off" } as const
+  const raw = new OpenAI(sdkOptions)
   const messages = [{ role: "user" as const, content: question }]
   const rawTurn = () => raw.chat.completions.create({ model: modelName, messages })
   // A reference, not a contender: the floor plus the one thing noema must add, an abort signal
   // on every request (so interrupting a turn aborts it), showing how much of the gap is the signal.
-  const rawWithSignal = new OpenAI({ apiKey, baseURL: server.url, maxRetries: 0 })
+  const rawWithSignal = new OpenAI(sdkOptions)
   const rawSignalTurn = () =>
     rawWithSignal.chat.completions.create(
       { model: modelName, messages },
