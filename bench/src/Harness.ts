@@ -10,6 +10,8 @@
  * loop is bounded by a count and by a time budget.
  */
 
+import * as v8 from "node:v8"
+
 export interface Contender {
   /** The figure this contender produces, e.g. `inproc.plain.noema_us`. */
   readonly figure: string
@@ -213,6 +215,32 @@ export const throughput = async (
     return saturate(contender.operation, options.concurrency, options.total)
   })
 }
+
+/**
+ * Median bytes allocated per operation of each contender, run as `throughput` runs it
+ * (the same concurrency, so what an operation holds while it waits is counted), in
+ * interleaved rounds: the bytes the collections of a sample freed plus the heap's growth
+ * over it, divided by its operations. Unlike a time, this barely moves when the machine
+ * is busy, so a difference between contenders is their own.
+ */
+export const allocation = async (
+  contenders: ReadonlyArray<ThroughputContender>,
+  options: ThroughputOptions
+): Promise<Record<string, number>> =>
+  rounds(contenders, options, async (contender) => {
+    await contender.beforeSample?.()
+    const profiler = new v8.GCProfiler()
+    profiler.start()
+    const before = v8.getHeapStatistics().used_heap_size
+    await saturate(contender.operation, options.concurrency, options.total)
+    const after = v8.getHeapStatistics().used_heap_size
+    let freed = 0
+    for (const collection of profiler.stop()?.statistics ?? []) {
+      freed +=
+        collection.beforeGC.heapStatistics.usedHeapSize - collection.afterGC.heapStatistics.usedHeapSize
+    }
+    return (freed + after - before) / options.total
+  })
 
 /** Heap in use after a full collection, in bytes (needs `node --expose-gc`). */
 export const settledHeap = (): number => {

@@ -22,7 +22,7 @@ import { generateText } from "ai"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import OpenAI from "openai"
 import type { Contender, LatencyOptions, ThroughputContender, ThroughputOptions } from "./Harness.ts"
-import { check, interleavedLatency, latency, now, throughput } from "./Harness.ts"
+import { allocation, check, interleavedLatency, latency, now, throughput } from "./Harness.ts"
 import type { Availability } from "./Noema.ts"
 
 const answer = "The weather in Paris is sunny with a light breeze, 21 degrees."
@@ -104,13 +104,16 @@ const measure = async (
 ): Promise<Record<string, number>> => {
   const reset = () => server.reset()
 
-  // The floor: the official SDK alone. Retries off, as noema's client sets them.
-  const raw = new OpenAI({ apiKey, baseURL: server.url, maxRetries: 0 })
+  // The floor: the official SDK alone. Retries and logging off, as noema's client sets them: the
+  // SDK caches one logger per level for the process, so clients of different levels called in
+  // turn rebuild it for each other (a cost of interleaving, not of either side).
+  const sdkOptions = { apiKey, baseURL: server.url, maxRetries: 0, logLevel: "off" } as const
+  const raw = new OpenAI(sdkOptions)
   const messages = [{ role: "user" as const, content: question }]
   const rawTurn = () => raw.chat.completions.create({ model: modelName, messages })
   // A reference, not a contender: the floor plus the one thing noema must add, an abort signal
   // on every request (so interrupting a turn aborts it), showing how much of the gap is the signal.
-  const rawWithSignal = new OpenAI({ apiKey, baseURL: server.url, maxRetries: 0 })
+  const rawWithSignal = new OpenAI(sdkOptions)
   const rawSignalTurn = () =>
     rawWithSignal.chat.completions.create(
       { model: modelName, messages },
@@ -227,12 +230,26 @@ const measure = async (
     return {
       ...turnFigures,
       ...(await interleavedLatency(firstTokens, options.latency)),
-      ...(await throughput(concurrent, options.throughput))
+      ...(await throughput(concurrent, options.throughput)),
+      ...allocatedKib(await allocation(concurrent, options.throughput))
     }
   } finally {
     await sessionTurns?.close()
   }
 }
+
+/**
+ * `http.concurrent50.<side>_per_s` as `http.alloc.<side>_kib`: KiB allocated per turn with 50
+ * in flight. A busy machine moves the times of the rows above by tens of percent; this hardly,
+ * so it shows what noema adds to a turn's work where the times cannot.
+ */
+const allocatedKib = (bytes: Record<string, number>): Record<string, number> =>
+  Object.fromEntries(
+    Object.entries(bytes).map(([figure, value]) => [
+      figure.replace("http.concurrent50.", "http.alloc.").replace("_per_s", "_kib"),
+      value / 1024
+    ])
+  )
 
 /** The session's turn with and without its trace kept, sharing one preparation (the harness runs it once). */
 const sessionContenders = (turns: SessionTurns, reset: () => Promise<void>): Array<Contender> => {

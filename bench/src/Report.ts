@@ -96,6 +96,20 @@ const rows: ReadonlyArray<Row> = [
     cells: { raw: "http.concurrent50.raw_signal_per_s" }
   },
   {
+    workload: "http.alloc  (allocated per turn, 50 in flight)",
+    unit: "KiB",
+    suite: "http",
+    better: "lower",
+    cells: { noema: "http.alloc.noema_kib", raw: "http.alloc.raw_kib" }
+  },
+  {
+    workload: "http.alloc  raw SDK + AbortSignal (reference)",
+    unit: "KiB",
+    suite: "http",
+    better: "lower",
+    cells: { raw: "http.alloc.raw_signal_kib" }
+  },
+  {
     workload: "anthropic.turn  (one message)",
     unit: "us",
     suite: "providers",
@@ -569,6 +583,11 @@ const targets: ReadonlyArray<Target> = [
     description: "http.turn: noema <= 1.05 x raw SDK",
     figures: ["http.turn.noema_us", "http.turn.raw_us"],
     evaluate: ratio(1.05)
+  },
+  {
+    description: "http.concurrent50: noema >= 0.97 x raw SDK",
+    figures: ["http.concurrent50.noema_per_s", "http.concurrent50.raw_per_s"],
+    evaluate: atLeast(0.97)
   },
   {
     description: "http.ttft: noema <= raw SDK + 1 ms",

@@ -28,13 +28,14 @@ export const make = <Body>(
   exchange: () => Exchange<Body>
 ): Effect.Effect<ChatResponse, ChatModelError> =>
   // One callback for the whole exchange (not suspend + tryPromise + catch + flatMap): it is
-  // the whole of a turn's work on noema's side, and each Effect step costs per turn.
-  Effect.callback<ChatResponse, ChatModelError>((resume) => {
-    const controller = new AbortController()
+  // the whole of a turn's work on noema's side, and each Effect step costs per turn. The
+  // signal is the callback's own, which Effect aborts when the effect is interrupted while
+  // the request is in flight (a canceller of our own would be one more effect per call).
+  Effect.callback<ChatResponse, ChatModelError>((resume, signal) => {
     const failed = (cause: unknown) => resume(fail(cause, "request"))
     try {
       const { start, decode, requestIdOf } = exchange()
-      start(controller.signal).then((body) => {
+      start(signal).then((body) => {
         let response: ChatResponse | MalformedResponse
         try {
           response = decode(body)
@@ -50,6 +51,4 @@ export const make = <Body>(
     } catch (cause) {
       failed(cause)
     }
-    // Runs only when the effect is interrupted while the request is in flight.
-    return Effect.sync(() => controller.abort())
   })

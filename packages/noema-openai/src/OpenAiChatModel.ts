@@ -12,6 +12,7 @@
 import { ChatModel, ProviderFailure, ProviderRequest, ProviderStream } from "@noema/core"
 import type { Config } from "effect"
 import type OpenAI from "openai"
+import { abortOptionsFor } from "./internal/abort.js"
 import { ChunkTranslator, fromCompletion, toParams } from "./internal/chat.js"
 import { requestIdOf, toReason } from "./internal/errors.js"
 import { fromResponse, ResponsesTranslator, toResponsesParams } from "./internal/responses.js"
@@ -46,6 +47,7 @@ export const fromClient = (
 ): ChatModel.Service => {
   const { sdk, provider, scrub } = client
   const { model, capabilities } = options
+  const abortWith = abortOptionsFor(sdk)
 
   /**
    * Anything the SDK throws as a typed failure, with the request id when there is one
@@ -64,12 +66,13 @@ export const fromClient = (
     ProviderRequest.make<unknown>(fail, () =>
       responses
         ? {
-            start: (signal) => sdk.responses.create(toResponsesParams(model, request), { signal }),
+            start: (signal) => sdk.responses.create(toResponsesParams(model, request), abortWith(signal)),
             decode: fromResponse,
             requestIdOf: ProviderFailure.bodyRequestId
           }
         : {
-            start: (signal) => sdk.chat.completions.create(toParams(model, provider, request), { signal }),
+            start: (signal) =>
+              sdk.chat.completions.create(toParams(model, provider, request), abortWith(signal)),
             decode: fromCompletion,
             requestIdOf: ProviderFailure.bodyRequestId
           }
@@ -83,7 +86,7 @@ export const fromClient = (
         start: (signal) => {
           if (responses) {
             return sdk.responses
-              .create({ ...toResponsesParams(model, request), stream: true }, { signal })
+              .create({ ...toResponsesParams(model, request), stream: true }, abortWith(signal))
               .withResponse()
               .then((answer) => {
                 requestId = answer.request_id ?? undefined
@@ -98,7 +101,7 @@ export const fromClient = (
             stream_options: "stream_options" in params ? params.stream_options : { include_usage: true }
           }
           return sdk.chat.completions
-            .create(streamed, { signal })
+            .create(streamed, abortWith(signal))
             .withResponse()
             .then((answer) => {
               requestId = answer.request_id ?? undefined

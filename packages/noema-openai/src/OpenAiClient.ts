@@ -13,6 +13,7 @@
 import { Printable, Retry } from "@noema/core"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import OpenAI from "openai"
+import { joiningFetch, markJoining } from "./internal/abort.js"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -109,6 +110,8 @@ const build = (
   const apiKey = Redacted.value(options.apiKey)
   const sdk = new OpenAI({
     apiKey,
+    // Requests carry noema's abort signal to this fetch, not to the SDK (see internal/abort.ts).
+    fetch: joiningFetch(globalThis.fetch),
     logLevel: options.logLevel,
     baseURL: options.baseURL ?? "https://api.openai.com/v1",
     organization: options.organization ?? null,
@@ -119,6 +122,7 @@ const build = (
     }),
     ...(options.headers !== undefined && { defaultHeaders: { ...options.headers } })
   })
+  markJoining(sdk)
   return {
     sdk,
     provider: options.provider ?? "openai",

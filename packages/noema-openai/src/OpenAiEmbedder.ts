@@ -9,6 +9,7 @@
  */
 import { Embedder, ProviderFailure, Retry } from "@noema/core"
 import { Clock, type Config, Effect, Exit, Layer, Schema } from "effect"
+import { abortOptionsFor } from "./internal/abort.js"
 import { requestIdOf, toReason } from "./internal/errors.js"
 import * as OpenAiClient from "./OpenAiClient.js"
 
@@ -77,6 +78,7 @@ export const fromClient = (
 ): Embedder.Service => {
   const { sdk, provider, scrub } = client
   const { model, dimensions } = options
+  const abortWith = abortOptionsFor(sdk)
   const batchSize = Math.max(1, Math.min(2048, Math.floor(options.batchSize ?? 512)))
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? 2))
 
@@ -95,7 +97,7 @@ export const fromClient = (
       try: (signal) =>
         sdk.embeddings.create(
           { model, input: [...texts], ...(dimensions !== undefined && { dimensions }) },
-          { signal }
+          abortWith(signal)
         ),
       catch: (cause) => cause
     }).pipe(

@@ -197,14 +197,18 @@ export const toUsage = (usage: UsageWire | null | undefined): ChatModel.Usage | 
   const outputTokens = usage.completion_tokens ?? 0
   const cached = usage.prompt_tokens_details?.cached_tokens
   const reasoning = usage.completion_tokens_details?.reasoning_tokens
-  return {
+  // Field by field, not through spreads: once per model call, on the hot path.
+  const result: Mutable<ChatModel.Usage> = {
     inputTokens,
     outputTokens,
-    totalTokens: usage.total_tokens ?? inputTokens + outputTokens,
-    ...(typeof cached === "number" && { cachedInputTokens: cached }),
-    ...(typeof reasoning === "number" && { reasoningTokens: reasoning })
+    totalTokens: usage.total_tokens ?? inputTokens + outputTokens
   }
+  if (typeof cached === "number") result.cachedInputTokens = cached
+  if (typeof reasoning === "number") result.reasoningTokens = reasoning
+  return result
 }
+
+type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 
 const isFunctionCall = (call: ToolCallWire): boolean =>
   call.type === undefined || call.type === null || call.type === "function"
@@ -233,17 +237,19 @@ export const fromCompletion = (body: unknown): ChatModel.ChatResponse | Provider
   const refusal = message.refusal
   const reasoning = reasoningOf(message)
   const raw = choice.finish_reason
-  return {
+  // Field by field, not through spreads: once per model call, on the hot path.
+  const response: Mutable<ChatModel.ChatResponse> = {
     text: message.content ?? "",
-    ...(reasoning !== undefined && { reasoning }),
     toolCalls,
-    finishReason: toFinishReason(raw, toolCalls.length > 0),
-    ...(typeof raw === "string" && { rawFinishReason: raw }),
-    ...(usage !== undefined && { usage }),
-    ...(refusal !== undefined && refusal !== null && { refusal }),
-    ...(typeof completion.id === "string" && completion.id.length > 0 && { id: completion.id }),
-    ...(typeof completion.model === "string" && completion.model.length > 0 && { model: completion.model })
+    finishReason: toFinishReason(raw, toolCalls.length > 0)
   }
+  if (reasoning !== undefined) response.reasoning = reasoning
+  if (typeof raw === "string") response.rawFinishReason = raw
+  if (usage !== undefined) response.usage = usage
+  if (refusal !== undefined && refusal !== null) response.refusal = refusal
+  if (typeof completion.id === "string" && completion.id.length > 0) response.id = completion.id
+  if (typeof completion.model === "string" && completion.model.length > 0) response.model = completion.model
+  return response
 }
 
 /**
