@@ -10,6 +10,7 @@
  */
 import { Effect } from "effect"
 import type { ChatModelError, ChatResponse } from "./ChatModel.js"
+import { abandon } from "./internal/abandon.js"
 import { type Fail, MalformedResponse } from "./ProviderFailure.js"
 
 /** One exchange's parts, made when the effect runs (so what throws while making them is typed too). */
@@ -51,5 +52,5 @@ export const make = <Body>(
       failed(cause)
     }
     // Runs only when the effect is interrupted while the request is in flight.
-    return Effect.sync(() => controller.abort())
+    return Effect.sync(() => abandon(controller))
   })
