@@ -116,8 +116,7 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
   try {
     // The reference: the raw SDK aborting its own streaming request.
     const client = new OpenAI({ baseURL: server.url, apiKey: "test", maxRetries: 0 })
-    const raw: Array<number> = []
-    for (let i = 0; i < options.interrupts; i++) {
+    const rawInterrupt = async (): Promise<number> => {
       await server.reset()
       const controller = new AbortController()
       const stream = await client.chat.completions.create(
@@ -129,8 +128,9 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
       const closed = server.closedAt(0)
       const start = process.hrtime.bigint()
       controller.abort()
-      raw.push(microsSince(start, await closed))
+      const elapsed = microsSince(start, await closed)
       await iterator.next().catch(() => undefined)
+      return elapsed
     }
 
     const model = await Effect.runPromise(
@@ -154,8 +154,7 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
     )
     await Effect.runPromise(Effect.repeat(Effect.yieldNow, { times: 10 }))
     await Effect.runPromise(runtime.start)
-    const timings: Array<number> = []
-    for (let i = 0; i < options.interrupts; i++) {
+    const noemaInterrupt = async (i: number): Promise<number> => {
       await server.reset()
       const deltasBefore = textDeltas
       const completedBefore = completed
@@ -165,8 +164,22 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
       const closed = server.closedAt(0)
       const start = process.hrtime.bigint()
       await Effect.runPromise(runtime.receiveTrigger(TriggerEvent.fromUser(`stop ${i}`, { interrupt: true })))
-      timings.push(microsSince(start, await closed))
+      const elapsed = microsSince(start, await closed)
       await waitUntil(() => completed > completedBefore, "the interrupting turn")
+      return elapsed
+    }
+    // Interleaved one by one, the order swapped every time, so a burst of load from the rest of
+    // the machine falls on both sides alike.
+    const raw: Array<number> = []
+    const timings: Array<number> = []
+    for (let i = 0; i < options.interrupts; i++) {
+      if (i % 2 === 0) {
+        raw.push(await rawInterrupt())
+        timings.push(await noemaInterrupt(i))
+      } else {
+        timings.push(await noemaInterrupt(i))
+        raw.push(await rawInterrupt())
+      }
     }
     const report = await Effect.runPromise(runtime.stop())
     check(report.unprocessed.length === 0, "every interrupting message was answered")

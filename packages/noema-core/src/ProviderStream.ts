@@ -15,6 +15,7 @@
  */
 import { Array as Arr, Cause, Channel, Effect, Scope, Stream } from "effect"
 import type { ChatModelError, StreamChunk } from "./ChatModel.js"
+import { abandon } from "./internal/abandon.js"
 
 /** Where a failure happened: before the response started, or while its stream was read. */
 export type Phase = "request" | "stream"
@@ -108,7 +109,7 @@ class Exchange {
   /** Aborts the request unless its answer was read to the end (once: the pull's canceller and the scope's finalizer both call it). */
   readonly close = Effect.sync(() => {
     if (this.readToEnd || this.controller.signal.aborted) return
-    this.controller.abort()
+    abandon(this.controller)
     // Lets the SDK's iterator run its own cleanup; it settles once the aborted read does.
     this.iterator?.return?.().catch(ignore)
   })

@@ -33,11 +33,12 @@ const fail = (cause: unknown, phase: ProviderStream.Phase) =>
 
 /** A source that records whether its request was aborted. */
 const source = (events: ReadonlyArray<unknown>, hangAfter = false) => {
-  const seen = { aborted: false, started: 0 }
+  const seen = { aborted: false, started: 0, reason: undefined as unknown }
   const start = (signal: AbortSignal) => {
     seen.started++
     signal.addEventListener("abort", () => {
       seen.aborted = true
+      seen.reason = signal.reason
     })
     return Promise.resolve({
       async *[Symbol.asyncIterator]() {
@@ -109,5 +110,26 @@ describe("ProviderStream", () => {
       yield* Fiber.interrupt(fiber)
       assert.deepStrictEqual(order, ["after abort"])
     })
+  )
+
+  it.live(
+    "an abandoned request's abort errors are made without stack frames, and the limit is restored",
+    () =>
+      Effect.gen(function* () {
+        // The SDK's abort errors are never read (the caller has gone), but Node formats their
+        // stacks before closing the socket: ten frames of Effect's run loop, the costliest part
+        // of an interrupt's abort.
+        const limit = Error.stackTraceLimit
+        const hanging = source([{ text: "a" }], true)
+        const fiber = yield* Effect.forkChild(Stream.runDrain(hanging.stream))
+        for (let i = 0; i < 2000 && hanging.seen.started === 0; i++) yield* Effect.sleep("5 millis")
+        yield* Fiber.interrupt(fiber)
+        assert.isTrue(hanging.seen.aborted)
+        assert.instanceOf(hanging.seen.reason, Error)
+        assert.notInclude((hanging.seen.reason as Error).stack ?? "", "\n    at ")
+        assert.strictEqual(Error.stackTraceLimit, limit)
+        // Errors made afterwards have their frames again.
+        assert.include(new Error("after").stack ?? "", "\n    at ")
+      })
   )
 })
