@@ -19,8 +19,7 @@
  * returned. PostgreSQL keeps one transaction each (its server flushes concurrent
  * commits together).
  */
-import { GroupCommit } from "@noema/session"
-import { Database, DatabaseError, Migrations } from "@noema/sql"
+import { Database, DatabaseError, GroupCommit, Migrations } from "@noema/sql"
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { deepFreeze } from "./internal/frozen.js"

@@ -19,7 +19,7 @@
  * transaction has its span).
  * On SQLite, appends that arrive together in one process share one transaction
  * and one fsync, each in its own savepoint with its own result, and each
- * acknowledged only after that COMMIT (group commit: `internal/GroupCommit.ts`
+ * acknowledged only after that COMMIT (group commit: `@noema/sql` GroupCommit
  * states the contract); PostgreSQL keeps one transaction per append.
  * Messages are validated with core's `Message` Schema on the way in and out; a
  * session is read in batches of rows (`Dialect.messagesPerRead`) on the load's
@@ -30,10 +30,9 @@
  * id, schema version) and is refused, untouched, otherwise.
  */
 import { Message } from "@noema/core"
-import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
+import { Database, DatabaseError, GroupCommit, Migrations, Prepared } from "@noema/sql"
 import { Clock, Effect, Layer } from "effect"
 import { Migrator, SqlClient, type SqlConnection, SqlError, type Statement } from "effect/sql"
-import * as GroupCommit from "./internal/GroupCommit.js"
 import * as SqlDialect from "./internal/sqlDialect.js"
 import {
   CorruptDatabase,
@@ -194,7 +193,7 @@ interface Store {
   ) => Effect.Effect<A, E | SqlError.SqlError, R>
   /**
    * Runs an append's statements in a writing transaction. SQLite groups the appends that
-   * arrive together into one transaction and one fsync (`internal/GroupCommit.ts`);
+   * arrive together into one transaction and one fsync (`@noema/sql` GroupCommit);
    * PostgreSQL keeps one transaction per append, as its server already flushes concurrent
    * commits together.
    */

@@ -3,7 +3,6 @@
  */
 export * as Compaction from "./Compaction.js"
 /** SQLite transactions that arrive together, committed as one (the session store's appends, the resource store's writes). */
-export * as GroupCommit from "./internal/GroupCommit.js"
 export * as MemoryStore from "./MemoryStore.js"
 export * as PostgresStore from "./PostgresStore.js"
 export * as Session from "./Session.js"
