@@ -457,7 +457,9 @@ export const make = (options: Options): Executor => {
         if (writer.artifacts().length === 0) yield* writer.writeArtifact(`${stage.key}.md`, `${answer}\n`)
         yield* writer.writeOutput({ text: answer, artifacts: writer.artifacts().map((a) => a.path) })
         yield* writer.writeManifest(manifestFields("completed"))
-      })
+        // Cut off (canceled, or its process stopping), the attempt still ends with its files on
+        // their way landed: none is linked later into a directory a next attempt has set aside.
+      }).pipe(Effect.onInterrupt(() => writer.settle))
       return yield* work.pipe(
         Effect.matchEffect({
           onSuccess: () => append(run.runId, [...published(), { type: "StageCompleted", position, attempt }]),

@@ -14,7 +14,10 @@
  * A stage's directories are fsynced once each, together, just before its manifest
  * (not after each file): nothing claims a name before then, so each fsync the
  * contract needs is done once (a stage with one artifact: four files, its three
- * directories, then the manifest's directory again).
+ * directories, then the manifest's directory again). Nor does a write wait for its
+ * fsync unless its caller needs the file in place (an artifact): `input.json` and
+ * `output.json` land (fsync, then link) while the stage goes on, and the manifest waits
+ * for them, so a stage's file fsyncs wait on the disk together.
  * Files are made 0600 and directories 0700 (as `$NOEMA_HOME` is): a run's
  * request and artifacts are its owner's alone, wherever the workspace is.
  *
@@ -170,8 +173,15 @@ const ensureDirectory = (directory: string, pending: PendingDirectories) => {
   pending.add(path.dirname(directory))
 }
 
-/** Writes `data` to a new temporary file beside `file` and fsyncs it: its bytes are on disk, under no name yet that counts. */
-const writeTemporary = async (file: string, data: string | Uint8Array): Promise<string> => {
+/**
+ * Writes `data` to a new temporary file beside `file` at once (a refusal, `ENOSPC` or
+ * `EACCES`, is thrown here) and starts its fsync: once `synced` resolves, its bytes are on
+ * disk, under no name yet that counts.
+ */
+const startTemporary = (
+  file: string,
+  data: string | Uint8Array
+): { readonly temporary: string; readonly synced: Promise<void> } => {
   const temporary = path.join(
     path.dirname(file),
     `.${path.basename(file)}.${process.pid}.${crypto.randomUUID()}.tmp`
@@ -179,10 +189,17 @@ const writeTemporary = async (file: string, data: string | Uint8Array): Promise<
   const fd = fs.openSync(temporary, "wx", fileMode)
   try {
     fs.writeFileSync(fd, data)
-    await fsyncInPool(fd)
-  } finally {
+  } catch (error) {
     fs.closeSync(fd)
+    throw error
   }
+  return { temporary, synced: fsyncInPool(fd).finally(() => fs.closeSync(fd)) }
+}
+
+/** `startTemporary`, waited on: the temporary file's name once its bytes are on disk. */
+const writeTemporary = async (file: string, data: string | Uint8Array): Promise<string> => {
+  const { temporary, synced } = startTemporary(file, data)
+  await synced
   return temporary
 }
 
@@ -233,9 +250,58 @@ const attemptWrite = <A>(file: string, f: () => Promise<A>): Effect.Effect<A, Fi
   Effect.uninterruptible(
     Effect.tryPromise({
       try: f,
-      catch: (error) => new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
+      catch: (error) =>
+        // A file written earlier that failed on its way (`Landing`) is named as itself.
+        error instanceof FileError
+          ? error
+          : new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
     })
   )
+
+/**
+ * The files of one attempt still on their way to disk (temporary file fsynced, then linked):
+ * started by a write, which returns once the bytes are written, and waited on all together
+ * before anything claims them (`writeManifest`), so their fsyncs wait on the disk at the
+ * same time instead of one after another, and beside the agent's work.
+ */
+class Landing {
+  readonly #files = new Set<Promise<void>>()
+  readonly #failures: Array<FileError> = []
+  readonly #names = new Set<string>()
+
+  /**
+   * Writes `data` to `file`'s temporary file now; its fsync and its link into place follow.
+   * A name already written, or on its way, is refused now, as `link` would refuse it later.
+   */
+  start(file: string, data: string | Uint8Array, pending: PendingDirectories): void {
+    if (this.#names.has(file) || fs.existsSync(file))
+      throw new Error("already written: a file of an attempt is written once, never overwritten")
+    const { temporary, synced } = startTemporary(file, data)
+    this.#names.add(file)
+    const landed: Promise<void> = synced
+      .then(() => linkInto(temporary, file, pending))
+      .catch((error: unknown) => {
+        this.#failures.push(new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) }))
+      })
+      .finally(() => this.#files.delete(landed))
+    this.#files.add(landed)
+  }
+
+  /**
+   * Once every file started has landed; the first that could not be written fails it (each
+   * failure is told once, as a write waited on would have told it to its caller).
+   */
+  async landed(): Promise<void> {
+    await this.settled()
+    const [failure] = this.#failures.splice(0)
+    if (failure !== undefined) throw failure
+  }
+
+  /** Once no file is on its way any more, landed or not. */
+  async settled(): Promise<void> {
+    while (this.#files.size > 0) await Promise.all(this.#files)
+  }
+}
 
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`
 
@@ -418,19 +484,28 @@ export type StageInput = typeof StageInput.Type
 export interface StageWriter {
   readonly directory: string
   readonly artifactsDirectory: string
+  /**
+   * Returns once its bytes are written (a refusal of the file system fails it then); the file
+   * is fsynced and linked into place on the way, and `writeManifest` waits for it.
+   */
   readonly writeInput: (input: unknown) => Effect.Effect<void, FileError>
+  /** Returns once the artifact is on disk, in place, under its name. */
   readonly writeArtifact: (
     relative: string,
     content: string,
     kind?: string
   ) => Effect.Effect<ArtifactEntry, FileError>
+  /** As `writeInput`. */
   readonly writeOutput: (output: unknown) => Effect.Effect<void, FileError>
   /**
-   * Last: only after every artifact; lists them with their hashes. Fsyncs every directory the
-   * attempt's files were linked in first, then the manifest and its directory: once it returns,
-   * everything it names is on disk.
+   * Last: only after every artifact; lists them with their hashes. Waits for the input and
+   * output to be linked, fsyncs every directory the attempt's files were linked in, then links
+   * the manifest and fsyncs its directory: once it returns, everything it names is on disk.
+   * A file of the attempt that could not be written fails it.
    */
   readonly writeManifest: (manifest: Omit<Manifest, "artifacts">) => Effect.Effect<Manifest, FileError>
+  /** Once no file of the attempt is on its way any more: an attempt cut off ends with its writes. */
+  readonly settle: Effect.Effect<void>
   readonly artifacts: () => ReadonlyArray<ArtifactEntry>
 }
 
@@ -523,6 +598,8 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const slots: Array<{ entry: ArtifactEntry | undefined }> = []
   const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
+  const landing = new Landing()
+  const startWrite = (file: string, data: string) => attempt(file, () => landing.start(file, data, pending))
   return attempt(directory, () => {
     if (fs.existsSync(directory)) {
       const manifest = readManifest(directory)
@@ -542,14 +619,8 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
     Effect.as<StageWriter>({
       directory,
       artifactsDirectory,
-      writeInput: (input) => {
-        const file = path.join(directory, "input.json")
-        return attemptWrite(file, () => linkDurable(file, json(input), pending))
-      },
-      writeOutput: (output) => {
-        const file = path.join(directory, "output.json")
-        return attemptWrite(file, () => linkDurable(file, json(output), pending))
-      },
+      writeInput: (input) => startWrite(path.join(directory, "input.json"), json(input)),
+      writeOutput: (output) => startWrite(path.join(directory, "output.json"), json(output)),
       writeArtifact: (name, content, kind) => {
         const named = artifactTarget(artifactsDirectory, name)
         if (named instanceof FileError) return Effect.fail(named)
@@ -596,16 +667,23 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
         const file = path.join(directory, "manifest.json")
         const manifest: Manifest = { ...fields, artifacts: published() }
         return attemptWrite(file, async () => {
-          // Its bytes while the directories are synced; its name only once they are.
-          const [temporary] = await Promise.all([
+          // Its bytes while the other files land and their directories are synced; its name
+          // only once they are.
+          const [written, landed] = await Promise.allSettled([
             writeTemporary(file, json(manifest)),
-            syncDirectories(pending)
+            landing.landed().then(() => syncDirectories(pending))
           ])
-          linkInto(temporary, file, pending)
+          if (landed.status === "rejected") {
+            if (written.status === "fulfilled") fs.rmSync(written.value, { force: true })
+            throw landed.reason
+          }
+          if (written.status === "rejected") throw written.reason
+          linkInto(written.value, file, pending)
           await syncDirectories(pending)
           return manifest
         })
       },
+      settle: Effect.promise(() => landing.settled()),
       artifacts: published
     })
   )

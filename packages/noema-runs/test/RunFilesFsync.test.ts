@@ -9,7 +9,7 @@ import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import * as RunFiles from "../src/RunFiles.js"
 
 type Step = { readonly fsync: string } | { readonly link: string }
@@ -19,9 +19,17 @@ const cjs = createRequire(import.meta.url)("node:fs") as typeof fs
 const original = { fsync: cjs.fsync, fsyncSync: cjs.fsyncSync, linkSync: cjs.linkSync }
 const pathOf = (fd: number) => fs.readlinkSync(`/proc/self/fd/${fd}`)
 
+/** While set, the fsyncs off the event loop wait here (by path) until a test lets them go on. */
+let held: Map<string, (error?: NodeJS.ErrnoException) => void> | undefined
+
 beforeAll(() => {
   cjs.fsync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
-    steps.push({ fsync: pathOf(fd) })
+    const file = pathOf(fd)
+    steps.push({ fsync: file })
+    if (held !== undefined) {
+      held.set(file, (error) => (error === undefined ? original.fsync(fd, callback) : callback(error)))
+      return
+    }
     return original.fsync(fd, callback)
   }) as typeof fs.fsync
   cjs.fsyncSync = (fd: number) => {
@@ -102,6 +110,89 @@ describe("RunFiles: a stage's fsyncs", () => {
       for (const directory of [path.dirname(stage), stage, path.join(stage, "artifacts")])
         assert.isTrue(before.has(directory), `${directory} not fsynced before the manifest was linked`)
       assert.deepStrictEqual(steps.slice(manifestLink + 1), [{ fsync: stage }])
+    })
+  )
+
+  /** Lets the fiber run until `done()` holds, for at most `rounds` turns of the scheduler (no clock). */
+  const until = (done: () => boolean, rounds = 2000) =>
+    Effect.gen(function* () {
+      for (let round = 0; round < rounds && !done(); round++)
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+    })
+
+  it.effect(
+    "input.json and output.json do not wait for their fsyncs: they land together, before the manifest",
+    () =>
+      Effect.gen(function* () {
+        const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+        const writer = yield* RunFiles.stageWriter({
+          workspace: root,
+          runId: "run_1",
+          position: 1,
+          key: "one",
+          attempt: 1
+        })
+        const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+        held = waiting
+        try {
+          const files = Effect.gen(function* () {
+            yield* writer.writeInput({ request: "r" })
+            yield* writer.writeOutput({ text: "answer", artifacts: [] })
+          })
+          const fiber = yield* Effect.forkChild(files)
+          const tmp = (name: string) =>
+            [...waiting.keys()].some((file) => path.basename(file).startsWith(`.${name}.`))
+          yield* until(() => tmp("input.json") && tmp("output.json"))
+          assert.isTrue(tmp("input.json") && tmp("output.json"), "output.json waited for input.json's fsync")
+          yield* Fiber.join(fiber)
+          const manifest = yield* Effect.forkChild(writer.writeManifest(manifestFields(1, "one")))
+          yield* until(() => tmp("manifest.json"))
+          // Nothing is linked while its bytes are not on disk; the manifest waits for both.
+          for (const name of ["input.json", "output.json", "manifest.json"])
+            assert.isFalse(
+              fs.existsSync(path.join(writer.directory, name)),
+              `${name} linked before its fsync`
+            )
+          held = undefined
+          for (const release of waiting.values()) release()
+          yield* Fiber.join(manifest)
+          for (const name of ["input.json", "output.json", "manifest.json"])
+            assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
+        } finally {
+          held = undefined
+        }
+      })
+  )
+
+  it.effect("a file that fails on its way fails the manifest, naming the file; nothing is claimed", () =>
+    Effect.gen(function* () {
+      const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+      const writer = yield* RunFiles.stageWriter({
+        workspace: root,
+        runId: "run_1",
+        position: 1,
+        key: "one",
+        attempt: 1
+      })
+      const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+      held = waiting
+      try {
+        yield* writer.writeInput({ request: "r" })
+        const input = [...waiting].find(([file]) => path.basename(file).startsWith(".input.json."))
+        assert.isDefined(input)
+        held = undefined
+        input![1](Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
+        const error = yield* Effect.flip(writer.writeManifest(manifestFields(1, "one")))
+        assert.strictEqual(error.path, path.join(writer.directory, "input.json"))
+        assert.strictEqual(error.systemError, "EIO")
+        assert.isFalse(fs.existsSync(path.join(writer.directory, "manifest.json")))
+        assert.isFalse(fs.existsSync(path.join(writer.directory, "input.json")))
+        // Told once: the failed attempt's own manifest can still be written.
+        const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
+        assert.strictEqual(failed.status, "failed")
+      } finally {
+        held = undefined
+      }
     })
   )
 })
