@@ -35,6 +35,7 @@ import {
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
+  type JournalEntry,
   needsThreadRuns,
   newThread,
   queuedRun,
@@ -360,6 +361,17 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           WHERE execution_id = ${executionId} AND entry_key = ${key}`,
         (rows) => rows[0]?.value
       )
+    /** Writes the entry unless one is there; the value that stands. */
+    const insertEntry = ({ executionId, key, value }: JournalEntry) =>
+      Effect.gen(function* () {
+        const inserted = yield* sql<{ value: string }>`
+          INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
+          VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
+          ON CONFLICT (execution_id, entry_key) DO NOTHING
+          RETURNING value`
+        // Nothing returned: an entry was there already, and it stands.
+        return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
+      })
     const journal: WorkflowJournal = {
       start: ({ executionId, workflow, payload }) =>
         orStoreError(
@@ -388,18 +400,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           )
         ),
       entry: (executionId, key) => orStoreError(selectEntry(executionId, key)),
-      record: (executionId, key, value) =>
-        orStoreError(
-          Effect.gen(function* () {
-            const inserted = yield* sql<{ value: string }>`
-              INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
-              VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
-              ON CONFLICT (execution_id, entry_key) DO NOTHING
-              RETURNING value`
-            // Nothing returned: an entry was there already, and it stands.
-            return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
-          })
-        ),
+      record: (executionId, key, value) => orStoreError(insertEntry({ executionId, key, value })),
       entries: (executionId) =>
         orStoreError(
           Effect.map(
@@ -467,7 +468,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
             })
           )
         ),
-      append: (runId, batch) =>
+      append: (runId, batch, appendOptions) =>
         orStoreError(
           transaction(
             Effect.gen(function* () {
@@ -483,6 +484,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               if (next instanceof IllegalTransition) return yield* Effect.fail(next)
               yield* insertEvents(next.events)
               yield* project(next.view, false)
+              if (appendOptions?.journal !== undefined) yield* insertEntry(appendOptions.journal)
               return next.view
             })
           )
