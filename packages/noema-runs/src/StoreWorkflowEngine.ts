@@ -108,11 +108,24 @@ const activityResult = Schema.toCodecJson(Workflow.Result({ success: AnyOrVoid, 
 const deferredExit = Schema.toCodecJson(Schema.Exit(AnyOrVoid, AnyOrVoid, Schema.Defect()))
 
 const props = (workflow: Workflow.Any) => workflow as unknown as Workflow.AnyWithProps
-const executionResult = (workflow: Workflow.Any) =>
+/** `derive` once per workflow: a codec is built on each journal read or write otherwise. */
+const perWorkflow = <A extends object>(derive: (workflow: Workflow.Any) => A) => {
+  const derived = new WeakMap<Workflow.Any, A>()
+  return (workflow: Workflow.Any): A => {
+    let value = derived.get(workflow)
+    if (value === undefined) {
+      value = derive(workflow)
+      derived.set(workflow, value)
+    }
+    return value
+  }
+}
+const executionResult = perWorkflow((workflow) =>
   Schema.toCodecJson(
     Workflow.Result({ success: props(workflow).successSchema, error: props(workflow).errorSchema })
   )
-const payloadCodec = (workflow: Workflow.Any) => Schema.toCodecJson(props(workflow).payloadSchema)
+)
+const payloadCodec = perWorkflow((workflow) => Schema.toCodecJson(props(workflow).payloadSchema))
 
 // The journal's text is JSON of these codecs' encoded forms; a value that does not decode is a defect.
 const toText = (schema: Schema.Top, value: unknown): Effect.Effect<string> =>
