@@ -699,6 +699,13 @@ export const readManifest = (directory: string): Manifest | undefined => {
 // write_artifact: the tool agents write artifacts with
 // ---------------------------------------------------------------------------
 
+/** `write_artifact`'s arguments: one schema for every stage's tool, so its JSON Schema is derived once. */
+const WriteArtifactParameters = Schema.Struct({
+  path: Schema.String,
+  content: Schema.String,
+  kind: Schema.optional(Schema.String)
+})
+
 /** A `write_artifact` tool bound to one stage attempt's artifacts directory. */
 export const writeArtifactTool = (
   writer: StageWriter,
@@ -708,11 +715,7 @@ export const writeArtifactTool = (
     name: "write_artifact",
     description:
       "Write a file (Markdown, JSON or any text) as an artifact of the current stage. The path is relative to the stage's artifacts directory, in printable characters (no control or bidirectional-text characters); an existing artifact is never overwritten.",
-    parameters: Schema.Struct({
-      path: Schema.String,
-      content: Schema.String,
-      kind: Schema.optional(Schema.String)
-    }),
+    parameters: WriteArtifactParameters,
     annotations: { readOnly: false, destructive: false, idempotent: false },
     handler: ({ path: relative, content, kind }) =>
       writer.writeArtifact(relative, content, kind).pipe(
@@ -783,6 +786,13 @@ export const readPublished = (
   })
 }
 
+/** `read_artifact`'s arguments (one schema for every stage's tool, as `write_artifact`'s). */
+const ReadArtifactParameters = Schema.Struct({
+  stage: Schema.String,
+  path: Schema.String,
+  attempt: Schema.optional(Schema.Number)
+})
+
 /**
  * A `read_artifact` tool: `read` finds the artifact an agent names (an earlier, completed
  * stage of its run; refusals are the message the model reads) and gives its text.
@@ -798,11 +808,7 @@ export const readArtifactTool = (
     name: "read_artifact",
     description:
       "Read an artifact of an earlier, completed stage of this run: `stage` is the stage's key, `path` the artifact's path in that stage, as your input lists them. Long texts are cut, saying so.",
-    parameters: Schema.Struct({
-      stage: Schema.String,
-      path: Schema.String,
-      attempt: Schema.optional(Schema.Number)
-    }),
+    parameters: ReadArtifactParameters,
     annotations: { readOnly: true, destructive: false, idempotent: true },
     handler: (request) => read(request).pipe(Effect.mapError((error) => error.message))
   })
