@@ -313,9 +313,12 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         if (known !== undefined) return { state: known, result: undefined }
         const entry = workflows.get(workflow._tag)
         if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
+        // Read first: an execution carried on again (a resume, a replay after an approval) is
+        // there, and a write that changes nothing still commits, and waits on the disk.
+        const recorded = yield* durable(journal.execution(executionId))
         const record =
-          payload === undefined
-            ? yield* durable(journal.execution(executionId))
+          payload === undefined || recorded !== undefined
+            ? recorded
             : yield* durable(
                 journal.start({
                   executionId,
