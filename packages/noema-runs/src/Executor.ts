@@ -463,8 +463,11 @@ export const make = (options: Options): Executor => {
           .join("\n")
           .trim()
         // A stage always leaves a result: the answer itself when the agent wrote no artifact.
-        if (writer.artifacts().length === 0) yield* writer.writeArtifact(`${stage.key}.md`, `${answer}\n`)
-        yield* writer.writeOutput({ text: answer, artifacts: writer.artifacts().map((a) => a.path) })
+        const written = writer.artifacts().map((a) => a.path)
+        if (written.length === 0) {
+          const name = `${stage.key}.md`
+          yield* writer.writeAnswer(name, `${answer}\n`, { text: answer, artifacts: [name] })
+        } else yield* writer.writeOutput({ text: answer, artifacts: written })
         yield* writer.writeManifest(manifestFields("completed"))
         // Cut off (canceled, or its process stopping), the attempt still ends with its files on
         // their way landed: none is linked later into a directory a next attempt has set aside.

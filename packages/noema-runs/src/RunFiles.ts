@@ -270,19 +270,44 @@ class Landing {
   readonly #names = new Set<string>()
 
   /**
-   * Writes `data` to `file`'s temporary file now; its fsync and its link into place follow.
+   * Writes `data` to `file`'s temporary file now; its fsync and its link into place follow,
+   * the link only once `after` (what the file names) has landed too: if that fails, `file` is
+   * not linked and its name is free again (the failure is `after`'s to tell).
    * A name already written, or on its way, is refused now, as `link` would refuse it later.
    */
-  start(file: string, data: string | Uint8Array, pending: PendingDirectories): void {
+  start(
+    file: string,
+    data: string | Uint8Array,
+    pending: PendingDirectories,
+    after?: Promise<unknown>
+  ): void {
     if (this.#names.has(file) || fs.existsSync(file))
       throw new Error("already written: a file of an attempt is written once, never overwritten")
     const { temporary, synced } = startTemporary(file, data)
     this.#names.add(file)
     const landed: Promise<void> = synced
-      .then(() => linkInto(temporary, file, pending))
-      .catch((error: unknown) => {
-        this.#failures.push(new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) }))
-      })
+      .then(
+        () => after,
+        (error: unknown) => {
+          this.#failures.push(new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) }))
+          return Promise.reject(error)
+        }
+      )
+      .then(
+        () => {
+          try {
+            linkInto(temporary, file, pending)
+          } catch (error) {
+            this.#failures.push(
+              new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
+            )
+          }
+        },
+        () => {
+          fs.rmSync(temporary, { force: true })
+          this.#names.delete(file)
+        }
+      )
       .finally(() => this.#files.delete(landed))
     this.#files.add(landed)
   }
@@ -295,6 +320,16 @@ class Landing {
     await this.settled()
     const [failure] = this.#failures.splice(0)
     if (failure !== undefined) throw failure
+  }
+
+  /** A write the caller waits on itself (an artifact): only what `settled` waits for. */
+  track(write: Promise<unknown>): void {
+    const settled: Promise<void> = write.then(
+      () => undefined,
+      () => undefined
+    )
+    const tracked = settled.finally(() => this.#files.delete(tracked))
+    this.#files.add(tracked)
   }
 
   /** Once no file is on its way any more, landed or not. */
@@ -498,6 +533,17 @@ export interface StageWriter {
   /** As `writeInput`. */
   readonly writeOutput: (output: unknown) => Effect.Effect<void, FileError>
   /**
+   * The stage's answer kept as the artifact `name` and `output` as output.json, their fsyncs
+   * waiting on the disk together: output.json lands only once the artifact has (one that
+   * fails leaves output.json unwritten, for the attempt's error). Returns once the artifact
+   * is in place.
+   */
+  readonly writeAnswer: (
+    name: string,
+    content: string,
+    output: unknown
+  ) => Effect.Effect<ArtifactEntry, FileError>
+  /**
    * Last: only after every artifact; lists them with their hashes. Waits for the input and
    * output to be linked, fsyncs every directory the attempt's files were linked in, then links
    * the manifest and fsyncs its directory: once it returns, everything it names is on disk.
@@ -599,7 +645,62 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
   const landing = new Landing()
-  const startWrite = (file: string, data: string) => attempt(file, () => landing.start(file, data, pending))
+  const startWrite = (file: string, data: string, after?: Promise<unknown>) =>
+    attempt(file, () => landing.start(file, data, pending, after))
+  /**
+   * Checks an artifact and starts its write (a refusal fails it now): `landed` once the file
+   * is on disk under its name, with its entry in its place among the attempt's artifacts.
+   */
+  const startArtifact = (
+    name: string,
+    content: string,
+    kind?: string
+  ): Effect.Effect<{ readonly relative: string; readonly landed: Promise<ArtifactEntry> }, FileError> => {
+    const named = artifactTarget(artifactsDirectory, name)
+    if (named instanceof FileError) return Effect.fail(named)
+    const { relative, target } = named
+    const bytes = Buffer.from(content, "utf8")
+    if (bytes.length > maxBytes)
+      return Effect.fail(
+        new FileError({
+          path: relative,
+          detail: `${bytes.length} bytes is over the ${maxBytes}-byte cap`
+        })
+      )
+    return attempt(relative, () => {
+      // Counted with the writes still waiting on the disk, so writes at once cannot pass the cap.
+      if (slots.length >= maxCount) throw new Error(`at most ${maxCount} artifacts per stage`)
+      // Every directory between the artifacts root and the file must be a real directory.
+      let parent = path.dirname(target)
+      ensureDirectory(parent, pending)
+      while (parent !== artifactsDirectory) {
+        if (fs.lstatSync(parent).isSymbolicLink()) throw new Error("the path goes through a symbolic link")
+        parent = path.dirname(parent)
+      }
+      if (fs.existsSync(target))
+        throw new Error("the artifact already exists: artifacts are never overwritten")
+      const { temporary, synced } = startTemporary(target, bytes)
+      const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
+      slots.push(slot)
+      const landed = synced
+        .then(() => {
+          linkInto(temporary, target, pending)
+          slot.entry = {
+            path: path.relative(artifactsDirectory, target).split(path.sep).join("/"),
+            kind: kind ?? kindOf(relative),
+            sha256: sha256(bytes),
+            size: bytes.length
+          }
+          return slot.entry
+        })
+        .catch((error: unknown) => {
+          slots.splice(slots.indexOf(slot), 1)
+          throw error
+        })
+      landing.track(landed)
+      return { relative, landed }
+    })
+  }
   return attempt(directory, () => {
     if (fs.existsSync(directory)) {
       const manifest = readManifest(directory)
@@ -621,48 +722,26 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       artifactsDirectory,
       writeInput: (input) => startWrite(path.join(directory, "input.json"), json(input)),
       writeOutput: (output) => startWrite(path.join(directory, "output.json"), json(output)),
-      writeArtifact: (name, content, kind) => {
-        const named = artifactTarget(artifactsDirectory, name)
-        if (named instanceof FileError) return Effect.fail(named)
-        const { relative, target } = named
-        const bytes = Buffer.from(content, "utf8")
-        if (bytes.length > maxBytes)
-          return Effect.fail(
-            new FileError({
-              path: relative,
-              detail: `${bytes.length} bytes is over the ${maxBytes}-byte cap`
-            })
+      // Uninterruptible from start to landing: nothing of an artifact is left on its way unwatched.
+      writeArtifact: (name, content, kind) =>
+        Effect.uninterruptible(
+          Effect.flatMap(startArtifact(name, content, kind), (started) =>
+            attemptWrite(started.relative, () => started.landed)
           )
-        return attemptWrite(relative, async () => {
-          // Counted with the writes still waiting on the disk, so writes at once cannot pass the cap.
-          if (slots.length >= maxCount) throw new Error(`at most ${maxCount} artifacts per stage`)
-          // Every directory between the artifacts root and the file must be a real directory.
-          let parent = path.dirname(target)
-          ensureDirectory(parent, pending)
-          while (parent !== artifactsDirectory) {
-            if (fs.lstatSync(parent).isSymbolicLink())
-              throw new Error("the path goes through a symbolic link")
-            parent = path.dirname(parent)
-          }
-          if (fs.existsSync(target))
-            throw new Error("the artifact already exists: artifacts are never overwritten")
-          const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
-          slots.push(slot)
-          try {
-            await linkDurable(target, bytes, pending)
-          } catch (error) {
-            slots.splice(slots.indexOf(slot), 1)
-            throw error
-          }
-          slot.entry = {
-            path: path.relative(artifactsDirectory, target).split(path.sep).join("/"),
-            kind: kind ?? kindOf(relative),
-            sha256: sha256(bytes),
-            size: bytes.length
-          }
-          return slot.entry
-        })
-      },
+        ),
+      writeAnswer: (name, content, output) =>
+        Effect.uninterruptible(
+          Effect.flatMap(startArtifact(name, content), (started) =>
+            Effect.andThen(
+              // Refused (output.json written already), the answer still lands: its failure is told.
+              Effect.onError(
+                startWrite(path.join(directory, "output.json"), json(output), started.landed),
+                () => Effect.ignore(Effect.promise(() => started.landed.catch(() => undefined)))
+              ),
+              attemptWrite(started.relative, () => started.landed)
+            )
+          )
+        ),
       writeManifest: (fields) => {
         const file = path.join(directory, "manifest.json")
         const manifest: Manifest = { ...fields, artifacts: published() }

@@ -195,4 +195,87 @@ describe("RunFiles: a stage's fsyncs", () => {
       }
     })
   )
+
+  it.effect(
+    "the answer and output.json are fsynced together; output.json lands only once the answer has",
+    () =>
+      Effect.gen(function* () {
+        const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+        const writer = yield* RunFiles.stageWriter({
+          workspace: root,
+          runId: "run_1",
+          position: 1,
+          key: "one",
+          attempt: 1
+        })
+        const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+        held = waiting
+        try {
+          const answer = yield* Effect.forkChild(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
+          const tmp = (name: string) =>
+            [...waiting].find(([file]) => path.basename(file).startsWith(`.${name}.`))
+          yield* until(() => tmp("one.md") !== undefined && tmp("output.json") !== undefined)
+          assert.isDefined(tmp("one.md"), "the answer's fsync was not started")
+          assert.isDefined(tmp("output.json"), "output.json's fsync waited for the answer's")
+          // output.json's bytes are on disk first: it still waits for the answer it names.
+          tmp("output.json")![1]()
+          yield* until(() => fs.existsSync(path.join(writer.directory, "output.json")), 200)
+          assert.isFalse(
+            fs.existsSync(path.join(writer.directory, "output.json")),
+            "output.json before the answer"
+          )
+          held = undefined
+          tmp("one.md")![1]()
+          const entry = yield* Fiber.join(answer)
+          assert.strictEqual(entry.path, "one.md")
+          yield* writer.writeManifest(manifestFields(1, "one"))
+          for (const name of ["output.json", "artifacts/one.md", "manifest.json"])
+            assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
+        } finally {
+          held = undefined
+        }
+      })
+  )
+
+  it.effect("an answer that fails on its way leaves output.json unwritten, for the attempt's error", () =>
+    Effect.gen(function* () {
+      const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+      const writer = yield* RunFiles.stageWriter({
+        workspace: root,
+        runId: "run_1",
+        position: 1,
+        key: "one",
+        attempt: 1
+      })
+      const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+      held = waiting
+      try {
+        const answer = yield* Effect.forkChild(
+          Effect.flip(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
+        )
+        const tmp = (name: string) =>
+          [...waiting].find(([file]) => path.basename(file).startsWith(`.${name}.`))
+        yield* until(() => tmp("one.md") !== undefined && tmp("output.json") !== undefined)
+        held = undefined
+        tmp("output.json")![1]()
+        tmp("one.md")![1](Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
+        const error = yield* Fiber.join(answer)
+        assert.strictEqual(error.systemError, "EIO")
+        yield* writer.settle
+        assert.isFalse(fs.existsSync(path.join(writer.directory, "output.json")))
+        assert.deepStrictEqual(
+          fs.readdirSync(writer.directory).filter((name) => name.endsWith(".tmp")),
+          [],
+          "output.json's temporary file removed"
+        )
+        // The attempt's error takes output.json's name; its manifest lists no artifact.
+        yield* writer.writeOutput({ error: { error_code: "file_error" } })
+        const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
+        assert.deepStrictEqual(failed.artifacts, [])
+        assert.include(fs.readFileSync(path.join(writer.directory, "output.json"), "utf8"), "file_error")
+      } finally {
+        held = undefined
+      }
+    })
+  )
 })
