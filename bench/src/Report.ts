@@ -369,6 +369,20 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.stage_overhead_ms", raw: "runs.stage_overhead_raw_ms" }
   },
   {
+    workload: "runs.four_stage_fsyncs  (file and directory fsyncs of a 4-stage run)",
+    unit: "fsyncs",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.four_stage_fsyncs" }
+  },
+  {
+    workload: "runs.four_stage_commits  (store commits of a 4-stage run)",
+    unit: "commits",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.four_stage_commits" }
+  },
+  {
     workload: "runs.stage  (4th, given 3 stages' work | 2nd, given 1)",
     unit: "ms",
     suite: "runs",

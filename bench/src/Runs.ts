@@ -19,6 +19,10 @@
  *   hand-off of one stage's work (the store's projections of a longer run are in
  *   it too); the 4th stage's hand-off is three of it. The 1st stage is no
  *   baseline: it alone creates the run's stages/ directory and reads run.json.
+ * - `runs.four_stage_fsyncs` and `runs.four_stage_commits`: in those same runs, per run
+ *   (its creation, start and completion included), the file and directory fsyncs noema
+ *   makes (`node:fs`'s `fsync`/`fsyncSync`, counted on the real calls) and the store's
+ *   commits (each write of the store is one transaction; SQLite fsyncs its WAL at each).
  * - `runs.per_s`: 100 small runs (the default pipeline: 2 stages) one after
  *   another in one thread, on SQLite and on PostgreSQL (a server started from
  *   npm, or NOEMA_TEST_PG_URL's).
@@ -28,6 +32,7 @@
  *   worker taking one run at a time.
  */
 import * as fs from "node:fs"
+import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
@@ -87,25 +92,85 @@ const stageClock = () => {
   return { onEvent, byPosition, cpuByPosition }
 }
 
+/**
+ * Counts the fsyncs of `node:fs` (its ESM bindings synced, so every module sees the
+ * wrapper) while `use` runs.
+ */
+const countingFsyncs = async <A>(use: (count: () => number) => Promise<A>): Promise<A> => {
+  const cjs = createRequire(import.meta.url)("node:fs") as typeof fs
+  const original = { fsync: cjs.fsync, fsyncSync: cjs.fsyncSync }
+  let fsyncs = 0
+  cjs.fsync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+    fsyncs++
+    return original.fsync(fd, callback)
+  }) as typeof fs.fsync
+  cjs.fsyncSync = (fd: number) => {
+    fsyncs++
+    return original.fsyncSync(fd)
+  }
+  syncBuiltinESMExports()
+  try {
+    return await use(() => fsyncs)
+  } finally {
+    Object.assign(cjs, original)
+    syncBuiltinESMExports()
+  }
+}
+
+/** The store, counting its writes: each is one transaction, one commit. */
+const countingCommits = (store: RunsStore.Service) => {
+  let commits = 0
+  const counted =
+    <Args extends ReadonlyArray<unknown>, A, E>(write: (...args: Args) => Effect.Effect<A, E>) =>
+    (...args: Args) =>
+      Effect.tap(write(...args), () => Effect.sync(() => commits++))
+  const journal = store.journal
+  const service: RunsStore.Service = {
+    ...store,
+    createRun: counted(store.createRun),
+    append: counted(store.append),
+    journal: {
+      ...journal,
+      start: counted(journal.start),
+      complete: counted(journal.complete),
+      interrupt: counted(journal.interrupt),
+      record: counted(journal.record)
+    }
+  }
+  return { service, commits: () => commits }
+}
+
 const runMany = (
   store: RunsStore.Service,
   workspace: string,
   pipeline: Pipeline.Pipeline,
   count: number,
-  onEvent?: Executor.Options["onEvent"]
+  onEvent?: Executor.Options["onEvent"],
+  fsyncs: () => number = () => 0
 ) =>
   Effect.gen(function* () {
-    const executor = Executor.make({ store, workspace, model, ...(onEvent !== undefined && { onEvent }) })
+    const counting = countingCommits(store)
+    const executor = Executor.make({
+      store: counting.service,
+      workspace,
+      model,
+      ...(onEvent !== undefined && { onEvent })
+    })
     const thread = yield* store.createThread({ title: "bench" })
     const times: Array<number> = []
+    const fsyncsPerRun: Array<number> = []
+    const commitsPerRun: Array<number> = []
     for (let i = 0; i < count; i++) {
+      const [fsyncsBefore, commitsBefore] = [fsyncs(), counting.commits()]
       const started = now()
       const run = yield* executor.create({ threadId: thread.id, request: `request ${i}`, pipeline })
       const outcome = yield* executor.execute(run.runId, pipeline)
       times.push(now() - started)
+      fsyncsPerRun.push(fsyncs() - fsyncsBefore)
+      commitsPerRun.push(counting.commits() - commitsBefore)
       check(outcome._tag === "Finished" && outcome.run.status === "completed", "bench run did not complete")
     }
-    return times
+    return { times, fsyncsPerRun, commitsPerRun }
   })
 
 /** 100 runs in 10 threads carried on by `workers` workers of `concurrency` each; runs per second. */
@@ -183,10 +248,25 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
 
         // One stage's overhead: a 4-stage run / 4, after a few warm-up runs.
         const clock = stageClock()
-        const stageTimes = yield* onDatabase(sqlite("overhead"), (store) =>
-          runMany(store, workspace("overhead"), fourStages, options.overheadRuns + 5, clock.onEvent)
+        const overhead = yield* Effect.promise(() =>
+          countingFsyncs((fsyncs) =>
+            Effect.runPromise(
+              onDatabase(sqlite("overhead"), (store) =>
+                runMany(
+                  store,
+                  workspace("overhead"),
+                  fourStages,
+                  options.overheadRuns + 5,
+                  clock.onEvent,
+                  fsyncs
+                )
+              )
+            )
+          )
         )
-        results["runs.stage_overhead_ms"] = median(stageTimes.slice(5)) / 4
+        results["runs.stage_overhead_ms"] = median(overhead.times.slice(5)) / 4
+        results["runs.four_stage_fsyncs"] = median(overhead.fsyncsPerRun.slice(5))
+        results["runs.four_stage_commits"] = median(overhead.commitsPerRun.slice(5))
         // The same runs' 2nd stage (one stage's work handed to it) and 4th (three stages').
         results["runs.stage_second_ms"] = median(clock.byPosition.get(2)!.slice(5))
         results["runs.stage_fourth_ms"] = median(clock.byPosition.get(4)!.slice(5))
@@ -207,18 +287,18 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
         const perSecond = (times: ReadonlyArray<number>) =>
           times.length / (times.reduce((a, b) => a + b, 0) / 1000)
         results["runs.sqlite_per_s"] = perSecond(
-          yield* onDatabase(sqlite("many"), (store) =>
+          (yield* onDatabase(sqlite("many"), (store) =>
             runMany(store, workspace("many-sqlite"), Pipeline.defaultPipeline, options.runs)
-          )
+          )).times
         )
         const pgLayer = Database.layer({
           kind: "postgres",
           url: TestDatabase.withSearchPath(pgUrl, "public")
         })
         results["runs.pg_per_s"] = perSecond(
-          yield* onDatabase(pgLayer, (store) =>
+          (yield* onDatabase(pgLayer, (store) =>
             runMany(store, workspace("many-pg"), Pipeline.defaultPipeline, options.runs)
-          )
+          )).times
         )
         // Each in its own schema: the workers look at every run of the store.
         yield* Effect.scoped(

@@ -115,6 +115,29 @@ export const jsonSchema = (schema: Schema.Constraint): JsonSchema => {
   return root
 }
 
+const jsonSchemas = new WeakMap<Parameters, JsonSchema>()
+
+const deepFreeze = <A>(value: A): A => {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const member of Object.values(value)) deepFreeze(member)
+  }
+  return value
+}
+
+/**
+ * `jsonSchema` of a tool's parameters, derived once per schema: tools made again and again
+ * with one schema (one per stage, per turn) share it, frozen, as it is shared.
+ */
+const parametersSchema = (schema: Parameters): JsonSchema => {
+  let derived = jsonSchemas.get(schema)
+  if (derived === undefined) {
+    derived = deepFreeze(jsonSchema(schema))
+    jsonSchemas.set(schema, derived)
+  }
+  return derived
+}
+
 const jsonCodecs = new WeakMap<Parameters, Schema.Codec<unknown, unknown, never, unknown>>()
 
 /**
@@ -161,7 +184,7 @@ export const make = <Params extends Parameters, Success, Failure = never, R = ne
   const definition: ToolDefinition = {
     name: options.name,
     description: options.description,
-    parameters: jsonSchema(options.parameters),
+    parameters: parametersSchema(options.parameters),
     ...(options.strict !== undefined && { strict: options.strict })
   }
   return {

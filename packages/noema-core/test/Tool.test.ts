@@ -148,6 +148,19 @@ describe("Tool", () => {
     })
   )
 
+  it("derives a schema's JSON Schema once: tools made again with it share it, frozen", () => {
+    const parameters = Schema.Struct({ path: Schema.String, tags: Schema.Array(Schema.String) })
+    const first = Tool.make({ name: "a", description: "A.", parameters, handler: () => Effect.succeed("a") })
+    const again = Tool.make({ name: "b", description: "B.", parameters, handler: () => Effect.succeed("b") })
+    assert.strictEqual(again.definition.parameters, first.definition.parameters)
+    assert.deepStrictEqual(first.definition.parameters, Tool.jsonSchema(parameters))
+    const properties = first.definition.parameters.properties as Record<string, unknown>
+    assert.isTrue(Object.isFrozen(first.definition.parameters) && Object.isFrozen(properties.tags))
+    assert.throws(() => {
+      ;(properties as { path?: unknown }).path = {}
+    })
+  })
+
   it("rejects invalid tool names", () => {
     assert.throws(
       () =>

@@ -37,7 +37,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { type ChatModel, ConversationContext, Message, TokenCounter, type Tool } from "@noema/core"
-import { Cause, Effect, Exit, Schema, Scope } from "effect"
+import { Cause, Effect, Exit, Option, Schema, Scope } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import * as ErrorCode from "./internal/ErrorCode.js"
 import * as HandOff from "./internal/HandOff.js"
@@ -63,6 +63,7 @@ import {
   type AppendError,
   type ClaimRequest,
   type CreateRunError,
+  type JournalEntry,
   RunsStoreError,
   type Service as Store,
   type WorkflowJournal
@@ -370,9 +371,17 @@ export const make = (options: Options): Executor => {
   /** The tool names a pipeline may use here. */
   const offered = PipelineModule.toolNames(options.tools ?? [])
   const notify = options.onEvent ?? (() => Effect.void)
-  const append = (runId: string, events: ReadonlyArray<EventData>) =>
-    Effect.tap(store.append(runId, events), (run) =>
+  const append = (runId: string, events: ReadonlyArray<EventData>, journal?: JournalEntry) =>
+    Effect.tap(store.append(runId, events, { journal }), (run) =>
       Effect.forEach(events, (event) => notify(run, event), { discard: true })
+    )
+  /**
+   * `append` as the last act of the step under way: on the store's own engine, the step's
+   * journal record goes in the same commit (`StoreWorkflowEngine.CompletedActivity`).
+   */
+  const appendLast = (runId: string, events: ReadonlyArray<EventData>) =>
+    Effect.flatMap(Effect.serviceOption(StoreWorkflowEngine.CompletedActivity), (completed) =>
+      append(runId, events, Option.getOrUndefined(completed))
     )
 
   const handOff: HandOff.Options = {
@@ -454,13 +463,19 @@ export const make = (options: Options): Executor => {
           .join("\n")
           .trim()
         // A stage always leaves a result: the answer itself when the agent wrote no artifact.
-        if (writer.artifacts().length === 0) yield* writer.writeArtifact(`${stage.key}.md`, `${answer}\n`)
-        yield* writer.writeOutput({ text: answer, artifacts: writer.artifacts().map((a) => a.path) })
+        const written = writer.artifacts().map((a) => a.path)
+        if (written.length === 0) {
+          const name = `${stage.key}.md`
+          yield* writer.writeAnswer(name, `${answer}\n`, { text: answer, artifacts: [name] })
+        } else yield* writer.writeOutput({ text: answer, artifacts: written })
         yield* writer.writeManifest(manifestFields("completed"))
-      })
+        // Cut off (canceled, or its process stopping), the attempt still ends with its files on
+        // their way landed: none is linked later into a directory a next attempt has set aside.
+      }).pipe(Effect.onInterrupt(() => writer.settle))
       return yield* work.pipe(
         Effect.matchEffect({
-          onSuccess: () => append(run.runId, [...published(), { type: "StageCompleted", position, attempt }]),
+          onSuccess: () =>
+            appendLast(run.runId, [...published(), { type: "StageCompleted", position, attempt }]),
           onFailure: (error) => {
             const stageError = ErrorCode.fromFailure(error)
             return Effect.gen(function* () {
@@ -469,7 +484,7 @@ export const make = (options: Options): Executor => {
               const manifest = yield* Effect.result(
                 writer.writeManifest({ ...manifestFields("failed"), ...stageError })
               )
-              return yield* append(run.runId, [
+              return yield* appendLast(run.runId, [
                 ...(manifest._tag === "Success" ? published() : []),
                 { type: "StageFailed", position, attempt, ...stageError },
                 { type: "RunFailed", ...stageError }
@@ -545,11 +560,11 @@ export const make = (options: Options): Executor => {
         if (run.status !== "running") return { status: run.status }
         const stage = currentStage(run)
         if (stage === undefined) {
-          yield* step("complete", append(runId, [{ type: "RunCompleted" }]))
+          yield* step("complete", appendLast(runId, [{ type: "RunCompleted" }]))
         } else if (stage.needsApproval && !stage.approved) {
           yield* step(
             `request-approval/${stage.position}`,
-            append(runId, [{ type: "ApprovalRequested", position: stage.position }])
+            appendLast(runId, [{ type: "ApprovalRequested", position: stage.position }])
           )
         } else {
           const attempt = stage.attempts.length + 1

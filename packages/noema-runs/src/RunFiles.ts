@@ -14,7 +14,10 @@
  * A stage's directories are fsynced once each, together, just before its manifest
  * (not after each file): nothing claims a name before then, so each fsync the
  * contract needs is done once (a stage with one artifact: four files, its three
- * directories, then the manifest's directory again).
+ * directories, then the manifest's directory again). Nor does a write wait for its
+ * fsync unless its caller needs the file in place (an artifact): `input.json` and
+ * `output.json` land (fsync, then link) while the stage goes on, and the manifest waits
+ * for them, so a stage's file fsyncs wait on the disk together.
  * Files are made 0600 and directories 0700 (as `$NOEMA_HOME` is): a run's
  * request and artifacts are its owner's alone, wherever the workspace is.
  *
@@ -170,8 +173,15 @@ const ensureDirectory = (directory: string, pending: PendingDirectories) => {
   pending.add(path.dirname(directory))
 }
 
-/** Writes `data` to a new temporary file beside `file` and fsyncs it: its bytes are on disk, under no name yet that counts. */
-const writeTemporary = async (file: string, data: string | Uint8Array): Promise<string> => {
+/**
+ * Writes `data` to a new temporary file beside `file` at once (a refusal, `ENOSPC` or
+ * `EACCES`, is thrown here) and starts its fsync: once `synced` resolves, its bytes are on
+ * disk, under no name yet that counts.
+ */
+const startTemporary = (
+  file: string,
+  data: string | Uint8Array
+): { readonly temporary: string; readonly synced: Promise<void> } => {
   const temporary = path.join(
     path.dirname(file),
     `.${path.basename(file)}.${process.pid}.${crypto.randomUUID()}.tmp`
@@ -179,10 +189,17 @@ const writeTemporary = async (file: string, data: string | Uint8Array): Promise<
   const fd = fs.openSync(temporary, "wx", fileMode)
   try {
     fs.writeFileSync(fd, data)
-    await fsyncInPool(fd)
-  } finally {
+  } catch (error) {
     fs.closeSync(fd)
+    throw error
   }
+  return { temporary, synced: fsyncInPool(fd).finally(() => fs.closeSync(fd)) }
+}
+
+/** `startTemporary`, waited on: the temporary file's name once its bytes are on disk. */
+const writeTemporary = async (file: string, data: string | Uint8Array): Promise<string> => {
+  const { temporary, synced } = startTemporary(file, data)
+  await synced
   return temporary
 }
 
@@ -233,9 +250,93 @@ const attemptWrite = <A>(file: string, f: () => Promise<A>): Effect.Effect<A, Fi
   Effect.uninterruptible(
     Effect.tryPromise({
       try: f,
-      catch: (error) => new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
+      catch: (error) =>
+        // A file written earlier that failed on its way (`Landing`) is named as itself.
+        error instanceof FileError
+          ? error
+          : new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
     })
   )
+
+/**
+ * The files of one attempt still on their way to disk (temporary file fsynced, then linked):
+ * started by a write, which returns once the bytes are written, and waited on all together
+ * before anything claims them (`writeManifest`), so their fsyncs wait on the disk at the
+ * same time instead of one after another, and beside the agent's work.
+ */
+class Landing {
+  readonly #files = new Set<Promise<void>>()
+  readonly #failures: Array<FileError> = []
+  readonly #names = new Set<string>()
+
+  /**
+   * Writes `data` to `file`'s temporary file now; its fsync and its link into place follow,
+   * the link only once `after` (what the file names) has landed too: if that fails, `file` is
+   * not linked and its name is free again (the failure is `after`'s to tell).
+   * A name already written, or on its way, is refused now, as `link` would refuse it later.
+   */
+  start(
+    file: string,
+    data: string | Uint8Array,
+    pending: PendingDirectories,
+    after?: Promise<unknown>
+  ): void {
+    if (this.#names.has(file) || fs.existsSync(file))
+      throw new Error("already written: a file of an attempt is written once, never overwritten")
+    const { temporary, synced } = startTemporary(file, data)
+    this.#names.add(file)
+    const landed: Promise<void> = synced
+      .then(
+        () => after,
+        (error: unknown) => {
+          this.#failures.push(new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) }))
+          return Promise.reject(error)
+        }
+      )
+      .then(
+        () => {
+          try {
+            linkInto(temporary, file, pending)
+          } catch (error) {
+            this.#failures.push(
+              new FileError({ path: file, detail: describe(error), ...systemErrorOf(error) })
+            )
+          }
+        },
+        () => {
+          fs.rmSync(temporary, { force: true })
+          this.#names.delete(file)
+        }
+      )
+      .finally(() => this.#files.delete(landed))
+    this.#files.add(landed)
+  }
+
+  /**
+   * Once every file started has landed; the first that could not be written fails it (each
+   * failure is told once, as a write waited on would have told it to its caller).
+   */
+  async landed(): Promise<void> {
+    await this.settled()
+    const [failure] = this.#failures.splice(0)
+    if (failure !== undefined) throw failure
+  }
+
+  /** A write the caller waits on itself (an artifact): only what `settled` waits for. */
+  track(write: Promise<unknown>): void {
+    const settled: Promise<void> = write.then(
+      () => undefined,
+      () => undefined
+    )
+    const tracked = settled.finally(() => this.#files.delete(tracked))
+    this.#files.add(tracked)
+  }
+
+  /** Once no file is on its way any more, landed or not. */
+  async settled(): Promise<void> {
+    while (this.#files.size > 0) await Promise.all(this.#files)
+  }
+}
 
 const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`
 
@@ -418,19 +519,39 @@ export type StageInput = typeof StageInput.Type
 export interface StageWriter {
   readonly directory: string
   readonly artifactsDirectory: string
+  /**
+   * Returns once its bytes are written (a refusal of the file system fails it then); the file
+   * is fsynced and linked into place on the way, and `writeManifest` waits for it.
+   */
   readonly writeInput: (input: unknown) => Effect.Effect<void, FileError>
+  /** Returns once the artifact is on disk, in place, under its name. */
   readonly writeArtifact: (
     relative: string,
     content: string,
     kind?: string
   ) => Effect.Effect<ArtifactEntry, FileError>
+  /** As `writeInput`. */
   readonly writeOutput: (output: unknown) => Effect.Effect<void, FileError>
   /**
-   * Last: only after every artifact; lists them with their hashes. Fsyncs every directory the
-   * attempt's files were linked in first, then the manifest and its directory: once it returns,
-   * everything it names is on disk.
+   * The stage's answer kept as the artifact `name` and `output` as output.json, their fsyncs
+   * waiting on the disk together: output.json lands only once the artifact has (one that
+   * fails leaves output.json unwritten, for the attempt's error). Returns once the artifact
+   * is in place.
+   */
+  readonly writeAnswer: (
+    name: string,
+    content: string,
+    output: unknown
+  ) => Effect.Effect<ArtifactEntry, FileError>
+  /**
+   * Last: only after every artifact; lists them with their hashes. Waits for the input and
+   * output to be linked, fsyncs every directory the attempt's files were linked in, then links
+   * the manifest and fsyncs its directory: once it returns, everything it names is on disk.
+   * A file of the attempt that could not be written fails it.
    */
   readonly writeManifest: (manifest: Omit<Manifest, "artifacts">) => Effect.Effect<Manifest, FileError>
+  /** Once no file of the attempt is on its way any more: an attempt cut off ends with its writes. */
+  readonly settle: Effect.Effect<void>
   readonly artifacts: () => ReadonlyArray<ArtifactEntry>
 }
 
@@ -523,6 +644,63 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const slots: Array<{ entry: ArtifactEntry | undefined }> = []
   const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
+  const landing = new Landing()
+  const startWrite = (file: string, data: string, after?: Promise<unknown>) =>
+    attempt(file, () => landing.start(file, data, pending, after))
+  /**
+   * Checks an artifact and starts its write (a refusal fails it now): `landed` once the file
+   * is on disk under its name, with its entry in its place among the attempt's artifacts.
+   */
+  const startArtifact = (
+    name: string,
+    content: string,
+    kind?: string
+  ): Effect.Effect<{ readonly relative: string; readonly landed: Promise<ArtifactEntry> }, FileError> => {
+    const named = artifactTarget(artifactsDirectory, name)
+    if (named instanceof FileError) return Effect.fail(named)
+    const { relative, target } = named
+    const bytes = Buffer.from(content, "utf8")
+    if (bytes.length > maxBytes)
+      return Effect.fail(
+        new FileError({
+          path: relative,
+          detail: `${bytes.length} bytes is over the ${maxBytes}-byte cap`
+        })
+      )
+    return attempt(relative, () => {
+      // Counted with the writes still waiting on the disk, so writes at once cannot pass the cap.
+      if (slots.length >= maxCount) throw new Error(`at most ${maxCount} artifacts per stage`)
+      // Every directory between the artifacts root and the file must be a real directory.
+      let parent = path.dirname(target)
+      ensureDirectory(parent, pending)
+      while (parent !== artifactsDirectory) {
+        if (fs.lstatSync(parent).isSymbolicLink()) throw new Error("the path goes through a symbolic link")
+        parent = path.dirname(parent)
+      }
+      if (fs.existsSync(target))
+        throw new Error("the artifact already exists: artifacts are never overwritten")
+      const { temporary, synced } = startTemporary(target, bytes)
+      const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
+      slots.push(slot)
+      const landed = synced
+        .then(() => {
+          linkInto(temporary, target, pending)
+          slot.entry = {
+            path: path.relative(artifactsDirectory, target).split(path.sep).join("/"),
+            kind: kind ?? kindOf(relative),
+            sha256: sha256(bytes),
+            size: bytes.length
+          }
+          return slot.entry
+        })
+        .catch((error: unknown) => {
+          slots.splice(slots.indexOf(slot), 1)
+          throw error
+        })
+      landing.track(landed)
+      return { relative, landed }
+    })
+  }
   return attempt(directory, () => {
     if (fs.existsSync(directory)) {
       const manifest = readManifest(directory)
@@ -542,70 +720,49 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
     Effect.as<StageWriter>({
       directory,
       artifactsDirectory,
-      writeInput: (input) => {
-        const file = path.join(directory, "input.json")
-        return attemptWrite(file, () => linkDurable(file, json(input), pending))
-      },
-      writeOutput: (output) => {
-        const file = path.join(directory, "output.json")
-        return attemptWrite(file, () => linkDurable(file, json(output), pending))
-      },
-      writeArtifact: (name, content, kind) => {
-        const named = artifactTarget(artifactsDirectory, name)
-        if (named instanceof FileError) return Effect.fail(named)
-        const { relative, target } = named
-        const bytes = Buffer.from(content, "utf8")
-        if (bytes.length > maxBytes)
-          return Effect.fail(
-            new FileError({
-              path: relative,
-              detail: `${bytes.length} bytes is over the ${maxBytes}-byte cap`
-            })
+      writeInput: (input) => startWrite(path.join(directory, "input.json"), json(input)),
+      writeOutput: (output) => startWrite(path.join(directory, "output.json"), json(output)),
+      // Uninterruptible from start to landing: nothing of an artifact is left on its way unwatched.
+      writeArtifact: (name, content, kind) =>
+        Effect.uninterruptible(
+          Effect.flatMap(startArtifact(name, content, kind), (started) =>
+            attemptWrite(started.relative, () => started.landed)
           )
-        return attemptWrite(relative, async () => {
-          // Counted with the writes still waiting on the disk, so writes at once cannot pass the cap.
-          if (slots.length >= maxCount) throw new Error(`at most ${maxCount} artifacts per stage`)
-          // Every directory between the artifacts root and the file must be a real directory.
-          let parent = path.dirname(target)
-          ensureDirectory(parent, pending)
-          while (parent !== artifactsDirectory) {
-            if (fs.lstatSync(parent).isSymbolicLink())
-              throw new Error("the path goes through a symbolic link")
-            parent = path.dirname(parent)
-          }
-          if (fs.existsSync(target))
-            throw new Error("the artifact already exists: artifacts are never overwritten")
-          const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
-          slots.push(slot)
-          try {
-            await linkDurable(target, bytes, pending)
-          } catch (error) {
-            slots.splice(slots.indexOf(slot), 1)
-            throw error
-          }
-          slot.entry = {
-            path: path.relative(artifactsDirectory, target).split(path.sep).join("/"),
-            kind: kind ?? kindOf(relative),
-            sha256: sha256(bytes),
-            size: bytes.length
-          }
-          return slot.entry
-        })
-      },
+        ),
+      writeAnswer: (name, content, output) =>
+        Effect.uninterruptible(
+          Effect.flatMap(startArtifact(name, content), (started) =>
+            Effect.andThen(
+              // Refused (output.json written already), the answer still lands: its failure is told.
+              Effect.onError(
+                startWrite(path.join(directory, "output.json"), json(output), started.landed),
+                () => Effect.ignore(Effect.promise(() => started.landed.catch(() => undefined)))
+              ),
+              attemptWrite(started.relative, () => started.landed)
+            )
+          )
+        ),
       writeManifest: (fields) => {
         const file = path.join(directory, "manifest.json")
         const manifest: Manifest = { ...fields, artifacts: published() }
         return attemptWrite(file, async () => {
-          // Its bytes while the directories are synced; its name only once they are.
-          const [temporary] = await Promise.all([
+          // Its bytes while the other files land and their directories are synced; its name
+          // only once they are.
+          const [written, landed] = await Promise.allSettled([
             writeTemporary(file, json(manifest)),
-            syncDirectories(pending)
+            landing.landed().then(() => syncDirectories(pending))
           ])
-          linkInto(temporary, file, pending)
+          if (landed.status === "rejected") {
+            if (written.status === "fulfilled") fs.rmSync(written.value, { force: true })
+            throw landed.reason
+          }
+          if (written.status === "rejected") throw written.reason
+          linkInto(written.value, file, pending)
           await syncDirectories(pending)
           return manifest
         })
       },
+      settle: Effect.promise(() => landing.settled()),
       artifacts: published
     })
   )
@@ -621,6 +778,13 @@ export const readManifest = (directory: string): Manifest | undefined => {
 // write_artifact: the tool agents write artifacts with
 // ---------------------------------------------------------------------------
 
+/** `write_artifact`'s arguments: one schema for every stage's tool, so its JSON Schema is derived once. */
+const WriteArtifactParameters = Schema.Struct({
+  path: Schema.String,
+  content: Schema.String,
+  kind: Schema.optional(Schema.String)
+})
+
 /** A `write_artifact` tool bound to one stage attempt's artifacts directory. */
 export const writeArtifactTool = (
   writer: StageWriter,
@@ -630,11 +794,7 @@ export const writeArtifactTool = (
     name: "write_artifact",
     description:
       "Write a file (Markdown, JSON or any text) as an artifact of the current stage. The path is relative to the stage's artifacts directory, in printable characters (no control or bidirectional-text characters); an existing artifact is never overwritten.",
-    parameters: Schema.Struct({
-      path: Schema.String,
-      content: Schema.String,
-      kind: Schema.optional(Schema.String)
-    }),
+    parameters: WriteArtifactParameters,
     annotations: { readOnly: false, destructive: false, idempotent: false },
     handler: ({ path: relative, content, kind }) =>
       writer.writeArtifact(relative, content, kind).pipe(
@@ -705,6 +865,13 @@ export const readPublished = (
   })
 }
 
+/** `read_artifact`'s arguments (one schema for every stage's tool, as `write_artifact`'s). */
+const ReadArtifactParameters = Schema.Struct({
+  stage: Schema.String,
+  path: Schema.String,
+  attempt: Schema.optional(Schema.Number)
+})
+
 /**
  * A `read_artifact` tool: `read` finds the artifact an agent names (an earlier, completed
  * stage of its run; refusals are the message the model reads) and gives its text.
@@ -720,11 +887,7 @@ export const readArtifactTool = (
     name: "read_artifact",
     description:
       "Read an artifact of an earlier, completed stage of this run: `stage` is the stage's key, `path` the artifact's path in that stage, as your input lists them. Long texts are cut, saying so.",
-    parameters: Schema.Struct({
-      stage: Schema.String,
-      path: Schema.String,
-      attempt: Schema.optional(Schema.Number)
-    }),
+    parameters: ReadArtifactParameters,
     annotations: { readOnly: true, destructive: false, idempotent: true },
     handler: (request) => read(request).pipe(Effect.mapError((error) => error.message))
   })

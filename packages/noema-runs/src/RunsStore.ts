@@ -133,6 +133,22 @@ export interface WorkflowJournal {
   ) => Effect.Effect<ReadonlyArray<{ readonly key: string; readonly value: string }>, RunsStoreError>
 }
 
+/** One entry of a workflow execution's journal (see `WorkflowJournal.record`). */
+export interface JournalEntry {
+  readonly executionId: string
+  readonly key: string
+  readonly value: string
+}
+
+export interface AppendOptions {
+  /**
+   * Written in the batch's transaction, unless an entry stands there already: the workflow
+   * activity whose last act the batch is, recorded as completed in the same commit
+   * (`StoreWorkflowEngine.CompletedActivity`), where it would take a commit of its own.
+   */
+  readonly journal?: JournalEntry | undefined
+}
+
 export interface Service {
   readonly location: string
   readonly createThread: (options?: {
@@ -149,8 +165,12 @@ export interface Service {
   ) => Effect.Effect<Thread, ThreadNotFound | RunsStoreError>
   /** A new run, `queued`; refused before anything is written when the thread cannot take it. */
   readonly createRun: (options: CreateRun) => Effect.Effect<RunView, CreateRunError>
-  /** Appends a batch of events to a run's timeline, all or nothing. */
-  readonly append: (runId: string, events: ReadonlyArray<EventData>) => Effect.Effect<RunView, AppendError>
+  /** Appends a batch of events to a run's timeline, all or nothing (with `options.journal`'s entry). */
+  readonly append: (
+    runId: string,
+    events: ReadonlyArray<EventData>,
+    options?: AppendOptions
+  ) => Effect.Effect<RunView, AppendError>
   readonly getRun: (runId: string) => Effect.Effect<RunView, RunNotFound | RunsStoreError>
   /** In creation order (the order of their `RunQueued` events). */
   readonly listRuns: (filter?: {
@@ -393,6 +413,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
     const runs = new Map<string, RunView>()
     const log = new Map<string, Array<Event>>()
     const claims = new Map<string, Claim>()
+    const journal = memoryJournal()
     /** Every event, in the order appended: the feed's cursor is the index + 1. */
     const all: Array<Event> = []
     const takeClaim = (runId: string, request: ClaimRequest): ClaimResult => {
@@ -464,7 +485,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
             return view
           })
         ),
-      append: (runId, batch) =>
+      append: (runId, batch, appendOptions) =>
         lock.withPermit(
           Effect.gen(function* () {
             const run = runs.get(runId)
@@ -474,6 +495,8 @@ export const makeMemory = (): Effect.Effect<Service> =>
             runs.set(runId, next.view)
             log.get(runId)?.push(...next.events)
             all.push(...next.events)
+            const entry = appendOptions?.journal
+            if (entry !== undefined) yield* journal.record(entry.executionId, entry.key, entry.value)
             return next.view
           })
         ),
@@ -511,7 +534,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
           if (claims.get(runId)?.owner === owner) claims.delete(runId)
         }),
       claims: () => Effect.sync(() => [...claims.values()]),
-      journal: memoryJournal()
+      journal
     }
     return service
   })

@@ -151,7 +151,99 @@ const inProcess = <A>(
   }) => Effect.Effect<A, unknown>
 ) => Effect.scoped(Effect.flatMap(process(journal, behaviour), f))
 
+const Appends = Workflow.make("conformance/appends", {
+  payload: { runId: Schema.String },
+  success: Schema.Void,
+  idempotencyKey: ({ runId }) => runId
+})
+
+/** The journal, counting the entries the engine writes itself. */
+const countingRecords = (journal: WorkflowJournal) => {
+  const recorded: Array<string> = []
+  const counted: WorkflowJournal = {
+    ...journal,
+    record: (executionId, key, value) => {
+      recorded.push(key)
+      return journal.record(executionId, key, value)
+    }
+  }
+  return { counted, recorded }
+}
+
 const engineCases: ReadonlyArray<Case> = [
+  {
+    name: "workflow engine: an activity's last append records it (CompletedActivity): one commit, the engine writes nothing, a replay does not run it",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const created = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        const ran = { appending: 0, plain: 0 }
+        /** A process whose second activity, `plain` (void, recorded by the engine), may never end. */
+        const inProcess = (hang: boolean) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const journal = countingRecords(store.journal)
+              const engine = yield* StoreWorkflowEngine.make(journal.counted)
+              const body = ({ runId }: { readonly runId: string }) =>
+                Effect.gen(function* () {
+                  yield* Activity.make({
+                    name: "appending",
+                    execute: Effect.gen(function* () {
+                      ran.appending++
+                      const completed = yield* Effect.serviceOption(StoreWorkflowEngine.CompletedActivity)
+                      check(Option.isSome(completed), "the store's engine offers the activity its record")
+                      yield* Effect.orDie(
+                        store.append(runId, [{ type: "RunStarted" }], {
+                          journal: Option.getOrUndefined(completed)
+                        })
+                      )
+                    })
+                  })
+                  yield* Activity.make({
+                    name: "plain",
+                    execute: Effect.suspend(() => {
+                      ran.plain++
+                      return hang ? Effect.never : Effect.void
+                    })
+                  })
+                })
+              yield* engine
+                .register(Appends, body)
+                .pipe(Effect.provideService(WorkflowEngine.WorkflowEngine, engine))
+              const running = engine.run(Appends, {
+                executionId: created.runId,
+                payload: { runId: created.runId }
+              })
+              if (!hang) {
+                const result = yield* running
+                check(result._tag === "Complete", `completed, not ${result._tag}`)
+                return journal.recorded
+              }
+              const fiber = yield* Effect.forkChild(running)
+              while (ran.plain === 0) yield* Effect.sleep(5)
+              // The process stops: its run is interrupted from outside, with no result.
+              yield* Fiber.interrupt(fiber)
+              return journal.recorded
+            })
+          )
+        equal(yield* inProcess(true), [], "the engine itself recorded nothing")
+        equal(
+          (yield* store.journal.entries(created.runId)).map((entry) => entry.key),
+          ["activity/appending/1"],
+          "the activity recorded with its append"
+        )
+        equal((yield* store.getRun(created.runId)).status, "running", "its append committed")
+        equal(yield* inProcess(false), ["activity/plain/1"], "the replay: the engine records only plain")
+        equal(ran, { appending: 1, plain: 2 }, "the appending activity was not run again")
+        const entries = yield* store.journal.entries(created.runId)
+        equal(
+          entries[0]?.value,
+          entries[1]?.value,
+          "its record is the one the engine writes for a void activity"
+        )
+      })
+    )
+  },
   {
     name: "workflow engine: a completed execution and its activities are answered from the journal in any process",
     run: scoped((store) =>
@@ -534,6 +626,34 @@ export const cases: ReadonlyArray<Case> = [
           "RunNotFound",
           "unknown run"
         )
+      })
+    )
+  },
+  {
+    name: "append with a journal entry: written in the batch's transaction; a refused batch writes none; one that stands is kept",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const run = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        const entry = (value: string) => ({ executionId: `${run.runId}/1`, key: "activity/step/1", value })
+        const refused = yield* failure(
+          store.append(run.runId, [{ type: "StageStarted", position: 2, attempt: 1 }], {
+            journal: entry('"a"')
+          })
+        )
+        equal(refused._tag, "IllegalTransition", "refused")
+        equal(yield* store.journal.entry(`${run.runId}/1`, "activity/step/1"), undefined, "no entry")
+        yield* store.append(run.runId, [{ type: "RunStarted" }], { journal: entry('"b"') })
+        equal(
+          yield* store.journal.entry(`${run.runId}/1`, "activity/step/1"),
+          '"b"',
+          "written with the batch"
+        )
+        yield* store.append(run.runId, [{ type: "StageStarted", position: 1, attempt: 1 }], {
+          journal: entry('"c"')
+        })
+        equal(yield* store.journal.entry(`${run.runId}/1`, "activity/step/1"), '"b"', "the first stands")
+        equal((yield* store.getRun(run.runId)).stages[0]?.status, "running", "the batch is kept")
       })
     )
   },

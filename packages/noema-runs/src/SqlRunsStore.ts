@@ -35,6 +35,7 @@ import {
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
+  type JournalEntry,
   needsThreadRuns,
   newThread,
   queuedRun,
@@ -293,22 +294,35 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         ),
         notify
       )
-    /** Rewrites the run's projections from its view. */
-    const project = (view: RunView, isNew: boolean) =>
+    /**
+     * Rewrites the run's projections from its view: a new run's (or a rebuilt one's) whole; an
+     * appended run's only where its view changed (`before` is the view it was appended to),
+     * so a write costs what it changed, not what the run holds.
+     */
+    const project = (view: RunView, before?: RunView) =>
       Effect.gen(function* () {
         const text = JSON.stringify(view)
-        if (isNew)
+        if (before === undefined) {
           // The FIFO order: the log's serial id of the run's first event.
           yield* sql`INSERT INTO runs_runs (run_id, thread_id, status, created_at, queue_order, seq, view)
             VALUES (${view.runId}, ${view.threadId}, ${view.status}, ${view.createdAt},
               (SELECT id FROM runs_events WHERE run_id = ${view.runId} AND seq = 1), ${view.seq}, ${text})`
-        else
+          yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
+          yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
+        } else
           yield* sql`UPDATE runs_runs SET status = ${view.status}, seq = ${view.seq}, view = ${text}
             WHERE run_id = ${view.runId}`
-        yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
-        yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
         for (const stage of view.stages) {
+          const earlier = before?.stages.find((one) => one.position === stage.position)?.attempts
           for (const attempt of stage.attempts) {
+            const was = earlier?.find((one) => one.attempt === attempt.attempt)
+            if (was !== undefined && JSON.stringify(was) === JSON.stringify(attempt)) continue
+            if (before !== undefined) {
+              yield* sql`DELETE FROM runs_stage_attempts
+                WHERE run_id = ${view.runId} AND position = ${stage.position} AND attempt = ${attempt.attempt}`
+              yield* sql`DELETE FROM runs_artifacts
+                WHERE run_id = ${view.runId} AND position = ${stage.position} AND attempt = ${attempt.attempt}`
+            }
             yield* sql`INSERT INTO runs_stage_attempts
               (run_id, position, stage_key, attempt, status, started_at, finished_at, error_code, error_message, retryable)
               VALUES (${view.runId}, ${stage.position}, ${stage.key}, ${attempt.attempt}, ${attempt.status},
@@ -360,6 +374,17 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           WHERE execution_id = ${executionId} AND entry_key = ${key}`,
         (rows) => rows[0]?.value
       )
+    /** Writes the entry unless one is there; the value that stands. */
+    const insertEntry = ({ executionId, key, value }: JournalEntry) =>
+      Effect.gen(function* () {
+        const inserted = yield* sql<{ value: string }>`
+          INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
+          VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
+          ON CONFLICT (execution_id, entry_key) DO NOTHING
+          RETURNING value`
+        // Nothing returned: an entry was there already, and it stands.
+        return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
+      })
     const journal: WorkflowJournal = {
       start: ({ executionId, workflow, payload }) =>
         orStoreError(
@@ -388,18 +413,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           )
         ),
       entry: (executionId, key) => orStoreError(selectEntry(executionId, key)),
-      record: (executionId, key, value) =>
-        orStoreError(
-          Effect.gen(function* () {
-            const inserted = yield* sql<{ value: string }>`
-              INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
-              VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
-              ON CONFLICT (execution_id, entry_key) DO NOTHING
-              RETURNING value`
-            // Nothing returned: an entry was there already, and it stands.
-            return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
-          })
-        ),
+      record: (executionId, key, value) => orStoreError(insertEntry({ executionId, key, value })),
       entries: (executionId) =>
         orStoreError(
           Effect.map(
@@ -461,20 +475,27 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               const queued = queuedRun(runId, thread, options)
               if (queued instanceof InvalidInput) return yield* Effect.fail(queued)
               yield* insertEvents(queued.events)
-              yield* project(queued.view, true)
+              yield* project(queued.view)
               if (options.claim !== undefined) yield* takeClaim(runId, options.claim)
               return queued.view
             })
           )
         ),
-      append: (runId, batch) =>
+      append: (runId, batch, appendOptions) =>
         orStoreError(
           transaction(
             Effect.gen(function* () {
-              const before = yield* selectRun(runId)
-              yield* selectThread(before.threadId, true)
-              // Read again under the thread's lock: another writer may have appended meanwhile.
-              const run = yield* selectRun(runId)
+              const run = yield* sql.onDialectOrElse({
+                pg: () =>
+                  Effect.gen(function* () {
+                    const before = yield* selectRun(runId)
+                    yield* selectThread(before.threadId, true)
+                    // Read again under the thread's lock: another writer may have appended meanwhile.
+                    return yield* selectRun(runId)
+                  }),
+                // BEGIN IMMEDIATE took the one write lock before this read: what it reads is current.
+                orElse: () => selectRun(runId)
+              })
               const next = appended(
                 run,
                 batch,
@@ -482,7 +503,8 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               )
               if (next instanceof IllegalTransition) return yield* Effect.fail(next)
               yield* insertEvents(next.events)
-              yield* project(next.view, false)
+              yield* project(next.view, run)
+              if (appendOptions?.journal !== undefined) yield* insertEntry(appendOptions.journal)
               return next.view
             })
           )
@@ -538,7 +560,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
                       detail: `run ${run_id}'s log does not fold: ${view.message}`
                     })
                   )
-                yield* project(view, true)
+                yield* project(view)
               }
               return ids.length
             })

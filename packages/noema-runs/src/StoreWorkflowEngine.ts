@@ -54,7 +54,19 @@ import {
   Workflow,
   WorkflowEngine
 } from "effect/workflow"
-import type { WorkflowJournal } from "./RunsStore.js"
+import type { JournalEntry, WorkflowJournal } from "./RunsStore.js"
+
+/**
+ * Offered by this engine to the activity under way: the journal entry that records it as
+ * completed with no value (an activity whose success is void). An activity whose last act is
+ * a write to the runs store writes the entry in that write's transaction (`append`'s
+ * `journal`), so the activity's outcome and its record are one commit where they were two;
+ * the engine then finds the entry standing and writes nothing. An engine that keeps its
+ * journal elsewhere (effect/cluster's) offers none.
+ */
+export class CompletedActivity extends Context.Service<CompletedActivity, JournalEntry>()(
+  "@noema/runs/StoreWorkflowEngine/CompletedActivity"
+) {}
 
 type WorkflowInstance = WorkflowEngine.WorkflowInstance["Service"]
 type Result = Workflow.Result<unknown, unknown>
@@ -96,11 +108,24 @@ const activityResult = Schema.toCodecJson(Workflow.Result({ success: AnyOrVoid, 
 const deferredExit = Schema.toCodecJson(Schema.Exit(AnyOrVoid, AnyOrVoid, Schema.Defect()))
 
 const props = (workflow: Workflow.Any) => workflow as unknown as Workflow.AnyWithProps
-const executionResult = (workflow: Workflow.Any) =>
+/** `derive` once per workflow: a codec is built on each journal read or write otherwise. */
+const perWorkflow = <A extends object>(derive: (workflow: Workflow.Any) => A) => {
+  const derived = new WeakMap<Workflow.Any, A>()
+  return (workflow: Workflow.Any): A => {
+    let value = derived.get(workflow)
+    if (value === undefined) {
+      value = derive(workflow)
+      derived.set(workflow, value)
+    }
+    return value
+  }
+}
+const executionResult = perWorkflow((workflow) =>
   Schema.toCodecJson(
     Workflow.Result({ success: props(workflow).successSchema, error: props(workflow).errorSchema })
   )
-const payloadCodec = (workflow: Workflow.Any) => Schema.toCodecJson(props(workflow).payloadSchema)
+)
+const payloadCodec = perWorkflow((workflow) => Schema.toCodecJson(props(workflow).payloadSchema))
 
 // The journal's text is JSON of these codecs' encoded forms; a value that does not decode is a defect.
 const toText = (schema: Schema.Top, value: unknown): Effect.Effect<string> =>
@@ -109,6 +134,8 @@ const toText = (schema: Schema.Top, value: unknown): Effect.Effect<string> =>
     // A void value (`undefined`) is kept as null: JSON drops undefined members, and the JSON codecs read null.
     (encoded) => JSON.stringify(encoded ?? null, (_key, value) => (value === undefined ? null : value))
   )
+/** An activity's record once it completed with no value (`CompletedActivity`), encoded once. */
+const completedVoid = Effect.runSync(toText(activityResult, new Workflow.Complete({ exit: Exit.void })))
 const fromText = <A>(schema: Schema.Top, text: string): Effect.Effect<A> =>
   Effect.orDie(
     Schema.decodeUnknownEffect(schema as Schema.Codec<A, unknown>)(JSON.parse(text))
@@ -286,9 +313,12 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         if (known !== undefined) return { state: known, result: undefined }
         const entry = workflows.get(workflow._tag)
         if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
+        // Read first: an execution carried on again (a resume, a replay after an approval) is
+        // there, and a write that changes nothing still commits, and waits on the disk.
+        const recorded = yield* durable(journal.execution(executionId))
         const record =
-          payload === undefined
-            ? yield* durable(journal.execution(executionId))
+          payload === undefined || recorded !== undefined
+            ? recorded
             : yield* durable(
                 journal.start({
                   executionId,
@@ -449,16 +479,24 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
             instance.executionId
           )
           activityInstance.interrupted = instance.interrupted
+          const completed: JournalEntry = {
+            executionId: instance.executionId,
+            key,
+            value: completedVoid
+          }
           const result = yield* (activity as unknown as Activity.AnyWithProps).executeEncoded.pipe(
             Workflow.intoResult,
-            Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance)
+            Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance),
+            Effect.provideService(CompletedActivity, completed)
           )
           if (result._tag === "Suspended") return result
           // A defect (the database, the disk) is not the activity's answer: the next replay runs it again.
           if (Exit.isFailure(result.exit) && Cause.hasDies(result.exit.cause)) return result
-          const standing = yield* durable(
-            journal.record(instance.executionId, key, yield* toText(activityResult, result))
-          )
+          // Read first: an activity that wrote its own record (`CompletedActivity`) needs no write
+          // here (a write that changes nothing still commits, and waits on the disk).
+          const standing =
+            (yield* durable(journal.entry(instance.executionId, key))) ??
+            (yield* durable(journal.record(instance.executionId, key, yield* toText(activityResult, result))))
           return yield* fromText<Result>(activityResult, standing)
         }),
         poll: (workflow, executionId) =>

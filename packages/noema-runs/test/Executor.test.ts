@@ -225,6 +225,57 @@ describe("Executor", () => {
     })
   )
 
+  it.effect(
+    "each step's journal record is written in the commit of its last events; a resumed execution is not recorded again",
+    () =>
+      Effect.gen(function* () {
+        const { store, workspace, model, thread } = yield* setup(["published", "two"])
+        const recorded: Array<string> = []
+        const started: Array<string> = []
+        const counting: RunsStore.Service = {
+          ...store,
+          journal: {
+            ...store.journal,
+            start: (execution) =>
+              Effect.andThen(
+                Effect.sync(() => started.push(execution.executionId)),
+                store.journal.start(execution)
+              ),
+            record: (executionId, key, value) =>
+              Effect.andThen(
+                Effect.sync(() => recorded.push(key)),
+                store.journal.record(executionId, key, value)
+              )
+          }
+        }
+        const executor = Executor.make({ store: counting, workspace, model })
+        const pipeline: Pipeline.Pipeline = {
+          name: "two",
+          stages: [
+            { key: "one", instructions: "One.", tools: [], approval: true },
+            { key: "two", instructions: "Two.", tools: [], approval: false }
+          ]
+        }
+        const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline })
+        assert.strictEqual((yield* executor.execute(run.runId, pipeline))._tag, "WaitingApproval")
+        yield* executor.approve(run.runId, "me")
+        // Carried on by another process (a new engine, nothing of the run in memory).
+        const done = yield* Executor.make({ store: counting, workspace, model }).execute(run.runId, pipeline)
+        assert.strictEqual(done.run.status, "completed")
+        // The approval is a deferred, written on its own; every activity came with its events.
+        assert.deepStrictEqual(recorded, ["deferred/approval/1"])
+        // The execution is recorded once: carried on after the approval, it is read, not written again.
+        assert.deepStrictEqual(started, [`${run.runId}/1`])
+        const workflow = yield* executor.workflowOf(run.runId)
+        assert.deepStrictEqual(workflow?.activities, [
+          "request-approval/1",
+          "stage/1/attempt/1",
+          "stage/2/attempt/1",
+          "complete"
+        ])
+      })
+  )
+
   it.effect("an approval recorded just as the run reads its gate: the same execute carries on", () =>
     Effect.gen(function* () {
       const { executor, thread, store, workspace, model } = yield* setup(["published"])

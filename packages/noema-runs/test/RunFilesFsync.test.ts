@@ -9,7 +9,7 @@ import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import * as RunFiles from "../src/RunFiles.js"
 
 type Step = { readonly fsync: string } | { readonly link: string }
@@ -19,9 +19,17 @@ const cjs = createRequire(import.meta.url)("node:fs") as typeof fs
 const original = { fsync: cjs.fsync, fsyncSync: cjs.fsyncSync, linkSync: cjs.linkSync }
 const pathOf = (fd: number) => fs.readlinkSync(`/proc/self/fd/${fd}`)
 
+/** While set, the fsyncs off the event loop wait here (by path) until a test lets them go on. */
+let held: Map<string, (error?: NodeJS.ErrnoException) => void> | undefined
+
 beforeAll(() => {
   cjs.fsync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
-    steps.push({ fsync: pathOf(fd) })
+    const file = pathOf(fd)
+    steps.push({ fsync: file })
+    if (held !== undefined) {
+      held.set(file, (error) => (error === undefined ? original.fsync(fd, callback) : callback(error)))
+      return
+    }
     return original.fsync(fd, callback)
   }) as typeof fs.fsync
   cjs.fsyncSync = (fd: number) => {
@@ -102,6 +110,172 @@ describe("RunFiles: a stage's fsyncs", () => {
       for (const directory of [path.dirname(stage), stage, path.join(stage, "artifacts")])
         assert.isTrue(before.has(directory), `${directory} not fsynced before the manifest was linked`)
       assert.deepStrictEqual(steps.slice(manifestLink + 1), [{ fsync: stage }])
+    })
+  )
+
+  /** Lets the fiber run until `done()` holds, for at most `rounds` turns of the scheduler (no clock). */
+  const until = (done: () => boolean, rounds = 2000) =>
+    Effect.gen(function* () {
+      for (let round = 0; round < rounds && !done(); round++)
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+    })
+
+  it.effect(
+    "input.json and output.json do not wait for their fsyncs: they land together, before the manifest",
+    () =>
+      Effect.gen(function* () {
+        const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+        const writer = yield* RunFiles.stageWriter({
+          workspace: root,
+          runId: "run_1",
+          position: 1,
+          key: "one",
+          attempt: 1
+        })
+        const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+        held = waiting
+        try {
+          const files = Effect.gen(function* () {
+            yield* writer.writeInput({ request: "r" })
+            yield* writer.writeOutput({ text: "answer", artifacts: [] })
+          })
+          const fiber = yield* Effect.forkChild(files)
+          const tmp = (name: string) =>
+            [...waiting.keys()].some((file) => path.basename(file).startsWith(`.${name}.`))
+          yield* until(() => tmp("input.json") && tmp("output.json"))
+          assert.isTrue(tmp("input.json") && tmp("output.json"), "output.json waited for input.json's fsync")
+          yield* Fiber.join(fiber)
+          const manifest = yield* Effect.forkChild(writer.writeManifest(manifestFields(1, "one")))
+          yield* until(() => tmp("manifest.json"))
+          // Nothing is linked while its bytes are not on disk; the manifest waits for both.
+          for (const name of ["input.json", "output.json", "manifest.json"])
+            assert.isFalse(
+              fs.existsSync(path.join(writer.directory, name)),
+              `${name} linked before its fsync`
+            )
+          held = undefined
+          for (const release of waiting.values()) release()
+          yield* Fiber.join(manifest)
+          for (const name of ["input.json", "output.json", "manifest.json"])
+            assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
+        } finally {
+          held = undefined
+        }
+      })
+  )
+
+  it.effect("a file that fails on its way fails the manifest, naming the file; nothing is claimed", () =>
+    Effect.gen(function* () {
+      const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+      const writer = yield* RunFiles.stageWriter({
+        workspace: root,
+        runId: "run_1",
+        position: 1,
+        key: "one",
+        attempt: 1
+      })
+      const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+      held = waiting
+      try {
+        yield* writer.writeInput({ request: "r" })
+        const input = [...waiting].find(([file]) => path.basename(file).startsWith(".input.json."))
+        assert.isDefined(input)
+        held = undefined
+        input![1](Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
+        const error = yield* Effect.flip(writer.writeManifest(manifestFields(1, "one")))
+        assert.strictEqual(error.path, path.join(writer.directory, "input.json"))
+        assert.strictEqual(error.systemError, "EIO")
+        assert.isFalse(fs.existsSync(path.join(writer.directory, "manifest.json")))
+        assert.isFalse(fs.existsSync(path.join(writer.directory, "input.json")))
+        // Told once: the failed attempt's own manifest can still be written.
+        const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
+        assert.strictEqual(failed.status, "failed")
+      } finally {
+        held = undefined
+      }
+    })
+  )
+
+  it.effect(
+    "the answer and output.json are fsynced together; output.json lands only once the answer has",
+    () =>
+      Effect.gen(function* () {
+        const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+        const writer = yield* RunFiles.stageWriter({
+          workspace: root,
+          runId: "run_1",
+          position: 1,
+          key: "one",
+          attempt: 1
+        })
+        const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+        held = waiting
+        try {
+          const answer = yield* Effect.forkChild(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
+          const tmp = (name: string) =>
+            [...waiting].find(([file]) => path.basename(file).startsWith(`.${name}.`))
+          yield* until(() => tmp("one.md") !== undefined && tmp("output.json") !== undefined)
+          assert.isDefined(tmp("one.md"), "the answer's fsync was not started")
+          assert.isDefined(tmp("output.json"), "output.json's fsync waited for the answer's")
+          // output.json's bytes are on disk first: it still waits for the answer it names.
+          tmp("output.json")![1]()
+          yield* until(() => fs.existsSync(path.join(writer.directory, "output.json")), 200)
+          assert.isFalse(
+            fs.existsSync(path.join(writer.directory, "output.json")),
+            "output.json before the answer"
+          )
+          held = undefined
+          tmp("one.md")![1]()
+          const entry = yield* Fiber.join(answer)
+          assert.strictEqual(entry.path, "one.md")
+          yield* writer.writeManifest(manifestFields(1, "one"))
+          for (const name of ["output.json", "artifacts/one.md", "manifest.json"])
+            assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
+        } finally {
+          held = undefined
+        }
+      })
+  )
+
+  it.effect("an answer that fails on its way leaves output.json unwritten, for the attempt's error", () =>
+    Effect.gen(function* () {
+      const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
+      const writer = yield* RunFiles.stageWriter({
+        workspace: root,
+        runId: "run_1",
+        position: 1,
+        key: "one",
+        attempt: 1
+      })
+      const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
+      held = waiting
+      try {
+        const answer = yield* Effect.forkChild(
+          Effect.flip(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
+        )
+        const tmp = (name: string) =>
+          [...waiting].find(([file]) => path.basename(file).startsWith(`.${name}.`))
+        yield* until(() => tmp("one.md") !== undefined && tmp("output.json") !== undefined)
+        held = undefined
+        tmp("output.json")![1]()
+        tmp("one.md")![1](Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
+        const error = yield* Fiber.join(answer)
+        assert.strictEqual(error.systemError, "EIO")
+        yield* writer.settle
+        assert.isFalse(fs.existsSync(path.join(writer.directory, "output.json")))
+        assert.deepStrictEqual(
+          fs.readdirSync(writer.directory).filter((name) => name.endsWith(".tmp")),
+          [],
+          "output.json's temporary file removed"
+        )
+        // The attempt's error takes output.json's name; its manifest lists no artifact.
+        yield* writer.writeOutput({ error: { error_code: "file_error" } })
+        const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
+        assert.deepStrictEqual(failed.artifacts, [])
+        assert.include(fs.readFileSync(path.join(writer.directory, "output.json"), "utf8"), "file_error")
+      } finally {
+        held = undefined
+      }
     })
   )
 })

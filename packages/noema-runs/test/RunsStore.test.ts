@@ -7,6 +7,7 @@ import { Database } from "@noema/sql"
 import { SqliteClient } from "@noema/sql-sqlite"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Layer, Redacted } from "effect"
+import type * as Run from "../src/Run.js"
 import * as RunsStore from "../src/RunsStore.js"
 import * as RunsStoreConformance from "../src/RunsStoreConformance.js"
 import * as SqlRunsStore from "../src/SqlRunsStore.js"
@@ -104,6 +105,89 @@ describe("SqlRunsStore on a SQLite file", () => {
           threads.map((each) => each.id),
           [thread.id]
         )
+      })
+  )
+
+  it.effect(
+    "the projections kept as events are appended, one batch at a time, are the ones rebuild() makes from the log",
+    () =>
+      Effect.gen(function* () {
+        const filename = path.join(directory, "projections.db")
+        const stages = [
+          { key: "plan", position: 1, needsApproval: false },
+          { key: "draft", position: 2, needsApproval: false }
+        ]
+        const artifact = (position: number, attempt: number, name: string) =>
+          ({
+            type: "ArtifactPublished",
+            position,
+            attempt,
+            path: name,
+            kind: "markdown",
+            sha256: name,
+            size: 1
+          }) as const
+        const batches: ReadonlyArray<ReadonlyArray<Run.EventData>> = [
+          [{ type: "RunStarted" }],
+          [{ type: "StageStarted", position: 1, attempt: 1 }],
+          [
+            artifact(1, 1, "lost.md"),
+            {
+              type: "StageFailed",
+              position: 1,
+              attempt: 1,
+              error_code: "model",
+              error_message: "down",
+              retryable: true
+            },
+            { type: "RunFailed", error_code: "model", error_message: "down", retryable: true }
+          ],
+          [{ type: "RunStarted" }],
+          [{ type: "StageStarted", position: 1, attempt: 2 }],
+          [
+            artifact(1, 2, "plan.md"),
+            artifact(1, 2, "notes.md"),
+            { type: "StageCompleted", position: 1, attempt: 2 }
+          ],
+          [{ type: "StageStarted", position: 2, attempt: 1 }],
+          [artifact(2, 1, "draft.md"), { type: "StageCompleted", position: 2, attempt: 1 }],
+          [{ type: "RunCompleted" }]
+        ]
+        yield* onFile(filename, false, (store) =>
+          Effect.gen(function* () {
+            const thread = yield* store.createThread()
+            const run = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+            for (const batch of batches) yield* store.append(run.runId, batch)
+          })
+        )
+        const rows = () => {
+          const db = new DatabaseSync(filename, { readOnly: true })
+          try {
+            return {
+              attempts: db
+                .prepare("SELECT * FROM runs_stage_attempts ORDER BY run_id, position, attempt")
+                .all(),
+              artifacts: db
+                .prepare("SELECT * FROM runs_artifacts ORDER BY run_id, position, attempt, path")
+                .all()
+            }
+          } finally {
+            db.close()
+          }
+        }
+        const kept = rows()
+        assert.strictEqual(kept.attempts.length, 3)
+        assert.deepStrictEqual(
+          kept.attempts.map((row) => [row.position, row.attempt, row.status]),
+          [
+            [1, 1, "failed"],
+            [1, 2, "completed"],
+            [2, 1, "completed"]
+          ]
+        )
+        assert.strictEqual(kept.artifacts.length, 4)
+        yield* onFile(filename, false, (store) => store.rebuild())
+        assert.deepStrictEqual(rows(), kept)
       })
   )
 })
