@@ -120,51 +120,11 @@ describe("RunFiles: a stage's fsyncs", () => {
         yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
     })
 
-  it.effect(
-    "input.json and output.json do not wait for their fsyncs: they land together, before the manifest",
-    () =>
-      Effect.gen(function* () {
-        const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
-        const writer = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 1,
-          key: "one",
-          attempt: 1
-        })
-        const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
-        held = waiting
-        try {
-          const files = Effect.gen(function* () {
-            yield* writer.writeInput({ request: "r" })
-            yield* writer.writeOutput({ text: "answer", artifacts: [] })
-          })
-          const fiber = yield* Effect.forkChild(files)
-          const tmp = (name: string) =>
-            [...waiting.keys()].some((file) => path.basename(file).startsWith(`.${name}.`))
-          yield* until(() => tmp("input.json") && tmp("output.json"))
-          assert.isTrue(tmp("input.json") && tmp("output.json"), "output.json waited for input.json's fsync")
-          yield* Fiber.join(fiber)
-          const manifest = yield* Effect.forkChild(writer.writeManifest(manifestFields(1, "one")))
-          yield* until(() => tmp("manifest.json"))
-          // Nothing is linked while its bytes are not on disk; the manifest waits for both.
-          for (const name of ["input.json", "output.json", "manifest.json"])
-            assert.isFalse(
-              fs.existsSync(path.join(writer.directory, name)),
-              `${name} linked before its fsync`
-            )
-          held = undefined
-          for (const release of waiting.values()) release()
-          yield* Fiber.join(manifest)
-          for (const name of ["input.json", "output.json", "manifest.json"])
-            assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
-        } finally {
-          held = undefined
-        }
-      })
-  )
-
-  it.effect("a file that fails on its way fails the manifest, naming the file; nothing is claimed", () =>
+  /**
+   * A stage writer in a fresh workspace whose fsyncs off the event loop wait, by file, until the
+   * test releases them (with an error, to fail one); the test's scope lets the rest go on.
+   */
+  const heldWriter = Effect.acquireRelease(
     Effect.gen(function* () {
       const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
       const writer = yield* RunFiles.stageWriter({
@@ -176,23 +136,72 @@ describe("RunFiles: a stage's fsyncs", () => {
       })
       const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
       held = waiting
-      try {
-        yield* writer.writeInput({ request: "r" })
-        const input = [...waiting].find(([file]) => path.basename(file).startsWith(".input.json."))
-        assert.isDefined(input)
-        held = undefined
-        input![1](Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
-        const error = yield* Effect.flip(writer.writeManifest(manifestFields(1, "one")))
-        assert.strictEqual(error.path, path.join(writer.directory, "input.json"))
-        assert.strictEqual(error.systemError, "EIO")
-        assert.isFalse(fs.existsSync(path.join(writer.directory, "manifest.json")))
-        assert.isFalse(fs.existsSync(path.join(writer.directory, "input.json")))
-        // Told once: the failed attempt's own manifest can still be written.
-        const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
-        assert.strictEqual(failed.status, "failed")
-      } finally {
-        held = undefined
+      const pendingOf = (name: string) =>
+        [...waiting].find(([file]) => path.basename(file).startsWith(`.${name}.`))?.[1]
+      return {
+        writer,
+        waiting,
+        /** Whether `name`'s temporary file is waiting for its fsync. */
+        isHeld: (name: string) => pendingOf(name) !== undefined,
+        /** Lets `name`'s fsync go on, or fail with `error`. */
+        release: (name: string, error?: NodeJS.ErrnoException) => {
+          const release = pendingOf(name)
+          assert.isDefined(release, `${name} is not waiting for its fsync`)
+          release(error)
+        }
       }
+    }),
+    () =>
+      Effect.sync(() => {
+        held = undefined
+      })
+  )
+
+  const eio = () => Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" })
+
+  it.effect(
+    "input.json and output.json do not wait for their fsyncs: they land together, before the manifest",
+    () =>
+      Effect.gen(function* () {
+        const { writer, waiting, isHeld } = yield* heldWriter
+        const files = Effect.gen(function* () {
+          yield* writer.writeInput({ request: "r" })
+          yield* writer.writeOutput({ text: "answer", artifacts: [] })
+        })
+        const fiber = yield* Effect.forkChild(files)
+        yield* until(() => isHeld("input.json") && isHeld("output.json"))
+        assert.isTrue(
+          isHeld("input.json") && isHeld("output.json"),
+          "output.json waited for input.json's fsync"
+        )
+        yield* Fiber.join(fiber)
+        const manifest = yield* Effect.forkChild(writer.writeManifest(manifestFields(1, "one")))
+        yield* until(() => isHeld("manifest.json"))
+        // Nothing is linked while its bytes are not on disk; the manifest waits for both.
+        for (const name of ["input.json", "output.json", "manifest.json"])
+          assert.isFalse(fs.existsSync(path.join(writer.directory, name)), `${name} linked before its fsync`)
+        held = undefined
+        for (const release of waiting.values()) release()
+        yield* Fiber.join(manifest)
+        for (const name of ["input.json", "output.json", "manifest.json"])
+          assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
+      })
+  )
+
+  it.effect("a file that fails on its way fails the manifest, naming the file; nothing is claimed", () =>
+    Effect.gen(function* () {
+      const { writer, release } = yield* heldWriter
+      yield* writer.writeInput({ request: "r" })
+      held = undefined
+      release("input.json", eio())
+      const error = yield* Effect.flip(writer.writeManifest(manifestFields(1, "one")))
+      assert.strictEqual(error.path, path.join(writer.directory, "input.json"))
+      assert.strictEqual(error.systemError, "EIO")
+      assert.isFalse(fs.existsSync(path.join(writer.directory, "manifest.json")))
+      assert.isFalse(fs.existsSync(path.join(writer.directory, "input.json")))
+      // Told once: the failed attempt's own manifest can still be written.
+      const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
+      assert.strictEqual(failed.status, "failed")
     })
   )
 
@@ -200,82 +209,52 @@ describe("RunFiles: a stage's fsyncs", () => {
     "the answer and output.json are fsynced together; output.json lands only once the answer has",
     () =>
       Effect.gen(function* () {
-        const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
-        const writer = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 1,
-          key: "one",
-          attempt: 1
-        })
-        const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
-        held = waiting
-        try {
-          const answer = yield* Effect.forkChild(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
-          const tmp = (name: string) =>
-            [...waiting].find(([file]) => path.basename(file).startsWith(`.${name}.`))
-          yield* until(() => tmp("one.md") !== undefined && tmp("output.json") !== undefined)
-          assert.isDefined(tmp("one.md"), "the answer's fsync was not started")
-          assert.isDefined(tmp("output.json"), "output.json's fsync waited for the answer's")
-          // output.json's bytes are on disk first: it still waits for the answer it names.
-          tmp("output.json")![1]()
-          yield* until(() => fs.existsSync(path.join(writer.directory, "output.json")), 200)
-          assert.isFalse(
-            fs.existsSync(path.join(writer.directory, "output.json")),
-            "output.json before the answer"
-          )
-          held = undefined
-          tmp("one.md")![1]()
-          const entry = yield* Fiber.join(answer)
-          assert.strictEqual(entry.path, "one.md")
-          yield* writer.writeManifest(manifestFields(1, "one"))
-          for (const name of ["output.json", "artifacts/one.md", "manifest.json"])
-            assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
-        } finally {
-          held = undefined
-        }
+        const { writer, isHeld, release } = yield* heldWriter
+        const answer = yield* Effect.forkChild(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
+        yield* until(() => isHeld("one.md") && isHeld("output.json"))
+        assert.isTrue(isHeld("one.md"), "the answer's fsync was not started")
+        assert.isTrue(isHeld("output.json"), "output.json's fsync waited for the answer's")
+        // output.json's bytes are on disk first: it still waits for the answer it names.
+        release("output.json")
+        yield* until(() => fs.existsSync(path.join(writer.directory, "output.json")), 200)
+        assert.isFalse(
+          fs.existsSync(path.join(writer.directory, "output.json")),
+          "output.json before the answer"
+        )
+        held = undefined
+        release("one.md")
+        const entry = yield* Fiber.join(answer)
+        assert.strictEqual(entry.path, "one.md")
+        yield* writer.writeManifest(manifestFields(1, "one"))
+        for (const name of ["output.json", "artifacts/one.md", "manifest.json"])
+          assert.isTrue(fs.existsSync(path.join(writer.directory, name)), `${name} not in place`)
       })
   )
 
   it.effect("an answer that fails on its way leaves output.json unwritten, for the attempt's error", () =>
     Effect.gen(function* () {
-      const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
-      const writer = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "one",
-        attempt: 1
-      })
-      const waiting = new Map<string, (error?: NodeJS.ErrnoException) => void>()
-      held = waiting
-      try {
-        const answer = yield* Effect.forkChild(
-          Effect.flip(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
-        )
-        const tmp = (name: string) =>
-          [...waiting].find(([file]) => path.basename(file).startsWith(`.${name}.`))
-        yield* until(() => tmp("one.md") !== undefined && tmp("output.json") !== undefined)
-        held = undefined
-        tmp("output.json")![1]()
-        tmp("one.md")![1](Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }))
-        const error = yield* Fiber.join(answer)
-        assert.strictEqual(error.systemError, "EIO")
-        yield* writer.settle
-        assert.isFalse(fs.existsSync(path.join(writer.directory, "output.json")))
-        assert.deepStrictEqual(
-          fs.readdirSync(writer.directory).filter((name) => name.endsWith(".tmp")),
-          [],
-          "output.json's temporary file removed"
-        )
-        // The attempt's error takes output.json's name; its manifest lists no artifact.
-        yield* writer.writeOutput({ error: { error_code: "file_error" } })
-        const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
-        assert.deepStrictEqual(failed.artifacts, [])
-        assert.include(fs.readFileSync(path.join(writer.directory, "output.json"), "utf8"), "file_error")
-      } finally {
-        held = undefined
-      }
+      const { writer, isHeld, release } = yield* heldWriter
+      const answer = yield* Effect.forkChild(
+        Effect.flip(writer.writeAnswer("one.md", "answer\n", { text: "answer" }))
+      )
+      yield* until(() => isHeld("one.md") && isHeld("output.json"))
+      held = undefined
+      release("output.json")
+      release("one.md", eio())
+      const error = yield* Fiber.join(answer)
+      assert.strictEqual(error.systemError, "EIO")
+      yield* writer.settle
+      assert.isFalse(fs.existsSync(path.join(writer.directory, "output.json")))
+      assert.deepStrictEqual(
+        fs.readdirSync(writer.directory).filter((name) => name.endsWith(".tmp")),
+        [],
+        "output.json's temporary file removed"
+      )
+      // The attempt's error takes output.json's name; its manifest lists no artifact.
+      yield* writer.writeOutput({ error: { error_code: "file_error" } })
+      const failed = yield* writer.writeManifest({ ...manifestFields(1, "one"), status: "failed" })
+      assert.deepStrictEqual(failed.artifacts, [])
+      assert.include(fs.readFileSync(path.join(writer.directory, "output.json"), "utf8"), "file_error")
     })
   )
 })
