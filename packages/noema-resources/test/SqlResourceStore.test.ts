@@ -3,8 +3,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Database } from "@noema/sql"
+import { transactionCounter } from "@noema/sql/testing"
 import { TestDatabase } from "@noema/testing-postgres"
-import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Tracer } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as ResourceStoreConformance from "../src/ResourceStoreConformance.js"
 import * as SqlResourceStore from "../src/SqlResourceStore.js"
@@ -69,18 +70,6 @@ describe("reading", () => {
       )
   )
 })
-
-/** Counts the transactions begun (effect's `sql.transaction` spans) by what runs under `tracer`. */
-const transactionCounter = () => {
-  let count = 0
-  const tracer = Tracer.make({
-    span(options) {
-      if (options.name === "sql.transaction") count++
-      return new Tracer.NativeSpan(options)
-    }
-  })
-  return { tracer, count: () => count }
-}
 
 /** `effect` with the clock standing at `millis`: which caller's services a grouped body ran with. */
 const at = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>

@@ -3,8 +3,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
+import { transactionCounter } from "@noema/sql/testing"
 import { SqliteClient } from "@noema/sql-sqlite"
-import { Cause, Deferred, Effect, Exit, Fiber, Tracer } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import { SessionConflictError, SessionNotFoundError, StoreError } from "../src/SessionStore.js"
@@ -26,18 +27,6 @@ const open = Effect.gen(function* () {
   )
   return { sql, store }
 })
-
-/** Counts the transactions begun (effect's `sql.transaction` spans) by what runs under `tracer`. */
-const transactionCounter = () => {
-  let count = 0
-  const tracer = Tracer.make({
-    span(options) {
-      if (options.name === "sql.transaction") count++
-      return new Tracer.NativeSpan(options)
-    }
-  })
-  return { tracer, count: () => count }
-}
 
 /**
  * Holds the client's write lock in a transaction of another fiber until `release`, so appends
