@@ -32,6 +32,8 @@
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  */
+
+import { SqliteClient } from "@noema/sql-sqlite"
 import { Context, Deferred, Effect, Exit } from "effect"
 import type { SqlClient, SqlConnection, SqlError } from "effect/sql"
 
@@ -107,6 +109,12 @@ const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
  * COMMIT holding it returned, or fails with its own failure (see the module comment).
  */
 export const make = (sql: SqlClient.SqlClient) => {
+  // node:sqlite's client has a leaner transaction (no span, no afterCommit buffer) with the same
+  // lock, BEGIN IMMEDIATE, COMMIT and cleanup: a commit pays for what it uses.
+  const transaction: <A, E>(append: Append<A, E>) => Effect.Effect<A, E | SqlError.SqlError> =
+    SqliteClient.isSqliteClient(sql)
+      ? sql.writeTransaction
+      : (append) => sql.withTransaction(onTransactionConnection(sql, append))
   const queue: Array<Job> = []
   let committing = false
   let company = false
@@ -127,15 +135,13 @@ export const make = (sql: SqlClient.SqlClient) => {
   /** One batch: the lock, whatever is queued then, one transaction; every caller answered. */
   const commitBatch = Effect.suspend(() => {
     let batch: Array<Job> | undefined
-    const transaction = sql.withTransaction(
-      onTransactionConnection(sql, (connection) =>
-        Effect.suspend(() => {
-          batch = takeBatch()
-          return runBatch(connection, batch)
-        })
-      )
+    const batchTransaction = transaction((connection) =>
+      Effect.suspend(() => {
+        batch = takeBatch()
+        return runBatch(connection, batch)
+      })
     )
-    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(transaction)).pipe(
+    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(batchTransaction)).pipe(
       Effect.flatMap((exit) =>
         Effect.sync(() => {
           // A transaction that never began (the lock not had within the busy timeout) fails
@@ -175,7 +181,7 @@ export const make = (sql: SqlClient.SqlClient) => {
   const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     committing = true
     company = false
-    return Effect.onExit(sql.withTransaction(onTransactionConnection(sql, append)), () => {
+    return Effect.onExit(transaction(append), () => {
       if (queue.length > 0) return Effect.asVoid(startCommitting)
       committing = false
       return Effect.void
