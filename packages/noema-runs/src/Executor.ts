@@ -129,6 +129,8 @@ export interface Engine {
   readonly handOver: (options: {
     readonly executionId: string
     readonly payload: { readonly runId: string }
+    /** The run was started just now: its execution is new, with nothing suspended to resume. */
+    readonly fresh?: boolean
   }) => Effect.Effect<void>
   /** What holds the run while the workflow's body runs here (the cluster's runner takes its lease). */
   readonly carry: <A, E, R>(runId: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -554,9 +556,15 @@ export const make = (options: Options): Executor => {
         } else {
           const attempt = stage.attempts.length + 1
           model ??= yield* Effect.orDie(modelFor(run))
+          // The last stage's step completes the run too: one step fewer a run (on the cluster a
+          // persisted message and its stored reply). `complete` stays for a run stopped in between.
           yield* step(
             `stage/${stage.position}/attempt/${attempt}`,
-            runAttempt(run, pipeline, stage.position, model)
+            Effect.flatMap(runAttempt(run, pipeline, stage.position, model), (after) =>
+              after.status === "running" && currentStage(after) === undefined
+                ? append(runId, [{ type: "RunCompleted" }])
+                : Effect.void
+            )
           )
         }
       }
@@ -588,9 +596,9 @@ export const make = (options: Options): Executor => {
   const startIfQueued = (runId: string) =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
-      if (run.status !== "queued") return { _tag: "Run", run } as const
+      if (run.status !== "queued") return { _tag: "Run", run, fresh: false } as const
       const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }]))
-      if (started._tag === "Success") return { _tag: "Run", run: started.success } as const
+      if (started._tag === "Success") return { _tag: "Run", run: started.success, fresh: true } as const
       if (started.failure._tag === "IllegalTransition")
         return { _tag: "Queued", run, reason: started.failure.detail } as const
       return yield* Effect.fail(started.failure)
@@ -606,7 +614,11 @@ export const make = (options: Options): Executor => {
         return { _tag: "WaitingApproval", run, position: waiting?.position ?? 0 } as const
       }
       if (run.status !== "running") return { _tag: "Finished", run } as const
-      yield* engine.handOver({ executionId: yield* executionOf(runId), payload: { runId } })
+      yield* engine.handOver({
+        executionId: yield* executionOf(runId),
+        payload: { runId },
+        fresh: start.fresh
+      })
       return { _tag: "HandedOver", run } as const
     })
 
