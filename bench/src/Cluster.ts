@@ -22,16 +22,24 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { OfflineModel } from "@noema/cli"
 import { OpenAiTestServer } from "@noema/openai/testing"
-import { Executor, Pipeline, type RunsStore, SqlRunsStore } from "@noema/runs"
+import { Executor, Pipeline, type Run, type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { check, median, postgresDatabase } from "./Harness.ts"
+import * as SqlCounter from "./SqlCounter.ts"
 
 export interface ClusterOptions {
   readonly runs: number
   readonly approvals: number
+  /**
+   * Workers reach PostgreSQL through `SqlCounter` (NOEMA_BENCH_COUNT_SQL=1), and the run gives
+   * `runs.<engine>_statements_per_run` (during the throughput runs, less what the idle workers
+   * executed in as long before them) and prints the statements most executed on stderr. The
+   * proxy slows both sides, so take the throughput figures from a run without it.
+   */
+  readonly countStatements?: boolean
 }
 
 type EngineName = "claims" | "cluster"
@@ -54,6 +62,7 @@ interface Side {
   readonly storage: ReadonlyArray<string>
   readonly store: RunsStore.Service
   readonly workspace: string
+  readonly counter?: SqlCounter.Counter
 }
 
 interface Worker {
@@ -66,7 +75,10 @@ const startWorker = async (side: Side, model: ReadonlyArray<string>): Promise<Wo
     side.engine === "cluster"
       ? ["--engine", "cluster", "--runner-host", "127.0.0.1", "--runner-port", String(await freePort())]
       : []
-  const child = spawn(process.execPath, [bin, "worker", ...runner, ...side.storage, ...model], {
+  // NOEMA_BENCH_CPU_PROF=<dir>: each worker writes its CPU profile there when it stops (SIGTERM).
+  const profile = process.env.NOEMA_BENCH_CPU_PROF
+  const profiling = profile === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profile}`]
+  const child = spawn(process.execPath, [...profiling, bin, "worker", ...runner, ...side.storage, ...model], {
     env: { ...process.env, NO_COLOR: "1", NOEMA_HOME: side.workspace },
     stdio: ["ignore", "pipe", "pipe"]
   })
@@ -113,6 +125,12 @@ const throughput = async (side: Side, count: number) => {
   ]
   // The runners settle their shards (and the claim workers their first poll) before the runs come.
   await pause(3000)
+  const idleStart = Date.now()
+  side.counter?.reset()
+  await pause(side.counter === undefined ? 0 : 3000)
+  const idle = side.counter === undefined ? 0 : total(side.counter.counts()) / (Date.now() - idleStart)
+  side.counter?.reset()
+  const busyStart = Date.now()
   const creator = Executor.make({ store: side.store, workspace: side.workspace, model: OfflineModel.make() })
   await runPromise(
     Effect.gen(function* () {
@@ -130,8 +148,64 @@ const throughput = async (side: Side, count: number) => {
   const runs = await allCompleted(side.store, count)
   const first = Math.min(...runs.map((run) => Date.parse(run.startedAt!)))
   const last = Math.max(...runs.map((run) => Date.parse(run.finishedAt!)))
-  return { workers, perSecond: count / ((last - first) / 1000) }
+  const perSecond = count / ((last - first) / 1000)
+  await breakdown(side, runs, last - first)
+  if (side.counter === undefined) return { workers, perSecond }
+  const counts = side.counter.counts()
+  const busy = total(counts) - idle * (Date.now() - busyStart)
+  const top = [...counts].sort((a, b) => b[1] - a[1]).slice(0, 25)
+  process.stderr.write(
+    `[cluster] ${side.engine}: ${total(counts)} statements for ${count} runs (idle ${(idle * 1000).toFixed(1)}/s)\n${top
+      .map(([text, n]) => `  ${(n / count).toFixed(2).padStart(7)}  ${text.slice(0, 160)}`)
+      .join("\n")}\n`
+  )
+  return { workers, perSecond, statementsPerRun: busy / count }
 }
+
+/**
+ * Where the throughput runs' time went, from their timelines (stderr): the medians of each
+ * step of a run and of the gap before a thread's next run, and how busy the workers' slots were.
+ */
+const breakdown = async (side: Side, runs: ReadonlyArray<Run.RunView>, window: number) => {
+  const steps = new Map<string, Array<number>>()
+  const add = (name: string, ms: number) => steps.set(name, [...(steps.get(name) ?? []), ms])
+  let busy = 0
+  const byThread = new Map<string, Array<{ started: number; finished: number }>>()
+  for (const run of runs) {
+    const events = await runPromise(side.store.events(run.runId))
+    const at = (type: string, position?: number) =>
+      Date.parse(
+        events.find(
+          (event) =>
+            event.data.type === type &&
+            (position === undefined || ("position" in event.data && event.data.position === position))
+        )?.at ?? ""
+      )
+    const started = at("RunStarted")
+    const finished = at("RunCompleted")
+    busy += finished - started
+    add("started to stage 1", at("StageStarted", 1) - started)
+    add("stage 1", at("StageCompleted", 1) - at("StageStarted", 1))
+    add("stage 1 to stage 2", at("StageStarted", 2) - at("StageCompleted", 1))
+    add("stage 2", at("StageCompleted", 2) - at("StageStarted", 2))
+    add("stage 2 to completed", finished - at("StageCompleted", 2))
+    byThread.set(run.threadId, [...(byThread.get(run.threadId) ?? []), { started, finished }])
+  }
+  for (const list of byThread.values()) {
+    list.sort((a, b) => a.started - b.started)
+    for (let i = 1; i < list.length; i++)
+      add("completed to thread's next run", list[i]!.started - list[i - 1]!.finished)
+  }
+  process.stderr.write(
+    `[cluster] ${side.engine}: ${runs.length} runs in ${window} ms, runs under way ${(busy / window).toFixed(1)} on average; medians (ms): ${[
+      ...steps
+    ]
+      .map(([name, values]) => `${name} ${median(values)}`)
+      .join(", ")}\n`
+  )
+}
+
+const total = (counts: ReadonlyMap<string, number>) => [...counts.values()].reduce((sum, n) => sum + n, 0)
 
 const gated: Pipeline.Pipeline = {
   name: "gated",
@@ -210,6 +284,11 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
   const children: Array<ChildProcess> = []
   // Each side's store pool, closed at the end: an open pool keeps the bench process alive.
   const pools: Array<Scope.Closeable> = []
+  const served = new URL(base)
+  const counter =
+    options.countStatements === true
+      ? await SqlCounter.start({ host: served.hostname, port: Number(served.port) })
+      : undefined
   try {
     for (const engine of ["claims", "cluster"] as const) {
       // Each side in its own schema of the one server.
@@ -233,16 +312,24 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
           (context) => Effect.provideContext(SqlRunsStore.fromDatabase, context)
         )
       )
-      const side: Side = { engine, storage: ["--database", url, "--workspace", workspace], store, workspace }
-      const { workers, perSecond } = await throughput(side, options.runs)
+      const side: Side = {
+        engine,
+        storage: ["--database", counter?.url(url) ?? url, "--workspace", workspace],
+        store,
+        workspace,
+        ...(counter !== undefined && { counter })
+      }
+      const { workers, perSecond, statementsPerRun } = await throughput(side, options.runs)
       children.push(...workers.map((worker) => worker.child))
       results[`runs.${engine}3_per_s`] = perSecond
+      if (statementsPerRun !== undefined) results[`runs.${engine}_statements_per_run`] = statementsPerRun
       results[`runs.${engine}_approve_to_start_ms`] = await approveToStart(side, options.approvals)
       results[`runs.${engine}_failover_ms`] = await failover(side, workers, server)
     }
   } finally {
     for (const child of children) child.kill("SIGKILL")
     for (const pool of pools) await runPromise(Scope.close(pool, Exit.void))
+    await counter?.close()
     await server.close()
     await release()
     fs.rmSync(directory, { recursive: true, force: true })
