@@ -6,7 +6,11 @@
  * - `runs.cluster3_per_s` vs `runs.claims3_per_s`: runs of the default pipeline
  *   (2 stages, the offline model: the machinery, not a model) created in bulk
  *   while three workers run, from the first run's start to the last one's end
- *   (the timeline's own times, so process start-up is not in it).
+ *   (the timeline's own times, so process start-up is not in it). Both sides'
+ *   workers run from the start and the sides take turns, round after round, so
+ *   the machine's load changing falls on both; the figure is the median round.
+ *   Each round prints on stderr where its time went (CPU a run of the workers and
+ *   of PostgreSQL, the medians of each step of a run, the runs each worker started).
  * - `runs.cluster_approve_to_start_ms` vs `runs.claims_approve_to_start_ms`: a run
  *   waiting for approval, `noema runs approve` run as a command; from its
  *   ApprovalGranted to the stage's StageStarted in the timeline (median).
@@ -31,7 +35,10 @@ import { check, median, postgresDatabase } from "./Harness.ts"
 import * as SqlCounter from "./SqlCounter.ts"
 
 export interface ClusterOptions {
+  /** Runs per round of the throughput figure. */
   readonly runs: number
+  /** Rounds each side runs, taking turns; the figure is the median. */
+  readonly rounds: number
   readonly approvals: number
   /**
    * Workers reach PostgreSQL through `SqlCounter` (NOEMA_BENCH_COUNT_SQL=1), and the run gives
@@ -59,6 +66,8 @@ const freePort = () =>
 
 interface Side {
   readonly engine: EngineName
+  /** The PostgreSQL server's main process (its backends are its children), for their CPU time. */
+  readonly postmaster: number
   readonly storage: ReadonlyArray<string>
   readonly store: RunsStore.Service
   readonly workspace: string
@@ -104,12 +113,12 @@ const cli = (side: Side, args: ReadonlyArray<string>) =>
 
 const runPromise = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
 
-/** Waits (bounded by rounds) until every run of the store is completed; fails on a failed run. */
-const allCompleted = async (store: RunsStore.Service, count: number) => {
+/** Waits (bounded by rounds) until every run of `runIds` is completed; fails on a failed run. */
+const allCompleted = async (store: RunsStore.Service, runIds: ReadonlySet<string>) => {
   for (let round = 0; round < 6000; round++) {
-    const runs = await runPromise(store.listRuns())
+    const runs = (await runPromise(store.listRuns())).filter((run) => runIds.has(run.runId))
     check(!runs.some((run) => run.status === "failed" || run.status === "canceled"), "a bench run failed")
-    if (runs.length >= count && runs.every((run) => run.status === "completed")) return runs
+    if (runs.length === runIds.size && runs.every((run) => run.status === "completed")) return runs
     await pause(50)
   }
   throw new Error("the bench runs did not complete")
@@ -117,56 +126,96 @@ const allCompleted = async (store: RunsStore.Service, count: number) => {
 
 const offline = ["-m", "offline", "--no-tools"]
 
-const throughput = async (side: Side, count: number) => {
-  const workers = [
-    await startWorker(side, offline),
-    await startWorker(side, offline),
-    await startWorker(side, offline)
-  ]
-  // The runners settle their shards (and the claim workers their first poll) before the runs come.
+/** What both sides' workers do while idle, per millisecond: statements (when counted) and PostgreSQL's CPU. */
+interface Idle {
+  readonly statements: number
+  readonly postgresCpu: number
+}
+
+const idleRates = async (
+  sides: ReadonlyArray<Side>,
+  counter: SqlCounter.Counter | undefined
+): Promise<Idle> => {
+  const postmaster = sides[0]!.postmaster
+  counter?.reset()
+  const cpuBefore = postgresCpu(postmaster)
+  const start = Date.now()
   await pause(3000)
-  const idleStart = Date.now()
-  side.counter?.reset()
-  await pause(side.counter === undefined ? 0 : 3000)
-  const idle = side.counter === undefined ? 0 : total(side.counter.counts()) / (Date.now() - idleStart)
+  const elapsed = Date.now() - start
+  return {
+    statements: counter === undefined ? 0 : total(counter.counts()) / elapsed,
+    postgresCpu: (postgresCpu(postmaster) - cpuBefore) / elapsed
+  }
+}
+
+/**
+ * One round of the throughput figure on `side`: `count` runs of the default pipeline in 20
+ * threads, created at once while its three workers run; runs per second from the first run's
+ * start to the last one's end (the timelines' own times). Where the time went goes to stderr.
+ */
+const throughputRound = async (side: Side, workers: ReadonlyArray<Worker>, count: number, idle: Idle) => {
   side.counter?.reset()
   const busyStart = Date.now()
+  const cpuBefore = {
+    workers: sumCpu(workers.map((w) => w.child.pid!)),
+    postgres: postgresCpu(side.postmaster)
+  }
   const creator = Executor.make({ store: side.store, workspace: side.workspace, model: OfflineModel.make() })
-  await runPromise(
+  const created = await runPromise(
     Effect.gen(function* () {
       const threads = yield* Effect.forEach(Array.from({ length: 20 }), () =>
         side.store.createThread({ queuePolicy: "enqueue" })
       )
+      const ids = new Set<string>()
       for (let i = 0; i < count; i++)
-        yield* creator.create({
-          threadId: threads[i % threads.length]!.id,
-          request: `request ${i}`,
-          pipeline: Pipeline.defaultPipeline
-        })
+        ids.add(
+          (yield* creator.create({
+            threadId: threads[i % threads.length]!.id,
+            request: `request ${i}`,
+            pipeline: Pipeline.defaultPipeline
+          })).runId
+        )
+      return ids
     })
   )
-  const runs = await allCompleted(side.store, count)
+  const runs = await allCompleted(side.store, created)
+  const elapsed = Date.now() - busyStart
   const first = Math.min(...runs.map((run) => Date.parse(run.startedAt!)))
   const last = Math.max(...runs.map((run) => Date.parse(run.finishedAt!)))
   const perSecond = count / ((last - first) / 1000)
-  await breakdown(side, runs, last - first)
-  if (side.counter === undefined) return { workers, perSecond }
+  const cpu = {
+    workers: sumCpu(workers.map((w) => w.child.pid!)) - cpuBefore.workers,
+    postgres: postgresCpu(side.postmaster) - cpuBefore.postgres - idle.postgresCpu * elapsed
+  }
+  process.stderr.write(
+    `[cluster] ${side.engine}: ${perSecond.toFixed(1)} runs/s; CPU a run (ms, from /proc): the 3 workers ${(cpu.workers / count).toFixed(1)}, PostgreSQL ${(cpu.postgres / count).toFixed(1)}\n`
+  )
+  await breakdown(side, runs, last - first, workers)
+  if (side.counter === undefined) return { perSecond }
   const counts = side.counter.counts()
-  const busy = total(counts) - idle * (Date.now() - busyStart)
   const top = [...counts].sort((a, b) => b[1] - a[1]).slice(0, 25)
   process.stderr.write(
-    `[cluster] ${side.engine}: ${total(counts)} statements for ${count} runs (idle ${(idle * 1000).toFixed(1)}/s)\n${top
+    `[cluster] ${side.engine}: ${total(counts)} statements for ${count} runs (idle ${(idle.statements * 1000).toFixed(1)}/s)\n${top
       .map(([text, n]) => `  ${(n / count).toFixed(2).padStart(7)}  ${text.slice(0, 160)}`)
       .join("\n")}\n`
   )
-  return { workers, perSecond, statementsPerRun: busy / count }
+  return { perSecond, statementsPerRun: (total(counts) - idle.statements * elapsed) / count }
 }
 
 /**
  * Where the throughput runs' time went, from their timelines (stderr): the medians of each
  * step of a run and of the gap before a thread's next run, and how busy the workers' slots were.
  */
-const breakdown = async (side: Side, runs: ReadonlyArray<Run.RunView>, window: number) => {
+const breakdown = async (
+  side: Side,
+  runs: ReadonlyArray<Run.RunView>,
+  window: number,
+  workers: ReadonlyArray<Worker>
+) => {
+  // A worker's progress lines start with the run's id: the runs each one carried.
+  const carried = workers.map(
+    (worker) => runs.filter((run) => worker.stdout.includes(`${run.runId}  ▸ 01-`)).length
+  )
   const steps = new Map<string, Array<number>>()
   const add = (name: string, ms: number) => steps.set(name, [...(steps.get(name) ?? []), ms])
   let busy = 0
@@ -197,12 +246,45 @@ const breakdown = async (side: Side, runs: ReadonlyArray<Run.RunView>, window: n
       add("completed to thread's next run", list[i]!.started - list[i - 1]!.finished)
   }
   process.stderr.write(
-    `[cluster] ${side.engine}: ${runs.length} runs in ${window} ms, runs under way ${(busy / window).toFixed(1)} on average; medians (ms): ${[
+    `[cluster] ${side.engine}: ${runs.length} runs in ${window} ms (the workers started ${carried.join(", ")} of them), runs under way ${(busy / window).toFixed(1)} on average; medians (ms): ${[
       ...steps
     ]
       .map(([name, values]) => `${name} ${median(values)}`)
       .join(", ")}\n`
   )
+}
+
+/** CPU time (ms) a process has used so far, from /proc (Linux); 0 where it is gone or unreadable. */
+const cpuMs = (pid: number): number => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    // After the command's closing parenthesis: state, ppid, ..., utime (14th field), stime (15th).
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) * (1000 / clockTicks)
+  } catch {
+    return 0
+  }
+}
+const clockTicks = 100
+const sumCpu = (pids: ReadonlyArray<number>) => pids.reduce((sum, pid) => sum + cpuMs(pid), 0)
+
+/** A process's parent; 0 where it cannot be read (a server on another machine: NOEMA_TEST_PG_URL). */
+const parentOf = (pid: number | string): number => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+  } catch {
+    return 0
+  }
+}
+
+/** The server's CPU time: its main process and every backend and helper it started. */
+const postgresCpu = (postmaster: number) => {
+  if (postmaster === 0) return 0
+  const children = fs
+    .readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name) && parentOf(name) === postmaster)
+  return cpuMs(postmaster) + sumCpu(children.map(Number))
 }
 
 const total = (counts: ReadonlyMap<string, number>) => [...counts.values()].reduce((sum, n) => sum + n, 0)
@@ -290,13 +372,21 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
       ? await SqlCounter.start({ host: served.hostname, port: Number(served.port) })
       : undefined
   try {
+    const sides: Array<Side> = []
     for (const engine of ["claims", "cluster"] as const) {
-      // Each side in its own schema of the one server.
-      await runPromise(
+      // Each side in its own schema of the one server; the backend's parent is the server.
+      const postmaster: number = await runPromise(
         Effect.scoped(
           Effect.flatMap(Layer.build(Database.layer({ kind: "postgres", url: base })), (context) =>
             Effect.provideContext(
-              Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`CREATE SCHEMA ${engine}`)),
+              Effect.flatMap(SqlClient.SqlClient, (sql) =>
+                Effect.andThen(
+                  sql.unsafe(`CREATE SCHEMA ${engine}`),
+                  Effect.map(sql.unsafe<{ readonly pid: number }>("SELECT pg_backend_pid() AS pid"), (rows) =>
+                    parentOf(rows[0]!.pid)
+                  )
+                )
+              ),
               context
             )
           )
@@ -312,19 +402,45 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
           (context) => Effect.provideContext(SqlRunsStore.fromDatabase, context)
         )
       )
-      const side: Side = {
+      sides.push({
         engine,
+        postmaster,
         storage: ["--database", counter?.url(url) ?? url, "--workspace", workspace],
         store,
         workspace,
         ...(counter !== undefined && { counter })
+      })
+    }
+    const workers = new Map<Side, ReadonlyArray<Worker>>()
+    for (const side of sides) {
+      const started = [
+        await startWorker(side, offline),
+        await startWorker(side, offline),
+        await startWorker(side, offline)
+      ]
+      children.push(...started.map((worker) => worker.child))
+      workers.set(side, started)
+    }
+    // The runners settle their shards (and the claim workers their first poll) before the runs come.
+    await pause(3000)
+    const idle = await idleRates(sides, counter)
+    // The sides take turns (claims first, then cluster first, ...), so a change in the machine's
+    // load falls on both alike; each figure is the median of its rounds.
+    const perSecond = new Map<Side, Array<number>>()
+    const statements = new Map<Side, Array<number>>()
+    for (let round = 0; round < options.rounds; round++)
+      for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
+        const figures = await throughputRound(side, workers.get(side)!, options.runs, idle)
+        perSecond.set(side, [...(perSecond.get(side) ?? []), figures.perSecond])
+        if (figures.statementsPerRun !== undefined)
+          statements.set(side, [...(statements.get(side) ?? []), figures.statementsPerRun])
       }
-      const { workers, perSecond, statementsPerRun } = await throughput(side, options.runs)
-      children.push(...workers.map((worker) => worker.child))
-      results[`runs.${engine}3_per_s`] = perSecond
-      if (statementsPerRun !== undefined) results[`runs.${engine}_statements_per_run`] = statementsPerRun
-      results[`runs.${engine}_approve_to_start_ms`] = await approveToStart(side, options.approvals)
-      results[`runs.${engine}_failover_ms`] = await failover(side, workers, server)
+    for (const side of sides) {
+      results[`runs.${side.engine}3_per_s`] = median(perSecond.get(side)!)
+      if (statements.has(side))
+        results[`runs.${side.engine}_statements_per_run`] = median(statements.get(side)!)
+      results[`runs.${side.engine}_approve_to_start_ms`] = await approveToStart(side, options.approvals)
+      results[`runs.${side.engine}_failover_ms`] = await failover(side, workers.get(side)!, server)
     }
   } finally {
     for (const child of children) child.kill("SIGKILL")

@@ -205,6 +205,7 @@ const main = async (): Promise<void> => {
       results,
       await ClusterBench.run({
         runs: 60,
+        rounds: 5,
         approvals: 5,
         countStatements: process.env.NOEMA_BENCH_COUNT_SQL === "1"
       })
