@@ -524,15 +524,21 @@ export const make = (options: Options): Executor => {
    */
   const body = ({ runId }: { readonly runId: string }) =>
     Effect.gen(function* () {
-      const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOf(runId)))
+      const first = yield* Effect.orDie(store.getRun(runId))
+      const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOfRun(first)))
+      /**
+       * The view this body read last and has not changed since: the first step is decided from
+       * it rather than from a read of its own (each read is a round trip on a run's start).
+       */
+      let known: RunView | undefined = first
       // An execution moved to another runner (its shards taken over): the attempt its last
       // runner left running is settled here, as `resume` does for the claims engine.
-      if (engine.placement === "owner")
-        yield* Effect.orDie(Effect.flatMap(store.getRun(runId), settleStopped))
+      if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
       let model: AvailableModel | undefined
       while (true) {
-        const run = yield* Effect.orDie(store.getRun(runId))
+        const run = known ?? (yield* Effect.orDie(store.getRun(runId)))
+        known = undefined
         if (run.status === "waiting_approval") {
           const waiting = run.stages.find((s) => s.status === "waiting_approval")
           if (waiting === undefined) return yield* Effect.die(`run ${runId} waits for approval of no stage`)
@@ -698,9 +704,13 @@ export const make = (options: Options): Executor => {
   const runFileOf = (runId: string) =>
     Effect.flatMap(store.getRun(runId), (run) => RunFiles.readRunFile(workspace, run))
 
-  const pipelineOf = (runId: string) =>
+  const pipelineOf = (runId: string) => Effect.flatMap(store.getRun(runId), pipelineOfRun)
+
+  /** `pipelineOf` for a run already read. */
+  const pipelineOfRun = (run: RunView) =>
     Effect.gen(function* () {
-      const file = yield* runFileOf(runId)
+      const runId = run.runId
+      const file = yield* RunFiles.readRunFile(workspace, run)
       if (file.pipeline_definition !== undefined)
         return yield* PipelineModule.decode(file.pipeline_definition, `run ${runId}'s run.json`, {
           tools: offered
@@ -718,8 +728,9 @@ export const make = (options: Options): Executor => {
    * A stage attempt the timeline says is running, when nothing here runs it (its process
    * stopped): recorded completed if its manifest, written last, says so, else failed
    * (`interrupted`, retryable), so the stage gets a new attempt and never a second run of this one.
+   * The run's view as it leaves it.
    */
-  const settleStopped = (run: RunView) =>
+  const settleStopped = (run: RunView): Effect.Effect<RunView, ExecuteError> =>
     Effect.gen(function* () {
       const runId = run.runId
       const stopped = run.stages.find((stage) => stage.status === "running")
@@ -738,7 +749,7 @@ export const make = (options: Options): Executor => {
           // The attempt finished (its manifest, written last, says so) and the process died
           // before recording it: the timeline is brought up to the files, nothing runs again.
           const published = new Set(attempt.artifacts.map((entry) => entry.path))
-          yield* append(runId, [
+          return yield* append(runId, [
             ...manifest.artifacts
               .filter((entry) => !published.has(entry.path))
               .map(
@@ -751,16 +762,17 @@ export const make = (options: Options): Executor => {
               ),
             { type: "StageCompleted", position: stopped.position, attempt: attempt.attempt }
           ])
-        } else
-          yield* append(runId, [
-            {
-              type: "StageFailed",
-              position: stopped.position,
-              attempt: attempt.attempt,
-              ...ErrorCode.interrupted
-            }
-          ])
+        }
+        return yield* append(runId, [
+          {
+            type: "StageFailed",
+            position: stopped.position,
+            attempt: attempt.attempt,
+            ...ErrorCode.interrupted
+          }
+        ])
       }
+      return run
     })
 
   const resume = (runId: string): Effect.Effect<Outcome, ExecuteError | PipelineError> =>
