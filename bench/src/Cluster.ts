@@ -126,25 +126,35 @@ const allCompleted = async (store: RunsStore.Service, runIds: ReadonlySet<string
 
 const offline = ["-m", "offline", "--no-tools"]
 
-/** What both sides' workers do while idle, per millisecond: statements (when counted) and PostgreSQL's CPU. */
+/**
+ * What the workers do while no run is under way, per millisecond: statements (when counted),
+ * PostgreSQL's CPU (both sides' workers) and each side's workers' CPU (polls, lock refreshes).
+ */
 interface Idle {
   readonly statements: number
   readonly postgresCpu: number
+  readonly workersCpu: ReadonlyMap<Side, number>
 }
 
 const idleRates = async (
   sides: ReadonlyArray<Side>,
+  workers: ReadonlyMap<Side, ReadonlyArray<Worker>>,
   counter: SqlCounter.Counter | undefined
 ): Promise<Idle> => {
   const postmaster = sides[0]!.postmaster
+  const pidsOf = (side: Side) => workers.get(side)!.map((worker) => worker.child.pid!)
   counter?.reset()
   const cpuBefore = postgresCpu(postmaster)
+  const workersBefore = new Map(sides.map((side) => [side, sumCpu(pidsOf(side))]))
   const start = Date.now()
-  await pause(3000)
+  await pause(5000)
   const elapsed = Date.now() - start
   return {
     statements: counter === undefined ? 0 : total(counter.counts()) / elapsed,
-    postgresCpu: (postgresCpu(postmaster) - cpuBefore) / elapsed
+    postgresCpu: (postgresCpu(postmaster) - cpuBefore) / elapsed,
+    workersCpu: new Map(
+      sides.map((side) => [side, (sumCpu(pidsOf(side)) - workersBefore.get(side)!) / elapsed])
+    )
   }
 }
 
@@ -184,11 +194,12 @@ const throughputRound = async (side: Side, workers: ReadonlyArray<Worker>, count
   const last = Math.max(...runs.map((run) => Date.parse(run.finishedAt!)))
   const perSecond = count / ((last - first) / 1000)
   const cpu = {
-    workers: sumCpu(workers.map((w) => w.child.pid!)) - cpuBefore.workers,
+    workers:
+      sumCpu(workers.map((w) => w.child.pid!)) - cpuBefore.workers - idle.workersCpu.get(side)! * elapsed,
     postgres: postgresCpu(side.postmaster) - cpuBefore.postgres - idle.postgresCpu * elapsed
   }
   process.stderr.write(
-    `[cluster] ${side.engine}: ${perSecond.toFixed(1)} runs/s; CPU a run (ms, from /proc): the 3 workers ${(cpu.workers / count).toFixed(1)}, PostgreSQL ${(cpu.postgres / count).toFixed(1)}\n`
+    `[cluster] ${side.engine}: ${perSecond.toFixed(1)} runs/s; CPU a run beyond the idle workers' (ms, from /proc): the 3 workers ${(cpu.workers / count).toFixed(1)}, PostgreSQL ${(cpu.postgres / count).toFixed(1)}\n`
   )
   await breakdown(side, runs, last - first, workers)
   if (side.counter === undefined) return { perSecond }
@@ -423,7 +434,7 @@ export const run = async (options: ClusterOptions): Promise<Record<string, numbe
     }
     // The runners settle their shards (and the claim workers their first poll) before the runs come.
     await pause(3000)
-    const idle = await idleRates(sides, counter)
+    const idle = await idleRates(sides, workers, counter)
     // The sides take turns (claims first, then cluster first, ...), so a change in the machine's
     // load falls on both alike; each figure is the median of its rounds.
     const perSecond = new Map<Side, Array<number>>()
