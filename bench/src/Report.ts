@@ -446,6 +446,13 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.cluster3_per_s", raw: "runs.claims3_per_s" }
   },
   {
+    workload: "runs.statements_per_run  (cluster | claims; NOEMA_BENCH_COUNT_SQL=1 only)",
+    unit: "SQL/run",
+    suite: "cluster",
+    better: "lower",
+    cells: { noema: "runs.cluster_statements_per_run", raw: "runs.claims_statements_per_run" }
+  },
+  {
     workload: "runs.approve_to_start  (cluster runner | claims, runs approve)",
     unit: "ms",
     suite: "cluster",

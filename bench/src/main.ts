@@ -201,7 +201,15 @@ const main = async (): Promise<void> => {
   }
   if (selected("cluster")) {
     log("runs on effect/cluster runners beside claim workers: 3 processes each, on PostgreSQL")
-    Object.assign(results, await ClusterBench.run({ runs: 60, approvals: 5 }))
+    Object.assign(
+      results,
+      await ClusterBench.run({
+        runs: 60,
+        rounds: 5,
+        approvals: 5,
+        countStatements: process.env.NOEMA_BENCH_COUNT_SQL === "1"
+      })
+    )
   }
   if (selected("context")) {
     log("context views over 1,000,000 messages")

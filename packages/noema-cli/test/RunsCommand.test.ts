@@ -110,13 +110,13 @@ describe("noema threads, run and runs (offline model)", () => {
       execution_id: `${runId}/1`,
       completed: true,
       interrupted: false,
-      activities: ["stage/1/attempt/1", "stage/2/attempt/1", "complete"],
+      activities: ["stage/1/attempt/1", "stage/2/attempt/1"],
       deferreds: []
     })
     assert.match(
       (await runCli(["runs", "show", runId], { env })).stdout,
       new RegExp(
-        `workflow ${runId}/1  completed\n  activities recorded: stage/1/attempt/1, stage/2/attempt/1, complete\n`
+        `workflow ${runId}/1  completed\n  activities recorded: stage/1/attempt/1, stage/2/attempt/1\n`
       )
     )
 

@@ -181,7 +181,7 @@ describe("noema serve: the runs panel in Chromium", () => {
     expect(await page.textContent("#artifact-content")).toBe(served)
 
     expect(await page.textContent("#workflow")).toMatch(
-      /^workflow run_\S+\/1 · completed · activities recorded: stage\/1\/attempt\/1, request-approval\/2, stage\/2\/attempt\/1, complete · deferreds completed: approval\/2$/
+      /^workflow run_\S+\/1 · completed · activities recorded: stage\/1\/attempt\/1, request-approval\/2, stage\/2\/attempt\/1 · deferreds completed: approval\/2$/
     )
 
     await page.click('[data-action="verify"]')

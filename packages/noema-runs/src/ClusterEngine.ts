@@ -310,11 +310,12 @@ export const make = (
       service,
       run: (workflow, { executionId, payload }) =>
         service.execute(workflow, { executionId, payload }) as Effect.Effect<never>,
-      handOver: ({ executionId, payload }) =>
+      handOver: ({ executionId, payload, fresh }) =>
         Effect.gen(function* () {
           yield* service.execute(RunWorkflow, { executionId, payload, discard: true })
           // Already executed and suspended (its run stopped on a failure): replayed by its runner.
-          yield* service.resume(RunWorkflow, executionId)
+          // A run started just now has a new execution: the lookup would find nothing to resume.
+          if (fresh !== true) yield* service.resume(RunWorkflow, executionId)
         }),
       carry: (runId, body) =>
         RunLease.withLease(store, runId, slots === undefined ? body : slots.withPermits(1)(body), {

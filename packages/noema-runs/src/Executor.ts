@@ -130,6 +130,8 @@ export interface Engine {
   readonly handOver: (options: {
     readonly executionId: string
     readonly payload: { readonly runId: string }
+    /** The run was started just now: its execution is new, with nothing suspended to resume. */
+    readonly fresh?: boolean
   }) => Effect.Effect<void>
   /** What holds the run while the workflow's body runs here (the cluster's runner takes its lease). */
   readonly carry: <A, E, R>(runId: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -537,15 +539,21 @@ export const make = (options: Options): Executor => {
    */
   const body = ({ runId }: { readonly runId: string }) =>
     Effect.gen(function* () {
-      const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOf(runId)))
+      const first = yield* Effect.orDie(store.getRun(runId))
+      const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOfRun(first)))
+      /**
+       * The view this body read last and has not changed since: the first step is decided from
+       * it rather than from a read of its own (each read is a round trip on a run's start).
+       */
+      let known: RunView | undefined = first
       // An execution moved to another runner (its shards taken over): the attempt its last
       // runner left running is settled here, as `resume` does for the claims engine.
-      if (engine.placement === "owner")
-        yield* Effect.orDie(Effect.flatMap(store.getRun(runId), settleStopped))
+      if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
       let model: AvailableModel | undefined
       while (true) {
-        const run = yield* Effect.orDie(store.getRun(runId))
+        const run = known ?? (yield* Effect.orDie(store.getRun(runId)))
+        known = undefined
         if (run.status === "waiting_approval") {
           const waiting = run.stages.find((s) => s.status === "waiting_approval")
           if (waiting === undefined) return yield* Effect.die(`run ${runId} waits for approval of no stage`)
@@ -569,9 +577,15 @@ export const make = (options: Options): Executor => {
         } else {
           const attempt = stage.attempts.length + 1
           model ??= yield* Effect.orDie(modelFor(run))
+          // The last stage's step completes the run too: one step fewer a run (on the cluster a
+          // persisted message and its stored reply). `complete` stays for a run stopped in between.
           yield* step(
             `stage/${stage.position}/attempt/${attempt}`,
-            runAttempt(run, pipeline, stage.position, model)
+            Effect.flatMap(runAttempt(run, pipeline, stage.position, model), (after) =>
+              after.status === "running" && currentStage(after) === undefined
+                ? append(runId, [{ type: "RunCompleted" }])
+                : Effect.void
+            )
           )
         }
       }
@@ -603,9 +617,9 @@ export const make = (options: Options): Executor => {
   const startIfQueued = (runId: string) =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
-      if (run.status !== "queued") return { _tag: "Run", run } as const
+      if (run.status !== "queued") return { _tag: "Run", run, fresh: false } as const
       const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }]))
-      if (started._tag === "Success") return { _tag: "Run", run: started.success } as const
+      if (started._tag === "Success") return { _tag: "Run", run: started.success, fresh: true } as const
       if (started.failure._tag === "IllegalTransition")
         return { _tag: "Queued", run, reason: started.failure.detail } as const
       return yield* Effect.fail(started.failure)
@@ -621,7 +635,11 @@ export const make = (options: Options): Executor => {
         return { _tag: "WaitingApproval", run, position: waiting?.position ?? 0 } as const
       }
       if (run.status !== "running") return { _tag: "Finished", run } as const
-      yield* engine.handOver({ executionId: yield* executionOf(runId), payload: { runId } })
+      yield* engine.handOver({
+        executionId: yield* executionOf(runId),
+        payload: { runId },
+        fresh: start.fresh
+      })
       return { _tag: "HandedOver", run } as const
     })
 
@@ -701,9 +719,13 @@ export const make = (options: Options): Executor => {
   const runFileOf = (runId: string) =>
     Effect.flatMap(store.getRun(runId), (run) => RunFiles.readRunFile(workspace, run))
 
-  const pipelineOf = (runId: string) =>
+  const pipelineOf = (runId: string) => Effect.flatMap(store.getRun(runId), pipelineOfRun)
+
+  /** `pipelineOf` for a run already read. */
+  const pipelineOfRun = (run: RunView) =>
     Effect.gen(function* () {
-      const file = yield* runFileOf(runId)
+      const runId = run.runId
+      const file = yield* RunFiles.readRunFile(workspace, run)
       if (file.pipeline_definition !== undefined)
         return yield* PipelineModule.decode(file.pipeline_definition, `run ${runId}'s run.json`, {
           tools: offered
@@ -721,8 +743,9 @@ export const make = (options: Options): Executor => {
    * A stage attempt the timeline says is running, when nothing here runs it (its process
    * stopped): recorded completed if its manifest, written last, says so, else failed
    * (`interrupted`, retryable), so the stage gets a new attempt and never a second run of this one.
+   * The run's view as it leaves it.
    */
-  const settleStopped = (run: RunView) =>
+  const settleStopped = (run: RunView): Effect.Effect<RunView, ExecuteError> =>
     Effect.gen(function* () {
       const runId = run.runId
       const stopped = run.stages.find((stage) => stage.status === "running")
@@ -741,7 +764,7 @@ export const make = (options: Options): Executor => {
           // The attempt finished (its manifest, written last, says so) and the process died
           // before recording it: the timeline is brought up to the files, nothing runs again.
           const published = new Set(attempt.artifacts.map((entry) => entry.path))
-          yield* append(runId, [
+          return yield* append(runId, [
             ...manifest.artifacts
               .filter((entry) => !published.has(entry.path))
               .map(
@@ -754,16 +777,17 @@ export const make = (options: Options): Executor => {
               ),
             { type: "StageCompleted", position: stopped.position, attempt: attempt.attempt }
           ])
-        } else
-          yield* append(runId, [
-            {
-              type: "StageFailed",
-              position: stopped.position,
-              attempt: attempt.attempt,
-              ...ErrorCode.interrupted
-            }
-          ])
+        }
+        return yield* append(runId, [
+          {
+            type: "StageFailed",
+            position: stopped.position,
+            attempt: attempt.attempt,
+            ...ErrorCode.interrupted
+          }
+        ])
       }
+      return run
     })
 
   const resume = (runId: string): Effect.Effect<Outcome, ExecuteError | PipelineError> =>

@@ -180,7 +180,7 @@ describe("ClusterEngine with a Worker", () => {
         executionId: `${run.runId}/1`,
         completed: true,
         interrupted: false,
-        activities: ["stage/1/attempt/1", "request-approval/2", "stage/2/attempt/1", "complete"],
+        activities: ["stage/1/attempt/1", "request-approval/2", "stage/2/attempt/1"],
         deferreds: ["approval/2"]
       })
     }).pipe(Effect.scoped, Effect.provide(cluster))

@@ -242,7 +242,7 @@ describe("runs server (JSON API, SSE, worker)", () => {
       execution_id: `${runId}/1`,
       completed: true,
       interrupted: false,
-      activities: ["stage/1/attempt/1", "request-approval/2", "stage/2/attempt/1", "complete"],
+      activities: ["stage/1/attempt/1", "request-approval/2", "stage/2/attempt/1"],
       deferreds: ["approval/2"]
     })
     expect(detail.events.map((e: Json) => e.data.type)).toContain("ApprovalGranted")
