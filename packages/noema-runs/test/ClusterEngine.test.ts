@@ -162,6 +162,12 @@ describe("ClusterEngine with a Worker", () => {
         Effect.map(store.getRun(run.runId), (view) => view.status === "waiting_approval"),
         "the run waits for approval"
       )
+      // The run's status is committed by the approval request's step; the cluster stores that
+      // activity's reply a moment later, so the workflow is read once it has it.
+      yield* eventually(
+        Effect.map(executor.workflowOf(run.runId), (workflow) => workflow?.activities.length === 2),
+        "the approval request's reply stored"
+      )
       const waiting = yield* executor.workflowOf(run.runId)
       assert.deepStrictEqual(waiting, {
         executionId: `${run.runId}/1`,
