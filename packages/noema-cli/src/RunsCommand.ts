@@ -961,7 +961,7 @@ export const run = (command: RunsCommand, io: Io) =>
           const chosen =
             command.run !== undefined
               ? [yield* store.getRun(command.run)]
-              : Worker.runnable(yield* store.listRuns(), yield* store.claims())
+              : Worker.runnable(yield* store.listRuns({ active: true }), yield* store.claims())
           if (chosen.length === 0) {
             if (!json) yield* Effect.sync(() => io.stderr.write("noema: no run to resume\n"))
             return 0

@@ -393,6 +393,10 @@ export const make = (options: Options): Executor => {
   }
   const maxReadCharacters = options.maxReadCharacters ?? HandOff.defaultMaxReadCharacters
 
+  /** Whether the stage at `position` is the only one of `run` not completed: its completion completes the run. */
+  const isLastToComplete = (run: RunView, position: number) =>
+    run.stages.every((stage) => stage.position === position || stage.status === "completed")
+
   const runAttempt = (run: RunView, pipeline: Pipeline, position: number, chosen: AvailableModel) =>
     Effect.gen(function* () {
       const stage = run.stages.find((s) => s.position === position)
@@ -476,8 +480,15 @@ export const make = (options: Options): Executor => {
       }).pipe(Effect.onInterrupt(() => writer.settle))
       return yield* work.pipe(
         Effect.matchEffect({
+          // The last stage's completion completes the run in the same commit, as a failure fails
+          // it: one commit fewer a run (on the cluster, one persisted step fewer), and no moment
+          // between the two for a cancel to land in.
           onSuccess: () =>
-            appendLast(run.runId, [...published(), { type: "StageCompleted", position, attempt }]),
+            appendLast(run.runId, [
+              ...published(),
+              { type: "StageCompleted", position, attempt },
+              ...(isLastToComplete(started, position) ? [{ type: "RunCompleted" as const }] : [])
+            ]),
           onFailure: (error) => {
             const stageError = ErrorCode.fromFailure(error)
             return Effect.gen(function* () {
@@ -577,15 +588,11 @@ export const make = (options: Options): Executor => {
         } else {
           const attempt = stage.attempts.length + 1
           model ??= yield* Effect.orDie(modelFor(run))
-          // The last stage's step completes the run too: one step fewer a run (on the cluster a
-          // persisted message and its stored reply). `complete` stays for a run stopped in between.
+          // The last stage's step completes the run too (`runAttempt`); `complete` above stays for
+          // a run whose last stage completed without it (stored by an earlier version).
           yield* step(
             `stage/${stage.position}/attempt/${attempt}`,
-            Effect.flatMap(runAttempt(run, pipeline, stage.position, model), (after) =>
-              after.status === "running" && currentStage(after) === undefined
-                ? append(runId, [{ type: "RunCompleted" }])
-                : Effect.void
-            )
+            runAttempt(run, pipeline, stage.position, model)
           )
         }
       }

@@ -172,9 +172,14 @@ export interface Service {
     options?: AppendOptions
   ) => Effect.Effect<RunView, AppendError>
   readonly getRun: (runId: string) => Effect.Effect<RunView, RunNotFound | RunsStoreError>
-  /** In creation order (the order of their `RunQueued` events). */
+  /**
+   * In creation order (the order of their `RunQueued` events). `active`: only the runs not
+   * finished (`Run.activeStatuses`), what a worker looks at on every poll; a store reads
+   * them without reading the finished ones, however many there are.
+   */
   readonly listRuns: (filter?: {
     readonly threadId?: string
+    readonly active?: boolean
   }) => Effect.Effect<ReadonlyArray<RunView>, RunsStoreError>
   /** A run's timeline, in order. */
   readonly events: (runId: string) => Effect.Effect<ReadonlyArray<Event>, RunsStoreError>
@@ -508,7 +513,9 @@ export const makeMemory = (): Effect.Effect<Service> =>
       listRuns: (filter) =>
         Effect.sync(() =>
           [...runs.values()].filter(
-            (run) => filter?.threadId === undefined || run.threadId === filter.threadId
+            (run) =>
+              (filter?.threadId === undefined || run.threadId === filter.threadId) &&
+              (filter?.active !== true || isActive(run.status))
           )
         ),
       events: (runId) => Effect.sync(() => [...(log.get(runId) ?? [])]),

@@ -509,6 +509,29 @@ export const cases: ReadonlyArray<Case> = [
     )
   },
   {
+    name: "listRuns: active gives the runs not finished, in creation order, with or without a thread",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const one = yield* store.createThread()
+        const other = yield* store.createThread()
+        const done = yield* store.createRun({ threadId: one.id, request: "r", pipeline: "p", stages })
+        yield* store.append(done.runId, complete)
+        const running = yield* store.createRun({ threadId: other.id, request: "r", pipeline: "p", stages })
+        yield* store.append(running.runId, [{ type: "RunStarted" }])
+        const queued = yield* store.createRun({ threadId: one.id, request: "r", pipeline: "p", stages })
+        const ids = (runs: ReadonlyArray<RunView>) => runs.map((run) => run.runId)
+        equal(ids(yield* store.listRuns()), [done.runId, running.runId, queued.runId], "every run")
+        equal(ids(yield* store.listRuns({ active: true })), [running.runId, queued.runId], "the active ones")
+        equal(ids(yield* store.listRuns({ active: true, threadId: one.id })), [queued.runId], "of one thread")
+        equal(
+          ids(yield* store.listRuns({ active: false, threadId: one.id })),
+          [done.runId, queued.runId],
+          "false: all"
+        )
+      })
+    )
+  },
+  {
     name: "refusals before anything is written: unknown or closed thread, bad stages, empty request",
     run: scoped((store) =>
       Effect.gen(function* () {

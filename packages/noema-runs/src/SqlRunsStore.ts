@@ -145,7 +145,13 @@ const migrations: Migrations.Record = {
       recorded_at TEXT NOT NULL,
       UNIQUE (execution_id, entry_key)
     )`
-  })
+  }),
+  // A worker lists the runs not finished on every poll: read through this index, the finished
+  // ones (all but a few, once a store has been used for a while) are never read.
+  "4_runs_by_status": Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql`CREATE INDEX runs_runs_by_status ON runs_runs (status, queue_order)`
+  )
 }
 
 interface EventRow {
@@ -517,11 +523,10 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       listRuns: (filter) =>
         orStoreError(
           Effect.map(
-            filter?.threadId === undefined
-              ? sql<{ view: string }>`SELECT view FROM runs_runs ORDER BY queue_order`
-              : sql<{
-                  view: string
-                }>`SELECT view FROM runs_runs WHERE thread_id = ${filter.threadId} ORDER BY queue_order`,
+            sql<{ view: string }>`SELECT view FROM runs_runs WHERE ${sql.and([
+              ...(filter?.threadId === undefined ? [] : [sql`thread_id = ${filter.threadId}`]),
+              ...(filter?.active === true ? [sql.in("status", activeStatuses)] : [])
+            ])} ORDER BY queue_order`,
             viewsOf
           )
         ),

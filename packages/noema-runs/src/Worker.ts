@@ -211,7 +211,7 @@ export const make = (options: Options): Effect.Effect<Worker, never, Scope.Scope
 
     const tick = Effect.gen(function* () {
       if (active.size >= limit) return []
-      const runs = yield* store.listRuns()
+      const runs = yield* store.listRuns({ active: true })
       const claims = yield* store.claims()
       const taken: Array<string> = []
       const now = Date.now()

@@ -226,14 +226,20 @@ describe("Executor", () => {
   )
 
   it.effect(
-    "each step's journal record is written in the commit of its last events; a resumed execution is not recorded again",
+    "each step's journal record is written in the commit of its last events, the last stage's with the run's completion; a resumed execution is not recorded again",
     () =>
       Effect.gen(function* () {
         const { store, workspace, model, thread } = yield* setup(["published", "two"])
         const recorded: Array<string> = []
         const started: Array<string> = []
+        const batches: Array<ReadonlyArray<string>> = []
         const counting: RunsStore.Service = {
           ...store,
+          append: (runId, events, options) =>
+            Effect.andThen(
+              Effect.sync(() => batches.push(events.map((event) => event.type))),
+              store.append(runId, events, options)
+            ),
           journal: {
             ...store.journal,
             start: (execution) =>
@@ -270,9 +276,10 @@ describe("Executor", () => {
         assert.deepStrictEqual(workflow?.activities, [
           "request-approval/1",
           "stage/1/attempt/1",
-          "stage/2/attempt/1",
-          "complete"
+          "stage/2/attempt/1"
         ])
+        // The last stage's completion completes the run in the same commit: no step of its own.
+        assert.deepStrictEqual(batches.at(-1), ["ArtifactPublished", "StageCompleted", "RunCompleted"])
       })
   )
 
