@@ -21,7 +21,7 @@
  * unauthorised throughout.
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
-import { Cause, Context, Duration, Effect, Layer, Option, Scope, Semaphore, Stream, Tracer } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Scope, Semaphore, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlConnection, SqlError, Statement } from "effect/sql"
 
@@ -79,23 +79,11 @@ export interface SqliteClient extends SqlClient.SqlClient {
    * file cannot be loaded or the client was opened with `extensions: false`.
    */
   readonly loadExtension: (file: string) => Effect.Effect<void, SqlError.SqlError>
-  /**
-   * A top-level writing transaction for a hot path: `f` runs on the connection inside the
-   * client's `BEGIN` (IMMEDIATE by default), COMMIT when it succeeds, ROLLBACK when it fails or
-   * is interrupted, with the same lock, COMMIT-failure cleanup and poisoning as `withTransaction`
-   * (effect's acquirers); nested `withTransaction`s in `f` are savepoints of it. Unlike
-   * `withTransaction` it opens no span on effect's default tracer (it would go nowhere) and does
-   * not defer `afterCommit` callbacks: a commit pays for neither. Inside a transaction already
-   * open, or with a tracer installed, it is `withTransaction` (a savepoint; the span).
-   */
-  readonly writeTransaction: <A, E, R>(
-    f: (connection: SqlConnection.Connection) => Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, E | SqlError.SqlError, R>
 }
 
 export const SqliteClient = Context.Service<SqliteClient>("@noema/sql-sqlite/SqliteClient")
 
-/** Whether a `SqlClient` is this driver's (and so has `loadExtension` and `writeTransaction`). */
+/** Whether a `SqlClient` is this driver's (and so can `loadExtension`). */
 export const isSqliteClient = (client: SqlClient.SqlClient): client is SqliteClient => TypeId in client
 
 // ---------------------------------------------------------------------------
@@ -345,12 +333,6 @@ export const make = (
       releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
       rollbackSavepoint: (name) => `ROLLBACK TO SAVEPOINT ${name}`
     })
-    const writeTransaction = makeWriteTransaction(
-      client,
-      acquirers,
-      connection,
-      options.beginTransaction ?? "BEGIN IMMEDIATE"
-    )
     // Under the connection's semaphore: never in the middle of another fiber's transaction.
     const loadExtension = (file: string) =>
       semaphore.withPermits(1)(
@@ -362,71 +344,9 @@ export const make = (
     return Object.assign(client, {
       [TypeId]: TypeId,
       config: options,
-      loadExtension,
-      writeTransaction
+      loadExtension
     }) as unknown as SqliteClient
   })
-
-
-/** A COMMIT that failed and could not be cleaned up leaves the connection unsafe: both are defects, as in effect. */
-const failuresToDefects = (cause: Cause.Cause<unknown>): Cause.Cause<never> =>
-  Cause.fromReasons(
-    cause.reasons.map((reason) =>
-      Cause.isFailReason(reason)
-        ? Cause.makeDieReason(reason.error).annotate(Cause.reasonAnnotations(reason))
-        : reason
-    )
-  ) as Cause.Cause<never>
-
-const makeWriteTransaction = (
-  client: SqlClient.SqlClient,
-  acquirers: ReturnType<typeof SqlClient.makeSqliteAcquirers>,
-  connection: SqliteConnection,
-  begin: string
-): SqliteClient["writeTransaction"] => {
-  const control = (statement: string) => connection.execute(statement, [], undefined)
-  const commit = Effect.catchCause(control("COMMIT"), (commitCause) =>
-    Effect.matchCauseEffect(acquirers.onCommitFailure(connection), {
-      onFailure: (cleanupCause) =>
-        Effect.failCause(failuresToDefects(Cause.combine(commitCause, cleanupCause))),
-      onSuccess: () => Effect.failCause(commitCause)
-    })
-  )
-  const rollback = Effect.orDie(
-    Effect.suspend(() => (connection.isTransaction() ? Effect.asVoid(control("ROLLBACK")) : Effect.void))
-  )
-  const level: readonly [SqlConnection.Connection, number] = [connection, 0]
-  return (f) =>
-    Effect.withFiber((fiber) => {
-      // Nested, or traced (a tracer other than effect's default is installed): effect's own, span and all.
-      if (
-        Context.getOrUndefined(fiber.context, client.transactionService) !== undefined ||
-        fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
-      ) {
-        return client.withTransaction(
-          Effect.withFiber((inner) => f(Context.getUnsafe(inner.context, client.transactionService)[0]))
-        )
-      }
-      return Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(Scope.make(), (scope) =>
-          Effect.onExit(
-            Effect.flatMap(restore(Scope.provide(acquirers.transactionAcquirer, scope)), (conn) =>
-              Effect.flatMap(control(begin), () =>
-                Effect.matchCauseEffect(
-                  restore(Effect.provideService(f(conn), client.transactionService, level)),
-                  {
-                    onSuccess: (value) => Effect.as(commit, value),
-                    onFailure: (cause) => Effect.andThen(rollback, Effect.failCause(cause))
-                  }
-                )
-              )
-            ),
-            (exit) => Scope.close(scope, exit)
-          )
-        )
-      )
-    })
-}
 
 /**
  * The client as both `SqliteClient` and the generic `SqlClient`, with the `Reactivity` its

@@ -5,7 +5,7 @@ import { DatabaseSync } from "node:sqlite"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
-import { Migrator, SqlClient, type SqlConnection } from "effect/sql"
+import { Migrator, SqlClient } from "effect/sql"
 import { getLoadablePath } from "sqlite-vec"
 import * as SqliteClient from "../src/SqliteClient.js"
 
@@ -314,32 +314,5 @@ describe("SqliteClient", () => {
       )
       assert.strictEqual(locked._tag, "SqlError")
     })
-  )
-  it.effect("writeTransaction commits on success, rolls back on failure, and nests as a savepoint", () =>
-    withClient((sql) =>
-      Effect.gen(function* () {
-        yield* setup(sql)
-        const insert = (name: string) => (connection: SqlConnection.Connection) =>
-          connection.execute("INSERT INTO items (name) VALUES (?)", [name], undefined)
-        yield* sql.writeTransaction(insert("kept"))
-        const failed = yield* Effect.exit(
-          sql.writeTransaction((connection) =>
-            Effect.andThen(insert("dropped")(connection), Effect.fail("boom"))
-          )
-        )
-        assert.isTrue(failed._tag === "Failure")
-        yield* sql.withTransaction(
-          Effect.andThen(
-            sql`INSERT INTO items (name) VALUES ('outer')`,
-            Effect.ignore(
-              sql.writeTransaction((connection) =>
-                Effect.andThen(insert("inner")(connection), Effect.fail("boom"))
-              )
-            )
-          )
-        )
-        assert.deepStrictEqual(yield* names(sql), ["kept", "outer"])
-      })
-    )
   )
 })

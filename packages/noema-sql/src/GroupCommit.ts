@@ -32,8 +32,6 @@
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  */
-
-import { SqliteClient } from "@noema/sql-sqlite"
 import { Context, Deferred, Effect, Exit } from "effect"
 import type { SqlClient, SqlConnection, SqlError } from "effect/sql"
 
@@ -109,12 +107,6 @@ const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
  * COMMIT holding it returned, or fails with its own failure (see the module comment).
  */
 export const make = (sql: SqlClient.SqlClient) => {
-  // node:sqlite's client has a leaner transaction (no span, no afterCommit buffer) with the same
-  // lock, BEGIN IMMEDIATE, COMMIT and cleanup: a commit pays for what it uses.
-  const transaction: <A, E>(append: Append<A, E>) => Effect.Effect<A, E | SqlError.SqlError> =
-    SqliteClient.isSqliteClient(sql)
-      ? sql.writeTransaction
-      : (append) => sql.withTransaction(onTransactionConnection(sql, append))
   const queue: Array<Job> = []
   let committing = false
   let company = false
@@ -135,13 +127,15 @@ export const make = (sql: SqlClient.SqlClient) => {
   /** One batch: the lock, whatever is queued then, one transaction; every caller answered. */
   const commitBatch = Effect.suspend(() => {
     let batch: Array<Job> | undefined
-    const batchTransaction = transaction((connection) =>
-      Effect.suspend(() => {
-        batch = takeBatch()
-        return runBatch(connection, batch)
-      })
+    const transaction = sql.withTransaction(
+      onTransactionConnection(sql, (connection) =>
+        Effect.suspend(() => {
+          batch = takeBatch()
+          return runBatch(connection, batch)
+        })
+      )
     )
-    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(batchTransaction)).pipe(
+    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(transaction)).pipe(
       Effect.flatMap((exit) =>
         Effect.sync(() => {
           // A transaction that never began (the lock not had within the busy timeout) fails
@@ -181,7 +175,7 @@ export const make = (sql: SqlClient.SqlClient) => {
   const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     committing = true
     company = false
-    return Effect.onExit(transaction(append), () => {
+    return Effect.onExit(sql.withTransaction(onTransactionConnection(sql, append)), () => {
       if (queue.length > 0) return Effect.asVoid(startCommitting)
       committing = false
       return Effect.void
