@@ -128,6 +128,41 @@ describe("transactions on SQLite: group commit", () => {
         })
       )
   )
+
+  it.effect("a transaction's body may open transactions of its own: savepoints of it, alone or grouped", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: sqliteFile() }))
+        const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+        const sql = Context.get(context, SqlClient.SqlClient)
+        const transaction = store.transaction!
+        const { conversation, m1, other } = ResourceStoreConformance.tree()
+        const nested = (resource: typeof conversation) =>
+          transaction(sql.withTransaction(store.putMany([resource])))
+        yield* nested(conversation)
+        // Two at once behind a held write lock: committed as one group, each body nesting.
+        const held = yield* Deferred.make<void>()
+        const released = yield* Deferred.make<void>()
+        const holder = yield* Effect.forkChild(
+          sql.withTransaction(Effect.andThen(Deferred.succeed(held, undefined), Deferred.await(released)))
+        )
+        yield* Deferred.await(held)
+        const writes = yield* Effect.forkChild(
+          Effect.all([nested(m1), nested(other), nested(ResourceStoreConformance.tree().m2)], {
+            concurrency: "unbounded"
+          })
+        )
+        yield* Effect.yieldNow
+        yield* Deferred.succeed(released, undefined)
+        yield* Fiber.join(holder)
+        yield* Fiber.join(writes)
+        assert.strictEqual(
+          (yield* store.getMany([conversation.meta.urn, m1.meta.urn, other.meta.urn])).length,
+          3
+        )
+      })
+    )
+  )
 })
 
 describe("the prefix lookup is a range scan", () => {
