@@ -191,13 +191,6 @@ export const isoTime = (time: string | number): string | undefined => {
   return Number.isFinite(millis) ? new Date(millis).toISOString() : undefined
 }
 
-/**
- * URNs found valid lately: an index names the same resources in event after event (what a
- * reader lists, again and again), and a URN's validity is a property of its text alone.
- */
-const validUrns = new Set<string>()
-const validUrnsRemembered = 4096
-
 /** The event to publish, complete and checked. */
 const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsError => {
   if (!detailTypes.includes(event.detailType))
@@ -205,12 +198,10 @@ const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsEr
   if (typeof event.source !== "string" || event.source.length === 0)
     return eventsError("an event needs a source")
   if (event.resources.length === 0) return eventsError("an event names at least one resource")
+  // An index names the same resources in event after event: `Urn` remembers what parsed.
   for (const urn of event.resources) {
-    if (validUrns.has(urn)) continue
     const parsed = Urn.parseEither(urn)
     if (parsed instanceof Urn.InvalidUrnError) return eventsError(parsed.message)
-    if (validUrns.size >= validUrnsRemembered) validUrns.clear()
-    validUrns.add(urn)
   }
   const time = isoTime(event.time ?? now)
   if (time === undefined)

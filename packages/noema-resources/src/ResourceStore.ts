@@ -102,7 +102,7 @@ const invalid = (error: unknown) =>
 
 /** The URN in its one spelling, or the reason it is not one. */
 export const checkUrn = (urn: string): Effect.Effect<string, ResourceStoreError> =>
-  Effect.try({ try: () => Urn.format(Urn.parse(urn)), catch: invalid })
+  Effect.try({ try: () => Urn.check(urn), catch: invalid })
 
 /** The resource as its kind's Schema and its URN say it must be (a copy), or the reason it is not. */
 export const checkResource = (resource: Resource): Effect.Effect<Resource, ResourceStoreError> =>
