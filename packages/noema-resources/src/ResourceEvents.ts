@@ -363,7 +363,9 @@ interface Hub {
   readonly subscribe: Service["subscribe"]
 }
 
-const makeHub = (policy: Policy.Service): Hub => {
+const makeHub = (engine: Policy.Service): Hub => {
+  // The engine's shared memo: an access an index allowed is not decided again for a subscriber.
+  const policy = Policy.remembering(engine)
   const mailboxes = new Set<Mailbox>()
   // One event delivered at a time, and to every subscriber or none: all receive events in one order.
   const delivering = Semaphore.makeUnsafe(1)
