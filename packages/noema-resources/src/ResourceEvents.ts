@@ -363,6 +363,11 @@ interface Hub {
   readonly subscribe: Service["subscribe"]
 }
 
+const someMatch = (mailboxes: ReadonlySet<Mailbox>, event: ResourceEvent): boolean => {
+  for (const mailbox of mailboxes) if (matches(mailbox.filter, event)) return true
+  return false
+}
+
 const makeHub = (engine: Policy.Service): Hub => {
   // The engine's shared memo: an access an index allowed is not decided again for a subscriber.
   const policy = Policy.remembering(engine)
@@ -371,18 +376,24 @@ const makeHub = (engine: Policy.Service): Hub => {
   const delivering = Semaphore.makeUnsafe(1)
   return {
     deliver: (event) =>
-      delivering
-        .withPermits(1)(
-          Effect.forEach(
-            [...mailboxes],
-            (mailbox) =>
-              Effect.map(viewOf(policy, mailbox, event), (view) => {
-                if (view !== undefined) mailbox.offer(view)
-              }),
-            { discard: true }
-          )
-        )
-        .pipe(Effect.uninterruptible),
+      Effect.suspend(() =>
+        // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
+        // one: it need not wait its turn, nor cost a step per subscriber.
+        !someMatch(mailboxes, event)
+          ? Effect.void
+          : delivering
+              .withPermits(1)(
+                Effect.forEach(
+                  [...mailboxes],
+                  (mailbox) =>
+                    Effect.map(viewOf(policy, mailbox, event), (view) => {
+                      if (view !== undefined) mailbox.offer(view)
+                    }),
+                  { discard: true }
+                )
+              )
+              .pipe(Effect.uninterruptible)
+      ),
     subscribe: (actor, filter = {}, options = {}) =>
       Effect.suspend(() => {
         const problem = checkFilter(actor, filter)
