@@ -287,9 +287,13 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
     Effect.gen(function* () {
       if (found.length === 0) return { resources: [], withheld: [] }
-      const readable = new Set(yield* gettable(actor, urnsOf(found)))
-      const resources = found.filter((resource) => readable.has(resource.meta.urn))
-      const withheld = urnsOf(found).filter((urn) => !readable.has(urn))
+      const urns = urnsOf(found)
+      const allowed = yield* gettable(actor, urns)
+      // All readable (the usual case): nothing to sort out.
+      const readable = allowed.length === urns.length ? undefined : new Set(allowed)
+      const resources =
+        readable === undefined ? [...found] : found.filter((resource) => readable.has(resource.meta.urn))
+      const withheld = readable === undefined ? [] : urns.filter((urn) => !readable.has(urn))
       yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
       return { resources, withheld }
     })
