@@ -900,7 +900,9 @@ const work = (
 /** What one run shares, from the options. */
 const makeRun = (options: Options) =>
   Effect.gen(function* () {
-    const limits: Limits = { ...defaultLimits, ...options.limits }
+    const given: Limits = { ...defaultLimits, ...options.limits }
+    // Parsed once: the supervisors' listening restarts its timeout at every event heard.
+    const limits: Limits = { ...given, stallTimeout: Duration.fromInputUnsafe(given.stallTimeout) }
     const budget = Budget.make(options.model, limits)
     const model = budget.model
     const run: Run = {

@@ -11,6 +11,7 @@ import type * as Resource from "./Resource.js"
 import {
   type BackendOptions,
   checkUrn,
+  checkUrns,
   fromBackend,
   notFound,
   ResourceStore,
@@ -50,7 +51,7 @@ export const make = (options: BackendOptions = {}): Service => {
           return found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
         }),
       getMany: (urns) =>
-        Effect.map(Effect.forEach(urns, checkUrn), (checked) =>
+        Effect.map(checkUrns(urns), (checked) =>
           checked.flatMap((urn) => {
             const found = read(urn)
             return found === undefined ? [] : [found]

@@ -103,6 +103,70 @@ export const allowAll: Effect.Effect<Service> = Effect.suspend(() => {
 
 export const layerAllowAll: Layer.Layer<Policy> = Layer.effect(Policy, allowAll)
 
+/** Allowed (actor, action, URN) triples an engine's memo holds; past that it starts afresh. */
+const allowsRemembered = 8192
+
+/** Each engine's remembering view: one per engine, so every index and event hub on it shares one memo. */
+const rememberingViews = new WeakMap<Service, Service>()
+
+/**
+ * `engine` with what it allowed remembered per (actor, action, URN) while its `revision` stays,
+ * for an engine that has one (see `Service.revision`; without one, `engine` itself): it is asked
+ * only about the resources it has not allowed yet (none: allowed), which by that contract decides
+ * the whole request. The same view for the same engine, so an index and an event subscription
+ * asking about the same access ask it once. Denials are never remembered, so a refusal always
+ * carries the engine's own reasons.
+ */
+export const remembering = (engine: Service): Service => {
+  const revisionOf = engine.revision
+  if (revisionOf === undefined) return engine
+  const known = rememberingViews.get(engine)
+  if (known !== undefined) return known
+  const view: Service = {
+    name: engine.name,
+    revision: revisionOf,
+    authorize: rememberAllows(engine, revisionOf)
+  }
+  rememberingViews.set(engine, view)
+  rememberingViews.set(view, view)
+  return view
+}
+
+const rememberAllows = (
+  engine: Service,
+  revisionOf: () => string
+): ((request: Request) => Effect.Effect<Decision>) => {
+  // By actor and action, the URNs allowed: the URN strings are looked up as they are (no key built).
+  const allowed = new Map<string, Set<string>>()
+  let size = 0
+  let revision = revisionOf()
+  return (request) =>
+    Effect.suspend(() => {
+      const current = revisionOf()
+      if (current !== revision || size >= allowsRemembered) {
+        allowed.clear()
+        size = 0
+        revision = current
+      }
+      const key = `${request.action} ${request.actor}`
+      const known = allowed.get(key)
+      const unknown =
+        known === undefined ? request.resources : request.resources.filter((urn) => !known.has(urn))
+      if (request.resources.length > 0 && unknown.length === 0) return Effect.succeed(allow())
+      return Effect.tap(engine.authorize({ ...request, resources: unknown }), (decision) =>
+        Effect.sync(() => {
+          if (decision.decision !== "allow" || revision !== current) return
+          const urns = allowed.get(key) ?? new Set<string>()
+          allowed.set(key, urns)
+          for (const urn of unknown) {
+            if (!urns.has(urn)) size++
+            urns.add(urn)
+          }
+        })
+      )
+    })
+}
+
 /** Runs `engine`, logs its decision, and allows: for trying a policy out before enforcing it. */
 export const shadow = (engine: Service): Service => ({
   name: `shadow(${engine.name})`,

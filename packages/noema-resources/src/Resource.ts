@@ -46,12 +46,23 @@ export interface Descriptive {
   readonly evaluation?: string
 }
 
+/**
+ * Hashes lately computed, by their input: a resource's hash is asked for at each put (its name's
+ * URN is checked against its siblings') and a planner stores a task several times.
+ */
+const hashes = new Map<string, string>()
+const hashesRemembered = 8192
+
 /** The deterministic hash of a resource's parent, type and name (hex, 16 chars). */
-export const hashOf = (parent: string | undefined, type: string, name: string): string =>
-  createHash("sha256")
-    .update(`${parent ?? ""}\u0000${type}\u0000${name}`)
-    .digest("hex")
-    .slice(0, 16)
+export const hashOf = (parent: string | undefined, type: string, name: string): string => {
+  const input = `${parent ?? ""}\u0000${type}\u0000${name}`
+  const known = hashes.get(input)
+  if (known !== undefined) return known
+  const hash = createHash("sha256").update(input).digest("hex").slice(0, 16)
+  if (hashes.size >= hashesRemembered) hashes.clear()
+  hashes.set(input, hash)
+  return hash
+}
 
 export interface MetaInput {
   readonly name: string

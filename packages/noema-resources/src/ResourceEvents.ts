@@ -191,13 +191,6 @@ export const isoTime = (time: string | number): string | undefined => {
   return Number.isFinite(millis) ? new Date(millis).toISOString() : undefined
 }
 
-/**
- * URNs found valid lately: an index names the same resources in event after event (what a
- * reader lists, again and again), and a URN's validity is a property of its text alone.
- */
-const validUrns = new Set<string>()
-const validUrnsRemembered = 4096
-
 /** The event to publish, complete and checked. */
 const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsError => {
   if (!detailTypes.includes(event.detailType))
@@ -205,12 +198,10 @@ const complete = (event: Publish, now: number): ResourceEvent | ResourceEventsEr
   if (typeof event.source !== "string" || event.source.length === 0)
     return eventsError("an event needs a source")
   if (event.resources.length === 0) return eventsError("an event names at least one resource")
+  // An index names the same resources in event after event: `Urn` remembers what parsed.
   for (const urn of event.resources) {
-    if (validUrns.has(urn)) continue
     const parsed = Urn.parseEither(urn)
     if (parsed instanceof Urn.InvalidUrnError) return eventsError(parsed.message)
-    if (validUrns.size >= validUrnsRemembered) validUrns.clear()
-    validUrns.add(urn)
   }
   const time = isoTime(event.time ?? now)
   if (time === undefined)
@@ -372,24 +363,37 @@ interface Hub {
   readonly subscribe: Service["subscribe"]
 }
 
-const makeHub = (policy: Policy.Service): Hub => {
+const someMatch = (mailboxes: ReadonlySet<Mailbox>, event: ResourceEvent): boolean => {
+  for (const mailbox of mailboxes) if (matches(mailbox.filter, event)) return true
+  return false
+}
+
+const makeHub = (engine: Policy.Service): Hub => {
+  // The engine's shared memo: an access an index allowed is not decided again for a subscriber.
+  const policy = Policy.remembering(engine)
   const mailboxes = new Set<Mailbox>()
   // One event delivered at a time, and to every subscriber or none: all receive events in one order.
   const delivering = Semaphore.makeUnsafe(1)
   return {
     deliver: (event) =>
-      delivering
-        .withPermits(1)(
-          Effect.forEach(
-            [...mailboxes],
-            (mailbox) =>
-              Effect.map(viewOf(policy, mailbox, event), (view) => {
-                if (view !== undefined) mailbox.offer(view)
-              }),
-            { discard: true }
-          )
-        )
-        .pipe(Effect.uninterruptible),
+      Effect.suspend(() =>
+        // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
+        // one: it need not wait its turn, nor cost a step per subscriber.
+        !someMatch(mailboxes, event)
+          ? Effect.void
+          : delivering
+              .withPermits(1)(
+                Effect.forEach(
+                  [...mailboxes],
+                  (mailbox) =>
+                    Effect.map(viewOf(policy, mailbox, event), (view) => {
+                      if (view !== undefined) mailbox.offer(view)
+                    }),
+                  { discard: true }
+                )
+              )
+              .pipe(Effect.uninterruptible)
+      ),
     subscribe: (actor, filter = {}, options = {}) =>
       Effect.suspend(() => {
         const problem = checkFilter(actor, filter)

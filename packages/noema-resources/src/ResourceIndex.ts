@@ -12,10 +12,10 @@
  * out, since they name it), and `search` filters before it limits, so a
  * hidden better match never shows as a missing result.
  *
- * The index remembers what the engine allowed, per (actor, action, URN), while the
- * engine's `revision` stays the same (engines that declare one: allow-all, Cedar; a
- * policy file's edit is a new revision), so repeated accesses are not decided again;
- * a denial is always the engine's own.
+ * The index asks the engine through `Policy.remembering`: what it allowed, per (actor, action,
+ * URN), is not decided again while the engine's `revision` stays the same (engines that
+ * declare one: allow-all, Cedar; a policy file's edit is a new revision), whichever index or
+ * event subscription asked first; a denial is always the engine's own.
  *
  * Given `ResourceEvents`, every access that succeeded is published:
  * `RESOURCE_PUT`, `RESOURCE_GET` (the resources returned) and `RESOURCE_DELETE`
@@ -159,54 +159,8 @@ export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
   "@noema/resources/ResourceIndex"
 ) {}
 
-/** Allowed (actor, action, URN) triples an index remembers; past that it starts afresh. */
-const allowsRemembered = 8192
-
-/**
- * The engine's decisions, with what it allowed remembered per (actor, action, URN) while its
- * `revision` stays, for an engine that has one (see `Policy.Service.revision`): the engine is
- * asked only about the resources it has not allowed yet (none: allowed), which by that
- * contract decides the whole request. Denials are never remembered, so a refusal always
- * carries the engine's own reasons.
- */
-const rememberingAllows = (
-  policy: Policy.Service
-): ((request: Policy.Request) => Effect.Effect<Policy.Decision>) => {
-  const revisionOf = policy.revision
-  if (revisionOf === undefined) return policy.authorize
-  // By actor and action, the URNs allowed: the URN strings are looked up as they are (no key built).
-  const allowed = new Map<string, Set<string>>()
-  let size = 0
-  let revision = revisionOf()
-  return (request) =>
-    Effect.suspend(() => {
-      const current = revisionOf()
-      if (current !== revision || size >= allowsRemembered) {
-        allowed.clear()
-        size = 0
-        revision = current
-      }
-      const key = `${request.action} ${request.actor}`
-      const known = allowed.get(key)
-      const unknown =
-        known === undefined ? request.resources : request.resources.filter((urn) => !known.has(urn))
-      if (request.resources.length > 0 && unknown.length === 0) return Effect.succeed(Policy.allow())
-      return Effect.tap(policy.authorize({ ...request, resources: unknown }), (decision) =>
-        Effect.sync(() => {
-          if (decision.decision !== "allow" || revision !== current) return
-          const urns = allowed.get(key) ?? new Set<string>()
-          allowed.set(key, urns)
-          for (const urn of unknown) {
-            if (!urns.has(urn)) size++
-            urns.add(urn)
-          }
-        })
-      )
-    })
-}
-
 export const make = (store: Store, policy: Policy.Service, options: Options = {}): Service => {
-  const authorize = rememberingAllows(policy)
+  const authorize = Policy.remembering(policy).authorize
   const chunking = options.chunking === false ? undefined : ResourceProcessor.checkOptions(options.chunking)
   if (chunking instanceof ResourceProcessor.ChunkingError) throw chunking
   const events = options.events
@@ -333,9 +287,13 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
     Effect.gen(function* () {
       if (found.length === 0) return { resources: [], withheld: [] }
-      const readable = new Set(yield* gettable(actor, urnsOf(found)))
-      const resources = found.filter((resource) => readable.has(resource.meta.urn))
-      const withheld = urnsOf(found).filter((urn) => !readable.has(urn))
+      const urns = urnsOf(found)
+      const allowed = yield* gettable(actor, urns)
+      // All readable (the usual case): nothing to sort out.
+      const readable = allowed.length === urns.length ? undefined : new Set(allowed)
+      const resources =
+        readable === undefined ? [...found] : found.filter((resource) => readable.has(resource.meta.urn))
+      const withheld = readable === undefined ? [] : urns.filter((urn) => !readable.has(urn))
       yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
       return { resources, withheld }
     })

@@ -102,11 +102,18 @@ const invalid = (error: unknown) =>
 
 /** The URN in its one spelling, or the reason it is not one. */
 export const checkUrn = (urn: string): Effect.Effect<string, ResourceStoreError> =>
-  Effect.try({ try: () => Urn.format(Urn.parse(urn)), catch: invalid })
+  Effect.try({ try: () => Urn.check(urn), catch: invalid })
+
+/** The URNs in their one spelling, or the reason the first that is not one is not (one check for them all). */
+export const checkUrns = (urns: ReadonlyArray<string>): Effect.Effect<Array<string>, ResourceStoreError> =>
+  Effect.try({ try: () => urns.map(Urn.check), catch: invalid })
+
+/** The resource as its kind's Schema and its URN say it must be (a copy). */
+const copyChecked = (resource: Resource): Resource => Resources.decode(JSON.parse(JSON.stringify(resource)))
 
 /** The resource as its kind's Schema and its URN say it must be (a copy), or the reason it is not. */
 export const checkResource = (resource: Resource): Effect.Effect<Resource, ResourceStoreError> =>
-  Effect.try({ try: () => Resources.decode(JSON.parse(JSON.stringify(resource))), catch: invalid })
+  Effect.try({ try: () => copyChecked(resource), catch: invalid })
 
 /** A backend: the reads, and `write`, which stores a resource `fromBackend` has checked and completed. */
 export interface Backend extends Omit<Service, "put" | "putMany"> {
@@ -131,7 +138,8 @@ const completeForPut = (
   resources: ReadonlyArray<Resource>
 ): Effect.Effect<Array<Resource>, ResourceStoreError> =>
   Effect.gen(function* () {
-    const checked = yield* Effect.forEach(resources, checkResource)
+    // One check for them all: the first refused fails the put, as one by one.
+    const checked = yield* Effect.try({ try: () => resources.map(copyChecked), catch: invalid })
     // The URN its name gives: held by another resource of that name, the name is taken.
     const named = checked.map((resource) => slotOf(resource.meta))
     const lookups = new Set<string>()

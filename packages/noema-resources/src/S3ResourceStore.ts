@@ -20,6 +20,7 @@ import * as Resource from "./Resource.js"
 import {
   type BackendOptions,
   checkUrn,
+  checkUrns,
   fromBackend,
   notFound,
   ResourceStore,
@@ -118,7 +119,7 @@ export const make = (options: Options): Service => {
           )
         ),
       getMany: (urns) =>
-        Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) =>
+        Effect.flatMap(checkUrns(urns), (keys) =>
           Effect.map(
             Effect.forEach(keys, (key) => read(keyOf(key)), { concurrency: 16 }),
             (found) => found.filter((r): r is Resource.Resource => r !== undefined)

@@ -28,6 +28,7 @@ import {
   type Backend,
   type BackendOptions,
   checkUrn,
+  checkUrns,
   fromBackend,
   notFound,
   ResourceStore,
@@ -140,7 +141,7 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
           )
         ),
       getMany: (urns) =>
-        Effect.flatMap(Effect.forEach(urns, checkUrn), (keys) => {
+        Effect.flatMap(checkUrns(urns), (keys) => {
           // One query per batch of keys (IN list), then back into the order asked.
           const batches: Array<Array<string>> = []
           const distinct = [...new Set(keys)]

@@ -66,8 +66,26 @@ export const checkElement = (type: string, id: string): string | undefined => {
   return undefined
 }
 
+/**
+ * URNs already parsed, by their string (bounded; past that it starts afresh). A URN is checked
+ * over and over on its way (the store, the policy, the events, the Schema of every resource
+ * that names it), and a string's parse never changes: parsed once, frozen, shared.
+ */
+const parsedUrns = new Map<string, Urn>()
+const parsedRemembered = 8192
+
 /** Parses a URN, or returns the reason it is not one. */
 export const parseEither = (urn: string): Urn | InvalidUrnError => {
+  const known = parsedUrns.get(urn)
+  if (known !== undefined) return known
+  const parsed = parseFresh(urn)
+  if (parsed instanceof InvalidUrnError) return parsed
+  if (parsedUrns.size >= parsedRemembered) parsedUrns.clear()
+  parsedUrns.set(urn, parsed)
+  return parsed
+}
+
+const parseFresh = (urn: string): Urn | InvalidUrnError => {
   if (typeof urn !== "string") return fail(String(urn), "not a string")
   const prefix = `${NAMESPACE}:`
   if (!urn.startsWith(prefix)) return fail(urn, `must start with "${prefix}"`)
@@ -84,9 +102,9 @@ export const parseEither = (urn: string): Urn | InvalidUrnError => {
     const id = part.slice(dot + 1)
     const reason = checkElement(type, id)
     if (reason !== undefined) return fail(urn, reason)
-    elements.push({ type, id })
+    elements.push(Object.freeze({ type, id }))
   }
-  return { elements }
+  return Object.freeze({ elements: Object.freeze(elements) })
 }
 
 /** Parses a URN; throws InvalidUrnError. */
@@ -110,10 +128,18 @@ export const format = (urn: Urn): string => {
   return formatted
 }
 
-/** The URN of a child of `parent` (or a root when parent is undefined). */
+/**
+ * The URN of a child of `parent` (or a root when parent is undefined). A valid URN is its own
+ * spelling (`format(parse(urn)) === urn`), so only the new element and the bounds are checked.
+ */
 export const child = (parent: string | undefined, type: string, id: string): string => {
-  const elements = parent === undefined ? [] : parse(parent).elements
-  return format({ elements: [...elements, { type, id }] })
+  const above = parent === undefined ? 0 : parse(parent).elements.length
+  const reason = checkElement(type, id)
+  if (reason !== undefined) throw fail(`${NAMESPACE}:${type}.${id}`, reason)
+  const formatted = parent === undefined ? `${NAMESPACE}:${type}.${id}` : `${parent}/${type}.${id}`
+  const tooBig = checkBounds(above + 1, formatted.length)
+  if (tooBig !== undefined) throw fail(formatted, tooBig)
+  return formatted
 }
 
 /** The parent URN, or undefined for a root. */
@@ -136,8 +162,14 @@ export const typeOf = (urn: string): string => {
   return elements[elements.length - 1]!.type
 }
 
+/** The URN in its one spelling (itself, once it parses); throws InvalidUrnError. */
+export const check = (urn: string): string => {
+  parse(urn)
+  return urn
+}
+
 /** The key prefix every descendant of `urn` starts with (and nothing else does). */
-export const descendantPrefix = (urn: string): string => `${format(parse(urn))}/`
+export const descendantPrefix = (urn: string): string => `${check(urn)}/`
 
 /** True when `candidate` is strictly below `urn`. */
 export const isDescendant = (candidate: string, urn: string): boolean =>

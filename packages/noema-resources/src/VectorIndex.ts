@@ -179,6 +179,12 @@ const checkOptions = (options: SearchOptions): VectorIndexError | undefined => {
   return undefined
 }
 
+/** Whether every value is a finite number (a loop: `every(Number.isFinite)` costs ~8x more per vector). */
+const allFinite = (vector: ReadonlyArray<number>): boolean => {
+  for (let i = 0; i < vector.length; i++) if (!Number.isFinite(vector[i])) return false
+  return true
+}
+
 /** Texts whose vectors an index remembers, and the longest text remembered (a long document's chunks are embedded once anyway). */
 const cachedTexts = 2048
 const cachedTextLength = 4096
@@ -193,7 +199,7 @@ const common = (embedder: Embedder.Service) => {
     for (const vector of vectors) {
       if (expected !== undefined && vector.length !== expected)
         return indexError(`the embedder gave a vector of ${vector.length} dimensions, expected ${expected}`)
-      if (!vector.every(Number.isFinite))
+      if (!allFinite(vector))
         return indexError("the embedder gave a vector with a value that is not a finite number")
     }
     return undefined

@@ -320,6 +320,34 @@ describe("ResourceIndex decisions", () => {
     })
   )
 
+  it.effect(
+    "indexes and event subscribers on one engine share what it allowed: one decision per access",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const { asked, engine } = counting(() => "1")
+          const events = yield* ResourceEvents.makeMemory(engine)
+          const store = MemoryResourceStore.make()
+          const index = ResourceIndex.make(store, engine, { events })
+          yield* index.put(owner, conversation)
+          const heard = yield* events.subscribe(reader, { prefix: conversation.meta.urn })
+          yield* index.put(owner, first!)
+          // The subscriber was told of the message: the engine decided `reader` may get it.
+          const delivered = yield* Stream.runHead(heard)
+          assert.deepStrictEqual(delivered._tag === "Some" ? delivered.value.resources : [], [
+            first!.meta.urn
+          ])
+          assert.include(asked, `get ${first!.meta.urn}`)
+          asked.length = 0
+          // The same access through this index, and through another one on the same engine.
+          yield* index.get(reader, first!.meta.urn)
+          yield* ResourceIndex.make(store, engine).get(reader, first!.meta.urn)
+          assert.deepStrictEqual(asked, [])
+          assert.strictEqual(Policy.remembering(engine), Policy.remembering(Policy.remembering(engine)))
+        })
+      )
+  )
+
   it.effect("an engine without a revision is asked every time", () =>
     Effect.gen(function* () {
       const { asked, engine } = counting()

@@ -63,4 +63,29 @@ describe("Urn", () => {
       expect((error as Urn.InvalidUrnError).message).toMatch(reason)
     }
   })
+
+  it("parses a URN once: the parse is shared and frozen, so no caller can change what the next one gets", () => {
+    const urn = "cld:conversation.shared/message.m1"
+    const first = Urn.parse(urn)
+    expect(Urn.parse(urn)).toBe(first)
+    expect(() => (first.elements as Array<Urn.Element>).push({ type: "task", id: "t" })).toThrow()
+    expect(() => {
+      ;(first.elements[0] as { id: string }).id = "other"
+    }).toThrow()
+    expect(Urn.format(Urn.parse(urn))).toBe(urn)
+    expect(Urn.check(urn)).toBe(urn)
+  })
+
+  it("refuses a bad URN every time it is asked (what does not parse is not remembered)", () => {
+    expect(Urn.isValid("cld:conversation.c 1")).toBe(false)
+    expect(() => Urn.parse("cld:conversation.c 1")).toThrow(/id "c 1"/)
+    expect(() => Urn.check("cld:conversation.c 1")).toThrow(/id "c 1"/)
+  })
+
+  it("builds a child from a parent's own spelling, checking the new element and the bounds", () => {
+    expect(Urn.child(undefined, "conversation", "c1")).toBe("cld:conversation.c1")
+    expect(() => Urn.child("cld:conversation.c1", "message", "m 2")).toThrow(/id "m 2"/)
+    expect(() => Urn.child("cld:bad", "message", "m2")).toThrow(/must be <type>\.<id>/)
+    expect(() => Urn.child(`cld:chunk.${"x".repeat(1010)}`, "message", "m2")).toThrow(/at most 1024/)
+  })
 })

@@ -255,6 +255,33 @@ describe("VectorIndex in memory", () => {
       assert.match((yield* Effect.flip(down.upsert(bread))).message, /embedding failed.*503/)
       const short = yield* VectorIndex.makeMemory(wrongSize)
       assert.match((yield* Effect.flip(short.upsert(bread))).message, /3 dimensions, expected 8/)
+      // Any value of any vector: the last one of the second vector here.
+      const notFinite = Embedder.make({
+        provider: "test",
+        model: "nan",
+        dimensions: 8,
+        embed: (texts) =>
+          Effect.succeed({
+            vectors: texts.map((_, i) =>
+              Array.from({ length: 8 }, (_, d) => (i === 1 && d === 7 ? Number.NaN : 1))
+            )
+          })
+      })
+      const broken = yield* VectorIndex.makeMemory(notFinite)
+      assert.match(
+        (yield* Effect.flip(broken.upsert([bread, pasta]))).message,
+        /a value that is not a finite number/
+      )
+      assert.strictEqual(yield* broken.size, 0)
+    })
+  )
+
+  it.effect("the local embedder's vectors are plain arrays of its `embedText`", () =>
+    Effect.gen(function* () {
+      const { vectors } = yield* embedder.embed(["bake bread", "   "])
+      assert.isTrue(Array.isArray(vectors[0]))
+      assert.deepStrictEqual(vectors[0], Array.from(LocalEmbedder.embedText("bake bread")))
+      assert.deepStrictEqual(vectors[1], new Array(384).fill(0))
     })
   )
 })
