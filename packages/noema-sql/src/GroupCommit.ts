@@ -183,12 +183,8 @@ export const make = (sql: SqlClient.SqlClient) => {
   }
 
   // Interruptible only while waiting, so a queued append always has its way out.
-  const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+  const queued = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
     Effect.uninterruptibleMask((restore) => {
-      if (!committing) {
-        if (!waitForCompany()) return restore(alone(append))
-        company = true
-      }
       const job: Job = { append, done: Deferred.makeUnsafe(), taken: false, exit: undefined }
       queue.push(job)
       const wait = Effect.onInterrupt(restore(Deferred.await(job.done)), () => leave(job)) as Effect.Effect<
@@ -199,6 +195,16 @@ export const make = (sql: SqlClient.SqlClient) => {
       committing = true
       return Effect.andThen(startCommitting, wait)
     })
+
+  // Decided synchronously, before any step runs: a writer alone goes straight to its transaction
+  // (interruptible as its caller is), with no mask or queue on the way.
+  const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
+    if (!committing) {
+      if (!waitForCompany()) return alone(append)
+      company = true
+    }
+    return queued(append)
+  }
 
   return <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
     Effect.withFiber((fiber) =>
