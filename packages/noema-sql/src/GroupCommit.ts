@@ -118,6 +118,8 @@ export const make = (sql: SqlClient.SqlClient) => {
   let company = false
   let lone = 0
   let probeAfter = probeEvery
+  /** The batch being committed is a probe made by a writer alone (not one of a run with company). */
+  let probing = false
 
   const takeBatch = (): Array<Job> => {
     const batch = queue.splice(0)
@@ -130,6 +132,7 @@ export const make = (sql: SqlClient.SqlClient) => {
     lone++
     if (lone < probeAfter) return false
     lone = 0
+    probing = true
     return true
   }
 
@@ -158,7 +161,11 @@ export const make = (sql: SqlClient.SqlClient) => {
           // everything queued: each would have waited for the same lock.
           const answered = batch ?? takeBatch()
           company = answered.length > 1
-          probeAfter = company ? probeEvery : Math.min(probeAfter * 2, probeAtMost)
+          // Only a probe that found nobody makes the next one wait longer; company lost after a
+          // run of batches is looked for again as soon as at first.
+          if (company) probeAfter = probeEvery
+          else if (probing) probeAfter = Math.min(probeAfter * 2, probeAtMost)
+          probing = false
           const more = queue.length > 0
           if (!more) committing = false
           for (const job of answered) Deferred.doneUnsafe(job.done, outcome(job, exit))
