@@ -473,7 +473,8 @@ export const make = (
     transaction: Transaction.Transaction
   ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> => {
     const effect = commitUntraced(transaction)
-    return Tracing.withSpan(effect, Tracing.SpanNames.commit, spanOptions(), () =>
+    // The options as a function: built only when a tracer is installed, not on every commit.
+    return Tracing.withSpan(effect, Tracing.SpanNames.commit, spanOptions, () =>
       Effect.tap(effect, (turn) => Effect.annotateCurrentSpan(Tracing.Attributes.messageCount, turn.length))
     )
   }
@@ -493,60 +494,58 @@ export const make = (
   ): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> =>
     // Uninterruptible: once the store has the turn, the handle must record it too.
     Effect.uninterruptible(
-      Effect.flatMap(
-        Clock.currentTimeMillis,
-        (now): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> => {
-          if (!transaction.isOpen) {
-            return Effect.fail(
-              new Transaction.TransactionClosedError({
-                transactionId: transaction.id,
-                state: transaction.state as "committed" | "rolled-back",
-                operation: "commit"
-              })
-            )
-          }
-          const base = baseCounts.get(transaction) ?? committed.length
-          if (base !== committed.length) {
+      Effect.clockWith((clock): Effect.Effect<ReadonlyArray<Message.Message>, CommitError> => {
+        const now = clock.currentTimeMillisUnsafe()
+        if (!transaction.isOpen) {
+          return Effect.fail(
+            new Transaction.TransactionClosedError({
+              transactionId: transaction.id,
+              state: transaction.state as "committed" | "rolled-back",
+              operation: "commit"
+            })
+          )
+        }
+        const base = baseCounts.get(transaction) ?? committed.length
+        if (base !== committed.length) {
+          finish(transaction)
+          return Effect.fail(
+            new SessionConflictError({
+              sessionId: info.id,
+              expectedMessageCount: base,
+              actualMessageCount: committed.length
+            })
+          )
+        }
+        // Messages written ahead keep their ids; only the rest is stamped and written now.
+        const ahead = storedAhead.get(transaction) ?? []
+        const rest = stamp(transaction.pending.skip(ahead.length), now)
+        const turn = ahead.length === 0 ? rest : [...ahead, ...rest]
+        if (turn.length === 0) {
+          transaction.commit()
+          return Effect.succeed(turn)
+        }
+        const write =
+          rest.length === 0
+            ? Effect.succeed(info)
+            : stored
+              ? store.append(info.id, base + ahead.length, rest)
+              : createWith(rest)
+        return Effect.matchCauseEffect(write, {
+          onFailure: (cause) => {
             finish(transaction)
-            return Effect.fail(
-              new SessionConflictError({
-                sessionId: info.id,
-                expectedMessageCount: base,
-                actualMessageCount: committed.length
-              })
-            )
-          }
-          // Messages written ahead keep their ids; only the rest is stamped and written now.
-          const ahead = storedAhead.get(transaction) ?? []
-          const rest = stamp(transaction.pending.skip(ahead.length), now)
-          const turn = ahead.length === 0 ? rest : [...ahead, ...rest]
-          if (turn.length === 0) {
+            return Effect.failCause(cause)
+          },
+          onSuccess: (updated) => {
+            stored = true
             transaction.commit()
+            const from = committed.length
+            for (let index = 0; index < turn.length; index++) committed.push(turn[index] as Message.Message)
+            noteSummaries(from)
+            info = updated
             return Effect.succeed(turn)
           }
-          const write =
-            rest.length === 0
-              ? Effect.succeed(info)
-              : stored
-                ? store.append(info.id, base + ahead.length, rest)
-                : createWith(rest)
-          return Effect.matchCauseEffect(write, {
-            onFailure: (cause) => {
-              finish(transaction)
-              return Effect.failCause(cause)
-            },
-            onSuccess: (updated) => {
-              stored = true
-              transaction.commit()
-              const from = committed.length
-              for (let index = 0; index < turn.length; index++) committed.push(turn[index] as Message.Message)
-              noteSummaries(from)
-              info = updated
-              return Effect.succeed(turn)
-            }
-          })
-        }
-      )
+        })
+      })
     )
 
   const begin = () => {

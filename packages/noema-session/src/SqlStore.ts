@@ -643,10 +643,6 @@ const appendToSession = (
   count: number,
   now: number
 ): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError | SessionNotFoundError | SessionConflictError> => {
-  type Refused = Effect.Effect<never, SessionNotFoundError | SessionConflictError>
-  const conflict = (actualMessageCount: number): Refused =>
-    Effect.fail(new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount }))
-  const missing = (): Refused => notFound(id)
   const { update, afterUpdate } = store.append
   const updated = valuesOn(connection, update, [count, now, id, expectedMessageCount])
   if (!store.dialect.readBack) {
@@ -655,18 +651,30 @@ const appendToSession = (
       if (row !== undefined) return Effect.succeed(row)
       return Effect.flatMap(valuesOn(connection, afterUpdate, [id]), (counts) => {
         const stored = counts[0]
-        return stored === undefined ? missing() : conflict(Number(stored[0]))
+        return refused(id, expectedMessageCount, stored === undefined ? undefined : Number(stored[0]))
       })
     })
   }
   return Effect.flatMap(updated, () =>
     Effect.flatMap(valuesOn(connection, afterUpdate, [id]), (rows) => {
       const row = rows[0]
-      if (row === undefined) return missing()
-      return Number(row[0]) === 1 ? Effect.succeed(row) : conflict(Number(row[1]))
+      if (row !== undefined && Number(row[0]) === 1) return Effect.succeed(row)
+      return refused(id, expectedMessageCount, row === undefined ? undefined : Number(row[1]))
     })
   )
 }
+
+/** Why an append's update changed nothing: the count `stored` instead (a conflict), or no session at all. */
+const refused = (
+  id: string,
+  expectedMessageCount: number,
+  stored: number | undefined
+): Effect.Effect<never, SessionNotFoundError | SessionConflictError> =>
+  stored === undefined
+    ? notFound(id)
+    : Effect.fail(
+        new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount: stored })
+      )
 
 /** Inserts the rows laid out flat in `parameters` from row `first` on, in multi-row inserts. */
 const insertMessages = (
@@ -695,7 +703,8 @@ const append = (
   expectedMessageCount: number,
   messages: ReadonlyArray<Message.Message>
 ): Effect.Effect<SessionInfo, SessionNotFoundError | SessionConflictError | StoreError> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+  Effect.clockWith((clock) => {
+    const now = clock.currentTimeMillisUnsafe()
     // Validated and serialised before the write lock is taken, so the lock is held briefly.
     const parameters = messageParameters(store, id, expectedMessageCount, messages, now)
     if (parameters instanceof StoreError) return Effect.fail(parameters)

@@ -3,9 +3,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Message } from "@noema/core"
+import { GroupCommit } from "@noema/sql"
 import { transactionCounter } from "@noema/sql/testing"
 import { SqliteClient } from "@noema/sql-sqlite"
-import { Cause, Deferred, Effect, Exit, Fiber } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Option, Scheduler, Tracer } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import { SessionConflictError, SessionNotFoundError, StoreError } from "../src/SessionStore.js"
@@ -178,6 +179,80 @@ describe("SqlStore on SQLite: group commit", () => {
       }
       assert.strictEqual(counter.count(), 20)
       assert.strictEqual((yield* store.info(id)).messageCount, 40)
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a writer alone waits for company ever more rarely; writers that join it are still grouped", () =>
+    Effect.gen(function* () {
+      const { store } = yield* open
+      const { id } = yield* store.create()
+      // A probe for company waits one turn of the event loop (the scheduler's own yields are put
+      // off here): an immediate queued before an append runs before it returns only if it probed.
+      const appends = 400
+      let turns = 0
+      let probes = 0
+      for (let index = 0; index < appends; index++) {
+        const before = turns
+        setImmediate(() => {
+          turns++
+        })
+        yield* store.append(id, index * 2, turn(`${index}`))
+        if (turns !== before) probes++
+      }
+      // Runs of 8, 16, 32, then 64 appends alone between probes: 8 probes, where a probe every
+      // 8 appends would make 50.
+      assert.isAtLeast(probes, 1)
+      assert.isAtMost(probes, Math.ceil(appends / GroupCommit.probeAtMost) + 2, `${probes} probes`)
+
+      const writers = 8
+      const turnsEach = 40
+      const ids = yield* Effect.forEach(Array.from({ length: writers }), () =>
+        Effect.map(store.create(), (info) => info.id)
+      )
+      const counter = transactionCounter()
+      yield* Effect.forEach(
+        ids,
+        (writer) =>
+          Effect.forEach(
+            Array.from({ length: turnsEach }, (_, index) => index),
+            (index) => store.append(writer, index * 2, turn(`${writer} ${index}`)),
+            { discard: true }
+          ),
+        { concurrency: "unbounded", discard: true }
+      ).pipe(Effect.withTracer(counter.tracer))
+      // At most `probeAtMost` appends alone before the next probe finds them, then batches.
+      const grouped = writers * turnsEach
+      const bound = GroupCommit.probeAtMost + grouped / 4
+      assert.isAtMost(counter.count(), bound, `${counter.count()} transactions for ${grouped} appends`)
+    }).pipe(Effect.provideService(Scheduler.MaxOpsBeforeYield, Number.MAX_SAFE_INTEGER), Effect.scoped)
+  )
+
+  it.effect("a writer alone in one fiber commits alone again after a probe, in its own fiber", () =>
+    Effect.gen(function* () {
+      const { store } = yield* open
+      const { id } = yield* store.create()
+      // Each transaction's parent span: the append's own when it ran in the caller's fiber, the
+      // span a batch fiber was started under otherwise.
+      const parents: Array<string | undefined> = []
+      const tracer = Tracer.make({
+        span(options) {
+          if (options.name === "sql.transaction") {
+            const parent = Option.getOrUndefined(options.parent)
+            parents.push(parent?._tag === "Span" ? parent.name : undefined)
+          }
+          return new Tracer.NativeSpan(options)
+        }
+      })
+      const appends = 100
+      for (let index = 0; index < appends; index++) {
+        yield* store
+          .append(id, index * 2, turn(`${index}`))
+          .pipe(Effect.withSpan(`append ${index}`), Effect.withTracer(tracer))
+      }
+      const elsewhere = parents.filter((parent, index) => parent !== `append ${index}`).length
+      // Only the probes (runs of 8, 16, 32, 64) ran in a batch fiber; every other append alone.
+      assert.strictEqual(parents.length, appends)
+      assert.isAtMost(elsewhere, 4, `${elsewhere} of ${appends} appends committed outside their own fiber`)
     }).pipe(Effect.scoped)
   )
 })

@@ -25,10 +25,13 @@
  *   for the batch after it. node:sqlite is synchronous, so nothing can queue while a COMMIT
  *   runs; others join a batch only if it lets the event loop turn once before it
  *   takes the lock. A batch does so after a batch that held several appends (the
- *   writers just answered queue their next ones meanwhile), and once every
- *   `probeEvery` appends made alone, to notice writers that started meanwhile: a
- *   writer alone pays one turn of the event loop (microseconds) every `probeEvery`
- *   commits of an fsync (a millisecond) each.
+ *   writers just answered queue their next ones meanwhile), and after a run of
+ *   appends made alone, to notice writers that started meanwhile: the first run is
+ *   `probeEvery` appends, and each probe that finds no company doubles the next
+ *   run, up to `probeAtMost` (a probe costs a forked fiber and a turn of the event
+ *   loop, which a writer that stays alone should not pay every few commits);
+ *   company found starts again from `probeEvery`. So writers that join a writer
+ *   alone are grouped after at most `probeAtMost` appends.
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  */
@@ -48,8 +51,11 @@ export const onTransactionConnection = <A, E>(
     return level === undefined ? Effect.die(new Error("no transaction is open")) : append(level[0])
   })
 
-/** Batches of one in a row after which a batch waits one turn of the event loop for company. */
+/** Appends made alone after which a batch first waits one turn of the event loop for company. */
 export const probeEvery = 8
+
+/** The longest run of appends made alone between two such waits (each wait that finds nobody doubles the run). */
+export const probeAtMost = 64
 
 // The batch holds appends of every type: each caller casts its own result back.
 type AnyExit = Exit.Exit<unknown, unknown>
@@ -111,6 +117,9 @@ export const make = (sql: SqlClient.SqlClient) => {
   let committing = false
   let company = false
   let lone = 0
+  let probeAfter = probeEvery
+  /** The batch being committed is a probe made by a writer alone (not one of a run with company). */
+  let probing = false
 
   const takeBatch = (): Array<Job> => {
     const batch = queue.splice(0)
@@ -120,12 +129,22 @@ export const make = (sql: SqlClient.SqlClient) => {
 
   const waitForCompany = (): boolean => {
     if (company) return true
-    lone = (lone + 1) % probeEvery
-    return lone === 0
+    lone++
+    if (lone < probeAfter) return false
+    lone = 0
+    probing = true
+    return true
   }
 
-  /** One batch: the lock, whatever is queued then, one transaction; every caller answered. */
-  const commitBatch = Effect.suspend(() => {
+  /**
+   * One batch: the lock, whatever is queued then, one transaction; every caller answered.
+   * Whether another batch follows (appends queued meanwhile) is decided before the callers are
+   * answered: a caller resumed by its answer may append again at once, within this very step,
+   * and must find either this fiber still committing or the writer free to go alone, not a
+   * fiber about to stop (it would queue behind it, and a writer alone would stay on the
+   * batch path for good).
+   */
+  const commitBatch: Effect.Effect<boolean> = Effect.suspend(() => {
     let batch: Array<Job> | undefined
     const transaction = sql.withTransaction(
       onTransactionConnection(sql, (connection) =>
@@ -142,19 +161,23 @@ export const make = (sql: SqlClient.SqlClient) => {
           // everything queued: each would have waited for the same lock.
           const answered = batch ?? takeBatch()
           company = answered.length > 1
+          // Only a probe that found nobody makes the next one wait longer; company lost after a
+          // run of batches is looked for again as soon as at first.
+          if (company) probeAfter = probeEvery
+          else if (probing) probeAfter = Math.min(probeAfter * 2, probeAtMost)
+          probing = false
+          const more = queue.length > 0
+          if (!more) committing = false
           for (const job of answered) Deferred.doneUnsafe(job.done, outcome(job, exit))
+          return more
         })
       )
     )
   })
 
   /** Commits batches while appends are queued; the one fiber writing for this client. */
-  const commitAll: Effect.Effect<void> = Effect.suspend(() =>
-    queue.length === 0
-      ? Effect.sync(() => {
-          committing = false
-        })
-      : Effect.andThen(commitBatch, commitAll)
+  const commitAll: Effect.Effect<void> = Effect.flatMap(commitBatch, (more) =>
+    more ? commitAll : Effect.void
   )
 
   const leave = (job: Job) =>
@@ -183,12 +206,8 @@ export const make = (sql: SqlClient.SqlClient) => {
   }
 
   // Interruptible only while waiting, so a queued append always has its way out.
-  const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+  const queued = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
     Effect.uninterruptibleMask((restore) => {
-      if (!committing) {
-        if (!waitForCompany()) return restore(alone(append))
-        company = true
-      }
       const job: Job = { append, done: Deferred.makeUnsafe(), taken: false, exit: undefined }
       queue.push(job)
       const wait = Effect.onInterrupt(restore(Deferred.await(job.done)), () => leave(job)) as Effect.Effect<
@@ -199,6 +218,16 @@ export const make = (sql: SqlClient.SqlClient) => {
       committing = true
       return Effect.andThen(startCommitting, wait)
     })
+
+  // Decided synchronously, before any step runs: a writer alone goes straight to its transaction
+  // (interruptible as its caller is), with no mask or queue on the way.
+  const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
+    if (!committing) {
+      if (!waitForCompany()) return alone(append)
+      company = true
+    }
+    return queued(append)
+  }
 
   return <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
     Effect.withFiber((fiber) =>
