@@ -96,8 +96,7 @@ export const make = (options: Options = {}): Agent.Agent => {
   }
   return Agent.make({
     name,
-    execute: (context, model) =>
-      Effect.map(Turn.complete(name, model, request(context), []), (outcome) => [outcome.message]),
+    execute: (context, model) => Turn.answer(name, model, request(context)),
     executeStream: (context, model) => Turn.stream(name, model, request(context))
   })
 }

@@ -305,9 +305,12 @@ export const run = (
   model: ChatModel.Service,
   options?: { readonly signal?: AbortSignal }
 ): Promise<ReadonlyArray<Message>> =>
-  Effect.runPromiseExit(agent.execute(context, model), options).then((exit) => {
-    if (exit._tag === "Success") return exit.value
-    throw Cause.squash(exit.cause)
+  // The fiber's exit settles the promise directly: `runPromiseExit(...).then(...)` would make a
+  // second promise and keep both alive while the agent's requests are in flight.
+  new Promise((resolve, reject) => {
+    Effect.runFork(agent.execute(context, model), options).addObserver((exit) =>
+      exit._tag === "Success" ? resolve(exit.value) : reject(Cause.squash(exit.cause))
+    )
   })
 
 /** Streams an agent's events to async code. */

@@ -110,6 +110,48 @@ describe("Agent", () => {
     assert.strictEqual(messages[0]?.content, "you said: ping")
   })
 
+  it("run rejects with the agent's error, and settles an agent that answers later", async () => {
+    const error = Agent.modelFailed(
+      "failing",
+      ChatModel.error("scripted", new ModelError.Network({ kind: "connect", message: "refused" }))
+    )
+    const failing = Agent.make({ name: "failing", execute: () => Effect.fail(error) })
+    const context = ConversationContext.of(Message.user("ping"))
+    const model = ScriptedChatModel.make()
+    let caught: unknown
+    await Agent.run(failing, context, model).catch((cause) => {
+      caught = cause
+    })
+    assert.strictEqual(caught, error)
+    const later = Agent.make({
+      name: "later",
+      execute: () =>
+        Effect.as(
+          Effect.promise(() => new Promise((done) => setTimeout(done, 5))),
+          [Message.assistant("late")]
+        )
+    })
+    assert.strictEqual((await Agent.run(later, context, model))[0]?.content, "late")
+  })
+
+  it("run stops the agent when its signal aborts", async () => {
+    const controller = new AbortController()
+    let interrupted = false
+    const waiting = Agent.make({
+      name: "waiting",
+      execute: () => Effect.onInterrupt(Effect.never, () => Effect.sync(() => (interrupted = true)))
+    })
+    const run = Agent.run(waiting, ConversationContext.of(Message.user("ping")), ScriptedChatModel.make(), {
+      signal: controller.signal
+    })
+    controller.abort()
+    let rejected = false
+    await run.catch(() => {
+      rejected = true
+    })
+    assert.isTrue(rejected && interrupted)
+  })
+
   describe("runStream, from plain async code", () => {
     const context = ConversationContext.of(Message.user("x"))
     const model = ScriptedChatModel.make()

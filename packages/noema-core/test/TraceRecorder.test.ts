@@ -48,6 +48,35 @@ describe("TraceRecorder", () => {
     })
   )
 
+  it.live(
+    "records a completion's span with the request's model and the answer's finish reason and usage",
+    () =>
+      Effect.gen(function* () {
+        const { traces, tracer } = recorded()
+        const completing = ChatModel.make({
+          provider: "scripted",
+          model: "m",
+          complete: () =>
+            Effect.succeed({
+              text: "hi",
+              toolCalls: [],
+              finishReason: "stop" as const,
+              usage: { inputTokens: 3, outputTokens: 1, totalTokens: 4 }
+            })
+        })
+        const response = yield* completing
+          .complete({ messages: [], temperature: 0.5 })
+          .pipe(Effect.withSpan(SpanNames.turn), Effect.withTracer(tracer))
+        expect(response.text).toBe("hi")
+        const call = traces[0]?.spans[1]
+        expect(call?.name).toBe("chat m")
+        expect(call?.attributes[Attributes.requestModel]).toBe("m")
+        expect(call?.attributes[Attributes.requestTemperature]).toBe(0.5)
+        expect(call?.attributes[Attributes.responseFinishReasons]).toEqual(["stop"])
+        expect(call?.attributes[Attributes.usageInputTokens]).toBe(3)
+      })
+  )
+
   it.live("keeps nothing outside a turn, and at most maxSpansPerTrace spans of one (the root always)", () =>
     Effect.gen(function* () {
       const { traces, tracer } = recorded()

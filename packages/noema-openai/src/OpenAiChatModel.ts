@@ -66,13 +66,14 @@ export const fromClient = (
     ProviderRequest.make<unknown>(fail, () =>
       responses
         ? {
-            start: (signal) => sdk.responses.create(toResponsesParams(model, request), abortWith(signal)),
+            start: (signal, controller) =>
+              sdk.responses.create(toResponsesParams(model, request), abortWith(signal, controller)),
             decode: fromResponse,
             requestIdOf: ProviderFailure.bodyRequestId
           }
         : {
-            start: (signal) =>
-              sdk.chat.completions.create(toParams(model, provider, request), abortWith(signal)),
+            start: (signal, controller) =>
+              sdk.chat.completions.create(toParams(model, provider, request), abortWith(signal, controller)),
             decode: fromCompletion,
             requestIdOf: ProviderFailure.bodyRequestId
           }

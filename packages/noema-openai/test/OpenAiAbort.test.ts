@@ -3,9 +3,11 @@
  * SDK's own, so the SDK is never given a signal to compose (`AbortSignal.any`
  * per request cost 7% of the bench's `http.concurrent50`).
  */
+
+import { setTimeout as sleep } from "node:timers/promises"
 import { assert, describe, it } from "@effect/vitest"
 import { ChatModel, Message } from "@noema/core"
-import { ConfigProvider, Effect, Redacted, Stream } from "effect"
+import { ConfigProvider, Effect, Fiber, Redacted, Stream } from "effect"
 import OpenAI from "openai"
 import { afterAll, afterEach, beforeAll, vi } from "vitest"
 import { OpenAiChatModel, OpenAiEmbedder } from "../src/index.js"
@@ -69,6 +71,49 @@ describe("joiningFetch", () => {
     assert.isTrue(calls[0]?.signal?.aborted)
   })
 
+  it("given the caller's controller, sends the caller's signal itself (no second controller)", async () => {
+    const { calls, fetch } = recordingFetch()
+    const caller = new AbortController()
+    const init: Init = { signal: new AbortController().signal, method: "POST" }
+    Object.assign(
+      init,
+      abortOptionsFor(markJoining(new OpenAI({ apiKey: "k" })))(caller.signal, caller).fetchOptions
+    )
+    await joiningFetch(fetch)("http://x", init)
+    assert.strictEqual(calls[0]?.signal, caller.signal)
+    assert.strictEqual(calls[0], init, "the SDK's init is used, not copied")
+  })
+
+  it("given the caller's controller, the SDK's own signal (its timeout) aborts it", async () => {
+    const { calls, fetch } = recordingFetch()
+    const caller = new AbortController()
+    const own = new AbortController()
+    const init: Init = { signal: own.signal, method: "POST" }
+    Object.assign(
+      init,
+      abortOptionsFor(markJoining(new OpenAI({ apiKey: "k" })))(caller.signal, caller).fetchOptions
+    )
+    await joiningFetch(fetch)("http://x", init)
+    const reason = new Error("timed out")
+    own.abort(reason)
+    assert.isTrue(calls[0]?.signal?.aborted)
+    assert.strictEqual(calls[0]?.signal?.reason, reason)
+  })
+
+  it("given the caller's controller and an SDK signal already aborted, sends an aborted request", async () => {
+    const { calls, fetch } = recordingFetch()
+    const caller = new AbortController()
+    const own = new AbortController()
+    own.abort()
+    const init: Init = { signal: own.signal, method: "POST" }
+    Object.assign(
+      init,
+      abortOptionsFor(markJoining(new OpenAI({ apiKey: "k" })))(caller.signal, caller).fetchOptions
+    )
+    await joiningFetch(fetch)("http://x", init)
+    assert.isTrue(calls[0]?.signal?.aborted)
+  })
+
   it("passes a request without a caller's signal on untouched", async () => {
     const { calls, fetch } = recordingFetch()
     const init: Init = { method: "POST", signal: new AbortController().signal }
@@ -104,6 +149,19 @@ describe("the SDK built by OpenAiClient", () => {
       assert.equal(server.requests.length, 3)
       assert.equal(any.mock.calls.length, 0, "AbortSignal.any was called")
     }).pipe(Effect.provideService(ConfigProvider.ConfigProvider, noEnvironment))
+  )
+
+  it.live(
+    "interrupting a completion in flight closes its connection (the request's signal is ProviderRequest's)",
+    () =>
+      Effect.gen(function* () {
+        server.enqueue({ type: "text", text: "late", delayMs: 5_000 })
+        const model = yield* OpenAiChatModel.make({ ...options, model: "gpt-test", baseURL: server.url })
+        const fiber = yield* Effect.forkChild(model.complete(request))
+        for (let i = 0; i < 500 && server.requests.length === 0; i++) yield* Effect.promise(() => sleep(10))
+        yield* Fiber.interrupt(fiber)
+        yield* Effect.promise(() => server.waitForClose(0))
+      }).pipe(Effect.provideService(ConfigProvider.ConfigProvider, noEnvironment))
   )
 
   it.live("still aborts a stream its consumer leaves early", () =>

@@ -41,6 +41,21 @@ export const complete = (
     onFailure: (error) => Agent.modelFailed(agent, error, produced.slice())
   })
 
+/**
+ * Calls the model once; its answer is the turn's only message (a SimpleAgent's turn). One
+ * step where `complete` and a `map` to the message would be two: a turn's frames, closures and
+ * outcome are kept alive while its request is in flight.
+ */
+export const answer = (
+  agent: string,
+  model: ChatModel.Service,
+  request: ChatModel.ChatRequest
+): Effect.Effect<ReadonlyArray<Message.Message>, Agent.AgentError> =>
+  Effect.mapBoth(model.complete(request), {
+    onSuccess: (response) => [ChatModel.toMessage(response, model.model)],
+    onFailure: (error) => Agent.modelFailed(agent, error, [])
+  })
+
 /** The annotations of the tool a call names, for `tool-call` events (undefined: none to report). */
 export type Annotate = (toolName: string) => Tool.Annotations | undefined
 

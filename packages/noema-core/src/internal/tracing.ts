@@ -4,7 +4,14 @@
  */
 import { Effect, Stream } from "effect"
 import type { ChatRequest, ChatResponse, Service, StreamChunk } from "../ChatModel.js"
-import { Attributes, RecordContent, type SpanOptions, withSpan, withSpanStream } from "../Tracing.js"
+import {
+  Attributes,
+  isTracing,
+  RecordContent,
+  type SpanOptions,
+  withSpan,
+  withSpanStream
+} from "../Tracing.js"
 
 const requestAttributes = (service: Service, request: ChatRequest): Record<string, unknown> => {
   const attributes: Record<string, unknown> = {
@@ -116,11 +123,17 @@ export const traceChatModel = (service: Service): Service => {
     ...service,
     complete: (request) => {
       const effect = service.complete(request)
-      return withSpan(
-        effect,
-        name,
-        () => spanOptions(service, request),
-        () => annotateInput(request).pipe(Effect.andThen(effect), Effect.tap(annotateResponse))
+      // The span's parts are built inside the check, not passed as thunks: a call without a
+      // tracer (the common case) allocates one closure here, not three, and keeps none of
+      // them alive while its request is in flight.
+      return Effect.withFiber((fiber) =>
+        isTracing(fiber)
+          ? withSpan(
+              annotateInput(request).pipe(Effect.andThen(effect), Effect.tap(annotateResponse)),
+              name,
+              spanOptions(service, request)
+            )
+          : effect
       )
     },
     stream: (request) => {
