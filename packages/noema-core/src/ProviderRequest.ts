@@ -10,6 +10,7 @@
  */
 import { Effect } from "effect"
 import type { ChatModelError, ChatResponse } from "./ChatModel.js"
+import { abandon } from "./internal/abandon.js"
 import { type Fail, MalformedResponse } from "./ProviderFailure.js"
 
 /** One exchange's parts, made when the effect runs (so what throws while making them is typed too). */
@@ -59,5 +60,7 @@ export const make = <Body>(
     } catch (cause) {
       failed(cause)
     }
-    return Effect.sync(() => controller.abort())
+    // Runs only when the effect is interrupted while the request is in flight: nobody waits for
+    // the abort's errors, so they are made without stack traces (`internal/abandon.ts`).
+    return Effect.sync(() => abandon(controller))
   })
