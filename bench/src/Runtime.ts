@@ -132,7 +132,12 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
         { signal: controller.signal }
       )
       const iterator = stream[Symbol.asyncIterator]()
-      await iterator.next()
+      // As noema's turn: the first text has arrived (the first chunk carries only the role).
+      for (;;) {
+        const chunk = await iterator.next()
+        check(chunk.done !== true, "the raw SDK's stream ended before its first text")
+        if (chunk.done !== true && (chunk.value.choices[0]?.delta?.content ?? "") !== "") break
+      }
       const closed = await server.closedAt(0)
       const start = process.hrtime.bigint()
       controller.abort()
