@@ -7,7 +7,9 @@
  * A request whose last message starts with "go" streams a long answer slowly
  * (it is the one to interrupt); any other is answered "ok" at once.
  * Protocol over IPC: the child sends `{ url }` once listening; `{ watch: i }`
- * asks it to report when request `i` is closed by the client, answered
+ * asks it to report when request `i` is closed by the client, acknowledged
+ * `{ watching: i }` at once (the timing starts after it, so the watch is never
+ * handled inside the timed window nor after the close it waits for) and answered
  * `{ closedAt }` with `process.hrtime.bigint()` as a string (CLOCK_MONOTONIC,
  * the same clock in every process of the machine); `"reset"`; `"close"`.
  */
@@ -35,6 +37,7 @@ const main = async (): Promise<void> => {
       void server.waitForClose(index, 30_000).then(() => {
         process.send?.({ closedAt: process.hrtime.bigint().toString() })
       })
+      process.send?.({ watching: index })
     }
   })
   process.on("disconnect", () => void server.close().then(() => process.exit(0)))

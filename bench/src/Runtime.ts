@@ -64,14 +64,22 @@ const startServer = async () => {
   )
   return {
     url,
-    /** Resolves with the hrtime (ns) at which the server saw request `index` closed by the client. */
-    closedAt: (index: number): Promise<bigint> => {
+    /**
+     * Once the server watches request `index`: `at` resolves with the hrtime (ns) at which
+     * it saw that request closed by the client.
+     */
+    closedAt: async (index: number): Promise<{ readonly at: Promise<bigint> }> => {
       child.send({ watch: index })
-      return next((message) =>
-        typeof message === "object" && message !== null && "closedAt" in message
-          ? BigInt((message as { closedAt: string }).closedAt)
-          : undefined
+      await next((message) =>
+        typeof message === "object" && message !== null && "watching" in message ? true : undefined
       )
+      return {
+        at: next((message) =>
+          typeof message === "object" && message !== null && "closedAt" in message
+            ? BigInt((message as { closedAt: string }).closedAt)
+            : undefined
+        )
+      }
     },
     reset: async () => {
       child.send("reset")
@@ -124,11 +132,16 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
         { signal: controller.signal }
       )
       const iterator = stream[Symbol.asyncIterator]()
-      await iterator.next()
-      const closed = server.closedAt(0)
+      // As noema's turn: the first text has arrived (the first chunk carries only the role).
+      for (;;) {
+        const chunk = await iterator.next()
+        check(chunk.done !== true, "the raw SDK's stream ended before its first text")
+        if (chunk.done !== true && (chunk.value.choices[0]?.delta?.content ?? "") !== "") break
+      }
+      const closed = await server.closedAt(0)
       const start = process.hrtime.bigint()
       controller.abort()
-      const elapsed = microsSince(start, await closed)
+      const elapsed = microsSince(start, await closed.at)
       await iterator.next().catch(() => undefined)
       return elapsed
     }
@@ -161,10 +174,10 @@ const interrupts = async (options: RuntimeOptions): Promise<Record<string, numbe
       await Effect.runPromise(runtime.receiveTrigger(TriggerEvent.fromUser(`go ${i}`)))
       // The turn is streaming: its first text has arrived.
       await waitUntil(() => textDeltas > deltasBefore, "the first streamed text")
-      const closed = server.closedAt(0)
+      const closed = await server.closedAt(0)
       const start = process.hrtime.bigint()
       await Effect.runPromise(runtime.receiveTrigger(TriggerEvent.fromUser(`stop ${i}`, { interrupt: true })))
-      const elapsed = microsSince(start, await closed)
+      const elapsed = microsSince(start, await closed.at)
       await waitUntil(() => completed > completedBefore, "the interrupting turn")
       return elapsed
     }
