@@ -81,25 +81,36 @@ const at = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>
     })
   )
 
+/**
+ * A store on a fresh SQLite file, with its client, and `holdLock`: the write lock held by
+ * another fiber until the effect it returns lets go, so writes made meanwhile queue behind it.
+ */
+const grouping = Effect.gen(function* () {
+  const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: sqliteFile() }))
+  const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+  const sql = Context.get(context, SqlClient.SqlClient)
+  const holdLock = Effect.gen(function* () {
+    const held = yield* Deferred.make<void>()
+    const released = yield* Deferred.make<void>()
+    const holder = yield* Effect.forkChild(
+      sql.withTransaction(Effect.andThen(Deferred.succeed(held, undefined), Deferred.await(released)))
+    )
+    yield* Deferred.await(held)
+    return Effect.andThen(Deferred.succeed(released, undefined), Fiber.join(holder))
+  })
+  return { store, sql, transaction: store.transaction!, holdLock }
+})
+
 describe("transactions on SQLite: group commit", () => {
   it.effect(
     "writes that arrive together share one transaction, each with its own outcome and its caller's services",
     () =>
       Effect.scoped(
         Effect.gen(function* () {
-          const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: sqliteFile() }))
-          const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
-          const sql = Context.get(context, SqlClient.SqlClient)
-          const transaction = store.transaction!
+          const { store, transaction, holdLock } = yield* grouping
           const { conversation, other } = ResourceStoreConformance.tree()
           const orphan = ResourceStoreConformance.tree().task
-          // The write lock held by another fiber: the writes made meanwhile queue behind it.
-          const held = yield* Deferred.make<void>()
-          const released = yield* Deferred.make<void>()
-          const holder = yield* Effect.forkChild(
-            sql.withTransaction(Effect.andThen(Deferred.succeed(held, undefined), Deferred.await(released)))
-          )
-          yield* Deferred.await(held)
+          const release = yield* holdLock
           const counter = transactionCounter()
           const writes = yield* Effect.forkChild(
             Effect.all(
@@ -112,8 +123,7 @@ describe("transactions on SQLite: group commit", () => {
             ).pipe(Effect.withTracer(counter.tracer))
           )
           yield* Effect.yieldNow
-          yield* Deferred.succeed(released, undefined)
-          yield* Fiber.join(holder)
+          yield* release
           const [first, refused, third] = yield* Fiber.join(writes)
           assert.isTrue(Exit.isSuccess(first) && Exit.isSuccess(third))
           assert.isTrue(Exit.isFailure(refused))
@@ -132,29 +142,20 @@ describe("transactions on SQLite: group commit", () => {
   it.effect("a transaction's body may open transactions of its own: savepoints of it, alone or grouped", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: sqliteFile() }))
-        const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
-        const sql = Context.get(context, SqlClient.SqlClient)
-        const transaction = store.transaction!
+        const { store, sql, transaction, holdLock } = yield* grouping
         const { conversation, m1, other } = ResourceStoreConformance.tree()
         const nested = (resource: typeof conversation) =>
           transaction(sql.withTransaction(store.putMany([resource])))
         yield* nested(conversation)
         // Two at once behind a held write lock: committed as one group, each body nesting.
-        const held = yield* Deferred.make<void>()
-        const released = yield* Deferred.make<void>()
-        const holder = yield* Effect.forkChild(
-          sql.withTransaction(Effect.andThen(Deferred.succeed(held, undefined), Deferred.await(released)))
-        )
-        yield* Deferred.await(held)
+        const release = yield* holdLock
         const writes = yield* Effect.forkChild(
           Effect.all([nested(m1), nested(other), nested(ResourceStoreConformance.tree().m2)], {
             concurrency: "unbounded"
           })
         )
         yield* Effect.yieldNow
-        yield* Deferred.succeed(released, undefined)
-        yield* Fiber.join(holder)
+        yield* release
         yield* Fiber.join(writes)
         assert.strictEqual(
           (yield* store.getMany([conversation.meta.urn, m1.meta.urn, other.meta.urn])).length,
