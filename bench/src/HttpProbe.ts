@@ -96,7 +96,8 @@ const gc = async (side: Side, turns: number) => {
     const used = process.cpuUsage(cpu)
     const kinds: Record<string, { count: number; pauseMs: number }> = {}
     for (const collection of profiler.stop()?.statistics ?? []) {
-      const kind = (kinds[collection.gcType] ??= { count: 0, pauseMs: 0 })
+      const kind = kinds[collection.gcType] ?? { count: 0, pauseMs: 0 }
+      kinds[collection.gcType] = kind
       kind.count += 1000 / turns
       kind.pauseMs += collection.cost / 1000 / (turns / 1000)
     }
