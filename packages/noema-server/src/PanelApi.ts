@@ -281,6 +281,15 @@ const queryCount = (name: string, min: number) =>
     Schema.isGreaterThanOrEqualTo(min, { message: `${name} must be at least ${min}` })
   )
 
+/** Where a page of a list starts (0: the first item). */
+const pageOffset = optional(queryCount("offset", 0))
+
+/** How many items a page of a list (or search) holds: at least 1, at most `max`. */
+const pageLimit = (max: number) =>
+  optional(
+    queryCount("limit", 1).check(Schema.isLessThanOrEqualTo(max, { message: `limit must be at most ${max}` }))
+  )
+
 /** Most sessions in one page of the list. */
 export const maxSessionPage = 200
 
@@ -289,12 +298,8 @@ export class Sessions extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.get("list", "/", {
       query: {
         q: optional(text("q", maxTitleLength)),
-        offset: optional(queryCount("offset", 0)),
-        limit: optional(
-          queryCount("limit", 1).check(
-            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
-          )
-        )
+        offset: pageOffset,
+        limit: pageLimit(maxSessionPage)
       },
       success: SessionsJson.SessionPage,
       error: errors(ApiError.NotFound)
@@ -391,12 +396,8 @@ export class Traces extends HttpApiGroup.make("traces")
       query: {
         session: optional(text("session", maxTitleLength)),
         seq: optional(queryCount("seq", 0)),
-        offset: optional(queryCount("offset", 0)),
-        limit: optional(
-          queryCount("limit", 1).check(
-            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
-          )
-        )
+        offset: pageOffset,
+        limit: pageLimit(maxSessionPage)
       },
       success: TracesJson.TracePage,
       error: errors(ApiError.NotFound)
@@ -423,12 +424,8 @@ export class Plans extends HttpApiGroup.make("plans")
   .add(
     HttpApiEndpoint.get("list", "/", {
       query: {
-        offset: optional(queryCount("offset", 0)),
-        limit: optional(
-          queryCount("limit", 1).check(
-            Schema.isLessThanOrEqualTo(maxSessionPage, { message: `limit must be at most ${maxSessionPage}` })
-          )
-        )
+        offset: pageOffset,
+        limit: pageLimit(maxSessionPage)
       },
       success: PlansJson.PlanList,
       error: errors(ApiError.NotFound)
@@ -474,14 +471,8 @@ export class Resources extends HttpApiGroup.make("resources")
     HttpApiEndpoint.get("list", "/", {
       query: {
         prefix: optional(text("prefix", maxUrnLength)),
-        offset: optional(queryCount("offset", 0)),
-        limit: optional(
-          queryCount("limit", 1).check(
-            Schema.isLessThanOrEqualTo(maxResourcePage, {
-              message: `limit must be at most ${maxResourcePage}`
-            })
-          )
-        )
+        offset: pageOffset,
+        limit: pageLimit(maxResourcePage)
       },
       success: ResourcesJson.ResourceList,
       error: errors(ApiError.NotFound)
@@ -491,13 +482,7 @@ export class Resources extends HttpApiGroup.make("resources")
         q: required("q", maxReasonLength),
         type: optional(text("type", maxTitleLength)),
         prefix: optional(text("prefix", maxUrnLength)),
-        limit: optional(
-          queryCount("limit", 1).check(
-            Schema.isLessThanOrEqualTo(maxSearchResults, {
-              message: `limit must be at most ${maxSearchResults}`
-            })
-          )
-        )
+        limit: pageLimit(maxSearchResults)
       },
       success: ResourcesJson.SearchResults,
       error: errors(ApiError.NotFound)
