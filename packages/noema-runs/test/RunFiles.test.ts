@@ -29,6 +29,10 @@ const manifestFields = (attempt: number, status: "completed" | "failed" = "compl
   event_id: `evt_${attempt}`
 })
 
+/** The writer of the draft stage's attempt (the first unless `options` says), in `root`. */
+const draftWriter = (root: string, options: Partial<RunFiles.StageWriterOptions> = {}) =>
+  RunFiles.stageWriter({ workspace: root, runId: "run_1", position: 1, key: "draft", attempt: 1, ...options })
+
 describe("RunFiles", () => {
   it.effect(
     "writes the contract's files with exact names; the manifest lists every artifact with its hash",
@@ -36,13 +40,7 @@ describe("RunFiles", () => {
       Effect.gen(function* () {
         const root = workspace()
         yield* RunFiles.writeRunFile(root, runFile("run_1"))
-        const writer = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 1,
-          key: "draft",
-          attempt: 1
-        })
+        const writer = yield* draftWriter(root)
         yield* writer.writeInput({ request: "write a note" })
         yield* writer.writeArtifact("note.md", "# Note\n")
         yield* writer.writeArtifact("data/facts.json", '{"a":1}')
@@ -93,13 +91,7 @@ describe("RunFiles", () => {
       const again = yield* Effect.flip(RunFiles.writeRunFile(root, { ...runFile("run_1"), request: "other" }))
       assert.strictEqual(again._tag, "FileError")
       assert.include(fs.readFileSync(path.join(root, "runs", "run_1", "run.json"), "utf8"), "write a note")
-      const writer = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "draft",
-        attempt: 1
-      })
+      const writer = yield* draftWriter(root)
       yield* writer.writeArtifact("a.txt", "one")
       const second = yield* Effect.flip(writer.writeArtifact("a.txt", "two"))
       assert.include(second.message, "never overwritten")
@@ -113,13 +105,7 @@ describe("RunFiles", () => {
       Effect.gen(function* () {
         const root = workspace()
         yield* RunFiles.writeRunFile(root, runFile("run_1"))
-        const writer = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 1,
-          key: "draft",
-          attempt: 1
-        })
+        const writer = yield* draftWriter(root)
         // Largest first: the first asked for is the last to reach the disk.
         const names = Array.from({ length: 12 }, (_, index) => `part-${String(index).padStart(2, "0")}.md`)
         const written = yield* Effect.forEach(
@@ -148,14 +134,7 @@ describe("RunFiles", () => {
   it.effect("refuses path traversal, absolute and hidden paths, and artifacts over the cap", () =>
     Effect.gen(function* () {
       const root = workspace()
-      const writer = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "draft",
-        attempt: 1,
-        maxArtifactBytes: 10
-      })
+      const writer = yield* draftWriter(root, { maxArtifactBytes: 10 })
       for (const bad of ["../escape.md", "a/../../b", "/etc/passwd", ".hidden", "", "a//b"]) {
         const error = yield* Effect.flip(writer.writeArtifact(bad, "x"))
         assert.strictEqual(error._tag, "FileError", bad)
@@ -174,24 +153,12 @@ describe("RunFiles", () => {
     Effect.gen(function* () {
       const root = workspace()
       yield* RunFiles.writeRunFile(root, runFile("run_1"))
-      const first = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "draft",
-        attempt: 1
-      })
+      const first = yield* draftWriter(root)
       yield* first.writeInput({ request: "r" })
       yield* first.writeArtifact("partial.md", "half")
       yield* first.writeManifest(manifestFields(1, "failed"))
       const before = fs.readFileSync(path.join(first.directory, "manifest.json"))
-      const second = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "draft",
-        attempt: 2
-      })
+      const second = yield* draftWriter(root, { attempt: 2 })
       yield* second.writeArtifact("final.md", "whole")
       yield* second.writeManifest(manifestFields(2))
       const stages = path.join(root, "runs", "run_1", "stages")
@@ -208,9 +175,7 @@ describe("RunFiles", () => {
       assert.deepStrictEqual(report.checked, ["01-draft", "01-draft.attempt-1"])
       assert.isTrue(report.ok)
       // Asking for an attempt that is already on disk is refused.
-      const stale = yield* Effect.flip(
-        RunFiles.stageWriter({ workspace: root, runId: "run_1", position: 1, key: "draft", attempt: 2 })
-      )
+      const stale = yield* Effect.flip(draftWriter(root, { attempt: 2 }))
       assert.include(stale.message, "overwrite")
     })
   )
@@ -219,13 +184,7 @@ describe("RunFiles", () => {
     Effect.gen(function* () {
       const root = workspace()
       yield* RunFiles.writeRunFile(root, runFile("run_1"))
-      const writer = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "draft",
-        attempt: 1
-      })
+      const writer = yield* draftWriter(root)
       yield* writer.writeArtifact("a.md", "aaa")
       yield* writer.writeArtifact("b.md", "bbb")
       yield* writer.writeManifest(manifestFields(1))
@@ -252,13 +211,7 @@ describe("RunFiles", () => {
     () =>
       Effect.gen(function* () {
         const root = workspace()
-        const writer = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 1,
-          key: "draft",
-          attempt: 1
-        })
+        const writer = yield* draftWriter(root)
         const published: Array<string> = []
         const tool = RunFiles.writeArtifactTool(writer, (entry) =>
           Effect.sync(() => published.push(entry.path))
@@ -284,13 +237,7 @@ describe("RunFiles", () => {
     () =>
       Effect.gen(function* () {
         const root = workspace()
-        const writer = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 1,
-          key: "draft",
-          attempt: 1
-        })
+        const writer = yield* draftWriter(root)
         const tool = RunFiles.writeArtifactTool(writer)
         const hostile = [
           "title\u001b]0;pwned\u0007.md",
@@ -326,13 +273,7 @@ describe("RunFiles", () => {
       // A workspace that does not exist yet, outside any home: every level is created here.
       const root = path.join(workspace(), "elsewhere", "workspace")
       yield* RunFiles.writeRunFile(root, runFile("run_1"))
-      const writer = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "draft",
-        attempt: 1
-      })
+      const writer = yield* draftWriter(root)
       yield* writer.writeInput({ request: "write a note" })
       yield* writer.writeArtifact("deep/note.md", "# Note\n")
       yield* writer.writeOutput({ text: "done" })
@@ -392,13 +333,7 @@ describe("RunFiles", () => {
       const outside = path.join(root, "outside.md")
       fs.writeFileSync(outside, "aaa")
       yield* RunFiles.writeRunFile(root, runFile("run_1"))
-      const writer = yield* RunFiles.stageWriter({
-        workspace: root,
-        runId: "run_1",
-        position: 1,
-        key: "draft",
-        attempt: 1
-      })
+      const writer = yield* draftWriter(root)
       yield* writer.writeArtifact("a.md", "aaa")
       yield* writer.writeArtifact("b.md", "bbb")
       yield* writer.writeArtifact("sub/c.md", "ccc")
