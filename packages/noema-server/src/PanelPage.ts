@@ -20,6 +20,21 @@ import { RunLease } from "@noema/runs"
 const attribute = (text: string) =>
   text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
 
+/**
+ * A list's pager: the range shown (`<name>-range`) and its two buttons (`<name>-prev`,
+ * `<name>-next`), hidden until the app knows there is more when `hidden`.
+ */
+const pager = (
+  name: string,
+  previous = "Newer",
+  next = "Older",
+  options: { readonly hidden?: boolean } = {}
+) => {
+  const shown = options.hidden === true ? " hidden" : ""
+  return `<div class="pager"><span id="${name}-range" class="dim"></span>
+      <button id="${name}-prev" type="button"${shown}>${previous}</button><button id="${name}-next" type="button"${shown}>${next}</button></div>`
+}
+
 export const page = `<!doctype html>
 <html lang="en">
 <head>
@@ -128,8 +143,7 @@ export const page = `<!doctype html>
       <button type="submit">Search</button>
     </form>
     <ul id="sessions" class="list"></ul>
-    <div class="pager"><span id="sessions-range" class="dim"></span>
-      <button id="sessions-prev" type="button">Newer</button><button id="sessions-next" type="button">Older</button></div>
+    ${pager("sessions")}
   </section>
   <section id="session">
     <div id="session-empty" class="empty">Choose a session.</div>
@@ -138,8 +152,7 @@ export const page = `<!doctype html>
       <div id="session-meta" class="dim mono"></div>
       <div id="session-prompt" class="dim"></div>
       <div id="session-usage" class="dim"></div>
-      <div class="pager"><span id="turns-range" class="dim"></span>
-        <button id="turns-prev" type="button" hidden>Earlier turns</button><button id="turns-next" type="button" hidden>Later turns</button></div>
+      ${pager("turns", "Earlier turns", "Later turns", { hidden: true })}
       <div id="session-turns"></div>
     </div>
   </section>
@@ -166,8 +179,7 @@ export const page = `<!doctype html>
     <h2>Traces</h2>
     <div id="traces-filter" class="dim"></div>
     <ul id="traces" class="list"></ul>
-    <div class="pager"><span id="traces-range" class="dim"></span>
-      <button id="traces-prev" type="button">Newer</button><button id="traces-next" type="button">Older</button></div>
+    ${pager("traces")}
   </section>
   <section id="trace">
     <div id="trace-empty" class="empty">Choose a trace.</div>
@@ -183,8 +195,7 @@ export const page = `<!doctype html>
   <section>
     <h2>Plans</h2>
     <ul id="plans" class="list"></ul>
-    <div class="pager"><span id="plans-range" class="dim"></span>
-      <button id="plans-prev" type="button">Newer</button><button id="plans-next" type="button">Older</button></div>
+    ${pager("plans")}
   </section>
   <section id="plan">
     <div id="plan-empty" class="empty">Choose a plan.</div>
@@ -226,8 +237,7 @@ export const page = `<!doctype html>
     </form>
     <div id="resource-actor" class="dim small"></div>
     <ul id="resources" class="list"></ul>
-    <div class="pager"><span id="resources-range" class="dim"></span>
-      <button id="resources-prev" type="button">Previous</button><button id="resources-next" type="button">Next</button></div>
+    ${pager("resources", "Previous", "Next")}
   </section>
   <section id="resource">
     <div id="resource-empty" class="empty">Choose a resource.</div>
