@@ -52,6 +52,24 @@ const underWay = (stdout: string) =>
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** A `noema worker` runner on 127.0.0.1:`port` with `args`; its output gathered as it comes. */
+const startRunner = (port: number, args: ReadonlyArray<string>, env: Record<string, string>) => {
+  const child = spawn(
+    process.execPath,
+    [binPath, "worker", "--runner-host", "127.0.0.1", "--runner-port", String(port), ...args],
+    { env: cleanEnv({ ...env, NO_COLOR: "1" }), stdio: ["ignore", "pipe", "pipe"] }
+  )
+  children.push(child)
+  const out = { child, stdout: "", stderr: "" }
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    out.stdout += chunk
+  })
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    out.stderr += chunk
+  })
+  return out
+}
+
 describe("noema worker --engine cluster", () => {
   it("is refused on SQLite with one line, before anything starts", async () => {
     const result = await runCli(["worker", "--engine", "cluster", "-m", "offline"], {
@@ -72,29 +90,7 @@ describe("noema worker --engine cluster", () => {
 
     const runner = async (name: string) => {
       const port = await freePort()
-      const child = spawn(
-        process.execPath,
-        [
-          binPath,
-          "worker",
-          "--runner-host",
-          "127.0.0.1",
-          "--runner-port",
-          String(port),
-          ...storage,
-          ...model
-        ],
-        { env: cleanEnv({ ...env, NO_COLOR: "1" }), stdio: ["ignore", "pipe", "pipe"] }
-      )
-      children.push(child)
-      const out = { name, port, child, stdout: "", stderr: "" }
-      child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-        out.stdout += chunk
-      })
-      child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-        out.stderr += chunk
-      })
-      return out
+      return Object.assign(startRunner(port, [...storage, ...model], env), { name, port })
     }
     const runners = [await runner("a"), await runner("b"), await runner("c")]
     // Bounded by rounds, not by the clock: a busy machine only makes each round slower.
@@ -206,37 +202,17 @@ describe("noema worker --engine cluster", () => {
     const model = ["--base-url", server.url, "--api-key", "k", "-m", "m", "--no-tools"]
     const cli = (args: ReadonlyArray<string>) => runCli([...args, ...storage], { env, timeoutMs: 120_000 })
     const port = await freePort()
-    const child = spawn(
-      process.execPath,
-      [
-        binPath,
-        "worker",
-        "--engine",
-        "cluster",
-        "--runner-host",
-        "127.0.0.1",
-        "--runner-port",
-        String(port),
-        ...storage,
-        ...model
-      ],
-      { env: cleanEnv({ ...env, NO_COLOR: "1" }), stdio: ["ignore", "pipe", "pipe"] }
-    )
-    children.push(child)
-    let out = ""
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      out += chunk
-    })
-    for (let round = 0; round < 1500 && !/a cluster runner at/.test(out); round++) await pause(20)
-    expect(out).toMatch(/a cluster runner at 127\.0\.0\.1:\d+ over .*, 4 runs at a time/)
+    const runner = startRunner(port, ["--engine", "cluster", ...storage, ...model], env)
+    for (let round = 0; round < 1500 && !/a cluster runner at/.test(runner.stdout); round++) await pause(20)
+    expect(runner.stdout).toMatch(/a cluster runner at 127\.0\.0\.1:\d+ over .*, 4 runs at a time/)
     // Created by a client of the claims engine: nobody has it until the resume (or the runner's worker) hands it over.
     const thread = (await cli(["threads", "create"])).stdout.trim()
     const created = await cli(["run", "left over", "--thread", thread, "--detach", ...model])
     expect(created.code, created.stderr).toBe(0)
     const runId = created.stdout.trim()
     const resumed = await cli(["runs", "resume", runId, "--engine", "cluster"])
-    child.kill("SIGTERM")
-    expect(resumed.code, `${resumed.stdout}${resumed.stderr}${out}`).toBe(0)
+    runner.child.kill("SIGTERM")
+    expect(resumed.code, `${resumed.stdout}${resumed.stderr}${runner.stdout}`).toBe(0)
     expect(resumed.stdout).toContain(`resuming run ${runId}`)
     const run = JSON.parse((await cli(["runs", "show", runId, "--json"])).stdout) as RunJson & {
       workflow: { completed: boolean; activities: ReadonlyArray<string> } | null
