@@ -13,8 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { Message } from "@noema/core"
-import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, SqlRunsStore } from "@noema/runs"
+import { SqlRunsStore } from "@noema/runs"
 import { ContextItem } from "@noema/runtime"
 import { Compaction, Session, type SessionStore, SqlStore, Usage } from "@noema/session"
 import { Database } from "@noema/sql"
@@ -24,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import * as StoreChanges from "../src/StoreChanges.js"
 import { launchChromium, openPanel, problemsOf } from "../src/testing.js"
+import { idleExecutor } from "./support/executor.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-"))
 const filename = path.join(directory, "noema.db")
@@ -111,11 +111,7 @@ beforeAll(async () => {
         const sessions = yield* SqlStore.fromDatabase
         const server = yield* Server.make({
           store,
-          executor: Executor.make({
-            store,
-            workspace: directory,
-            model: ScriptedChatModel.make({ fallback: () => "x" })
-          }),
+          executor: idleExecutor(store, directory),
           workspace: directory,
           sessions,
           prices,

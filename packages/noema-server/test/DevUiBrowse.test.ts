@@ -15,7 +15,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { Message } from "@noema/core"
-import { ScriptedChatModel } from "@noema/core/testing"
 import {
   CedarPolicy,
   LocalEmbedder,
@@ -25,7 +24,7 @@ import {
   VectorIndex
 } from "@noema/resources"
 import { type RoutineStore, SqlRoutineStore } from "@noema/routines"
-import { Executor, RunsStore, SqlRunsStore } from "@noema/runs"
+import { RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect, Exit, Layer, Scope } from "effect"
 import type { Browser, Page } from "playwright-core"
@@ -33,6 +32,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import * as StoreChanges from "../src/StoreChanges.js"
 import { launchChromium, openPanel, problemsOf } from "../src/testing.js"
+import { idleExecutor } from "./support/executor.js"
 
 const run = promisify(execFile)
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-browse-"))
@@ -253,11 +253,7 @@ beforeAll(async () => {
         })
         return yield* Server.make({
           store: runs,
-          executor: Executor.make({
-            store: runs,
-            workspace: directory,
-            model: ScriptedChatModel.make({ fallback: () => "x" })
-          }),
+          executor: idleExecutor(runs, directory),
           workspace: path.join(directory, "workspace"),
           resources: { store, index, policy: engine, actor },
           routines: { store: yield* SqlRoutineStore.fromDatabase, root: directory },
@@ -685,7 +681,7 @@ describe("the API", () => {
     const workspace = path.join(directory, "bare")
     const bare = await Server.start({
       store,
-      executor: Executor.make({ store, workspace, model: ScriptedChatModel.make({ fallback: () => "x" }) }),
+      executor: idleExecutor(store, workspace),
       workspace
     })
     try {

@@ -13,8 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { Message } from "@noema/core"
-import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, SqlRunsStore } from "@noema/runs"
+import { SqlRunsStore } from "@noema/runs"
 import { type SessionStore, SqlStore, TraceStore } from "@noema/session"
 import { Database } from "@noema/sql"
 import { Effect, Exit, Layer, Scope } from "effect"
@@ -23,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import { launchChromium, openPanel } from "../src/testing.js"
 import { turnTrace } from "./fixtures/WriteTrace.js"
+import { idleExecutor } from "./support/executor.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-devui-traces-"))
 const filename = path.join(directory, "noema.db")
@@ -45,11 +45,7 @@ beforeAll(async () => {
         const traces = yield* TraceStore.fromDatabase
         const server = yield* Server.make({
           store,
-          executor: Executor.make({
-            store,
-            workspace: directory,
-            model: ScriptedChatModel.make({ fallback: () => "x" })
-          }),
+          executor: idleExecutor(store, directory),
           workspace: directory,
           sessions,
           traces

@@ -15,12 +15,12 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
-import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, type Run, RunsStore } from "@noema/runs"
+import { type Run, RunsStore } from "@noema/runs"
 import { Effect, Exit, Queue, Scope, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as FeedClients from "../src/internal/FeedClients.js"
 import * as Server from "../src/Server.js"
+import { idleExecutor } from "./support/executor.js"
 
 /** Waits, a round at a time, until `done` holds; fails after `rounds` rounds (a hang, not a slow machine). */
 const eventually = async (done: () => boolean, what: string, rounds = 3000) => {
@@ -254,11 +254,7 @@ describe("the server's event feed (real sockets)", () => {
     const items = await Effect.runPromise(store.feed(0, 1000))
     feedLength = items.length
     largestFrame = Math.max(...items.map((entry) => JSON.stringify(entry.event).length + 64))
-    const executor = Executor.make({
-      store,
-      workspace,
-      model: ScriptedChatModel.make({ fallback: () => "x" })
-    })
+    const executor = idleExecutor(store, workspace)
     server = await Server.start({ store, executor, workspace, feedPollMs: 20, maxFeedClients: 24 })
   })
   afterAll(async () => {

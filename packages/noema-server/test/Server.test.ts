@@ -8,6 +8,7 @@ import { Executor, PlanPipeline, RunFiles, RunsStore, Worker } from "@noema/runs
 import { Effect, Exit, Fiber, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
+import { idleExecutor } from "./support/executor.js"
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON from the API, checked by the assertions
 type Json = any
@@ -633,11 +634,7 @@ describe("runs server: errors never show where things are", () => {
           new RunsStore.RunsStoreError({ location: secretPath, detail: `cannot open ${secretPath}` })
         )
     }
-    const executor = Executor.make({
-      store: failing,
-      workspace,
-      model: ScriptedChatModel.make({ fallback: () => "x" })
-    })
+    const executor = idleExecutor(failing, workspace)
     const lines: Array<string> = []
     const other = await Server.start({ store: failing, executor, workspace, log: (line) => lines.push(line) })
     try {
@@ -658,11 +655,7 @@ describe("runs server: errors never show where things are", () => {
   })
 
   it("a configured token is used as given, and a weak one is refused at start", async () => {
-    const executor = Executor.make({
-      store,
-      workspace,
-      model: ScriptedChatModel.make({ fallback: () => "x" })
-    })
+    const executor = idleExecutor(store, workspace)
     await expect(Server.start({ store, executor, workspace, token: "short" })).rejects.toThrow(
       /the token must be 16 to 512 characters/
     )
@@ -749,11 +742,7 @@ describe("runs server: a run whose process died is shown interrupted", () => {
       )
     const dead = await make(`${os.hostname()}/${deadPid}/gone`)
     const live = await make(`${os.hostname()}/${process.pid}/here`)
-    const executor = Executor.make({
-      store: own,
-      workspace,
-      model: ScriptedChatModel.make({ fallback: () => "x" })
-    })
+    const executor = idleExecutor(own, workspace)
     const other = await Server.start({ store: own, executor, workspace })
     const ask = async (method: string, route: string, body?: unknown) => {
       const response = await fetch(`${other.url}${route}`, {

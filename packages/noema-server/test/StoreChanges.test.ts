@@ -12,8 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { assert, it as effectIt } from "@effect/vitest"
-import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, type RunsStore, SqlRunsStore } from "@noema/runs"
+import { type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Effect, Exit, Layer, Redacted, Scope, Stream } from "effect"
@@ -22,6 +21,7 @@ import { TestClock } from "effect/testing"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Server from "../src/Server.js"
 import * as StoreChanges from "../src/StoreChanges.js"
+import { idleExecutor } from "./support/executor.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-server-changes-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -82,11 +82,7 @@ const serve = async (database: Database.Options) => {
         }
         return yield* Server.make({
           store,
-          executor: Executor.make({
-            store,
-            workspace: directory,
-            model: ScriptedChatModel.make({ fallback: () => "x" })
-          }),
+          executor: idleExecutor(store, directory),
           workspace: directory,
           changes: yield* StoreChanges.fromDatabase({ pollMs: 20 }),
           feedPollMs: 3_600_000
