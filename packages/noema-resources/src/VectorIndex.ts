@@ -28,6 +28,7 @@ import { Embedder } from "@noema/core"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import { upsertBatches } from "./internal/upsertRows.js"
 import * as VectorCopy from "./internal/vectorCopy.js"
 import * as Resource from "./Resource.js"
 import * as Urn from "./Urn.js"
@@ -396,9 +397,10 @@ export const pgvectorAvailable: Effect.Effect<boolean, SqlError.SqlError, SqlCli
 /**
  * Below this many rows (in all, or passing a search's filters) the index scans, and below it in
  * all its writes leave the copy to the change log: the scan of a few hundred rows costs about
- * what the copy's fixed costs do (a read transaction and the KNN statement per search, keeping
- * the copy per write), so a small index (a planner's tasks and assistants) pays nothing for it.
- * The first write past it brings the copy up to date.
+ * what the copy's fixed costs do (the KNN statement per search, keeping the copy per write), so
+ * a small index (a planner's tasks and assistants) pays nothing for it. The first write past it
+ * brings the copy up to date, and from then on the index uses the copy without asking the table's
+ * size again (an index that shrank back keeps a copy that is still exact, only not needed).
  */
 const copyFrom = 256
 
@@ -411,8 +413,8 @@ const copyFrom = 256
 const copyErrorMargin = (dimensions: number) => 8 * (dimensions + 8) * 2 ** -24
 
 /**
- * The exact top `limit` from the vec0 copy, or undefined when the copy cannot prove it (then the
- * caller scans). Candidates are scored from their `noema_vectors` row with `dotAt`, as the scan
+ * The exact top `limit` from the vec0 copy, undefined when the copy cannot prove it (then the
+ * caller scans), or "stale" when writers changed the vectors since it last caught up. Candidates are scored from their `noema_vectors` row with `dotAt`, as the scan
  * scores them; a row vec0 did not return is at least as far as the farthest it did, so its score
  * is at most `1 - farthest² / 2 + margin`. Once the `limit`-th score lies strictly above that, no
  * other row can enter (nor tie) the top; until then, four times more candidates are asked for.
@@ -422,11 +424,15 @@ const searchCopy = (
   q: Float32Array,
   limit: number,
   options: SearchOptions
-): Effect.Effect<Array<Hit> | undefined, SqlError.SqlError> =>
+): Effect.Effect<Array<Hit> | "stale" | undefined, SqlError.SqlError> =>
   Effect.gen(function* () {
     const margin = copyErrorMargin(q.length)
     for (let k = Math.min(VectorCopy.maxK, 2 * limit + 32); ; k = Math.min(VectorCopy.maxK, k * 4)) {
-      const candidates = yield* copy.nearest(q, k, options)
+      // Each round stands on its own statement's snapshot: a write between rounds changes nothing
+      // a round concludes from.
+      const nearest = yield* copy.nearest(q, k, options)
+      if (nearest.stale) return "stale"
+      const candidates = nearest.candidates
       const top = new TopK(limit)
       let farthest = 0
       for (const candidate of candidates) {
@@ -570,9 +576,18 @@ export const makeSql = (
       else copy = opened
     }
 
+    /** Whether the index has been seen past `copyFrom` rows: then its copy is kept and searched. */
+    let copyInUse = false
+    const inUse = (copy: VectorCopy.Copy) =>
+      copyInUse
+        ? Effect.succeed(true)
+        : Effect.map(copy.state, ({ extent }) => {
+            copyInUse = extent >= copyFrom
+            return copyInUse
+          })
     /** After a write, in its transaction: the copy caught up, once the index is worth searching through it. */
     const keepCopy = (copy: VectorCopy.Copy) =>
-      Effect.flatMap(copy.state, ({ extent }) => (extent < copyFrom ? Effect.void : copy.catchUp))
+      Effect.flatMap(inUse(copy), (used) => (used ? copy.catchUp : Effect.void))
 
     const { queryVector, vectorsOf } = common(embedder)
     /** A vector as its column takes it: pgvector's text form, else its bytes. */
@@ -596,9 +611,8 @@ export const makeSql = (
       )
     /**
      * The copy's exact top, or undefined to scan (a small index, or few rows passing the
-     * filters): a stale copy is caught up first (read-only, it cannot be: scan), then searched
-     * in one read transaction that sees it fresh, so a write by another process between the
-     * check and the search cannot slip in.
+     * filters). A stale copy (another process wrote without the extension) is caught up in a
+     * write transaction and asked again; read-only, it cannot be: scan.
      */
     const fromCopy = (
       copy: VectorCopy.Copy,
@@ -608,49 +622,48 @@ export const makeSql = (
       where: Statement.Fragment
     ) =>
       Effect.gen(function* () {
-        const { stale, extent } = yield* copy.state
-        if (extent < copyFrom) return undefined
+        if (!(yield* inUse(copy))) return undefined
         // A filter that lets few rows through (an election's few assistants): the scan reads just
         // those, where the copy's KNN would go through every vector.
         if ((filters.type !== undefined || filters.prefix !== undefined) && (yield* fewPass(where)))
           return undefined
-        if (stale) {
-          if (options.readonly === true) {
-            yield* fallBack("the vec0 copy is behind the vectors and the database is read-only")
-            return undefined
-          }
-          yield* sql.withTransaction(copy.catchUp)
+        const found = yield* searchCopy(copy, q, limit, filters)
+        if (found !== "stale") return found
+        if (options.readonly === true) {
+          yield* fallBack("the vec0 copy is behind the vectors and the database is read-only")
+          return undefined
         }
-        return yield* sql
-          .withTransaction(
-            Effect.flatMap(copy.state, (now) =>
-              now.stale ? Effect.succeed(undefined) : searchCopy(copy, q, limit, filters)
-            )
-          )
-          .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN"))
+        yield* sql.withTransaction(copy.catchUp)
+        const again = yield* searchCopy(copy, q, limit, filters)
+        return again === "stale" ? undefined : again
       })
     // A vector written again unchanged (a task stored at each state change) leaves its row as it
-    // is: no update, so no change logged, and the vec0 copy is not rewritten for nothing.
+    // is: no update, so no change logged, and the vec0 copy is not rewritten for nothing. The rows
+    // go in multi-row statements (`upsertBatches`).
+    const writeVectors = (list: ReadonlyArray<Resource.Resource>, computed: ReadonlyArray<Float32Array>) =>
+      Effect.forEach(
+        upsertBatches(
+          list.map((resource, i) => ({ resource, vector: computed[i] as Float32Array })),
+          (row) => row.resource.meta.urn
+        ),
+        (rows) =>
+          sql`INSERT INTO ${vectors} (urn, type, vector) VALUES ${sql.join(
+            ", ",
+            false
+          )(
+            rows.map(
+              ({ resource, vector }) => sql`(${resource.meta.urn}, ${resource.meta.type}, ${stored(vector)})`
+            )
+          )}
+          ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
+          WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector`,
+        { discard: true }
+      )
     const prepareUpsert = (list: ReadonlyArray<Resource.Resource>) =>
       list.length === 0
         ? Effect.succeed(Effect.void)
         : Effect.map(vectorsOf(list, dimensions), (computed) =>
-            doing("storing vectors")(
-              sql.withTransaction(
-                alongCopy(
-                  Effect.forEach(
-                    list,
-                    (resource, i) =>
-                      sql`INSERT INTO ${vectors} (urn, type, vector)
-                    VALUES (${resource.meta.urn}, ${resource.meta.type}, ${stored(computed[i] as Float32Array)})
-                    ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
-                    WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector`,
-                    { discard: true }
-                  ),
-                  keepCopy
-                )
-              )
-            )
+            doing("storing vectors")(sql.withTransaction(alongCopy(writeVectors(list, computed), keepCopy)))
           )
     const service: Service = {
       identity,

@@ -113,6 +113,30 @@ const cases = (open: () => Effect.Effect<VectorIndex.Service, unknown, Scope.Sco
     })
   )
 
+  it.effect(
+    "one upsert of a URN given twice keeps the last; a batch past one statement's rows is stored whole",
+    () =>
+      Effect.gen(function* () {
+        const index = yield* open()
+        const before = { ...pasta, text: "Car engine repair and oil" }
+        const after = { ...pasta, text: "Sourdough bread and more sourdough bread" }
+        yield* index.upsert([before, bread, after])
+        assert.equal(yield* index.size, 2)
+        // Its vector is the second text's: searched by that very text, it scores 1.
+        const same = (yield* index.search({ text: VectorIndex.searchText(after) }, { limit: 1 }))[0]
+        assert.equal(same?.urn, pasta.meta.urn)
+        assert.closeTo(same?.score ?? 0, 1, 1e-6)
+        // More rows than one multi-row statement takes (200), with repeats across its batches.
+        const notes = Array.from({ length: 450 }, (_, i) => chunk(garage, `note-${i % 420}`, `note ${i}`))
+        yield* index.upsert(notes)
+        assert.equal(yield* index.size, 2 + 420)
+        // note-7 was given as "note 7", then as "note 427": the second is what it is about.
+        const seven = (yield* index.search({ text: "note-7\nnote 427" }, { limit: 1 }))[0]
+        assert.equal(seven?.urn, chunk(garage, "note-7", "").meta.urn)
+        assert.closeTo(seven?.score ?? 0, 1, 1e-6)
+      })
+  )
+
   it.effect("searches by vector too; refuses a vector of the wrong size, a bad prefix and a bad limit", () =>
     Effect.gen(function* () {
       const index = yield* open()

@@ -46,6 +46,11 @@ export interface Filters {
   readonly prefix?: string | undefined
 }
 
+/** What the copy proposes: candidates read in one snapshot with a fresh copy, or that it was stale. */
+export type Nearest =
+  | { readonly stale: false; readonly candidates: ReadonlyArray<Candidate> }
+  | { readonly stale: true }
+
 /** What a search needs to know before it asks the copy. */
 export interface State {
   /** Whether writers changed `noema_vectors` since the copy last caught up. */
@@ -62,13 +67,14 @@ export interface Copy {
   readonly rebuild: Effect.Effect<void, SqlError.SqlError>
   /**
    * The `k` (at most `maxK`) rows nearest to `query` that pass a superset of `filters` (the
-   * prefix range may let a lookalike in), in no particular order.
+   * prefix range may let a lookalike in), in no particular order; or, when writers changed
+   * `noema_vectors` since the copy last caught up, only that it is stale.
    */
   readonly nearest: (
     query: Float32Array,
     k: number,
     filters: Filters
-  ) => Effect.Effect<Array<Candidate>, SqlError.SqlError>
+  ) => Effect.Effect<Nearest, SqlError.SqlError>
 }
 
 /** Why there is no copy to search: said once, as a warning, by the index. */
@@ -199,10 +205,10 @@ const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy =>
       const [row] = yield* sql<{ n: number }>`SELECT count(*) AS n FROM ${sql.literal(names.vectors)}`
       if (changed.length * 4 > (row?.n ?? 0)) return yield* rebuild
     }
-    for (const { urn } of changed) {
-      yield* sql`DELETE FROM ${sql.literal(names.copy)} WHERE urn = ${urn}`
-      yield* sql.unsafe(fill("WHERE urn = ?"), [urn])
-    }
+    // One delete each: vec0 finds a key given with `=`, but scans every row for `IN (...)`.
+    for (const { urn } of changed) yield* sql`DELETE FROM ${sql.literal(names.copy)} WHERE urn = ${urn}`
+    // The rows still there, in one statement (a removed vector's URN finds none).
+    yield* sql.unsafe(fill(`WHERE urn IN (SELECT urn FROM ${names.changes})`))
     yield* sql.unsafe(`DELETE FROM ${names.changes}`)
   })
   const nearest = (query: Float32Array, k: number, filters: Filters) => {
@@ -217,14 +223,22 @@ const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy =>
       parameters.push(filters.prefix, `${filters.prefix}0`)
     }
     // MATERIALIZED: the KNN runs first, on its own; the rows then come from the index's table.
+    // The row without a URN says the log is not empty: one statement reads the copy and whether
+    // it is fresh from the same snapshot, so no writer can slip in between.
     return sql
-      .unsafe<Candidate>(
+      .unsafe<Candidate | { readonly urn: null }>(
         `WITH knn AS MATERIALIZED (SELECT urn, distance FROM ${names.copy} WHERE ${conditions.join(" AND ")})
         SELECT v.urn AS urn, v.type AS type, v.vector AS vector, knn.distance AS distance
-        FROM knn JOIN ${names.vectors} AS v ON v.urn = knn.urn`,
+        FROM knn JOIN ${names.vectors} AS v ON v.urn = knn.urn
+        UNION ALL SELECT NULL, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM ${names.changes})`,
         parameters
       )
-      .pipe(Effect.map((rows) => rows as Array<Candidate>))
+      .pipe(
+        Effect.map((rows): Nearest => {
+          const candidates = rows.filter((row): row is Candidate => row.urn !== null)
+          return candidates.length === rows.length ? { stale: false, candidates } : { stale: true }
+        })
+      )
   }
   const state = Effect.map(
     sql<{ stale: number; extent: number | null }>`SELECT
