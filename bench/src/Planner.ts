@@ -36,7 +36,7 @@ export interface PlannerOptions {
   readonly rounds: number
 }
 
-const team = [
+export const team = [
   { name: "researcher", purpose: "find facts and sources about a topic", examples: ["find the facts"] },
   {
     name: "writer",
@@ -46,7 +46,7 @@ const team = [
   { name: "analyst", purpose: "calculate and compare numbers and figures", examples: ["compare the prices"] }
 ]
 
-const treeOf = (supervisors: number, leaves: number): TaskTree.Plan => ({
+export const treeOf = (supervisors: number, leaves: number): TaskTree.Plan => ({
   tasks: Array.from({ length: supervisors }, (_, s) =>
     PlannerTesting.parent(
       `Part ${s + 1}`,

@@ -1,0 +1,116 @@
+/**
+ * PlannerProbe: where `planner.overhead_sqlite_ms` goes, counted. Not part of `npm run bench`;
+ * run by hand (bench/README.md, "Where the time goes: the planner on SQLite").
+ *
+ *   node src/PlannerProbe.ts [runs] [--statements]
+ *
+ * Builds the suite's SQLite world (one database, the three assistants), runs the 20-task tree
+ * `runs` times (default 20; the first 2 are warm-up) and prints the median time of a run, then,
+ * over one more run: the SQL statements executed (node:sqlite's `StatementSync` calls, by text
+ * with `--statements`), the transactions committed, and the vec0 KNN searches. Add `--cpu-prof`
+ * to node for a profile, or run it under `strace -f -e trace=fsync,fdatasync -c` for the fsyncs.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { StatementSync } from "node:sqlite"
+import { Planner, TaskTree } from "@noema/planner"
+import * as PlannerTesting from "@noema/planner/testing"
+import {
+  LocalEmbedder,
+  Policy,
+  ResourceEvents,
+  ResourceIndex,
+  SqlResourceStore,
+  VectorIndex
+} from "@noema/resources"
+import { Database } from "@noema/sql"
+import { Effect, Layer } from "effect"
+import { median, now } from "./Harness.ts"
+import { team, treeOf } from "./Planner.ts"
+
+const runs = Number(process.argv.slice(2).find((arg) => /^\d+$/.test(arg)) ?? 20)
+const byText = process.argv.includes("--statements")
+
+// Every statement node:sqlite runs, by its text: the counts of one run.
+const counts = new Map<string, number>()
+const micros = new Map<string, number>()
+let counting = false
+// NOEMA_PROBE_TRACE=file: the counted run's statements in order, one a line.
+const trace = process.env.NOEMA_PROBE_TRACE
+for (const method of ["all", "run", "get", "iterate"] as const) {
+  const original = StatementSync.prototype[method] as (...args: Array<unknown>) => unknown
+  Object.defineProperty(StatementSync.prototype, method, {
+    value: function (this: StatementSync, ...args: Array<unknown>) {
+      if (!counting) return original.apply(this, args)
+      const text = this.sourceSQL.replace(/\s+/g, " ").trim()
+      counts.set(text, (counts.get(text) ?? 0) + 1)
+      if (trace !== undefined) fs.appendFileSync(trace, `${text.slice(0, 100)}\n`)
+      const started = now()
+      try {
+        return original.apply(this, args)
+      } finally {
+        micros.set(text, (micros.get(text) ?? 0) + (now() - started) * 1000)
+      }
+    }
+  })
+}
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-probe-planner-"))
+const twenty = treeOf(4, 4)
+const limits = { maxChildren: 64, maxTasks: 20, maxModelCalls: 10_000, maxTokens: 100_000_000, parallel: 4 }
+
+const program = Effect.scoped(
+  Effect.gen(function* () {
+    const model = PlannerTesting.scriptedModel({ plan: twenty })
+    const context = yield* Layer.build(
+      Database.layer({ kind: "sqlite", filename: path.join(directory, "planner.db") })
+    )
+    const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+    const vectors = yield* Effect.provideContext(VectorIndex.fromDatabase(LocalEmbedder.make()), context)
+    const policy = yield* Policy.allowAll
+    const events = yield* ResourceEvents.makeMemory(policy)
+    const index = ResourceIndex.make(store, policy, { events, vectors })
+    yield* PlannerTesting.registerAssistants(index, "cld:assistant.planner", team)
+    const world = { store, index, events, vectors }
+    const once = Effect.gen(function* () {
+      const started = now()
+      const result = yield* Planner.run("bench", { model, ...world, limits })
+      if (result.tasks.length !== TaskTree.count(twenty.tasks)) throw new Error("tasks missing")
+      return now() - started
+    })
+    const times: Array<number> = []
+    for (let run = 0; run < runs; run++) {
+      const ms = yield* once
+      if (run >= 2) times.push(ms)
+    }
+    counting = true
+    yield* once
+    counting = false
+    return times
+  })
+)
+
+try {
+  const times = await Effect.runPromise(program)
+  const total = [...counts.values()].reduce((sum, n) => sum + n, 0)
+  const inSqlite = [...micros.values()].reduce((sum, n) => sum + n, 0) / 1000
+  const matching = (pattern: RegExp) =>
+    [...counts].filter(([text]) => pattern.test(text)).reduce((sum, [, n]) => sum + n, 0)
+  process.stdout.write(
+    `run: median ${median(times).toFixed(2)} ms over ${times.length} runs (min ${Math.min(...times).toFixed(2)})\n` +
+      `one run: ${total} statements (${inSqlite.toFixed(2)} ms in node:sqlite), ${matching(/^COMMIT/)} commits, ${matching(/^BEGIN/)} begins, ` +
+      `${matching(/^SAVEPOINT/)} savepoints, ${matching(/MATCH/)} vec0 KNN searches, ` +
+      `${matching(/^INSERT INTO "noema_vectors_vec0/)} vec0 inserts\n`
+  )
+  if (byText) {
+    for (const [text, n] of [...counts].sort((a, b) => b[1] - a[1]))
+      process.stdout.write(
+        `${String(n).padStart(5)} ${(((micros.get(text) ?? 0) / 1000).toFixed(2)).padStart(7)} ms  ${text.slice(0, 140)}\n`
+      )
+  }
+} finally {
+  // NOEMA_PROBE_KEEP=1 leaves the database for a look (its path on stderr).
+  if (process.env.NOEMA_PROBE_KEEP === "1") process.stderr.write(`kept ${directory}/planner.db\n`)
+  else fs.rmSync(directory, { recursive: true, force: true })
+}
