@@ -118,6 +118,8 @@ export const checkResource = (resource: Resource): Effect.Effect<Resource, Resou
 /** A backend: the reads, and `write`, which stores a resource `fromBackend` has checked and completed. */
 export interface Backend extends Omit<Service, "put" | "putMany"> {
   readonly write: (resource: Resource) => Effect.Effect<void, ResourceStoreError>
+  /** Writes a put's resources in order, as `write` one after another would (a SQL store: in one statement). */
+  readonly writeMany?: (resources: ReadonlyArray<Resource>) => Effect.Effect<void, ResourceStoreError>
 }
 
 export interface BackendOptions {
@@ -181,13 +183,13 @@ const slotOf = (meta: Resources.Meta): string => {
 /** A store from a backend: its reads as they are, and the one `put` every store shares. */
 export const fromBackend = (backend: Backend, options: BackendOptions = {}): Service => {
   const counter = options.tokenCounter ?? TokenCounter.estimate
-  const { write, ...reads } = backend
+  const { write, writeMany, ...reads } = backend
+  const writeAll =
+    writeMany ?? ((completed: ReadonlyArray<Resource>) => Effect.forEach(completed, write, { discard: true }))
   const putMany = (resources: ReadonlyArray<Resource>) =>
     resources.length === 0
       ? Effect.succeed([])
-      : Effect.tap(completeForPut(backend, counter, resources), (completed) =>
-          Effect.forEach(completed, write, { discard: true })
-        )
+      : Effect.tap(completeForPut(backend, counter, resources), writeAll)
   return {
     ...reads,
     put: (resource) => Effect.map(putMany([resource]), ([stored]) => stored as Resource),

@@ -348,6 +348,28 @@ export const cases: ReadonlyArray<Case> = [
       })
   },
   {
+    name: "putMany of hundreds stores every one, the last of each URN (a SQL store writes them in several statements)",
+    run: (make) =>
+      Effect.gen(function* () {
+        const store = yield* make
+        const t = tree()
+        yield* store.put(t.conversation)
+        const messages = Array.from({ length: 450 }, (_, i) =>
+          Resource.make("message", {
+            name: `m${i % 420}`,
+            parent: t.conversation.meta.urn,
+            role: "user",
+            content: `message ${i}`
+          })
+        )
+        assert.equal((yield* store.putMany(messages)).length, 450)
+        const found = yield* store.findByPrefix(t.conversation.meta.urn)
+        assert.equal(found.length, 420)
+        const seven = found.find((resource) => resource.meta.name === "m7")
+        assert.equal(seven !== undefined && "content" in seven ? seven.content : undefined, "message 427")
+      })
+  },
+  {
     name: "what a reader changes in a resource it read (or in one it put) never changes what the store holds",
     run: (make) =>
       Effect.gen(function* () {

@@ -20,9 +20,10 @@
  * commits together).
  */
 import { Database, DatabaseError, GroupCommit, Migrations } from "@noema/sql"
-import { Context, Effect, Layer } from "effect"
+import { Array as Arr, Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { deepFreeze } from "./internal/frozen.js"
+import { upsertBatches } from "./internal/upsertRows.js"
 import * as Resource from "./Resource.js"
 import {
   type Backend,
@@ -123,17 +124,27 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       })
     const bodies = (statement: Effect.Effect<ReadonlyArray<{ body: string }>, SqlError.SqlError>) =>
       guard(Effect.flatMap(statement, read))
+    const row = (checked: Resource.Resource) => ({
+      urn: checked.meta.urn,
+      type: checked.meta.type,
+      parent: checked.meta.parent ?? null,
+      body: JSON.stringify(checked)
+    })
+    // A put's resources in multi-row statements (`upsertBatches`): a planner's state change
+    // stores some twenty at once.
+    const writeMany = (resources: ReadonlyArray<Resource.Resource>) =>
+      guard(
+        Effect.forEach(
+          upsertBatches(resources, (resource) => resource.meta.urn),
+          (batch) =>
+            sql`INSERT INTO ${table} ${sql.insert(Arr.map(batch, row))}
+            ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`,
+          { discard: true }
+        )
+      )
     const backend: Backend = {
-      write: (checked) =>
-        guard(
-          sql`INSERT INTO ${table} ${sql.insert({
-            urn: checked.meta.urn,
-            type: checked.meta.type,
-            parent: checked.meta.parent ?? null,
-            body: JSON.stringify(checked)
-          })}
-            ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`
-        ).pipe(Effect.asVoid),
+      write: (checked) => writeMany([checked]),
+      writeMany,
       get: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) =>
           Effect.flatMap(bodies(sql`SELECT body FROM ${table} WHERE urn = ${key}`), ([found]) =>
