@@ -75,30 +75,37 @@ const program = Effect.scoped(
     const world = { store, index, events, vectors }
     const once = Effect.gen(function* () {
       const started = now()
+      const cpu = process.cpuUsage()
       const result = yield* Planner.run("bench", { model, ...world, limits })
       if (result.tasks.length !== TaskTree.count(twenty.tasks)) throw new Error("tasks missing")
-      return now() - started
+      const used = process.cpuUsage(cpu)
+      return { ms: now() - started, cpuMs: (used.user + used.system) / 1000 }
     })
     const times: Array<number> = []
+    const cpus: Array<number> = []
     for (let run = 0; run < runs; run++) {
-      const ms = yield* once
-      if (run >= 2) times.push(ms)
+      const { ms, cpuMs } = yield* once
+      if (run >= 2) {
+        times.push(ms)
+        cpus.push(cpuMs)
+      }
     }
     counting = true
     yield* once
     counting = false
-    return times
+    return { times, cpus }
   })
 )
 
 try {
-  const times = await Effect.runPromise(program)
+  const { times, cpus } = await Effect.runPromise(program)
   const total = [...counts.values()].reduce((sum, n) => sum + n, 0)
   const inSqlite = [...micros.values()].reduce((sum, n) => sum + n, 0) / 1000
   const matching = (pattern: RegExp) =>
     [...counts].filter(([text]) => pattern.test(text)).reduce((sum, [, n]) => sum + n, 0)
   process.stdout.write(
-    `run: median ${median(times).toFixed(2)} ms over ${times.length} runs (min ${Math.min(...times).toFixed(2)})\n` +
+    `run: median ${median(times).toFixed(2)} ms over ${times.length} runs (min ${Math.min(...times).toFixed(2)}), ` +
+      `CPU ${median(cpus).toFixed(2)} ms\n` +
       `one run: ${total} statements (${inSqlite.toFixed(2)} ms in node:sqlite), ${matching(/^COMMIT/)} commits, ${matching(/^BEGIN/)} begins, ` +
       `${matching(/^SAVEPOINT/)} savepoints, ${matching(/MATCH/)} vec0 KNN searches, ` +
       `${matching(/^INSERT INTO "noema_vectors_vec0/)} vec0 inserts\n`
