@@ -26,7 +26,7 @@
  */
 import { Embedder } from "@noema/core"
 import { Database, DatabaseError, Migrations } from "@noema/sql"
-import { Effect, Schema } from "effect"
+import { Context, Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { upsertBatches } from "./internal/upsertRows.js"
 import * as VectorCopy from "./internal/vectorCopy.js"
@@ -71,7 +71,8 @@ export interface Service {
   /**
    * Embeds resources now and gives the write that stores their vectors (`upsert` is the two
    * in a row), so that a caller can run the write in its own transaction without holding it
-   * while the embedder works.
+   * while the embedder works. Run inside a transaction, the write is part of it (no savepoint of
+   * its own): a failure of the write must fail that transaction's body, as it does when let through.
    */
   readonly prepareUpsert: (
     resources: ReadonlyArray<Resource.Resource>
@@ -532,6 +533,17 @@ export const makeSql = (
       Effect.suspend(() =>
         copy === undefined ? write : Effect.tap(write, () => copyStep(copy as VectorCopy.Copy))
       )
+    /**
+     * `write` as one transaction; inside one already open (a store's transaction holding the
+     * resources' own writes) it joins that one, whose body fails with it, rather than open a
+     * savepoint of its own (two statements more per write).
+     */
+    const atomically = <A, E, R>(write: Effect.Effect<A, E, R>) =>
+      Effect.withFiber((fiber) =>
+        Context.getOrUndefined(fiber.context, sql.transactionService) === undefined
+          ? sql.withTransaction(write)
+          : write
+      )
     const emptyForThisEmbedder = doing("resetting the index")(
       sql.withTransaction(
         alongCopy(Effect.andThen(sql`DELETE FROM ${vectors}`, writeIdentity), (copy) => copy.rebuild)
@@ -663,7 +675,7 @@ export const makeSql = (
       list.length === 0
         ? Effect.succeed(Effect.void)
         : Effect.map(vectorsOf(list, dimensions), (computed) =>
-            doing("storing vectors")(sql.withTransaction(alongCopy(writeVectors(list, computed), keepCopy)))
+            doing("storing vectors")(atomically(alongCopy(writeVectors(list, computed), keepCopy)))
           )
     const service: Service = {
       identity,
