@@ -652,30 +652,43 @@ export const makeSql = (
     // A vector written again unchanged (a task stored at each state change) leaves its row as it
     // is: no update, so no change logged, and the vec0 copy is not rewritten for nothing. The rows
     // go in multi-row statements (`upsertBatches`).
+    /** How many rows the write inserted or changed (an unchanged vector is not one). */
     const writeVectors = (list: ReadonlyArray<Resource.Resource>, computed: ReadonlyArray<Float32Array>) =>
-      Effect.forEach(
-        upsertBatches(
-          list.map((resource, i) => ({ resource, vector: computed[i] as Float32Array })),
-          (row) => row.resource.meta.urn
+      Effect.map(
+        Effect.forEach(
+          upsertBatches(
+            list.map((resource, i) => ({ resource, vector: computed[i] as Float32Array })),
+            (row) => row.resource.meta.urn
+          ),
+          (rows) =>
+            sql<{ urn: string }>`INSERT INTO ${vectors} (urn, type, vector) VALUES ${sql.join(
+              ", ",
+              false
+            )(
+              rows.map(
+                ({ resource, vector }) =>
+                  sql`(${resource.meta.urn}, ${resource.meta.type}, ${stored(vector)})`
+              )
+            )}
+            ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
+            WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector
+            RETURNING urn`
         ),
-        (rows) =>
-          sql`INSERT INTO ${vectors} (urn, type, vector) VALUES ${sql.join(
-            ", ",
-            false
-          )(
-            rows.map(
-              ({ resource, vector }) => sql`(${resource.meta.urn}, ${resource.meta.type}, ${stored(vector)})`
-            )
-          )}
-          ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
-          WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector`,
-        { discard: true }
+        (written) => written.reduce((sum, rows) => sum + rows.length, 0)
       )
+    // A write that changed nothing leaves the copy be: what it could catch up with is another
+    // writer's, which a search finds in the log and catches up with anyway.
     const prepareUpsert = (list: ReadonlyArray<Resource.Resource>) =>
       list.length === 0
         ? Effect.succeed(Effect.void)
         : Effect.map(vectorsOf(list, dimensions), (computed) =>
-            doing("storing vectors")(atomically(alongCopy(writeVectors(list, computed), keepCopy)))
+            doing("storing vectors")(
+              atomically(
+                Effect.flatMap(writeVectors(list, computed), (changed) =>
+                  changed === 0 ? Effect.void : alongCopy(Effect.void, keepCopy)
+                )
+              )
+            )
           )
     const service: Service = {
       identity,

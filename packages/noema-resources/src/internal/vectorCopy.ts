@@ -198,7 +198,11 @@ const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy =>
     yield* sql.unsafe(`DELETE FROM ${names.changes}`)
   })
   const catchUp = Effect.gen(function* () {
-    const changed = yield* sql<{ urn: string }>`SELECT urn FROM ${sql.literal(names.changes)}`
+    // Whether the copy holds each: a URN new to the table is new to the copy (nothing to delete).
+    const changed = yield* sql.unsafe<{ urn: string; present: number }>(
+      `SELECT log.urn AS urn, EXISTS (SELECT 1 FROM ${names.copy} AS copy WHERE copy.urn = log.urn) AS present
+      FROM ${names.changes} AS log`
+    )
     if (changed.length === 0) return
     // Many changes (an older noema's reset, a bulk load elsewhere): filling anew is cheaper.
     if (changed.length > 1000) {
@@ -206,7 +210,8 @@ const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy =>
       if (changed.length * 4 > (row?.n ?? 0)) return yield* rebuild
     }
     // One delete each: vec0 finds a key given with `=`, but scans every row for `IN (...)`.
-    for (const { urn } of changed) yield* sql`DELETE FROM ${sql.literal(names.copy)} WHERE urn = ${urn}`
+    for (const { urn, present } of changed)
+      if (present === 1) yield* sql`DELETE FROM ${sql.literal(names.copy)} WHERE urn = ${urn}`
     // The rows still there, in one statement (a removed vector's URN finds none).
     yield* sql.unsafe(fill(`WHERE urn IN (SELECT urn FROM ${names.changes})`))
     yield* sql.unsafe(`DELETE FROM ${names.changes}`)
