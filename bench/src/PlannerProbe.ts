@@ -45,7 +45,13 @@ for (const method of ["all", "run", "get", "iterate"] as const) {
       if (!counting) return original.apply(this, args)
       const text = this.sourceSQL.replace(/\s+/g, " ").trim()
       counts.set(text, (counts.get(text) ?? 0) + 1)
-      if (trace !== undefined) fs.appendFileSync(trace, `${text.slice(0, 100)}\n`)
+      if (trace !== undefined) {
+        // A resource write names what it writes: every fourth parameter is a URN.
+        const urns = text.startsWith('INSERT INTO "noema_resources"')
+          ? ` ${args.filter((_, i) => i % 4 === 0).join(" ")}`
+          : ""
+        fs.appendFileSync(trace, `${text.slice(0, 100)}${urns}\n`)
+      }
       const started = now()
       try {
         return original.apply(this, args)
