@@ -5,8 +5,8 @@
  *   node src/PlannerProbe.ts [runs] [--statements]
  *
  * Builds the suite's SQLite world (one database, the three assistants), runs the 20-task tree
- * `runs` times (default 20; the first 2 are warm-up) and prints the median time of a run, then,
- * over one more run: the SQL statements executed (node:sqlite's `StatementSync` calls, by text
+ * `runs` times (default 20; the first 2 are warm-up) and prints the median time of a run and, per
+ * timed run (their sums divided by their number): the SQL statements executed (node:sqlite's `StatementSync` calls, by text
  * with `--statements`), the transactions committed, and the vec0 KNN searches. Add `--cpu-prof`
  * to node for a profile, or run it under `strace -f -e trace=fsync,fdatasync -c` for the fsyncs.
  */
@@ -89,15 +89,15 @@ const program = Effect.scoped(
     })
     const times: Array<number> = []
     const cpus: Array<number> = []
+    // The statements of the timed runs are counted (and timed, which they pay for alike).
     for (let run = 0; run < runs; run++) {
+      counting = run >= 2
       const { ms, cpuMs } = yield* once
       if (run >= 2) {
         times.push(ms)
         cpus.push(cpuMs)
       }
     }
-    counting = true
-    yield* once
     counting = false
     return { times, cpus }
   })
@@ -105,21 +105,28 @@ const program = Effect.scoped(
 
 try {
   const { times, cpus } = await Effect.runPromise(program)
+  // Per run: the counted runs' sums divided by their number.
+  const perRun = times.length
+  for (const [text, n] of counts) counts.set(text, n / perRun)
+  for (const [text, n] of micros) micros.set(text, n / perRun)
   const total = [...counts.values()].reduce((sum, n) => sum + n, 0)
   const inSqlite = [...micros.values()].reduce((sum, n) => sum + n, 0) / 1000
   const matching = (pattern: RegExp) =>
-    [...counts].filter(([text]) => pattern.test(text)).reduce((sum, [, n]) => sum + n, 0)
+    [...counts]
+      .filter(([text]) => pattern.test(text))
+      .reduce((sum, [, n]) => sum + n, 0)
+      .toFixed(1)
   process.stdout.write(
     `run: median ${median(times).toFixed(2)} ms over ${times.length} runs (min ${Math.min(...times).toFixed(2)}), ` +
       `CPU ${median(cpus).toFixed(2)} ms\n` +
-      `one run: ${total} statements (${inSqlite.toFixed(2)} ms in node:sqlite), ${matching(/^COMMIT/)} commits, ${matching(/^BEGIN/)} begins, ` +
+      `a run: ${total.toFixed(0)} statements (${inSqlite.toFixed(2)} ms in node:sqlite), ${matching(/^COMMIT/)} commits, ${matching(/^BEGIN/)} begins, ` +
       `${matching(/^SAVEPOINT/)} savepoints, ${matching(/MATCH/)} vec0 KNN searches, ` +
       `${matching(/^INSERT INTO "noema_vectors_vec0/)} vec0 inserts\n`
   )
   if (byText) {
     for (const [text, n] of [...counts].sort((a, b) => b[1] - a[1]))
       process.stdout.write(
-        `${String(n).padStart(5)} ${(((micros.get(text) ?? 0) / 1000).toFixed(2)).padStart(7)} ms  ${text.slice(0, 140)}\n`
+        `${n.toFixed(1).padStart(6)} ${(((micros.get(text) ?? 0) / 1000).toFixed(2)).padStart(7)} ms  ${text.slice(0, 140)}\n`
       )
   }
 } finally {

@@ -10,9 +10,10 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import type { Embedder } from "@noema/core"
 import { Database } from "@noema/sql"
 import { SqliteClient } from "@noema/sql-sqlite"
-import { Effect, Layer, Logger } from "effect"
+import { Context, Effect, Layer, Logger } from "effect"
 import { SqlClient } from "effect/sql"
 import { getLoadablePath } from "sqlite-vec"
+import * as VectorCopy from "../src/internal/vectorCopy.js"
 import type * as Resource from "../src/Resource.js"
 import * as VectorIndex from "../src/VectorIndex.js"
 
@@ -268,6 +269,28 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
         assert.equal((yield* index.search(query, { type: "rare", limit: 1 }))[0]?.urn, rare.meta.urn)
         assert.equal((yield* index.search(query, { prefix: "cld:r.1", limit: 1 }))[0]?.urn, rare.meta.urn)
       }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
+    "with the copy, the connection reads the file through mmap; without it, as it was opened",
+    () =>
+      Effect.gen(function* () {
+        const mmapOf = (sqliteVec: string | false | undefined) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: freshFile() }))
+              yield* Effect.provideContext(
+                VectorIndex.fromDatabase(embedder, sqliteVec === undefined ? {} : { sqliteVec }),
+                context
+              )
+              const sql = Context.get(context, SqlClient.SqlClient)
+              return (yield* sql<{ mmap_size: number }>`PRAGMA mmap_size`)[0]?.mmap_size
+            })
+          )
+        assert.equal(yield* mmapOf(undefined), VectorCopy.mmapBytes)
+        assert.equal(yield* mmapOf(false), 0)
+      }),
     60_000
   )
 
