@@ -615,16 +615,28 @@ export const makeSql = (
       }
       return where.length === 0 ? sql.literal("") : sql`WHERE ${sql.and(where)}`
     }
-    /** Whether fewer than `copyFrom` rows pass `where`: counted on the table's indexes, up to that many. */
-    const fewPass = (where: Statement.Fragment) =>
-      Effect.map(
-        sql<{ n: number }>`SELECT count(*) AS n FROM (SELECT 1 FROM ${vectors} ${where} LIMIT ${copyFrom})`,
-        (rows) => Number(rows[0]?.n ?? 0) < copyFrom
-      )
+    /** The rows passing `where`, all of them or the first `atMost`. */
+    const rowsPassing = (where: Statement.Fragment, atMost?: number) =>
+      sql<{
+        urn: string
+        type: string
+        vector: Uint8Array
+      }>`SELECT urn, type, vector FROM ${vectors} ${where}${
+        atMost === undefined ? sql.literal("") : sql` LIMIT ${atMost}`
+      }`
+    /** The scan's top: every row given scored in JS. */
+    const ranked =
+      (q: Float32Array, limit: number) =>
+      (rows: ReadonlyArray<{ urn: string; type: string; vector: Uint8Array }>) => {
+        const top = new TopK(limit)
+        for (const row of rows)
+          top.offer({ urn: row.urn, type: row.type, score: dotAt(q, fromBytes(row.vector), 0) })
+        return top.result()
+      }
     /**
-     * The copy's exact top, or undefined to scan (a small index, or few rows passing the
-     * filters). A stale copy (another process wrote without the extension) is caught up in a
-     * write transaction and asked again; read-only, it cannot be: scan.
+     * The copy's exact top, or undefined to scan (a small index). A stale copy (another process
+     * wrote without the extension) is caught up in a write transaction and asked again;
+     * read-only, it cannot be: scan.
      */
     const fromCopy = (
       copy: VectorCopy.Copy,
@@ -635,10 +647,13 @@ export const makeSql = (
     ) =>
       Effect.gen(function* () {
         if (!(yield* inUse(copy))) return undefined
-        // A filter that lets few rows through (an election's few assistants): the scan reads just
-        // those, where the copy's KNN would go through every vector.
-        if ((filters.type !== undefined || filters.prefix !== undefined) && (yield* fewPass(where)))
-          return undefined
+        // A filter that lets few rows through (an election's few assistants): those rows are the
+        // answer, read on the table's indexes, where the copy's KNN would go through every vector.
+        // Read up to `copyFrom`: fewer came, so all that pass did, and they are the scan's.
+        if (filters.type !== undefined || filters.prefix !== undefined) {
+          const few = yield* rowsPassing(where, copyFrom)
+          if (few.length < copyFrom) return ranked(q, limit)(few)
+        }
         const found = yield* searchCopy(copy, q, limit, filters)
         if (found !== "stale") return found
         if (options.readonly === true) {
@@ -724,21 +739,7 @@ export const makeSql = (
               (rows) => rows.map((row) => ({ urn: row.urn, type: row.type, score: Number(row.score) }))
             )
           }
-          const scan = Effect.map(
-            doing("searching")(
-              sql<{
-                urn: string
-                type: string
-                vector: Uint8Array
-              }>`SELECT urn, type, vector FROM ${vectors} ${where}`
-            ),
-            (rows) => {
-              const top = new TopK(limit)
-              for (const row of rows)
-                top.offer({ urn: row.urn, type: row.type, score: dotAt(q, fromBytes(row.vector), 0) })
-              return top.result()
-            }
-          )
+          const scan = Effect.map(doing("searching")(rowsPassing(where)), ranked(q, limit))
           if (copy === undefined) return scan
           return Effect.flatMap(doing("searching")(fromCopy(copy, q, limit, options, where)), (hits) =>
             hits === undefined ? scan : Effect.succeed(hits)
