@@ -1,0 +1,222 @@
+/**
+ * The fetch the SDKs noema builds send through (internal/transport.ts): requests go to
+ * undici's dispatcher without fetch's WHATWG layer, and every case here answers as
+ * `fetch` itself does (each is run through both and compared), streams bodies as they
+ * arrive, aborts by closing the connection, and keeps connections alive.
+ */
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { setTimeout as sleep } from "node:timers/promises"
+import * as zlib from "node:zlib"
+import { assert, describe, it } from "@effect/vitest"
+import { afterAll, beforeAll } from "vitest"
+import { dispatchingFetch } from "../src/internal/transport.js"
+
+interface Seen {
+  readonly method: string
+  readonly url: string
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: string
+}
+
+const seen: Array<Seen> = []
+let sockets = 0
+let closed = 0
+let waiting = 0
+/** Each path is one behaviour of a server. */
+const routes: Record<string, (request: http.IncomingMessage, response: http.ServerResponse) => void> = {
+  "/echo": (request, response) => {
+    let body = ""
+    request.setEncoding("utf8")
+    request.on("data", (chunk) => {
+      body += chunk
+    })
+    request.on("end", () => {
+      seen.push({ method: request.method ?? "", url: request.url ?? "", headers: request.headers, body })
+      response.writeHead(201, "Made", { "content-type": "application/json", "x-request-id": "req_1" })
+      response.end(JSON.stringify({ method: request.method, body }))
+    })
+  },
+  "/empty": (_request, response) => {
+    response.writeHead(204).end()
+  },
+  "/gzip": (_request, response) => {
+    response.writeHead(200, { "content-encoding": "gzip", "content-type": "text/plain" })
+    response.end(zlib.gzipSync("compressed anyway"))
+  },
+  "/moved": (_request, response) => {
+    response.writeHead(307, { location: "/echo" }).end()
+  },
+  "/cut": (_request, response) => {
+    response.writeHead(200, { "content-type": "text/plain", "content-length": "100" })
+    response.write("only part")
+    setTimeout(() => response.destroy(), 20)
+  },
+  "/slow": (request, response) => {
+    response.writeHead(200, { "content-type": "text/event-stream" })
+    response.write("data: first\n\n")
+    // Never ends: the client must close it.
+    request.socket.once("close", () => {
+      closed++
+    })
+  },
+  "/silent": (request) => {
+    waiting++
+    request.socket.once("close", () => {
+      closed++
+    })
+  }
+}
+
+let server: http.Server
+let base = ""
+beforeAll(async () => {
+  server = http.createServer((request, response) => {
+    const route = routes[new URL(request.url ?? "/", "http://x").pathname]
+    if (route === undefined) response.writeHead(404).end("no such route")
+    else route(request, response)
+  })
+  server.on("connection", () => {
+    sockets++
+  })
+  await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening))
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  // The first fetch of a process installs the dispatcher the transport then uses.
+  await (await fetch(`${base}/empty`)).text()
+})
+afterAll(() => {
+  server.closeAllConnections()
+  server.close()
+})
+
+const transport = dispatchingFetch(globalThis.fetch)
+
+/** What a caller can observe of a response. */
+const observe = async (response: Response) => ({
+  status: response.status,
+  statusText: response.statusText,
+  type: response.headers.get("content-type"),
+  requestId: response.headers.get("x-request-id"),
+  body: response.body === null ? null : await response.text()
+})
+
+const bothAnswer = async (path: string, init?: RequestInit) => {
+  const viaFetch = await observe(await fetch(`${base}${path}`, init))
+  const viaTransport = await observe(await transport(`${base}${path}`, init))
+  assert.deepStrictEqual(viaTransport, viaFetch)
+  return viaTransport
+}
+
+/** fetch's failure and the transport's, as a caller classifies them. */
+const failureOf = async (attempt: () => Promise<unknown>) => {
+  try {
+    await attempt()
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause
+    return { name: (error as Error).name, message: (error as Error).message, code: cause?.code }
+  }
+  assert.fail("expected a failure")
+}
+
+const waitFor = async (condition: () => boolean) => {
+  for (let i = 0; i < 500 && !condition(); i++) await sleep(10)
+  assert.isTrue(condition())
+}
+
+describe("dispatchingFetch", () => {
+  it("answers as fetch does: status, status text, headers, body (a POST with its body)", async () => {
+    const init = { method: "POST", headers: { "content-type": "application/json" }, body: '{"q":1}' }
+    const answer = await bothAnswer("/echo", init)
+    assert.strictEqual(answer.status, 201)
+    assert.strictEqual(answer.body, JSON.stringify({ method: "POST", body: '{"q":1}' }))
+    assert.strictEqual(seen.at(-1)?.headers["content-length"], "7")
+  })
+
+  it("sends the caller's headers and none that fetch's WHATWG layer adds", async () => {
+    const headers = new Headers({ authorization: "Bearer k", "x-extra": "yes" })
+    await (await transport(`${base}/echo`, { method: "POST", headers, body: "{}" })).text()
+    const sent = seen.at(-1)?.headers ?? {}
+    assert.strictEqual(sent.authorization, "Bearer k")
+    assert.strictEqual(sent["x-extra"], "yes")
+    assert.isUndefined(sent["sec-fetch-mode"], "fetch's own header: the request did not go through fetch")
+  })
+
+  it("a GET without a body, a 204 without one, a body fetch would send itself", async () => {
+    await bothAnswer("/echo")
+    assert.isNull((await bothAnswer("/empty")).body)
+    const bytes = new TextEncoder().encode("as bytes")
+    assert.strictEqual(
+      (await bothAnswer("/echo", { method: "POST", body: bytes })).body,
+      '{"method":"POST","body":"as bytes"}'
+    )
+  })
+
+  it("follows a redirect as fetch does (a 307 resends the POST and its body)", async () => {
+    const answer = await bothAnswer("/moved", { method: "POST", body: "again" })
+    assert.strictEqual(answer.body, '{"method":"POST","body":"again"}')
+  })
+
+  it("decodes a body the server compressed unasked", async () => {
+    assert.strictEqual((await bothAnswer("/gzip")).body, "compressed anyway")
+  })
+
+  it("fails as fetch does: a refused connection, a URL with credentials or a port fetch refuses, a body cut short", async () => {
+    const refusing = http.createServer()
+    await new Promise<void>((listening) => refusing.listen(0, "127.0.0.1", listening))
+    const port = (refusing.address() as AddressInfo).port
+    await new Promise((done) => refusing.close(done))
+    const refused = `http://127.0.0.1:${port}/`
+    const viaTransport = await failureOf(() => transport(refused))
+    assert.deepStrictEqual(viaTransport, await failureOf(() => fetch(refused)))
+    assert.strictEqual(viaTransport.code, "ECONNREFUSED")
+
+    for (const refusedByFetch of [`http://user:secret@127.0.0.1:${port}/`, "http://127.0.0.1:6000/"]) {
+      assert.deepStrictEqual(
+        await failureOf(() => transport(refusedByFetch)),
+        await failureOf(() => fetch(refusedByFetch))
+      )
+    }
+
+    const cut = await failureOf(async () => (await transport(`${base}/cut`)).text())
+    assert.deepStrictEqual(cut, await failureOf(async () => (await fetch(`${base}/cut`)).text()))
+    assert.strictEqual(cut.message, "terminated")
+  })
+
+  it("streams a body as it arrives, and an abort mid-stream closes the connection", async () => {
+    const before = closed
+    const controller = new AbortController()
+    const response = await transport(`${base}/slow`, { signal: controller.signal })
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+    const first = await reader.read()
+    assert.strictEqual(new TextDecoder().decode(first.value), "data: first\n\n")
+    const reason = new Error("stop")
+    controller.abort(reason)
+    const failure = await reader.read().then(
+      () => undefined,
+      (error: unknown) => error
+    )
+    assert.strictEqual(failure, reason, "the reader fails with the signal's reason, as fetch's")
+    await waitFor(() => closed === before + 1)
+  })
+
+  it("an abort before the response rejects with the signal's reason and closes the connection", async () => {
+    const before = closed
+    const arrived = waiting
+    const controller = new AbortController()
+    const pending = transport(`${base}/silent`, { signal: controller.signal })
+    await waitFor(() => waiting === arrived + 1)
+    controller.abort()
+    const failure = await failureOf(() => pending)
+    assert.strictEqual(failure.name, "AbortError")
+    await waitFor(() => closed === before + 1)
+    const already = await failureOf(() => transport(`${base}/echo`, { signal: AbortSignal.abort() }))
+    assert.strictEqual(already.name, "AbortError")
+  })
+
+  it("keeps the connection alive across requests", async () => {
+    await (await transport(`${base}/echo`)).text()
+    const opened = sockets
+    for (let i = 0; i < 5; i++) await (await transport(`${base}/echo`, { method: "POST", body: "x" })).text()
+    assert.strictEqual(sockets, opened)
+  })
+})
