@@ -4,8 +4,10 @@
  * `fetch` itself does (each is run through both and compared), streams bodies as they
  * arrive, aborts by closing the connection, and keeps connections alive.
  */
+import { execFile } from "node:child_process"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import * as net from "node:net"
 import { setTimeout as sleep } from "node:timers/promises"
 import * as zlib from "node:zlib"
 import { assert, describe, it } from "@effect/vitest"
@@ -211,6 +213,45 @@ describe("dispatchingFetch", () => {
     await waitFor(() => closed === before + 1)
     const already = await failureOf(() => transport(`${base}/echo`, { signal: AbortSignal.abort() }))
     assert.strictEqual(already.name, "AbortError")
+  })
+
+  it("goes through the proxy fetch would use (NODE_USE_ENV_PROXY)", async () => {
+    // undici tunnels through a proxy (CONNECT) even to an http target: this one tunnels to the test server.
+    const tunnels: Array<string | undefined> = []
+    const proxy = http.createServer()
+    proxy.on("connect", (request: http.IncomingMessage, client: net.Socket, head: Buffer) => {
+      tunnels.push(request.url)
+      const upstream = net.connect((server.address() as AddressInfo).port, "127.0.0.1", () => {
+        client.write("HTTP/1.1 200 Connection Established\r\n\r\n")
+        upstream.write(head)
+        upstream.pipe(client)
+        client.pipe(upstream)
+      })
+    })
+    await new Promise<void>((listening) => proxy.listen(0, "127.0.0.1", listening))
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+    const module = new URL("../src/internal/transport.ts", import.meta.url).href
+    const script = `const { dispatchingFetch } = await import(${JSON.stringify(module)})
+const response = await dispatchingFetch(fetch)("http://model.example/echo", { method: "POST", body: "proxied" })
+process.stdout.write(await response.text(), () => process.exit(0))`
+    try {
+      const output = await new Promise<string>((done, fail) =>
+        execFile(
+          process.execPath,
+          ["--input-type=module", "-e", script],
+          { timeout: 60_000, env: { ...process.env, NODE_USE_ENV_PROXY: "1", HTTP_PROXY: proxyUrl } },
+          (error, stdout, stderr) =>
+            error === null ? done(stdout) : fail(new Error(`${error.message} ${stderr}`))
+        )
+      )
+      assert.strictEqual(output, '{"method":"POST","body":"proxied"}')
+      assert.deepStrictEqual(tunnels, ["model.example:80"])
+      assert.strictEqual(seen.at(-1)?.headers.host, "model.example")
+      assert.isUndefined(seen.at(-1)?.headers["sec-fetch-mode"], "sent by the transport, not by fetch")
+    } finally {
+      proxy.closeAllConnections()
+      proxy.close()
+    }
   })
 
   it("keeps the connection alive across requests", async () => {
