@@ -214,8 +214,9 @@ class Exchange implements Handler {
 
   #cancel(reason: unknown): void {
     this.#aborted = reason ?? new DOMException("This operation was aborted", "AbortError")
-    this.#fail(this.#aborted)
+    // The connection first: the server learns of the abort before the caller's reactions run.
     this.#abort?.(this.#aborted)
+    this.#fail(this.#aborted)
   }
 
   /** Rejects the `fetch` (before the response) or errors its body (after), once. */
