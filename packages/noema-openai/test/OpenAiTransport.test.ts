@@ -153,6 +153,27 @@ describe("dispatchingFetch", () => {
     )
   })
 
+  it("gives a string body without a content type fetch's (text/plain)", async () => {
+    await (await fetch(`${base}/echo`, { method: "POST", body: "plain" })).text()
+    const viaFetch = seen.at(-1)?.headers["content-type"]
+    await (await transport(`${base}/echo`, { method: "POST", body: "plain" })).text()
+    assert.strictEqual(seen.at(-1)?.headers["content-type"], viaFetch)
+  })
+
+  it("refuses as fetch does: a GET with a body, a forbidden method, a URL it cannot parse", async () => {
+    const cases: Array<[string, RequestInit | undefined]> = [
+      [`${base}/echo`, { method: "GET", body: "no" }],
+      [`${base}/echo`, { method: "TRACE" }],
+      ["/relative", undefined]
+    ]
+    for (const [url, init] of cases) {
+      assert.deepStrictEqual(
+        await failureOf(() => transport(url, init)),
+        await failureOf(() => fetch(url, init))
+      )
+    }
+  })
+
   it("follows a redirect as fetch does (a 307 resends the POST and its body)", async () => {
     const answer = await bothAnswer("/moved", { method: "POST", body: "again" })
     assert.strictEqual(answer.body, '{"method":"POST","body":"again"}')

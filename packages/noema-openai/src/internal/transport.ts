@@ -76,11 +76,36 @@ const badPorts = new Set(
 /** Statuses whose response has no body (fetch's "null body status"). */
 const nullBody = new Set([101, 103, 204, 205, 304])
 
-const sendsItself = (input: unknown, init: RequestInit | undefined): input is string | URL => {
-  if (typeof input !== "string" && !(input instanceof URL)) return false
-  if (init === undefined) return true
-  for (const key in init) if (!ownKeys.has(key)) return false
-  return init.body === undefined || init.body === null || typeof init.body === "string"
+/** Methods fetch sends upper-cased; any other it sends as given. */
+const normalisedMethods = new Set(["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"])
+const forbiddenMethods = new Set(["CONNECT", "TRACE", "TRACK"])
+const token = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+
+/** The request as this `fetch` sends it, or `undefined` for one it leaves to `fetch` (see above). */
+const requestOf = (
+  input: unknown,
+  init: RequestInit | undefined
+): { readonly url: URL; readonly method: string } | undefined => {
+  if (init !== undefined) {
+    for (const key in init) if (!ownKeys.has(key)) return undefined
+    if (init.body !== undefined && init.body !== null && typeof init.body !== "string") return undefined
+  }
+  const url = typeof input === "string" ? URL.parse(input) : input instanceof URL ? input : null
+  // fetch refuses a URL with credentials or a bad port, with its own message: it says so here too.
+  if (url === null || (url.protocol !== "http:" && url.protocol !== "https:")) return undefined
+  if (url.username !== "" || url.password !== "" || badPorts.has(url.port)) return undefined
+  const method = methodOf(init?.method)
+  const hasBody = init?.body !== undefined && init.body !== null
+  // fetch refuses these too: a forbidden or malformed method, a GET or HEAD with a body.
+  if (method === undefined || (hasBody && (method === "GET" || method === "HEAD"))) return undefined
+  return { url, method }
+}
+
+const methodOf = (method: string | undefined): string | undefined => {
+  if (method === undefined) return "GET"
+  const upper = method.toUpperCase()
+  if (normalisedMethods.has(upper)) return upper
+  return forbiddenMethods.has(upper) || !token.test(method) ? undefined : method
 }
 
 /** `fetch` over undici's dispatcher, falling back to `fallback` for what it leaves to it (see above). */
@@ -88,35 +113,44 @@ export const dispatchingFetch =
   (fallback: Fetch): Fetch =>
   (input, init) => {
     const dispatcher = dispatcherOf()
-    if (dispatcher === undefined || !sendsItself(input, init)) return fallback(input, init)
-    const url = typeof input === "string" ? new URL(input) : input
-    // fetch refuses a URL with credentials or a bad port, with its own message: it says so here too.
-    const refused = url.username !== "" || url.password !== "" || badPorts.has(url.port)
-    if ((url.protocol !== "http:" && url.protocol !== "https:") || refused) {
-      return fallback(input, init)
-    }
+    const request = dispatcher === undefined ? undefined : requestOf(input, init)
+    if (dispatcher === undefined || request === undefined) return fallback(input, init)
     const signal = init?.signal ?? undefined
     if (signal?.aborted) return Promise.reject(signal.reason)
-    const method = init?.method?.toUpperCase() ?? "GET"
+    const { url, method } = request
+    const body = (init?.body as string | null | undefined) ?? null
     return new Promise<Response>((resolve, reject) => {
       const exchange = new Exchange(method, resolve, reject, () => fallback(input, init), signal)
-      dispatcher.dispatch(
-        {
-          origin: url.origin,
-          path: url.pathname + url.search,
-          method,
-          headers: flatHeaders(init?.headers),
-          body: (init?.body as string | null | undefined) ?? null
-        },
-        exchange
-      )
+      try {
+        dispatcher.dispatch(
+          {
+            origin: url.origin,
+            path: url.pathname + url.search,
+            method,
+            headers: flatHeaders(init, body),
+            body
+          },
+          exchange
+        )
+      } catch (error) {
+        reject(new TypeError("fetch failed", { cause: error }))
+      }
     })
   }
 
-/** Headers as undici's flat `[name, value, ...]` list, normalised as fetch does (the SDK's are a `Headers`). */
-const flatHeaders = (init: ConstructorParameters<typeof Headers>[0]): Array<string> => {
+/**
+ * Headers as undici's flat `[name, value, ...]` list, normalised as fetch does (the SDK's are a
+ * `Headers`), with the content type fetch gives a string body that has none.
+ */
+const flatHeaders = (init: RequestInit | undefined, body: string | null): Array<string> => {
   const flat: Array<string> = []
-  for (const [name, value] of init instanceof Headers ? init : new Headers(init)) flat.push(name, value)
+  const headers = init?.headers
+  let typed = false
+  for (const [name, value] of headers instanceof Headers ? headers : new Headers(headers)) {
+    flat.push(name, value)
+    if (name === "content-type") typed = true
+  }
+  if (body !== null && !typed) flat.push("content-type", "text/plain;charset=UTF-8")
   return flat
 }
 
