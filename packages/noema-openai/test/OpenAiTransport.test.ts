@@ -275,6 +275,14 @@ process.stdout.write(await response.text(), () => process.exit(0))`
     }
   })
 
+  it("leaves a fetch that is not Node's own (a mock, a wrapper) in charge of every request", async () => {
+    const mocked = dispatchingFetch(async () => new Response("mocked"))
+    assert.strictEqual(await (await mocked(`${base}/echo`)).text(), "mocked")
+    const wrapped = dispatchingFetch(new Proxy(globalThis.fetch, {}))
+    await (await wrapped(`${base}/echo`, { method: "POST", body: "x" })).text()
+    assert.strictEqual(seen.at(-1)?.headers["sec-fetch-mode"], "cors", "sent by fetch itself")
+  })
+
   it("keeps the connection alive across requests", async () => {
     await (await transport(`${base}/echo`)).text()
     const opened = sockets

@@ -12,6 +12,7 @@
  * arrives. An abort destroys the request at once: one listener on the SDK's
  * signal, nothing composed.
  *
+ * A `fetch` that is not Node's own (a mock such as MSW's, a polyfill) is used as it is.
  * What it does not do itself it leaves to `fetch`, unchanged: a request it cannot
  * send as it is (a body that is not a string, an option other than method,
  * headers, body and signal, a URL that is not http(s), carries credentials or names a port fetch refuses, no dispatcher installed
@@ -108,8 +109,22 @@ const methodOf = (method: string | undefined): string | undefined => {
   return forbiddenMethods.has(upper) || !token.test(method) ? undefined : method
 }
 
-/** `fetch` over undici's dispatcher, falling back to `fallback` for what it leaves to it (see above). */
-export const dispatchingFetch =
+/**
+ * Node's own `fetch`, recognised by its source (the bootstrap function that loads Node's undici).
+ * Anything else in its place (a mock such as MSW's, a polyfill, another runtime's) is kept as it
+ * is: requests the application chose to intercept must keep reaching its `fetch`.
+ */
+const isNodeFetch = (fetch: Fetch): boolean =>
+  Function.prototype.toString.call(fetch).includes("internal/deps/undici/undici")
+
+/**
+ * `fetch` over undici's dispatcher, falling back to `fallback` for what it leaves to it (see
+ * above); `fallback` itself when it is not Node's own `fetch`.
+ */
+export const dispatchingFetch = (fallback: Fetch): Fetch =>
+  isNodeFetch(fallback) ? dispatching(fallback) : fallback
+
+const dispatching =
   (fallback: Fetch): Fetch =>
   (input, init) => {
     const dispatcher = dispatcherOf()
