@@ -21,6 +21,8 @@ interface Seen {
   readonly body: string
 }
 
+/** Larger than the body's queue (64 KiB) many times over, so a slow reader pauses the socket. */
+const large = Buffer.alloc(4 * 1024 * 1024, "abcdefghijklmnopqrstuvwxyz")
 const seen: Array<Seen> = []
 let sockets = 0
 let closed = 0
@@ -38,6 +40,10 @@ const routes: Record<string, (request: http.IncomingMessage, response: http.Serv
       response.writeHead(201, "Made", { "content-type": "application/json", "x-request-id": "req_1" })
       response.end(JSON.stringify({ method: request.method, body }))
     })
+  },
+  "/large": (_request, response) => {
+    response.writeHead(200, { "content-type": "application/octet-stream" })
+    response.end(large)
   },
   "/empty": (_request, response) => {
     response.writeHead(204).end()
@@ -141,6 +147,17 @@ describe("dispatchingFetch", () => {
     assert.strictEqual(sent.authorization, "Bearer k")
     assert.strictEqual(sent["x-extra"], "yes")
     assert.isUndefined(sent["sec-fetch-mode"], "fetch's own header: the request did not go through fetch")
+  })
+
+  it("a body larger than its queue, read slowly, arrives whole and in order", async () => {
+    const reader = ((await transport(`${base}/large`)).body as ReadableStream<Uint8Array>).getReader()
+    const chunks: Array<Uint8Array> = []
+    for (let read = await reader.read(); !read.done; read = await reader.read()) {
+      chunks.push(read.value)
+      // A reader slower than the socket: the queue fills and undici pauses until the next read.
+      if (chunks.length % 16 === 0) await sleep(1)
+    }
+    assert.isTrue(Buffer.concat(chunks).equals(large))
   })
 
   it("a GET without a body, a 204 without one, a body fetch would send itself", async () => {
