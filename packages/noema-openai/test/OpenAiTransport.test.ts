@@ -45,6 +45,9 @@ const routes: Record<string, (request: http.IncomingMessage, response: http.Serv
     response.writeHead(200, { "content-type": "application/octet-stream" })
     response.end(large)
   },
+  "/odd": (_request, response) => {
+    response.writeHead(600, "Odd", { "content-type": "text/plain" }).end("beyond 599")
+  },
   "/empty": (_request, response) => {
     response.writeHead(204).end()
   },
@@ -168,6 +171,12 @@ describe("dispatchingFetch", () => {
       (await bothAnswer("/echo", { method: "POST", body: bytes })).body,
       '{"method":"POST","body":"as bytes"}'
     )
+  })
+
+  it("a status beyond what Response's constructor takes (600) is handed out as fetch does", async () => {
+    const response = await transport(`${base}/odd`)
+    assert.deepStrictEqual([response.status, response.ok], [600, false])
+    assert.strictEqual((await bothAnswer("/odd")).body, "beyond 599")
   })
 
   it("gives a string body without a content type fetch's (text/plain)", async () => {

@@ -14,10 +14,11 @@
  *
  * A `fetch` that is not Node's own (a mock such as MSW's, a polyfill) is used as it is.
  * What it does not do itself it leaves to `fetch`, unchanged: a request it cannot
- * send as it is (a body that is not a string, an option other than method,
- * headers, body and signal, a URL that is not http(s), carries credentials or names a port fetch refuses, no dispatcher installed
- * yet, which the first `fetch` of the process installs) goes to `fetch`, and so
- * does a redirect (fetch follows it, as it would have from the start). Failures
+ * send as it is (a body that is not a string, an option other than method, headers,
+ * body and signal, a URL that is not http(s), carries credentials or names a port
+ * fetch refuses, what fetch refuses to send, no dispatcher installed yet, which the
+ * first `fetch` of the process installs) goes to `fetch`, and so does a redirect
+ * (fetch follows it, as it would have from the start). Failures
  * take fetch's shapes: `TypeError("fetch failed", { cause })` before the
  * response, a body erroring with `TypeError("terminated", { cause })` after it,
  * the signal's reason on abort, so the SDK and `errors.ts` classify them as before.
@@ -243,7 +244,15 @@ class Exchange implements Handler {
             encoding
           )
     this.#settled = true
-    this.#resolve(new Response(body, { status: statusCode, statusText, headers }))
+    try {
+      this.#resolve(responseOf(body, statusCode, statusText, headers))
+    } catch (error) {
+      // A head no `Response` can carry: the request fails, with why, and its connection is closed.
+      this.#settled = false
+      this.#fail(new TypeError("fetch failed", { cause: error }))
+      this.#abort?.(error)
+      return false
+    }
     return true
   }
 
@@ -287,6 +296,21 @@ class Exchange implements Handler {
     this.#body = undefined
     body?.error(error)
   }
+}
+
+/**
+ * The `Response` fetch would give. Its constructor takes statuses 200 to 599 only, where fetch
+ * hands out any status the server sent (HTTP allows 100 to 999): such a response says its own.
+ */
+const responseOf = (
+  body: ReadableStream<Uint8Array> | null,
+  status: number,
+  statusText: string,
+  headers: Array<[string, string]>
+): Response => {
+  if (status >= 200 && status <= 599) return new Response(body, { status, statusText, headers })
+  const response = new Response(body, { status: 599, statusText, headers })
+  return Object.defineProperties(response, { status: { value: status }, ok: { value: false } })
 }
 
 /** The body as fetch hands it out: decoded when the server compressed it anyway (none is asked for). */
