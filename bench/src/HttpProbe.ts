@@ -15,20 +15,22 @@
  *                                                    answer (heap snapshots before and during
  *                                                    to `<prefix>-before|during.heapsnapshot`)
  *
- * Sides: `raw` (the `openai` SDK alone), `complete` (noema's `OpenAiChatModel.complete` run
- * with `Effect.runPromise`), `noema` (`Agent.run` of a `SimpleAgent`, as the suite).
+ * Sides: `raw` (the `openai` SDK alone), `client` (the SDK noema's `OpenAiClient` builds, called
+ * directly: noema's transport without noema, so `complete` over it is what noema adds to the same
+ * exchange), `complete` (noema's `OpenAiChatModel.complete` run with `Effect.runPromise`), `noema`
+ * (`Agent.run` of a `SimpleAgent`, as the suite).
  */
 import * as http from "node:http"
 import { setTimeout as sleep } from "node:timers/promises"
 import * as v8 from "node:v8"
 import { SimpleAgent } from "@noema/agents"
 import { Agent, ConversationContext, Message } from "@noema/core"
-import { OpenAiChatModel } from "@noema/openai"
+import { OpenAiChatModel, OpenAiClient } from "@noema/openai"
 import { Effect, Redacted } from "effect"
 import OpenAI from "openai"
 import { startServer } from "./Http.ts"
 
-const sides = ["raw", "complete", "noema"] as const
+const sides = ["raw", "client", "complete", "noema"] as const
 type Side = (typeof sides)[number]
 const modelName = "gpt-4o-mini"
 const question = "What is the weather in Paris?"
@@ -39,6 +41,13 @@ const turnOf = async (side: Side, baseURL: string): Promise<() => Promise<unknow
     const raw = new OpenAI({ apiKey: "bench-no-key", baseURL, maxRetries: 0, logLevel: "off" })
     const messages = [{ role: "user" as const, content: question }]
     return () => raw.chat.completions.create({ model: modelName, messages })
+  }
+  if (side === "client") {
+    const { sdk } = await Effect.runPromise(
+      OpenAiClient.make({ baseURL, apiKey: Redacted.make("bench-no-key") })
+    )
+    const messages = [{ role: "user" as const, content: question }]
+    return () => sdk.chat.completions.create({ model: modelName, messages })
   }
   const model = await Effect.runPromise(
     OpenAiChatModel.make({ model: modelName, baseURL, apiKey: Redacted.make("bench-no-key") })

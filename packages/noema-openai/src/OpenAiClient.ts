@@ -14,6 +14,7 @@ import { Printable, Retry } from "@noema/core"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import OpenAI from "openai"
 import { joiningFetch, markJoining } from "./internal/abort.js"
+import { dispatchingFetch } from "./internal/transport.js"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -110,8 +111,9 @@ const build = (
   const apiKey = Redacted.value(options.apiKey)
   const sdk = new OpenAI({
     apiKey,
-    // Requests carry noema's abort signal to this fetch, not to the SDK (see internal/abort.ts).
-    fetch: joiningFetch(globalThis.fetch),
+    // Requests carry noema's abort signal to this fetch, not to the SDK (see internal/abort.ts),
+    // and go to undici's dispatcher without fetch's WHATWG layer (see internal/transport.ts).
+    fetch: joiningFetch(dispatchingFetch(globalThis.fetch)),
     logLevel: options.logLevel,
     baseURL: options.baseURL ?? "https://api.openai.com/v1",
     organization: options.organization ?? null,
