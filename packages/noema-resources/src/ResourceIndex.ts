@@ -245,30 +245,31 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       )
       for (const chunk of stale) yield* deleteOne(actor, chunk.meta.urn)
     })
+  /** A `RESOURCE_PUT` for each resource, in order (one step for one: most puts are of one). */
+  const publishPuts = (actor: string, resources: ReadonlyArray<Resource.Resource>) =>
+    resources.length === 1
+      ? publish(actor, "RESOURCE_PUT", [(resources[0] as Resource.Resource).meta.urn])
+      : Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
+          discard: true
+        })
   /** Authorized, written as one, published in order; then each document's chunks. */
   const putAll = (
     actor: string,
     resources: ReadonlyArray<Resource.Resource>
-  ): Effect.Effect<Array<Resource.Resource>, Failure> =>
-    resources.length === 0
-      ? Effect.succeed([])
-      : Effect.andThen(check(actor, "put", urnsOf(resources)), write(resources)).pipe(
-          Effect.tap(() =>
-            Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
-              discard: true
-            })
-          ),
-          Effect.tap(() =>
-            Effect.forEach(
-              resources,
-              (resource) =>
-                resource.meta.type === "document" && chunking !== undefined
-                  ? putChunks(actor, resource as Resource.Document, chunking)
-                  : Effect.void,
-              { discard: true }
-            )
-          )
-        )
+  ): Effect.Effect<Array<Resource.Resource>, Failure> => {
+    if (resources.length === 0) return Effect.succeed([])
+    const stored = Effect.andThen(check(actor, "put", urnsOf(resources)), write(resources))
+    const published = events === undefined ? stored : Effect.tap(stored, () => publishPuts(actor, resources))
+    const split = chunking
+    const documents =
+      split === undefined
+        ? []
+        : (resources.filter((resource) => resource.meta.type === "document") as Array<Resource.Document>)
+    if (split === undefined || documents.length === 0) return published
+    return Effect.tap(published, () =>
+      Effect.forEach(documents, (document) => putChunks(actor, document, split), { discard: true })
+    )
+  }
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
       authorize({ actor, action: "get", resources: [urn] }),
