@@ -23,39 +23,87 @@ export const provider = "local"
 export const model = "hash-v1"
 export const defaultDimensions = 384
 
-const fnv1a = (text: string): number => {
-  let hash = 0x811c9dc5
+const fnvBasis = 0x811c9dc5
+
+/** FNV-1a continued over `text` from `hash`: the hash of a concatenation, without building it. */
+const fnvOver = (hash: number, text: string): number => {
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i)
     hash = Math.imul(hash, 0x01000193)
   }
-  return hash >>> 0
+  return hash
 }
+
+const fnvChar = (hash: number, code: number): number => Math.imul(hash ^ code, 0x01000193)
 
 const wordPattern = /[\p{L}\p{N}]+/gu
 
-/** By the feature's first letter: w(ord) 1, b(igram) 0.5, t(rigram) 0.25. */
-const weights: Record<number, number> = { 119: 1, 98: 0.5, 116: 0.25 }
+/** A distinct feature: its hash (FNV-1a of `w:<word>`, `b:<word> <word>` or `t:<trigram>`), weight and count. */
+interface Feature {
+  readonly hash: number
+  readonly weight: number
+  count: number
+}
+
+/**
+ * The features of a text, each once, in the order they first occur (the order their weights are
+ * added in, so the float sums are always the same). Looked up by their parts (a word, a pair of
+ * words, a trigram's three code units), not by a string built for each occurrence: that string
+ * and its hashing were most of an embedding's cost.
+ */
+const featuresOf = (words: ReadonlyArray<string>): Array<Feature> => {
+  const order: Array<Feature> = []
+  const byWord = new Map<string, Feature>()
+  const byPair = new Map<string, Map<string, Feature>>()
+  const byTrigram = new Map<number, Feature>()
+  const wordBasis = fnvOver(fnvBasis, "w:")
+  const pairBasis = fnvOver(fnvBasis, "b:")
+  const trigramBasis = fnvOver(fnvBasis, "t:")
+  const fresh = (hash: number, weight: number): Feature => {
+    const feature = { hash: hash >>> 0, weight, count: 1 }
+    order.push(feature)
+    return feature
+  }
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i] as string
+    const known = byWord.get(word)
+    if (known !== undefined) known.count++
+    else byWord.set(word, fresh(fnvOver(wordBasis, word), 1))
+    if (i > 0) {
+      const previous = words[i - 1] as string
+      let after = byPair.get(previous)
+      if (after === undefined) {
+        after = new Map()
+        byPair.set(previous, after)
+      }
+      const pair = after.get(word)
+      if (pair !== undefined) pair.count++
+      else after.set(word, fresh(fnvOver(fnvChar(fnvOver(pairBasis, previous), 32), word), 0.5))
+    }
+    // The trigrams of the word marked with its boundaries, `^word$` (code units, as `slice` cuts).
+    const last = word.length + 1
+    const unit = (at: number) => (at === 0 ? 94 : at === last ? 36 : word.charCodeAt(at - 1))
+    for (let j = 0; j + 3 <= last + 1; j++) {
+      const a = unit(j)
+      const b = unit(j + 1)
+      const c = unit(j + 2)
+      const key = (a * 65536 + b) * 65536 + c
+      const trigram = byTrigram.get(key)
+      if (trigram !== undefined) trigram.count++
+      else byTrigram.set(key, fresh(fnvChar(fnvChar(fnvChar(trigramBasis, a), b), c), 0.25))
+    }
+  }
+  return order
+}
 
 /** The vector of one text (L2-normalised; all zeros for a text without words). */
 export const embedText = (text: string, dimensions: number = defaultDimensions): Float32Array => {
-  const counts = new Map<string, number>()
-  const add = (feature: string) => counts.set(feature, (counts.get(feature) ?? 0) + 1)
   const words = text.toLowerCase().normalize("NFKC").match(wordPattern) ?? []
-  for (let i = 0; i < words.length; i++) {
-    const word = words[i] as string
-    add(`w:${word}`)
-    if (i > 0) add(`b:${words[i - 1]} ${word}`)
-    const marked = `^${word}$`
-    for (let j = 0; j + 3 <= marked.length; j++) add(`t:${marked.slice(j, j + 3)}`)
-  }
   const vector = new Float32Array(dimensions)
-  for (const [feature, count] of counts) {
-    const hash = fnv1a(feature)
+  for (const { hash, weight, count } of featuresOf(words)) {
     const bucket = hash % dimensions
     const sign = hash >>> 31 === 0 ? 1 : -1
     // Sublinear counts: a word said ten times is not ten times the evidence.
-    const weight = weights[feature.charCodeAt(0)] ?? 1
     vector[bucket] = (vector[bucket] as number) + sign * weight * (1 + Math.log(count))
   }
   let norm = 0

@@ -10,7 +10,7 @@
  * stored resource is rebuilt as its own kind from `meta.type` by `decode`.
  */
 import { createHash } from "node:crypto"
-import { Schema } from "effect"
+import { Exit, Schema } from "effect"
 import * as Urn from "./Urn.js"
 
 // ---------------------------------------------------------------------------
@@ -215,7 +215,16 @@ export const kinds = {
 } as const
 
 export type Kind = keyof typeof kinds
+
 export type Resource = Conversation | Message | Task | Assistant | Chunk | Document | Tool
+
+/** Each kind's decoder, made once (a store decodes at every put and read). */
+const decoders = Object.fromEntries(
+  Object.entries(kinds).map(([type, schema]) => [
+    type,
+    Schema.decodeUnknownExit(schema as Schema.Codec<Resource, unknown>)
+  ])
+) as Record<Kind, ReturnType<typeof Schema.decodeUnknownExit<Schema.Codec<Resource, unknown>>>>
 
 /** What a resource says, without the meta its store completes on every put (`tokens`, `created`, and a search's `score`). */
 const ownFields = (resource: Resource): unknown => {
@@ -250,9 +259,10 @@ export const decode = (input: unknown): Resource => {
       ...(urn ? { urn } : {}),
       message: `${where}: unknown resource type "${meta.type}"`
     })
-  const result = Schema.decodeUnknownExit(kinds[meta.type] as Schema.Codec<Resource, unknown>)(input, {
-    errors: "all"
-  })
+  const decodeKind = decoders[meta.type]
+  // Stopping at the first problem is cheaper; a refused one is decoded again to name them all.
+  const first = decodeKind(input)
+  const result = Exit.isSuccess(first) ? first : decodeKind(input, { errors: "all" })
   if (result._tag === "Failure") {
     const cause = result.cause.reasons
       .map((r) => ("error" in r ? String((r.error as Error).message ?? r.error) : String(r)))

@@ -160,7 +160,8 @@ export class ResourceIndex extends Context.Service<ResourceIndex, Service>()(
 ) {}
 
 export const make = (store: Store, policy: Policy.Service, options: Options = {}): Service => {
-  const authorize = Policy.remembering(policy).authorize
+  const view = Policy.remembering(policy)
+  const authorize = view.authorize
   const chunking = options.chunking === false ? undefined : ResourceProcessor.checkOptions(options.chunking)
   if (chunking instanceof ResourceProcessor.ChunkingError) throw chunking
   const events = options.events
@@ -189,9 +190,24 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
             })
           )
     )
+  /**
+   * `then`, once `check` passes: decided when it runs (a policy's revision may change in
+   * between), and without the decision's own steps when the policy allowed it all before.
+   */
+  const checked = <A, E>(
+    actor: string,
+    action: Policy.Action,
+    resources: ReadonlyArray<string>,
+    then: Effect.Effect<A, E>
+  ): Effect.Effect<A, E | AccessDeniedError> =>
+    Effect.suspend(() =>
+      Policy.allowedBefore(view, { actor, action, resources })
+        ? then
+        : Effect.andThen(check(actor, action, resources), then)
+    )
   /** Authorizes what lies under `urn`, which the actor did not name: the error names only `urn`. */
   const checkUnder = (actor: string, urn: string, found: ReadonlyArray<Resource.Resource>) =>
-    found.length === 0
+    found.length === 0 || Policy.allowedBefore(view, { actor, action: "get", resources: urnsOf(found) })
       ? Effect.void
       : Effect.flatMap(authorize({ actor, action: "get", resources: urnsOf(found) }), (decision) =>
           decision.decision === "allow"
@@ -220,7 +236,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       }
     )
   const deleteOne = (actor: string, urn: string) =>
-    Effect.andThen(check(actor, "delete", [urn]), store.delete(urn)).pipe(
+    checked(actor, "delete", [urn], store.delete(urn)).pipe(
       Effect.tap(() => (vectors === undefined ? Effect.void : Effect.asVoid(vectors.remove(urn)))),
       Effect.tap((deleted) => (deleted ? publish(actor, "RESOURCE_DELETE", [urn]) : Effect.void))
     )
@@ -234,7 +250,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       const chunks = ResourceProcessor.chunks(document, split)
       const urns = urnsOf(chunks)
       // One write for the whole document: one transaction, one call to the embedder.
-      if (chunks.length > 0) yield* Effect.andThen(check(actor, "put", urns), write(chunks))
+      if (chunks.length > 0) yield* checked(actor, "put", urns, write(chunks))
       yield* publish(actor, "RESOURCE_PUT", urns)
       const current = new Set(urns)
       const stale = (yield* store.findByPrefix(document.meta.urn)).filter(
@@ -245,30 +261,31 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       )
       for (const chunk of stale) yield* deleteOne(actor, chunk.meta.urn)
     })
+  /** A `RESOURCE_PUT` for each resource, in order (one step for one: most puts are of one). */
+  const publishPuts = (actor: string, resources: ReadonlyArray<Resource.Resource>) =>
+    resources.length === 1
+      ? publish(actor, "RESOURCE_PUT", [(resources[0] as Resource.Resource).meta.urn])
+      : Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
+          discard: true
+        })
   /** Authorized, written as one, published in order; then each document's chunks. */
   const putAll = (
     actor: string,
     resources: ReadonlyArray<Resource.Resource>
-  ): Effect.Effect<Array<Resource.Resource>, Failure> =>
-    resources.length === 0
-      ? Effect.succeed([])
-      : Effect.andThen(check(actor, "put", urnsOf(resources)), write(resources)).pipe(
-          Effect.tap(() =>
-            Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
-              discard: true
-            })
-          ),
-          Effect.tap(() =>
-            Effect.forEach(
-              resources,
-              (resource) =>
-                resource.meta.type === "document" && chunking !== undefined
-                  ? putChunks(actor, resource as Resource.Document, chunking)
-                  : Effect.void,
-              { discard: true }
-            )
-          )
-        )
+  ): Effect.Effect<Array<Resource.Resource>, Failure> => {
+    if (resources.length === 0) return Effect.succeed([])
+    const stored = checked(actor, "put", urnsOf(resources), write(resources))
+    const published = events === undefined ? stored : Effect.tap(stored, () => publishPuts(actor, resources))
+    const split = chunking
+    const documents =
+      split === undefined
+        ? []
+        : (resources.filter((resource) => resource.meta.type === "document") as Array<Resource.Document>)
+    if (split === undefined || documents.length === 0) return published
+    return Effect.tap(published, () =>
+      Effect.forEach(documents, (document) => putChunks(actor, document, split), { discard: true })
+    )
+  }
   const mayGet = (actor: string, urn: string) =>
     Effect.map(
       authorize({ actor, action: "get", resources: [urn] }),
@@ -278,10 +295,14 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const gettable = (actor: string, urns: ReadonlyArray<string>): Effect.Effect<Array<string>> =>
     urns.length === 0
       ? Effect.succeed([])
-      : Effect.flatMap(authorize({ actor, action: "get", resources: urns }), (all) =>
-          all.decision === "allow"
+      : Effect.suspend(() =>
+          Policy.allowedBefore(view, { actor, action: "get", resources: urns })
             ? Effect.succeed([...urns])
-            : Effect.filter(urns, (urn) => mayGet(actor, urn))
+            : Effect.flatMap(authorize({ actor, action: "get", resources: urns }), (all) =>
+                all.decision === "allow"
+                  ? Effect.succeed([...urns])
+                  : Effect.filter(urns, (urn) => mayGet(actor, urn))
+              )
         )
   /** The resources the actor may get of those found, and the URNs of the others; published as read. */
   const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
@@ -302,27 +323,29 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       Effect.flatMap(store.findByType(type), (found) => readableOf(actor, found)),
     resolve: (actor, urn) => resolveNames(store, (candidate) => mayGet(actor, candidate), urn),
     get: (actor, urn) =>
-      Effect.andThen(check(actor, "get", [urn]), store.get(urn)).pipe(
+      checked(actor, "get", [urn], store.get(urn)).pipe(
         Effect.tap((found) => publish(actor, "RESOURCE_GET", [found.meta.urn]))
       ),
     getMany: (actor, urns) =>
       urns.length === 0
         ? Effect.succeed([])
-        : Effect.andThen(check(actor, "get", urns), store.getMany(urns)).pipe(
+        : checked(actor, "get", urns, store.getMany(urns)).pipe(
             Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
           ),
     findByPrefix: (actor, urn) =>
-      Effect.andThen(check(actor, "get", [urn]), store.findByPrefix(urn)).pipe(
+      checked(actor, "get", [urn], store.findByPrefix(urn)).pipe(
         Effect.tap((found) => checkUnder(actor, urn, found)),
         Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
       ),
     findReadable: (actor, urn) =>
-      Effect.andThen(check(actor, "get", [urn]), store.findByPrefix(urn)).pipe(
+      checked(actor, "get", [urn], store.findByPrefix(urn)).pipe(
         Effect.flatMap((found) => readableOf(actor, found))
       ),
     filterReadable: (actor, urn, held) =>
-      Effect.andThen(
-        check(actor, "get", [urn]),
+      checked(
+        actor,
+        "get",
+        [urn],
         // In URN order, as the store lists them.
         readableOf(
           actor,

@@ -17,7 +17,8 @@
  * writes nothing.
  */
 import { TokenCounter } from "@noema/core"
-import { Clock, Context, Effect, Schema } from "effect"
+import { Context, Effect, Schema } from "effect"
+import { jsonCopy } from "./internal/jsonCopy.js"
 import * as Resources from "./Resource.js"
 import * as Urn from "./Urn.js"
 
@@ -108,8 +109,12 @@ export const checkUrn = (urn: string): Effect.Effect<string, ResourceStoreError>
 export const checkUrns = (urns: ReadonlyArray<string>): Effect.Effect<Array<string>, ResourceStoreError> =>
   Effect.try({ try: () => urns.map(Urn.check), catch: invalid })
 
-/** The resource as its kind's Schema and its URN say it must be (a copy). */
-const copyChecked = (resource: Resource): Resource => Resources.decode(JSON.parse(JSON.stringify(resource)))
+/**
+ * The resource as its kind's Schema and its URN say it must be: a copy, as it would be stored
+ * as JSON and read back (`jsonCopy`: plain data copied directly, anything odd through the
+ * round trip itself).
+ */
+const copyChecked = (resource: Resource): Resource => Resources.decode(jsonCopy(resource))
 
 /** The resource as its kind's Schema and its URN say it must be (a copy), or the reason it is not. */
 export const checkResource = (resource: Resource): Effect.Effect<Resource, ResourceStoreError> =>
@@ -129,47 +134,78 @@ export interface BackendOptions {
 
 const refused = (urn: string, why: string) => new ResourceStoreError({ message: `cannot put ${urn}: ${why}` })
 
+/** Resources checked for a put, with the URNs their checks look up. */
+interface Checked {
+  readonly resources: Array<Resource>
+  /** Each one's URN by its name (`slotOf`). */
+  readonly named: Array<string>
+  /** Their own URNs, their parents and their names' URNs: read once for them all. */
+  readonly lookups: Array<string>
+}
+
+/** One check for them all: the first refused fails the put, as one by one. */
+const checkAll = (resources: ReadonlyArray<Resource>): Checked => {
+  const checked = resources.map(copyChecked)
+  // The URN its name gives: held by another resource of that name, the name is taken.
+  const named = checked.map((resource) => slotOf(resource.meta))
+  const lookups = new Set<string>()
+  checked.forEach(({ meta }, i) => {
+    lookups.add(meta.urn)
+    if (meta.parent !== undefined) lookups.add(meta.parent)
+    lookups.add(named[i] as string)
+  })
+  return { resources: checked, named, lookups: [...lookups] }
+}
+
 /**
  * The checks and the completed meta every put goes through (see the header), for resources put
  * in order: the URNs their checks look up are read once, and each one completed stands in that
- * reading for the ones after it, as its own write would have.
+ * reading for the ones after it, as its own write would have. Three steps whatever the count
+ * (check, read, complete): a put is the most frequent write of a planner run.
  */
 const completeForPut = (
   backend: Backend,
   counter: TokenCounter.TokenCounter,
   resources: ReadonlyArray<Resource>
 ): Effect.Effect<Array<Resource>, ResourceStoreError> =>
-  Effect.gen(function* () {
-    // One check for them all: the first refused fails the put, as one by one.
-    const checked = yield* Effect.try({ try: () => resources.map(copyChecked), catch: invalid })
-    // The URN its name gives: held by another resource of that name, the name is taken.
-    const named = checked.map((resource) => slotOf(resource.meta))
-    const lookups = new Set<string>()
-    checked.forEach(({ meta }, i) => {
-      lookups.add(meta.urn)
-      if (meta.parent !== undefined) lookups.add(meta.parent)
-      lookups.add(named[i] as string)
-    })
-    const found = new Map((yield* backend.getMany([...lookups])).map((r) => [r.meta.urn, r]))
-    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-    return yield* Effect.forEach(checked, (resource, i) => {
-      const { urn, parent, type, name } = resource.meta
-      if (parent !== undefined && !found.has(parent))
-        return refused(urn, `its parent ${parent} does not exist (put the parent first)`)
-      const slot = named[i] as string
-      const holder = slot === urn ? undefined : found.get(slot)
-      if (holder !== undefined && holder.meta.name === name)
-        return refused(
+  Effect.flatMap(Effect.try({ try: () => checkAll(resources), catch: invalid }), (checked) =>
+    Effect.flatMap(backend.getMany(checked.lookups), (stored) =>
+      Effect.clockWith((clock) =>
+        completeAll(checked, stored, counter, new Date(clock.currentTimeMillisUnsafe()).toISOString())
+      )
+    )
+  )
+
+/** Each checked resource completed (`tokens`, `created`), or the first refused, why. */
+const completeAll = (
+  checked: Checked,
+  stored: ReadonlyArray<Resource>,
+  counter: TokenCounter.TokenCounter,
+  now: string
+): Effect.Effect<Array<Resource>, ResourceStoreError> => {
+  const found = new Map(stored.map((resource) => [resource.meta.urn, resource]))
+  const completed: Array<Resource> = []
+  for (const [i, resource] of checked.resources.entries()) {
+    const { urn, parent, type, name } = resource.meta
+    if (parent !== undefined && !found.has(parent))
+      return Effect.fail(refused(urn, `its parent ${parent} does not exist (put the parent first)`))
+    const slot = checked.named[i] as string
+    const holder = slot === urn ? undefined : found.get(slot)
+    if (holder !== undefined && holder.meta.name === name)
+      return Effect.fail(
+        refused(
           urn,
           `the name "${name}" is taken: ${slot} is the ${type} of that name (a name is unique among a parent's resources of a type)`
         )
-      const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now
-      const tokens = counter.countText(Resources.textOf(resource))
-      const completed = { ...resource, meta: { ...resource.meta, tokens, created } } as Resource
-      found.set(urn, completed)
-      return Effect.succeed(completed)
-    })
-  })
+      )
+    const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now
+    const tokens = counter.countText(Resources.textOf(resource))
+    const one = { ...resource, meta: { ...resource.meta, tokens, created } } as Resource
+    found.set(urn, one)
+    completed.push(one)
+  }
+  return Effect.succeed(completed)
+}
 
 /** The URN the resource's name gives it; its own when that one would be too long to be a URN. */
 const slotOf = (meta: Resources.Meta): string => {
@@ -185,7 +221,9 @@ export const fromBackend = (backend: Backend, options: BackendOptions = {}): Ser
   const counter = options.tokenCounter ?? TokenCounter.estimate
   const { write, writeMany, ...reads } = backend
   const writeAll =
-    writeMany ?? ((completed: ReadonlyArray<Resource>) => Effect.forEach(completed, write, { discard: true }))
+    writeMany ??
+    ((completed: ReadonlyArray<Resource>) =>
+      completed.length === 1 ? write(completed[0] as Resource) : Effect.forEach(completed, write, { discard: true }))
   const putMany = (resources: ReadonlyArray<Resource>) =>
     resources.length === 0
       ? Effect.succeed([])

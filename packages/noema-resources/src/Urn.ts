@@ -142,17 +142,21 @@ export const child = (parent: string | undefined, type: string, id: string): str
   return formatted
 }
 
-/** The parent URN, or undefined for a root. */
+/**
+ * The parent URN, or undefined for a root. A valid URN is its own spelling and no element holds a
+ * "/", so its ancestors are its own prefixes up to each "/" (nothing to format or check again).
+ */
 export const parent = (urn: string): string | undefined => {
-  const { elements } = parse(urn)
-  return elements.length === 1 ? undefined : format({ elements: elements.slice(0, -1) })
+  parse(urn)
+  const last = urn.lastIndexOf("/")
+  return last === -1 ? undefined : urn.slice(0, last)
 }
 
-/** Ancestors from the root down, not including the URN itself. */
+/** Ancestors from the root down, not including the URN itself (its prefixes, as `parent` says). */
 export const ancestors = (urn: string): Array<string> => {
-  const { elements } = parse(urn)
+  parse(urn)
   const out: Array<string> = []
-  for (let i = 1; i < elements.length; i++) out.push(format({ elements: elements.slice(0, i) }))
+  for (let at = urn.indexOf("/"); at !== -1; at = urn.indexOf("/", at + 1)) out.push(urn.slice(0, at))
   return out
 }
 

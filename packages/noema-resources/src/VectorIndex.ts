@@ -267,6 +267,13 @@ const dimensionsOf = (embedder: Embedder.Service): Effect.Effect<number, VectorI
 // ---------------------------------------------------------------------------
 
 /**
+ * Slots a memory index starts with (it doubles when full): small, since an index is often made
+ * for a few hundred vectors (a planner's world, a test) and 1024 slots of 384 dimensions are 1.5 MB
+ * to allocate and collect.
+ */
+const initialSlots = 64
+
+/**
  * Vectors in memory, in one contiguous Float32Array (a slot per resource; a
  * removed resource's slot is reused), so a search is one pass over memory.
  */
@@ -276,7 +283,7 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
     const slots = new Map<string, number>()
     let urns: Array<string | undefined> = []
     let types: Array<string> = []
-    let data = new Float32Array(1024 * dimensions)
+    let data = new Float32Array(initialSlots * dimensions)
     const free: Array<number> = []
     const slotFor = (urn: string): number => {
       const existing = slots.get(urn)
@@ -337,7 +344,7 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
         urns = []
         types = []
         free.length = 0
-        data = new Float32Array(1024 * dimensions)
+        data = new Float32Array(initialSlots * dimensions)
       })
     }
   })

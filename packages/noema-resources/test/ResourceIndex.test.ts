@@ -317,6 +317,11 @@ describe("ResourceIndex decisions", () => {
       revision = "2"
       yield* index.get(owner, first!.meta.urn)
       assert.deepStrictEqual(asked.slice(7), [`get ${first!.meta.urn}`])
+      // Decided when it runs, not when it is built: an access built before an edit asks anew after it.
+      const built = index.get(owner, first!.meta.urn)
+      revision = "3"
+      yield* built
+      assert.deepStrictEqual(asked.slice(7), [`get ${first!.meta.urn}`, `get ${first!.meta.urn}`])
     })
   )
 
