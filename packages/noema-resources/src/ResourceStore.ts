@@ -223,7 +223,9 @@ export const fromBackend = (backend: Backend, options: BackendOptions = {}): Ser
   const writeAll =
     writeMany ??
     ((completed: ReadonlyArray<Resource>) =>
-      completed.length === 1 ? write(completed[0] as Resource) : Effect.forEach(completed, write, { discard: true }))
+      completed.length === 1
+        ? write(completed[0] as Resource)
+        : Effect.forEach(completed, write, { discard: true }))
   const putMany = (resources: ReadonlyArray<Resource>) =>
     resources.length === 0
       ? Effect.succeed([])
