@@ -27,7 +27,9 @@
  * instructions, `write_artifact`, `read_artifact` and the tools the pipeline
  * names), `output.json`, `manifest.json` last, then, in one commit, the artifacts
  * published and `StageCompleted`, or on failure `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`
- * (`internal/ErrorCode.ts`), which the failed attempt's manifest carries too.
+ * (`internal/ErrorCode.ts`), which the failed attempt's manifest carries too. A next stage that
+ * may start at once (no approval to ask for) gets its `StageStarted` in that same commit, and its
+ * step carries that attempt on (`Begun`): one commit a stage, not two.
  *
  * The tools a pipeline names must be offered (`Pipeline.toolNames` of `tools`): `create`
  * refuses a pipeline naming another before anything is written, and so does `pipelineOf`
@@ -152,6 +154,12 @@ export interface Engine {
   readonly onBodyEnded: (listener: (runId: string) => void) => Effect.Effect<void, never, Scope.Scope>
   /** What the engine's journal holds of an execution (`runs show`); none before it started. */
   readonly workflowOf: (executionId: string) => Effect.Effect<WorkflowView | undefined, RunsStoreError>
+}
+
+/** A stage attempt whose `StageStarted` the step before it committed with its own events. */
+interface Begun {
+  readonly position: number
+  readonly attempt: number
 }
 
 /** The default engine: `StoreWorkflowEngine` over the store's journal, in this process. */
@@ -397,7 +405,31 @@ export const make = (options: Options): Executor => {
   const isLastToComplete = (run: RunView, position: number) =>
     run.stages.every((stage) => stage.position === position || stage.status === "completed")
 
-  const runAttempt = (run: RunView, pipeline: Pipeline, position: number, chosen: AvailableModel) =>
+  /**
+   * The attempt that may start in the commit of the completion of stage `position`: the next
+   * stage's, unless that completion completes the run or the next stage waits for approval.
+   */
+  const startedWith = (run: RunView, position: number): Begun | undefined => {
+    if (isLastToComplete(run, position)) return undefined
+    const next = run.stages.find((stage) => stage.status !== "completed" && stage.position !== position)
+    if (next === undefined || next.status === "running" || (next.needsApproval && !next.approved))
+      return undefined
+    return { position: next.position, attempt: next.attempts.length + 1 }
+  }
+
+  /**
+   * One attempt of the stage at `position`. `begun`: its `StageStarted` is already in the
+   * timeline, committed with the previous stage's completion; `onBegun` is told of the next
+   * stage's attempt when this one's completion starts it.
+   */
+  const runAttempt = (
+    run: RunView,
+    pipeline: Pipeline,
+    position: number,
+    chosen: AvailableModel,
+    begun: Begun | undefined,
+    onBegun: (next: Begun) => void
+  ) =>
     Effect.gen(function* () {
       const stage = run.stages.find((s) => s.position === position)
       const definition = pipeline.stages[position - 1]
@@ -409,10 +441,16 @@ export const make = (options: Options): Executor => {
             detail: `the pipeline has no stage ${position} "${stage?.key}"`
           })
         )
-      const attempt = stage.attempts.length + 1
-      const started = yield* append(run.runId, [{ type: "StageStarted", position, attempt }])
+      const attempt = begun?.attempt ?? stage.attempts.length + 1
+      const started =
+        begun === undefined ? yield* append(run.runId, [{ type: "StageStarted", position, attempt }]) : run
       const events = yield* store.events(run.runId)
-      const startedEvent = events[events.length - 1]
+      const startedEvent = events.findLast(
+        (event) =>
+          event.data.type === "StageStarted" &&
+          event.data.position === position &&
+          event.data.attempt === attempt
+      )
       const startedAt =
         started.stages[position - 1]?.attempts[attempt - 1]?.startedAt ?? new Date().toISOString()
       const writer = yield* RunFiles.stageWriter({
@@ -483,12 +521,16 @@ export const make = (options: Options): Executor => {
           // The last stage's completion completes the run in the same commit, as a failure fails
           // it: one commit fewer a run (on the cluster, one persisted step fewer), and no moment
           // between the two for a cancel to land in.
-          onSuccess: () =>
-            appendLast(run.runId, [
+          // The next stage starts in it too, when nothing has to happen first: a stage is one commit.
+          onSuccess: () => {
+            const next = startedWith(started, position)
+            return appendLast(run.runId, [
               ...published(),
               { type: "StageCompleted", position, attempt },
-              ...(isLastToComplete(started, position) ? [{ type: "RunCompleted" as const }] : [])
-            ]),
+              ...(isLastToComplete(started, position) ? [{ type: "RunCompleted" as const }] : []),
+              ...(next === undefined ? [] : [{ type: "StageStarted" as const, ...next }])
+            ]).pipe(Effect.tap(() => Effect.sync(() => next !== undefined && onBegun(next))))
+          },
           onFailure: (error) => {
             const stageError = ErrorCode.fromFailure(error)
             return Effect.gen(function* () {
@@ -562,6 +604,12 @@ export const make = (options: Options): Executor => {
       if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
       let model: AvailableModel | undefined
+      /**
+       * The attempt the last step started in its own commit, which the next step carries on. Only
+       * this body knows it: a replay finds that attempt running with no step of its own and
+       * leaves it to be settled (`settleStopped`), as an attempt whose process stopped.
+       */
+      let begun: Begun | undefined
       while (true) {
         const run = known ?? (yield* Effect.orDie(store.getRun(runId)))
         known = undefined
@@ -586,13 +634,24 @@ export const make = (options: Options): Executor => {
             appendLast(runId, [{ type: "ApprovalRequested", position: stage.position }])
           )
         } else {
-          const attempt = stage.attempts.length + 1
+          const latest = stage.attempts.at(-1)
+          const carried =
+            begun !== undefined &&
+            begun.position === stage.position &&
+            latest?.attempt === begun.attempt &&
+            latest.status === "running"
+              ? begun
+              : undefined
+          begun = undefined
+          const attempt = carried?.attempt ?? stage.attempts.length + 1
           model ??= yield* Effect.orDie(modelFor(run))
           // The last stage's step completes the run too (`runAttempt`); `complete` above stays for
           // a run whose last stage completed without it (stored by an earlier version).
           yield* step(
             `stage/${stage.position}/attempt/${attempt}`,
-            runAttempt(run, pipeline, stage.position, model)
+            runAttempt(run, pipeline, stage.position, model, carried, (next) => {
+              begun = next
+            })
           )
         }
       }

@@ -536,6 +536,64 @@ describe("Executor.resume", () => {
       })
   )
 
+  it.effect(
+    "a stage started in the commit of the one before, its process stopped before its step: resume records it interrupted and runs a new attempt",
+    () =>
+      Effect.gen(function* () {
+        const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+        const store = yield* RunsStore.makeMemory()
+        const model = ScriptedChatModel.make({ replies: ["brief done", "result done"] })
+        const thread = yield* store.createThread()
+        const batches: Array<ReadonlyArray<string>> = []
+        const counting: RunsStore.Service = {
+          ...store,
+          append: (runId, events, options) =>
+            Effect.tap(store.append(runId, events, options), () =>
+              Effect.sync(() => batches.push(events.map((event) => event.type)))
+            )
+        }
+        // The process stops as soon as stage 2's start is committed, before its step runs.
+        const stopping = Executor.make({
+          store: counting,
+          workspace,
+          model,
+          onEvent: (_run, event) =>
+            event.type === "StageStarted" && event.position === 2
+              ? Effect.die("the process stopped")
+              : Effect.void
+        })
+        const run = yield* stopping.create({
+          threadId: thread.id,
+          request: "tea",
+          pipeline: Pipeline.defaultPipeline
+        })
+        const stopped = yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline))
+        assert.isTrue(Exit.isFailure(stopped))
+        // Stage 1's completion and stage 2's start are one commit.
+        assert.deepStrictEqual(batches, [
+          ["RunStarted"],
+          ["StageStarted"],
+          ["ArtifactPublished", "StageCompleted", "StageStarted"]
+        ])
+        assert.isFalse(fs.existsSync(RunFiles.stagePath(workspace, run.runId, 2, "result")))
+        const outcome = yield* Executor.make({ store, workspace, model }).resume(run.runId)
+        assert.strictEqual(outcome.run.status, "completed")
+        assert.deepStrictEqual(
+          outcome.run.stages.map((stage) => stage.attempts.map((a) => [a.status, a.error?.error_code])),
+          [
+            [["completed", undefined]],
+            [
+              ["failed", "interrupted"],
+              ["completed", undefined]
+            ]
+          ]
+        )
+        // Stage 1 did not run again.
+        assert.strictEqual(model.requests.length, 2)
+        assert.deepStrictEqual((yield* RunFiles.verifyRun(workspace, outcome.run)).problems, [])
+      })
+  )
+
   it.effect("verifyRun: the files agree with the store's view, and a disagreement is named", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread } = yield* setup(["brief", "result"])
