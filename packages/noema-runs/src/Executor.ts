@@ -63,9 +63,10 @@ import {
 import * as RunFiles from "./RunFiles.js"
 import {
   type AppendError,
+  type AppendOptions,
   type ClaimRequest,
   type CreateRunError,
-  type JournalEntry,
+  type ExecutionStart,
   RunsStoreError,
   type Service as Store,
   type WorkflowJournal
@@ -154,6 +155,14 @@ export interface Engine {
   readonly onBodyEnded: (listener: (runId: string) => void) => Effect.Effect<void, never, Scope.Scope>
   /** What the engine's journal holds of an execution (`runs show`); none before it started. */
   readonly workflowOf: (executionId: string) => Effect.Effect<WorkflowView | undefined, RunsStoreError>
+  /**
+   * An engine whose journal is the runs store's: the record of a run's new execution, which the
+   * store writes in the commit of the run's start (`RunsStore.AppendOptions.execution`).
+   */
+  readonly executionStart?: (
+    executionId: string,
+    payload: { readonly runId: string }
+  ) => Effect.Effect<ExecutionStart>
 }
 
 /** A stage attempt whose `StageStarted` the step before it committed with its own events. */
@@ -169,6 +178,8 @@ export const storeEngine = (
 ): Engine => ({
   service: engine,
   run: (workflow, options) => engine.run(workflow, options),
+  executionStart: (executionId, payload) =>
+    StoreWorkflowEngine.executionStart(RunWorkflow, executionId, payload),
   handOver: () => Effect.void,
   carry: (_runId, body) => body,
   placement: "caller",
@@ -332,10 +343,12 @@ export const RunWorkflow = Workflow.make("noema/run", {
  * run (started again after it failed) is a new execution and the earlier one keeps its result.
  */
 export const currentExecution = (store: Store, runId: string): Effect.Effect<string, RunsStoreError> =>
-  Effect.map(
-    store.events(runId),
-    (events) => `${runId}/${events.filter((event) => event.data.type === "RunStarted").length}`
+  Effect.map(store.events(runId), (events) =>
+    executionOfStart(runId, events.filter((event) => event.data.type === "RunStarted").length)
   )
+
+/** The execution of the run's `start`-th start (1, 2, ...). */
+const executionOfStart = (runId: string, start: number) => `${runId}/${start}`
 
 /** The durable deferred a run's workflow waits on before a gated stage. */
 export const approvalGate = (position: number) =>
@@ -381,8 +394,8 @@ export const make = (options: Options): Executor => {
   /** The tool names a pipeline may use here. */
   const offered = PipelineModule.toolNames(options.tools ?? [])
   const notify = options.onEvent ?? (() => Effect.void)
-  const append = (runId: string, events: ReadonlyArray<EventData>, journal?: JournalEntry) =>
-    Effect.tap(store.append(runId, events, { journal }), (run) =>
+  const append = (runId: string, events: ReadonlyArray<EventData>, appendOptions?: AppendOptions) =>
+    Effect.tap(store.append(runId, events, appendOptions), (run) =>
       Effect.forEach(events, (event) => notify(run, event), { discard: true })
     )
   /**
@@ -391,7 +404,7 @@ export const make = (options: Options): Executor => {
    */
   const appendLast = (runId: string, events: ReadonlyArray<EventData>) =>
     Effect.flatMap(Effect.serviceOption(StoreWorkflowEngine.CompletedActivity), (completed) =>
-      append(runId, events, Option.getOrUndefined(completed))
+      append(runId, events, { journal: Option.getOrUndefined(completed) })
     )
 
   const handOff: HandOff.Options = {
@@ -679,12 +692,21 @@ export const make = (options: Options): Executor => {
     return isExecuteError(error) ? Effect.fail(error) : Effect.die(error)
   }
 
-  /** The run, started if it was queued and its thread is free; `Queued` (with why) if not. */
+  /**
+   * The run, started if it was queued and its thread is free; `Queued` (with why) if not. On an
+   * engine whose journal is the store's, the run's first execution is recorded in the commit of
+   * its start.
+   */
   const startIfQueued = (runId: string) =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
       if (run.status !== "queued") return { _tag: "Run", run, fresh: false } as const
-      const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }]))
+      // A queued run has never started: this start is its first.
+      const execution =
+        engine.executionStart === undefined
+          ? undefined
+          : yield* engine.executionStart(executionOfStart(runId, 1), { runId })
+      const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }], { execution }))
       if (started._tag === "Success") return { _tag: "Run", run: started.success, fresh: true } as const
       if (started.failure._tag === "IllegalTransition")
         return { _tag: "Queued", run, reason: started.failure.detail } as const
@@ -702,7 +724,7 @@ export const make = (options: Options): Executor => {
       }
       if (run.status !== "running") return { _tag: "Finished", run } as const
       yield* engine.handOver({
-        executionId: yield* executionOf(runId),
+        executionId: start.fresh ? executionOfStart(runId, 1) : yield* executionOf(runId),
         payload: { runId },
         fresh: start.fresh
       })
@@ -716,7 +738,7 @@ export const make = (options: Options): Executor => {
       let run = start.run
       if (run.status !== "running" && run.status !== "waiting_approval")
         return { _tag: "Finished", run } as const
-      const executionId = yield* executionOf(runId)
+      const executionId = start.fresh ? executionOfStart(runId, 1) : yield* executionOf(runId)
       const once = Effect.gen(function* () {
         pipelines.set(runId, pipeline)
         const result = yield* engine

@@ -116,11 +116,7 @@ export interface ExecutionRecord {
  */
 export interface WorkflowJournal {
   /** Records the execution unless it is there; returns the record that stands. */
-  readonly start: (execution: {
-    readonly executionId: string
-    readonly workflow: string
-    readonly payload: string
-  }) => Effect.Effect<ExecutionRecord, RunsStoreError>
+  readonly start: (execution: ExecutionStart) => Effect.Effect<ExecutionRecord, RunsStoreError>
   readonly execution: (executionId: string) => Effect.Effect<ExecutionRecord | undefined, RunsStoreError>
   readonly complete: (executionId: string, result: string) => Effect.Effect<void, RunsStoreError>
   readonly interrupt: (executionId: string) => Effect.Effect<void, RunsStoreError>
@@ -131,6 +127,14 @@ export interface WorkflowJournal {
   readonly entries: (
     executionId: string
   ) => Effect.Effect<ReadonlyArray<{ readonly key: string; readonly value: string }>, RunsStoreError>
+}
+
+/** A new workflow execution, as `WorkflowJournal.start` records it. */
+export interface ExecutionStart {
+  readonly executionId: string
+  readonly workflow: string
+  /** The payload, encoded as JSON. */
+  readonly payload: string
 }
 
 /** One entry of a workflow execution's journal (see `WorkflowJournal.record`). */
@@ -147,6 +151,12 @@ export interface AppendOptions {
    * (`StoreWorkflowEngine.CompletedActivity`), where it would take a commit of its own.
    */
   readonly journal?: JournalEntry | undefined
+  /**
+   * Recorded in the batch's transaction, unless it is there (`WorkflowJournal.start`): the
+   * workflow execution the batch starts (a run's `RunStarted`), so a run never stands started
+   * without its execution, and the two take one commit.
+   */
+  readonly execution?: ExecutionStart | undefined
 }
 
 export interface Service {
@@ -500,6 +510,7 @@ export const makeMemory = (): Effect.Effect<Service> =>
             runs.set(runId, next.view)
             log.get(runId)?.push(...next.events)
             all.push(...next.events)
+            if (appendOptions?.execution !== undefined) yield* journal.start(appendOptions.execution)
             const entry = appendOptions?.journal
             if (entry !== undefined) yield* journal.record(entry.executionId, entry.key, entry.value)
             return next.view

@@ -35,6 +35,7 @@ import {
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
+  type ExecutionStart,
   type JournalEntry,
   needsThreadRuns,
   newThread,
@@ -391,13 +392,17 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         // Nothing returned: an entry was there already, and it stands.
         return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
       })
+    /** Records the execution unless it is there (the first record stands). */
+    const insertExecution = ({ executionId, workflow, payload }: ExecutionStart) =>
+      sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
+        VALUES (${executionId}, ${workflow}, ${payload}, 0, ${new Date().toISOString()})
+        ON CONFLICT (execution_id) DO NOTHING`
     const journal: WorkflowJournal = {
-      start: ({ executionId, workflow, payload }) =>
+      start: (execution) =>
         orStoreError(
           Effect.gen(function* () {
-            yield* sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
-              VALUES (${executionId}, ${workflow}, ${payload}, 0, ${new Date().toISOString()})
-              ON CONFLICT (execution_id) DO NOTHING`
+            const { executionId } = execution
+            yield* insertExecution(execution)
             const record = yield* selectExecution(executionId)
             if (record === undefined)
               return yield* Effect.fail(
@@ -510,6 +515,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               if (next instanceof IllegalTransition) return yield* Effect.fail(next)
               yield* insertEvents(next.events)
               yield* project(next.view, run)
+              if (appendOptions?.execution !== undefined) yield* insertExecution(appendOptions.execution)
               if (appendOptions?.journal !== undefined) yield* insertEntry(appendOptions.journal)
               return next.view
             })

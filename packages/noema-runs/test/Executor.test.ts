@@ -270,8 +270,11 @@ describe("Executor", () => {
         assert.strictEqual(done.run.status, "completed")
         // The approval is a deferred, written on its own; every activity came with its events.
         assert.deepStrictEqual(recorded, ["deferred/approval/1"])
-        // The execution is recorded once: carried on after the approval, it is read, not written again.
-        assert.deepStrictEqual(started, [`${run.runId}/1`])
+        // The execution is recorded with the run's start, in its commit: the engine reads it, and
+        // carried on after the approval, it is read again, never written.
+        assert.deepStrictEqual(started, [])
+        assert.deepStrictEqual(batches[0], ["RunStarted"])
+        assert.isDefined(yield* store.journal.execution(`${run.runId}/1`))
         const workflow = yield* executor.workflowOf(run.runId)
         assert.deepStrictEqual(workflow?.activities, [
           "request-approval/1",

@@ -121,10 +121,11 @@ describe("RunFiles: a stage's fsyncs", () => {
         // The files made on the event loop (`openSync` creating one), by the name they are for.
         const made: Array<string> = []
         const openSync = cjs.openSync
-        cjs.openSync = ((file: fs.PathLike, flags?: fs.OpenMode, mode?: fs.Mode) => {
+        cjs.openSync = (...args: Parameters<typeof fs.openSync>) => {
+          const [file, flags] = args
           if (flags === "wx") made.push(path.basename(String(file)).split(`.${process.pid}.`)[0]!.slice(1))
-          return openSync(file, flags, mode)
-        }) as typeof fs.openSync
+          return openSync(...args)
+        }
         syncBuiltinESMExports()
         const stage = yield* writeStage(root, 1, "one").pipe(
           Effect.ensuring(
