@@ -400,12 +400,27 @@ export const make = (options: Options): Executor => {
     )
   /**
    * `append` as the last act of the step under way: on the store's own engine, the step's
-   * journal record goes in the same commit (`StoreWorkflowEngine.CompletedActivity`).
+   * journal record goes in the same commit (`StoreWorkflowEngine.CompletedActivity`), and so
+   * does the execution's result when the batch ends the run (the body returns its status next).
    */
   const appendLast = (runId: string, events: ReadonlyArray<EventData>) =>
-    Effect.flatMap(Effect.serviceOption(StoreWorkflowEngine.CompletedActivity), (completed) =>
-      append(runId, events, { journal: Option.getOrUndefined(completed) })
-    )
+    Effect.gen(function* () {
+      const completed = Option.getOrUndefined(
+        yield* Effect.serviceOption(StoreWorkflowEngine.CompletedActivity)
+      )
+      const ends = events.some((event) => event.type === "RunCompleted")
+        ? "completed"
+        : events.some((event) => event.type === "RunFailed")
+          ? "failed"
+          : undefined
+      const result =
+        completed === undefined || ends === undefined
+          ? undefined
+          : yield* StoreWorkflowEngine.executionCompleted(RunWorkflow, completed.executionId, {
+              status: ends
+            })
+      return yield* append(runId, events, { journal: completed, result })
+    })
 
   const handOff: HandOff.Options = {
     workspace,

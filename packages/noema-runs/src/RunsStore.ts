@@ -157,6 +157,18 @@ export interface AppendOptions {
    * without its execution, and the two take one commit.
    */
   readonly execution?: ExecutionStart | undefined
+  /**
+   * Recorded in the batch's transaction, unless one is there (`WorkflowJournal.complete`): the
+   * result of the workflow execution the batch ends (a run's last step, completing or failing
+   * it, after which the execution returns that result), so the two take one commit.
+   */
+  readonly result?: ExecutionResult | undefined
+}
+
+/** A workflow execution's result (`Workflow.Result`, encoded as JSON), as `WorkflowJournal.complete` records it. */
+export interface ExecutionResult {
+  readonly executionId: string
+  readonly result: string
 }
 
 export interface Service {
@@ -513,6 +525,8 @@ export const makeMemory = (): Effect.Effect<Service> =>
             if (appendOptions?.execution !== undefined) yield* journal.start(appendOptions.execution)
             const entry = appendOptions?.journal
             if (entry !== undefined) yield* journal.record(entry.executionId, entry.key, entry.value)
+            const ended = appendOptions?.result
+            if (ended !== undefined) yield* journal.complete(ended.executionId, ended.result)
             return next.view
           })
         ),

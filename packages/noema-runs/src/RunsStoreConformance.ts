@@ -172,7 +172,7 @@ const countingRecords = (journal: WorkflowJournal) => {
 
 const engineCases: ReadonlyArray<Case> = [
   {
-    name: "an append records the workflow execution it starts in its transaction, unless it is there; a refused one records none",
+    name: "an append records the workflow execution it starts, or the result of the one it ends, in its transaction, unless it is there; a refused one records none",
     run: scoped((store) =>
       Effect.gen(function* () {
         const thread = yield* store.createThread()
@@ -205,6 +205,20 @@ const engineCases: ReadonlyArray<Case> = [
           (yield* store.journal.execution(execution.executionId))?.payload,
           execution.payload,
           "the first record stands"
+        )
+        // The batch that ends the run records the execution's result with it; the first stands.
+        const ended = { executionId: execution.executionId, result: JSON.stringify("ended") }
+        yield* store.append(created.runId, [{ type: "RunCanceled", reason: "r" }], { result: ended })
+        equal(
+          (yield* store.journal.execution(execution.executionId))?.result,
+          ended.result,
+          "its result recorded"
+        )
+        yield* store.journal.complete(execution.executionId, JSON.stringify("later"))
+        equal(
+          (yield* store.journal.execution(execution.executionId))?.result,
+          ended.result,
+          "the first result stands"
         )
       })
     )

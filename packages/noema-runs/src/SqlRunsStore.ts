@@ -35,6 +35,7 @@ import {
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
+  type ExecutionResult,
   type ExecutionStart,
   type JournalEntry,
   needsThreadRuns,
@@ -397,6 +398,10 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
         VALUES (${executionId}, ${workflow}, ${payload}, 0, ${new Date().toISOString()})
         ON CONFLICT (execution_id) DO NOTHING`
+    /** Records the execution's result unless one is there (the first result stands). */
+    const updateResult = ({ executionId, result }: ExecutionResult) =>
+      Effect.asVoid(sql`UPDATE runs_workflow_executions SET result = ${result}
+        WHERE execution_id = ${executionId} AND result IS NULL`)
     const journal: WorkflowJournal = {
       start: (execution) =>
         orStoreError(
@@ -412,11 +417,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           })
         ),
       execution: (executionId) => orStoreError(selectExecution(executionId)),
-      complete: (executionId, result) =>
-        orStoreError(
-          Effect.asVoid(sql`UPDATE runs_workflow_executions SET result = ${result}
-            WHERE execution_id = ${executionId} AND result IS NULL`)
-        ),
+      complete: (executionId, result) => orStoreError(updateResult({ executionId, result })),
       interrupt: (executionId) =>
         orStoreError(
           Effect.asVoid(
@@ -517,6 +518,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               yield* project(next.view, run)
               if (appendOptions?.execution !== undefined) yield* insertExecution(appendOptions.execution)
               if (appendOptions?.journal !== undefined) yield* insertEntry(appendOptions.journal)
+              if (appendOptions?.result !== undefined) yield* updateResult(appendOptions.result)
               return next.view
             })
           )

@@ -54,7 +54,7 @@ import {
   Workflow,
   WorkflowEngine
 } from "effect/workflow"
-import type { ExecutionStart, JournalEntry, WorkflowJournal } from "./RunsStore.js"
+import type { ExecutionResult, ExecutionStart, JournalEntry, WorkflowJournal } from "./RunsStore.js"
 
 /**
  * Offered by this engine to the activity under way: the journal entry that records it as
@@ -149,6 +149,22 @@ export const executionStart = (
     workflow: workflow._tag,
     payload: text
   }))
+
+/**
+ * The result of an execution of `workflow` that returns `value`, as the engine records it: for
+ * a last step that knows what its execution returns next (a run it completes or fails) and
+ * writes it with its events (`RunsStore.AppendOptions.result`), the engine then reading it, not
+ * writing.
+ */
+export const executionCompleted = (
+  workflow: Workflow.Any,
+  executionId: string,
+  value: unknown
+): Effect.Effect<ExecutionResult> =>
+  Effect.map(
+    toText(executionResult(workflow), new Workflow.Complete({ exit: Exit.succeed(value) })),
+    (result) => ({ executionId, result })
+  )
 
 /** An activity's record once it completed with no value (`CompletedActivity`), encoded once. */
 const completedVoid = Effect.runSync(toText(activityResult, new Workflow.Complete({ exit: Exit.void })))
@@ -276,10 +292,16 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         Workflow.intoResult,
         Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
         (effect) => deferredState.trackRun(instance, effect),
+        // Read first: a last step that wrote the result with its events (`executionCompleted`)
+        // needs no write here (a write that changes nothing still commits, and waits on the disk).
         Effect.tap((result) =>
           result._tag === "Complete"
-            ? Effect.flatMap(toText(executionResult(instance.workflow), result), (text) =>
-                durable(journal.complete(executionId, text))
+            ? Effect.flatMap(durable(journal.execution(executionId)), (record) =>
+                record?.result !== undefined
+                  ? Effect.void
+                  : Effect.flatMap(toText(executionResult(instance.workflow), result), (text) =>
+                      durable(journal.complete(executionId, text))
+                    )
               )
             : Effect.void
         ),

@@ -233,6 +233,7 @@ describe("Executor", () => {
         const recorded: Array<string> = []
         const started: Array<string> = []
         const batches: Array<ReadonlyArray<string>> = []
+        const ended: Array<string> = []
         const counting: RunsStore.Service = {
           ...store,
           append: (runId, events, options) =>
@@ -251,6 +252,11 @@ describe("Executor", () => {
               Effect.andThen(
                 Effect.sync(() => recorded.push(key)),
                 store.journal.record(executionId, key, value)
+              ),
+            complete: (executionId, result) =>
+              Effect.andThen(
+                Effect.sync(() => ended.push(executionId)),
+                store.journal.complete(executionId, result)
               )
           }
         }
@@ -281,8 +287,14 @@ describe("Executor", () => {
           "stage/1/attempt/1",
           "stage/2/attempt/1"
         ])
-        // The last stage's completion completes the run in the same commit: no step of its own.
+        // The last stage's completion completes the run in the same commit: no step of its own,
+        // and the execution's result is recorded there too, the engine writing none.
         assert.deepStrictEqual(batches.at(-1), ["ArtifactPublished", "StageCompleted", "RunCompleted"])
+        assert.deepStrictEqual(ended, [])
+        assert.deepStrictEqual(yield* executionOf(store, `${run.runId}/1`), {
+          status: "completed",
+          interrupted: false
+        })
       })
   )
 
