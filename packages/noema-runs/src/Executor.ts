@@ -429,6 +429,21 @@ export const make = (options: Options): Executor => {
   }
   const maxReadCharacters = options.maxReadCharacters ?? HandOff.defaultMaxReadCharacters
 
+  /**
+   * The check of a pipeline a run executes, made once per pipeline given (each of its stages'
+   * attempts is told its outcome), not once per stage.
+   */
+  const checked = new WeakMap<Pipeline, Exit.Exit<Pipeline, PipelineError>>()
+  const checkPipeline = (pipeline: Pipeline): Effect.Effect<Pipeline, PipelineError> =>
+    Effect.suspend(() => {
+      const known = checked.get(pipeline)
+      if (known !== undefined) return known
+      return Effect.tap(
+        Effect.exit(PipelineModule.decode(pipeline, "the run's pipeline", { tools: offered })),
+        (exit) => Effect.sync(() => checked.set(pipeline, exit))
+      ).pipe(Effect.flatten)
+    })
+
   /** Whether the stage at `position` is the only one of `run` not completed: its completion completes the run. */
   const isLastToComplete = (run: RunView, position: number) =>
     run.stages.every((stage) => stage.position === position || stage.status === "completed")
@@ -507,7 +522,7 @@ export const make = (options: Options): Executor => {
         writer.artifacts().map((entry) => ({ type: "ArtifactPublished", position, attempt, ...entry }))
       const work = Effect.gen(function* () {
         // `create` and `pipelineOf` check the tools, but `execute` may be given any pipeline.
-        yield* PipelineModule.decode(pipeline, "the run's pipeline", { tools: offered })
+        yield* checkPipeline(pipeline)
         const given = yield* HandOff.gather(handOff, started, position, definition.instructions)
         yield* writer.writeInput(given.input)
         const named = new Map(

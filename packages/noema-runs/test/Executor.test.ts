@@ -298,6 +298,34 @@ describe("Executor", () => {
       })
   )
 
+  it.effect(
+    "a pipeline naming a tool not offered fails its stage with pipeline_error, each time it is given",
+    () =>
+      Effect.gen(function* () {
+        const { executor, thread, model } = yield* setup([])
+        const unoffered: Pipeline.Pipeline = {
+          name: "unoffered",
+          stages: [{ key: "use", instructions: "Use it.", tools: ["nope"], approval: false }]
+        }
+        const valid: Pipeline.Pipeline = { ...unoffered, stages: [{ ...unoffered.stages[0]!, tools: [] }] }
+        const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: valid })
+        const failed = yield* executor.execute(run.runId, unoffered)
+        assert.strictEqual(failed.run.status, "failed")
+        assert.strictEqual(failed.run.error?.error_code, "pipeline_error")
+        // Given again (its check made once), it fails the new attempt the same way.
+        yield* executor.retry(run.runId, { force: true })
+        const again = yield* executor.execute(run.runId, unoffered)
+        assert.deepStrictEqual(
+          again.run.stages[0]!.attempts.map((attempt) => [attempt.status, attempt.error?.error_code]),
+          [
+            ["failed", "pipeline_error"],
+            ["failed", "pipeline_error"]
+          ]
+        )
+        assert.strictEqual(model.requests.length, 0)
+      })
+  )
+
   it.effect("an approval recorded just as the run reads its gate: the same execute carries on", () =>
     Effect.gen(function* () {
       const { executor, thread, store, workspace, model } = yield* setup(["published"])
