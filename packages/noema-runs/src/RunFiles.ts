@@ -17,10 +17,7 @@
  * directories, then the manifest's directory again). Nor does a write wait for its
  * fsync unless its caller needs the file in place (an artifact): `input.json` and
  * `output.json` land (fsync, then link) while the stage goes on, and the manifest waits
- * for them, so a stage's file fsyncs wait on the disk together. The temporary files of
- * `input.json`, `output.json` and `manifest.json`, which every attempt writes, are made
- * (opened, not yet written) in the thread pool as the attempt's writer is made, so that making
- * them (an inode each, the slowest step on this path) is done beside the stage's other work.
+ * for them, so a stage's file fsyncs wait on the disk together.
  * Files are made 0600 and directories 0700 (as `$NOEMA_HOME` is): a run's
  * request and artifacts are its owner's alone, wherever the workspace is.
  *
@@ -176,86 +173,32 @@ const ensureDirectory = (directory: string, pending: PendingDirectories) => {
   pending.add(path.dirname(directory))
 }
 
-/** A new temporary file, open: made beside the file it is for, under a name nothing claims. */
-interface Opened {
-  readonly temporary: string
-  readonly fd: number
-}
-
-const temporaryName = (file: string) =>
-  path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${crypto.randomUUID()}.tmp`)
-
 /**
- * Temporary files made ahead of their writes, in libuv's thread pool: making a file (an
- * inode) is the file system's slowest step in a stage, and the ones an attempt always writes
- * (input, output, manifest) are made there while the stage does its other work, not in its way.
- * A write takes its file (`take`), or makes one then if none is ready; one that could not be
- * made fails the write that takes it, as making it then would. `discard` removes what no write
- * took.
- */
-class Ahead {
-  readonly #opened = new Map<string, Promise<Opened>>()
-
-  open(file: string): void {
-    const temporary = temporaryName(file)
-    const opened = new Promise<Opened>((resolve, reject) =>
-      fs.open(temporary, "wx", fileMode, (error, fd) =>
-        error === null ? resolve({ temporary, fd }) : reject(error)
-      )
-    )
-    // A failure is the taker's to tell; one nobody takes is nothing.
-    opened.catch(() => undefined)
-    this.#opened.set(file, opened)
-  }
-
-  take(file: string): Promise<Opened> | undefined {
-    const opened = this.#opened.get(file)
-    this.#opened.delete(file)
-    return opened
-  }
-
-  async discard(): Promise<void> {
-    const left = [...this.#opened.values()]
-    this.#opened.clear()
-    await Promise.all(
-      left.map((opened) =>
-        opened.then(
-          ({ temporary, fd }) => {
-            fs.closeSync(fd)
-            fs.rmSync(temporary, { force: true })
-          },
-          () => undefined
-        )
-      )
-    )
-  }
-}
-
-/**
- * Writes `data` to a new temporary file beside `file` at once (`opened`, made ahead, or one
- * made now; a refusal, `ENOSPC` or `EACCES`, is thrown here) and starts its fsync: once
- * `synced` resolves, its bytes are on disk, under no name yet that counts.
+ * Writes `data` to a new temporary file beside `file` at once (a refusal, `ENOSPC` or
+ * `EACCES`, is thrown here) and starts its fsync: once `synced` resolves, its bytes are on
+ * disk, under no name yet that counts.
  */
 const startTemporary = (
   file: string,
-  data: string | Uint8Array,
-  opened?: Opened
+  data: string | Uint8Array
 ): { readonly temporary: string; readonly synced: Promise<void> } => {
-  const temporary = opened?.temporary ?? temporaryName(file)
-  const fd = opened?.fd ?? fs.openSync(temporary, "wx", fileMode)
+  const temporary = path.join(
+    path.dirname(file),
+    `.${path.basename(file)}.${process.pid}.${crypto.randomUUID()}.tmp`
+  )
+  const fd = fs.openSync(temporary, "wx", fileMode)
   try {
     fs.writeFileSync(fd, data)
   } catch (error) {
     fs.closeSync(fd)
-    fs.rmSync(temporary, { force: true })
     throw error
   }
   return { temporary, synced: fsyncInPool(fd).finally(() => fs.closeSync(fd)) }
 }
 
 /** `startTemporary`, waited on: the temporary file's name once its bytes are on disk. */
-const writeTemporary = async (file: string, data: string | Uint8Array, opened?: Opened): Promise<string> => {
-  const { temporary, synced } = startTemporary(file, data, opened)
+const writeTemporary = async (file: string, data: string | Uint8Array): Promise<string> => {
+  const { temporary, synced } = startTemporary(file, data)
   await synced
   return temporary
 }
@@ -336,17 +279,11 @@ class Landing {
     file: string,
     data: string | Uint8Array,
     pending: PendingDirectories,
-    after?: Promise<unknown>,
-    opened?: Opened
+    after?: Promise<unknown>
   ): void {
-    if (this.#names.has(file) || fs.existsSync(file)) {
-      if (opened !== undefined) {
-        fs.closeSync(opened.fd)
-        fs.rmSync(opened.temporary, { force: true })
-      }
+    if (this.#names.has(file) || fs.existsSync(file))
       throw new Error("already written: a file of an attempt is written once, never overwritten")
-    }
-    const { temporary, synced } = startTemporary(file, data, opened)
+    const { temporary, synced } = startTemporary(file, data)
     this.#names.add(file)
     const landed: Promise<void> = synced
       .then(
@@ -708,17 +645,8 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
   const landing = new Landing()
-  const ahead = new Ahead()
-  const inputFile = path.join(directory, "input.json")
-  const outputFile = path.join(directory, "output.json")
-  const manifestFile = path.join(directory, "manifest.json")
-  /** Starts `file`'s write with its temporary file made ahead, if one is (waited for in the pool). */
-  const startWrite = (file: string, data: string, after?: Promise<unknown>) => {
-    const opened = ahead.take(file)
-    return opened === undefined
-      ? attempt(file, () => landing.start(file, data, pending, after))
-      : attemptWrite(file, async () => landing.start(file, data, pending, after, await opened))
-  }
+  const startWrite = (file: string, data: string, after?: Promise<unknown>) =>
+    attempt(file, () => landing.start(file, data, pending, after))
   /**
    * Checks an artifact and starts its write (a refusal fails it now): `landed` once the file
    * is on disk under its name, with its entry in its place among the attempt's artifacts.
@@ -788,13 +716,12 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       fsyncDirectory(path.dirname(directory))
     }
     ensureDirectory(artifactsDirectory, pending)
-    for (const file of [inputFile, outputFile, manifestFile]) ahead.open(file)
   }).pipe(
     Effect.as<StageWriter>({
       directory,
       artifactsDirectory,
-      writeInput: (input) => startWrite(inputFile, json(input)),
-      writeOutput: (output) => startWrite(outputFile, json(output)),
+      writeInput: (input) => startWrite(path.join(directory, "input.json"), json(input)),
+      writeOutput: (output) => startWrite(path.join(directory, "output.json"), json(output)),
       // Uninterruptible from start to landing: nothing of an artifact is left on its way unwatched.
       writeArtifact: (name, content, kind) =>
         Effect.uninterruptible(
@@ -807,26 +734,23 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
           Effect.flatMap(startArtifact(name, content), (started) =>
             Effect.andThen(
               // Refused (output.json written already), the answer still lands: its failure is told.
-              Effect.onError(startWrite(outputFile, json(output), started.landed), () =>
-                Effect.ignore(Effect.promise(() => started.landed.catch(() => undefined)))
+              Effect.onError(
+                startWrite(path.join(directory, "output.json"), json(output), started.landed),
+                () => Effect.ignore(Effect.promise(() => started.landed.catch(() => undefined)))
               ),
               attemptWrite(started.relative, () => started.landed)
             )
           )
         ),
       writeManifest: (fields) => {
-        const file = manifestFile
+        const file = path.join(directory, "manifest.json")
         const manifest: Manifest = { ...fields, artifacts: published() }
-        const opened = ahead.take(file)
         return attemptWrite(file, async () => {
           // Its bytes while the other files land and their directories are synced; its name
-          // only once they are. A temporary file made ahead that no write took goes.
+          // only once they are.
           const [written, landed] = await Promise.allSettled([
-            (opened ?? Promise.resolve(undefined)).then((ready) =>
-              writeTemporary(file, json(manifest), ready)
-            ),
-            landing.landed().then(() => syncDirectories(pending)),
-            ahead.discard()
+            writeTemporary(file, json(manifest)),
+            landing.landed().then(() => syncDirectories(pending))
           ])
           if (landed.status === "rejected") {
             if (written.status === "fulfilled") fs.rmSync(written.value, { force: true })
@@ -838,9 +762,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
           return manifest
         })
       },
-      settle: Effect.promise(async () => {
-        await Promise.all([landing.settled(), ahead.discard()])
-      }),
+      settle: Effect.promise(() => landing.settled()),
       artifacts: published
     })
   )

@@ -113,61 +113,6 @@ describe("RunFiles: a stage's fsyncs", () => {
     })
   )
 
-  it.effect(
-    "input, output and manifest are made ahead, off the event loop; no temporary file outlives the attempt",
-    () =>
-      Effect.gen(function* () {
-        const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-fsync-")))
-        // The files made on the event loop (`openSync` creating one), by the name they are for.
-        const made: Array<string> = []
-        const openSync = cjs.openSync
-        cjs.openSync = (...args: Parameters<typeof fs.openSync>) => {
-          const [file, flags] = args
-          if (flags === "wx") made.push(path.basename(String(file)).split(`.${process.pid}.`)[0]!.slice(1))
-          return openSync(...args)
-        }
-        syncBuiltinESMExports()
-        const stage = yield* writeStage(root, 1, "one").pipe(
-          Effect.ensuring(
-            Effect.sync(() => {
-              cjs.openSync = openSync
-              syncBuiltinESMExports()
-            })
-          )
-        )
-        // Only the artifact, whose name the agent chooses, is made when it is written.
-        assert.deepStrictEqual(made, ["one.md"])
-        const temporary = (directory: string) =>
-          fs.readdirSync(directory, { recursive: true }).filter((name) => String(name).endsWith(".tmp"))
-        assert.deepStrictEqual(temporary(stage), [])
-        // An attempt cut off before it wrote anything leaves none either, nor one that failed first.
-        const cut = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 2,
-          key: "cut",
-          attempt: 1
-        })
-        yield* cut.settle
-        assert.deepStrictEqual(temporary(cut.directory), [])
-        const failed = yield* RunFiles.stageWriter({
-          workspace: root,
-          runId: "run_1",
-          position: 3,
-          key: "failed",
-          attempt: 1
-        })
-        yield* failed.writeOutput({ error: { error_code: "model_error" } })
-        yield* failed.writeManifest({ ...manifestFields(3, "failed"), status: "failed" })
-        assert.deepStrictEqual(temporary(failed.directory), [])
-        assert.deepStrictEqual(fs.readdirSync(failed.directory).sort(), [
-          "artifacts",
-          "manifest.json",
-          "output.json"
-        ])
-      })
-  )
-
   /** Lets the fiber run until `done()` holds, for at most `rounds` turns of the scheduler (no clock). */
   const until = (done: () => boolean, rounds = 2000) =>
     Effect.gen(function* () {
