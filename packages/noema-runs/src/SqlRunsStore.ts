@@ -292,16 +292,24 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       pg: () => Effect.asVoid(sql`SELECT pg_notify(${changesChannel}, '')`),
       orElse: () => Effect.void
     })
-    const insertEvents = (events: ReadonlyArray<Event>) =>
-      Effect.andThen(
-        Effect.forEach(
-          events,
-          (event) => sql`INSERT INTO runs_events (event_id, run_id, thread_id, seq, at, type, data)
-          VALUES (${event.event_id}, ${event.run_id}, ${event.thread_id}, ${event.seq}, ${event.at}, ${event.data.type}, ${JSON.stringify(event.data)})`,
-          { discard: true }
-        ),
+    /** A batch's events in one statement (its rows take their serial ids in the batch's order). */
+    const insertEvents = (events: ReadonlyArray<Event>) => {
+      const [first, ...rest] = events.map((event) => ({
+        event_id: event.event_id,
+        run_id: event.run_id,
+        thread_id: event.thread_id,
+        seq: event.seq,
+        at: event.at,
+        type: event.data.type,
+        data: JSON.stringify(event.data)
+      }))
+      return Effect.andThen(
+        first === undefined
+          ? Effect.void
+          : Effect.asVoid(sql`INSERT INTO runs_events ${sql.insert([first, ...rest])}`),
         notify
       )
+    }
     /**
      * Rewrites the run's projections from its view: a new run's (or a rebuilt one's) whole; an
      * appended run's only where its view changed (`before` is the view it was appended to),
@@ -325,7 +333,8 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           for (const attempt of stage.attempts) {
             const was = earlier?.find((one) => one.attempt === attempt.attempt)
             if (was !== undefined && JSON.stringify(was) === JSON.stringify(attempt)) continue
-            if (before !== undefined) {
+            // An attempt new in this batch has no rows yet: there is nothing to delete.
+            if (was !== undefined) {
               yield* sql`DELETE FROM runs_stage_attempts
                 WHERE run_id = ${view.runId} AND position = ${stage.position} AND attempt = ${attempt.attempt}`
               yield* sql`DELETE FROM runs_artifacts
