@@ -4,7 +4,8 @@
  * - `runs.stage_overhead_ms`: one stage with an instant model (input.json,
  *   the agent, one artifact, output.json, manifest.json, each written to a
  *   temporary file, fsynced and linked, the directories fsynced once before the
- *   manifest is linked; the events appended to the store), measured as the time
+ *   manifest is linked; the events appended to the store in one commit, with the next
+ *   stage's start), measured as the time
  *   of a 4-stage run divided by
  *   4, on SQLite; beside it, the same four model calls through `ToolAgent`
  *   alone (the floor).

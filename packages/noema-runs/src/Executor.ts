@@ -27,7 +27,9 @@
  * instructions, `write_artifact`, `read_artifact` and the tools the pipeline
  * names), `output.json`, `manifest.json` last, then, in one commit, the artifacts
  * published and `StageCompleted`, or on failure `StageFailed` + `RunFailed` with `error_code`, `error_message`, `retryable`
- * (`internal/ErrorCode.ts`), which the failed attempt's manifest carries too.
+ * (`internal/ErrorCode.ts`), which the failed attempt's manifest carries too. A next stage that
+ * may start at once (no approval to ask for) gets its `StageStarted` in that same commit, and its
+ * step carries that attempt on (`Begun`): one commit a stage, not two.
  *
  * The tools a pipeline names must be offered (`Pipeline.toolNames` of `tools`): `create`
  * refuses a pipeline naming another before anything is written, and so does `pipelineOf`
@@ -61,9 +63,10 @@ import {
 import * as RunFiles from "./RunFiles.js"
 import {
   type AppendError,
+  type AppendOptions,
   type ClaimRequest,
   type CreateRunError,
-  type JournalEntry,
+  type ExecutionStart,
   RunsStoreError,
   type Service as Store,
   type WorkflowJournal
@@ -152,6 +155,20 @@ export interface Engine {
   readonly onBodyEnded: (listener: (runId: string) => void) => Effect.Effect<void, never, Scope.Scope>
   /** What the engine's journal holds of an execution (`runs show`); none before it started. */
   readonly workflowOf: (executionId: string) => Effect.Effect<WorkflowView | undefined, RunsStoreError>
+  /**
+   * An engine whose journal is the runs store's: the record of a run's new execution, which the
+   * store writes in the commit of the run's start (`RunsStore.AppendOptions.execution`).
+   */
+  readonly executionStart?: (
+    executionId: string,
+    payload: { readonly runId: string }
+  ) => Effect.Effect<ExecutionStart>
+}
+
+/** A stage attempt whose `StageStarted` the step before it committed with its own events. */
+interface Begun {
+  readonly position: number
+  readonly attempt: number
 }
 
 /** The default engine: `StoreWorkflowEngine` over the store's journal, in this process. */
@@ -161,6 +178,8 @@ export const storeEngine = (
 ): Engine => ({
   service: engine,
   run: (workflow, options) => engine.run(workflow, options),
+  executionStart: (executionId, payload) =>
+    StoreWorkflowEngine.executionStart(RunWorkflow, executionId, payload),
   handOver: () => Effect.void,
   carry: (_runId, body) => body,
   placement: "caller",
@@ -324,10 +343,12 @@ export const RunWorkflow = Workflow.make("noema/run", {
  * run (started again after it failed) is a new execution and the earlier one keeps its result.
  */
 export const currentExecution = (store: Store, runId: string): Effect.Effect<string, RunsStoreError> =>
-  Effect.map(
-    store.events(runId),
-    (events) => `${runId}/${events.filter((event) => event.data.type === "RunStarted").length}`
+  Effect.map(store.events(runId), (events) =>
+    executionOfStart(runId, events.filter((event) => event.data.type === "RunStarted").length)
   )
+
+/** The execution of the run's `start`-th start (1, 2, ...). */
+const executionOfStart = (runId: string, start: number) => `${runId}/${start}`
 
 /** The durable deferred a run's workflow waits on before a gated stage. */
 export const approvalGate = (position: number) =>
@@ -373,18 +394,33 @@ export const make = (options: Options): Executor => {
   /** The tool names a pipeline may use here. */
   const offered = PipelineModule.toolNames(options.tools ?? [])
   const notify = options.onEvent ?? (() => Effect.void)
-  const append = (runId: string, events: ReadonlyArray<EventData>, journal?: JournalEntry) =>
-    Effect.tap(store.append(runId, events, { journal }), (run) =>
+  const append = (runId: string, events: ReadonlyArray<EventData>, appendOptions?: AppendOptions) =>
+    Effect.tap(store.append(runId, events, appendOptions), (run) =>
       Effect.forEach(events, (event) => notify(run, event), { discard: true })
     )
   /**
    * `append` as the last act of the step under way: on the store's own engine, the step's
-   * journal record goes in the same commit (`StoreWorkflowEngine.CompletedActivity`).
+   * journal record goes in the same commit (`StoreWorkflowEngine.CompletedActivity`), and so
+   * does the execution's result when the batch ends the run (the body returns its status next).
    */
   const appendLast = (runId: string, events: ReadonlyArray<EventData>) =>
-    Effect.flatMap(Effect.serviceOption(StoreWorkflowEngine.CompletedActivity), (completed) =>
-      append(runId, events, Option.getOrUndefined(completed))
-    )
+    Effect.gen(function* () {
+      const completed = Option.getOrUndefined(
+        yield* Effect.serviceOption(StoreWorkflowEngine.CompletedActivity)
+      )
+      const ends = events.some((event) => event.type === "RunCompleted")
+        ? "completed"
+        : events.some((event) => event.type === "RunFailed")
+          ? "failed"
+          : undefined
+      const result =
+        completed === undefined || ends === undefined
+          ? undefined
+          : yield* StoreWorkflowEngine.executionCompleted(RunWorkflow, completed.executionId, {
+              status: ends
+            })
+      return yield* append(runId, events, { journal: completed, result })
+    })
 
   const handOff: HandOff.Options = {
     workspace,
@@ -393,11 +429,50 @@ export const make = (options: Options): Executor => {
   }
   const maxReadCharacters = options.maxReadCharacters ?? HandOff.defaultMaxReadCharacters
 
+  /**
+   * The check of a pipeline a run executes, made once per pipeline given (each of its stages'
+   * attempts is told its outcome), not once per stage.
+   */
+  const checked = new WeakMap<Pipeline, Exit.Exit<Pipeline, PipelineError>>()
+  const checkPipeline = (pipeline: Pipeline): Effect.Effect<Pipeline, PipelineError> =>
+    Effect.suspend(() => {
+      const known = checked.get(pipeline)
+      if (known !== undefined) return known
+      return Effect.tap(
+        Effect.exit(PipelineModule.decode(pipeline, "the run's pipeline", { tools: offered })),
+        (exit) => Effect.sync(() => checked.set(pipeline, exit))
+      ).pipe(Effect.flatten)
+    })
+
   /** Whether the stage at `position` is the only one of `run` not completed: its completion completes the run. */
   const isLastToComplete = (run: RunView, position: number) =>
     run.stages.every((stage) => stage.position === position || stage.status === "completed")
 
-  const runAttempt = (run: RunView, pipeline: Pipeline, position: number, chosen: AvailableModel) =>
+  /**
+   * The attempt that may start in the commit of the completion of stage `position`: the next
+   * stage's, unless that completion completes the run or the next stage waits for approval.
+   */
+  const startedWith = (run: RunView, position: number): Begun | undefined => {
+    if (isLastToComplete(run, position)) return undefined
+    const next = run.stages.find((stage) => stage.status !== "completed" && stage.position !== position)
+    if (next === undefined || next.status === "running" || (next.needsApproval && !next.approved))
+      return undefined
+    return { position: next.position, attempt: next.attempts.length + 1 }
+  }
+
+  /**
+   * One attempt of the stage at `position`. `begun`: its `StageStarted` is already in the
+   * timeline, committed with the previous stage's completion; `onBegun` is told of the next
+   * stage's attempt when this one's completion starts it.
+   */
+  const runAttempt = (
+    run: RunView,
+    pipeline: Pipeline,
+    position: number,
+    chosen: AvailableModel,
+    begun: Begun | undefined,
+    onBegun: (next: Begun) => void
+  ) =>
     Effect.gen(function* () {
       const stage = run.stages.find((s) => s.position === position)
       const definition = pipeline.stages[position - 1]
@@ -409,10 +484,16 @@ export const make = (options: Options): Executor => {
             detail: `the pipeline has no stage ${position} "${stage?.key}"`
           })
         )
-      const attempt = stage.attempts.length + 1
-      const started = yield* append(run.runId, [{ type: "StageStarted", position, attempt }])
+      const attempt = begun?.attempt ?? stage.attempts.length + 1
+      const started =
+        begun === undefined ? yield* append(run.runId, [{ type: "StageStarted", position, attempt }]) : run
       const events = yield* store.events(run.runId)
-      const startedEvent = events[events.length - 1]
+      const startedEvent = events.findLast(
+        (event) =>
+          event.data.type === "StageStarted" &&
+          event.data.position === position &&
+          event.data.attempt === attempt
+      )
       const startedAt =
         started.stages[position - 1]?.attempts[attempt - 1]?.startedAt ?? new Date().toISOString()
       const writer = yield* RunFiles.stageWriter({
@@ -441,7 +522,7 @@ export const make = (options: Options): Executor => {
         writer.artifacts().map((entry) => ({ type: "ArtifactPublished", position, attempt, ...entry }))
       const work = Effect.gen(function* () {
         // `create` and `pipelineOf` check the tools, but `execute` may be given any pipeline.
-        yield* PipelineModule.decode(pipeline, "the run's pipeline", { tools: offered })
+        yield* checkPipeline(pipeline)
         const given = yield* HandOff.gather(handOff, started, position, definition.instructions)
         yield* writer.writeInput(given.input)
         const named = new Map(
@@ -483,12 +564,16 @@ export const make = (options: Options): Executor => {
           // The last stage's completion completes the run in the same commit, as a failure fails
           // it: one commit fewer a run (on the cluster, one persisted step fewer), and no moment
           // between the two for a cancel to land in.
-          onSuccess: () =>
-            appendLast(run.runId, [
+          // The next stage starts in it too, when nothing has to happen first: a stage is one commit.
+          onSuccess: () => {
+            const next = startedWith(started, position)
+            return appendLast(run.runId, [
               ...published(),
               { type: "StageCompleted", position, attempt },
-              ...(isLastToComplete(started, position) ? [{ type: "RunCompleted" as const }] : [])
-            ]),
+              ...(isLastToComplete(started, position) ? [{ type: "RunCompleted" as const }] : []),
+              ...(next === undefined ? [] : [{ type: "StageStarted" as const, ...next }])
+            ]).pipe(Effect.tap(() => Effect.sync(() => next !== undefined && onBegun(next))))
+          },
           onFailure: (error) => {
             const stageError = ErrorCode.fromFailure(error)
             return Effect.gen(function* () {
@@ -562,6 +647,12 @@ export const make = (options: Options): Executor => {
       if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
       let model: AvailableModel | undefined
+      /**
+       * The attempt the last step started in its own commit, which the next step carries on. Only
+       * this body knows it: a replay finds that attempt running with no step of its own and
+       * leaves it to be settled (`settleStopped`), as an attempt whose process stopped.
+       */
+      let begun: Begun | undefined
       while (true) {
         const run = known ?? (yield* Effect.orDie(store.getRun(runId)))
         known = undefined
@@ -586,13 +677,24 @@ export const make = (options: Options): Executor => {
             appendLast(runId, [{ type: "ApprovalRequested", position: stage.position }])
           )
         } else {
-          const attempt = stage.attempts.length + 1
+          const latest = stage.attempts.at(-1)
+          const carried =
+            begun !== undefined &&
+            begun.position === stage.position &&
+            latest?.attempt === begun.attempt &&
+            latest.status === "running"
+              ? begun
+              : undefined
+          begun = undefined
+          const attempt = carried?.attempt ?? stage.attempts.length + 1
           model ??= yield* Effect.orDie(modelFor(run))
           // The last stage's step completes the run too (`runAttempt`); `complete` above stays for
           // a run whose last stage completed without it (stored by an earlier version).
           yield* step(
             `stage/${stage.position}/attempt/${attempt}`,
-            runAttempt(run, pipeline, stage.position, model)
+            runAttempt(run, pipeline, stage.position, model, carried, (next) => {
+              begun = next
+            })
           )
         }
       }
@@ -620,12 +722,21 @@ export const make = (options: Options): Executor => {
     return isExecuteError(error) ? Effect.fail(error) : Effect.die(error)
   }
 
-  /** The run, started if it was queued and its thread is free; `Queued` (with why) if not. */
+  /**
+   * The run, started if it was queued and its thread is free; `Queued` (with why) if not. On an
+   * engine whose journal is the store's, the run's first execution is recorded in the commit of
+   * its start.
+   */
   const startIfQueued = (runId: string) =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
       if (run.status !== "queued") return { _tag: "Run", run, fresh: false } as const
-      const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }]))
+      // A queued run has never started: this start is its first.
+      const execution =
+        engine.executionStart === undefined
+          ? undefined
+          : yield* engine.executionStart(executionOfStart(runId, 1), { runId })
+      const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }], { execution }))
       if (started._tag === "Success") return { _tag: "Run", run: started.success, fresh: true } as const
       if (started.failure._tag === "IllegalTransition")
         return { _tag: "Queued", run, reason: started.failure.detail } as const
@@ -643,7 +754,7 @@ export const make = (options: Options): Executor => {
       }
       if (run.status !== "running") return { _tag: "Finished", run } as const
       yield* engine.handOver({
-        executionId: yield* executionOf(runId),
+        executionId: start.fresh ? executionOfStart(runId, 1) : yield* executionOf(runId),
         payload: { runId },
         fresh: start.fresh
       })
@@ -657,7 +768,7 @@ export const make = (options: Options): Executor => {
       let run = start.run
       if (run.status !== "running" && run.status !== "waiting_approval")
         return { _tag: "Finished", run } as const
-      const executionId = yield* executionOf(runId)
+      const executionId = start.fresh ? executionOfStart(runId, 1) : yield* executionOf(runId)
       const once = Effect.gen(function* () {
         pipelines.set(runId, pipeline)
         const result = yield* engine

@@ -116,11 +116,7 @@ export interface ExecutionRecord {
  */
 export interface WorkflowJournal {
   /** Records the execution unless it is there; returns the record that stands. */
-  readonly start: (execution: {
-    readonly executionId: string
-    readonly workflow: string
-    readonly payload: string
-  }) => Effect.Effect<ExecutionRecord, RunsStoreError>
+  readonly start: (execution: ExecutionStart) => Effect.Effect<ExecutionRecord, RunsStoreError>
   readonly execution: (executionId: string) => Effect.Effect<ExecutionRecord | undefined, RunsStoreError>
   readonly complete: (executionId: string, result: string) => Effect.Effect<void, RunsStoreError>
   readonly interrupt: (executionId: string) => Effect.Effect<void, RunsStoreError>
@@ -131,6 +127,14 @@ export interface WorkflowJournal {
   readonly entries: (
     executionId: string
   ) => Effect.Effect<ReadonlyArray<{ readonly key: string; readonly value: string }>, RunsStoreError>
+}
+
+/** A new workflow execution, as `WorkflowJournal.start` records it. */
+export interface ExecutionStart {
+  readonly executionId: string
+  readonly workflow: string
+  /** The payload, encoded as JSON. */
+  readonly payload: string
 }
 
 /** One entry of a workflow execution's journal (see `WorkflowJournal.record`). */
@@ -147,6 +151,24 @@ export interface AppendOptions {
    * (`StoreWorkflowEngine.CompletedActivity`), where it would take a commit of its own.
    */
   readonly journal?: JournalEntry | undefined
+  /**
+   * Recorded in the batch's transaction, unless it is there (`WorkflowJournal.start`): the
+   * workflow execution the batch starts (a run's `RunStarted`), so a run never stands started
+   * without its execution, and the two take one commit.
+   */
+  readonly execution?: ExecutionStart | undefined
+  /**
+   * Recorded in the batch's transaction, unless one is there (`WorkflowJournal.complete`): the
+   * result of the workflow execution the batch ends (a run's last step, completing or failing
+   * it, after which the execution returns that result), so the two take one commit.
+   */
+  readonly result?: ExecutionResult | undefined
+}
+
+/** A workflow execution's result (`Workflow.Result`, encoded as JSON), as `WorkflowJournal.complete` records it. */
+export interface ExecutionResult {
+  readonly executionId: string
+  readonly result: string
 }
 
 export interface Service {
@@ -500,8 +522,11 @@ export const makeMemory = (): Effect.Effect<Service> =>
             runs.set(runId, next.view)
             log.get(runId)?.push(...next.events)
             all.push(...next.events)
+            if (appendOptions?.execution !== undefined) yield* journal.start(appendOptions.execution)
             const entry = appendOptions?.journal
             if (entry !== undefined) yield* journal.record(entry.executionId, entry.key, entry.value)
+            const ended = appendOptions?.result
+            if (ended !== undefined) yield* journal.complete(ended.executionId, ended.result)
             return next.view
           })
         ),

@@ -172,6 +172,58 @@ const countingRecords = (journal: WorkflowJournal) => {
 
 const engineCases: ReadonlyArray<Case> = [
   {
+    name: "an append records the workflow execution it starts, or the result of the one it ends, in its transaction, unless it is there; a refused one records none",
+    run: scoped((store) =>
+      Effect.gen(function* () {
+        const thread = yield* store.createThread()
+        const created = yield* store.createRun({ threadId: thread.id, request: "r", pipeline: "p", stages })
+        const execution = {
+          executionId: `${created.runId}/1`,
+          workflow: "noema/run",
+          payload: JSON.stringify({ runId: created.runId })
+        }
+        const refused = yield* failure(
+          store.append(created.runId, [{ type: "StageCompleted", position: 1, attempt: 1 }], { execution })
+        )
+        equal(refused._tag, "IllegalTransition", "the batch is refused")
+        equal(
+          yield* store.journal.execution(execution.executionId),
+          undefined,
+          "a refused batch records none"
+        )
+        yield* store.append(created.runId, [{ type: "RunStarted" }], { execution })
+        const recorded = yield* store.journal.execution(execution.executionId)
+        equal(
+          [recorded?.workflow, recorded?.payload, recorded?.result, recorded?.interrupted],
+          [execution.workflow, execution.payload, undefined, false],
+          "recorded with the run's start"
+        )
+        yield* store.append(created.runId, [{ type: "StageStarted", position: 1, attempt: 1 }], {
+          execution: { ...execution, payload: "{}" }
+        })
+        equal(
+          (yield* store.journal.execution(execution.executionId))?.payload,
+          execution.payload,
+          "the first record stands"
+        )
+        // The batch that ends the run records the execution's result with it; the first stands.
+        const ended = { executionId: execution.executionId, result: JSON.stringify("ended") }
+        yield* store.append(created.runId, [{ type: "RunCanceled", reason: "r" }], { result: ended })
+        equal(
+          (yield* store.journal.execution(execution.executionId))?.result,
+          ended.result,
+          "its result recorded"
+        )
+        yield* store.journal.complete(execution.executionId, JSON.stringify("later"))
+        equal(
+          (yield* store.journal.execution(execution.executionId))?.result,
+          ended.result,
+          "the first result stands"
+        )
+      })
+    )
+  },
+  {
     name: "workflow engine: an activity's last append records it (CompletedActivity): one commit, the engine writes nothing, a replay does not run it",
     run: scoped((store) =>
       Effect.gen(function* () {

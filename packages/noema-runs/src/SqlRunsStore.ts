@@ -35,6 +35,8 @@ import {
   type ClaimResult,
   createRefusal,
   type ExecutionRecord,
+  type ExecutionResult,
+  type ExecutionStart,
   type JournalEntry,
   needsThreadRuns,
   newThread,
@@ -290,16 +292,24 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       pg: () => Effect.asVoid(sql`SELECT pg_notify(${changesChannel}, '')`),
       orElse: () => Effect.void
     })
-    const insertEvents = (events: ReadonlyArray<Event>) =>
-      Effect.andThen(
-        Effect.forEach(
-          events,
-          (event) => sql`INSERT INTO runs_events (event_id, run_id, thread_id, seq, at, type, data)
-          VALUES (${event.event_id}, ${event.run_id}, ${event.thread_id}, ${event.seq}, ${event.at}, ${event.data.type}, ${JSON.stringify(event.data)})`,
-          { discard: true }
-        ),
+    /** A batch's events in one statement (its rows take their serial ids in the batch's order). */
+    const insertEvents = (events: ReadonlyArray<Event>) => {
+      const [first, ...rest] = events.map((event) => ({
+        event_id: event.event_id,
+        run_id: event.run_id,
+        thread_id: event.thread_id,
+        seq: event.seq,
+        at: event.at,
+        type: event.data.type,
+        data: JSON.stringify(event.data)
+      }))
+      return Effect.andThen(
+        first === undefined
+          ? Effect.void
+          : Effect.asVoid(sql`INSERT INTO runs_events ${sql.insert([first, ...rest])}`),
         notify
       )
+    }
     /**
      * Rewrites the run's projections from its view: a new run's (or a rebuilt one's) whole; an
      * appended run's only where its view changed (`before` is the view it was appended to),
@@ -323,7 +333,8 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           for (const attempt of stage.attempts) {
             const was = earlier?.find((one) => one.attempt === attempt.attempt)
             if (was !== undefined && JSON.stringify(was) === JSON.stringify(attempt)) continue
-            if (before !== undefined) {
+            // An attempt new in this batch has no rows yet: there is nothing to delete.
+            if (was !== undefined) {
               yield* sql`DELETE FROM runs_stage_attempts
                 WHERE run_id = ${view.runId} AND position = ${stage.position} AND attempt = ${attempt.attempt}`
               yield* sql`DELETE FROM runs_artifacts
@@ -391,13 +402,21 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         // Nothing returned: an entry was there already, and it stands.
         return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
       })
+    /** Records the execution unless it is there (the first record stands). */
+    const insertExecution = ({ executionId, workflow, payload }: ExecutionStart) =>
+      sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
+        VALUES (${executionId}, ${workflow}, ${payload}, 0, ${new Date().toISOString()})
+        ON CONFLICT (execution_id) DO NOTHING`
+    /** Records the execution's result unless one is there (the first result stands). */
+    const updateResult = ({ executionId, result }: ExecutionResult) =>
+      Effect.asVoid(sql`UPDATE runs_workflow_executions SET result = ${result}
+        WHERE execution_id = ${executionId} AND result IS NULL`)
     const journal: WorkflowJournal = {
-      start: ({ executionId, workflow, payload }) =>
+      start: (execution) =>
         orStoreError(
           Effect.gen(function* () {
-            yield* sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
-              VALUES (${executionId}, ${workflow}, ${payload}, 0, ${new Date().toISOString()})
-              ON CONFLICT (execution_id) DO NOTHING`
+            const { executionId } = execution
+            yield* insertExecution(execution)
             const record = yield* selectExecution(executionId)
             if (record === undefined)
               return yield* Effect.fail(
@@ -407,11 +426,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           })
         ),
       execution: (executionId) => orStoreError(selectExecution(executionId)),
-      complete: (executionId, result) =>
-        orStoreError(
-          Effect.asVoid(sql`UPDATE runs_workflow_executions SET result = ${result}
-            WHERE execution_id = ${executionId} AND result IS NULL`)
-        ),
+      complete: (executionId, result) => orStoreError(updateResult({ executionId, result })),
       interrupt: (executionId) =>
         orStoreError(
           Effect.asVoid(
@@ -510,7 +525,9 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               if (next instanceof IllegalTransition) return yield* Effect.fail(next)
               yield* insertEvents(next.events)
               yield* project(next.view, run)
+              if (appendOptions?.execution !== undefined) yield* insertExecution(appendOptions.execution)
               if (appendOptions?.journal !== undefined) yield* insertEntry(appendOptions.journal)
+              if (appendOptions?.result !== undefined) yield* updateResult(appendOptions.result)
               return next.view
             })
           )

@@ -54,7 +54,7 @@ import {
   Workflow,
   WorkflowEngine
 } from "effect/workflow"
-import type { JournalEntry, WorkflowJournal } from "./RunsStore.js"
+import type { ExecutionResult, ExecutionStart, JournalEntry, WorkflowJournal } from "./RunsStore.js"
 
 /**
  * Offered by this engine to the activity under way: the journal entry that records it as
@@ -134,6 +134,38 @@ const toText = (schema: Schema.Top, value: unknown): Effect.Effect<string> =>
     // A void value (`undefined`) is kept as null: JSON drops undefined members, and the JSON codecs read null.
     (encoded) => JSON.stringify(encoded ?? null, (_key, value) => (value === undefined ? null : value))
   )
+/**
+ * The record of a new execution of `workflow` (its payload encoded as the engine reads it
+ * back): what the engine writes when it starts one, and what a store may write with the events
+ * that start it (`RunsStore.AppendOptions.execution`), the engine then reading it, not writing.
+ */
+export const executionStart = (
+  workflow: Workflow.Any,
+  executionId: string,
+  payload: object
+): Effect.Effect<ExecutionStart> =>
+  Effect.map(toText(payloadCodec(workflow), payload), (text) => ({
+    executionId,
+    workflow: workflow._tag,
+    payload: text
+  }))
+
+/**
+ * The result of an execution of `workflow` that returns `value`, as the engine records it: for
+ * a last step that knows what its execution returns next (a run it completes or fails) and
+ * writes it with its events (`RunsStore.AppendOptions.result`), the engine then reading it, not
+ * writing.
+ */
+export const executionCompleted = (
+  workflow: Workflow.Any,
+  executionId: string,
+  value: unknown
+): Effect.Effect<ExecutionResult> =>
+  Effect.map(
+    toText(executionResult(workflow), new Workflow.Complete({ exit: Exit.succeed(value) })),
+    (result) => ({ executionId, result })
+  )
+
 /** An activity's record once it completed with no value (`CompletedActivity`), encoded once. */
 const completedVoid = Effect.runSync(toText(activityResult, new Workflow.Complete({ exit: Exit.void })))
 const fromText = <A>(schema: Schema.Top, text: string): Effect.Effect<A> =>
@@ -260,10 +292,16 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         Workflow.intoResult,
         Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
         (effect) => deferredState.trackRun(instance, effect),
+        // Read first: a last step that wrote the result with its events (`executionCompleted`)
+        // needs no write here (a write that changes nothing still commits, and waits on the disk).
         Effect.tap((result) =>
           result._tag === "Complete"
-            ? Effect.flatMap(toText(executionResult(instance.workflow), result), (text) =>
-                durable(journal.complete(executionId, text))
+            ? Effect.flatMap(durable(journal.execution(executionId)), (record) =>
+                record?.result !== undefined
+                  ? Effect.void
+                  : Effect.flatMap(toText(executionResult(instance.workflow), result), (text) =>
+                      durable(journal.complete(executionId, text))
+                    )
               )
             : Effect.void
         ),
@@ -319,13 +357,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         const record =
           payload === undefined || recorded !== undefined
             ? recorded
-            : yield* durable(
-                journal.start({
-                  executionId,
-                  workflow: workflow._tag,
-                  payload: yield* toText(payloadCodec(workflow), payload)
-                })
-              )
+            : yield* durable(journal.start(yield* executionStart(workflow, executionId, payload)))
         if (record === undefined) return { state: undefined, result: undefined }
         if (record.result !== undefined)
           return {

@@ -233,6 +233,7 @@ describe("Executor", () => {
         const recorded: Array<string> = []
         const started: Array<string> = []
         const batches: Array<ReadonlyArray<string>> = []
+        const ended: Array<string> = []
         const counting: RunsStore.Service = {
           ...store,
           append: (runId, events, options) =>
@@ -251,6 +252,11 @@ describe("Executor", () => {
               Effect.andThen(
                 Effect.sync(() => recorded.push(key)),
                 store.journal.record(executionId, key, value)
+              ),
+            complete: (executionId, result) =>
+              Effect.andThen(
+                Effect.sync(() => ended.push(executionId)),
+                store.journal.complete(executionId, result)
               )
           }
         }
@@ -270,16 +276,53 @@ describe("Executor", () => {
         assert.strictEqual(done.run.status, "completed")
         // The approval is a deferred, written on its own; every activity came with its events.
         assert.deepStrictEqual(recorded, ["deferred/approval/1"])
-        // The execution is recorded once: carried on after the approval, it is read, not written again.
-        assert.deepStrictEqual(started, [`${run.runId}/1`])
+        // The execution is recorded with the run's start, in its commit: the engine reads it, and
+        // carried on after the approval, it is read again, never written.
+        assert.deepStrictEqual(started, [])
+        assert.deepStrictEqual(batches[0], ["RunStarted"])
+        assert.isDefined(yield* store.journal.execution(`${run.runId}/1`))
         const workflow = yield* executor.workflowOf(run.runId)
         assert.deepStrictEqual(workflow?.activities, [
           "request-approval/1",
           "stage/1/attempt/1",
           "stage/2/attempt/1"
         ])
-        // The last stage's completion completes the run in the same commit: no step of its own.
+        // The last stage's completion completes the run in the same commit: no step of its own,
+        // and the execution's result is recorded there too, the engine writing none.
         assert.deepStrictEqual(batches.at(-1), ["ArtifactPublished", "StageCompleted", "RunCompleted"])
+        assert.deepStrictEqual(ended, [])
+        assert.deepStrictEqual(yield* executionOf(store, `${run.runId}/1`), {
+          status: "completed",
+          interrupted: false
+        })
+      })
+  )
+
+  it.effect(
+    "a pipeline naming a tool not offered fails its stage with pipeline_error, each time it is given",
+    () =>
+      Effect.gen(function* () {
+        const { executor, thread, model } = yield* setup([])
+        const unoffered: Pipeline.Pipeline = {
+          name: "unoffered",
+          stages: [{ key: "use", instructions: "Use it.", tools: ["nope"], approval: false }]
+        }
+        const valid: Pipeline.Pipeline = { ...unoffered, stages: [{ ...unoffered.stages[0]!, tools: [] }] }
+        const run = yield* executor.create({ threadId: thread.id, request: "r", pipeline: valid })
+        const failed = yield* executor.execute(run.runId, unoffered)
+        assert.strictEqual(failed.run.status, "failed")
+        assert.strictEqual(failed.run.error?.error_code, "pipeline_error")
+        // Given again (its check made once), it fails the new attempt the same way.
+        yield* executor.retry(run.runId, { force: true })
+        const again = yield* executor.execute(run.runId, unoffered)
+        assert.deepStrictEqual(
+          again.run.stages[0]!.attempts.map((attempt) => [attempt.status, attempt.error?.error_code]),
+          [
+            ["failed", "pipeline_error"],
+            ["failed", "pipeline_error"]
+          ]
+        )
+        assert.strictEqual(model.requests.length, 0)
       })
   )
 
@@ -533,6 +576,64 @@ describe("Executor.resume", () => {
         assert.strictEqual(model.requests.length, 1)
         const report = yield* RunFiles.verifyRun(workspace, outcome.run)
         assert.deepStrictEqual(report.problems, [])
+      })
+  )
+
+  it.effect(
+    "a stage started in the commit of the one before, its process stopped before its step: resume records it interrupted and runs a new attempt",
+    () =>
+      Effect.gen(function* () {
+        const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+        const store = yield* RunsStore.makeMemory()
+        const model = ScriptedChatModel.make({ replies: ["brief done", "result done"] })
+        const thread = yield* store.createThread()
+        const batches: Array<ReadonlyArray<string>> = []
+        const counting: RunsStore.Service = {
+          ...store,
+          append: (runId, events, options) =>
+            Effect.tap(store.append(runId, events, options), () =>
+              Effect.sync(() => batches.push(events.map((event) => event.type)))
+            )
+        }
+        // The process stops as soon as stage 2's start is committed, before its step runs.
+        const stopping = Executor.make({
+          store: counting,
+          workspace,
+          model,
+          onEvent: (_run, event) =>
+            event.type === "StageStarted" && event.position === 2
+              ? Effect.die("the process stopped")
+              : Effect.void
+        })
+        const run = yield* stopping.create({
+          threadId: thread.id,
+          request: "tea",
+          pipeline: Pipeline.defaultPipeline
+        })
+        const stopped = yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline))
+        assert.isTrue(Exit.isFailure(stopped))
+        // Stage 1's completion and stage 2's start are one commit.
+        assert.deepStrictEqual(batches, [
+          ["RunStarted"],
+          ["StageStarted"],
+          ["ArtifactPublished", "StageCompleted", "StageStarted"]
+        ])
+        assert.isFalse(fs.existsSync(RunFiles.stagePath(workspace, run.runId, 2, "result")))
+        const outcome = yield* Executor.make({ store, workspace, model }).resume(run.runId)
+        assert.strictEqual(outcome.run.status, "completed")
+        assert.deepStrictEqual(
+          outcome.run.stages.map((stage) => stage.attempts.map((a) => [a.status, a.error?.error_code])),
+          [
+            [["completed", undefined]],
+            [
+              ["failed", "interrupted"],
+              ["completed", undefined]
+            ]
+          ]
+        )
+        // Stage 1 did not run again.
+        assert.strictEqual(model.requests.length, 2)
+        assert.deepStrictEqual((yield* RunFiles.verifyRun(workspace, outcome.run)).problems, [])
       })
   )
 
