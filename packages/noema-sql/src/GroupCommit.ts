@@ -7,10 +7,15 @@
  * committed as one batch by one fiber:
  *
  * - The batch is whatever is queued when its fiber takes the lock. It runs in one
- *   `BEGIN IMMEDIATE` transaction; each append in its own SAVEPOINT, rolled back
- *   alone when it fails (a conflict, a missing session, a SQL error) and released
- *   otherwise; then one COMMIT. A batch of one has no savepoint: it is exactly the
- *   transaction of an append alone.
+ *   `BEGIN IMMEDIATE` transaction, its appends one after the other, then one
+ *   COMMIT. Appends seldom fail, so a batch first runs without savepoints (two
+ *   statements per append saved). If one of its appends fails (a conflict, a
+ *   missing session, a SQL error), that transaction is rolled back, nothing of it
+ *   committed, and the batch runs again in a new one with each append in its own
+ *   SAVEPOINT, rolled back alone when it fails and released otherwise. So an
+ *   append may run twice, the first time in a transaction that is rolled back: an
+ *   append does nothing but its statements. A batch of one has no savepoint: it is
+ *   exactly the transaction of an append alone.
  * - Each caller gets its own result: its own success, or its own failure; the
  *   COMMIT's failure, if it fails, goes to every append it held that had succeeded.
  *   A caller's effect succeeds only after the COMMIT holding its append returned,
@@ -93,16 +98,20 @@ const inSavepoint = (connection: SqlConnection.Connection, job: Job) =>
     })
   )
 
-/** A batch's statements: a lone append as it is (its failure rolls the transaction back), others in savepoints. */
-const runBatch = (connection: SqlConnection.Connection, batch: ReadonlyArray<Job>) => {
-  const only = batch.length === 1 ? batch[0] : undefined
-  if (only !== undefined) {
-    return Effect.map(only.append(connection), (value) => {
-      only.exit = Exit.succeed(value)
-    })
-  }
-  return Effect.forEach(batch, (job) => inSavepoint(connection, job), { discard: true })
-}
+/** Runs one append of a batch as it is: its failure fails the batch's transaction. */
+const asItIs = (connection: SqlConnection.Connection, job: Job) =>
+  Effect.map(job.append(connection), (value) => {
+    job.exit = Exit.succeed(value)
+  })
+
+/**
+ * A batch's statements: its appends as they are (the first failure rolls the whole transaction
+ * back), or, with `savepoints`, each in its own savepoint. A lone append needs none.
+ */
+const runBatch = (connection: SqlConnection.Connection, batch: ReadonlyArray<Job>, savepoints: boolean) =>
+  savepoints && batch.length > 1
+    ? Effect.forEach(batch, (job) => inSavepoint(connection, job), { discard: true })
+    : Effect.forEach(batch, (job) => asItIs(connection, job), { discard: true })
 
 /** What a job's caller gets once its batch's transaction ended with `transaction`. */
 const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
@@ -146,15 +155,26 @@ export const make = (sql: SqlClient.SqlClient) => {
    */
   const commitBatch: Effect.Effect<boolean> = Effect.suspend(() => {
     let batch: Array<Job> | undefined
-    const transaction = sql.withTransaction(
-      onTransactionConnection(sql, (connection) =>
-        Effect.suspend(() => {
-          batch = takeBatch()
-          return runBatch(connection, batch)
-        })
+    const transaction = (savepoints: boolean) =>
+      Effect.exit(
+        sql.withTransaction(
+          onTransactionConnection(sql, (connection) =>
+            Effect.suspend(() => {
+              batch ??= takeBatch()
+              return runBatch(connection, batch, savepoints)
+            })
+          )
+        )
       )
-    )
-    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(transaction)).pipe(
+    // Without savepoints first; again with them only when an append of several failed (its
+    // outcome is then unset) and so rolled the others back with it.
+    const committed = Effect.flatMap(transaction(false), (exit) => {
+      if (Exit.isSuccess(exit) || batch === undefined || batch.length < 2) return Effect.succeed(exit)
+      if (batch.every((job) => job.exit !== undefined)) return Effect.succeed(exit)
+      for (const job of batch) job.exit = undefined
+      return transaction(true)
+    })
+    return Effect.andThen(company ? nextTurn : Effect.void, committed).pipe(
       Effect.flatMap((exit) =>
         Effect.sync(() => {
           // A transaction that never began (the lock not had within the busy timeout) fails
