@@ -18,8 +18,9 @@
  * compilation, span or connection lookup per statement on the commit path (the
  * transaction has its span).
  * On SQLite, appends that arrive together in one process share one transaction
- * and one fsync, each in its own savepoint with its own result, and each
- * acknowledged only after that COMMIT (group commit: `@noema/sql` GroupCommit
+ * and one fsync, each with its own result (a savepoint each only once one of them
+ * failed: an append does nothing but its statements, so it may be run again), and
+ * each acknowledged only after that COMMIT (group commit: `@noema/sql` GroupCommit
  * states the contract); PostgreSQL keeps one transaction per append.
  * Messages are validated with core's `Message` Schema on the way in and out; a
  * session is read in batches of rows (`Dialect.messagesPerRead`) on the load's
@@ -222,7 +223,8 @@ const open = (sql: SqlClient.SqlClient, location: string): Store => {
     writeTransaction,
     appendTransaction:
       dialect.name === "sqlite"
-        ? GroupCommit.make(sql)
+        ? // An append runs its statements and nothing else: a batch may run it twice (rerunnable).
+          GroupCommit.make(sql, { rerunnable: true })
         : (append) => writeTransaction(GroupCommit.onTransactionConnection(sql, append)),
     append: appendStatements(sql, dialect),
     readMessages: Prepared.make(

@@ -261,4 +261,64 @@ describe("SqlStore on SQLite: group commit", () => {
       assert.isAtMost(elsewhere, 4, `${elsewhere} of ${appends} appends committed outside their own fiber`)
     }).pipe(Effect.scoped)
   )
+
+  for (const rerunnable of [false, true]) {
+    it.effect(
+      rerunnable
+        ? "rerunnable appends run first without savepoints, and again with them only after a failure"
+        : "appends of any other kind run once each, in their savepoints, also when one fails",
+      () =>
+        Effect.gen(function* () {
+          const { sql } = yield* open
+          yield* sql`CREATE TABLE written (label TEXT PRIMARY KEY)`
+          const runAppends = GroupCommit.make(sql, { rerunnable })
+          const runs = new Map<string, number>()
+          // Writes its row, then fails when asked to: its row must go with it, and only it.
+          const append =
+            (label: string, fails: boolean): GroupCommit.Append<string, string> =>
+            (connection) =>
+              Effect.andThen(
+                Effect.sync(() => runs.set(label, (runs.get(label) ?? 0) + 1)),
+                Effect.andThen(
+                  connection.execute("INSERT INTO written (label) VALUES (?)", [label], undefined),
+                  fails ? Effect.fail(`${label} failed`) : Effect.succeed(label)
+                )
+              )
+          // Two batches: one where an append fails, one where none does.
+          for (const [batch, failing] of [
+            [["a", "b", "c"], "b"],
+            [["d", "e", "f"], undefined]
+          ] as const) {
+            const release = yield* holdLock(sql)
+            const fibers = yield* Effect.forEach(batch, (label) =>
+              Effect.forkChild(Effect.exit(runAppends(append(label, label === failing))))
+            )
+            yield* Effect.yieldNow
+            yield* release
+            const exits = yield* Effect.forEach(fibers, Fiber.join)
+            exits.forEach((exit, index) => {
+              const label = batch[index] as string
+              if (label === failing) assert.strictEqual(failureOf(exit), `${label} failed`)
+              else assert.deepStrictEqual(exit, Exit.succeed(label))
+            })
+          }
+          const rows = yield* sql<{ label: string }>`SELECT label FROM written ORDER BY label`
+          assert.deepStrictEqual(
+            rows.map((row) => row.label),
+            ["a", "c", "d", "e", "f"]
+          )
+          // The first append waited for the lock alone (no batch to join) and ran once. Of the two
+          // queued behind it, the failing one ran twice only when rerunnable (the first run stops
+          // there, so the one after it ran once); the batch without a failure, once each.
+          assert.deepStrictEqual(Object.fromEntries(runs), {
+            a: 1,
+            b: rerunnable ? 2 : 1,
+            c: 1,
+            d: 1,
+            e: 1,
+            f: 1
+          })
+        }).pipe(Effect.scoped)
+    )
+  }
 })

@@ -7,15 +7,17 @@
  * committed as one batch by one fiber:
  *
  * - The batch is whatever is queued when its fiber takes the lock. It runs in one
- *   `BEGIN IMMEDIATE` transaction, its appends one after the other, then one
- *   COMMIT. Appends seldom fail, so a batch first runs without savepoints (two
- *   statements per append saved). If one of its appends fails (a conflict, a
- *   missing session, a SQL error), that transaction is rolled back, nothing of it
- *   committed, and the batch runs again in a new one with each append in its own
- *   SAVEPOINT, rolled back alone when it fails and released otherwise. So an
- *   append may run twice, the first time in a transaction that is rolled back: an
- *   append does nothing but its statements. A batch of one has no savepoint: it is
- *   exactly the transaction of an append alone.
+ *   `BEGIN IMMEDIATE` transaction, each append in its own SAVEPOINT, rolled back
+ *   alone when it fails (a conflict, a missing session, a SQL error) and released
+ *   otherwise; then one COMMIT. A batch of one has no savepoint: it is exactly the
+ *   transaction of an append alone.
+ * - Appends that do nothing but their statements (`rerunnable`, the session store's)
+ *   save the two savepoint statements each: appends seldom fail, so their batch
+ *   first runs without savepoints. If one of its appends fails, that transaction is
+ *   rolled back, nothing of it committed, and the batch runs again in a new one with
+ *   the savepoints. Such an append may so run twice, the first time in a
+ *   transaction that is rolled back; appends of any other kind (a caller's own
+ *   effect, which may do more than SQL) always run once, in their savepoints.
  * - Each caller gets its own result: its own success, or its own failure; the
  *   COMMIT's failure, if it fails, goes to every append it held that had succeeded.
  *   A caller's effect succeeds only after the COMMIT holding its append returned,
@@ -55,6 +57,15 @@ export const onTransactionConnection = <A, E>(
     const level = Context.getOrUndefined(fiber.context, sql.transactionService)
     return level === undefined ? Effect.die(new Error("no transaction is open")) : append(level[0])
   })
+
+export interface Options {
+  /**
+   * The appends do nothing but their statements, so a batch may run them twice: first
+   * without savepoints, then, only if one of them failed, again with one each. Default false:
+   * each append runs once, in its savepoint.
+   */
+  readonly rerunnable?: boolean | undefined
+}
 
 /** Appends made alone after which a batch first waits one turn of the event loop for company. */
 export const probeEvery = 8
@@ -121,7 +132,8 @@ const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
  * The append runner of one client: `run(append)` succeeds with the append's result once the
  * COMMIT holding it returned, or fails with its own failure (see the module comment).
  */
-export const make = (sql: SqlClient.SqlClient) => {
+export const make = (sql: SqlClient.SqlClient, options?: Options) => {
+  const rerunnable = options?.rerunnable === true
   const queue: Array<Job> = []
   let committing = false
   let company = false
@@ -166,14 +178,16 @@ export const make = (sql: SqlClient.SqlClient) => {
           )
         )
       )
-    // Without savepoints first; again with them only when an append of several failed (its
-    // outcome is then unset) and so rolled the others back with it.
-    const committed = Effect.flatMap(transaction(false), (exit) => {
-      if (Exit.isSuccess(exit) || batch === undefined || batch.length < 2) return Effect.succeed(exit)
-      if (batch.every((job) => job.exit !== undefined)) return Effect.succeed(exit)
-      for (const job of batch) job.exit = undefined
-      return transaction(true)
-    })
+    // Rerunnable appends without savepoints first; again with them only when an append of
+    // several failed (its outcome is then unset) and so rolled the others back with it.
+    const committed = rerunnable
+      ? Effect.flatMap(transaction(false), (exit) => {
+          if (Exit.isSuccess(exit) || batch === undefined || batch.length < 2) return Effect.succeed(exit)
+          if (batch.every((job) => job.exit !== undefined)) return Effect.succeed(exit)
+          for (const job of batch) job.exit = undefined
+          return transaction(true)
+        })
+      : transaction(true)
     return Effect.andThen(company ? nextTurn : Effect.void, committed).pipe(
       Effect.flatMap((exit) =>
         Effect.sync(() => {
