@@ -6,9 +6,9 @@
  * placeholders); the few fragments that differ live in `internal/sqlDialect.ts`.
  * An append is one transaction whose first statement updates the session row
  * only if it still holds the expected message count (`UPDATE ... WHERE
- * message_count = expected`; PostgreSQL returns the row with `RETURNING`, SQLite
- * reads it back with one `SELECT changes(), ...`, which costs it less), then
- * inserts the turn's messages in one multi-row insert (`sql.insert`). The update
+ * message_count = expected RETURNING ...`; only when it returns nothing, a second
+ * statement reads why), then inserts the turn's messages in one multi-row insert
+ * (`sql.insert`). The update
  * locks the session (SQLite: the client's `BEGIN IMMEDIATE` write lock;
  * PostgreSQL: the row lock, under READ COMMITTED, so a waiting writer re-reads
  * the count once the first commits and matches nothing), so concurrent writers
@@ -18,8 +18,9 @@
  * compilation, span or connection lookup per statement on the commit path (the
  * transaction has its span).
  * On SQLite, appends that arrive together in one process share one transaction
- * and one fsync, each in its own savepoint with its own result, and each
- * acknowledged only after that COMMIT (group commit: `@noema/sql` GroupCommit
+ * and one fsync, each with its own result (a savepoint each only once one of them
+ * failed: an append does nothing but its statements, so it may be run again), and
+ * each acknowledged only after that COMMIT (group commit: `@noema/sql` GroupCommit
  * states the contract); PostgreSQL keeps one transaction per append.
  * Messages are validated with core's `Message` Schema on the way in and out; a
  * session is read in batches of rows (`Dialect.messagesPerRead`) on the load's
@@ -222,7 +223,8 @@ const open = (sql: SqlClient.SqlClient, location: string): Store => {
     writeTransaction,
     appendTransaction:
       dialect.name === "sqlite"
-        ? GroupCommit.make(sql)
+        ? // An append runs its statements and nothing else: a batch may run it twice (rerunnable).
+          GroupCommit.make(sql, { rerunnable: true })
         : (append) => writeTransaction(GroupCommit.onTransactionConnection(sql, append)),
     append: appendStatements(sql, dialect),
     readMessages: Prepared.make(
@@ -571,14 +573,14 @@ const messageParameters = (
  * transaction's connection directly, with no statement object, compilation or span each.
  */
 interface AppendStatements {
-  /** The check and update: `count, now, id, expectedMessageCount`; with `RETURNING created_at, title, metadata` unless the dialect reads back. */
+  /** The check and update: `count, now, id, expectedMessageCount`, returning `created_at, title, metadata`. */
   readonly update: Prepared.Prepared
   /**
-   * Right after `update`, `id`: SQLite's read-back, whether the update changed the row
-   * (`changes()`, 1 or 0), then `message_count, created_at, title, metadata`; PostgreSQL's,
-   * only when the update returned nothing, why: the count now stored. No row: no such session.
+   * Only when `update` returned nothing, `id`: why, the count now stored. No row: no such session.
+   * (One statement on both databases: on SQLite, `RETURNING` measured no dearer than a plain
+   * update read back by a second statement alone, and cheaper in a group commit.)
    */
-  readonly afterUpdate: Prepared.Prepared
+  readonly refusal: Prepared.Prepared
   /** An untitled session's title, from the turn just appended: `title, id`. */
   readonly setTitle: Prepared.Prepared
   /** The multi-row insert of `rows` messages, their parameters laid out by `messageColumns`. */
@@ -597,15 +599,10 @@ const appendStatements = (sql: SqlClient.SqlClient, dialect: SqlDialect.Dialect)
       4,
       ([count, now, id, expected]) => sql`UPDATE sessions
         SET message_count = message_count + ${count}, updated_at = ${now}, activity = ${dialect.nextActivity}
-        WHERE id = ${id} AND message_count = ${expected}${sql.literal(
-          dialect.readBack ? "" : " RETURNING created_at, title, metadata"
-        )}`
+        WHERE id = ${id} AND message_count = ${expected}
+        RETURNING created_at, title, metadata`
     ),
-    afterUpdate: Prepared.make(1, ([id]) =>
-      dialect.readBack
-        ? sql`SELECT changes(), message_count, created_at, title, metadata FROM sessions WHERE id = ${id}`
-        : sql`SELECT message_count FROM sessions WHERE id = ${id}`
-    ),
+    refusal: Prepared.make(1, ([id]) => sql`SELECT message_count FROM sessions WHERE id = ${id}`),
     setTitle: Prepared.make(2, ([title, id]) => sql`UPDATE sessions SET title = ${title} WHERE id = ${id}`),
     insert: (rows) => {
       let insert = inserts[rows]
@@ -632,7 +629,7 @@ const valuesOn = (
 }
 
 /**
- * The append's check and update: the session row (its `created_at, title, metadata` last),
+ * The append's check and update: the session row's `created_at, title, metadata`,
  * or why it was not updated: a conflict (another count stored) or no such session.
  */
 const appendToSession = (
@@ -643,25 +640,15 @@ const appendToSession = (
   count: number,
   now: number
 ): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError | SessionNotFoundError | SessionConflictError> => {
-  const { update, afterUpdate } = store.append
-  const updated = valuesOn(connection, update, [count, now, id, expectedMessageCount])
-  if (!store.dialect.readBack) {
-    return Effect.flatMap(updated, (rows) => {
-      const row = rows[0]
-      if (row !== undefined) return Effect.succeed(row)
-      return Effect.flatMap(valuesOn(connection, afterUpdate, [id]), (counts) => {
-        const stored = counts[0]
-        return refused(id, expectedMessageCount, stored === undefined ? undefined : Number(stored[0]))
-      })
+  const { update, refusal } = store.append
+  return Effect.flatMap(valuesOn(connection, update, [count, now, id, expectedMessageCount]), (rows) => {
+    const row = rows[0]
+    if (row !== undefined) return Effect.succeed(row)
+    return Effect.flatMap(valuesOn(connection, refusal, [id]), (counts) => {
+      const stored = counts[0]
+      return refused(id, expectedMessageCount, stored === undefined ? undefined : Number(stored[0]))
     })
-  }
-  return Effect.flatMap(updated, () =>
-    Effect.flatMap(valuesOn(connection, afterUpdate, [id]), (rows) => {
-      const row = rows[0]
-      if (row !== undefined && Number(row[0]) === 1) return Effect.succeed(row)
-      return refused(id, expectedMessageCount, row === undefined ? undefined : Number(row[1]))
-    })
-  )
+  })
 }
 
 /** Why an append's update changed nothing: the count `stored` instead (a conflict), or no session at all. */
@@ -715,19 +702,12 @@ const append = (
           Effect.flatMap(
             insertMessages(store, connection, parameters, 0),
             (): Effect.Effect<SessionInfo, StoreError | SqlError.SqlError> => {
-              const stored = row[row.length - 2] as string | null
+              const stored = row[1] as string | null
               // Only an untitled session takes a title from the turn: worked out only then.
               const title = stored === null ? (defaultTitle(messages) ?? null) : stored
-              const metadata = store.metadata.parse(id, row[row.length - 1] as string)
+              const metadata = store.metadata.parse(id, row[2] as string)
               if (metadata instanceof StoreError) return Effect.fail(metadata)
-              const info = infoOf(
-                id,
-                title,
-                Number(row[row.length - 3]),
-                now,
-                expectedMessageCount + count,
-                metadata
-              )
+              const info = infoOf(id, title, Number(row[0]), now, expectedMessageCount + count, metadata)
               return title === stored
                 ? Effect.succeed(info)
                 : Effect.as(valuesOn(connection, store.append.setTitle, [title, id]), info)

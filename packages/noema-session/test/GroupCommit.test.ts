@@ -64,6 +64,7 @@ describe("SqlStore on SQLite: group commit", () => {
       const counter = transactionCounter()
       const release = yield* holdLock(sql)
       const before = counter.count()
+      const committedBefore = counter.committed()
       const appends = [
         store.append(a as string, 0, turn("a")),
         store.append(b as string, 0, turn("b")),
@@ -81,8 +82,11 @@ describe("SqlStore on SQLite: group commit", () => {
       yield* release
       const exits = yield* Effect.forEach(fibers, Fiber.join)
       // The first append found no batch and waited for the lock alone, in its own transaction;
-      // the six that came while it waited were committed together after it.
-      assert.strictEqual(counter.count() - before, 2, "one transaction for the six queued appends")
+      // the six that came while it waited were committed together after it, in one COMMIT: their
+      // first transaction, without savepoints, was rolled back when one of them failed, and the
+      // batch ran again with a savepoint each.
+      assert.strictEqual(counter.committed() - committedBefore, 2, "one commit for the six queued appends")
+      assert.strictEqual(counter.count() - before, 3, "the six ran again once, with savepoints")
 
       const [first, second, conflict, missing, collided, invalid, last] = exits as Array<
         Exit.Exit<unknown, unknown>
@@ -156,6 +160,8 @@ describe("SqlStore on SQLite: group commit", () => {
       ).pipe(Effect.withTracer(counter.tracer))
       const appends = writers * turns
       assert.isAtMost(counter.count(), appends / 4, `${counter.count()} transactions for ${appends} appends`)
+      // No append failed, so no batch was run twice: every transaction begun was committed.
+      assert.strictEqual(counter.committed(), counter.count())
       for (const id of ids) {
         const { messages } = yield* store.load(id)
         assert.deepStrictEqual(
@@ -255,4 +261,64 @@ describe("SqlStore on SQLite: group commit", () => {
       assert.isAtMost(elsewhere, 4, `${elsewhere} of ${appends} appends committed outside their own fiber`)
     }).pipe(Effect.scoped)
   )
+
+  for (const rerunnable of [false, true]) {
+    it.effect(
+      rerunnable
+        ? "rerunnable appends run first without savepoints, and again with them only after a failure"
+        : "appends of any other kind run once each, in their savepoints, also when one fails",
+      () =>
+        Effect.gen(function* () {
+          const { sql } = yield* open
+          yield* sql`CREATE TABLE written (label TEXT PRIMARY KEY)`
+          const runAppends = GroupCommit.make(sql, { rerunnable })
+          const runs = new Map<string, number>()
+          // Writes its row, then fails when asked to: its row must go with it, and only it.
+          const append =
+            (label: string, fails: boolean): GroupCommit.Append<string, string> =>
+            (connection) =>
+              Effect.andThen(
+                Effect.sync(() => runs.set(label, (runs.get(label) ?? 0) + 1)),
+                Effect.andThen(
+                  connection.execute("INSERT INTO written (label) VALUES (?)", [label], undefined),
+                  fails ? Effect.fail(`${label} failed`) : Effect.succeed(label)
+                )
+              )
+          // Two batches: one where an append fails, one where none does.
+          for (const [batch, failing] of [
+            [["a", "b", "c"], "b"],
+            [["d", "e", "f"], undefined]
+          ] as const) {
+            const release = yield* holdLock(sql)
+            const fibers = yield* Effect.forEach(batch, (label) =>
+              Effect.forkChild(Effect.exit(runAppends(append(label, label === failing))))
+            )
+            yield* Effect.yieldNow
+            yield* release
+            const exits = yield* Effect.forEach(fibers, Fiber.join)
+            exits.forEach((exit, index) => {
+              const label = batch[index] as string
+              if (label === failing) assert.strictEqual(failureOf(exit), `${label} failed`)
+              else assert.deepStrictEqual(exit, Exit.succeed(label))
+            })
+          }
+          const rows = yield* sql<{ label: string }>`SELECT label FROM written ORDER BY label`
+          assert.deepStrictEqual(
+            rows.map((row) => row.label),
+            ["a", "c", "d", "e", "f"]
+          )
+          // The first append waited for the lock alone (no batch to join) and ran once. Of the two
+          // queued behind it, the failing one ran twice only when rerunnable (the first run stops
+          // there, so the one after it ran once); the batch without a failure, once each.
+          assert.deepStrictEqual(Object.fromEntries(runs), {
+            a: 1,
+            b: rerunnable ? 2 : 1,
+            c: 1,
+            d: 1,
+            e: 1,
+            f: 1
+          })
+        }).pipe(Effect.scoped)
+    )
+  }
 })

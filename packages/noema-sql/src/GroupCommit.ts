@@ -7,10 +7,17 @@
  * committed as one batch by one fiber:
  *
  * - The batch is whatever is queued when its fiber takes the lock. It runs in one
- *   `BEGIN IMMEDIATE` transaction; each append in its own SAVEPOINT, rolled back
+ *   `BEGIN IMMEDIATE` transaction, each append in its own SAVEPOINT, rolled back
  *   alone when it fails (a conflict, a missing session, a SQL error) and released
  *   otherwise; then one COMMIT. A batch of one has no savepoint: it is exactly the
  *   transaction of an append alone.
+ * - Appends that do nothing but their statements (`rerunnable`, the session store's)
+ *   save the two savepoint statements each: appends seldom fail, so their batch
+ *   first runs without savepoints. If one of its appends fails, that transaction is
+ *   rolled back, nothing of it committed, and the batch runs again in a new one with
+ *   the savepoints. Such an append may so run twice, the first time in a
+ *   transaction that is rolled back; appends of any other kind (a caller's own
+ *   effect, which may do more than SQL) always run once, in their savepoints.
  * - Each caller gets its own result: its own success, or its own failure; the
  *   COMMIT's failure, if it fails, goes to every append it held that had succeeded.
  *   A caller's effect succeeds only after the COMMIT holding its append returned,
@@ -50,6 +57,15 @@ export const onTransactionConnection = <A, E>(
     const level = Context.getOrUndefined(fiber.context, sql.transactionService)
     return level === undefined ? Effect.die(new Error("no transaction is open")) : append(level[0])
   })
+
+export interface Options {
+  /**
+   * The appends do nothing but their statements, so a batch may run them twice: first
+   * without savepoints, then, only if one of them failed, again with one each. Default false:
+   * each append runs once, in its savepoint.
+   */
+  readonly rerunnable?: boolean | undefined
+}
 
 /** Appends made alone after which a batch first waits one turn of the event loop for company. */
 export const probeEvery = 8
@@ -93,16 +109,20 @@ const inSavepoint = (connection: SqlConnection.Connection, job: Job) =>
     })
   )
 
-/** A batch's statements: a lone append as it is (its failure rolls the transaction back), others in savepoints. */
-const runBatch = (connection: SqlConnection.Connection, batch: ReadonlyArray<Job>) => {
-  const only = batch.length === 1 ? batch[0] : undefined
-  if (only !== undefined) {
-    return Effect.map(only.append(connection), (value) => {
-      only.exit = Exit.succeed(value)
-    })
-  }
-  return Effect.forEach(batch, (job) => inSavepoint(connection, job), { discard: true })
-}
+/** Runs one append of a batch as it is: its failure fails the batch's transaction. */
+const asItIs = (connection: SqlConnection.Connection, job: Job) =>
+  Effect.map(job.append(connection), (value) => {
+    job.exit = Exit.succeed(value)
+  })
+
+/**
+ * A batch's statements: its appends as they are (the first failure rolls the whole transaction
+ * back), or, with `savepoints`, each in its own savepoint. A lone append needs none.
+ */
+const runBatch = (connection: SqlConnection.Connection, batch: ReadonlyArray<Job>, savepoints: boolean) =>
+  savepoints && batch.length > 1
+    ? Effect.forEach(batch, (job) => inSavepoint(connection, job), { discard: true })
+    : Effect.forEach(batch, (job) => asItIs(connection, job), { discard: true })
 
 /** What a job's caller gets once its batch's transaction ended with `transaction`. */
 const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
@@ -112,7 +132,8 @@ const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
  * The append runner of one client: `run(append)` succeeds with the append's result once the
  * COMMIT holding it returned, or fails with its own failure (see the module comment).
  */
-export const make = (sql: SqlClient.SqlClient) => {
+export const make = (sql: SqlClient.SqlClient, options?: Options) => {
+  const rerunnable = options?.rerunnable === true
   const queue: Array<Job> = []
   let committing = false
   let company = false
@@ -146,15 +167,28 @@ export const make = (sql: SqlClient.SqlClient) => {
    */
   const commitBatch: Effect.Effect<boolean> = Effect.suspend(() => {
     let batch: Array<Job> | undefined
-    const transaction = sql.withTransaction(
-      onTransactionConnection(sql, (connection) =>
-        Effect.suspend(() => {
-          batch = takeBatch()
-          return runBatch(connection, batch)
-        })
+    const transaction = (savepoints: boolean) =>
+      Effect.exit(
+        sql.withTransaction(
+          onTransactionConnection(sql, (connection) =>
+            Effect.suspend(() => {
+              batch ??= takeBatch()
+              return runBatch(connection, batch, savepoints)
+            })
+          )
+        )
       )
-    )
-    return Effect.andThen(company ? nextTurn : Effect.void, Effect.exit(transaction)).pipe(
+    // Rerunnable appends without savepoints first; again with them only when an append of
+    // several failed (its outcome is then unset) and so rolled the others back with it.
+    const committed = rerunnable
+      ? Effect.flatMap(transaction(false), (exit) => {
+          if (Exit.isSuccess(exit) || batch === undefined || batch.length < 2) return Effect.succeed(exit)
+          if (batch.every((job) => job.exit !== undefined)) return Effect.succeed(exit)
+          for (const job of batch) job.exit = undefined
+          return transaction(true)
+        })
+      : transaction(true)
+    return Effect.andThen(company ? nextTurn : Effect.void, committed).pipe(
       Effect.flatMap((exit) =>
         Effect.sync(() => {
           // A transaction that never began (the lock not had within the busy timeout) fails

@@ -27,11 +27,6 @@ export interface Dialect {
   readonly firstActivity: Statement.Fragment
   /** The `activity` of a changed session: higher than every other. */
   readonly nextActivity: Statement.Fragment
-  /**
-   * The append reads the session back with a second statement (`SELECT changes(), ...`)
-   * instead of `UPDATE ... RETURNING`.
-   */
-  readonly readBack: boolean
   /** Rows per multi-row insert: a turn fits in one; a big import is split (bound parameters are capped). */
   readonly maximumRowsPerInsert: number
   /**
@@ -67,8 +62,6 @@ export const make = (sql: SqlClient.SqlClient): Dialect =>
         // would give two of them the same value.
         firstActivity: sql.literal("nextval('session_activity')"),
         nextActivity: sql.literal("nextval('session_activity')"),
-        // One round trip: the update returns the row.
-        readBack: false,
         maximumRowsPerInsert: 1000,
         messagesPerRead: 20_000,
         beginWrite: "BEGIN ISOLATION LEVEL READ COMMITTED",
@@ -81,9 +74,6 @@ export const make = (sql: SqlClient.SqlClient): Dialect =>
         forUpdate: sql.literal(""),
         firstActivity: sql.literal("(SELECT coalesce(max(activity), 0) + 1 FROM sessions)"),
         nextActivity: sql.literal("(SELECT max(activity) + 1 FROM sessions)"),
-        // Measured: `UPDATE ... RETURNING` costs SQLite more (it buffers the returned rows) than
-        // the plain update and a read of the row by its key, both on pages the update just touched.
-        readBack: true,
         maximumRowsPerInsert: 64,
         messagesPerRead: 1000,
         beginWrite: undefined,
