@@ -182,6 +182,6 @@ export const formatCost = (value: Cost): string => {
     value.usd === 0 ? "$0" : value.usd < 0.01 ? `$${value.usd.toFixed(6)}` : `$${value.usd.toFixed(4)}`
   const notes: Array<string> = []
   if (value.unpricedModels.length > 0) notes.push(`no price for ${value.unpricedModels.join(", ")}`)
-  if (value.unknownCalls > 0) notes.push(count(value.unknownCalls, "call") + " without usage or model")
+  if (value.unknownCalls > 0) notes.push(`${count(value.unknownCalls, "call")} without usage or model`)
   return notes.length === 0 ? amount : `${amount} (${notes.join("; ")})`
 }
