@@ -114,6 +114,13 @@ export class ResourceEventsError extends Schema.TaggedError<ResourceEventsError>
 }) {}
 
 export interface Service {
+  /**
+   * False when no subscriber could receive an event of `detailType` from `source` if it were
+   * published now (no filter takes that source and type), so a publisher may leave it unbuilt:
+   * nobody would ever see it. Absent (or true): it may be heard; publish it. The in-process
+   * hub knows its subscribers; across processes every event is published, others may listen.
+   */
+  readonly mayHear?: (source: string, detailType: DetailType) => boolean
   /** Publishes an event (checked first: a bad detail type, source or URN is refused) and returns it as stored. */
   readonly publish: (event: Publish) => Effect.Effect<ResourceEvent, ResourceEventsError>
   /**
@@ -144,12 +151,17 @@ export class ResourceEvents extends Context.Service<ResourceEvents, Service>()(
 const asList = <A>(value: A | ReadonlyArray<A> | undefined): ReadonlyArray<A> | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? (value as ReadonlyArray<A>) : [value as A]
 
+/** Whether `filter` may take an event of `source` and `detailType` (its prefix aside: that needs the URNs). */
+const takesKind = (filter: Filter, source: string, detailType: DetailType): boolean => {
+  const sources = asList(filter.source)
+  if (sources !== undefined && !sources.includes(source)) return false
+  const types = asList(filter.detailType)
+  return types === undefined || types.includes(detailType)
+}
+
 /** Whether `event` is one `filter` hears. */
 export const matches = (filter: Filter, event: ResourceEvent): boolean => {
-  const sources = asList(filter.source)
-  if (sources !== undefined && !sources.includes(event.source)) return false
-  const types = asList(filter.detailType)
-  if (types !== undefined && !types.includes(event.detailType)) return false
+  if (!takesKind(filter, event.source, event.detailType)) return false
   const prefix = filter.prefix
   if (prefix !== undefined) {
     const under = `${prefix}/`
@@ -404,6 +416,8 @@ const knownViewOf = (
 interface Hub {
   readonly deliver: (event: ResourceEvent) => Effect.Effect<void>
   readonly subscribe: Service["subscribe"]
+  /** Whether a subscriber's filter takes that source and type (`Service.mayHear`, for this process). */
+  readonly mayHear: (source: string, detailType: DetailType) => boolean
 }
 
 const someMatch = (mailboxes: ReadonlySet<Mailbox>, event: ResourceEvent): boolean => {
@@ -453,6 +467,10 @@ const makeHub = (engine: Policy.Service): Hub => {
       .pipe(Effect.ensuring(Effect.sync(() => queued--)), Effect.uninterruptible)
   }
   return {
+    mayHear: (source, detailType) => {
+      for (const mailbox of mailboxes) if (takesKind(mailbox.filter, source, detailType)) return true
+      return false
+    },
     deliver: (event) =>
       Effect.suspend(() => {
         // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
@@ -513,7 +531,8 @@ export const makeMemory = (policy: Policy.Service): Effect.Effect<Service> =>
           if (completed instanceof ResourceEventsError) return Effect.fail(completed)
           return Effect.as(hub.deliver(completed), completed)
         }),
-      subscribe: hub.subscribe
+      subscribe: hub.subscribe,
+      mayHear: hub.mayHear
     }
   })
 

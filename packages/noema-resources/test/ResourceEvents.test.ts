@@ -278,6 +278,45 @@ describe("ResourceEvents (in-process)", () => {
     )
   })
 
+  it.effect(
+    "an event nobody can receive is not published: mayHear follows the subscribers' sources and types, and the index asks it",
+    () =>
+      Effect.gen(function* () {
+        const hub = yield* memory
+        const published: Array<ResourceEvents.DetailType> = []
+        // The hub, with what reaches its publish counted.
+        const events: ResourceEvents.Service = {
+          ...hub,
+          publish: (event) =>
+            Effect.andThen(
+              Effect.sync(() => published.push(event.detailType)),
+              hub.publish(event)
+            )
+        }
+        const actor = "cld:assistant.writer"
+        const index = ResourceIndex.make(MemoryResourceStore.make(), yield* Policy.allowAll, { events })
+        const parent = Resource.make("conversation", { name: "c" })
+        // Nobody listens: nothing is published, the accesses succeed all the same.
+        assert.isFalse(hub.mayHear?.(actor, "RESOURCE_PUT"))
+        yield* index.put(actor, parent)
+        yield* index.get(actor, parent.meta.urn)
+        assert.deepStrictEqual(published, [])
+        // A subscriber to writes by the actor: its writes are published, its reads still not.
+        const writes = yield* hub.subscribe(listener, { detailType: "RESOURCE_PUT", source: actor })
+        assert.isTrue(hub.mayHear?.(actor, "RESOURCE_PUT"))
+        assert.isFalse(hub.mayHear?.(actor, "RESOURCE_GET"))
+        assert.isFalse(hub.mayHear?.("cld:assistant.other", "RESOURCE_PUT"))
+        yield* index.put(actor, parent)
+        yield* index.findByPrefix(actor, parent.meta.urn)
+        yield* index.get(actor, parent.meta.urn)
+        assert.deepStrictEqual(published, ["RESOURCE_PUT"])
+        assert.deepStrictEqual(
+          (yield* collect(writes, 1)).map((event) => event.resources),
+          [[parent.meta.urn]]
+        )
+      }).pipe(Effect.scoped)
+  )
+
   it.effect("ResourceIndex publishes every access that succeeded, with the actor as source", () =>
     Effect.scoped(
       Effect.gen(function* () {
