@@ -1,6 +1,6 @@
 /**
  * PlannerSteps: where a planner run's Effect steps go, counted. Not part of `npm run bench`;
- * run by hand (bench/README.md, "Where the time goes").
+ * run by hand (bench/README.md, beside PlannerProbe).
  *
  *   node src/PlannerSteps.ts [runs] [--flat]
  *
