@@ -213,7 +213,11 @@ describe("Policy", () => {
           request.resources.includes(hidden) ? Policy.deny("hidden") : Policy.allow("fine")
         const engine = Policy.failClosed(
           "now",
-          (request) => Effect.sync(() => ((asked += 1), decide(request))),
+          (request) =>
+            Effect.sync(() => {
+              asked += 1
+              return decide(request)
+            }),
           () => "1",
           decide
         )
