@@ -169,11 +169,13 @@ export const make = (policies: string): Effect.Effect<Policy.Service, CedarPolic
     const slices = compile(policies)
     if (slices instanceof CedarPolicyError) return Effect.fail(slices)
     return Effect.succeed(
-      // One policy set for the engine's life: one revision. Each resource is decided on its own.
+      // One policy set for the engine's life: one revision. Each resource is decided on its own,
+      // in-process and synchronously, so without an effect too.
       Policy.failClosed(
         "cedar",
         (request) => Effect.sync(() => decide(slices, request)),
-        () => "static"
+        () => "static",
+        (request) => decide(slices, request)
       )
     )
   })

@@ -41,35 +41,60 @@ export interface Service {
    * decisions (`shadow`) leaves it out.
    */
   readonly revision?: () => string
+  /**
+   * The decision made without an effect, for an engine that can (allow-all): what `authorize`
+   * would answer. `remembering` takes an allow from it as it takes one from `authorize`, so an
+   * access it allows needs no effect; a denial is still asked of `authorize`, for its reasons.
+   */
+  readonly decideNow?: (request: Request) => Decision
 }
 
 export class Policy extends Context.Service<Policy, Service>()("@noema/resources/Policy") {}
 
 const describeError = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
-/** Checks the request, runs `authorize`, and turns any failure or defect into a deny. */
+/** A deny for a malformed request (an unknown action, a bad URN, no resources), undefined for a good one. */
+const malformed = (name: string, request: Request): Decision | undefined => {
+  if (!actions.includes(request.action)) return deny(`${name}: unknown action "${request.action}"`)
+  for (const urn of [request.actor, ...request.resources]) {
+    const parsed = Urn.parseEither(urn)
+    if (parsed instanceof Urn.InvalidUrnError) return deny(`${name}: ${parsed.message}`)
+  }
+  if (request.resources.length === 0) return deny(`${name}: no resources named`)
+  return undefined
+}
+
+const errorDenial = (name: string, error: unknown) => deny(`${name}: error, denied: ${describeError(error)}`)
+
+/**
+ * Checks the request, runs `authorize`, and turns any failure or defect into a deny. Given
+ * `decideNow` (the engine's decision without an effect), the same checks and the same
+ * fail-closed rule give `Service.decideNow`.
+ */
 export const failClosed = (
   name: string,
   authorize: (request: Request) => Effect.Effect<Decision, unknown>,
-  revision?: () => string
+  revision?: () => string,
+  decideNow?: (request: Request) => Decision
 ): Service => ({
   name,
   ...(revision === undefined ? {} : { revision }),
+  ...(decideNow === undefined
+    ? {}
+    : {
+        decideNow: (request: Request) => {
+          try {
+            return malformed(name, request) ?? decideNow(request)
+          } catch (error) {
+            return errorDenial(name, error)
+          }
+        }
+      }),
   authorize: (request) =>
     Effect.suspend(() => {
-      if (!actions.includes(request.action))
-        return Effect.succeed(deny(`${name}: unknown action "${request.action}"`))
-      for (const urn of [request.actor, ...request.resources]) {
-        const parsed = Urn.parseEither(urn)
-        if (parsed instanceof Urn.InvalidUrnError) return Effect.succeed(deny(`${name}: ${parsed.message}`))
-      }
-      if (request.resources.length === 0) return Effect.succeed(deny(`${name}: no resources named`))
-      return authorize(request)
-    }).pipe(
-      Effect.catchCause((cause) =>
-        Effect.succeed(deny(`${name}: error, denied: ${describeError(causeError(cause))}`))
-      )
-    )
+      const problem = malformed(name, request)
+      return problem === undefined ? authorize(request) : Effect.succeed(problem)
+    }).pipe(Effect.catchCause((cause) => Effect.succeed(errorDenial(name, causeError(cause)))))
 })
 
 const causeError = (cause: { readonly reasons: ReadonlyArray<unknown> }): unknown => {
@@ -78,11 +103,13 @@ const causeError = (cause: { readonly reasons: ReadonlyArray<unknown> }): unknow
 }
 
 /** Allows everything, warning no one: for a user who chose it (`--engine allow-all`), knowing what it does. */
+const allowedByAllowAll = allow("allow-all: every request is allowed")
 export const allowAllChosen: Service = failClosed(
   "allow-all",
-  () => Effect.succeed(allow("allow-all: every request is allowed")),
+  () => Effect.succeed(allowedByAllowAll),
   // Its decisions never change: one revision for ever.
-  () => "allow-all"
+  () => "allow-all",
+  () => allowedByAllowAll
 )
 
 /** Whether this process has said that allow-all is in use: said once, not per engine made. */
@@ -139,7 +166,8 @@ const knownAllows = new WeakMap<Service, (request: Request) => boolean>()
 
 /**
  * Whether `view` (a `remembering` view) has allowed every resource of the request already, its
- * engine's revision unchanged: the allow `authorize` would give without asking the engine,
+ * engine's revision unchanged, or its engine allows it now without an effect (`decideNow`,
+ * remembered alike): the allow `authorize` would give without asking the engine,
  * known without running an effect (a planner run makes about 200 accesses, nearly all allowed
  * before). False otherwise (a view that does not remember, a resource not allowed yet): ask
  * `authorize`.
@@ -168,12 +196,24 @@ const rememberAllows = (
     }
     return now
   }
+  const remember = (key: string, urns: ReadonlyArray<string>) => {
+    const known = allowed.get(key) ?? new Set<string>()
+    allowed.set(key, known)
+    for (const urn of urns) {
+      if (!known.has(urn)) size++
+      known.add(urn)
+    }
+  }
+  const decideNow = engine.decideNow
   const allowedBefore = (request: Request): boolean => {
     current()
     if (request.resources.length === 0) return false
-    const known = allowed.get(`${request.action} ${request.actor}`)
-    if (known === undefined) return false
-    for (const urn of request.resources) if (!known.has(urn)) return false
+    const key = `${request.action} ${request.actor}`
+    const known = allowed.get(key)
+    if (known !== undefined && request.resources.every((urn) => known.has(urn))) return true
+    // Not allowed before: allowed now, by an engine that decides without an effect, is remembered alike.
+    if (decideNow === undefined || decideNow(request).decision !== "allow") return false
+    remember(key, request.resources)
     return true
   }
   const authorize = (request: Request) =>
@@ -186,13 +226,7 @@ const rememberAllows = (
       if (request.resources.length > 0 && unknown.length === 0) return Effect.succeed(allow())
       return Effect.tap(engine.authorize({ ...request, resources: unknown }), (decision) =>
         Effect.sync(() => {
-          if (decision.decision !== "allow" || revision !== asked) return
-          const urns = allowed.get(key) ?? new Set<string>()
-          allowed.set(key, urns)
-          for (const urn of unknown) {
-            if (!urns.has(urn)) size++
-            urns.add(urn)
-          }
+          if (decision.decision === "allow" && revision === asked) remember(key, unknown)
         })
       )
     })

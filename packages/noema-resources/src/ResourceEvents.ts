@@ -114,6 +114,13 @@ export class ResourceEventsError extends Schema.TaggedError<ResourceEventsError>
 }) {}
 
 export interface Service {
+  /**
+   * False when no subscriber could receive an event of `detailType` from `source` if it were
+   * published now (no filter takes that source and type), so a publisher may leave it unbuilt:
+   * nobody would ever see it. Absent (or true): it may be heard; publish it. The in-process
+   * hub knows its subscribers; across processes every event is published, others may listen.
+   */
+  readonly mayHear?: (source: string, detailType: DetailType) => boolean
   /** Publishes an event (checked first: a bad detail type, source or URN is refused) and returns it as stored. */
   readonly publish: (event: Publish) => Effect.Effect<ResourceEvent, ResourceEventsError>
   /**
@@ -144,12 +151,17 @@ export class ResourceEvents extends Context.Service<ResourceEvents, Service>()(
 const asList = <A>(value: A | ReadonlyArray<A> | undefined): ReadonlyArray<A> | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? (value as ReadonlyArray<A>) : [value as A]
 
+/** Whether `filter` may take an event of `source` and `detailType` (its prefix aside: that needs the URNs). */
+const takesKind = (filter: Filter, source: string, detailType: DetailType): boolean => {
+  const sources = asList(filter.source)
+  if (sources !== undefined && !sources.includes(source)) return false
+  const types = asList(filter.detailType)
+  return types === undefined || types.includes(detailType)
+}
+
 /** Whether `event` is one `filter` hears. */
 export const matches = (filter: Filter, event: ResourceEvent): boolean => {
-  const sources = asList(filter.source)
-  if (sources !== undefined && !sources.includes(event.source)) return false
-  const types = asList(filter.detailType)
-  if (types !== undefined && !types.includes(event.detailType)) return false
+  if (!takesKind(filter, event.source, event.detailType)) return false
   const prefix = filter.prefix
   if (prefix !== undefined) {
     const under = `${prefix}/`
@@ -243,19 +255,32 @@ class Mailbox {
   /** Decisions already made for this subscriber, by URN (the oldest forgotten first). */
   private readonly decisions = new Map<string, boolean>()
 
+  private remember(urn: string, allowed: boolean): boolean {
+    if (this.decisions.size >= decisionsRemembered)
+      this.decisions.delete(this.decisions.keys().next().value as string)
+    this.decisions.set(urn, allowed)
+    return allowed
+  }
+
+  /**
+   * Whether this subscriber may read `urn`, when that is known without asking the engine: its
+   * own decision, or the allow the policy's memo holds (remembered here as `mayGet` would);
+   * undefined otherwise.
+   */
+  knownDecision(policy: Policy.Service, urn: string): boolean | undefined {
+    const known = this.decisions.get(urn)
+    if (known !== undefined) return known
+    return Policy.allowedBefore(policy, { actor: this.actor, action: "get", resources: [urn] })
+      ? this.remember(urn, true)
+      : undefined
+  }
+
   /** Whether the policy lets this subscriber read `urn`, asking it once per URN while remembered. */
   mayGet(policy: Policy.Service, urn: string): Effect.Effect<boolean> {
     const known = this.decisions.get(urn)
     if (known !== undefined) return Effect.succeed(known)
-    return Effect.map(
-      policy.authorize({ actor: this.actor, action: "get", resources: [urn] }),
-      (decision) => {
-        const allowed = decision.decision === "allow"
-        if (this.decisions.size >= decisionsRemembered)
-          this.decisions.delete(this.decisions.keys().next().value as string)
-        this.decisions.set(urn, allowed)
-        return allowed
-      }
+    return Effect.map(policy.authorize({ actor: this.actor, action: "get", resources: [urn] }), (decision) =>
+      this.remember(urn, decision.decision === "allow")
     )
   }
 
@@ -339,6 +364,18 @@ class Mailbox {
   )
 }
 
+/** The event with only the `readable` of its resources, if the filter still takes it. */
+const viewWith = (
+  mailbox: Mailbox,
+  event: ResourceEvent,
+  readable: ReadonlyArray<string>
+): ResourceEvent | undefined => {
+  if (readable.length === 0) return undefined
+  const view = readable.length === event.resources.length ? event : { ...event, resources: readable }
+  // The prefix again, on what the subscriber may read: a hidden resource never makes it match.
+  return matches(mailbox.filter, view) ? view : undefined
+}
+
 /** The event as `mailbox`'s subscriber may see it, or undefined when it hears nothing of it. */
 const viewOf = (
   policy: Policy.Service,
@@ -350,22 +387,60 @@ const viewOf = (
     ? Effect.succeed(undefined)
     : Effect.map(
         Effect.filter(event.resources, (urn) => mailbox.mayGet(policy, urn)),
-        (readable) => {
-          if (readable.length === 0) return undefined
-          const view = readable.length === event.resources.length ? event : { ...event, resources: readable }
-          // The prefix again, on what the subscriber may read: a hidden resource never makes it match.
-          return matches(mailbox.filter, view) ? view : undefined
-        }
+        (readable) => viewWith(mailbox, event, readable)
       )
+
+/** Marks a view that needs a decision the engine has not made yet. */
+const undecided = Symbol("undecided")
+
+/** `viewOf` without an effect, when every decision it needs is known already (`undecided` if not). */
+const knownViewOf = (
+  policy: Policy.Service,
+  mailbox: Mailbox,
+  event: ResourceEvent
+): ResourceEvent | undefined | typeof undecided => {
+  if (!matches(mailbox.filter, event)) return undefined
+  // Built only once a resource is hidden: most events are readable whole.
+  let readable: Array<string> | undefined
+  const resources = event.resources
+  for (let i = 0; i < resources.length; i++) {
+    const urn = resources[i] as string
+    const allowed = mailbox.knownDecision(policy, urn)
+    if (allowed === undefined) return undecided
+    if (!allowed) readable ??= resources.slice(0, i)
+    else if (readable !== undefined) readable.push(urn)
+  }
+  return viewWith(mailbox, event, readable ?? resources)
+}
 
 interface Hub {
   readonly deliver: (event: ResourceEvent) => Effect.Effect<void>
   readonly subscribe: Service["subscribe"]
+  /** Whether a subscriber's filter takes that source and type (`Service.mayHear`, for this process). */
+  readonly mayHear: (source: string, detailType: DetailType) => boolean
 }
 
 const someMatch = (mailboxes: ReadonlySet<Mailbox>, event: ResourceEvent): boolean => {
   for (const mailbox of mailboxes) if (matches(mailbox.filter, event)) return true
   return false
+}
+
+/**
+ * Every subscriber's view of `event` when all are known without an effect (in the order of
+ * `mailboxes`; undefined: that one hears nothing), or undefined when one needs the engine.
+ */
+const knownViews = (
+  policy: Policy.Service,
+  mailboxes: ReadonlyArray<Mailbox>,
+  event: ResourceEvent
+): Array<ResourceEvent | undefined> | undefined => {
+  const views: Array<ResourceEvent | undefined> = []
+  for (const mailbox of mailboxes) {
+    const view = knownViewOf(policy, mailbox, event)
+    if (view === undecided) return undefined
+    views.push(view)
+  }
+  return views
 }
 
 const makeHub = (engine: Policy.Service): Hub => {
@@ -374,26 +449,45 @@ const makeHub = (engine: Policy.Service): Hub => {
   const mailboxes = new Set<Mailbox>()
   // One event delivered at a time, and to every subscriber or none: all receive events in one order.
   const delivering = Semaphore.makeUnsafe(1)
+  // Deliveries holding or awaiting `delivering`: while there is one, a later event waits its turn.
+  let queued = 0
+  const deliverInTurn = (event: ResourceEvent) => {
+    queued++
+    return delivering
+      .withPermits(1)(
+        Effect.forEach(
+          [...mailboxes],
+          (mailbox) =>
+            Effect.map(viewOf(policy, mailbox, event), (view) => {
+              if (view !== undefined) mailbox.offer(view)
+            }),
+          { discard: true }
+        )
+      )
+      .pipe(Effect.ensuring(Effect.sync(() => queued--)), Effect.uninterruptible)
+  }
   return {
+    mayHear: (source, detailType) => {
+      for (const mailbox of mailboxes) if (takesKind(mailbox.filter, source, detailType)) return true
+      return false
+    },
     deliver: (event) =>
-      Effect.suspend(() =>
+      Effect.suspend(() => {
         // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
         // one: it need not wait its turn, nor cost a step per subscriber.
-        !someMatch(mailboxes, event)
-          ? Effect.void
-          : delivering
-              .withPermits(1)(
-                Effect.forEach(
-                  [...mailboxes],
-                  (mailbox) =>
-                    Effect.map(viewOf(policy, mailbox, event), (view) => {
-                      if (view !== undefined) mailbox.offer(view)
-                    }),
-                  { discard: true }
-                )
-              )
-              .pipe(Effect.uninterruptible)
-      ),
+        if (!someMatch(mailboxes, event)) return Effect.void
+        // With no delivery under way and every decision known (allowed before: the usual case),
+        // it is delivered here and now, to all at once: the same views, in the same order,
+        // without an effect per subscriber.
+        const subscribers = [...mailboxes]
+        const views = queued === 0 ? knownViews(policy, subscribers, event) : undefined
+        if (views === undefined) return deliverInTurn(event)
+        for (let i = 0; i < subscribers.length; i++) {
+          const view = views[i]
+          if (view !== undefined) (subscribers[i] as Mailbox).offer(view)
+        }
+        return Effect.void
+      }),
     subscribe: (actor, filter = {}, options = {}) =>
       Effect.suspend(() => {
         const problem = checkFilter(actor, filter)
@@ -437,7 +531,8 @@ export const makeMemory = (policy: Policy.Service): Effect.Effect<Service> =>
           if (completed instanceof ResourceEventsError) return Effect.fail(completed)
           return Effect.as(hub.deliver(completed), completed)
         }),
-      subscribe: hub.subscribe
+      subscribe: hub.subscribe,
+      mayHear: hub.mayHear
     }
   })
 

@@ -165,15 +165,27 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   const chunking = options.chunking === false ? undefined : ResourceProcessor.checkOptions(options.chunking)
   if (chunking instanceof ResourceProcessor.ChunkingError) throw chunking
   const events = options.events
+  /**
+   * Whether an event of `detailType` by `actor` could reach anyone, asked as it would be
+   * published: one nobody can receive (a read, where every subscriber listens to writes) is
+   * not built at all.
+   */
+  const heard = (actor: string, detailType: ResourceEvents.DetailType) =>
+    events !== undefined && (events.mayHear?.(options.source ?? actor, detailType) ?? true)
   const publish = (
     actor: string,
     detailType: ResourceEvents.DetailType,
     resources: ReadonlyArray<string>
   ): Effect.Effect<void, ResourceEvents.ResourceEventsError> =>
-    events === undefined || resources.length === 0
+    events === undefined || resources.length === 0 || !heard(actor, detailType)
       ? Effect.void
       : Effect.asVoid(events.publish({ source: options.source ?? actor, detailType, resources }))
   const urnsOf = (found: ReadonlyArray<Resource.Resource>) => found.map((resource) => resource.meta.urn)
+  /** A `RESOURCE_GET` of what was `found`, its URNs listed only for an event someone may hear. */
+  const publishRead = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
+    found.length === 0 || !heard(actor, "RESOURCE_GET")
+      ? Effect.void
+      : publish(actor, "RESOURCE_GET", urnsOf(found))
   const vectors = options.vectors
   /** Authorizes what the actor named itself: the error may name it, with the engine's reasons. */
   const check = (actor: string, action: Policy.Action, resources: ReadonlyArray<string>) =>
@@ -263,11 +275,13 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
     })
   /** A `RESOURCE_PUT` for each resource, in order (one step for one: most puts are of one). */
   const publishPuts = (actor: string, resources: ReadonlyArray<Resource.Resource>) =>
-    resources.length === 1
-      ? publish(actor, "RESOURCE_PUT", [(resources[0] as Resource.Resource).meta.urn])
-      : Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
-          discard: true
-        })
+    !heard(actor, "RESOURCE_PUT")
+      ? Effect.void
+      : resources.length === 1
+        ? publish(actor, "RESOURCE_PUT", [(resources[0] as Resource.Resource).meta.urn])
+        : Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
+            discard: true
+          })
   /** Authorized, written as one, published in order; then each document's chunks. */
   const putAll = (
     actor: string,
@@ -315,7 +329,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       const resources =
         readable === undefined ? [...found] : found.filter((resource) => readable.has(resource.meta.urn))
       const withheld = readable === undefined ? [] : urns.filter((urn) => !readable.has(urn))
-      yield* publish(actor, "RESOURCE_GET", urnsOf(resources))
+      yield* publishRead(actor, resources)
       return { resources, withheld }
     })
   return {
@@ -330,12 +344,12 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       urns.length === 0
         ? Effect.succeed([])
         : checked(actor, "get", urns, store.getMany(urns)).pipe(
-            Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
+            Effect.tap((found) => publishRead(actor, found))
           ),
     findByPrefix: (actor, urn) =>
       checked(actor, "get", [urn], store.findByPrefix(urn)).pipe(
         Effect.tap((found) => checkUnder(actor, urn, found)),
-        Effect.tap((found) => publish(actor, "RESOURCE_GET", urnsOf(found)))
+        Effect.tap((found) => publishRead(actor, found))
       ),
     findReadable: (actor, urn) =>
       checked(actor, "get", [urn], store.findByPrefix(urn)).pipe(
@@ -370,7 +384,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
               query,
               searchOptions
             )
-            yield* publish(actor, "RESOURCE_GET", urnsOf(results))
+            yield* publishRead(actor, results)
             return results
           })
   }

@@ -202,6 +202,46 @@ describe("Policy", () => {
     })
   )
 
+  it.effect(
+    "an engine that decides without an effect: its allows are known at once and remembered, its denials and malformed requests still asked",
+    () =>
+      Effect.gen(function* () {
+        let asked = 0
+        // Allows everything but the resource `hidden`, without an effect; `authorize` counted.
+        const hidden = `${c1}/message.hidden`
+        const decide = (request: Policy.Request) =>
+          request.resources.includes(hidden) ? Policy.deny("hidden") : Policy.allow("fine")
+        const engine = Policy.failClosed(
+          "now",
+          (request) =>
+            Effect.sync(() => {
+              asked += 1
+              return decide(request)
+            }),
+          () => "1",
+          decide
+        )
+        const view = Policy.remembering(engine)
+        const reader = "cld:assistant.reader"
+        const request = (resources: ReadonlyArray<string>): Policy.Request => ({
+          actor: reader,
+          action: "get",
+          resources
+        })
+        assert.isTrue(Policy.allowedBefore(view, request([c1])))
+        assert.isFalse(Policy.allowedBefore(view, request([c1, hidden])))
+        assert.isFalse(Policy.allowedBefore(view, request(["not a urn"])))
+        assert.strictEqual(engine.decideNow?.(request(["not a urn"])).decision, "deny")
+        assert.strictEqual(asked, 0)
+        // The allow is remembered as authorize's are: the engine is not asked about it.
+        assert.strictEqual((yield* view.authorize(request([c1]))).decision, "allow")
+        assert.strictEqual(asked, 0)
+        // A denial comes from authorize, with the engine's reasons.
+        const denied = yield* view.authorize(request([hidden]))
+        assert.deepStrictEqual([denied.decision, denied.reasons, asked], ["deny", ["hidden"], 1])
+      })
+  )
+
   it.effect("cedar: policies are validated against the schema on load", () =>
     Effect.gen(function* () {
       const syntax = yield* Effect.flip(CedarPolicy.make("permit (principal, action, resource"))

@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Database } from "@noema/sql"
 import { TestDatabase } from "@noema/testing-postgres"
-import { Context, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import fc from "fast-check"
@@ -104,6 +104,46 @@ describe("ResourceEvents (in-process)", () => {
         assert.match(refusals[7]!.message, /subscriber: invalid URN "listener"/)
       })
     )
+  )
+
+  it.effect(
+    "an event whose decisions are known waits behind one still being decided: every subscriber hears them in publishing order",
+    () =>
+      Effect.gen(function* () {
+        const slow = `${conversation}/message.slow`
+        const known = `${conversation}/message.known`
+        const asked = yield* Deferred.make<void>()
+        const answer = yield* Deferred.make<void>()
+        // Remembers allows (a revision), and takes its time over `slow` until told to answer.
+        const engine: Policy.Service = {
+          name: "slow about one URN",
+          revision: () => "1",
+          authorize: (request) =>
+            request.resources.includes(slow)
+              ? Effect.andThen(
+                  Deferred.succeed(asked, undefined),
+                  Effect.as(Deferred.await(answer), Policy.allow())
+                )
+              : Effect.succeed(Policy.allow())
+        }
+        const events = yield* ResourceEvents.makeMemory(engine)
+        const stream = yield* events.subscribe(listener, { prefix: conversation })
+        // `known` decided for the listener once: from then on its events need no decision.
+        yield* events.publish(put([known]))
+        const publishing = yield* Effect.forkChild(events.publish(put([slow])))
+        yield* Deferred.await(asked)
+        const publishedSecond = yield* Effect.forkChild(events.publish(put([known])))
+        // The second publisher runs as far as it can (to its turn) before the first is answered.
+        for (let turn = 0; turn < 10; turn++) yield* Effect.yieldNow
+        yield* Deferred.succeed(answer, undefined)
+        yield* Fiber.join(publishing)
+        yield* Fiber.join(publishedSecond)
+        const heard = yield* collect(stream, 3)
+        assert.deepStrictEqual(
+          heard.map((event) => event.resources),
+          [[known], [slow], [known]]
+        )
+      }).pipe(Effect.scoped)
   )
 
   it.effect("a subscriber stops hearing when its scope closes", () =>
@@ -237,6 +277,45 @@ describe("ResourceEvents (in-process)", () => {
       { numRuns: 300 }
     )
   })
+
+  it.effect(
+    "an event nobody can receive is not published: mayHear follows the subscribers' sources and types, and the index asks it",
+    () =>
+      Effect.gen(function* () {
+        const hub = yield* memory
+        const published: Array<ResourceEvents.DetailType> = []
+        // The hub, with what reaches its publish counted.
+        const events: ResourceEvents.Service = {
+          ...hub,
+          publish: (event) =>
+            Effect.andThen(
+              Effect.sync(() => published.push(event.detailType)),
+              hub.publish(event)
+            )
+        }
+        const actor = "cld:assistant.writer"
+        const index = ResourceIndex.make(MemoryResourceStore.make(), yield* Policy.allowAll, { events })
+        const parent = Resource.make("conversation", { name: "c" })
+        // Nobody listens: nothing is published, the accesses succeed all the same.
+        assert.isFalse(hub.mayHear?.(actor, "RESOURCE_PUT"))
+        yield* index.put(actor, parent)
+        yield* index.get(actor, parent.meta.urn)
+        assert.deepStrictEqual(published, [])
+        // A subscriber to writes by the actor: its writes are published, its reads still not.
+        const writes = yield* hub.subscribe(listener, { detailType: "RESOURCE_PUT", source: actor })
+        assert.isTrue(hub.mayHear?.(actor, "RESOURCE_PUT"))
+        assert.isFalse(hub.mayHear?.(actor, "RESOURCE_GET"))
+        assert.isFalse(hub.mayHear?.("cld:assistant.other", "RESOURCE_PUT"))
+        yield* index.put(actor, parent)
+        yield* index.findByPrefix(actor, parent.meta.urn)
+        yield* index.get(actor, parent.meta.urn)
+        assert.deepStrictEqual(published, ["RESOURCE_PUT"])
+        assert.deepStrictEqual(
+          (yield* collect(writes, 1)).map((event) => event.resources),
+          [[parent.meta.urn]]
+        )
+      }).pipe(Effect.scoped)
+  )
 
   it.effect("ResourceIndex publishes every access that succeeded, with the actor as source", () =>
     Effect.scoped(
