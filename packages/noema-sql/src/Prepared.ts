@@ -14,8 +14,13 @@
  * never for its shape: fragments, identifiers and `sql.insert`'s columns are
  * taken from the first build. A multi-row insert is one `Prepared` per row
  * count.
+ *
+ * `valuesOn` and `values` run one on a connection directly, its rows as arrays of column
+ * values: no statement object, compilation or span per call (the one thing given up is the
+ * statement's span, which a hot path of small statements pays for most).
  */
-import type { Statement } from "effect/sql"
+import { Context, Effect } from "effect"
+import type { SqlClient, SqlConnection, SqlError, Statement } from "effect/sql"
 
 /** The SQL text and the parameters for one call. */
 export type Compiled = readonly [text: string, parameters: ReadonlyArray<unknown>]
@@ -41,3 +46,47 @@ export const make = (
   }
   return (args) => [text, places.map((place, index) => (place < 0 ? compiled[index] : args[place]))]
 }
+
+/**
+ * A statement whose shape depends on a count (an `IN` list, a multi-row insert): `build(count)`
+ * once per count asked for, then the same `Prepared` for that count.
+ */
+export const perCount = (build: (count: number) => Prepared): ((count: number) => Prepared) => {
+  const built: Array<Prepared | undefined> = []
+  return (count) => {
+    let statement = built[count]
+    if (statement === undefined) {
+      statement = build(count)
+      built[count] = statement
+    }
+    return statement
+  }
+}
+
+/** Runs `statement` with `args` on `connection` (the transaction's it is part of): rows as arrays. */
+export const valuesOn = (
+  connection: SqlConnection.Connection,
+  statement: Prepared,
+  args: ReadonlyArray<unknown>
+): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError.SqlError> => {
+  const [text, parameters] = statement(args)
+  return connection.executeValues(text, parameters)
+}
+
+/**
+ * Runs `statement` where one of `sql`'s own statements would run: on the connection of the
+ * transaction open in this fiber, else on a connection reserved for it alone (on SQLite, the
+ * client's one connection, taken as its statements take it: never inside another fiber's
+ * transaction).
+ */
+export const values = (
+  sql: SqlClient.SqlClient,
+  statement: Prepared,
+  args: ReadonlyArray<unknown>
+): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError.SqlError> =>
+  Effect.withFiber((fiber) => {
+    const level = Context.getOrUndefined(fiber.context, sql.transactionService)
+    return level === undefined
+      ? Effect.scoped(Effect.flatMap(sql.reserve, (connection) => valuesOn(connection, statement, args)))
+      : valuesOn(level[0], statement, args)
+  })

@@ -1,7 +1,8 @@
 import { makeCompiler as makePgCompiler } from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { Statement } from "effect/sql"
+import { SqliteClient } from "@noema/sql-sqlite"
+import { Effect, Exit, Layer } from "effect"
+import { SqlClient, Statement } from "effect/sql"
 import * as Prepared from "../src/Prepared.js"
 
 // The statement constructors of both dialects, without a database: only their compilers run here.
@@ -62,4 +63,48 @@ describe("Prepared", () => {
       }
     })
   }
+})
+
+describe("Prepared.values", () => {
+  const onSqlite = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+    Effect.scoped(
+      Effect.flatMap(Layer.build(SqliteClient.layer({ filename: ":memory:" })), (context) =>
+        Effect.provideContext(effect, context)
+      )
+    )
+
+  it.effect("runs on the open transaction's connection: rolled back with it, seen inside it", () =>
+    onSqlite(
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`
+        const insert = Prepared.make(
+          2,
+          ([id, body]) => sql`INSERT INTO notes (id, body) VALUES (${id}, ${body})`
+        )
+        const select = Prepared.make(
+          1,
+          ([id]) => sql`SELECT id, body FROM notes WHERE id >= ${id} ORDER BY id`
+        )
+        yield* Prepared.values(sql, insert, [1, "kept"])
+        // On SQLite a statement outside the transaction would wait for its connection until the
+        // transaction ended: this one must run inside it, and go with it.
+        const failed = yield* Effect.exit(
+          sql.withTransaction(
+            Effect.gen(function* () {
+              yield* Prepared.values(sql, insert, [2, "rolled back"])
+              const inside = yield* Prepared.values(sql, select, [0])
+              assert.deepStrictEqual(inside, [
+                [1, "kept"],
+                [2, "rolled back"]
+              ])
+              return yield* Effect.fail("undo")
+            })
+          )
+        )
+        assert.isTrue(Exit.isFailure(failed))
+        assert.deepStrictEqual(yield* Prepared.values(sql, select, [0]), [[1, "kept"]])
+      })
+    )
+  )
 })
