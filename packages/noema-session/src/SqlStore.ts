@@ -618,15 +618,8 @@ const appendStatements = (sql: SqlClient.SqlClient, dialect: SqlDialect.Dialect)
   }
 }
 
-/** Runs a prepared statement on the `connection` of the transaction it is part of. */
-const valuesOn = (
-  connection: SqlConnection.Connection,
-  statement: Prepared.Prepared,
-  args: ReadonlyArray<unknown>
-) => {
-  const [text, parameters] = statement(args)
-  return connection.executeValues(text, parameters)
-}
+/** Runs a prepared statement on the `connection` of the transaction it is part of (@noema/sql's). */
+const valuesOn = Prepared.valuesOn
 
 /**
  * The append's check and update: the session row's `created_at, title, metadata`,
