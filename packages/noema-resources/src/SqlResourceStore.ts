@@ -19,8 +19,8 @@
  * returned. PostgreSQL keeps one transaction each (its server flushes concurrent
  * commits together).
  */
-import { Database, DatabaseError, GroupCommit, Migrations } from "@noema/sql"
-import { Array as Arr, Context, Effect, Layer } from "effect"
+import { Database, DatabaseError, GroupCommit, Migrations, Prepared } from "@noema/sql"
+import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { deepFreeze } from "./internal/frozen.js"
 import { upsertBatches } from "./internal/upsertRows.js"
@@ -67,11 +67,8 @@ export interface Options extends BackendOptions {
   readonly readonly?: boolean
 }
 
-/** A stored resource as read: its key and its JSON. */
-interface Row {
-  readonly urn: string
-  readonly body: string
-}
+/** A stored resource as read (`SELECT urn, body`): its key and its JSON. */
+type Row = ReadonlyArray<unknown>
 
 /** Decoded bodies remembered (the latest of each URN), and the longest body remembered. */
 const cachedBodies = 1024
@@ -104,14 +101,16 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       }),
       storeError
     )
-    const table = sql(resourcesTable)
+    const statements = storeStatements(sql)
     const transaction = groupedTransactions(sql)
     // Resources decoded from recent bodies: a body read again (a task read by each of its
     // readers, a search hit) is not decoded again. Same body, same resource, frozen for sharing.
     // Found by URN, then its body compared: a body read from the database is a new string, and a
     // map keyed by bodies hashes each one whole (about 6x the time of the URN's hash and a compare).
     const decoded = new Map<string, { readonly body: string; readonly resource: Resource.Resource }>()
-    const decode = ({ urn, body }: Row) => {
+    const decode = (row: Row) => {
+      const urn = row[0] as string
+      const body = row[1] as string
       const known = decoded.get(urn)
       if (known !== undefined && known.body === body) return known.resource
       const resource = deepFreeze(Resource.decode(JSON.parse(body)))
@@ -134,21 +133,15 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       })
     const bodies = (statement: Effect.Effect<ReadonlyArray<Row>, SqlError.SqlError>) =>
       guard(Effect.flatMap(statement, read))
-    const row = (checked: Resource.Resource) => ({
-      urn: checked.meta.urn,
-      type: checked.meta.type,
-      parent: checked.meta.parent ?? null,
-      body: JSON.stringify(checked)
-    })
+    const run = (statement: Prepared.Prepared, args: ReadonlyArray<unknown>) =>
+      Prepared.values(sql, statement, args)
     // A put's resources in multi-row statements (`upsertBatches`): a planner's state change
     // stores some twenty at once.
     const writeMany = (resources: ReadonlyArray<Resource.Resource>) =>
       guard(
         Effect.forEach(
           upsertBatches(resources, (resource) => resource.meta.urn),
-          (batch) =>
-            sql`INSERT INTO ${table} ${sql.insert(Arr.map(batch, row))}
-            ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`,
+          (batch) => run(statements.upsert(batch.length), batch.flatMap(upsertParameters)),
           { discard: true }
         )
       )
@@ -157,7 +150,7 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       writeMany,
       get: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) =>
-          Effect.flatMap(bodies(sql`SELECT urn, body FROM ${table} WHERE urn = ${key}`), ([found]) =>
+          Effect.flatMap(bodies(run(statements.get, [key])), ([found]) =>
             found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
           )
         ),
@@ -169,9 +162,7 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
           for (let offset = 0; offset < distinct.length; offset += keysPerQuery)
             batches.push(distinct.slice(offset, offset + keysPerQuery))
           return Effect.map(
-            Effect.forEach(batches, (batch) =>
-              bodies(sql`SELECT urn, body FROM ${table} WHERE ${sql.in("urn", batch)}`)
-            ),
+            Effect.forEach(batches, (batch) => bodies(run(statements.getMany(batch.length), batch))),
             (found) => {
               const byUrn = new Map(found.flat().map((resource) => [resource.meta.urn, resource]))
               return keys.flatMap((key) => {
@@ -184,22 +175,66 @@ export const make = (options: Options): Effect.Effect<Service, ResourceStoreErro
       findByPrefix: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) => {
           const [from, to] = prefixRange(key)
-          return bodies(sql`SELECT urn, body FROM ${table} WHERE urn >= ${from} AND urn < ${to} ORDER BY urn`)
+          return bodies(run(statements.findByPrefix, [from, to]))
         }),
-      findByType: (type) => bodies(sql`SELECT urn, body FROM ${table} WHERE type = ${type} ORDER BY urn`),
+      findByType: (type) => bodies(run(statements.findByType, [type])),
       delete: (urn) =>
         Effect.flatMap(checkUrn(urn), (key) =>
-          guard(
-            Effect.map(
-              sql<{ urn: string }>`DELETE FROM ${table} WHERE urn = ${key} RETURNING urn`,
-              (rows) => rows.length > 0
-            )
-          )
+          guard(Effect.map(run(statements.delete, [key]), (rows) => rows.length > 0))
         ),
       transaction: (effect) => guard(transaction(effect))
     }
     return fromBackend(backend, options)
   })
+
+/** Columns of one upserted row, in the order `upsertParameters` lays them out. */
+const upsertColumns = ["urn", "type", "parent", "body"] as const
+
+const upsertParameters = (resource: Resource.Resource): Array<unknown> => [
+  resource.meta.urn,
+  resource.meta.type,
+  resource.meta.parent ?? null,
+  JSON.stringify(resource)
+]
+
+/**
+ * The store's statements, compiled once (`Prepared`) and run on the connection directly: a
+ * planner run on SQLite makes some 200 of them, each a few microseconds of effect's statement
+ * (a span, a scope, a compile) otherwise. Those taking a number of rows (an `IN` list, a
+ * multi-row upsert) are compiled once per number.
+ */
+const storeStatements = (sql: SqlClient.SqlClient) => {
+  const table = sql(resourcesTable)
+  const columns = upsertColumns.length
+  return {
+    get: Prepared.make(1, ([urn]) => sql`SELECT urn, body FROM ${table} WHERE urn = ${urn}`),
+    getMany: Prepared.perCount((count) =>
+      Prepared.make(count, (urns) => sql`SELECT urn, body FROM ${table} WHERE ${sql.in("urn", urns)}`)
+    ),
+    findByPrefix: Prepared.make(
+      2,
+      ([from, to]) => sql`SELECT urn, body FROM ${table} WHERE urn >= ${from} AND urn < ${to} ORDER BY urn`
+    ),
+    findByType: Prepared.make(
+      1,
+      ([type]) => sql`SELECT urn, body FROM ${table} WHERE type = ${type} ORDER BY urn`
+    ),
+    delete: Prepared.make(1, ([urn]) => sql`DELETE FROM ${table} WHERE urn = ${urn} RETURNING urn`),
+    upsert: Prepared.perCount((count) =>
+      Prepared.make(
+        count * columns,
+        (parameters) => sql`INSERT INTO ${table} ${sql.insert(
+          Array.from({ length: count }, (_, row) =>
+            Object.fromEntries(
+              upsertColumns.map((column, place) => [column, parameters[row * columns + place]])
+            )
+          ) as [Record<string, unknown>]
+        )}
+        ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`
+      )
+    )
+  }
+}
 
 /**
  * `sql.withTransaction`, grouped on SQLite: the body runs in the group's transaction (another
