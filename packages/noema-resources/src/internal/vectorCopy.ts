@@ -25,6 +25,7 @@
  * space or "/", both below "0"), so the range `[p, p + "0")` holds every URN the prefix asks
  * for, plus perhaps a lookalike (`p-x`), which the caller drops.
  */
+import { Prepared } from "@noema/sql"
 import { SqliteClient } from "@noema/sql-sqlite"
 import { Effect } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
@@ -201,6 +202,17 @@ const create = (sql: SqlClient.SqlClient, options: Options, names: Names, copy: 
     yield* copy.rebuild
   })
 
+/** A statement run with its parameters: rows as arrays of column values. */
+type Run = (
+  args?: ReadonlyArray<unknown>
+) => Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError.SqlError>
+
+/** A statement of fixed text taking `arity` parameters, compiled once and run on the connection (`Prepared`). */
+const fixed = (sql: SqlClient.SqlClient, text: string, arity = 0): Run => {
+  const statement = Prepared.make(arity, (args) => sql.unsafe(text, args))
+  return (args: ReadonlyArray<unknown> = []) => Prepared.values(sql, statement, args)
+}
+
 const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy => {
   const fill = (where: string) =>
     `INSERT INTO ${names.copy} (urn, vector, type, prefix_key)
@@ -213,12 +225,20 @@ const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy =>
     yield* sql.unsafe(fill(""))
     yield* sql.unsafe(`DELETE FROM ${names.changes}`)
   })
-  const catchUp = Effect.gen(function* () {
-    // Whether the copy holds each: a URN new to the table is new to the copy (nothing to delete).
-    const changed = yield* sql.unsafe<{ urn: string; present: number }>(
-      `SELECT log.urn AS urn, EXISTS (SELECT 1 FROM ${names.copy} AS copy WHERE copy.urn = log.urn) AS present
+  // The statements of every write and search, run straight on the connection: a planner run on
+  // SQLite makes about a hundred of them.
+  const readLog = fixed(
+    sql,
+    `SELECT log.urn AS urn, EXISTS (SELECT 1 FROM ${names.copy} AS copy WHERE copy.urn = log.urn) AS present
       FROM ${names.changes} AS log`
-    )
+  )
+  const deleteOne = fixed(sql, `DELETE FROM ${names.copy} WHERE urn = ?`, 1)
+  const fillChanged = fixed(sql, fill(`WHERE urn IN (SELECT urn FROM ${names.changes})`))
+  const emptyLog = fixed(sql, `DELETE FROM ${names.changes}`)
+  const catchUp = Effect.gen(function* () {
+    // Whether the copy holds each (`urn, present`): a URN new to the table is new to the copy
+    // (nothing to delete).
+    const changed = yield* readLog()
     if (changed.length === 0) return
     // Many changes (an older noema's reset, a bulk load elsewhere): filling anew is cheaper.
     if (changed.length > 1000) {
@@ -226,46 +246,64 @@ const make = (sql: SqlClient.SqlClient, options: Options, names: Names): Copy =>
       if (changed.length * 4 > (row?.n ?? 0)) return yield* rebuild
     }
     // One delete each: vec0 finds a key given with `=`, but scans every row for `IN (...)`.
-    for (const { urn, present } of changed)
-      if (present === 1) yield* sql`DELETE FROM ${sql.literal(names.copy)} WHERE urn = ${urn}`
+    for (const [urn, present] of changed) if (present === 1) yield* deleteOne([urn])
     // The rows still there, in one statement (a removed vector's URN finds none).
-    yield* sql.unsafe(fill(`WHERE urn IN (SELECT urn FROM ${names.changes})`))
-    yield* sql.unsafe(`DELETE FROM ${names.changes}`)
+    yield* fillChanged()
+    yield* emptyLog()
   })
-  const nearest = (query: Float32Array, k: number, filters: Filters) => {
-    const conditions = ["vector MATCH ?", "k = ?"]
-    const parameters: Array<unknown> = [new Uint8Array(query.buffer, query.byteOffset, query.byteLength), k]
-    if (filters.type !== undefined) {
-      conditions.push("type = ?")
-      parameters.push(filters.type)
-    }
-    if (filters.prefix !== undefined) {
-      conditions.push("prefix_key >= ?", "prefix_key < ?")
-      parameters.push(filters.prefix, `${filters.prefix}0`)
-    }
-    // MATERIALIZED: the KNN runs first, on its own; the rows then come from the index's table.
-    // The row without a URN says the log is not empty: one statement reads the copy and whether
-    // it is fresh from the same snapshot, so no writer can slip in between.
-    return sql
-      .unsafe<Candidate | { readonly urn: null }>(
+  // One statement for each set of filters a search gives (type, prefix, both, none).
+  const knn = new Map<string, Run>()
+  const knnStatement = (filters: Filters) => {
+    const shape = `${filters.type !== undefined} ${filters.prefix !== undefined}`
+    let statement = knn.get(shape)
+    if (statement === undefined) {
+      const conditions = ["vector MATCH ?", "k = ?"]
+      if (filters.type !== undefined) conditions.push("type = ?")
+      if (filters.prefix !== undefined) conditions.push("prefix_key >= ?", "prefix_key < ?")
+      // MATERIALIZED: the KNN runs first, on its own; the rows then come from the index's table.
+      // The row without a URN says the log is not empty: one statement reads the copy and whether
+      // it is fresh from the same snapshot, so no writer can slip in between.
+      statement = fixed(
+        sql,
         `WITH knn AS MATERIALIZED (SELECT urn, distance FROM ${names.copy} WHERE ${conditions.join(" AND ")})
         SELECT v.urn AS urn, v.type AS type, v.vector AS vector, knn.distance AS distance
         FROM knn JOIN ${names.vectors} AS v ON v.urn = knn.urn
         UNION ALL SELECT NULL, NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM ${names.changes})`,
-        parameters
+        conditions.length
       )
-      .pipe(
-        Effect.map((rows): Nearest => {
-          const candidates = rows.filter((row): row is Candidate => row.urn !== null)
-          return candidates.length === rows.length ? { stale: false, candidates } : { stale: true }
-        })
-      )
+      knn.set(shape, statement)
+    }
+    return statement
   }
+  const nearest = (query: Float32Array, k: number, filters: Filters) => {
+    const parameters: Array<unknown> = [new Uint8Array(query.buffer, query.byteOffset, query.byteLength), k]
+    if (filters.type !== undefined) parameters.push(filters.type)
+    if (filters.prefix !== undefined) parameters.push(filters.prefix, `${filters.prefix}0`)
+    return Effect.map(knnStatement(filters)(parameters), (rows): Nearest => {
+      const candidates: Array<Candidate> = []
+      for (const [urn, type, vector, distance] of rows) {
+        // The row without a URN: the log is not empty.
+        if (urn === null) return { stale: true }
+        candidates.push({
+          urn: urn as string,
+          type: type as string,
+          vector: vector as Uint8Array,
+          distance: distance as number
+        })
+      }
+      return { stale: false, candidates }
+    })
+  }
+  const readState = fixed(
+    sql,
+    `SELECT EXISTS (SELECT 1 FROM ${names.changes}) AS stale, (SELECT max(rowid) FROM ${names.vectors}) AS extent`
+  )
   const state = Effect.map(
-    sql<{ stale: number; extent: number | null }>`SELECT
-      EXISTS (SELECT 1 FROM ${sql.literal(names.changes)}) AS stale,
-      (SELECT max(rowid) FROM ${sql.literal(names.vectors)}) AS extent`,
-    (rows) => ({ stale: rows[0]?.stale === 1, extent: rows[0]?.extent ?? 0 })
+    Effect.suspend(() => readState()),
+    (rows) => {
+      const [stale, extent] = rows[0] ?? []
+      return { stale: stale === 1, extent: (extent as number | null | undefined) ?? 0 }
+    }
   )
   return { state, catchUp, rebuild, nearest }
 }
