@@ -25,7 +25,7 @@
  * cannot be compared. `reset` empties it for the new embedder, explicitly.
  */
 import { Embedder } from "@noema/core"
-import { Database, DatabaseError, Migrations } from "@noema/sql"
+import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
 import { Context, Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { upsertBatches } from "./internal/upsertRows.js"
@@ -617,9 +617,27 @@ export const makeSql = (
       Effect.flatMap(inUse(copy), (used) => (used ? copy.catchUp : Effect.void))
 
     const { queryVector, vectorsOf } = common(embedder)
-    /** A vector as its column takes it: pgvector's text form, else its bytes. */
-    const stored = (vector: Float32Array) =>
-      pgvector ? sql`${pgvectorLiteral(vector)}::vector` : sql`${toBytes(vector)}`
+    /** A vector as its column's parameter: pgvector's text form (cast in the statement), else its bytes. */
+    const stored = (vector: Float32Array) => (pgvector ? pgvectorLiteral(vector) : toBytes(vector))
+    // The multi-row upsert, compiled once per row count (`Prepared`) and run straight on the
+    // connection: `urn, type, vector` a row.
+    const upsertStatement = Prepared.perCount((count) =>
+      Prepared.make(
+        count * 3,
+        (parameters) => sql`INSERT INTO ${vectors} (urn, type, vector) VALUES ${sql.join(
+          ", ",
+          false
+        )(
+          Array.from({ length: count }, (_, row) => {
+            const [urn, type, vector] = parameters.slice(row * 3, row * 3 + 3)
+            return sql`(${urn}, ${type}, ${pgvector ? sql`${vector}::vector` : vector})`
+          })
+        )}
+        ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
+        WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector
+        RETURNING urn`
+      )
+    )
     const filters = (options: SearchOptions) => {
       const where: Array<Statement.Fragment> = []
       if (options.type !== undefined) where.push(sql`type = ${options.type}`)
@@ -691,18 +709,11 @@ export const makeSql = (
             (row) => row.resource.meta.urn
           ),
           (rows) =>
-            sql<{ urn: string }>`INSERT INTO ${vectors} (urn, type, vector) VALUES ${sql.join(
-              ", ",
-              false
-            )(
-              rows.map(
-                ({ resource, vector }) =>
-                  sql`(${resource.meta.urn}, ${resource.meta.type}, ${stored(vector)})`
-              )
-            )}
-            ON CONFLICT (urn) DO UPDATE SET type = excluded.type, vector = excluded.vector
-            WHERE ${vectors}.type <> excluded.type OR ${vectors}.vector <> excluded.vector
-            RETURNING urn`
+            Prepared.values(
+              sql,
+              upsertStatement(rows.length),
+              rows.flatMap(({ resource, vector }) => [resource.meta.urn, resource.meta.type, stored(vector)])
+            )
         ),
         (written) => written.reduce((sum, rows) => sum + rows.length, 0)
       )
@@ -744,7 +755,7 @@ export const makeSql = (
         return Effect.flatMap(queryVector(query, dimensions), (q) => {
           if (pgvector) {
             // Exact: no approximate index, every filtered row is ranked by cosine distance.
-            const target = stored(q)
+            const target = sql`${pgvectorLiteral(q)}::vector`
             return Effect.map(
               doing("searching")(
                 sql<{ urn: string; type: string; score: number | string }>`
