@@ -421,14 +421,6 @@ const copyFrom = 256
 const copyErrorMargin = (dimensions: number) => 8 * (dimensions + 8) * 2 ** -24
 
 /**
- * The candidates a search through the copy asks for beyond its `limit` in its first round: enough
- * for the round to prove its top (a gap wider than the margin after the `limit`-th) in the planner
- * run's searches (limit + 8 needed a second round for a third of them), and each candidate more is
- * one more row and vector read through the join: 2 * limit + 32 cost about a third more a search.
- */
-const firstRoundExtra = 16
-
-/**
  * The exact top `limit` from the vec0 copy, undefined when the copy cannot prove it (then the
  * caller scans), or "stale" when writers changed the vectors since it last caught up. Candidates are scored from their `noema_vectors` row with `dotAt`, as the scan
  * scores them; a row vec0 did not return is at least as far as the farthest it did, so its score
@@ -443,7 +435,7 @@ const searchCopy = (
 ): Effect.Effect<Array<Hit> | "stale" | undefined, SqlError.SqlError> =>
   Effect.gen(function* () {
     const margin = copyErrorMargin(q.length)
-    for (let k = Math.min(VectorCopy.maxK, limit + firstRoundExtra); ; k = Math.min(VectorCopy.maxK, k * 4)) {
+    for (let k = Math.min(VectorCopy.maxK, 2 * limit + 32); ; k = Math.min(VectorCopy.maxK, k * 4)) {
       // Each round stands on its own statement's snapshot: a write between rounds changes nothing
       // a round concludes from.
       const nearest = yield* copy.nearest(q, k, options)
