@@ -437,7 +437,7 @@ const searchCopy = (
     const margin = copyErrorMargin(q.length)
     // The first round's room past `limit` is what lets it prove its top among equal vectors (the
     // same text stored many times): limit + 16 read a third less a search while few were equal,
-    // but needed a second round for a quarter of a planner bench's searches by its median round.
+    // but needed a second round for a third of a planner bench's searches by its median round.
     for (let k = Math.min(VectorCopy.maxK, 2 * limit + 32); ; k = Math.min(VectorCopy.maxK, k * 4)) {
       // Each round stands on its own statement's snapshot: a write between rounds changes nothing
       // a round concludes from.
