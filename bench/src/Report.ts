@@ -221,14 +221,14 @@ const rows: ReadonlyArray<Row> = [
     unit: "ms",
     suite: "store",
     better: "lower",
-    cells: { noema: "store.load100k.sqlite_ms" }
+    cells: { noema: "store.load100k.sqlite_ms", raw: "store.load100k.rawsqlite_ms" }
   },
   {
     workload: "store.load100k heap growth",
     unit: "MB",
     suite: "store",
     better: "lower",
-    cells: { noema: "store.load100k.heap_mb" }
+    cells: { noema: "store.load100k.heap_mb", raw: "store.load100k.rawsqlite_heap_mb" }
   },
   {
     workload: "store.concurrent8  (8 processes)",

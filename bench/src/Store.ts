@@ -14,7 +14,8 @@
  *   groups the turns that wait for the write lock into one transaction and one
  *   fsync; afterwards every session is checked whole;
  * - loading: a session of 100,000 messages opened and read in a fresh process
- *   (see `LoadProcess.ts`), its time and heap growth;
+ *   (see `LoadProcess.ts`), its time and heap growth, in runs alternating with
+ *   plain `node:sqlite` reading and parsing the same rows (`RawLoadProcess.ts`);
  * - concurrency: 8 processes committing turns at once to 8 sessions in one file
  *   (see `CommitProcess.ts`): turns per second over all of them, and then every
  *   session checked for lost or interleaved turns (any is a failed run).
@@ -268,7 +269,8 @@ export const run = async (noema: Availability, options: StoreOptions): Promise<R
       )),
       ...(await Workloads.loads(opened, join(directory, "load100k.sqlite"), options.loadRuns, {
         ms: "store.load100k.sqlite_ms",
-        heapMb: "store.load100k.heap_mb"
+        heapMb: "store.load100k.heap_mb",
+        raw: { ms: "store.load100k.rawsqlite_ms", heapMb: "store.load100k.rawsqlite_heap_mb" }
       })),
       ...(await Workloads.concurrent(opened, join(directory, "concurrent.sqlite"), options.concurrentTurns, {
         label: "store.concurrent8",

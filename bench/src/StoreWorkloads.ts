@@ -122,12 +122,20 @@ export const loadSize = 100_000
 const appendBatch = 1_000
 export const concurrentProcesses = 8
 
-/** Writes a session of `loadSize` messages, then loads it in `runs` fresh processes: median time and heap growth, under `keys`. */
+/**
+ * Writes a session of `loadSize` messages, then loads it in `runs` fresh processes: median time
+ * and heap growth, under `keys`; with `keys.raw`, each run followed by the reference's.
+ */
 export const loads = async (
   withStore: WithStore,
   target: string,
   runs: number,
-  keys: { readonly ms: string; readonly heapMb: string }
+  keys: {
+    readonly ms: string
+    readonly heapMb: string
+    /** The reference's figures (`RawLoadProcess.ts`, plain `node:sqlite`), in runs alternating with noema's: SQLite only. */
+    readonly raw?: { readonly ms: string; readonly heapMb: string }
+  }
 ): Promise<Record<string, number>> => {
   const id = await withStore(target, async (store) => {
     const info = await Effect.runPromise(store.create({ title: "100k" }))
@@ -137,25 +145,39 @@ export const loads = async (
     }
     return info.id
   })
-  const script = fileURLToPath(new URL("./LoadProcess.ts", import.meta.url))
-  const times: Array<number> = []
-  const heaps: Array<number> = []
-  for (let run = 0; run < runs; run++) {
-    const child = spawnSync(process.execPath, ["--expose-gc", script, target, id], {
-      encoding: "utf8",
-      timeout: 120_000
-    })
-    check(child.status === 0, `the load process exited with ${child.status}: ${child.stderr}`)
-    const result = JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as {
-      ms: number
-      heapMb: number
-      messages: number
-    }
-    check(result.messages === loadSize, `the load read ${result.messages} of ${loadSize} messages`)
-    times.push(result.ms)
-    heaps.push(result.heapMb)
+  const contenders = [{ script: "./LoadProcess.ts", keys, times: [] as number[], heaps: [] as number[] }]
+  if (keys.raw !== undefined) {
+    contenders.push({ script: "./RawLoadProcess.ts", keys: keys.raw, times: [], heaps: [] })
   }
-  return { [keys.ms]: median(times), [keys.heapMb]: median(heaps) }
+  for (let run = 0; run < runs; run++) {
+    for (const contender of contenders) {
+      const result = loadOnce(fileURLToPath(new URL(contender.script, import.meta.url)), target, id)
+      contender.times.push(result.ms)
+      contender.heaps.push(result.heapMb)
+    }
+  }
+  return Object.fromEntries(
+    contenders.flatMap(({ keys, times, heaps }) => [
+      [keys.ms, median(times)],
+      [keys.heapMb, median(heaps)]
+    ])
+  )
+}
+
+/** One fresh process loading the session `id` at `target` with `script`: its time and heap growth. */
+const loadOnce = (script: string, target: string, id: string): { ms: number; heapMb: number } => {
+  const child = spawnSync(process.execPath, ["--expose-gc", script, target, id], {
+    encoding: "utf8",
+    timeout: 120_000
+  })
+  check(child.status === 0, `the load process exited with ${child.status}: ${child.stderr}`)
+  const result = JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as {
+    ms: number
+    heapMb: number
+    messages: number
+  }
+  check(result.messages === loadSize, `the load read ${result.messages} of ${loadSize} messages`)
+  return result
 }
 
 /** Whether a stored message is the one the writer committed at that place. */

@@ -373,15 +373,18 @@ const finishReasons: Readonly<Record<string, true>> = {
   other: true
 }
 
-const optional = (value: unknown, check: (value: unknown) => boolean): boolean =>
-  value === undefined || check(value)
 const isString = (value: unknown): value is string => typeof value === "string"
+const isOptionalString = (value: unknown): boolean => value === undefined || typeof value === "string"
+const isOptionalNumber = (value: unknown): boolean => value === undefined || isFiniteNumber(value)
 
+// No closures and no object literals below: a store checks every message it loads, often in a
+// fresh process whose code is not optimised yet, where each would be a new object per message,
+// garbage that makes the collector copy the messages being loaded again and again.
 // `undefined` counts as absent here: `onlyKeys` refuses a key that holds it.
 const commonFields = (message: Record<string, unknown>): boolean =>
-  optional(message.id, isString) &&
-  optional(message.createdAt, isFiniteNumber) &&
-  optional(message.metadata, (metadata) => isRecord(metadata) && isPlainJson(metadata, 0))
+  isOptionalString(message.id) &&
+  isOptionalNumber(message.createdAt) &&
+  (message.metadata === undefined || (isRecord(message.metadata) && isPlainJson(message.metadata, 0)))
 
 /** Provider name to a JSON object, as `ProviderMetadata` says. */
 const isProviderMetadata = (value: unknown): boolean => {
@@ -393,67 +396,84 @@ const isProviderMetadata = (value: unknown): boolean => {
   return true
 }
 
+const textPartKeys: Readonly<Record<string, true>> = { type: true, text: true }
+const reasoningPartKeys: Readonly<Record<string, true>> = { type: true, text: true, providerMetadata: true }
+const filePartKeys: Readonly<Record<string, true>> = {
+  type: true,
+  uri: true,
+  mediaType: true,
+  name: true,
+  sha256: true,
+  size: true
+}
+const toolCallKeys: Readonly<Record<string, true>> = { id: true, name: true, arguments: true }
+const usageKeys: Readonly<Record<string, true>> = {
+  inputTokens: true,
+  outputTokens: true,
+  totalTokens: true,
+  cachedInputTokens: true,
+  cacheWriteInputTokens: true,
+  reasoningTokens: true
+}
+
 const isPart = (part: unknown, reasoning: boolean): boolean => {
   if (!isRecord(part)) return false
   switch (part.type) {
     case "text":
-      return isString(part.text) && onlyKeys(part, { type: true, text: true })
+      return isString(part.text) && onlyKeys(part, textPartKeys)
     case "reasoning":
       return (
         reasoning &&
         isString(part.text) &&
-        optional(part.providerMetadata, isProviderMetadata) &&
-        onlyKeys(part, { type: true, text: true, providerMetadata: true })
+        (part.providerMetadata === undefined || isProviderMetadata(part.providerMetadata)) &&
+        onlyKeys(part, reasoningPartKeys)
       )
     case "file":
       return (
         isString(part.uri) &&
         isString(part.mediaType) &&
-        optional(part.name, isString) &&
-        optional(part.sha256, isString) &&
-        optional(part.size, isFiniteNumber) &&
-        onlyKeys(part, { type: true, uri: true, mediaType: true, name: true, sha256: true, size: true })
+        isOptionalString(part.name) &&
+        isOptionalString(part.sha256) &&
+        isOptionalNumber(part.size) &&
+        onlyKeys(part, filePartKeys)
       )
     default:
       return false
   }
 }
 
-/** A dense array whose every element `check` accepts (holes refused: `every` would skip them). */
-const isArrayOf = (value: unknown, check: (element: unknown) => boolean): boolean => {
-  if (!isDenseArray(value)) return false
-  for (let i = 0; i < value.length; i++) {
-    if (!(i in value) || !check(value[i])) return false
-  }
+const isContent = (content: unknown, reasoning: boolean): boolean => {
+  if (isString(content)) return true
+  if (!isDenseArray(content)) return false
+  // Holes refused: `every` would skip them.
+  for (let i = 0; i < content.length; i++) if (!(i in content) || !isPart(content[i], reasoning)) return false
   return true
 }
-
-const isContent = (content: unknown, reasoning: boolean): boolean =>
-  isString(content) || isArrayOf(content, (part) => isPart(part, reasoning))
 
 const isToolCall = (call: unknown): boolean =>
   isRecord(call) &&
   isString(call.id) &&
   isString(call.name) &&
   isString(call.arguments) &&
-  onlyKeys(call, { id: true, name: true, arguments: true })
+  onlyKeys(call, toolCallKeys)
+
+const isToolCalls = (calls: unknown): boolean => {
+  if (!isDenseArray(calls)) return false
+  for (let i = 0; i < calls.length; i++) if (!(i in calls) || !isToolCall(calls[i])) return false
+  return true
+}
 
 const isUsage = (usage: unknown): boolean =>
   isRecord(usage) &&
   isFiniteNumber(usage.inputTokens) &&
   isFiniteNumber(usage.outputTokens) &&
   isFiniteNumber(usage.totalTokens) &&
-  optional(usage.cachedInputTokens, isFiniteNumber) &&
-  optional(usage.cacheWriteInputTokens, isFiniteNumber) &&
-  optional(usage.reasoningTokens, isFiniteNumber) &&
-  onlyKeys(usage, {
-    inputTokens: true,
-    outputTokens: true,
-    totalTokens: true,
-    cachedInputTokens: true,
-    cacheWriteInputTokens: true,
-    reasoningTokens: true
-  })
+  isOptionalNumber(usage.cachedInputTokens) &&
+  isOptionalNumber(usage.cacheWriteInputTokens) &&
+  isOptionalNumber(usage.reasoningTokens) &&
+  onlyKeys(usage, usageKeys)
+
+const isFinishReason = (reason: unknown): boolean => isString(reason) && finishReasons[reason] === true
 
 /**
  * Whether `input` is certainly a message in its plain form, checked field by
@@ -473,12 +493,12 @@ export const isPlain = (input: unknown): input is Message => {
     case "assistant":
       return (
         isContent(input.content, true) &&
-        optional(input.toolCalls, (calls) => isArrayOf(calls, isToolCall)) &&
-        optional(input.refusal, isString) &&
-        optional(input.finishReason, (reason) => isString(reason) && finishReasons[reason] === true) &&
-        optional(input.rawFinishReason, isString) &&
-        optional(input.usage, isUsage) &&
-        optional(input.model, isString) &&
+        (input.toolCalls === undefined || isToolCalls(input.toolCalls)) &&
+        isOptionalString(input.refusal) &&
+        (input.finishReason === undefined || isFinishReason(input.finishReason)) &&
+        isOptionalString(input.rawFinishReason) &&
+        (input.usage === undefined || isUsage(input.usage)) &&
+        isOptionalString(input.model) &&
         commonFields(input) &&
         onlyKeys(input, assistantKeys)
       )

@@ -373,7 +373,9 @@ const readBatch = (
   rows: ReadonlyArray<ReadonlyArray<unknown>>,
   messages: Array<Message.Message>
 ): StoreError | undefined => {
-  for (const row of rows) {
+  // An indexed loop: `for...of` would make an iterator result per row until the loop is optimised.
+  for (let position = 0; position < rows.length; position++) {
+    const row = rows[position] as ReadonlyArray<unknown>
     const index = messages.length
     const seq = Number(row[0])
     if (seq !== index)
