@@ -248,7 +248,7 @@ const groupedTransactions = (sql: SqlClient.SqlClient) => {
       grouped(() =>
         Effect.withFiber((fiber) => {
           // Always there: the group runs its bodies inside its transaction.
-          const level = Context.getOrUndefined(fiber.context, sql.transactionService)
+          const level = Prepared.openTransaction(sql, fiber.context)
           return level === undefined
             ? Effect.die(new Error("no transaction is open"))
             : Effect.provideContext(effect, Context.add(caller, sql.transactionService, level))

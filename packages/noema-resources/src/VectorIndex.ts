@@ -26,7 +26,7 @@
  */
 import { Embedder } from "@noema/core"
 import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
-import { Context, Effect, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { upsertBatches } from "./internal/upsertRows.js"
 import * as VectorCopy from "./internal/vectorCopy.js"
@@ -550,9 +550,7 @@ export const makeSql = (
      */
     const atomically = <A, E, R>(write: Effect.Effect<A, E, R>) =>
       Effect.withFiber((fiber) =>
-        Context.getOrUndefined(fiber.context, sql.transactionService) === undefined
-          ? sql.withTransaction(write)
-          : write
+        Prepared.openTransaction(sql, fiber.context) === undefined ? sql.withTransaction(write) : write
       )
     const emptyForThisEmbedder = doing("resetting the index")(
       sql.withTransaction(

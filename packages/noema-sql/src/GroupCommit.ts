@@ -42,8 +42,9 @@
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  */
-import { Context, Deferred, Effect, Exit } from "effect"
+import { Deferred, Effect, Exit } from "effect"
 import type { SqlClient, SqlConnection, SqlError } from "effect/sql"
+import { openTransaction } from "./Prepared.js"
 
 /** An append's statements, run on the connection of the transaction that holds it. */
 export type Append<A, E> = (connection: SqlConnection.Connection) => Effect.Effect<A, E | SqlError.SqlError>
@@ -54,7 +55,7 @@ export const onTransactionConnection = <A, E>(
   append: Append<A, E>
 ): Effect.Effect<A, E | SqlError.SqlError> =>
   Effect.withFiber((fiber) => {
-    const level = Context.getOrUndefined(fiber.context, sql.transactionService)
+    const level = openTransaction(sql, fiber.context)
     return level === undefined ? Effect.die(new Error("no transaction is open")) : append(level[0])
   })
 
@@ -265,7 +266,7 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
 
   return <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
     Effect.withFiber((fiber) =>
-      Context.getOrUndefined(fiber.context, sql.transactionService) === undefined
+      openTransaction(sql, fiber.context) === undefined
         ? grouped(append)
         : sql.withTransaction(onTransactionConnection(sql, append))
     )

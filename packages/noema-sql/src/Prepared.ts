@@ -63,6 +63,16 @@ export const perCount = (build: (count: number) => Prepared): ((count: number) =
   }
 }
 
+/**
+ * The `sql` transaction open in `context` (a fiber's), as effect/sql keeps it: its connection
+ * and depth; undefined outside one. The one place noema looks it up.
+ */
+export const openTransaction = (
+  sql: SqlClient.SqlClient,
+  context: Context.Context<never>
+): readonly [connection: SqlConnection.Connection, depth: number] | undefined =>
+  Context.getOrUndefined(context, sql.transactionService)
+
 /** Runs `statement` with `args` on `connection` (the transaction's it is part of): rows as arrays. */
 export const valuesOn = (
   connection: SqlConnection.Connection,
@@ -85,7 +95,7 @@ export const values = (
   args: ReadonlyArray<unknown>
 ): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError.SqlError> =>
   Effect.withFiber((fiber) => {
-    const level = Context.getOrUndefined(fiber.context, sql.transactionService)
+    const level = openTransaction(sql, fiber.context)
     return level === undefined
       ? Effect.scoped(Effect.flatMap(sql.reserve, (connection) => valuesOn(connection, statement, args)))
       : valuesOn(level[0], statement, args)
