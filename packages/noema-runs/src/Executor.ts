@@ -738,9 +738,13 @@ export const make = (options: Options): Executor => {
           : yield* engine.executionStart(executionOfStart(runId, 1), { runId })
       const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }], { execution }))
       if (started._tag === "Success") return { _tag: "Run", run: started.success, fresh: true } as const
-      if (started.failure._tag === "IllegalTransition")
-        return { _tag: "Queued", run, reason: started.failure.detail } as const
-      return yield* Effect.fail(started.failure)
+      if (started.failure._tag !== "IllegalTransition") return yield* Effect.fail(started.failure)
+      // Refused because another process (a worker, a runner) started it just now: carried on
+      // as any run already started is; still queued, its thread is busy.
+      const now = yield* store.getRun(runId)
+      return now.status === "queued"
+        ? ({ _tag: "Queued", run: now, reason: started.failure.detail } as const)
+        : ({ _tag: "Run", run: now, fresh: false } as const)
     })
 
   const submit = (runId: string): Effect.Effect<Submitted, AppendError> =>

@@ -404,6 +404,45 @@ describe("Executor", () => {
       })
   )
 
+  it.effect(
+    "a run another process starts just as this one reads it queued is carried on, not left queued",
+    () =>
+      Effect.gen(function* () {
+        const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+        const store = yield* RunsStore.makeMemory()
+        const thread = yield* store.createThread({ title: "t" })
+        // The first read of the run is the one made before the other process's RunStarted landed.
+        let stale: Run.RunView | undefined
+        const racing: RunsStore.Service = {
+          ...store,
+          getRun: (runId) =>
+            stale === undefined
+              ? store.getRun(runId)
+              : Effect.sync(() => {
+                  const view = stale as Run.RunView
+                  stale = undefined
+                  return view
+                })
+        }
+        const executor = Executor.make({
+          store: racing,
+          workspace,
+          model: ScriptedChatModel.make({ replies: ["Brief written.", "The result, as text."] })
+        })
+        const run = yield* executor.create({
+          threadId: thread.id,
+          request: "Write a note",
+          pipeline: Pipeline.defaultPipeline
+        })
+        stale = yield* store.getRun(run.runId)
+        assert.strictEqual(stale.status, "queued")
+        yield* store.append(run.runId, [{ type: "RunStarted" }])
+        const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+        assert.strictEqual(outcome._tag, "Finished")
+        assert.strictEqual(outcome.run.status, "completed")
+      })
+  )
+
   it.effect("refusals write nothing: a closed thread, an empty request; cancel ends a run", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread, store } = yield* setup([])
