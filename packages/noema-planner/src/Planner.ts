@@ -59,6 +59,7 @@ import * as Assistants from "./Assistants.js"
 import * as Budget from "./Budget.js"
 import * as ContextWindow from "./ContextWindow.js"
 import * as Graph from "./Graph.js"
+import * as Listening from "./internal/Listening.js"
 import * as StoredTree from "./internal/StoredTree.js"
 import * as TaskPlanner from "./TaskPlanner.js"
 import * as TaskTree from "./TaskTree.js"
@@ -564,7 +565,7 @@ const outcomes = (
 
 /**
  * Runs `children` and waits until every one is stored done or failed, as the
- * events under `task` say. Stalls (nothing heard for `stallTimeout`) fail.
+ * events under `task` say (`Listening`). Stalls (nothing heard for `stallTimeout`) fail.
  */
 const superviseRound = (
   run: Run,
@@ -582,67 +583,41 @@ const superviseRound = (
         ),
         (error) => new PlannerError({ message: error.message, cause: error })
       )
-      const waiting = new Set(children.map((child) => child.urn))
+      const pull = yield* Stream.toPull(heard)
       const fiber = yield* Effect.forkScoped(
         Effect.forEach(children, (child) => execute(run, child), { concurrency: "unbounded", discard: true })
       )
-      /** Whether the child is stored done or failed (what its PUT event announced). */
-      const settled = (urn: string) =>
-        Effect.map(Effect.option(run.index.get(actor, urn)), (found) => {
-          if (Option.isNone(found)) return false
-          const status = (found.value as Resource.Task).status
-          return status === "done" || status === "failed"
-        })
-      type Signal =
-        | { readonly kind: "event"; readonly urns: ReadonlyArray<string> }
-        | { readonly kind: "returned" }
-      // The events drive it; the children's fibers returning is the backstop for a child that
-      // could not store its outcome (a write the policy denied): nothing more will be heard.
-      const signals = Stream.merge(
-        heard.pipe(
-          Stream.map(
-            (event): Signal => ({ kind: "event", urns: event.resources.filter((urn) => waiting.has(urn)) })
-          ),
-          Stream.filter((signal) => signal.kind === "event" && signal.urns.length > 0)
-        ),
-        Stream.fromEffect(Effect.as(Fiber.await(fiber), { kind: "returned" } as Signal))
-      )
-      const stalled = yield* signals.pipe(
-        Stream.timeoutOrElse({
-          duration: run.limits.stallTimeout,
-          orElse: () => Stream.fail("stalled" as const)
-        }),
-        Stream.mapEffect((signal) =>
-          signal.kind === "returned"
-            ? Effect.sync(() => waiting.clear())
-            : Effect.forEach(
-                signal.urns,
-                (urn) =>
-                  Effect.map(settled(urn), (isSettled) => {
-                    if (isSettled) waiting.delete(urn)
-                  }),
-                { discard: true }
-              )
-        ),
-        Stream.takeUntil(() => waiting.size === 0),
-        Stream.runDrain,
-        Effect.as([] as Array<string>),
-        Effect.catch((error) =>
-          error === "stalled"
-            ? Effect.succeed([...waiting])
-            : Effect.fail(
-                new PlannerError({
-                  message: `listening to "${titleOf(task)}"'s subtasks: ${describe(error)}`,
-                  cause: error
-                })
-              )
+      const ending = yield* Listening.listen({
+        pull,
+        waiting: new Set(children.map((child) => child.urn)),
+        settled: (urn) => settled(run, actor, urn),
+        children: fiber,
+        stallTimeout: run.limits.stallTimeout
+      }).pipe(
+        Effect.mapError(
+          (error) =>
+            new PlannerError({
+              message: `listening to "${titleOf(task)}"'s subtasks: ${describe(error)}`,
+              cause: error
+            })
         )
       )
-      if (stalled.length > 0) yield* Fiber.interrupt(fiber)
-      else yield* Fiber.join(fiber)
-      return { stalled }
+      if (ending.kind === "stalled" && ending.waitingFor.length > 0) {
+        yield* Fiber.interrupt(fiber)
+        return { stalled: ending.waitingFor }
+      }
+      yield* Fiber.join(fiber)
+      return { stalled: [] }
     })
   )
+
+/** Whether the task at `urn` is stored done or failed, as `actor` reads it (what its PUT event announced). */
+const settled = (run: Run, actor: string, urn: string) =>
+  Effect.map(Effect.option(run.index.get(actor, urn)), (found) => {
+    if (Option.isNone(found)) return false
+    const status = (found.value as Resource.Task).status
+    return status === "done" || status === "failed"
+  })
 
 /** The model's verdict on the subtasks' outcomes, judged by the task's evaluation. */
 const evaluate = (run: Run, task: TaskPlanner.PlannedTask, listing: string) =>
