@@ -4,6 +4,7 @@ import { Tool } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { CedarPolicy, Policy, Resource, ResourceEvents, ResourceIndex, Urn } from "@noema/resources"
 import { Deferred, Effect, Fiber, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as Graph from "../src/Graph.js"
 import * as Planner from "../src/Planner.js"
 import * as PlannerTesting from "../src/testing.js"
@@ -347,6 +348,106 @@ describe("Planner.run", () => {
         // The finished sibling's work stands.
         assert.isTrue(result.tasks.some((task) => task.title === "Find tea facts" && task.status === "done"))
       })
+  )
+
+  it.effect("a supervisor's stall timeout restarts at every subtask it hears of", () =>
+    Effect.gen(function* () {
+      const world = yield* PlannerTesting.world()
+      yield* PlannerTesting.registerAssistants(world.index, planner, team)
+      const scripted = PlannerTesting.scriptedModel({
+        plan: {
+          tasks: [
+            PlannerTesting.parent(
+              "Research",
+              [
+                PlannerTesting.leaf("Find tea facts", "find facts and figures about tea"),
+                PlannerTesting.leaf("Find tea sources", "look up sources on the history of tea"),
+                PlannerTesting.leaf("Find tea prices", "find figures about tea prices")
+              ],
+              "find facts and sources about tea"
+            )
+          ]
+        }
+      })
+      // Each leaf's answer takes 200 ms (of the test clock) and the leaves run one at a time:
+      // 600 ms in all, never 300 without a subtask heard of.
+      const slow = (request: ChatModel.ChatRequest) =>
+        PlannerTesting.partOf(request).kind === "leaf" ? Effect.sleep("200 millis") : Effect.void
+      const model: ChatModel.Service = {
+        ...scripted,
+        complete: (request) => Effect.andThen(slow(request), scripted.complete(request)),
+        stream: (request) => Stream.unwrap(Effect.as(slow(request), scripted.stream(request)))
+      }
+      const events: Array<Planner.PlannerEvent> = []
+      const running = yield* Effect.forkChild(
+        Planner.run("Research tea", {
+          model,
+          ...world,
+          limits: { stallTimeout: "300 millis", parallel: 1 },
+          onEvent: (event) => Effect.sync(() => events.push(event))
+        })
+      )
+      for (let step = 0; step < 40 && running.pollUnsafe() === undefined; step++)
+        yield* TestClock.adjust("50 millis")
+      const result = yield* Fiber.join(running)
+      assert.deepStrictEqual(
+        events.filter((event) => event.type === "stalled"),
+        []
+      )
+      assert.deepStrictEqual(result.missing, [])
+      assert.strictEqual(result.tasks.length, 4)
+    })
+  )
+
+  it.live(
+    "a subtask whose outcome the policy will not store is caught when its fiber returns: its supervisor goes on without a stall",
+    () =>
+      Effect.gen(function* () {
+        const writer = Resource.make("assistant", { name: "writer" }).meta.urn
+        const policy = yield* CedarPolicy.make(`
+        @id("everyone")
+        permit (principal, action, resource);
+        @id("writer-stores-nothing")
+        forbid (principal == Noema::Actor::"${writer}", action == Noema::Action::"put", resource);
+      `)
+        const world = yield* PlannerTesting.world(policy)
+        yield* PlannerTesting.registerAssistants(world.index, planner, team)
+        const scripted = PlannerTesting.scriptedModel({
+          plan: {
+            tasks: [
+              PlannerTesting.parent(
+                "Research",
+                [
+                  PlannerTesting.leaf("Find tea facts", "find facts and figures about tea"),
+                  PlannerTesting.leaf("Write introduction", "write an introduction about tea")
+                ],
+                "find facts and sources about tea"
+              )
+            ]
+          }
+        })
+        const events: Array<Planner.PlannerEvent> = []
+        // No event can tell the supervisor of the writer's outcome: without the backstop it would
+        // wait the whole stall timeout (longer than the test may take) and report a stall.
+        const result = yield* Planner.run("Research tea", {
+          model: scripted,
+          ...world,
+          limits: { stallTimeout: "10 minutes" },
+          onEvent: (event) => Effect.sync(() => events.push(event))
+        })
+        assert.deepStrictEqual(
+          events.filter((event) => event.type === "stalled"),
+          []
+        )
+        const written = result.tasks.find((task) => task.title === "Write introduction")
+        assert.strictEqual(written?.status, "failed")
+        assert.match(written?.reason ?? "", /denied|not allowed|forbid/i)
+        assert.isTrue(
+          events.some((event) => event.type === "evaluated" && event.title === "Research"),
+          "the supervisor evaluated its subtasks' outcomes"
+        )
+      }),
+    60_000
   )
 
   it.effect(
