@@ -23,6 +23,7 @@
  */
 import { Effect, Schema, Stream } from "effect"
 import * as ChatModel from "./ChatModel.js"
+import { deepFreeze } from "./internal/deepFreeze.js"
 import { parsePartial } from "./internal/partialJson.js"
 import type { AssistantMessage, Message, ToolCall } from "./Message.js"
 import * as Messages from "./Message.js"
@@ -165,18 +166,32 @@ const plan = <S extends OutputSchema>(
       `Invalid structured output name "${name}": use 1-64 letters, digits, underscores or hyphens`
     )
   }
+  return { schema, name, description: options.description, ...sentFor(schema) }
+}
+
+type Sent = Pick<Plan<OutputSchema>, "sent" | "strict" | "wrapped">
+
+const sentSchemas = new WeakMap<OutputSchema, Sent>()
+
+/**
+ * The JSON Schema sent for `schema`, wrapped and closed, derived once per schema: a caller
+ * asking again with one schema (a supervisor's every evaluation) shares it, frozen, as tools
+ * share their parameters' (adapters copy what they send).
+ */
+const sentFor = (schema: OutputSchema): Sent => {
+  const known = sentSchemas.get(schema)
+  if (known !== undefined) return known
   const { $defs, ...root } = Tool.jsonSchema(schema) as JsonNode
   const wrapped = root.type !== "object"
   const body: JsonNode = wrapped ? { type: "object", properties: { value: root }, required: ["value"] } : root
   const closed = closeObjects($defs === undefined ? body : { ...body, $defs })
-  return {
-    schema,
-    name,
-    description: options.description,
-    sent: closed.schema as ChatModel.JsonSchema,
+  const sent: Sent = {
+    sent: deepFreeze(closed.schema as ChatModel.JsonSchema),
     strict: closed.strict,
     wrapped
   }
+  sentSchemas.set(schema, sent)
+  return sent
 }
 
 const request = (

@@ -11,6 +11,7 @@
  */
 import { Cause, Effect, Schema } from "effect"
 import type { JsonSchema, ToolDefinition } from "./ChatModel.js"
+import { deepFreeze } from "./internal/deepFreeze.js"
 import type { ToolCall, ToolMessage } from "./Message.js"
 import * as Messages from "./Message.js"
 import * as Tracing from "./Tracing.js"
@@ -116,14 +117,6 @@ export const jsonSchema = (schema: Schema.Constraint): JsonSchema => {
 }
 
 const jsonSchemas = new WeakMap<Parameters, JsonSchema>()
-
-const deepFreeze = <A>(value: A): A => {
-  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value)
-    for (const member of Object.values(value)) deepFreeze(member)
-  }
-  return value
-}
 
 /**
  * `jsonSchema` of a tool's parameters, derived once per schema: tools made again and again

@@ -53,6 +53,23 @@ describe("StructuredOutput.generate", () => {
     })
   )
 
+  it.effect("derives the JSON Schema sent once per schema: asked again, the same frozen one is sent", () =>
+    Effect.gen(function* () {
+      const model = ScriptedChatModel.make({ replies: [JSON.stringify(valid), JSON.stringify(valid)] })
+      yield* StructuredOutput.generate(model, { schema: Person, messages, name: "person" })
+      yield* StructuredOutput.generate(model, { schema: Person, messages, name: "again" })
+      const [first, again] = model.requests.map((request) => request.request.responseFormat)
+      assert.ok(first?.type === "json-schema" && again?.type === "json-schema")
+      assert.strictEqual(again.schema, first.schema)
+      assert.equal(again.name, "again")
+      const properties = first.schema.properties as Record<string, unknown>
+      assert.isTrue(Object.isFrozen(first.schema) && Object.isFrozen(properties.tags))
+      assert.throws(() => {
+        ;(properties as { name?: unknown }).name = {}
+      })
+    })
+  )
+
   it.effect("an optional property makes the schema non-strict", () =>
     Effect.gen(function* () {
       const model = ScriptedChatModel.make({ replies: ['{"name":"Ada"}'] })
