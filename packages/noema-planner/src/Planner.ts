@@ -286,7 +286,10 @@ const elections = (
         elected = { ...task, resource: { ...task.resource, assignment } }
         fresh.push(elected)
       }
-      return { ...elected, subtasks: yield* elections(run, task.subtasks, fresh) }
+      // A leaf (most tasks) has nothing below to elect: no loop started for it.
+      return task.subtasks.length === 0
+        ? elected
+        : { ...elected, subtasks: yield* elections(run, task.subtasks, fresh) }
     })
   )
 
