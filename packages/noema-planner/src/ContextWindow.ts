@@ -78,37 +78,6 @@ export const render = (resource: Resource.Resource): string => {
   return `[${resource.meta.type}: ${resource.meta.name}]\n${body}${extra}`
 }
 
-interface Measured {
-  readonly text: string
-  readonly tokens: number
-}
-
-const measured = new WeakMap<TokenCounter.TokenCounter, WeakMap<Resource.Resource, Measured>>()
-
-/**
- * A resource as rendered, with its tokens by `counter`. A frozen resource (what stores hand
- * out, shared by every window of a run: the path, the history) cannot change, so it is
- * rendered and counted once; any other is measured each time.
- */
-const measure = (counter: TokenCounter.TokenCounter, resource: Resource.Resource): Measured => {
-  if (!Object.isFrozen(resource)) {
-    const text = render(resource)
-    return { text, tokens: counter.countText(text) }
-  }
-  let byResource = measured.get(counter)
-  if (byResource === undefined) {
-    byResource = new WeakMap()
-    measured.set(counter, byResource)
-  }
-  let known = byResource.get(resource)
-  if (known === undefined) {
-    const text = render(resource)
-    known = { text, tokens: counter.countText(text) }
-    byResource.set(resource, known)
-  }
-  return known
-}
-
 /**
  * The window for `options.task` (see the module's comment). A resource the policy denies is
  * withheld and one that is gone (a vector outliving its resource) skipped; any other failure of
@@ -197,7 +166,8 @@ export const build = (
     const dropped: Array<{ urn: string; source: Source; tokens: number }> = []
     let used = 0
     for (const { resource, source } of candidates) {
-      const { text, tokens } = measure(counter, resource)
+      const text = render(resource)
+      const tokens = counter.countText(text)
       if (used + tokens <= options.budget) {
         items.push({ urn: resource.meta.urn, source, text, tokens })
         used += tokens
