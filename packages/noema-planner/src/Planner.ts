@@ -342,7 +342,12 @@ const store = (
       ? Effect.map(run.index.put(actor, next), (stored) => [stored])
       : run.index.putMany(actor, [...alongside, next]),
     storeError(`storing "${titleOf(task)}"`)
-  ).pipe(Effect.tap((stored) => Effect.sync(() => remember(run, stored))))
+  ).pipe(
+    Effect.map((stored) => {
+      remember(run, stored)
+      return stored
+    })
+  )
 }
 
 const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
@@ -357,8 +362,10 @@ const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
 const readableUnder = (run: Run, actor: string, urn: string) => {
   if (run.began === undefined || !(urn === run.began || urn.startsWith(`${run.began}/`)))
     return run.index.findReadable(actor, urn)
+  // One pass over what the run wrote (every window and supervisor asks, about 20 times a run).
   const prefix = `${urn}/`
-  const held = [...run.written.values()].filter((resource) => resource.meta.urn.startsWith(prefix))
+  const held: Array<Resource.Resource> = []
+  for (const [written, resource] of run.written) if (written.startsWith(prefix)) held.push(resource)
   return run.index.filterReadable(actor, urn, held)
 }
 
