@@ -255,8 +255,9 @@ interface Run {
    */
   readonly written: Map<string, Resource.Resource>
   /**
-   * The conversation this run began, when it did: everything under it is in `written`, so
-   * what lies under it is read from there (through the policy, as from the store).
+   * The conversation this run began, when it did: everything under it is in `written` (and
+   * all `written` holds is under it), so what lies under it is read from there (through the
+   * policy, as from the store).
    */
   readonly began?: string
   /** Each assistant's profile, read once per run (as the assistant itself). */
@@ -362,10 +363,14 @@ const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
 const readableUnder = (run: Run, actor: string, urn: string) => {
   if (run.began === undefined || !(urn === run.began || urn.startsWith(`${run.began}/`)))
     return run.index.findReadable(actor, urn)
-  // One pass over what the run wrote (every window and supervisor asks, about 20 times a run).
-  const prefix = `${urn}/`
+  // Every window asks about the conversation itself, under which the run wrote everything it
+  // holds (it began it); a supervisor about its task: one pass over what the run wrote.
   const held: Array<Resource.Resource> = []
-  for (const [written, resource] of run.written) if (written.startsWith(prefix)) held.push(resource)
+  if (urn === run.began) held.push(...run.written.values())
+  else {
+    const prefix = `${urn}/`
+    for (const [written, resource] of run.written) if (written.startsWith(prefix)) held.push(resource)
+  }
   return run.index.filterReadable(actor, urn, held)
 }
 
