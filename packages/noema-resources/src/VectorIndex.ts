@@ -85,8 +85,29 @@ export interface Service {
   readonly reset: Effect.Effect<void, VectorIndexError>
 }
 
+/**
+ * The search texts of frozen resources (a memory or SQL store's, handed to every reader): a
+ * resource is embedded, searched for and shown in context windows many times, and a frozen one
+ * cannot say anything else later.
+ */
+const searchTexts = new WeakMap<Resource.Resource, string>()
+
 /** What a resource is about, as embedded: its structured description, else its name and main text. */
 export const searchText = (resource: Resource.Resource): string => {
+  const known = searchTexts.get(resource)
+  if (known !== undefined) return known
+  const text = searchTextOf(resource)
+  if (isFrozenText(resource)) searchTexts.set(resource, text)
+  return text
+}
+
+/** Whether what `searchText` reads of the resource can no longer change. */
+const isFrozenText = (resource: Resource.Resource) =>
+  Object.isFrozen(resource) &&
+  Object.isFrozen(resource.meta) &&
+  (!("examples" in resource) || resource.examples === undefined || Object.isFrozen(resource.examples))
+
+const searchTextOf = (resource: Resource.Resource): string => {
   const described = Resource.describe(resource)
   const examples = "examples" in resource && resource.examples !== undefined ? resource.examples : []
   if (described.length > 0)
@@ -110,7 +131,9 @@ const indexError = (message: string, cause?: unknown) =>
 // ---------------------------------------------------------------------------
 
 const normalized = (vector: ArrayLike<number>): Float32Array => {
-  const out = Float32Array.from(vector as ArrayLike<number>)
+  // A loop: `Float32Array.from` on a plain array costs several times more.
+  const out = new Float32Array(vector.length)
+  for (let i = 0; i < out.length; i++) out[i] = vector[i] as number
   let norm = 0
   for (let i = 0; i < out.length; i++) norm += (out[i] as number) ** 2
   if (norm > 0) {
