@@ -9,7 +9,7 @@
  * (conversation, message, task, assistant, chunk, document, tool) has its own Schema; a
  * stored resource is rebuilt as its own kind from `meta.type` by `decode`.
  */
-import { createHash } from "node:crypto"
+import { hash as hashText } from "node:crypto"
 import { Exit, Schema } from "effect"
 import * as Urn from "./Urn.js"
 
@@ -58,7 +58,8 @@ export const hashOf = (parent: string | undefined, type: string, name: string): 
   const input = `${parent ?? ""}\u0000${type}\u0000${name}`
   const known = hashes.get(input)
   if (known !== undefined) return known
-  const hash = createHash("sha256").update(input).digest("hex").slice(0, 16)
+  // One-shot `hash`: no Hash object per new name.
+  const hash = hashText("sha256", input, "hex").slice(0, 16)
   if (hashes.size >= hashesRemembered) hashes.clear()
   hashes.set(input, hash)
   return hash
