@@ -47,53 +47,75 @@ interface Feature {
 
 /**
  * The features of a text, each once, in the order they first occur (the order their weights are
- * added in, so the float sums are always the same). Looked up by their parts (a word, a pair of
- * words, a trigram's three code units), not by a string built for each occurrence: that string
- * and its hashing were most of an embedding's cost.
+ * added in, so the float sums are always the same). Looked up by their parts (a word; a pair as
+ * its two words' numbers among the distinct words; a trigram's three code units), by small
+ * integers where they fit, not by a string built for each occurrence: that string and its
+ * hashing were most of an embedding's cost.
  */
 const featuresOf = (words: ReadonlyArray<string>): Array<Feature> => {
   const order: Array<Feature> = []
+  // Each distinct word's feature and its number (the order it first occurs in).
   const byWord = new Map<string, Feature>()
-  const byPair = new Map<string, Map<string, Feature>>()
+  const wordNumbers = new Map<string, number>()
+  const byPair = new Map<number, Feature>()
   const byTrigram = new Map<number, Feature>()
   const wordBasis = fnvOver(fnvBasis, "w:")
   const pairBasis = fnvOver(fnvBasis, "b:")
   const trigramBasis = fnvOver(fnvBasis, "t:")
+  const small = smallUnits(words)
   const fresh = (hash: number, weight: number): Feature => {
     const feature = { hash: hash >>> 0, weight, count: 1 }
     order.push(feature)
     return feature
   }
+  let previousNumber = -1
   for (let i = 0; i < words.length; i++) {
     const word = words[i] as string
     const known = byWord.get(word)
-    if (known !== undefined) known.count++
-    else byWord.set(word, fresh(fnvOver(wordBasis, word), 1))
-    if (i > 0) {
-      const previous = words[i - 1] as string
-      let after = byPair.get(previous)
-      if (after === undefined) {
-        after = new Map()
-        byPair.set(previous, after)
-      }
-      const pair = after.get(word)
-      if (pair !== undefined) pair.count++
-      else after.set(word, fresh(fnvOver(fnvChar(fnvOver(pairBasis, previous), 32), word), 0.5))
+    let number: number
+    if (known !== undefined) {
+      known.count++
+      number = wordNumbers.get(word) as number
+    } else {
+      byWord.set(word, fresh(fnvOver(wordBasis, word), 1))
+      number = wordNumbers.size
+      wordNumbers.set(word, number)
     }
+    if (i > 0) {
+      // At most `words.length` distinct words: the pair's key is unique.
+      const key = previousNumber * words.length + number
+      const pair = byPair.get(key)
+      if (pair !== undefined) pair.count++
+      else byPair.set(key, fresh(fnvOver(fnvChar(fnvOver(pairBasis, words[i - 1] as string), 32), word), 0.5))
+    }
+    previousNumber = number
     // The trigrams of the word marked with its boundaries, `^word$` (code units, as `slice` cuts).
     const last = word.length + 1
-    const unit = (at: number) => (at === 0 ? 94 : at === last ? 36 : word.charCodeAt(at - 1))
-    for (let j = 0; j + 3 <= last + 1; j++) {
-      const a = unit(j)
-      const b = unit(j + 1)
-      const c = unit(j + 2)
-      const key = (a * 65536 + b) * 65536 + c
+    let a = 94
+    let b = word.length > 0 ? word.charCodeAt(0) : 36
+    for (let j = 2; j <= last; j++) {
+      const c = j === last ? 36 : word.charCodeAt(j - 1)
+      const key = small ? (a << 20) | (b << 10) | c : (a * 65536 + b) * 65536 + c
       const trigram = byTrigram.get(key)
       if (trigram !== undefined) trigram.count++
       else byTrigram.set(key, fresh(fnvChar(fnvChar(fnvChar(trigramBasis, a), b), c), 0.25))
+      a = b
+      b = c
     }
   }
   return order
+}
+
+/**
+ * Whether every code unit of the words is below 1024, so that a trigram's three fit one small
+ * integer key (10 bits each): a small integer is a map key without a number allocated for it.
+ */
+const smallUnits = (words: ReadonlyArray<string>): boolean => {
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i] as string
+    for (let j = 0; j < word.length; j++) if (word.charCodeAt(j) >= 1024) return false
+  }
+  return true
 }
 
 /** The vector of one text (L2-normalised; all zeros for a text without words). */
