@@ -151,23 +151,27 @@ export class ResourceEvents extends Context.Service<ResourceEvents, Service>()(
 const asList = <A>(value: A | ReadonlyArray<A> | undefined): ReadonlyArray<A> | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? (value as ReadonlyArray<A>) : [value as A]
 
+/** Whether `wanted` (one, several, or any when undefined) takes `value`, with no list built for one. */
+const takesOne = <A>(wanted: A | ReadonlyArray<A> | undefined, value: A): boolean =>
+  wanted === undefined ||
+  (Array.isArray(wanted) ? (wanted as ReadonlyArray<A>).includes(value) : wanted === value)
+
 /** Whether `filter` may take an event of `source` and `detailType` (its prefix aside: that needs the URNs). */
-const takesKind = (filter: Filter, source: string, detailType: DetailType): boolean => {
-  const sources = asList(filter.source)
-  if (sources !== undefined && !sources.includes(source)) return false
-  const types = asList(filter.detailType)
-  return types === undefined || types.includes(detailType)
-}
+const takesKind = (filter: Filter, source: string, detailType: DetailType): boolean =>
+  takesOne(filter.source, source) && takesOne(filter.detailType, detailType)
+
+/** Whether `urn` is `prefix` or under it (`prefix + "/"` compared in place, not built per event). */
+const isAtOrUnder = (urn: string, prefix: string): boolean =>
+  urn.startsWith(prefix) && (urn.length === prefix.length || urn.charCodeAt(prefix.length) === 47)
 
 /** Whether `event` is one `filter` hears. */
 export const matches = (filter: Filter, event: ResourceEvent): boolean => {
   if (!takesKind(filter, event.source, event.detailType)) return false
   const prefix = filter.prefix
-  if (prefix !== undefined) {
-    const under = `${prefix}/`
-    return event.resources.some((urn) => urn === prefix || urn.startsWith(under))
-  }
-  return true
+  if (prefix === undefined) return true
+  const resources = event.resources
+  for (let i = 0; i < resources.length; i++) if (isAtOrUnder(resources[i] as string, prefix)) return true
+  return false
 }
 
 const eventsError = (message: string, cause?: unknown) =>
@@ -371,7 +375,9 @@ const viewWith = (
   readable: ReadonlyArray<string>
 ): ResourceEvent | undefined => {
   if (readable.length === 0) return undefined
-  const view = readable.length === event.resources.length ? event : { ...event, resources: readable }
+  // All readable: the event itself, which its callers have matched already.
+  if (readable.length === event.resources.length) return event
+  const view = { ...event, resources: readable }
   // The prefix again, on what the subscriber may read: a hidden resource never makes it match.
   return matches(mailbox.filter, view) ? view : undefined
 }
