@@ -190,9 +190,12 @@ class TopK {
   }
 }
 
+/** Whether a vector passes the filters (the prefix's "/" compared in place, not built per vector). */
 const matchesFilters = (urn: string, type: string, options: SearchOptions) =>
   (options.type === undefined || type === options.type) &&
-  (options.prefix === undefined || urn === options.prefix || urn.startsWith(`${options.prefix}/`))
+  (options.prefix === undefined ||
+    (urn.startsWith(options.prefix) &&
+      (urn.length === options.prefix.length || urn.charCodeAt(options.prefix.length) === 47)))
 
 const checkOptions = (options: SearchOptions): VectorIndexError | undefined => {
   if (options.prefix !== undefined) {
@@ -216,10 +219,9 @@ const cachedTextLength = 4096
 
 /** What both backends share: embedding, checking, the query vector. */
 const common = (embedder: Embedder.Service) => {
+  const checked = Embedder.make(embedder)
   const embed = (texts: ReadonlyArray<string>) =>
-    Effect.mapError(Embedder.make(embedder).embed(texts), (error) =>
-      indexError(`embedding failed: ${error.message}`, error)
-    )
+    Effect.mapError(checked.embed(texts), (error) => indexError(`embedding failed: ${error.message}`, error))
   const dimensionsOf = (vectors: ReadonlyArray<ReadonlyArray<number>>, expected: number | undefined) => {
     for (const vector of vectors) {
       if (expected !== undefined && vector.length !== expected)
@@ -246,16 +248,35 @@ const common = (embedder: Embedder.Service) => {
     recent.set(text, vector)
   }
   /** The normalised vectors of `texts`, embedding (in one call) only those not recently embedded. */
-  const vectorsOfTexts = (texts: ReadonlyArray<string>, dimensions: number) => {
-    const known = texts.map((text) => recent.get(text))
-    const missing = [...new Set(texts.filter((_, i) => known[i] === undefined))]
-    if (missing.length === 0) return Effect.succeed(known as Array<Float32Array>)
-    return Effect.flatMap(embed(missing), ({ vectors }) => {
+  const vectorsOfTexts = (
+    texts: ReadonlyArray<string>,
+    dimensions: number
+  ): Effect.Effect<Array<Float32Array>, VectorIndexError> => {
+    // One pass: most texts were embedded lately (a task stored again, a search for a stored text).
+    const known: Array<Float32Array | undefined> = new Array(texts.length)
+    let missing: Set<string> | undefined
+    for (let i = 0; i < texts.length; i++) {
+      const text = texts[i] as string
+      const vector = recent.get(text)
+      known[i] = vector
+      if (vector === undefined) {
+        missing ??= new Set()
+        missing.add(text)
+      }
+    }
+    if (missing === undefined) return Effect.succeed(known as Array<Float32Array>)
+    const asked = [...missing]
+    return Effect.flatMap(embed(asked), ({ vectors }) => {
       const problem = dimensionsOf(vectors, dimensions)
       if (problem !== undefined) return Effect.fail(problem)
-      const fresh = new Map(missing.map((text, i) => [text, normalized(vectors[i] as ReadonlyArray<number>)]))
-      for (const [text, vector] of fresh) remember(text, vector)
-      return Effect.succeed(texts.map((text, i) => known[i] ?? (fresh.get(text) as Float32Array)))
+      const fresh = new Map<string, Float32Array>()
+      for (let i = 0; i < asked.length; i++) {
+        const vector = normalized(vectors[i] as ReadonlyArray<number>)
+        fresh.set(asked[i] as string, vector)
+        remember(asked[i] as string, vector)
+      }
+      for (let i = 0; i < texts.length; i++) known[i] ??= fresh.get(texts[i] as string)
+      return Effect.succeed(known as Array<Float32Array>)
     })
   }
   const vectorsOf = (resources: ReadonlyArray<Resource.Resource>, dimensions: number) =>
@@ -324,9 +345,10 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
     const prepareUpsert = (resources: ReadonlyArray<Resource.Resource>) =>
       Effect.map(vectorsOf(resources, dimensions), (vectors) =>
         Effect.sync(() => {
-          for (const [i, resource] of resources.entries()) {
-            const slot = slotFor(resource.meta.urn)
-            types[slot] = resource.meta.type
+          for (let i = 0; i < resources.length; i++) {
+            const meta = (resources[i] as Resource.Resource).meta
+            const slot = slotFor(meta.urn)
+            types[slot] = meta.type
             data.set(vectors[i] as Float32Array, slot * dimensions)
           }
         })
