@@ -198,7 +198,7 @@ const completeForPut = (
   Effect.flatMap(Effect.try({ try: () => checkAll(resources), catch: invalid }), (checked) =>
     Effect.flatMap(backend.getMany(checked.lookups), (stored) =>
       Effect.clockWith((clock) => {
-        const completed = completeAll(checked, stored, counter, isoNow(clock))
+        const completed = completeAll(checked, stored, counter, clock)
         return completed instanceof ResourceStoreError ? Effect.fail(completed) : Effect.succeed(completed)
       })
     )
@@ -214,7 +214,7 @@ const putNow = (
     let completed: Array<Resource> | ResourceStoreError
     try {
       const checked = checkAll(resources)
-      completed = completeAll(checked, now.getMany(checked.lookups), counter, isoNow(clock))
+      completed = completeAll(checked, now.getMany(checked.lookups), counter, clock)
       if (!(completed instanceof ResourceStoreError)) now.writeMany(completed)
     } catch (error) {
       completed = error instanceof ResourceStoreError ? error : invalid(error)
@@ -222,15 +222,21 @@ const putNow = (
     return completed instanceof ResourceStoreError ? Effect.fail(completed) : Effect.succeed(completed)
   })
 
-const isoNow = (clock: Clock.Clock) => new Date(clock.currentTimeMillisUnsafe()).toISOString()
-
-/** Each checked resource completed (`tokens`, `created`), or the first refused, why. */
+/**
+ * Each checked resource completed (`tokens`, `created`), or the first refused, why. The time is
+ * read once, and only for a URN stored the first time (a state change keeps its `created`).
+ */
 const completeAll = (
   checked: Checked,
   stored: ReadonlyArray<Resource>,
   counter: TokenCounter.TokenCounter,
-  now: string
+  clock: Clock.Clock
 ): Array<Resource> | ResourceStoreError => {
+  let time: string | undefined
+  const now = () => {
+    time ??= new Date(clock.currentTimeMillisUnsafe()).toISOString()
+    return time
+  }
   const found = new Map<string, Resource>()
   for (let i = 0; i < stored.length; i++) found.set((stored[i] as Resource).meta.urn, stored[i] as Resource)
   const completed: Array<Resource> = []
@@ -246,7 +252,7 @@ const completeAll = (
         urn,
         `the name "${name}" is taken: ${slot} is the ${type} of that name (a name is unique among a parent's resources of a type)`
       )
-    const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now
+    const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now()
     const tokens = counter.countText(Resources.textOf(resource))
     const one = { ...resource, meta: { ...resource.meta, tokens, created } } as Resource
     found.set(urn, one)
@@ -257,6 +263,8 @@ const completeAll = (
 
 /** The URN the resource's name gives it; its own when that one would be too long to be a URN. */
 const slotOf = (meta: Resources.Meta): string => {
+  // Named by its own hash (the usual case): decoded, its URN is that name's, nothing to build.
+  if (Resources.hashOf(meta.parent, meta.type, meta.name) === meta.hash) return meta.urn
   try {
     return Resources.namedUrn(meta.parent, meta.type, meta.name)
   } catch {

@@ -157,6 +157,25 @@ export const child = (parent: string | undefined, type: string, id: string): str
 }
 
 /**
+ * Whether `urn` is `child(parent, type, id)`, answered without building that string, for a URN
+ * already parsed (false when it is not known: then ask `child`). A resource's URN is checked
+ * against its parent, type and hash at every put and read.
+ */
+export const isChildOf = (urn: string, parent: string | undefined, type: string, id: string): boolean => {
+  const parsed = parsedUrns.get(urn)
+  if (parsed === undefined) return false
+  const last = parsed.elements[parsed.elements.length - 1] as Element
+  if (last.type !== type || last.id !== id) return false
+  if (parent === undefined) return parsed.elements.length === 1
+  // Its last element is `type.id`: with that length after `parent/`, it is exactly that child.
+  return (
+    urn.length === parent.length + type.length + id.length + 2 &&
+    urn.charCodeAt(parent.length) === 47 &&
+    urn.startsWith(parent)
+  )
+}
+
+/**
  * The parent URN, or undefined for a root. A valid URN is its own spelling and no element holds a
  * "/", so its ancestors are its own prefixes up to each "/" (nothing to format or check again).
  */
