@@ -28,4 +28,15 @@ describe("VectorIndex.makeMemory", () => {
       }
     })
   )
+
+  it("takes a resource's search text as it is now unless it is frozen", () => {
+    const task = Resource.make("task", { name: "t", status: "pending", purpose: "paint the fence" })
+    const editable = { ...task } as { purpose?: string }
+    assert.include(VectorIndex.searchText(editable as Resource.Resource), "paint the fence")
+    editable.purpose = "mow the lawn"
+    assert.include(VectorIndex.searchText(editable as Resource.Resource), "mow the lawn")
+    const frozen = Object.freeze({ ...task, meta: Object.freeze({ ...task.meta }) })
+    assert.strictEqual(VectorIndex.searchText(frozen), VectorIndex.searchText(frozen))
+    assert.include(VectorIndex.searchText(frozen), "paint the fence")
+  })
 })
