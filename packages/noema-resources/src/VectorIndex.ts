@@ -131,11 +131,36 @@ const indexError = (message: string, cause?: unknown) =>
 // ---------------------------------------------------------------------------
 
 const normalized = (vector: ArrayLike<number>): Float32Array => {
-  // A loop: `Float32Array.from` on a plain array costs several times more.
+  const out = copied(vector)
+  return toUnit(out, squaredNorm(out))
+}
+
+/**
+ * `normalized`, or undefined when a value of `vector` is not a finite number. One pass more only
+ * when the norm is not finite (a value that is not, or one too large for a float): the values are
+ * checked then, as they would have been before.
+ */
+const normalizedFinite = (vector: ReadonlyArray<number>): Float32Array | undefined => {
+  const out = copied(vector)
+  const norm = squaredNorm(out)
+  if (!Number.isFinite(norm) && !allFinite(vector)) return undefined
+  return toUnit(out, norm)
+}
+
+/** A loop: `Float32Array.from` on a plain array costs several times more. */
+const copied = (vector: ArrayLike<number>): Float32Array => {
   const out = new Float32Array(vector.length)
   for (let i = 0; i < out.length; i++) out[i] = vector[i] as number
+  return out
+}
+
+const squaredNorm = (out: Float32Array): number => {
   let norm = 0
   for (let i = 0; i < out.length; i++) norm += (out[i] as number) ** 2
+  return norm
+}
+
+const toUnit = (out: Float32Array, norm: number): Float32Array => {
   if (norm > 0) {
     const scale = 1 / Math.sqrt(norm)
     for (let i = 0; i < out.length; i++) out[i] = (out[i] as number) * scale
@@ -222,14 +247,21 @@ const common = (embedder: Embedder.Service) => {
   const checked = Embedder.make(embedder)
   const embed = (texts: ReadonlyArray<string>) =>
     Effect.mapError(checked.embed(texts), (error) => indexError(`embedding failed: ${error.message}`, error))
-  const dimensionsOf = (vectors: ReadonlyArray<ReadonlyArray<number>>, expected: number | undefined) => {
+  /** The embedder's vectors normalised, or why the first that cannot be is not (its size, a value). */
+  const unitVectors = (
+    vectors: ReadonlyArray<ReadonlyArray<number>>,
+    expected: number
+  ): Array<Float32Array> | VectorIndexError => {
+    const out: Array<Float32Array> = []
     for (const vector of vectors) {
-      if (expected !== undefined && vector.length !== expected)
+      if (vector.length !== expected)
         return indexError(`the embedder gave a vector of ${vector.length} dimensions, expected ${expected}`)
-      if (!allFinite(vector))
+      const unit = normalizedFinite(vector)
+      if (unit === undefined)
         return indexError("the embedder gave a vector with a value that is not a finite number")
+      out.push(unit)
     }
-    return undefined
+    return out
   }
   const queryVector = (query: Query, dimensions: number): Effect.Effect<Float32Array, VectorIndexError> =>
     "vector" in query
@@ -267,11 +299,11 @@ const common = (embedder: Embedder.Service) => {
     if (missing === undefined) return Effect.succeed(known as Array<Float32Array>)
     const asked = [...missing]
     return Effect.flatMap(embed(asked), ({ vectors }) => {
-      const problem = dimensionsOf(vectors, dimensions)
-      if (problem !== undefined) return Effect.fail(problem)
+      const units = unitVectors(vectors, dimensions)
+      if (units instanceof VectorIndexError) return Effect.fail(units)
       const fresh = new Map<string, Float32Array>()
       for (let i = 0; i < asked.length; i++) {
-        const vector = normalized(vectors[i] as ReadonlyArray<number>)
+        const vector = units[i] as Float32Array
         fresh.set(asked[i] as string, vector)
         remember(asked[i] as string, vector)
       }
