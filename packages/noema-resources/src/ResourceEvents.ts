@@ -421,6 +421,12 @@ const knownViewOf = (
 
 interface Hub {
   readonly deliver: (event: ResourceEvent) => Effect.Effect<void>
+  /**
+   * Delivers `event` here and now when it can (no subscriber takes it, or every decision is known
+   * and no delivery is under way: the usual case) and says so; false: `deliverInTurn` it.
+   */
+  readonly deliverNow: (event: ResourceEvent) => boolean
+  readonly deliverInTurn: (event: ResourceEvent) => Effect.Effect<void>
   readonly subscribe: Service["subscribe"]
   /** Whether a subscriber's filter takes that source and type (`Service.mayHear`, for this process). */
   readonly mayHear: (source: string, detailType: DetailType) => boolean
@@ -472,28 +478,30 @@ const makeHub = (engine: Policy.Service): Hub => {
       )
       .pipe(Effect.ensuring(Effect.sync(() => queued--)), Effect.uninterruptible)
   }
+  const deliverNow = (event: ResourceEvent): boolean => {
+    // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
+    // one: it need not wait its turn, nor cost a step per subscriber.
+    if (!someMatch(mailboxes, event)) return true
+    // With no delivery under way and every decision known (allowed before: the usual case),
+    // it is delivered here and now, to all at once: the same views, in the same order,
+    // without an effect per subscriber.
+    const subscribers = [...mailboxes]
+    const views = queued === 0 ? knownViews(policy, subscribers, event) : undefined
+    if (views === undefined) return false
+    for (let i = 0; i < subscribers.length; i++) {
+      const view = views[i]
+      if (view !== undefined) (subscribers[i] as Mailbox).offer(view)
+    }
+    return true
+  }
   return {
     mayHear: (source, detailType) => {
       for (const mailbox of mailboxes) if (takesKind(mailbox.filter, source, detailType)) return true
       return false
     },
-    deliver: (event) =>
-      Effect.suspend(() => {
-        // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
-        // one: it need not wait its turn, nor cost a step per subscriber.
-        if (!someMatch(mailboxes, event)) return Effect.void
-        // With no delivery under way and every decision known (allowed before: the usual case),
-        // it is delivered here and now, to all at once: the same views, in the same order,
-        // without an effect per subscriber.
-        const subscribers = [...mailboxes]
-        const views = queued === 0 ? knownViews(policy, subscribers, event) : undefined
-        if (views === undefined) return deliverInTurn(event)
-        for (let i = 0; i < subscribers.length; i++) {
-          const view = views[i]
-          if (view !== undefined) (subscribers[i] as Mailbox).offer(view)
-        }
-        return Effect.void
-      }),
+    deliverNow,
+    deliverInTurn,
+    deliver: (event) => Effect.suspend(() => (deliverNow(event) ? Effect.void : deliverInTurn(event))),
     subscribe: (actor, filter = {}, options = {}) =>
       Effect.suspend(() => {
         const problem = checkFilter(actor, filter)
@@ -531,11 +539,14 @@ export const makeMemory = (policy: Policy.Service): Effect.Effect<Service> =>
   Effect.sync(() => {
     const hub = makeHub(policy)
     return {
+      // Completed and, in the usual case, delivered in one step.
       publish: (event) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const completed = complete(event, now)
+        Effect.clockWith((clock) => {
+          const completed = complete(event, clock.currentTimeMillisUnsafe())
           if (completed instanceof ResourceEventsError) return Effect.fail(completed)
-          return Effect.as(hub.deliver(completed), completed)
+          return hub.deliverNow(completed)
+            ? Effect.succeed(completed)
+            : Effect.as(hub.deliverInTurn(completed), completed)
         }),
       subscribe: hub.subscribe,
       mayHear: hub.mayHear
