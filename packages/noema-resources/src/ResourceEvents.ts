@@ -49,6 +49,7 @@ import {
   Stream
 } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { isoOfMillis } from "./internal/isoMillis.js"
 import * as Policy from "./Policy.js"
 import * as Urn from "./Urn.js"
 
@@ -204,7 +205,7 @@ export const isoTime = (time: string | number): string | undefined => {
         : /^\d{4}-\d{2}-\d{2}T/.test(time)
           ? Date.parse(time)
           : Number.NaN
-  return Number.isFinite(millis) ? new Date(millis).toISOString() : undefined
+  return Number.isFinite(millis) ? isoOfMillis(millis) : undefined
 }
 
 /** The event to publish, complete and checked. */

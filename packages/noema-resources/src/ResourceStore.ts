@@ -18,6 +18,7 @@
  */
 import { TokenCounter } from "@noema/core"
 import { type Clock, Context, Effect, Schema } from "effect"
+import { isoOfMillis } from "./internal/isoMillis.js"
 import { jsonCopy } from "./internal/jsonCopy.js"
 import * as Resources from "./Resource.js"
 import * as Urn from "./Urn.js"
@@ -234,7 +235,7 @@ const completeAll = (
 ): Array<Resource> | ResourceStoreError => {
   let time: string | undefined
   const now = () => {
-    time ??= new Date(clock.currentTimeMillisUnsafe()).toISOString()
+    time ??= isoOfMillis(clock.currentTimeMillisUnsafe())
     return time
   }
   const found = new Map<string, Resource>()
