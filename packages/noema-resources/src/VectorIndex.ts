@@ -215,6 +215,74 @@ class TopK {
   }
 }
 
+/**
+ * `TopK` over a memory index's slots, in the same order (best first, ties by URN): the kept
+ * slots and scores in typed arrays reused by every search of the index, and a hit built only
+ * for those that are kept at the end, not for each one that enters and is pushed out.
+ */
+class SlotTopK {
+  private slots = new Int32Array(16)
+  private scores = new Float64Array(16)
+  private size = 0
+  private limit = 0
+  private urns: ReadonlyArray<string | undefined> = []
+
+  /** Emptied for a search keeping `limit` over the slots' `urns`. */
+  start(limit: number, urns: ReadonlyArray<string | undefined>): void {
+    // Never more kept than there are slots, and one place more for the one pushed out.
+    const room = Math.min(limit, urns.length) + 1
+    if (room > this.slots.length) {
+      const grown = Math.max(room, 2 * this.slots.length)
+      this.slots = new Int32Array(grown)
+      this.scores = new Float64Array(grown)
+    }
+    this.size = 0
+    this.limit = limit
+    this.urns = urns
+  }
+
+  /** `better` of the hits at two slots with these scores. */
+  private better(score: number, slot: number, otherScore: number, other: number): number {
+    const urn = this.urns[slot] as string
+    const otherUrn = this.urns[other] as string
+    return otherScore - score || (urn < otherUrn ? -1 : urn > otherUrn ? 1 : 0)
+  }
+
+  /** As `TopK`'s `admits`, then `offer`. */
+  offer(slot: number, score: number): void {
+    const { slots, scores } = this
+    const last = this.size - 1
+    if (this.size === this.limit) {
+      if (!(score >= (scores[last] as number))) return
+      if (this.better(score, slot, scores[last] as number, slots[last] as number) >= 0) return
+    }
+    let at = this.size
+    while (at > 0 && this.better(score, slot, scores[at - 1] as number, slots[at - 1] as number) < 0) {
+      slots[at] = slots[at - 1] as number
+      scores[at] = scores[at - 1] as number
+      at--
+    }
+    slots[at] = slot
+    scores[at] = score
+    if (this.size < this.limit) this.size++
+  }
+
+  /** The hits kept, best first. */
+  result(types: ReadonlyArray<string>): Array<Hit> {
+    const hits: Array<Hit> = []
+    for (let i = 0; i < this.size; i++) {
+      const slot = this.slots[i] as number
+      hits.push({
+        urn: this.urns[slot] as string,
+        type: types[slot] as string,
+        score: this.scores[i] as number
+      })
+    }
+    this.urns = []
+    return hits
+  }
+}
+
 /** Whether a vector passes the filters (the prefix's "/" compared in place, not built per vector). */
 const matchesFilters = (urn: string, type: string, options: SearchOptions) =>
   (options.type === undefined || type === options.type) &&
@@ -361,6 +429,8 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
     let types: Array<string> = []
     let data = new Float32Array(initialSlots * dimensions)
     const free: Array<number> = []
+    // Every search's top, reused: a search runs start to end in one step, never two at once.
+    const top = new SlotTopK()
     const slotFor = (urn: string): number => {
       const existing = slots.get(urn)
       if (existing !== undefined) return existing
@@ -402,17 +472,15 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
         const problem = checkOptions(options)
         if (problem !== undefined) return Effect.fail(problem)
         return Effect.map(queryVector(query, dimensions), (q) => {
-          const top = new TopK(options.limit ?? 10)
+          top.start(options.limit ?? 10, urns)
           const filtered = options.type !== undefined || options.prefix !== undefined
           for (let slot = 0; slot < urns.length; slot++) {
             const urn = urns[slot]
             if (urn === undefined) continue
-            const type = types[slot] as string
-            if (filtered && !matchesFilters(urn, type, options)) continue
-            const score = dotAt(q, data, slot * dimensions)
-            if (top.admits(score)) top.offer({ urn, type, score })
+            if (filtered && !matchesFilters(urn, types[slot] as string, options)) continue
+            top.offer(slot, dotAt(q, data, slot * dimensions))
           }
-          return top.result()
+          return top.result(types)
         })
       },
       size: Effect.sync(() => slots.size),
