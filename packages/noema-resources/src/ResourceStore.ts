@@ -255,9 +255,13 @@ const completeAll = (
       )
     const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now()
     const tokens = counter.countText(Resources.textOf(resource))
-    const one = { ...resource, meta: { ...resource.meta, tokens, created } } as Resource
-    found.set(urn, one)
-    completed.push(one)
+    // The checked resource is the put's own copy (`copyChecked`): completed in place, its fields
+    // in the order a spread would give (`tokens` and `created` kept where they were, else last).
+    const meta = resource.meta as { -readonly [K in keyof Resources.Meta]: Resources.Meta[K] }
+    meta.tokens = tokens
+    meta.created = created
+    found.set(urn, resource)
+    completed.push(resource)
   }
   return completed
 }
