@@ -38,73 +38,172 @@ const fnvChar = (hash: number, code: number): number => Math.imul(hash ^ code, 0
 
 const wordPattern = /[\p{L}\p{N}]+/gu
 
-/** A distinct feature: its hash (FNV-1a of `w:<word>`, `b:<word> <word>` or `t:<trigram>`), weight and count. */
-interface Feature {
-  readonly hash: number
-  readonly weight: number
-  count: number
+/**
+ * The distinct features of one text, in the order they first occur (the order their weights are
+ * added in, so the float sums are always the same): each one's hash (FNV-1a of `w:<word>`,
+ * `b:<word> <word>` or `t:<trigram>`), weight and count. Looked up by their parts, not by a
+ * string built for each occurrence (that string and its hashing were most of an embedding's cost):
+ * a word by itself, a pair and a trigram by two integers in an open-addressing table (a pair: its
+ * words' feature numbers; a trigram: its first code unit, then the other two), which an embedding
+ * reuses rather than building maps and objects for each text.
+ */
+class Features {
+  hashes: Uint32Array
+  weights: Float64Array
+  counts: Int32Array
+  size = 0
+  private readonly words = new Map<string, number>()
+  private slots: Int32Array
+  private high: Int32Array
+  private low: Int32Array
+  private stamps: Int32Array
+  private stamp = 0
+  private mask: number
+
+  constructor(features: number) {
+    this.hashes = new Uint32Array(features)
+    this.weights = new Float64Array(features)
+    this.counts = new Int32Array(features)
+    const slots = tableSize(features)
+    this.slots = new Int32Array(slots)
+    this.high = new Int32Array(slots)
+    this.low = new Int32Array(slots)
+    this.stamps = new Int32Array(slots)
+    this.mask = slots - 1
+  }
+
+  /** Empties it for a text of at most `features` features (room made where there is too little). */
+  reset(features: number): void {
+    this.size = 0
+    this.words.clear()
+    if (features > this.hashes.length) {
+      this.hashes = new Uint32Array(features)
+      this.weights = new Float64Array(features)
+      this.counts = new Int32Array(features)
+    }
+    const slots = tableSize(features)
+    if (slots > this.slots.length) {
+      this.slots = new Int32Array(slots)
+      this.high = new Int32Array(slots)
+      this.low = new Int32Array(slots)
+      this.stamps = new Int32Array(slots)
+      this.mask = slots - 1
+      this.stamp = 0
+    }
+    // A slot is taken only when stamped with this text's stamp: nothing to clear between texts.
+    this.stamp++
+    if (this.stamp === 0x7fffffff) {
+      this.stamps.fill(0)
+      this.stamp = 1
+    }
+  }
+
+  private fresh(hash: number, weight: number): number {
+    const at = this.size++
+    this.hashes[at] = hash >>> 0
+    this.weights[at] = weight
+    this.counts[at] = 1
+    return at
+  }
+
+  /** The word's feature number, counted once more (hashed from `basis` when new). */
+  word(word: string, basis: number): number {
+    const known = this.words.get(word)
+    if (known !== undefined) {
+      this.counts[known] = (this.counts[known] as number) + 1
+      return known
+    }
+    const at = this.fresh(fnvOver(basis, word), 1)
+    this.words.set(word, at)
+    return at
+  }
+
+  /**
+   * Counts the feature keyed by (`high`, `low`) once more; false when it is new, for the caller
+   * to `add` it (its hash is computed only then).
+   */
+  counted(high: number, low: number): boolean {
+    let slot = (Math.imul(high, 0x9e3779b1) ^ Math.imul(low, 0x85ebca6b)) & this.mask
+    while (this.stamps[slot] === this.stamp) {
+      if (this.high[slot] === high && this.low[slot] === low) {
+        const at = this.slots[slot] as number
+        this.counts[at] = (this.counts[at] as number) + 1
+        return true
+      }
+      slot = (slot + 1) & this.mask
+    }
+    this.stamps[slot] = this.stamp
+    this.high[slot] = high
+    this.low[slot] = low
+    this.slots[slot] = this.size
+    return false
+  }
+
+  /** The new feature `counted` just made room for. */
+  add(hash: number, weight: number): void {
+    this.fresh(hash, weight)
+  }
 }
 
-/**
- * The features of a text, each once, in the order they first occur (the order their weights are
- * added in, so the float sums are always the same). Looked up by their parts (a word, a pair of
- * words, a trigram's three code units), not by a string built for each occurrence: that string
- * and its hashing were most of an embedding's cost.
- */
-const featuresOf = (words: ReadonlyArray<string>): Array<Feature> => {
-  const order: Array<Feature> = []
-  const byWord = new Map<string, Feature>()
-  const byPair = new Map<string, Map<string, Feature>>()
-  const byTrigram = new Map<number, Feature>()
-  const wordBasis = fnvOver(fnvBasis, "w:")
-  const pairBasis = fnvOver(fnvBasis, "b:")
-  const trigramBasis = fnvOver(fnvBasis, "t:")
-  const fresh = (hash: number, weight: number): Feature => {
-    const feature = { hash: hash >>> 0, weight, count: 1 }
-    order.push(feature)
-    return feature
-  }
+/** Open-addressing slots for `features` keys: a power of two, at most half full. */
+const tableSize = (features: number): number => {
+  let size = 64
+  while (size < features * 2) size *= 2
+  return size
+}
+
+/** Texts up to this many features reuse one table; a longer one gets its own, not kept after. */
+const sharedFeatures = 1 << 14
+const shared = new Features(1024)
+
+const wordBasis = fnvOver(fnvBasis, "w:")
+const pairBasis = fnvOver(fnvBasis, "b:")
+const trigramBasis = fnvOver(fnvBasis, "t:")
+
+/** The features of the words, counted (see `Features`). */
+const featuresOf = (words: ReadonlyArray<string>): Features => {
+  // At most: each word, each pair, and a trigram per code unit of each word.
+  let most = 2 * words.length
+  for (let i = 0; i < words.length; i++) most += (words[i] as string).length
+  const features = most <= sharedFeatures ? shared : new Features(most)
+  features.reset(most)
+  let previous = -1
   for (let i = 0; i < words.length; i++) {
     const word = words[i] as string
-    const known = byWord.get(word)
-    if (known !== undefined) known.count++
-    else byWord.set(word, fresh(fnvOver(wordBasis, word), 1))
-    if (i > 0) {
-      const previous = words[i - 1] as string
-      let after = byPair.get(previous)
-      if (after === undefined) {
-        after = new Map()
-        byPair.set(previous, after)
-      }
-      const pair = after.get(word)
-      if (pair !== undefined) pair.count++
-      else after.set(word, fresh(fnvOver(fnvChar(fnvOver(pairBasis, previous), 32), word), 0.5))
-    }
-    // The trigrams of the word marked with its boundaries, `^word$` (code units, as `slice` cuts).
+    const number = features.word(word, wordBasis)
+    if (i > 0 && !features.counted(previous, number))
+      features.add(fnvOver(fnvChar(fnvOver(pairBasis, words[i - 1] as string), 32), word), 0.5)
+    previous = number
+    // The trigrams of the word marked with its boundaries, `^word$` (code units, as `slice` cuts);
+    // keyed apart from pairs by a negative first integer.
     const last = word.length + 1
-    const unit = (at: number) => (at === 0 ? 94 : at === last ? 36 : word.charCodeAt(at - 1))
-    for (let j = 0; j + 3 <= last + 1; j++) {
-      const a = unit(j)
-      const b = unit(j + 1)
-      const c = unit(j + 2)
-      const key = (a * 65536 + b) * 65536 + c
-      const trigram = byTrigram.get(key)
-      if (trigram !== undefined) trigram.count++
-      else byTrigram.set(key, fresh(fnvChar(fnvChar(fnvChar(trigramBasis, a), b), c), 0.25))
+    let a = 94
+    let b = word.length > 0 ? word.charCodeAt(0) : 36
+    for (let j = 2; j <= last; j++) {
+      const c = j === last ? 36 : word.charCodeAt(j - 1)
+      if (!features.counted(-1 - a, (b << 16) | c))
+        features.add(fnvChar(fnvChar(fnvChar(trigramBasis, a), b), c), 0.25)
+      a = b
+      b = c
     }
   }
-  return order
+  return features
 }
 
 /** The vector of one text (L2-normalised; all zeros for a text without words). */
 export const embedText = (text: string, dimensions: number = defaultDimensions): Float32Array => {
   const words = text.toLowerCase().normalize("NFKC").match(wordPattern) ?? []
   const vector = new Float32Array(dimensions)
-  for (const { hash, weight, count } of featuresOf(words)) {
+  const { hashes, weights, counts, size } = featuresOf(words)
+  for (let i = 0; i < size; i++) {
+    const hash = hashes[i] as number
     const bucket = hash % dimensions
     const sign = hash >>> 31 === 0 ? 1 : -1
-    // Sublinear counts: a word said ten times is not ten times the evidence.
-    vector[bucket] = (vector[bucket] as number) + sign * weight * (1 + Math.log(count))
+    const count = counts[i] as number
+    // Sublinear counts: a word said ten times is not ten times the evidence. Once (most
+    // features): log(1) is exactly 0, so the factor is exactly 1 without the logarithm.
+    const factor = count === 1 ? 1 : 1 + Math.log(count)
+    vector[bucket] = (vector[bucket] as number) + sign * (weights[i] as number) * factor
   }
   let norm = 0
   for (let i = 0; i < dimensions; i++) norm += (vector[i] as number) ** 2

@@ -11,12 +11,16 @@ import type * as Resource from "./Resource.js"
 import {
   type BackendOptions,
   checkUrn,
-  checkUrns,
   fromBackend,
   notFound,
+  type ResourceNotFoundError,
   ResourceStore,
-  type Service
+  ResourceStoreError,
+  type Service,
+  tryNow,
+  urnOrError
 } from "./ResourceStore.js"
+import * as Urn from "./Urn.js"
 
 /** Kept here too, where they were first: `ResourceStore` is their home. */
 export { checkResource, checkUrn } from "./ResourceStore.js"
@@ -36,27 +40,39 @@ export const make = (options: BackendOptions = {}): Service => {
   const values = new Map<string, Resource.Resource>()
   const keys: Array<string> = []
   const read = (urn: string) => values.get(urn)
+  // `fromBackend` hands over a checked copy, completed: kept frozen, read as it is.
+  const writeOne = (checked: Resource.Resource) => {
+    const urn = checked.meta.urn
+    if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
+    values.set(urn, deepFreeze(checked))
+  }
+  /** The resources that exist, in the order asked (each URN checked: `Urn.check` throws). */
+  const readMany = (urns: ReadonlyArray<string>) => {
+    const out: Array<Resource.Resource> = []
+    for (let i = 0; i < urns.length; i++) {
+      const found = read(Urn.check(urns[i] as string))
+      if (found !== undefined) out.push(found)
+    }
+    return out
+  }
   return fromBackend(
     {
-      // `fromBackend` hands over a checked copy, completed: kept frozen, read as it is.
-      write: (checked) =>
-        Effect.sync(() => {
-          const urn = checked.meta.urn
-          if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
-          values.set(urn, deepFreeze(checked))
-        }),
+      write: (checked) => Effect.sync(() => writeOne(checked)),
+      // Nothing here waits: a put is done as plain code in one step (`Backend.now`).
+      now: {
+        getMany: readMany,
+        writeMany: (resources) => {
+          for (let i = 0; i < resources.length; i++) writeOne(resources[i] as Resource.Resource)
+        }
+      },
       get: (urn) =>
-        Effect.flatMap(checkUrn(urn), (key) => {
+        Effect.suspend((): Effect.Effect<Resource.Resource, ResourceStoreError | ResourceNotFoundError> => {
+          const key = urnOrError(urn)
+          if (key instanceof ResourceStoreError) return Effect.fail(key)
           const found = read(key)
           return found === undefined ? Effect.fail(notFound(key)) : Effect.succeed(found)
         }),
-      getMany: (urns) =>
-        Effect.map(checkUrns(urns), (checked) =>
-          checked.flatMap((urn) => {
-            const found = read(urn)
-            return found === undefined ? [] : [found]
-          })
-        ),
+      getMany: (urns) => tryNow(() => readMany(urns)),
       findByPrefix: (urn) =>
         Effect.map(checkUrn(urn), (key) => {
           const prefix = `${key}/`

@@ -56,8 +56,10 @@ const describeError = (error: unknown) => (error instanceof Error ? error.messag
 /** A deny for a malformed request (an unknown action, a bad URN, no resources), undefined for a good one. */
 const malformed = (name: string, request: Request): Decision | undefined => {
   if (!actions.includes(request.action)) return deny(`${name}: unknown action "${request.action}"`)
-  for (const urn of [request.actor, ...request.resources]) {
-    const parsed = Urn.parseEither(urn)
+  const actor = Urn.parseEither(request.actor)
+  if (actor instanceof Urn.InvalidUrnError) return deny(`${name}: ${actor.message}`)
+  for (let i = 0; i < request.resources.length; i++) {
+    const parsed = Urn.parseEither(request.resources[i] as string)
     if (parsed instanceof Urn.InvalidUrnError) return deny(`${name}: ${parsed.message}`)
   }
   if (request.resources.length === 0) return deny(`${name}: no resources named`)
@@ -182,8 +184,9 @@ const rememberAllows = (
   readonly authorize: (request: Request) => Effect.Effect<Decision>
   readonly allowedBefore: (request: Request) => boolean
 } => {
-  // By actor and action, the URNs allowed: the URN strings are looked up as they are (no key built).
-  const allowed = new Map<string, Set<string>>()
+  // By action, then actor, the URNs allowed: the strings are looked up as they are (no key built
+  // per access: a planner run asks about 200 times).
+  const allowed = new Map<Action, Map<string, Set<string>>>()
   let size = 0
   let revision = revisionOf()
   /** The memo of the current revision (emptied when it changed, or when full). */
@@ -196,37 +199,51 @@ const rememberAllows = (
     }
     return now
   }
-  const remember = (key: string, urns: ReadonlyArray<string>) => {
-    const known = allowed.get(key) ?? new Set<string>()
-    allowed.set(key, known)
-    for (const urn of urns) {
-      if (!known.has(urn)) size++
-      known.add(urn)
+  const knownOf = (request: Request) => allowed.get(request.action)?.get(request.actor)
+  const remember = (request: Request, urns: ReadonlyArray<string>) => {
+    let byActor = allowed.get(request.action)
+    if (byActor === undefined) {
+      byActor = new Map()
+      allowed.set(request.action, byActor)
     }
+    let known = byActor.get(request.actor)
+    if (known === undefined) {
+      known = new Set()
+      byActor.set(request.actor, known)
+    }
+    for (let i = 0; i < urns.length; i++) {
+      const urn = urns[i] as string
+      if (!known.has(urn)) {
+        size++
+        known.add(urn)
+      }
+    }
+  }
+  const allKnown = (known: Set<string>, urns: ReadonlyArray<string>) => {
+    for (let i = 0; i < urns.length; i++) if (!known.has(urns[i] as string)) return false
+    return true
   }
   const decideNow = engine.decideNow
   const allowedBefore = (request: Request): boolean => {
     current()
     if (request.resources.length === 0) return false
-    const key = `${request.action} ${request.actor}`
-    const known = allowed.get(key)
-    if (known !== undefined && request.resources.every((urn) => known.has(urn))) return true
+    const known = knownOf(request)
+    if (known !== undefined && allKnown(known, request.resources)) return true
     // Not allowed before: allowed now, by an engine that decides without an effect, is remembered alike.
     if (decideNow === undefined || decideNow(request).decision !== "allow") return false
-    remember(key, request.resources)
+    remember(request, request.resources)
     return true
   }
   const authorize = (request: Request) =>
     Effect.suspend(() => {
       const asked = current()
-      const key = `${request.action} ${request.actor}`
-      const known = allowed.get(key)
+      const known = knownOf(request)
       const unknown =
         known === undefined ? request.resources : request.resources.filter((urn) => !known.has(urn))
       if (request.resources.length > 0 && unknown.length === 0) return Effect.succeed(allow())
       return Effect.tap(engine.authorize({ ...request, resources: unknown }), (decision) =>
         Effect.sync(() => {
-          if (decision.decision === "allow" && revision === asked) remember(key, unknown)
+          if (decision.decision === "allow" && revision === asked) remember(request, unknown)
         })
       )
     })

@@ -9,7 +9,7 @@
  * (conversation, message, task, assistant, chunk, document, tool) has its own Schema; a
  * stored resource is rebuilt as its own kind from `meta.type` by `decode`.
  */
-import { createHash } from "node:crypto"
+import { hash as hashText } from "node:crypto"
 import { Exit, Schema } from "effect"
 import * as Urn from "./Urn.js"
 
@@ -47,20 +47,37 @@ export interface Descriptive {
 }
 
 /**
- * Hashes lately computed, by their input: a resource's hash is asked for at each put (its name's
- * URN is checked against its siblings') and a planner stores a task several times.
+ * Hashes lately computed, by parent, type and name (the strings looked up as they are, no key
+ * built): a resource's hash is asked for at each put (its name's URN is checked against its
+ * siblings') and a planner stores a task several times.
  */
-const hashes = new Map<string, string>()
+const hashes = new Map<string, Map<string, Map<string, string>>>()
+let hashesHeld = 0
 const hashesRemembered = 8192
 
 /** The deterministic hash of a resource's parent, type and name (hex, 16 chars). */
 export const hashOf = (parent: string | undefined, type: string, name: string): string => {
-  const input = `${parent ?? ""}\u0000${type}\u0000${name}`
-  const known = hashes.get(input)
+  const parentKey = parent ?? ""
+  const known = hashes.get(parentKey)?.get(type)?.get(name)
   if (known !== undefined) return known
-  const hash = createHash("sha256").update(input).digest("hex").slice(0, 16)
-  if (hashes.size >= hashesRemembered) hashes.clear()
-  hashes.set(input, hash)
+  // One-shot `hash`: no Hash object per new name.
+  const hash = hashText("sha256", `${parentKey}\u0000${type}\u0000${name}`, "hex").slice(0, 16)
+  if (hashesHeld >= hashesRemembered) {
+    hashes.clear()
+    hashesHeld = 0
+  }
+  let byType = hashes.get(parentKey)
+  if (byType === undefined) {
+    byType = new Map()
+    hashes.set(parentKey, byType)
+  }
+  let byName = byType.get(type)
+  if (byName === undefined) {
+    byName = new Map()
+    byType.set(type, byName)
+  }
+  byName.set(name, hash)
+  hashesHeld++
   return hash
 }
 
@@ -95,8 +112,10 @@ export const makeMeta = (input: MetaInput): Meta => {
  */
 export const textOf = (resource: Resource): string => {
   const texts: Array<string> = []
-  for (const [key, value] of Object.entries(resource)) {
+  const fields = resource as unknown as Record<string, unknown>
+  for (const key of Object.keys(fields)) {
     if (key === "meta") continue
+    const value = fields[key]
     if (typeof value === "string") texts.push(value)
     else if (Array.isArray(value)) for (const item of value) if (typeof item === "string") texts.push(item)
   }
@@ -270,8 +289,10 @@ export const decode = (input: unknown): Resource => {
     throw new ResourceDecodeError({ ...(urn ? { urn } : {}), message: `${where}: ${cause}` })
   }
   const resource = result.value
-  const expected = Urn.child(resource.meta.parent, resource.meta.type, resource.meta.hash)
-  if (expected !== resource.meta.urn)
+  const { urn: own, parent, type, hash } = resource.meta
+  if (Urn.isChildOf(own, parent, type, hash)) return resource
+  const expected = Urn.child(parent, type, hash)
+  if (expected !== own)
     throw new ResourceDecodeError({
       urn: resource.meta.urn,
       message: `${where}: URN does not match parent + type + hash (expected ${expected})`

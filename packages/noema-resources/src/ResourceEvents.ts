@@ -49,6 +49,7 @@ import {
   Stream
 } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { isoOfMillis } from "./internal/isoMillis.js"
 import * as Policy from "./Policy.js"
 import * as Urn from "./Urn.js"
 
@@ -151,23 +152,27 @@ export class ResourceEvents extends Context.Service<ResourceEvents, Service>()(
 const asList = <A>(value: A | ReadonlyArray<A> | undefined): ReadonlyArray<A> | undefined =>
   value === undefined ? undefined : Array.isArray(value) ? (value as ReadonlyArray<A>) : [value as A]
 
+/** Whether `wanted` (one, several, or any when undefined) takes `value`, with no list built for one. */
+const takesOne = <A>(wanted: A | ReadonlyArray<A> | undefined, value: A): boolean =>
+  wanted === undefined ||
+  (Array.isArray(wanted) ? (wanted as ReadonlyArray<A>).includes(value) : wanted === value)
+
 /** Whether `filter` may take an event of `source` and `detailType` (its prefix aside: that needs the URNs). */
-const takesKind = (filter: Filter, source: string, detailType: DetailType): boolean => {
-  const sources = asList(filter.source)
-  if (sources !== undefined && !sources.includes(source)) return false
-  const types = asList(filter.detailType)
-  return types === undefined || types.includes(detailType)
-}
+const takesKind = (filter: Filter, source: string, detailType: DetailType): boolean =>
+  takesOne(filter.source, source) && takesOne(filter.detailType, detailType)
+
+/** Whether `urn` is `prefix` or under it (`prefix + "/"` compared in place, not built per event). */
+const isAtOrUnder = (urn: string, prefix: string): boolean =>
+  urn.startsWith(prefix) && (urn.length === prefix.length || urn.charCodeAt(prefix.length) === 47)
 
 /** Whether `event` is one `filter` hears. */
 export const matches = (filter: Filter, event: ResourceEvent): boolean => {
   if (!takesKind(filter, event.source, event.detailType)) return false
   const prefix = filter.prefix
-  if (prefix !== undefined) {
-    const under = `${prefix}/`
-    return event.resources.some((urn) => urn === prefix || urn.startsWith(under))
-  }
-  return true
+  if (prefix === undefined) return true
+  const resources = event.resources
+  for (let i = 0; i < resources.length; i++) if (isAtOrUnder(resources[i] as string, prefix)) return true
+  return false
 }
 
 const eventsError = (message: string, cause?: unknown) =>
@@ -200,7 +205,7 @@ export const isoTime = (time: string | number): string | undefined => {
         : /^\d{4}-\d{2}-\d{2}T/.test(time)
           ? Date.parse(time)
           : Number.NaN
-  return Number.isFinite(millis) ? new Date(millis).toISOString() : undefined
+  return Number.isFinite(millis) ? isoOfMillis(millis) : undefined
 }
 
 /** The event to publish, complete and checked. */
@@ -371,7 +376,9 @@ const viewWith = (
   readable: ReadonlyArray<string>
 ): ResourceEvent | undefined => {
   if (readable.length === 0) return undefined
-  const view = readable.length === event.resources.length ? event : { ...event, resources: readable }
+  // All readable: the event itself, which its callers have matched already.
+  if (readable.length === event.resources.length) return event
+  const view = { ...event, resources: readable }
   // The prefix again, on what the subscriber may read: a hidden resource never makes it match.
   return matches(mailbox.filter, view) ? view : undefined
 }
@@ -415,6 +422,12 @@ const knownViewOf = (
 
 interface Hub {
   readonly deliver: (event: ResourceEvent) => Effect.Effect<void>
+  /**
+   * Delivers `event` here and now when it can (no subscriber takes it, or every decision is known
+   * and no delivery is under way: the usual case) and says so; false: `deliverInTurn` it.
+   */
+  readonly deliverNow: (event: ResourceEvent) => boolean
+  readonly deliverInTurn: (event: ResourceEvent) => Effect.Effect<void>
   readonly subscribe: Service["subscribe"]
   /** Whether a subscriber's filter takes that source and type (`Service.mayHear`, for this process). */
   readonly mayHear: (source: string, detailType: DetailType) => boolean
@@ -466,28 +479,30 @@ const makeHub = (engine: Policy.Service): Hub => {
       )
       .pipe(Effect.ensuring(Effect.sync(() => queued--)), Effect.uninterruptible)
   }
+  const deliverNow = (event: ResourceEvent): boolean => {
+    // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
+    // one: it need not wait its turn, nor cost a step per subscriber.
+    if (!someMatch(mailboxes, event)) return true
+    // With no delivery under way and every decision known (allowed before: the usual case),
+    // it is delivered here and now, to all at once: the same views, in the same order,
+    // without an effect per subscriber.
+    const subscribers = [...mailboxes]
+    const views = queued === 0 ? knownViews(policy, subscribers, event) : undefined
+    if (views === undefined) return false
+    for (let i = 0; i < subscribers.length; i++) {
+      const view = views[i]
+      if (view !== undefined) (subscribers[i] as Mailbox).offer(view)
+    }
+    return true
+  }
   return {
     mayHear: (source, detailType) => {
       for (const mailbox of mailboxes) if (takesKind(mailbox.filter, source, detailType)) return true
       return false
     },
-    deliver: (event) =>
-      Effect.suspend(() => {
-        // An event no subscriber's filter takes (a read, where all listen to writes) reaches no
-        // one: it need not wait its turn, nor cost a step per subscriber.
-        if (!someMatch(mailboxes, event)) return Effect.void
-        // With no delivery under way and every decision known (allowed before: the usual case),
-        // it is delivered here and now, to all at once: the same views, in the same order,
-        // without an effect per subscriber.
-        const subscribers = [...mailboxes]
-        const views = queued === 0 ? knownViews(policy, subscribers, event) : undefined
-        if (views === undefined) return deliverInTurn(event)
-        for (let i = 0; i < subscribers.length; i++) {
-          const view = views[i]
-          if (view !== undefined) (subscribers[i] as Mailbox).offer(view)
-        }
-        return Effect.void
-      }),
+    deliverNow,
+    deliverInTurn,
+    deliver: (event) => Effect.suspend(() => (deliverNow(event) ? Effect.void : deliverInTurn(event))),
     subscribe: (actor, filter = {}, options = {}) =>
       Effect.suspend(() => {
         const problem = checkFilter(actor, filter)
@@ -525,11 +540,14 @@ export const makeMemory = (policy: Policy.Service): Effect.Effect<Service> =>
   Effect.sync(() => {
     const hub = makeHub(policy)
     return {
+      // Completed and, in the usual case, delivered in one step.
       publish: (event) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const completed = complete(event, now)
+        Effect.clockWith((clock) => {
+          const completed = complete(event, clock.currentTimeMillisUnsafe())
           if (completed instanceof ResourceEventsError) return Effect.fail(completed)
-          return Effect.as(hub.deliver(completed), completed)
+          return hub.deliverNow(completed)
+            ? Effect.succeed(completed)
+            : Effect.as(hub.deliverInTurn(completed), completed)
         }),
       subscribe: hub.subscribe,
       mayHear: hub.mayHear

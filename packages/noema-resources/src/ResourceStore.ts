@@ -17,7 +17,8 @@
  * writes nothing.
  */
 import { TokenCounter } from "@noema/core"
-import { Context, Effect, Schema } from "effect"
+import { type Clock, Context, Effect, Schema } from "effect"
+import { isoOfMillis } from "./internal/isoMillis.js"
 import { jsonCopy } from "./internal/jsonCopy.js"
 import * as Resources from "./Resource.js"
 import * as Urn from "./Urn.js"
@@ -101,9 +102,22 @@ export const readListed = <E, R>(
 const invalid = (error: unknown) =>
   new ResourceStoreError({ message: error instanceof Error ? error.message : String(error), cause: error })
 
+/** `read` run now, anything it throws the store's error (a URN that is not one, a resource that does not decode). */
+export const tryNow = <A>(read: () => A): Effect.Effect<A, ResourceStoreError> =>
+  Effect.try({ try: read, catch: invalid })
+
+/** The URN in its one spelling, or the reason it is not one, as a value (for code that does not wait). */
+export const urnOrError = (urn: string): string | ResourceStoreError => {
+  try {
+    return Urn.check(urn)
+  } catch (error) {
+    return invalid(error)
+  }
+}
+
 /** The URN in its one spelling, or the reason it is not one. */
 export const checkUrn = (urn: string): Effect.Effect<string, ResourceStoreError> =>
-  Effect.try({ try: () => Urn.check(urn), catch: invalid })
+  tryNow(() => Urn.check(urn))
 
 /** The URNs in their one spelling, or the reason the first that is not one is not (one check for them all). */
 export const checkUrns = (urns: ReadonlyArray<string>): Effect.Effect<Array<string>, ResourceStoreError> =>
@@ -125,6 +139,20 @@ export interface Backend extends Omit<Service, "put" | "putMany"> {
   readonly write: (resource: Resource) => Effect.Effect<void, ResourceStoreError>
   /** Writes a put's resources in order, as `write` one after another would (a SQL store: in one statement). */
   readonly writeMany?: (resources: ReadonlyArray<Resource>) => Effect.Effect<void, ResourceStoreError>
+  /**
+   * A backend that reads and writes without waiting (memory) may say so: a put is then its checks,
+   * its read and its write as plain code in one effect, not an effect each (a put is the most
+   * frequent write of a planner run). Its `getMany` and `writeMany` must do what these do.
+   */
+  readonly now?: Immediate
+}
+
+/** The reads and writes a put needs, done at once (`Backend.now`); a failure is thrown. */
+export interface Immediate {
+  /** As `getMany`: the resources that exist, in the order asked. */
+  readonly getMany: (urns: ReadonlyArray<string>) => Array<Resource>
+  /** As `writeMany`. */
+  readonly writeMany: (resources: ReadonlyArray<Resource>) => void
 }
 
 export interface BackendOptions {
@@ -170,45 +198,78 @@ const completeForPut = (
 ): Effect.Effect<Array<Resource>, ResourceStoreError> =>
   Effect.flatMap(Effect.try({ try: () => checkAll(resources), catch: invalid }), (checked) =>
     Effect.flatMap(backend.getMany(checked.lookups), (stored) =>
-      Effect.clockWith((clock) =>
-        completeAll(checked, stored, counter, new Date(clock.currentTimeMillisUnsafe()).toISOString())
-      )
+      Effect.clockWith((clock) => {
+        const completed = completeAll(checked, stored, counter, clock)
+        return completed instanceof ResourceStoreError ? Effect.fail(completed) : Effect.succeed(completed)
+      })
     )
   )
 
-/** Each checked resource completed (`tokens`, `created`), or the first refused, why. */
+/** The same put, done at once by a backend that does not wait (`Backend.now`): one step. */
+const putNow = (
+  now: Immediate,
+  counter: TokenCounter.TokenCounter,
+  resources: ReadonlyArray<Resource>
+): Effect.Effect<Array<Resource>, ResourceStoreError> =>
+  Effect.clockWith((clock) => {
+    let completed: Array<Resource> | ResourceStoreError
+    try {
+      const checked = checkAll(resources)
+      completed = completeAll(checked, now.getMany(checked.lookups), counter, clock)
+      if (!(completed instanceof ResourceStoreError)) now.writeMany(completed)
+    } catch (error) {
+      completed = error instanceof ResourceStoreError ? error : invalid(error)
+    }
+    return completed instanceof ResourceStoreError ? Effect.fail(completed) : Effect.succeed(completed)
+  })
+
+/**
+ * Each checked resource completed (`tokens`, `created`), or the first refused, why. The time is
+ * read once, and only for a URN stored the first time (a state change keeps its `created`).
+ */
 const completeAll = (
   checked: Checked,
   stored: ReadonlyArray<Resource>,
   counter: TokenCounter.TokenCounter,
-  now: string
-): Effect.Effect<Array<Resource>, ResourceStoreError> => {
-  const found = new Map(stored.map((resource) => [resource.meta.urn, resource]))
+  clock: Clock.Clock
+): Array<Resource> | ResourceStoreError => {
+  let time: string | undefined
+  const now = () => {
+    time ??= isoOfMillis(clock.currentTimeMillisUnsafe())
+    return time
+  }
+  const found = new Map<string, Resource>()
+  for (let i = 0; i < stored.length; i++) found.set((stored[i] as Resource).meta.urn, stored[i] as Resource)
   const completed: Array<Resource> = []
-  for (const [i, resource] of checked.resources.entries()) {
+  for (let i = 0; i < checked.resources.length; i++) {
+    const resource = checked.resources[i] as Resource
     const { urn, parent, type, name } = resource.meta
     if (parent !== undefined && !found.has(parent))
-      return Effect.fail(refused(urn, `its parent ${parent} does not exist (put the parent first)`))
+      return refused(urn, `its parent ${parent} does not exist (put the parent first)`)
     const slot = checked.named[i] as string
     const holder = slot === urn ? undefined : found.get(slot)
     if (holder !== undefined && holder.meta.name === name)
-      return Effect.fail(
-        refused(
-          urn,
-          `the name "${name}" is taken: ${slot} is the ${type} of that name (a name is unique among a parent's resources of a type)`
-        )
+      return refused(
+        urn,
+        `the name "${name}" is taken: ${slot} is the ${type} of that name (a name is unique among a parent's resources of a type)`
       )
-    const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now
+    const created = resource.meta.created ?? found.get(urn)?.meta.created ?? now()
     const tokens = counter.countText(Resources.textOf(resource))
-    const one = { ...resource, meta: { ...resource.meta, tokens, created } } as Resource
-    found.set(urn, one)
-    completed.push(one)
+    // The checked resource is the put's own copy (`copyChecked`): completed in place, its fields
+    // in the order a spread would give (`tokens` and `created` kept where they were, else last).
+    const meta = resource.meta as { -readonly [K in keyof Resources.Meta]: Resources.Meta[K] }
+    meta.tokens = tokens
+    meta.created = created
+    found.set(urn, resource)
+    completed.push(resource)
   }
-  return Effect.succeed(completed)
+  return completed
 }
 
 /** The URN the resource's name gives it; its own when that one would be too long to be a URN. */
 const slotOf = (meta: Resources.Meta): string => {
+  // Named by its own hash (the usual case): decoded, its URN is that name's, nothing to build.
+  if (Resources.hashOf(meta.parent, meta.type, meta.name) === meta.hash) return meta.urn
   try {
     return Resources.namedUrn(meta.parent, meta.type, meta.name)
   } catch {
@@ -219,7 +280,7 @@ const slotOf = (meta: Resources.Meta): string => {
 /** A store from a backend: its reads as they are, and the one `put` every store shares. */
 export const fromBackend = (backend: Backend, options: BackendOptions = {}): Service => {
   const counter = options.tokenCounter ?? TokenCounter.estimate
-  const { write, writeMany, ...reads } = backend
+  const { write, writeMany, now, ...reads } = backend
   const writeAll =
     writeMany ??
     ((completed: ReadonlyArray<Resource>) =>
@@ -229,7 +290,9 @@ export const fromBackend = (backend: Backend, options: BackendOptions = {}): Ser
   const putMany = (resources: ReadonlyArray<Resource>) =>
     resources.length === 0
       ? Effect.succeed([])
-      : Effect.tap(completeForPut(backend, counter, resources), writeAll)
+      : now !== undefined
+        ? putNow(now, counter, resources)
+        : Effect.tap(completeForPut(backend, counter, resources), writeAll)
   return {
     ...reads,
     put: (resource) => Effect.map(putMany([resource]), ([stored]) => stored as Resource),

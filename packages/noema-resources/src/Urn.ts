@@ -80,9 +80,13 @@ export const parseEither = (urn: string): Urn | InvalidUrnError => {
   if (known !== undefined) return known
   const parsed = parseFresh(urn)
   if (parsed instanceof InvalidUrnError) return parsed
+  remember(urn, parsed)
+  return parsed
+}
+
+const remember = (urn: string, parsed: Urn) => {
   if (parsedUrns.size >= parsedRemembered) parsedUrns.clear()
   parsedUrns.set(urn, parsed)
-  return parsed
 }
 
 const parseFresh = (urn: string): Urn | InvalidUrnError => {
@@ -130,16 +134,45 @@ export const format = (urn: Urn): string => {
 
 /**
  * The URN of a child of `parent` (or a root when parent is undefined). A valid URN is its own
- * spelling (`format(parse(urn)) === urn`), so only the new element and the bounds are checked.
+ * spelling (`format(parse(urn)) === urn`), so only the new element and the bounds are checked,
+ * and the child is remembered as parsed (the parent's elements and its own): the store, the
+ * policy and the Schema then find it without parsing it. A child already known is not checked
+ * again: a URN whose last element is `type.id` is `parent` plus that element, and valid.
  */
 export const child = (parent: string | undefined, type: string, id: string): string => {
-  const above = parent === undefined ? 0 : parse(parent).elements.length
+  const formatted = parent === undefined ? `${NAMESPACE}:${type}.${id}` : `${parent}/${type}.${id}`
+  const known = parsedUrns.get(formatted)
+  if (known !== undefined) {
+    const last = known.elements[known.elements.length - 1] as Element
+    if (last.type === type && last.id === id && (parent !== undefined || known.elements.length === 1))
+      return formatted
+  }
+  const above = parent === undefined ? [] : parse(parent).elements
   const reason = checkElement(type, id)
   if (reason !== undefined) throw fail(`${NAMESPACE}:${type}.${id}`, reason)
-  const formatted = parent === undefined ? `${NAMESPACE}:${type}.${id}` : `${parent}/${type}.${id}`
-  const tooBig = checkBounds(above + 1, formatted.length)
+  const tooBig = checkBounds(above.length + 1, formatted.length)
   if (tooBig !== undefined) throw fail(formatted, tooBig)
+  remember(formatted, Object.freeze({ elements: Object.freeze([...above, Object.freeze({ type, id })]) }))
   return formatted
+}
+
+/**
+ * Whether `urn` is `child(parent, type, id)`, answered without building that string, for a URN
+ * already parsed (false when it is not known: then ask `child`). A resource's URN is checked
+ * against its parent, type and hash at every put and read.
+ */
+export const isChildOf = (urn: string, parent: string | undefined, type: string, id: string): boolean => {
+  const parsed = parsedUrns.get(urn)
+  if (parsed === undefined) return false
+  const last = parsed.elements[parsed.elements.length - 1] as Element
+  if (last.type !== type || last.id !== id) return false
+  if (parent === undefined) return parsed.elements.length === 1
+  // Its last element is `type.id`: with that length after `parent/`, it is exactly that child.
+  return (
+    urn.length === parent.length + type.length + id.length + 2 &&
+    urn.charCodeAt(parent.length) === 47 &&
+    urn.startsWith(parent)
+  )
 }
 
 /**

@@ -85,8 +85,29 @@ export interface Service {
   readonly reset: Effect.Effect<void, VectorIndexError>
 }
 
+/**
+ * The search texts of frozen resources (a memory or SQL store's, handed to every reader): a
+ * resource is embedded, searched for and shown in context windows many times, and a frozen one
+ * cannot say anything else later.
+ */
+const searchTexts = new WeakMap<Resource.Resource, string>()
+
 /** What a resource is about, as embedded: its structured description, else its name and main text. */
 export const searchText = (resource: Resource.Resource): string => {
+  const known = searchTexts.get(resource)
+  if (known !== undefined) return known
+  const text = searchTextOf(resource)
+  if (isFrozenText(resource)) searchTexts.set(resource, text)
+  return text
+}
+
+/** Whether what `searchText` reads of the resource can no longer change. */
+const isFrozenText = (resource: Resource.Resource) =>
+  Object.isFrozen(resource) &&
+  Object.isFrozen(resource.meta) &&
+  (!("examples" in resource) || resource.examples === undefined || Object.isFrozen(resource.examples))
+
+const searchTextOf = (resource: Resource.Resource): string => {
   const described = Resource.describe(resource)
   const examples = "examples" in resource && resource.examples !== undefined ? resource.examples : []
   if (described.length > 0)
@@ -110,9 +131,36 @@ const indexError = (message: string, cause?: unknown) =>
 // ---------------------------------------------------------------------------
 
 const normalized = (vector: ArrayLike<number>): Float32Array => {
-  const out = Float32Array.from(vector as ArrayLike<number>)
+  const out = copied(vector)
+  return toUnit(out, squaredNorm(out))
+}
+
+/**
+ * `normalized`, or undefined when a value of `vector` is not a finite number. One pass more only
+ * when the norm is not finite (a value that is not, or one too large for a float): the values are
+ * checked then, as they would have been before.
+ */
+const normalizedFinite = (vector: ReadonlyArray<number>): Float32Array | undefined => {
+  const out = copied(vector)
+  const norm = squaredNorm(out)
+  if (!Number.isFinite(norm) && !allFinite(vector)) return undefined
+  return toUnit(out, norm)
+}
+
+/** A loop: `Float32Array.from` on a plain array costs several times more. */
+const copied = (vector: ArrayLike<number>): Float32Array => {
+  const out = new Float32Array(vector.length)
+  for (let i = 0; i < out.length; i++) out[i] = vector[i] as number
+  return out
+}
+
+const squaredNorm = (out: Float32Array): number => {
   let norm = 0
   for (let i = 0; i < out.length; i++) norm += (out[i] as number) ** 2
+  return norm
+}
+
+const toUnit = (out: Float32Array, norm: number): Float32Array => {
   if (norm > 0) {
     const scale = 1 / Math.sqrt(norm)
     for (let i = 0; i < out.length; i++) out[i] = (out[i] as number) * scale
@@ -167,9 +215,80 @@ class TopK {
   }
 }
 
+/**
+ * `TopK` over a memory index's slots, in the same order (best first, ties by URN): the kept
+ * slots and scores in typed arrays reused by every search of the index, and a hit built only
+ * for those that are kept at the end, not for each one that enters and is pushed out.
+ */
+class SlotTopK {
+  private slots = new Int32Array(16)
+  private scores = new Float64Array(16)
+  private size = 0
+  private limit = 0
+  private urns: ReadonlyArray<string | undefined> = []
+
+  /** Emptied for a search keeping `limit` over the slots' `urns`. */
+  start(limit: number, urns: ReadonlyArray<string | undefined>): void {
+    // Never more kept than there are slots, and one place more for the one pushed out.
+    const room = Math.min(limit, urns.length) + 1
+    if (room > this.slots.length) {
+      const grown = Math.max(room, 2 * this.slots.length)
+      this.slots = new Int32Array(grown)
+      this.scores = new Float64Array(grown)
+    }
+    this.size = 0
+    this.limit = limit
+    this.urns = urns
+  }
+
+  /** `better` of the hits at two slots with these scores. */
+  private better(score: number, slot: number, otherScore: number, other: number): number {
+    const urn = this.urns[slot] as string
+    const otherUrn = this.urns[other] as string
+    return otherScore - score || (urn < otherUrn ? -1 : urn > otherUrn ? 1 : 0)
+  }
+
+  /** As `TopK`'s `admits`, then `offer`. */
+  offer(slot: number, score: number): void {
+    const { slots, scores } = this
+    const last = this.size - 1
+    if (this.size === this.limit) {
+      if (!(score >= (scores[last] as number))) return
+      if (this.better(score, slot, scores[last] as number, slots[last] as number) >= 0) return
+    }
+    let at = this.size
+    while (at > 0 && this.better(score, slot, scores[at - 1] as number, slots[at - 1] as number) < 0) {
+      slots[at] = slots[at - 1] as number
+      scores[at] = scores[at - 1] as number
+      at--
+    }
+    slots[at] = slot
+    scores[at] = score
+    if (this.size < this.limit) this.size++
+  }
+
+  /** The hits kept, best first. */
+  result(types: ReadonlyArray<string>): Array<Hit> {
+    const hits: Array<Hit> = []
+    for (let i = 0; i < this.size; i++) {
+      const slot = this.slots[i] as number
+      hits.push({
+        urn: this.urns[slot] as string,
+        type: types[slot] as string,
+        score: this.scores[i] as number
+      })
+    }
+    this.urns = []
+    return hits
+  }
+}
+
+/** Whether a vector passes the filters (the prefix's "/" compared in place, not built per vector). */
 const matchesFilters = (urn: string, type: string, options: SearchOptions) =>
   (options.type === undefined || type === options.type) &&
-  (options.prefix === undefined || urn === options.prefix || urn.startsWith(`${options.prefix}/`))
+  (options.prefix === undefined ||
+    (urn.startsWith(options.prefix) &&
+      (urn.length === options.prefix.length || urn.charCodeAt(options.prefix.length) === 47)))
 
 const checkOptions = (options: SearchOptions): VectorIndexError | undefined => {
   if (options.prefix !== undefined) {
@@ -193,18 +312,24 @@ const cachedTextLength = 4096
 
 /** What both backends share: embedding, checking, the query vector. */
 const common = (embedder: Embedder.Service) => {
+  const checked = Embedder.make(embedder)
   const embed = (texts: ReadonlyArray<string>) =>
-    Effect.mapError(Embedder.make(embedder).embed(texts), (error) =>
-      indexError(`embedding failed: ${error.message}`, error)
-    )
-  const dimensionsOf = (vectors: ReadonlyArray<ReadonlyArray<number>>, expected: number | undefined) => {
+    Effect.mapError(checked.embed(texts), (error) => indexError(`embedding failed: ${error.message}`, error))
+  /** The embedder's vectors normalised, or why the first that cannot be is not (its size, a value). */
+  const unitVectors = (
+    vectors: ReadonlyArray<ReadonlyArray<number>>,
+    expected: number
+  ): Array<Float32Array> | VectorIndexError => {
+    const out: Array<Float32Array> = []
     for (const vector of vectors) {
-      if (expected !== undefined && vector.length !== expected)
+      if (vector.length !== expected)
         return indexError(`the embedder gave a vector of ${vector.length} dimensions, expected ${expected}`)
-      if (!allFinite(vector))
+      const unit = normalizedFinite(vector)
+      if (unit === undefined)
         return indexError("the embedder gave a vector with a value that is not a finite number")
+      out.push(unit)
     }
-    return undefined
+    return out
   }
   const queryVector = (query: Query, dimensions: number): Effect.Effect<Float32Array, VectorIndexError> =>
     "vector" in query
@@ -223,16 +348,35 @@ const common = (embedder: Embedder.Service) => {
     recent.set(text, vector)
   }
   /** The normalised vectors of `texts`, embedding (in one call) only those not recently embedded. */
-  const vectorsOfTexts = (texts: ReadonlyArray<string>, dimensions: number) => {
-    const known = texts.map((text) => recent.get(text))
-    const missing = [...new Set(texts.filter((_, i) => known[i] === undefined))]
-    if (missing.length === 0) return Effect.succeed(known as Array<Float32Array>)
-    return Effect.flatMap(embed(missing), ({ vectors }) => {
-      const problem = dimensionsOf(vectors, dimensions)
-      if (problem !== undefined) return Effect.fail(problem)
-      const fresh = new Map(missing.map((text, i) => [text, normalized(vectors[i] as ReadonlyArray<number>)]))
-      for (const [text, vector] of fresh) remember(text, vector)
-      return Effect.succeed(texts.map((text, i) => known[i] ?? (fresh.get(text) as Float32Array)))
+  const vectorsOfTexts = (
+    texts: ReadonlyArray<string>,
+    dimensions: number
+  ): Effect.Effect<Array<Float32Array>, VectorIndexError> => {
+    // One pass: most texts were embedded lately (a task stored again, a search for a stored text).
+    const known: Array<Float32Array | undefined> = new Array(texts.length)
+    let missing: Set<string> | undefined
+    for (let i = 0; i < texts.length; i++) {
+      const text = texts[i] as string
+      const vector = recent.get(text)
+      known[i] = vector
+      if (vector === undefined) {
+        missing ??= new Set()
+        missing.add(text)
+      }
+    }
+    if (missing === undefined) return Effect.succeed(known as Array<Float32Array>)
+    const asked = [...missing]
+    return Effect.flatMap(embed(asked), ({ vectors }) => {
+      const units = unitVectors(vectors, dimensions)
+      if (units instanceof VectorIndexError) return Effect.fail(units)
+      const fresh = new Map<string, Float32Array>()
+      for (let i = 0; i < asked.length; i++) {
+        const vector = units[i] as Float32Array
+        fresh.set(asked[i] as string, vector)
+        remember(asked[i] as string, vector)
+      }
+      for (let i = 0; i < texts.length; i++) known[i] ??= fresh.get(texts[i] as string)
+      return Effect.succeed(known as Array<Float32Array>)
     })
   }
   const vectorsOf = (resources: ReadonlyArray<Resource.Resource>, dimensions: number) =>
@@ -285,6 +429,8 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
     let types: Array<string> = []
     let data = new Float32Array(initialSlots * dimensions)
     const free: Array<number> = []
+    // Every search's top, reused: a search runs start to end in one step, never two at once.
+    const top = new SlotTopK()
     const slotFor = (urn: string): number => {
       const existing = slots.get(urn)
       if (existing !== undefined) return existing
@@ -301,9 +447,10 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
     const prepareUpsert = (resources: ReadonlyArray<Resource.Resource>) =>
       Effect.map(vectorsOf(resources, dimensions), (vectors) =>
         Effect.sync(() => {
-          for (const [i, resource] of resources.entries()) {
-            const slot = slotFor(resource.meta.urn)
-            types[slot] = resource.meta.type
+          for (let i = 0; i < resources.length; i++) {
+            const meta = (resources[i] as Resource.Resource).meta
+            const slot = slotFor(meta.urn)
+            types[slot] = meta.type
             data.set(vectors[i] as Float32Array, slot * dimensions)
           }
         })
@@ -325,17 +472,15 @@ export const makeMemory = (embedder: Embedder.Service): Effect.Effect<Service, V
         const problem = checkOptions(options)
         if (problem !== undefined) return Effect.fail(problem)
         return Effect.map(queryVector(query, dimensions), (q) => {
-          const top = new TopK(options.limit ?? 10)
+          top.start(options.limit ?? 10, urns)
           const filtered = options.type !== undefined || options.prefix !== undefined
           for (let slot = 0; slot < urns.length; slot++) {
             const urn = urns[slot]
             if (urn === undefined) continue
-            const type = types[slot] as string
-            if (filtered && !matchesFilters(urn, type, options)) continue
-            const score = dotAt(q, data, slot * dimensions)
-            if (top.admits(score)) top.offer({ urn, type, score })
+            if (filtered && !matchesFilters(urn, types[slot] as string, options)) continue
+            top.offer(slot, dotAt(q, data, slot * dimensions))
           }
-          return top.result()
+          return top.result(types)
         })
       },
       size: Effect.sync(() => slots.size),

@@ -57,7 +57,11 @@ const texts = [
   "東京の天気は晴れです 東京 東京",
   "emoji 😀 surrogate 𝒳𝒴𝒵 pairs 𝒳𝒴𝒵 and digits 12345 12345",
   "aa aaa aaaa aaaaa ab ba abab baba",
-  Array.from({ length: 300 }, (_, i) => `word${i % 37} w${i % 11}`).join(" ")
+  Array.from({ length: 300 }, (_, i) => `word${i % 37} w${i % 11}`).join(" "),
+  // More features than the table every embedding shares: counted in a table of its own.
+  Array.from({ length: 4000 }, (_, i) => `term${i % 1500} ß${i % 7}`).join(" "),
+  // The shared table again after it: nothing of the texts before is counted in.
+  "plan the trip"
 ]
 
 describe("LocalEmbedder.embedText", () => {

@@ -88,4 +88,30 @@ describe("Urn", () => {
     expect(() => Urn.child("cld:bad", "message", "m2")).toThrow(/must be <type>\.<id>/)
     expect(() => Urn.child(`cld:chunk.${"x".repeat(1010)}`, "message", "m2")).toThrow(/at most 1024/)
   })
+
+  it("builds a child already known only from its own type and id", () => {
+    // Known and valid, but not the child of "cld:a.x" of type "b.y/c": that type holds a "/".
+    const known = Urn.child(Urn.child("cld:a.x", "b", "y"), "c", "z")
+    expect(known).toBe("cld:a.x/b.y/c.z")
+    expect(() => Urn.child("cld:a.x", "b.y/c", "z")).toThrow(/type "b\.y\/c"/)
+    // Nor a root of a type that spells the whole path.
+    expect(() => Urn.child(undefined, "a.x/b.y/c", "z")).toThrow(/type "a\.x\/b\.y\/c"/)
+    expect(Urn.parse(known).elements).toEqual([
+      { type: "a", id: "x" },
+      { type: "b", id: "y" },
+      { type: "c", id: "z" }
+    ])
+  })
+
+  it("tells whether a URN is a given child without building it", () => {
+    const urn = Urn.child("cld:a.x", "plan.task", "t1")
+    expect(Urn.isChildOf(urn, "cld:a.x", "plan.task", "t1")).toBe(true)
+    expect(Urn.isChildOf(urn, "cld:a.y", "plan.task", "t1")).toBe(false)
+    expect(Urn.isChildOf(urn, "cld:a.x", "task", "t1")).toBe(false)
+    expect(Urn.isChildOf(urn, "cld:a.x", "plan.task", "t2")).toBe(false)
+    expect(Urn.isChildOf(urn, undefined, "plan.task", "t1")).toBe(false)
+    // Its last element, under a parent that only starts the same.
+    expect(Urn.isChildOf("cld:ab.x/c.z", "cld:a", "c", "z")).toBe(false)
+    expect(Urn.isChildOf(Urn.child(undefined, "a", "x"), undefined, "a", "x")).toBe(true)
+  })
 })

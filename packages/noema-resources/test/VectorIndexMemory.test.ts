@@ -28,4 +28,45 @@ describe("VectorIndex.makeMemory", () => {
       }
     })
   )
+
+  it.effect("keeps the best of any limit, ties by URN, as the whole ranking has them", () =>
+    Effect.gen(function* () {
+      const index = yield* VectorIndex.makeMemory(LocalEmbedder.make())
+      // Twins: the same text under other names, so equal scores are ranked by URN.
+      const twins = Array.from({ length: 40 }, (_, i) =>
+        Resource.make("chunk", {
+          name: `twin ${i}`,
+          parent: shelf.meta.urn,
+          text: `volume ${i % 10} of the series`
+        })
+      )
+      yield* index.upsert([...books, ...twins])
+      for (const text of ["volume 3 of the series", "chapter 14", "the series"]) {
+        const all = yield* index.search({ text }, { limit: 1000 })
+        assert.equal(all.length, books.length + twins.length)
+        for (let i = 1; i < all.length; i++) {
+          const [before, after] = [all[i - 1]!, all[i]!]
+          assert.isTrue(
+            before.score > after.score || (before.score === after.score && before.urn < after.urn)
+          )
+        }
+        // Searches one after another, each keeping its own best (the top is reused between them).
+        for (const limit of [1, 2, 5, 17, 64, 339])
+          assert.deepStrictEqual(yield* index.search({ text }, { limit }), all.slice(0, limit))
+        const underShelf = yield* index.search({ text }, { limit: 7, prefix: shelf.meta.urn, type: "chunk" })
+        assert.deepStrictEqual(underShelf, all.slice(0, 7))
+      }
+    })
+  )
+
+  it("takes a resource's search text as it is now unless it is frozen", () => {
+    const task = Resource.make("task", { name: "t", status: "pending", purpose: "paint the fence" })
+    const editable = { ...task } as { purpose?: string }
+    assert.include(VectorIndex.searchText(editable as Resource.Resource), "paint the fence")
+    editable.purpose = "mow the lawn"
+    assert.include(VectorIndex.searchText(editable as Resource.Resource), "mow the lawn")
+    const frozen = Object.freeze({ ...task, meta: Object.freeze({ ...task.meta }) })
+    assert.strictEqual(VectorIndex.searchText(frozen), VectorIndex.searchText(frozen))
+    assert.include(VectorIndex.searchText(frozen), "paint the fence")
+  })
 })
