@@ -539,7 +539,8 @@ export const make = (
         }
         // Messages written ahead keep their ids; only the rest is stamped and written now.
         const ahead = storedAhead.get(transaction) ?? []
-        const rest = stamp(transaction.pending.skip(ahead.length), now)
+        const pending = transaction.pending
+        const rest = stamp(ahead.length === 0 ? pending : pending.skip(ahead.length), now)
         const turn = ahead.length === 0 ? rest : [...ahead, ...rest]
         if (turn.length === 0) {
           transaction.commit()

@@ -623,60 +623,92 @@ const appendStatements = (sql: SqlClient.SqlClient, dialect: SqlDialect.Dialect)
 /** Runs a prepared statement on the `connection` of the transaction it is part of (@noema/sql's). */
 const valuesOn = Prepared.valuesOn
 
+type AppendError = StoreError | SqlError.SqlError | SessionNotFoundError | SessionConflictError
+
 /**
- * The append's check and update: the session row's `created_at, title, metadata`,
- * or why it was not updated: a conflict (another count stored) or no such session.
+ * The append's statements on the transaction's `connection`: the check and update, the turn's
+ * rows, then the session's new info (or why it was not updated: a conflict, another count
+ * stored, or no such session). Each statement's continuation runs the next one directly: no
+ * step in between that a commit would pay for.
  */
-const appendToSession = (
+const appendRows = (
   store: Store,
   connection: SqlConnection.Connection,
   id: string,
   expectedMessageCount: number,
-  count: number,
+  messages: ReadonlyArray<Message.Message>,
+  parameters: ReadonlyArray<unknown>,
   now: number
-): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError | SessionNotFoundError | SessionConflictError> => {
-  const { update, refusal } = store.append
-  return Effect.flatMap(valuesOn(connection, update, [count, now, id, expectedMessageCount]), (rows) => {
-    const row = rows[0]
-    if (row !== undefined) return Effect.succeed(row)
-    return Effect.flatMap(valuesOn(connection, refusal, [id]), (counts) => {
-      const stored = counts[0]
-      return refused(id, expectedMessageCount, stored === undefined ? undefined : Number(stored[0]))
-    })
-  })
+): Effect.Effect<SessionInfo, AppendError> => {
+  const count = messages.length
+  return Effect.flatMap(
+    valuesOn(connection, store.append.update, [count, now, id, expectedMessageCount]),
+    (rows): Effect.Effect<SessionInfo, AppendError> => {
+      const row = rows[0]
+      if (row === undefined) return refusal(store, connection, id, expectedMessageCount)
+      return Effect.flatMap(
+        insertMessages(store, connection, parameters, 0),
+        (): Effect.Effect<SessionInfo, AppendError> => {
+          const stored = row[1] as string | null
+          // Only an untitled session takes a title from the turn: worked out only then.
+          const title = stored === null ? (defaultTitle(messages) ?? null) : stored
+          const metadata = store.metadata.parse(id, row[2] as string)
+          if (metadata instanceof StoreError) return Effect.fail(metadata)
+          const info = infoOf(id, title, Number(row[0]), now, expectedMessageCount + count, metadata)
+          return title === stored
+            ? Effect.succeed(info)
+            : Effect.as(valuesOn(connection, store.append.setTitle, [title, id]), info)
+        }
+      )
+    }
+  )
 }
 
-/** Why an append's update changed nothing: the count `stored` instead (a conflict), or no session at all. */
-const refused = (
+/** Why an append's update changed nothing, read only then: another count stored (a conflict), or no session at all. */
+const refusal = (
+  store: Store,
+  connection: SqlConnection.Connection,
   id: string,
-  expectedMessageCount: number,
-  stored: number | undefined
-): Effect.Effect<never, SessionNotFoundError | SessionConflictError> =>
-  stored === undefined
-    ? notFound(id)
-    : Effect.fail(
-        new SessionConflictError({ sessionId: id, expectedMessageCount, actualMessageCount: stored })
-      )
+  expectedMessageCount: number
+): Effect.Effect<never, SqlError.SqlError | SessionNotFoundError | SessionConflictError> =>
+  Effect.flatMap(
+    valuesOn(connection, store.append.refusal, [id]),
+    (counts): Effect.Effect<never, SessionNotFoundError | SessionConflictError> => {
+      const stored = counts[0]
+      return stored === undefined
+        ? notFound(id)
+        : Effect.fail(
+            new SessionConflictError({
+              sessionId: id,
+              expectedMessageCount,
+              actualMessageCount: Number(stored[0])
+            })
+          )
+    }
+  )
 
-/** Inserts the rows laid out flat in `parameters` from row `first` on, in multi-row inserts. */
+/**
+ * Inserts the rows laid out flat in `parameters` from row `first` on, in multi-row inserts; the
+ * last insert is the effect's own end (a turn is one insert).
+ */
 const insertMessages = (
   store: Store,
   connection: SqlConnection.Connection,
   parameters: ReadonlyArray<unknown>,
   first: number
-): Effect.Effect<void, SqlError.SqlError> => {
+): Effect.Effect<unknown, SqlError.SqlError> => {
   const columns = messageColumns.length
   const count = parameters.length / columns
   if (first >= count) return Effect.void
   const rows = Math.min(store.dialect.maximumRowsPerInsert, count - first)
-  return Effect.flatMap(
-    valuesOn(
-      connection,
-      store.append.insert(rows),
-      rows === count ? parameters : parameters.slice(first * columns, (first + rows) * columns)
-    ),
-    () => insertMessages(store, connection, parameters, first + rows)
+  const insert = valuesOn(
+    connection,
+    store.append.insert(rows),
+    rows === count ? parameters : parameters.slice(first * columns, (first + rows) * columns)
   )
+  return first + rows >= count
+    ? insert
+    : Effect.flatMap(insert, () => insertMessages(store, connection, parameters, first + rows))
 }
 
 const append = (
@@ -690,25 +722,9 @@ const append = (
     // Validated and serialised before the write lock is taken, so the lock is held briefly.
     const parameters = messageParameters(store, id, expectedMessageCount, messages, now)
     if (parameters instanceof StoreError) return Effect.fail(parameters)
-    const count = messages.length
     return store
       .appendTransaction((connection) =>
-        Effect.flatMap(appendToSession(store, connection, id, expectedMessageCount, count, now), (row) =>
-          Effect.flatMap(
-            insertMessages(store, connection, parameters, 0),
-            (): Effect.Effect<SessionInfo, StoreError | SqlError.SqlError> => {
-              const stored = row[1] as string | null
-              // Only an untitled session takes a title from the turn: worked out only then.
-              const title = stored === null ? (defaultTitle(messages) ?? null) : stored
-              const metadata = store.metadata.parse(id, row[2] as string)
-              if (metadata instanceof StoreError) return Effect.fail(metadata)
-              const info = infoOf(id, title, Number(row[0]), now, expectedMessageCount + count, metadata)
-              return title === stored
-                ? Effect.succeed(info)
-                : Effect.as(valuesOn(connection, store.append.setTitle, [title, id]), info)
-            }
-          )
-        )
+        appendRows(store, connection, id, expectedMessageCount, messages, parameters, now)
       )
       .pipe(mapSqlErrors(store))
   })

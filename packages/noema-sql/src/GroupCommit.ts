@@ -233,11 +233,14 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     committing = true
     company = false
-    return Effect.onExit(sql.withTransaction(onTransactionConnection(sql, append)), () => {
-      if (queue.length > 0) return Effect.asVoid(startCommitting)
-      committing = false
-      return Effect.void
-    })
+    return Effect.onExit(sql.withTransaction(onTransactionConnection(sql, append)), afterAlone)
+  }
+
+  // One function for every append made alone, not a closure each.
+  const afterAlone = (): Effect.Effect<void> => {
+    if (queue.length > 0) return Effect.asVoid(startCommitting)
+    committing = false
+    return Effect.void
   }
 
   // Interruptible only while waiting, so a queued append always has its way out.
