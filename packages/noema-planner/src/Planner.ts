@@ -241,7 +241,11 @@ interface Run {
   readonly planner: string
   readonly index: ResourceIndex.Service
   readonly events: ResourceEvents.Service
-  readonly emit: (event: PlannerEvent) => Effect.Effect<void>
+  /**
+   * `onEvent`, or undefined when nobody listens: then no event is built and no step is run for
+   * it (a run reports about 80).
+   */
+  readonly emit: ((event: PlannerEvent) => Effect.Effect<void>) | undefined
   readonly permits: Semaphore.Semaphore
   readonly election: Assistants.ElectionOptions
   readonly graph: Graph.Graph | undefined
@@ -315,14 +319,15 @@ const assign = (
     )
     // The fresh ones as the store completed them.
     remember(run, stored)
-    for (const task of fresh)
-      yield* run.emit({
-        type: "assigned",
-        urn: task.urn,
-        title: titleOf(task),
-        depth: task.depth,
-        assignment: task.resource.assignment as Resource.Assignment
-      })
+    if (run.emit !== undefined)
+      for (const task of fresh)
+        yield* run.emit({
+          type: "assigned",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          assignment: task.resource.assignment as Resource.Assignment
+        })
     return assigned
   })
 
@@ -410,23 +415,24 @@ const finish = (
     )
     if (output === "states" && message !== undefined)
       run.graph?.add(message.meta.urn, Graph.statementsOf(message.content))
-    yield* run.emit(
-      outcome.status === "done"
-        ? {
-            type: "done",
-            urn: task.urn,
-            title: titleOf(task),
-            depth: task.depth,
-            output: outcome.output ?? ""
-          }
-        : {
-            type: "failed",
-            urn: task.urn,
-            title: titleOf(task),
-            depth: task.depth,
-            reason: outcome.reason ?? "failed"
-          }
-    )
+    if (run.emit !== undefined)
+      yield* run.emit(
+        outcome.status === "done"
+          ? {
+              type: "done",
+              urn: task.urn,
+              title: titleOf(task),
+              depth: task.depth,
+              output: outcome.output ?? ""
+            }
+          : {
+              type: "failed",
+              urn: task.urn,
+              title: titleOf(task),
+              depth: task.depth,
+              reason: outcome.reason ?? "failed"
+            }
+      )
     return outcome
   })
 
@@ -493,15 +499,16 @@ const direct = (
       budget: run.limits.contextTokens,
       findReadable: (urn) => readableUnder(run, actor, urn)
     }).pipe(Effect.mapError(storeError(`building the context of "${titleOf(task)}"`)))
-    yield* run.emit({
-      type: "context",
-      urn: task.urn,
-      title: titleOf(task),
-      depth: task.depth,
-      items: window.items.map((item) => item.urn),
-      dropped: window.dropped.map((item) => item.urn),
-      withheld: window.withheld
-    })
+    if (run.emit !== undefined)
+      yield* run.emit({
+        type: "context",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        items: window.items.map((item) => item.urn),
+        dropped: window.dropped.map((item) => item.urn),
+        withheld: window.withheld
+      })
     const agent = ToolAgent.make({
       name: `assistant ${actor}`,
       system: [
@@ -534,13 +541,14 @@ const direct = (
       Effect.gen(function* () {
         const report = failed(task, error.message)
         run.unstored.set(task.urn, report)
-        yield* run.emit({
-          type: "failed",
-          urn: task.urn,
-          title: titleOf(task),
-          depth: task.depth,
-          reason: error.message
-        })
+        if (run.emit !== undefined)
+          yield* run.emit({
+            type: "failed",
+            urn: task.urn,
+            title: titleOf(task),
+            depth: task.depth,
+            reason: error.message
+          })
         return report
       })
     )
@@ -680,13 +688,14 @@ const supervise = (
         children.length === 0 ? { stalled: [] } : yield* superviseRound(run, task, actor, children)
       if (stalled.length > 0) {
         const names = all.filter((child) => stalled.includes(child.urn)).map(titleOf)
-        yield* run.emit({
-          type: "stalled",
-          urn: task.urn,
-          title: titleOf(task),
-          depth: task.depth,
-          waitingFor: names
-        })
+        if (run.emit !== undefined)
+          yield* run.emit({
+            type: "stalled",
+            urn: task.urn,
+            title: titleOf(task),
+            depth: task.depth,
+            waitingFor: names
+          })
         return yield* finish(
           run,
           task,
@@ -707,14 +716,15 @@ const supervise = (
           failed(task, `could not evaluate: ${describe(verdict.failure)}`)
         )
       const { successful, reason, corrective } = verdict.success
-      yield* run.emit({
-        type: "evaluated",
-        urn: task.urn,
-        title: titleOf(task),
-        depth: task.depth,
-        successful,
-        reason
-      })
+      if (run.emit !== undefined)
+        yield* run.emit({
+          type: "evaluated",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          successful,
+          reason
+        })
       if (successful) return yield* finish(run, task, actor, done(task, `${reason}\n\n${listing}`))
       if (corrective.length === 0 || round >= run.limits.maxCorrectiveRounds)
         return yield* finish(
@@ -738,13 +748,14 @@ const supervise = (
       ).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
       children = yield* assign(run, added)
       all = [...all, ...children]
-      yield* run.emit({
-        type: "corrective",
-        urn: task.urn,
-        title: titleOf(task),
-        depth: task.depth,
-        tasks: children
-      })
+      if (run.emit !== undefined)
+        yield* run.emit({
+          type: "corrective",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          tasks: children
+        })
     }
   })
 
@@ -756,14 +767,15 @@ const reuse = (run: Run, task: TaskPlanner.PlannedTask, actor: string) =>
       storeError(`reading "${titleOf(task)}"`)
     )
     const report = done(task, StoredTree.outputs(found.resources).get(task.urn)?.content ?? "")
-    yield* run.emit({
-      type: "done",
-      urn: task.urn,
-      title: titleOf(task),
-      depth: task.depth,
-      output: report.output ?? "",
-      before: true
-    })
+    if (run.emit !== undefined)
+      yield* run.emit({
+        type: "done",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        output: report.output ?? "",
+        before: true
+      })
     return report
   })
 
@@ -789,7 +801,8 @@ const execute = (run: Run, task: TaskPlanner.PlannedTask): Effect.Effect<TaskRep
     }
     const mode = task.subtasks.length === 0 ? "direct" : "supervising"
     yield* store(run, task, actor, { status: "running" }).pipe(Effect.catch(() => Effect.void))
-    yield* run.emit({ type: "started", urn: task.urn, title: titleOf(task), depth: task.depth, mode })
+    if (run.emit !== undefined)
+      yield* run.emit({ type: "started", urn: task.urn, title: titleOf(task), depth: task.depth, mode })
     return yield* mode === "direct"
       ? run.permits.withPermits(1)(direct(run, task, actor))
       : supervise(run, task, actor)
@@ -902,7 +915,7 @@ const makeRun = (options: Options) =>
       planner: options.plannerActor ?? "cld:assistant.planner",
       index: options.index,
       events: options.events,
-      emit: (event) => (options.onEvent === undefined ? Effect.void : options.onEvent(event)),
+      emit: options.onEvent,
       permits: yield* Semaphore.make(limits.parallel),
       election: {
         ...options.election,
@@ -941,7 +954,7 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
         ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
         limits: run.limits
       }).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
-      yield* run.emit({ type: "planned", tree })
+      if (run.emit !== undefined) yield* run.emit({ type: "planned", tree })
       if (options.conversation !== undefined) return yield* work(run, budget, tree)
       // The conversation it began holds only what this run writes there: the request (read
       // once) and the tree, from here on.
@@ -976,7 +989,7 @@ export const resume = (message: string, options: Options): Effect.Effect<Result,
             run.graph.add(output.meta.urn, Graph.statementsOf(output.content))
         }
       }
-      yield* run.emit({ type: "planned", tree })
+      if (run.emit !== undefined) yield* run.emit({ type: "planned", tree })
       return yield* work(run, budget, tree)
     })
   )
