@@ -343,17 +343,23 @@ const store = (
   alongside: ReadonlyArray<Resource.Resource> = []
 ) => {
   const next = { ...((run.written.get(task.urn) as Resource.Task | undefined) ?? task.resource), ...change }
-  return Effect.mapError(
-    alongside.length === 0
-      ? Effect.map(run.index.put(actor, next), (stored) => [stored])
-      : run.index.putMany(actor, [...alongside, next]),
-    storeError(`storing "${titleOf(task)}"`)
-  ).pipe(
-    Effect.map((stored) => {
-      remember(run, stored)
-      return stored
-    })
-  )
+  const failure = (error: ResourceIndex.Failure) => storeError(`storing "${titleOf(task)}"`)(error)
+  // One step around the write (not a map, a mapError and a map): a run makes about 40.
+  return alongside.length === 0
+    ? Effect.mapBoth(run.index.put(actor, next), {
+        onFailure: failure,
+        onSuccess: (stored) => {
+          run.written.set(stored.meta.urn, stored)
+          return [stored]
+        }
+      })
+    : Effect.mapBoth(run.index.putMany(actor, [...alongside, next]), {
+        onFailure: failure,
+        onSuccess: (stored) => {
+          remember(run, stored)
+          return stored
+        }
+      })
 }
 
 const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
@@ -476,10 +482,13 @@ const graphToolFor = (run: Run, actor: string): Tool.Any | undefined => {
 const profileOf = (run: Run, actor: string): Effect.Effect<Option.Option<Resource.Assistant>> => {
   const known = run.profiles.get(actor)
   if (known !== undefined) return Effect.succeed(known)
-  return Effect.map(Effect.option(run.index.get(actor, actor)), (found) => {
-    const profile = found as Option.Option<Resource.Assistant>
+  const keep = (profile: Option.Option<Resource.Assistant>) => {
     run.profiles.set(actor, profile)
     return profile
+  }
+  return Effect.match(run.index.get(actor, actor), {
+    onFailure: () => keep(Option.none()),
+    onSuccess: (found) => keep(Option.some(found as Resource.Assistant))
   })
 }
 
@@ -490,7 +499,8 @@ const direct = (
   actor: string
 ): Effect.Effect<TaskReport, PlannerError> =>
   Effect.gen(function* () {
-    const assistant = yield* profileOf(run, actor)
+    // Known after the assistant's first leaf: read, not run.
+    const assistant = run.profiles.get(actor) ?? (yield* profileOf(run, actor))
     const profile = Option.isSome(assistant) ? assistant.value : undefined
     const window = yield* ContextWindow.build({
       index: run.index,
@@ -561,12 +571,9 @@ const outcomes = (
   actor: string,
   children: ReadonlyArray<TaskPlanner.PlannedTask>
 ): Effect.Effect<Array<TaskReport>, PlannerError> =>
-  Effect.map(
-    Effect.mapError(
-      readableUnder(run, actor, task.urn),
-      storeError(`reading the subtasks of "${titleOf(task)}"`)
-    ),
-    (found) => {
+  Effect.mapBoth(readableUnder(run, actor, task.urn), {
+    onFailure: storeError(`reading the subtasks of "${titleOf(task)}"`),
+    onSuccess: (found) => {
       const byUrn = new Map(found.resources.map((resource) => [resource.meta.urn, resource]))
       const messages = StoredTree.outputs(found.resources)
       return children.map((child) => {
@@ -584,7 +591,7 @@ const outcomes = (
         )
       })
     }
-  )
+  })
 
 /**
  * Runs `children` and waits until every one is stored done or failed, as the
@@ -636,10 +643,12 @@ const superviseRound = (
 
 /** Whether the task at `urn` is stored done or failed, as `actor` reads it (what its PUT event announced). */
 const settled = (run: Run, actor: string, urn: string) =>
-  Effect.map(Effect.option(run.index.get(actor, urn)), (found) => {
-    if (Option.isNone(found)) return false
-    const status = (found.value as Resource.Task).status
-    return status === "done" || status === "failed"
+  Effect.match(run.index.get(actor, urn), {
+    onFailure: () => false,
+    onSuccess: (found) => {
+      const status = (found as Resource.Task).status
+      return status === "done" || status === "failed"
+    }
   })
 
 /** The model's verdict on the subtasks' outcomes, judged by the task's evaluation. */
