@@ -275,28 +275,33 @@ const storeError =
   (error: { readonly message: string }): PlannerError =>
     new PlannerError({ message: `${what}: ${error.message}`, cause: error })
 
-/** Elects an assistant for every task of `tasks` that has none yet, recursively; `fresh` gets them, parents first. */
+/**
+ * Elects an assistant for every task of `tasks` that has none yet, recursively; `fresh` gets
+ * them, parents first. Written with `mapBoth` and `flatMap`, not a generator per task: a leaf's
+ * election (most tasks) is one step around the search.
+ */
 const elections = (
   run: Run,
   tasks: ReadonlyArray<TaskPlanner.PlannedTask>,
   fresh: Array<TaskPlanner.PlannedTask>
 ): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
-  Effect.forEach(tasks, (task) =>
-    Effect.gen(function* () {
-      let elected = task
-      if (task.resource.assignment === undefined) {
-        const assignment = yield* Assistants.elect(run.index, run.planner, task.resource, run.election).pipe(
-          Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
-        )
-        elected = { ...task, resource: { ...task.resource, assignment } }
+  Effect.forEach(tasks, (task) => {
+    // A leaf (most tasks) has nothing below to elect: no loop started for it.
+    const below = (elected: TaskPlanner.PlannedTask) =>
+      task.subtasks.length === 0
+        ? Effect.succeed(elected)
+        : Effect.map(elections(run, task.subtasks, fresh), (subtasks) => ({ ...elected, subtasks }))
+    if (task.resource.assignment !== undefined) return below(task)
+    const elected = Effect.mapBoth(Assistants.elect(run.index, run.planner, task.resource, run.election), {
+      onFailure: (error) => new PlannerError({ message: error.message, cause: error }),
+      onSuccess: (assignment) => {
+        const elected = { ...task, resource: { ...task.resource, assignment } }
         fresh.push(elected)
+        return elected
       }
-      // A leaf (most tasks) has nothing below to elect: no loop started for it.
-      return task.subtasks.length === 0
-        ? elected
-        : { ...elected, subtasks: yield* elections(run, task.subtasks, fresh) }
     })
-  )
+    return task.subtasks.length === 0 ? elected : Effect.flatMap(elected, below)
+  })
 
 /** Elects and stores (one write) the assignment of every task of `tasks` that has none yet, recursively. */
 const assign = (
@@ -376,11 +381,18 @@ const readableUnder = (run: Run, actor: string, urn: string) => {
     return run.index.findReadable(actor, urn)
   // Every window asks about the conversation itself, under which the run wrote everything it
   // holds (it began it); a supervisor about its task: one pass over what the run wrote.
+  // `forEach`, not a spread or `for (const [urn, resource] of ...)`: no iterator result or entry
+  // pair per resource (about 20 passes a run over 50 to 70 resources).
   const held: Array<Resource.Resource> = []
-  if (urn === run.began) held.push(...run.written.values())
+  if (urn === run.began)
+    run.written.forEach((resource) => {
+      held.push(resource)
+    })
   else {
     const prefix = `${urn}/`
-    for (const [written, resource] of run.written) if (written.startsWith(prefix)) held.push(resource)
+    run.written.forEach((resource, written) => {
+      if (written.startsWith(prefix)) held.push(resource)
+    })
   }
   return run.index.filterReadable(actor, urn, held)
 }
