@@ -12,6 +12,26 @@ describe("TokenCounter", () => {
     assert.isAbove(TokenCounter.estimateText("東京は晴れ"), 4)
   })
 
+  it("reads as dense exactly what /[^A-Za-z0-9\\s]/ does, for every UTF-16 code unit", () => {
+    // The estimate counts in one pass; it must keep the regular expression's reading (Unicode
+    // spaces and line terminators are not dense; a lone surrogate is).
+    const dense = /[^A-Za-z0-9\s]/
+    const mismatched: Array<number> = []
+    for (let code = 0; code <= 0xffff; code++) {
+      const char = String.fromCharCode(code)
+      // "aaa" + char: 3 letters are one token, so char decides whether it is 1 or 2.
+      const expected = dense.test(char) ? 2 : 1
+      if (TokenCounter.estimateText(`aaa${char}`) !== expected) mismatched.push(code)
+    }
+    assert.deepStrictEqual(mismatched, [])
+    const mixed = 'Tâche: {"a": [1, 2]}\u00a0\u3000東京\n\t😀 done.'
+    const denseCount = mixed.match(/[^A-Za-z0-9\s]/g)?.length ?? 0
+    assert.strictEqual(
+      TokenCounter.estimateText(mixed),
+      Math.ceil((mixed.length - denseCount) / 4 + denseCount)
+    )
+  })
+
   it("counts every text a request sends, with per-message and per-request framing", () => {
     const letters = TokenCounter.make({ name: "letters", exact: true, countText: (text) => text.length })
     const messages = [

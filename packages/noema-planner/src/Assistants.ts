@@ -51,22 +51,19 @@ const candidatesFor = (
   task: Resource.Task,
   limit: number
 ): Effect.Effect<Array<Candidate>, ElectionError> =>
-  index.search(actor, { text: VectorIndex.searchText(task) }, { type: "assistant", limit }).pipe(
-    Effect.map((found) =>
+  Effect.mapBoth(index.search(actor, { text: VectorIndex.searchText(task) }, { type: "assistant", limit }), {
+    onSuccess: (found) =>
       found.map((resource) => ({
         assistant: resource.meta.urn,
         name: resource.meta.name,
         score: resource.meta.score ?? 0
-      }))
-    ),
-    Effect.mapError(
-      (error) =>
-        new ElectionError({
-          message: `electing an assistant for "${task.meta.name}": ${error.message}`,
-          cause: error
-        })
-    )
-  )
+      })),
+    onFailure: (error) =>
+      new ElectionError({
+        message: `electing an assistant for "${task.meta.name}": ${error.message}`,
+        cause: error
+      })
+  })
 
 interface Candidate {
   readonly assistant: string

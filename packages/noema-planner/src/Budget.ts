@@ -26,36 +26,46 @@ export const make = (model: ChatModel.Service, limits: Limits): Budget => {
   let calls = 0
   let tokens = 0
   let exceeded: string | undefined
-  const check = Effect.suspend(() => {
+  /** The reason a call is refused, or undefined (and the call counted) when it may go. */
+  const admit = (): string | undefined => {
     const reason =
       calls >= limits.maxModelCalls
         ? `the limit of ${limits.maxModelCalls} model calls was reached`
         : tokens >= limits.maxTokens
           ? `the limit of ${limits.maxTokens} tokens was reached (${tokens} used)`
           : undefined
-    if (reason === undefined) {
-      calls++
-      return Effect.void
-    }
-    exceeded ??= reason
-    return Effect.fail(
+    if (reason === undefined) calls++
+    else exceeded ??= reason
+    return reason
+  }
+  const refused = (reason: string) =>
+    Effect.fail(
       ChatModel.error(
         model.provider,
         new ModelError.QuotaExceeded({ message: `planner budget: ${reason}` }),
         model.model
       )
     )
+  const check = Effect.suspend(() => {
+    const reason = admit()
+    return reason === undefined ? Effect.void : refused(reason)
   })
   const count = (usage: ChatModel.Usage | undefined) => {
     if (usage !== undefined) tokens += usage.totalTokens
   }
   const limited: ChatModel.Service = {
     ...model,
+    // One suspend and one map around the call (a check, then a tap running a sync, were four steps).
     complete: (request) =>
-      Effect.andThen(
-        check,
-        Effect.tap(model.complete(request), (response) => Effect.sync(() => count(response.usage)))
-      ),
+      Effect.suspend(() => {
+        const reason = admit()
+        return reason === undefined
+          ? Effect.map(model.complete(request), (response) => {
+              count(response.usage)
+              return response
+            })
+          : refused(reason)
+      }),
     stream: (request) =>
       Stream.unwrap(
         Effect.as(

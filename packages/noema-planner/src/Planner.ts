@@ -241,7 +241,11 @@ interface Run {
   readonly planner: string
   readonly index: ResourceIndex.Service
   readonly events: ResourceEvents.Service
-  readonly emit: (event: PlannerEvent) => Effect.Effect<void>
+  /**
+   * `onEvent`, or undefined when nobody listens: then no event is built and no step is run for
+   * it (a run reports about 80).
+   */
+  readonly emit: ((event: PlannerEvent) => Effect.Effect<void>) | undefined
   readonly permits: Semaphore.Semaphore
   readonly election: Assistants.ElectionOptions
   readonly graph: Graph.Graph | undefined
@@ -271,28 +275,33 @@ const storeError =
   (error: { readonly message: string }): PlannerError =>
     new PlannerError({ message: `${what}: ${error.message}`, cause: error })
 
-/** Elects an assistant for every task of `tasks` that has none yet, recursively; `fresh` gets them, parents first. */
+/**
+ * Elects an assistant for every task of `tasks` that has none yet, recursively; `fresh` gets
+ * them, parents first. Written with `mapBoth` and `flatMap`, not a generator per task: a leaf's
+ * election (most tasks) is one step around the search.
+ */
 const elections = (
   run: Run,
   tasks: ReadonlyArray<TaskPlanner.PlannedTask>,
   fresh: Array<TaskPlanner.PlannedTask>
 ): Effect.Effect<Array<TaskPlanner.PlannedTask>, PlannerError> =>
-  Effect.forEach(tasks, (task) =>
-    Effect.gen(function* () {
-      let elected = task
-      if (task.resource.assignment === undefined) {
-        const assignment = yield* Assistants.elect(run.index, run.planner, task.resource, run.election).pipe(
-          Effect.mapError((error) => new PlannerError({ message: error.message, cause: error }))
-        )
-        elected = { ...task, resource: { ...task.resource, assignment } }
+  Effect.forEach(tasks, (task) => {
+    // A leaf (most tasks) has nothing below to elect: no loop started for it.
+    const below = (elected: TaskPlanner.PlannedTask) =>
+      task.subtasks.length === 0
+        ? Effect.succeed(elected)
+        : Effect.map(elections(run, task.subtasks, fresh), (subtasks) => ({ ...elected, subtasks }))
+    if (task.resource.assignment !== undefined) return below(task)
+    const elected = Effect.mapBoth(Assistants.elect(run.index, run.planner, task.resource, run.election), {
+      onFailure: (error) => new PlannerError({ message: error.message, cause: error }),
+      onSuccess: (assignment) => {
+        const elected = { ...task, resource: { ...task.resource, assignment } }
         fresh.push(elected)
+        return elected
       }
-      // A leaf (most tasks) has nothing below to elect: no loop started for it.
-      return task.subtasks.length === 0
-        ? elected
-        : { ...elected, subtasks: yield* elections(run, task.subtasks, fresh) }
     })
-  )
+    return task.subtasks.length === 0 ? elected : Effect.flatMap(elected, below)
+  })
 
 /** Elects and stores (one write) the assignment of every task of `tasks` that has none yet, recursively. */
 const assign = (
@@ -315,14 +324,15 @@ const assign = (
     )
     // The fresh ones as the store completed them.
     remember(run, stored)
-    for (const task of fresh)
-      yield* run.emit({
-        type: "assigned",
-        urn: task.urn,
-        title: titleOf(task),
-        depth: task.depth,
-        assignment: task.resource.assignment as Resource.Assignment
-      })
+    if (run.emit !== undefined)
+      for (const task of fresh)
+        yield* run.emit({
+          type: "assigned",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          assignment: task.resource.assignment as Resource.Assignment
+        })
     return assigned
   })
 
@@ -338,17 +348,23 @@ const store = (
   alongside: ReadonlyArray<Resource.Resource> = []
 ) => {
   const next = { ...((run.written.get(task.urn) as Resource.Task | undefined) ?? task.resource), ...change }
-  return Effect.mapError(
-    alongside.length === 0
-      ? Effect.map(run.index.put(actor, next), (stored) => [stored])
-      : run.index.putMany(actor, [...alongside, next]),
-    storeError(`storing "${titleOf(task)}"`)
-  ).pipe(
-    Effect.map((stored) => {
-      remember(run, stored)
-      return stored
-    })
-  )
+  const failure = (error: ResourceIndex.Failure) => storeError(`storing "${titleOf(task)}"`)(error)
+  // One step around the write (not a map, a mapError and a map): a run makes about 40.
+  return alongside.length === 0
+    ? Effect.mapBoth(run.index.put(actor, next), {
+        onFailure: failure,
+        onSuccess: (stored) => {
+          run.written.set(stored.meta.urn, stored)
+          return [stored]
+        }
+      })
+    : Effect.mapBoth(run.index.putMany(actor, [...alongside, next]), {
+        onFailure: failure,
+        onSuccess: (stored) => {
+          remember(run, stored)
+          return stored
+        }
+      })
 }
 
 const remember = (run: Run, resources: ReadonlyArray<Resource.Resource>) => {
@@ -365,11 +381,18 @@ const readableUnder = (run: Run, actor: string, urn: string) => {
     return run.index.findReadable(actor, urn)
   // Every window asks about the conversation itself, under which the run wrote everything it
   // holds (it began it); a supervisor about its task: one pass over what the run wrote.
+  // `forEach`, not a spread or `for (const [urn, resource] of ...)`: no iterator result or entry
+  // pair per resource (about 20 passes a run over 50 to 70 resources).
   const held: Array<Resource.Resource> = []
-  if (urn === run.began) held.push(...run.written.values())
+  if (urn === run.began)
+    run.written.forEach((resource) => {
+      held.push(resource)
+    })
   else {
     const prefix = `${urn}/`
-    for (const [written, resource] of run.written) if (written.startsWith(prefix)) held.push(resource)
+    run.written.forEach((resource, written) => {
+      if (written.startsWith(prefix)) held.push(resource)
+    })
   }
   return run.index.filterReadable(actor, urn, held)
 }
@@ -410,23 +433,24 @@ const finish = (
     )
     if (output === "states" && message !== undefined)
       run.graph?.add(message.meta.urn, Graph.statementsOf(message.content))
-    yield* run.emit(
-      outcome.status === "done"
-        ? {
-            type: "done",
-            urn: task.urn,
-            title: titleOf(task),
-            depth: task.depth,
-            output: outcome.output ?? ""
-          }
-        : {
-            type: "failed",
-            urn: task.urn,
-            title: titleOf(task),
-            depth: task.depth,
-            reason: outcome.reason ?? "failed"
-          }
-    )
+    if (run.emit !== undefined)
+      yield* run.emit(
+        outcome.status === "done"
+          ? {
+              type: "done",
+              urn: task.urn,
+              title: titleOf(task),
+              depth: task.depth,
+              output: outcome.output ?? ""
+            }
+          : {
+              type: "failed",
+              urn: task.urn,
+              title: titleOf(task),
+              depth: task.depth,
+              reason: outcome.reason ?? "failed"
+            }
+      )
     return outcome
   })
 
@@ -470,10 +494,13 @@ const graphToolFor = (run: Run, actor: string): Tool.Any | undefined => {
 const profileOf = (run: Run, actor: string): Effect.Effect<Option.Option<Resource.Assistant>> => {
   const known = run.profiles.get(actor)
   if (known !== undefined) return Effect.succeed(known)
-  return Effect.map(Effect.option(run.index.get(actor, actor)), (found) => {
-    const profile = found as Option.Option<Resource.Assistant>
+  const keep = (profile: Option.Option<Resource.Assistant>) => {
     run.profiles.set(actor, profile)
     return profile
+  }
+  return Effect.match(run.index.get(actor, actor), {
+    onFailure: () => keep(Option.none()),
+    onSuccess: (found) => keep(Option.some(found as Resource.Assistant))
   })
 }
 
@@ -484,7 +511,8 @@ const direct = (
   actor: string
 ): Effect.Effect<TaskReport, PlannerError> =>
   Effect.gen(function* () {
-    const assistant = yield* profileOf(run, actor)
+    // Known after the assistant's first leaf: read, not run.
+    const assistant = run.profiles.get(actor) ?? (yield* profileOf(run, actor))
     const profile = Option.isSome(assistant) ? assistant.value : undefined
     const window = yield* ContextWindow.build({
       index: run.index,
@@ -493,15 +521,16 @@ const direct = (
       budget: run.limits.contextTokens,
       findReadable: (urn) => readableUnder(run, actor, urn)
     }).pipe(Effect.mapError(storeError(`building the context of "${titleOf(task)}"`)))
-    yield* run.emit({
-      type: "context",
-      urn: task.urn,
-      title: titleOf(task),
-      depth: task.depth,
-      items: window.items.map((item) => item.urn),
-      dropped: window.dropped.map((item) => item.urn),
-      withheld: window.withheld
-    })
+    if (run.emit !== undefined)
+      yield* run.emit({
+        type: "context",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        items: window.items.map((item) => item.urn),
+        dropped: window.dropped.map((item) => item.urn),
+        withheld: window.withheld
+      })
     const agent = ToolAgent.make({
       name: `assistant ${actor}`,
       system: [
@@ -534,13 +563,14 @@ const direct = (
       Effect.gen(function* () {
         const report = failed(task, error.message)
         run.unstored.set(task.urn, report)
-        yield* run.emit({
-          type: "failed",
-          urn: task.urn,
-          title: titleOf(task),
-          depth: task.depth,
-          reason: error.message
-        })
+        if (run.emit !== undefined)
+          yield* run.emit({
+            type: "failed",
+            urn: task.urn,
+            title: titleOf(task),
+            depth: task.depth,
+            reason: error.message
+          })
         return report
       })
     )
@@ -553,12 +583,9 @@ const outcomes = (
   actor: string,
   children: ReadonlyArray<TaskPlanner.PlannedTask>
 ): Effect.Effect<Array<TaskReport>, PlannerError> =>
-  Effect.map(
-    Effect.mapError(
-      readableUnder(run, actor, task.urn),
-      storeError(`reading the subtasks of "${titleOf(task)}"`)
-    ),
-    (found) => {
+  Effect.mapBoth(readableUnder(run, actor, task.urn), {
+    onFailure: storeError(`reading the subtasks of "${titleOf(task)}"`),
+    onSuccess: (found) => {
       const byUrn = new Map(found.resources.map((resource) => [resource.meta.urn, resource]))
       const messages = StoredTree.outputs(found.resources)
       return children.map((child) => {
@@ -576,7 +603,7 @@ const outcomes = (
         )
       })
     }
-  )
+  })
 
 /**
  * Runs `children` and waits until every one is stored done or failed, as the
@@ -628,10 +655,12 @@ const superviseRound = (
 
 /** Whether the task at `urn` is stored done or failed, as `actor` reads it (what its PUT event announced). */
 const settled = (run: Run, actor: string, urn: string) =>
-  Effect.map(Effect.option(run.index.get(actor, urn)), (found) => {
-    if (Option.isNone(found)) return false
-    const status = (found.value as Resource.Task).status
-    return status === "done" || status === "failed"
+  Effect.match(run.index.get(actor, urn), {
+    onFailure: () => false,
+    onSuccess: (found) => {
+      const status = (found as Resource.Task).status
+      return status === "done" || status === "failed"
+    }
   })
 
 /** The model's verdict on the subtasks' outcomes, judged by the task's evaluation. */
@@ -680,13 +709,14 @@ const supervise = (
         children.length === 0 ? { stalled: [] } : yield* superviseRound(run, task, actor, children)
       if (stalled.length > 0) {
         const names = all.filter((child) => stalled.includes(child.urn)).map(titleOf)
-        yield* run.emit({
-          type: "stalled",
-          urn: task.urn,
-          title: titleOf(task),
-          depth: task.depth,
-          waitingFor: names
-        })
+        if (run.emit !== undefined)
+          yield* run.emit({
+            type: "stalled",
+            urn: task.urn,
+            title: titleOf(task),
+            depth: task.depth,
+            waitingFor: names
+          })
         return yield* finish(
           run,
           task,
@@ -707,14 +737,15 @@ const supervise = (
           failed(task, `could not evaluate: ${describe(verdict.failure)}`)
         )
       const { successful, reason, corrective } = verdict.success
-      yield* run.emit({
-        type: "evaluated",
-        urn: task.urn,
-        title: titleOf(task),
-        depth: task.depth,
-        successful,
-        reason
-      })
+      if (run.emit !== undefined)
+        yield* run.emit({
+          type: "evaluated",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          successful,
+          reason
+        })
       if (successful) return yield* finish(run, task, actor, done(task, `${reason}\n\n${listing}`))
       if (corrective.length === 0 || round >= run.limits.maxCorrectiveRounds)
         return yield* finish(
@@ -738,13 +769,14 @@ const supervise = (
       ).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
       children = yield* assign(run, added)
       all = [...all, ...children]
-      yield* run.emit({
-        type: "corrective",
-        urn: task.urn,
-        title: titleOf(task),
-        depth: task.depth,
-        tasks: children
-      })
+      if (run.emit !== undefined)
+        yield* run.emit({
+          type: "corrective",
+          urn: task.urn,
+          title: titleOf(task),
+          depth: task.depth,
+          tasks: children
+        })
     }
   })
 
@@ -756,14 +788,15 @@ const reuse = (run: Run, task: TaskPlanner.PlannedTask, actor: string) =>
       storeError(`reading "${titleOf(task)}"`)
     )
     const report = done(task, StoredTree.outputs(found.resources).get(task.urn)?.content ?? "")
-    yield* run.emit({
-      type: "done",
-      urn: task.urn,
-      title: titleOf(task),
-      depth: task.depth,
-      output: report.output ?? "",
-      before: true
-    })
+    if (run.emit !== undefined)
+      yield* run.emit({
+        type: "done",
+        urn: task.urn,
+        title: titleOf(task),
+        depth: task.depth,
+        output: report.output ?? "",
+        before: true
+      })
     return report
   })
 
@@ -789,7 +822,8 @@ const execute = (run: Run, task: TaskPlanner.PlannedTask): Effect.Effect<TaskRep
     }
     const mode = task.subtasks.length === 0 ? "direct" : "supervising"
     yield* store(run, task, actor, { status: "running" }).pipe(Effect.catch(() => Effect.void))
-    yield* run.emit({ type: "started", urn: task.urn, title: titleOf(task), depth: task.depth, mode })
+    if (run.emit !== undefined)
+      yield* run.emit({ type: "started", urn: task.urn, title: titleOf(task), depth: task.depth, mode })
     return yield* mode === "direct"
       ? run.permits.withPermits(1)(direct(run, task, actor))
       : supervise(run, task, actor)
@@ -902,7 +936,7 @@ const makeRun = (options: Options) =>
       planner: options.plannerActor ?? "cld:assistant.planner",
       index: options.index,
       events: options.events,
-      emit: (event) => (options.onEvent === undefined ? Effect.void : options.onEvent(event)),
+      emit: options.onEvent,
       permits: yield* Semaphore.make(limits.parallel),
       election: {
         ...options.election,
@@ -941,7 +975,7 @@ export const run = (request: string, options: Options): Effect.Effect<Result, Pl
         ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
         limits: run.limits
       }).pipe(Effect.mapError((error) => new PlannerError({ message: error.message, cause: error })))
-      yield* run.emit({ type: "planned", tree })
+      if (run.emit !== undefined) yield* run.emit({ type: "planned", tree })
       if (options.conversation !== undefined) return yield* work(run, budget, tree)
       // The conversation it began holds only what this run writes there: the request (read
       // once) and the tree, from here on.
@@ -976,7 +1010,7 @@ export const resume = (message: string, options: Options): Effect.Effect<Result,
             run.graph.add(output.meta.urn, Graph.statementsOf(output.content))
         }
       }
-      yield* run.emit({ type: "planned", tree })
+      if (run.emit !== undefined) yield* run.emit({ type: "planned", tree })
       return yield* work(run, budget, tree)
     })
   )

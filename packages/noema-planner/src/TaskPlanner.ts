@@ -48,13 +48,37 @@ Each task has a title, its purpose, instructions, when it applies (optional), an
 A task that needs several distinct pieces of work gets subtasks; a task one assistant can do directly has none.
 Keep it small: at most ${limits.maxDepth} levels, ${limits.maxChildren} subtasks per task, ${limits.maxTasks} tasks in all.`
 
-const planSchema = (limits: TaskTree.Limits) =>
-  TaskTree.Plan.check(
+const planSchemas = new Map<string, ReturnType<typeof checkedPlan>>()
+
+const checkedPlan = (limits: TaskTree.Limits) => {
+  // Its own copy: the filter must not see a caller's object change after it was made.
+  const kept: TaskTree.Limits = {
+    maxDepth: limits.maxDepth,
+    maxChildren: limits.maxChildren,
+    maxTasks: limits.maxTasks
+  }
+  return TaskTree.Plan.check(
     Schema.makeFilter((plan: TaskTree.Plan) => {
-      const found = TaskTree.problems(plan, limits)
+      const found = TaskTree.problems(plan, kept)
       return found.length === 0 ? undefined : found.join("; ")
     })
   )
+}
+
+/**
+ * The plan's Schema checked against `limits`, one per set of limits: structured output derives
+ * the JSON Schema it sends and compiles its decoder once per Schema, so a new Schema every
+ * plan paid for both every run.
+ */
+const planSchema = (limits: TaskTree.Limits) => {
+  const key = `${limits.maxDepth}/${limits.maxChildren}/${limits.maxTasks}`
+  let schema = planSchemas.get(key)
+  if (schema === undefined) {
+    schema = checkedPlan(limits)
+    planSchemas.set(key, schema)
+  }
+  return schema
+}
 
 /** Asks the model for the plan (one tool call, one repair round). */
 export const plan = (
