@@ -132,11 +132,15 @@ export const run = async (options: PlannerOptions): Promise<Record<string, numbe
     await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const model = PlannerTesting.scriptedModel({ plan: twenty })
+          // A fresh scripted model per round, as a fresh world: the test model keeps every
+          // request it is sent (for tests to read), which no real model does; one model for
+          // every round made each round's garbage collection walk all the rounds before it.
+          const freshModel = () => PlannerTesting.scriptedModel({ plan: twenty })
           // Memory: a fresh world per round (the tree's URNs differ every time anyway).
           const memory: Array<number> = []
           const floor: Array<number> = []
           for (let round = 0; round < options.rounds + 3; round++) {
+            const model = freshModel()
             const world = yield* memoryWorld
             const ms = yield* runOnce(twenty, world, model, 4)
             const raw = yield* floorOnce(twenty, model)
@@ -164,7 +168,7 @@ export const run = async (options: PlannerOptions): Promise<Record<string, numbe
           const sqliteWorld = { store, index, events, vectors }
           const sqlite: Array<number> = []
           for (let round = 0; round < options.rounds + 2; round++) {
-            const ms = yield* runOnce(twenty, sqliteWorld, model, 4)
+            const ms = yield* runOnce(twenty, sqliteWorld, freshModel(), 4)
             if (round >= 2) sqlite.push(ms)
           }
           results["planner.overhead_sqlite_ms"] = median(sqlite)

@@ -49,6 +49,8 @@ A task that needs several distinct pieces of work gets subtasks; a task one assi
 Keep it small: at most ${limits.maxDepth} levels, ${limits.maxChildren} subtasks per task, ${limits.maxTasks} tasks in all.`
 
 const planSchemas = new Map<string, ReturnType<typeof checkedPlan>>()
+// Sets of limits are few in practice; bounded all the same for a server given them per request.
+const planSchemasHeld = 64
 
 const checkedPlan = (limits: TaskTree.Limits) => {
   // Its own copy: the filter must not see a caller's object change after it was made.
@@ -75,6 +77,7 @@ const planSchema = (limits: TaskTree.Limits) => {
   let schema = planSchemas.get(key)
   if (schema === undefined) {
     schema = checkedPlan(limits)
+    if (planSchemas.size >= planSchemasHeld) planSchemas.clear()
     planSchemas.set(key, schema)
   }
   return schema
