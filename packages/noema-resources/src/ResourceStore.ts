@@ -18,6 +18,7 @@
  */
 import { TokenCounter } from "@noema/core"
 import { type Clock, Context, Effect, Schema } from "effect"
+import { isChecked } from "./internal/frozen.js"
 import { isoOfMillis } from "./internal/isoMillis.js"
 import { jsonCopy } from "./internal/jsonCopy.js"
 import * as Resources from "./Resource.js"
@@ -130,6 +131,14 @@ export const checkUrns = (urns: ReadonlyArray<string>): Effect.Effect<Array<stri
  */
 const copyChecked = (resource: Resource): Resource => Resources.decode(jsonCopy(resource))
 
+/**
+ * `copyChecked` for a put, which completes its copy's meta in place and then stores it (frozen):
+ * `Resource.make`'s own (frozen, JSON-stable, decoded once) is what the round trip and a second
+ * decode would give, so its copy is a shallow one of it and its meta.
+ */
+const copyForPut = (resource: Resource): Resource =>
+  isChecked(resource) ? ({ ...resource, meta: { ...resource.meta } } as Resource) : copyChecked(resource)
+
 /** The resource as its kind's Schema and its URN say it must be (a copy), or the reason it is not. */
 export const checkResource = (resource: Resource): Effect.Effect<Resource, ResourceStoreError> =>
   Effect.try({ try: () => copyChecked(resource), catch: invalid })
@@ -173,7 +182,7 @@ interface Checked {
 
 /** One check for them all: the first refused fails the put, as one by one. */
 const checkAll = (resources: ReadonlyArray<Resource>): Checked => {
-  const checked = resources.map(copyChecked)
+  const checked = resources.map(copyForPut)
   // The URN its name gives: held by another resource of that name, the name is taken.
   const named = checked.map((resource) => slotOf(resource.meta))
   const lookups = new Set<string>()

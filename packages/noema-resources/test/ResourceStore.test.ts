@@ -1,5 +1,6 @@
 import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
+import * as MemoryResourceStore from "../src/MemoryResourceStore.js"
 import * as Resource from "../src/Resource.js"
 import * as ResourceStore from "../src/ResourceStore.js"
 
@@ -109,5 +110,85 @@ describe("ResourceStore.checkResource", () => {
     const result = checked(input)
     input.assignment.candidates.push({ assistant: "cld:assistant.other", score: 1 })
     expect(result).toEqual(asJsonWould(task))
+  })
+})
+
+describe("a put of Resource.make's own resource (no second copy or decode)", () => {
+  const assistant = Resource.make("assistant", {
+    name: "writer",
+    purpose: "writes",
+    tools: ["search"],
+    examples: ["write a letter"]
+  })
+  const message = Resource.make("message", { name: "hello", role: "user", content: "hi" })
+
+  /** A resource as JSON (field order too), its `created` (the clock's) left as a mark in its place. */
+  const asJson = (resource: unknown) => JSON.stringify(resource).replace(/"created":"[^"]*"/, '"created":"…"')
+  /** The put's result and what the store then gives, as JSON. */
+  const putAndRead = (resource: unknown) => {
+    const store = MemoryResourceStore.make()
+    const exit = Effect.runSyncExit(
+      Effect.gen(function* () {
+        yield* store.put(conversation)
+        const stored = yield* store.put(resource as Resource.Resource)
+        return [stored, yield* store.get(stored.meta.urn)] as const
+      })
+    )
+    return Exit.isSuccess(exit)
+      ? { stored: asJson(exit.value[0]), read: asJson(exit.value[1]), value: exit.value[1] }
+      : {
+          refused: String(
+            Exit.findErrorOption(exit).pipe((found) => (found._tag === "Some" ? found.value.message : ""))
+          )
+        }
+  }
+  /** The same resource, not made by `Resource.make` (its JSON copy), goes through the whole check. */
+  const plainOf = (resource: unknown) => JSON.parse(JSON.stringify(resource)) as unknown
+
+  it("stores what a put of the same resource not made by make stores, fields in the same order", () => {
+    for (const resource of [task, assistant, message]) {
+      const made = putAndRead(resource)
+      const plain = putAndRead(plainOf(resource))
+      expect("stored" in made && made.stored).toEqual("stored" in plain && plain.stored)
+      expect("read" in made && made.read).toEqual("read" in plain && plain.read)
+    }
+  })
+
+  it("is frozen all the way down, and the put completes a copy, not it", () => {
+    expect(Object.isFrozen(task) && Object.isFrozen(task.meta) && Object.isFrozen(task.assignment)).toBe(true)
+    expect(Object.isFrozen(task.assignment?.candidates[0])).toBe(true)
+    const result = putAndRead(task)
+    expect("stored" in result).toBe(true)
+    expect(task.meta.tokens).toBeUndefined()
+    expect(task.meta.created).toBeUndefined()
+  })
+
+  it("leaves a tool's parameters (the caller's own object) unfrozen", () => {
+    const parameters = { type: "object" }
+    const tool = Resource.make("tool", { name: "lookup", parameters })
+    expect(tool.parameters).toBe(parameters)
+    expect(Object.isFrozen(parameters)).toBe(false)
+  })
+
+  it("checks what JSON would change as before: NaN and Infinity refused, -0 stored as 0", () => {
+    for (const position of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      const made = Resource.make("task", {
+        name: "odd",
+        parent: conversation.meta.urn,
+        status: "pending",
+        position
+      })
+      const result = putAndRead(made)
+      expect("refused" in result).toBe(true)
+      expect(result).toEqual(putAndRead(plainOf({ ...made })))
+    }
+    const negativeZero = Resource.make("task", {
+      name: "zero",
+      parent: conversation.meta.urn,
+      status: "pending",
+      position: -0
+    })
+    const stored = putAndRead(negativeZero)
+    expect("value" in stored && Object.is((stored.value as Resource.Task).position, 0)).toBe(true)
   })
 })

@@ -10,3 +10,18 @@ export const deepFreeze = <A>(value: A): A => {
   }
   return value
 }
+
+/**
+ * Resources known to be what a store's check would make of them (`ResourceStore`'s
+ * `copyChecked`: a JSON copy, decoded): `Resource.make`'s own, built by the Schema from fresh
+ * objects, frozen all the way down and holding only what JSON keeps as it is. A put of one
+ * needs no copy through JSON nor a second decode: it cannot have changed since.
+ */
+const checked = new WeakSet<object>()
+
+/** Remembers a resource as checked: call only with a deep-frozen decode result that `isJsonStable`. */
+export const rememberChecked = (resource: object): void => {
+  checked.add(resource)
+}
+
+export const isChecked = (resource: object): boolean => checked.has(resource)
