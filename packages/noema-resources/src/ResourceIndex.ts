@@ -33,6 +33,7 @@
  * published), and the chunks of an earlier, longer version are deleted.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as SearchText from "./internal/searchText.js"
 import * as Policy from "./Policy.js"
 import * as Resource from "./Resource.js"
 import * as ResourceEvents from "./ResourceEvents.js"
@@ -469,12 +470,24 @@ const readableHits = (
       for (const hit of allowed) {
         // A vector whose resource is gone (deleted behind the index's back) is skipped.
         const resource = found.get(hit.urn)
-        if (resource !== undefined && results.length < limit)
-          results.push({ ...resource, meta: { ...resource.meta, score: hit.score } } as Resource.Resource)
+        if (resource !== undefined && results.length < limit) results.push(scored(resource, hit.score))
       }
       if (results.length >= limit || hits.length < asked) return results
     }
   })
+
+/**
+ * A hit: the stored resource with its score. A frozen one (a memory or SQL store's) gives a
+ * frozen hit that reads its search text from it: a planner's context windows show the same
+ * hits again and again, and a copy of its own would render the text again each time.
+ */
+const scored = (resource: Resource.Resource, score: number): Resource.Resource => {
+  const hit = { ...resource, meta: { ...resource.meta, score } } as Resource.Resource
+  if (!SearchText.isFrozenText(resource)) return hit
+  SearchText.sameTextAs(hit, resource)
+  Object.freeze(hit.meta)
+  return Object.freeze(hit)
+}
 
 export const layer: Layer.Layer<ResourceIndex, never, ResourceStore | Policy.Policy> = Layer.effect(
   ResourceIndex,

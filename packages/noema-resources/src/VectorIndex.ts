@@ -28,9 +28,10 @@ import { Embedder } from "@noema/core"
 import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import * as SearchText from "./internal/searchText.js"
 import { upsertBatches } from "./internal/upsertRows.js"
 import * as VectorCopy from "./internal/vectorCopy.js"
-import * as Resource from "./Resource.js"
+import type * as Resource from "./Resource.js"
 import * as Urn from "./Urn.js"
 
 export class VectorIndexError extends Schema.TaggedError<VectorIndexError>()("VectorIndexError", {
@@ -85,43 +86,8 @@ export interface Service {
   readonly reset: Effect.Effect<void, VectorIndexError>
 }
 
-/**
- * The search texts of frozen resources (a memory or SQL store's, handed to every reader): a
- * resource is embedded, searched for and shown in context windows many times, and a frozen one
- * cannot say anything else later.
- */
-const searchTexts = new WeakMap<Resource.Resource, string>()
-
 /** What a resource is about, as embedded: its structured description, else its name and main text. */
-export const searchText = (resource: Resource.Resource): string => {
-  const known = searchTexts.get(resource)
-  if (known !== undefined) return known
-  const text = searchTextOf(resource)
-  if (isFrozenText(resource)) searchTexts.set(resource, text)
-  return text
-}
-
-/** Whether what `searchText` reads of the resource can no longer change. */
-const isFrozenText = (resource: Resource.Resource) =>
-  Object.isFrozen(resource) &&
-  Object.isFrozen(resource.meta) &&
-  (!("examples" in resource) || resource.examples === undefined || Object.isFrozen(resource.examples))
-
-const searchTextOf = (resource: Resource.Resource): string => {
-  const described = Resource.describe(resource)
-  const examples = "examples" in resource && resource.examples !== undefined ? resource.examples : []
-  if (described.length > 0)
-    return examples.length === 0 ? described : `${described}\n\n**Examples:** ${examples.join("; ")}`
-  const main =
-    "text" in resource
-      ? resource.text
-      : "content" in resource
-        ? resource.content
-        : "title" in resource
-          ? resource.title
-          : undefined
-  return [resource.meta.name, main].filter((part) => typeof part === "string" && part.length > 0).join("\n")
-}
+export const searchText: (resource: Resource.Resource) => string = SearchText.searchText
 
 const indexError = (message: string, cause?: unknown) =>
   new VectorIndexError({ message, ...(cause === undefined ? {} : { cause }) })

@@ -481,6 +481,14 @@ describe("ResourceIndex with a vector index", () => {
       )
       assert.equal(found[0]?.meta.urn, bread.meta.urn)
       assert.ok(found.every((resource) => typeof resource.meta.score === "number"))
+      // A hit of a frozen stored resource is frozen too, and says what it says (its score aside).
+      for (const hit of found) {
+        const stored = yield* store.get(hit.meta.urn)
+        const { score: _score, ...meta } = hit.meta
+        assert.deepStrictEqual({ ...hit, meta }, stored)
+        assert.ok(Object.isFrozen(hit) && Object.isFrozen(hit.meta))
+        assert.equal(VectorIndex.searchText(hit), VectorIndex.searchText(stored))
+      }
       yield* index.delete(cook, bread.meta.urn)
       assert.equal(yield* vectors.size, all.length - 1)
       const without = ResourceIndex.make(store, yield* Policy.allowAll)
