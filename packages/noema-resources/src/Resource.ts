@@ -361,7 +361,6 @@ export const make = <K extends Kind>(
   })
   const resource = decode({ meta, ...fields })
   if ("parameters" in resource && resource.parameters !== undefined) return resource as ResourceOf<K>
-  deepFreeze(resource)
   if (isJsonStable(resource)) rememberChecked(resource)
-  return resource as ResourceOf<K>
+  return deepFreeze(resource) as ResourceOf<K>
 }

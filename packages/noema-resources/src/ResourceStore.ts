@@ -18,7 +18,7 @@
  */
 import { TokenCounter } from "@noema/core"
 import { type Clock, Context, Effect, Schema } from "effect"
-import { isChecked } from "./internal/frozen.js"
+import { checkedCopy } from "./internal/checkedCopy.js"
 import { isoOfMillis } from "./internal/isoMillis.js"
 import { jsonCopy } from "./internal/jsonCopy.js"
 import * as Resources from "./Resource.js"
@@ -133,11 +133,10 @@ const copyChecked = (resource: Resource): Resource => Resources.decode(jsonCopy(
 
 /**
  * `copyChecked` for a put, which completes its copy's meta in place and then stores it (frozen):
- * `Resource.make`'s own (frozen, JSON-stable, decoded once) is what the round trip and a second
- * decode would give, so its copy is a shallow one of it and its meta.
+ * of a resource known checked (`Resource.make`'s, a memory store's), or a spread of one that
+ * keeps its `meta`, only what changed is checked (`checkedCopy`); anything else as a whole.
  */
-const copyForPut = (resource: Resource): Resource =>
-  isChecked(resource) ? ({ ...resource, meta: { ...resource.meta } } as Resource) : copyChecked(resource)
+const copyForPut = (resource: Resource): Resource => checkedCopy(resource) ?? copyChecked(resource)
 
 /** The resource as its kind's Schema and its URN say it must be (a copy), or the reason it is not. */
 export const checkResource = (resource: Resource): Effect.Effect<Resource, ResourceStoreError> =>

@@ -192,3 +192,78 @@ describe("a put of Resource.make's own resource (no second copy or decode)", () 
     expect("value" in stored && Object.is((stored.value as Resource.Task).position, 0)).toBe(true)
   })
 })
+
+describe("a put of a spread of a stored resource (only what changed is checked)", () => {
+  /** Puts the conversation and the task, then what `change` makes of the stored task. */
+  const putChanged = (change: (stored: Resource.Task) => unknown, plain: boolean) => {
+    const store = MemoryResourceStore.make()
+    const exit = Effect.runSyncExit(
+      Effect.gen(function* () {
+        yield* store.put(conversation)
+        const stored = (yield* store.put(task)) as Resource.Task
+        const changed = change(stored)
+        // `plain`: the same change as a JSON copy, which no store has seen: the whole check.
+        const input = plain ? Object.assign(JSON.parse(JSON.stringify(changed ?? null)) ?? {}, {}) : changed
+        const put = yield* store.put(input as Resource.Resource)
+        return JSON.stringify(yield* store.get(put.meta.urn)).replace(/"created":"[^"]*"/, '"created":"…"')
+      })
+    )
+    return Exit.isSuccess(exit)
+      ? { stored: exit.value }
+      : {
+          refused: String(
+            Exit.findErrorOption(exit).pipe((found) => (found._tag === "Some" ? found.value.message : ""))
+          )
+        }
+  }
+
+  const changes: ReadonlyArray<readonly [string, (stored: Resource.Task) => unknown]> = [
+    ["a new status", (stored) => ({ ...stored, status: "running" })],
+    [
+      "a new field, stored in the kind's order",
+      (stored) => ({ ...stored, status: "done", output: "the facts" })
+    ],
+    ["a new assignment", (stored) => ({ ...stored, assignment: { ...stored.assignment, score: 0.75 } })],
+    [
+      "an optional field taken away",
+      (stored) => {
+        const { purpose: _purpose, ...rest } = stored
+        return rest
+      }
+    ],
+    [
+      "a required field taken away",
+      (stored) => {
+        const { status: _status, ...rest } = stored
+        return rest
+      }
+    ],
+    ["a field the kind does not have", (stored) => ({ ...stored, extra: "dropped" })],
+    ["a value the Schema refuses", (stored) => ({ ...stored, status: "lost" })],
+    ["a number JSON would not keep", (stored) => ({ ...stored, position: Number.NaN })],
+    ["-0", (stored) => ({ ...stored, position: -0 })],
+    ["a Date where a string goes", (stored) => ({ ...stored, completedAt: new Date(Date.UTC(2026, 0, 2)) })],
+    ["undefined where an optional string goes", (stored) => ({ ...stored, reason: undefined })],
+    ["nothing changed", (stored) => ({ ...stored })]
+  ]
+
+  for (const [name, change] of changes)
+    it(`stores or refuses as the whole check does: ${name}`, () => {
+      expect(putChanged(change, false)).toEqual(putChanged(change, true))
+    })
+
+  it("takes the changed field's copy, not the caller's object", () => {
+    const store = MemoryResourceStore.make()
+    const assignment = { assistant: "cld:assistant.other", score: 1, candidates: [], by: "default" as const }
+    const stored = Effect.runSync(
+      Effect.gen(function* () {
+        yield* store.put(conversation)
+        const first = (yield* store.put(task)) as Resource.Task
+        return yield* store.put({ ...first, assignment })
+      })
+    ) as Resource.Task
+    expect(stored.assignment).toEqual(assignment)
+    expect(stored.assignment).not.toBe(assignment)
+    expect(Object.isFrozen(assignment)).toBe(false)
+  })
+})
