@@ -68,5 +68,11 @@ describe("VectorIndex.makeMemory", () => {
     const frozen = Object.freeze({ ...task, meta: Object.freeze({ ...task.meta }) })
     assert.strictEqual(VectorIndex.searchText(frozen), VectorIndex.searchText(frozen))
     assert.include(VectorIndex.searchText(frozen), "paint the fence")
+    // A spread of a made (checked) resource: its own text is the one read, whatever it changed.
+    assert.strictEqual(VectorIndex.searchText({ ...task, status: "done" }), VectorIndex.searchText(task))
+    const { purpose: _purpose, ...withoutPurpose } = task
+    assert.strictEqual(VectorIndex.searchText(withoutPurpose as Resource.Resource), "t")
+    const assistant = Resource.make("assistant", { name: "a", purpose: "cook", examples: ["soup"] })
+    assert.include(VectorIndex.searchText({ ...assistant, examples: ["bread"] }), "bread")
   })
 })

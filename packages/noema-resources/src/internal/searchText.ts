@@ -6,6 +6,7 @@
  * `meta.score`, frozen as it is) says what its stored resource says, so it reads that one's.
  */
 import * as Resource from "../Resource.js"
+import { checkedOwnerOf } from "./frozen.js"
 
 const texts = new WeakMap<Resource.Resource, string>()
 /**
@@ -18,11 +19,40 @@ const source: unique symbol = Symbol("@noema/resources/searchText/source")
 export const searchText = (resource: Resource.Resource): string => {
   const known = texts.get(resource)
   if (known !== undefined) return known
-  const same = (resource as { readonly [source]?: Resource.Resource })[source]
+  const same = (resource as { readonly [source]?: Resource.Resource })[source] ?? sameAsChecked(resource)
   if (same !== undefined) return searchText(same)
   const text = searchTextOf(resource)
   if (isFrozenText(resource)) texts.set(resource, text)
   return text
+}
+
+/** The fields `searchTextOf` reads beside `meta.name`. */
+const textFields = [
+  "purpose",
+  "instructions",
+  "applicability",
+  "evaluation",
+  "examples",
+  "text",
+  "content",
+  "title"
+]
+
+/**
+ * The checked (frozen) resource a spread of it says the same as: a task stored again with a new
+ * status keeps its `meta` and every field its search text reads (compared as values, so a
+ * changed one is seen), and is embedded at every state change.
+ */
+const sameAsChecked = (resource: Resource.Resource): Resource.Resource | undefined => {
+  const owner = checkedOwnerOf(resource.meta) as Record<string, unknown> | undefined
+  if (owner === undefined || owner === resource) return undefined
+  const fields = resource as unknown as Record<string, unknown>
+  for (let i = 0; i < textFields.length; i++) {
+    const key = textFields[i] as string
+    if (fields[key] !== owner[key] || Object.hasOwn(fields, key) !== Object.hasOwn(owner, key))
+      return undefined
+  }
+  return owner as unknown as Resource.Resource
 }
 
 /**
