@@ -28,6 +28,7 @@ import { Embedder } from "@noema/core"
 import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import { floatVectorsOf } from "./internal/floatVectors.js"
 import * as SearchText from "./internal/searchText.js"
 import { upsertBatches } from "./internal/upsertRows.js"
 import * as VectorCopy from "./internal/vectorCopy.js"
@@ -106,8 +107,9 @@ const normalized = (vector: ArrayLike<number>): Float32Array => {
  * when the norm is not finite (a value that is not, or one too large for a float): the values are
  * checked then, as they would have been before.
  */
-const normalizedFinite = (vector: ReadonlyArray<number>): Float32Array | undefined => {
-  const out = copied(vector)
+const normalizedFinite = (vector: ArrayLike<number>, own: boolean): Float32Array | undefined => {
+  // `own`: a fresh Float32Array of the embedder's (`floatVectors`), normalised in place.
+  const out = own ? (vector as Float32Array) : copied(vector)
   const norm = squaredNorm(out)
   if (!Number.isFinite(norm) && !allFinite(vector)) return undefined
   return toUnit(out, norm)
@@ -267,7 +269,7 @@ const checkOptions = (options: SearchOptions): VectorIndexError | undefined => {
 }
 
 /** Whether every value is a finite number (a loop: `every(Number.isFinite)` costs ~8x more per vector). */
-const allFinite = (vector: ReadonlyArray<number>): boolean => {
+const allFinite = (vector: ArrayLike<number>): boolean => {
   for (let i = 0; i < vector.length; i++) if (!Number.isFinite(vector[i])) return false
   return true
 }
@@ -279,18 +281,27 @@ const cachedTextLength = 4096
 /** What both backends share: embedding, checking, the query vector. */
 const common = (embedder: Embedder.Service) => {
   const checked = Embedder.make(embedder)
-  const embed = (texts: ReadonlyArray<string>) =>
-    Effect.mapError(checked.embed(texts), (error) => indexError(`embedding failed: ${error.message}`, error))
+  const floats = floatVectorsOf(embedder.embed)
+  /** The embedder's vectors; `Float32Array`s of its own where it offers them (`floatVectors`). */
+  const embed = (
+    texts: ReadonlyArray<string>
+  ): Effect.Effect<ReadonlyArray<ArrayLike<number>>, VectorIndexError> =>
+    floats !== undefined
+      ? Effect.sync(() => floats(texts))
+      : Effect.mapBoth(checked.embed(texts), {
+          onFailure: (error) => indexError(`embedding failed: ${error.message}`, error),
+          onSuccess: (result) => result.vectors
+        })
   /** The embedder's vectors normalised, or why the first that cannot be is not (its size, a value). */
   const unitVectors = (
-    vectors: ReadonlyArray<ReadonlyArray<number>>,
+    vectors: ReadonlyArray<ArrayLike<number>>,
     expected: number
   ): Array<Float32Array> | VectorIndexError => {
     const out: Array<Float32Array> = []
     for (const vector of vectors) {
       if (vector.length !== expected)
         return indexError(`the embedder gave a vector of ${vector.length} dimensions, expected ${expected}`)
-      const unit = normalizedFinite(vector)
+      const unit = normalizedFinite(vector, floats !== undefined)
       if (unit === undefined)
         return indexError("the embedder gave a vector with a value that is not a finite number")
       out.push(unit)
@@ -332,7 +343,7 @@ const common = (embedder: Embedder.Service) => {
     }
     if (missing === undefined) return Effect.succeed(known as Array<Float32Array>)
     const asked = [...missing]
-    return Effect.flatMap(embed(asked), ({ vectors }) => {
+    return Effect.flatMap(embed(asked), (vectors) => {
       const units = unitVectors(vectors, dimensions)
       if (units instanceof VectorIndexError) return Effect.fail(units)
       const fresh = new Map<string, Float32Array>()
