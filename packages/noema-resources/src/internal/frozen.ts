@@ -21,15 +21,26 @@ export const deepFreeze = <A>(value: A): A => {
  */
 const owner: unique symbol = Symbol("@noema/resources/checked")
 
-/**
- * Remembers a resource as checked, by a hidden link from its `meta` (a symbol, not enumerable:
- * no spread, listing, JSON or comparison sees it; a weak map's entry for each put cost more than
- * the check it saves). Call only before freezing a checked resource that `isJsonStable`.
- */
-export const rememberChecked = (resource: { readonly meta: object }): void => {
-  Object.defineProperty(resource.meta, owner, { value: resource })
+/** What is known of a checked resource: itself, and its search text once asked (`searchText`). */
+export interface CheckedLink {
+  readonly resource: object
+  text: string | undefined
 }
 
+/**
+ * Remembers a resource as checked, by a hidden link from its `meta` (a symbol, not enumerable:
+ * no spread, listing, JSON or comparison sees it, nor `deepFreeze`, so its text can be filled in
+ * later; a weak map's entry for each put cost more than the check it saves). Call only before
+ * freezing a checked resource that `isJsonStable`.
+ */
+export const rememberChecked = (resource: { readonly meta: object }): void => {
+  const link: CheckedLink = { resource, text: undefined }
+  Object.defineProperty(resource.meta, owner, { value: link })
+}
+
+/** The link of the checked resource whose `meta` this is, if any. */
+export const checkedLinkOf = (meta: unknown): CheckedLink | undefined =>
+  typeof meta === "object" && meta !== null ? (meta as { readonly [owner]?: CheckedLink })[owner] : undefined
+
 /** The checked resource whose `meta` this is, if any. */
-export const checkedOwnerOf = (meta: unknown): object | undefined =>
-  typeof meta === "object" && meta !== null ? (meta as { readonly [owner]?: object })[owner] : undefined
+export const checkedOwnerOf = (meta: unknown): object | undefined => checkedLinkOf(meta)?.resource

@@ -6,7 +6,7 @@
  * `meta.score`, frozen as it is) says what its stored resource says, so it reads that one's.
  */
 import * as Resource from "../Resource.js"
-import { checkedOwnerOf } from "./frozen.js"
+import { checkedLinkOf } from "./frozen.js"
 
 const texts = new WeakMap<Resource.Resource, string>()
 /**
@@ -17,10 +17,17 @@ const texts = new WeakMap<Resource.Resource, string>()
 const source: unique symbol = Symbol("@noema/resources/searchText/source")
 
 export const searchText = (resource: Resource.Resource): string => {
+  // A checked resource (made, or a memory store's) or a spread of one saying the same: the text
+  // is kept on its link, read without a weak map's lookup.
+  const link = checkedLinkOf(resource.meta)
+  if (link !== undefined && (link.resource === resource || saysTheSame(resource, link.resource))) {
+    link.text ??= searchTextOf(link.resource as Resource.Resource)
+    return link.text
+  }
+  const same = (resource as { readonly [source]?: Resource.Resource })[source]
+  if (same !== undefined) return searchText(same)
   const known = texts.get(resource)
   if (known !== undefined) return known
-  const same = (resource as { readonly [source]?: Resource.Resource })[source] ?? sameAsChecked(resource)
-  if (same !== undefined) return searchText(same)
   const text = searchTextOf(resource)
   if (isFrozenText(resource)) texts.set(resource, text)
   return text
@@ -39,20 +46,18 @@ const textFields = [
 ]
 
 /**
- * The checked (frozen) resource a spread of it says the same as: a task stored again with a new
+ * Whether a spread of a checked (frozen) resource says the same: a task stored again with a new
  * status keeps its `meta` and every field its search text reads (compared as values, so a
  * changed one is seen), and is embedded at every state change.
  */
-const sameAsChecked = (resource: Resource.Resource): Resource.Resource | undefined => {
-  const owner = checkedOwnerOf(resource.meta) as Record<string, unknown> | undefined
-  if (owner === undefined || owner === resource) return undefined
+const saysTheSame = (resource: Resource.Resource, checked: object): boolean => {
   const fields = resource as unknown as Record<string, unknown>
+  const owner = checked as Record<string, unknown>
   for (let i = 0; i < textFields.length; i++) {
     const key = textFields[i] as string
-    if (fields[key] !== owner[key] || Object.hasOwn(fields, key) !== Object.hasOwn(owner, key))
-      return undefined
+    if (fields[key] !== owner[key] || Object.hasOwn(fields, key) !== Object.hasOwn(owner, key)) return false
   }
-  return owner as unknown as Resource.Resource
+  return true
 }
 
 /**
