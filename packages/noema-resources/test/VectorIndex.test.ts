@@ -460,6 +460,36 @@ describe("VectorIndex on PostgreSQL", () => {
 })
 
 describe("ResourceIndex with a vector index", () => {
+  it.effect(
+    "fills the limit past hits the actor may not read and vectors whose resource is gone, best first",
+    () =>
+      Effect.gen(function* () {
+        const vectors = yield* VectorIndex.makeMemory(embedder)
+        const store = MemoryResourceStore.make()
+        const cook = "cld:assistant.cook"
+        const policy = yield* CedarPolicy.make(`
+        permit (principal, action == Noema::Action::"put", resource);
+        permit (principal == Noema::Actor::"${cook}", action == Noema::Action::"get", resource);
+        forbid (principal == Noema::Actor::"${cook}", action == Noema::Action::"get", resource in Noema::Resource::"${garage.meta.urn}");
+      `)
+        const index = ResourceIndex.make(store, policy, { vectors })
+        for (const resource of all) yield* index.put(cook, resource)
+        // Gone from the store behind the index's back: its vector stays.
+        yield* store.delete(bread.meta.urn)
+        const query = { text: "bake the bread and fix the car engine" }
+        const ranking = (yield* vectors.search(query, { limit: all.length })).filter(
+          (hit) => hit.urn !== bread.meta.urn && !hit.urn.startsWith(garage.meta.urn)
+        )
+        for (let limit = 1; limit <= all.length; limit++) {
+          const found = yield* index.search(cook, query, { limit })
+          assert.deepStrictEqual(
+            found.map((resource) => [resource.meta.urn, resource.meta.score]),
+            ranking.slice(0, limit).map((hit) => [hit.urn, hit.score])
+          )
+        }
+      })
+  )
+
   it.effect("put embeds, delete forgets, and search returns only what the actor may get, with scores", () =>
     Effect.gen(function* () {
       const vectors = yield* VectorIndex.makeMemory(embedder)
