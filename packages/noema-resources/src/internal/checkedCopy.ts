@@ -39,6 +39,18 @@ const fieldDecoderOf = (type: Resource.Kind, key: string): FieldDecoder => {
   return decoder
 }
 
+/** Each kind's fields beside `meta` (whose copy is made apart), in the order the decode gives them. */
+const fieldKeys = new Map<string, ReadonlyArray<string>>()
+
+const fieldKeysOf = (type: Resource.Kind): ReadonlyArray<string> => {
+  let keys = fieldKeys.get(type)
+  if (keys === undefined) {
+    keys = Object.keys(Resource.kinds[type].fields).filter((key) => key !== "meta")
+    fieldKeys.set(type, keys)
+  }
+  return keys
+}
+
 export const checkedCopy = (resource: Resource.Resource): Resource.Resource | undefined => {
   const meta = resource.meta
   const owner = checkedOwnerOf(meta) as Record<string, unknown> | undefined
@@ -49,9 +61,10 @@ export const checkedCopy = (resource: Resource.Resource): Resource.Resource | un
   const input = resource as unknown as Record<string, unknown>
   const out: Record<string, unknown> = { meta: { ...meta } }
   let present = 0
-  for (const key in Resource.kinds[type].fields) {
-    // `meta` is the stored one's (its own `meta` is the copy above).
-    if (key === "meta" || !Object.hasOwn(input, key)) continue
+  const keys = fieldKeysOf(type)
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i] as string
+    if (!Object.hasOwn(input, key)) continue
     present++
     const value = input[key]
     if (Object.hasOwn(owner, key) && owner[key] === value) {
