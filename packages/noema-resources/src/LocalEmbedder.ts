@@ -18,6 +18,7 @@
 
 import { Embedder } from "@noema/core"
 import { Effect } from "effect"
+import { offerFloatVectors } from "./internal/floatVectors.js"
 
 export const provider = "local"
 export const model = "hash-v1"
@@ -228,11 +229,14 @@ export const make = (options: { readonly dimensions?: number } = {}): Embedder.S
     throw new RangeError(
       `LocalEmbedder: dimensions must be a whole number from 8 to 65536, got ${dimensions}`
     )
-  return Embedder.make({
+  const service = Embedder.make({
     provider,
     model,
     dimensions,
     embed: (texts) =>
       Effect.sync(() => ({ vectors: texts.map((text) => toArray(embedText(text, dimensions))) }))
   })
+  // A vector index takes them as they are (the same values: `toArray` is exact).
+  offerFloatVectors(service.embed, (texts) => texts.map((text) => embedText(text, dimensions)))
+  return service
 }

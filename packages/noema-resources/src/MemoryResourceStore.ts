@@ -6,7 +6,7 @@
  * no decoding, and no reader can change what the store holds.
  */
 import { Effect, Layer } from "effect"
-import { deepFreeze } from "./internal/frozen.js"
+import { deepFreeze, rememberChecked } from "./internal/frozen.js"
 import type * as Resource from "./Resource.js"
 import {
   type BackendOptions,
@@ -44,6 +44,10 @@ export const make = (options: BackendOptions = {}): Service => {
   const writeOne = (checked: Resource.Resource) => {
     const urn = checked.meta.urn
     if (!values.has(urn)) keys.splice(lowerBound(keys, urn), 0, urn)
+    // Checked: a later put of it, or of a spread of it, checks only what changed. A token count
+    // JSON would not keep (a counter's NaN) leaves it to the whole check.
+    const tokens = checked.meta.tokens
+    if (tokens === undefined || (Number.isFinite(tokens) && !Object.is(tokens, -0))) rememberChecked(checked)
     values.set(urn, deepFreeze(checked))
   }
   /** The resources that exist, in the order asked (each URN checked: `Urn.check` throws). */

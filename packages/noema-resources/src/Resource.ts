@@ -11,6 +11,8 @@
  */
 import { hash as hashText } from "node:crypto"
 import { Exit, Schema } from "effect"
+import { deepFreeze, rememberChecked } from "./internal/frozen.js"
+import { isJsonStable } from "./internal/jsonCopy.js"
 import * as Urn from "./Urn.js"
 
 // ---------------------------------------------------------------------------
@@ -339,7 +341,13 @@ export const treeOrder = <R extends Resource>(resources: ReadonlyArray<R>): Arra
 
 type KindFields<K extends Kind> = Omit<ResourceOf<K>, "meta">
 
-/** Makes a resource of a kind; its meta (hash, URN) is derived from name and parent. */
+/**
+ * Makes a resource of a kind; its meta (hash, URN) is derived from name and parent. It is
+ * frozen all the way down (the Schema built every object in it, so nothing of the caller's is
+ * frozen), except a tool's `parameters`, which are the caller's own object: that one is left as
+ * it is. A frozen one holding only what JSON keeps is remembered as checked: a store's put
+ * neither copies it through JSON nor decodes it again (`ResourceStore`).
+ */
 export const make = <K extends Kind>(
   type: K,
   options: { readonly name: string; readonly parent?: string; readonly tokens?: number } & KindFields<K>
@@ -351,5 +359,8 @@ export const make = <K extends Kind>(
     ...(parent === undefined ? {} : { parent }),
     ...(tokens === undefined ? {} : { tokens })
   })
-  return decode({ meta, ...fields }) as ResourceOf<K>
+  const resource = decode({ meta, ...fields })
+  if ("parameters" in resource && resource.parameters !== undefined) return resource as ResourceOf<K>
+  if (isJsonStable(resource)) rememberChecked(resource)
+  return deepFreeze(resource) as ResourceOf<K>
 }

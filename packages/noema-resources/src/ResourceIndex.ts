@@ -33,6 +33,7 @@
  * published), and the chunks of an earlier, longer version are deleted.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as SearchText from "./internal/searchText.js"
 import * as Policy from "./Policy.js"
 import * as Resource from "./Resource.js"
 import * as ResourceEvents from "./ResourceEvents.js"
@@ -448,33 +449,49 @@ const readableHits = (
 ): Effect.Effect<Array<Resource.Resource>, VectorIndex.VectorIndexError | ResourceStoreError> =>
   Effect.gen(function* () {
     const limit = options.limit ?? 10
-    const seen = new Set<string>()
+    // The URNs of earlier rounds (none in the first, which is usually the only one).
+    let seen: Set<string> | undefined
     const results: Array<Resource.Resource> = []
     for (let asked = limit; ; asked *= 2) {
       const hits = yield* vectors.search(query, { ...options, limit: asked })
-      const fresh = hits.filter((hit) => !seen.has(hit.urn))
-      for (const hit of fresh) seen.add(hit.urn)
-      // A hit the actor may not read is passed over, it does not fail the search.
-      const readable = new Set(yield* gettable(fresh.map((hit) => hit.urn)))
-      const allowed = fresh.filter((hit) => readable.has(hit.urn))
+      const fresh = seen === undefined ? hits : hits.filter((hit) => !seen?.has(hit.urn))
+      const urns = fresh.map((hit) => hit.urn)
+      // A hit the actor may not read is passed over, it does not fail the search. The URNs come
+      // back in the order asked: all of them (the usual case), the hits are the ones allowed.
+      const readableUrns = yield* gettable(urns)
+      const readable = readableUrns.length === urns.length ? undefined : new Set(readableUrns)
+      const allowed = readable === undefined ? fresh : fresh.filter((hit) => readable.has(hit.urn))
+      const stored =
+        allowed.length === 0 ? [] : yield* store.getMany(readable === undefined ? urns : readableUrns)
+      // Every one found (the usual case): the i-th is the i-th hit's; else found by URN.
       const found =
-        allowed.length === 0
-          ? new Map<string, Resource.Resource>()
-          : new Map(
-              (yield* store.getMany(allowed.map((hit) => hit.urn))).map((resource) => [
-                resource.meta.urn,
-                resource
-              ])
-            )
-      for (const hit of allowed) {
+        stored.length === allowed.length
+          ? undefined
+          : new Map(stored.map((resource) => [resource.meta.urn, resource] as const))
+      for (let i = 0; i < allowed.length && results.length < limit; i++) {
+        const hit = allowed[i] as VectorIndex.Hit
         // A vector whose resource is gone (deleted behind the index's back) is skipped.
-        const resource = found.get(hit.urn)
-        if (resource !== undefined && results.length < limit)
-          results.push({ ...resource, meta: { ...resource.meta, score: hit.score } } as Resource.Resource)
+        const resource = found === undefined ? stored[i] : found.get(hit.urn)
+        if (resource !== undefined) results.push(scored(resource, hit.score))
       }
       if (results.length >= limit || hits.length < asked) return results
+      seen ??= new Set()
+      for (const hit of fresh) seen.add(hit.urn)
     }
   })
+
+/**
+ * A hit: the stored resource with its score. A frozen one (a memory or SQL store's) gives a
+ * frozen hit that reads its search text from it: a planner's context windows show the same
+ * hits again and again, and a copy of its own would render the text again each time.
+ */
+const scored = (resource: Resource.Resource, score: number): Resource.Resource => {
+  const hit = { ...resource, meta: { ...resource.meta, score } } as Resource.Resource
+  if (!SearchText.isFrozenText(resource)) return hit
+  SearchText.sameTextAs(hit, resource)
+  Object.freeze(hit.meta)
+  return Object.freeze(hit)
+}
 
 export const layer: Layer.Layer<ResourceIndex, never, ResourceStore | Policy.Policy> = Layer.effect(
   ResourceIndex,

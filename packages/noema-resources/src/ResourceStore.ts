@@ -18,6 +18,7 @@
  */
 import { TokenCounter } from "@noema/core"
 import { type Clock, Context, Effect, Schema } from "effect"
+import { checkedCopy } from "./internal/checkedCopy.js"
 import { isoOfMillis } from "./internal/isoMillis.js"
 import { jsonCopy } from "./internal/jsonCopy.js"
 import * as Resources from "./Resource.js"
@@ -130,6 +131,13 @@ export const checkUrns = (urns: ReadonlyArray<string>): Effect.Effect<Array<stri
  */
 const copyChecked = (resource: Resource): Resource => Resources.decode(jsonCopy(resource))
 
+/**
+ * `copyChecked` for a put, which completes its copy's meta in place and then stores it (frozen):
+ * of a resource known checked (`Resource.make`'s, a memory store's), or a spread of one that
+ * keeps its `meta`, only what changed is checked (`checkedCopy`); anything else as a whole.
+ */
+const copyForPut = (resource: Resource): Resource => checkedCopy(resource) ?? copyChecked(resource)
+
 /** The resource as its kind's Schema and its URN say it must be (a copy), or the reason it is not. */
 export const checkResource = (resource: Resource): Effect.Effect<Resource, ResourceStoreError> =>
   Effect.try({ try: () => copyChecked(resource), catch: invalid })
@@ -173,7 +181,7 @@ interface Checked {
 
 /** One check for them all: the first refused fails the put, as one by one. */
 const checkAll = (resources: ReadonlyArray<Resource>): Checked => {
-  const checked = resources.map(copyChecked)
+  const checked = resources.map(copyForPut)
   // The URN its name gives: held by another resource of that name, the name is taken.
   const named = checked.map((resource) => slotOf(resource.meta))
   const lookups = new Set<string>()

@@ -28,9 +28,11 @@ import { Embedder } from "@noema/core"
 import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
+import { floatVectorsOf } from "./internal/floatVectors.js"
+import * as SearchText from "./internal/searchText.js"
 import { upsertBatches } from "./internal/upsertRows.js"
 import * as VectorCopy from "./internal/vectorCopy.js"
-import * as Resource from "./Resource.js"
+import type * as Resource from "./Resource.js"
 import * as Urn from "./Urn.js"
 
 export class VectorIndexError extends Schema.TaggedError<VectorIndexError>()("VectorIndexError", {
@@ -85,43 +87,8 @@ export interface Service {
   readonly reset: Effect.Effect<void, VectorIndexError>
 }
 
-/**
- * The search texts of frozen resources (a memory or SQL store's, handed to every reader): a
- * resource is embedded, searched for and shown in context windows many times, and a frozen one
- * cannot say anything else later.
- */
-const searchTexts = new WeakMap<Resource.Resource, string>()
-
 /** What a resource is about, as embedded: its structured description, else its name and main text. */
-export const searchText = (resource: Resource.Resource): string => {
-  const known = searchTexts.get(resource)
-  if (known !== undefined) return known
-  const text = searchTextOf(resource)
-  if (isFrozenText(resource)) searchTexts.set(resource, text)
-  return text
-}
-
-/** Whether what `searchText` reads of the resource can no longer change. */
-const isFrozenText = (resource: Resource.Resource) =>
-  Object.isFrozen(resource) &&
-  Object.isFrozen(resource.meta) &&
-  (!("examples" in resource) || resource.examples === undefined || Object.isFrozen(resource.examples))
-
-const searchTextOf = (resource: Resource.Resource): string => {
-  const described = Resource.describe(resource)
-  const examples = "examples" in resource && resource.examples !== undefined ? resource.examples : []
-  if (described.length > 0)
-    return examples.length === 0 ? described : `${described}\n\n**Examples:** ${examples.join("; ")}`
-  const main =
-    "text" in resource
-      ? resource.text
-      : "content" in resource
-        ? resource.content
-        : "title" in resource
-          ? resource.title
-          : undefined
-  return [resource.meta.name, main].filter((part) => typeof part === "string" && part.length > 0).join("\n")
-}
+export const searchText: (resource: Resource.Resource) => string = SearchText.searchText
 
 const indexError = (message: string, cause?: unknown) =>
   new VectorIndexError({ message, ...(cause === undefined ? {} : { cause }) })
@@ -140,8 +107,9 @@ const normalized = (vector: ArrayLike<number>): Float32Array => {
  * when the norm is not finite (a value that is not, or one too large for a float): the values are
  * checked then, as they would have been before.
  */
-const normalizedFinite = (vector: ReadonlyArray<number>): Float32Array | undefined => {
-  const out = copied(vector)
+const normalizedFinite = (vector: ArrayLike<number>, own: boolean): Float32Array | undefined => {
+  // `own`: a fresh Float32Array of the embedder's (`floatVectors`), normalised in place.
+  const out = own ? (vector as Float32Array) : copied(vector)
   const norm = squaredNorm(out)
   if (!Number.isFinite(norm) && !allFinite(vector)) return undefined
   return toUnit(out, norm)
@@ -301,7 +269,7 @@ const checkOptions = (options: SearchOptions): VectorIndexError | undefined => {
 }
 
 /** Whether every value is a finite number (a loop: `every(Number.isFinite)` costs ~8x more per vector). */
-const allFinite = (vector: ReadonlyArray<number>): boolean => {
+const allFinite = (vector: ArrayLike<number>): boolean => {
   for (let i = 0; i < vector.length; i++) if (!Number.isFinite(vector[i])) return false
   return true
 }
@@ -313,18 +281,27 @@ const cachedTextLength = 4096
 /** What both backends share: embedding, checking, the query vector. */
 const common = (embedder: Embedder.Service) => {
   const checked = Embedder.make(embedder)
-  const embed = (texts: ReadonlyArray<string>) =>
-    Effect.mapError(checked.embed(texts), (error) => indexError(`embedding failed: ${error.message}`, error))
+  const floats = floatVectorsOf(embedder.embed)
+  /** The embedder's vectors; `Float32Array`s of its own where it offers them (`floatVectors`). */
+  const embed = (
+    texts: ReadonlyArray<string>
+  ): Effect.Effect<ReadonlyArray<ArrayLike<number>>, VectorIndexError> =>
+    floats !== undefined
+      ? Effect.sync(() => floats(texts))
+      : Effect.mapBoth(checked.embed(texts), {
+          onFailure: (error) => indexError(`embedding failed: ${error.message}`, error),
+          onSuccess: (result) => result.vectors
+        })
   /** The embedder's vectors normalised, or why the first that cannot be is not (its size, a value). */
   const unitVectors = (
-    vectors: ReadonlyArray<ReadonlyArray<number>>,
+    vectors: ReadonlyArray<ArrayLike<number>>,
     expected: number
   ): Array<Float32Array> | VectorIndexError => {
     const out: Array<Float32Array> = []
     for (const vector of vectors) {
       if (vector.length !== expected)
         return indexError(`the embedder gave a vector of ${vector.length} dimensions, expected ${expected}`)
-      const unit = normalizedFinite(vector)
+      const unit = normalizedFinite(vector, floats !== undefined)
       if (unit === undefined)
         return indexError("the embedder gave a vector with a value that is not a finite number")
       out.push(unit)
@@ -366,7 +343,7 @@ const common = (embedder: Embedder.Service) => {
     }
     if (missing === undefined) return Effect.succeed(known as Array<Float32Array>)
     const asked = [...missing]
-    return Effect.flatMap(embed(asked), ({ vectors }) => {
+    return Effect.flatMap(embed(asked), (vectors) => {
       const units = unitVectors(vectors, dimensions)
       if (units instanceof VectorIndexError) return Effect.fail(units)
       const fresh = new Map<string, Float32Array>()

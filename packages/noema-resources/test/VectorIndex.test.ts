@@ -460,6 +460,36 @@ describe("VectorIndex on PostgreSQL", () => {
 })
 
 describe("ResourceIndex with a vector index", () => {
+  it.effect(
+    "fills the limit past hits the actor may not read and vectors whose resource is gone, best first",
+    () =>
+      Effect.gen(function* () {
+        const vectors = yield* VectorIndex.makeMemory(embedder)
+        const store = MemoryResourceStore.make()
+        const cook = "cld:assistant.cook"
+        const policy = yield* CedarPolicy.make(`
+        permit (principal, action == Noema::Action::"put", resource);
+        permit (principal == Noema::Actor::"${cook}", action == Noema::Action::"get", resource);
+        forbid (principal == Noema::Actor::"${cook}", action == Noema::Action::"get", resource in Noema::Resource::"${garage.meta.urn}");
+      `)
+        const index = ResourceIndex.make(store, policy, { vectors })
+        for (const resource of all) yield* index.put(cook, resource)
+        // Gone from the store behind the index's back: its vector stays.
+        yield* store.delete(bread.meta.urn)
+        const query = { text: "bake the bread and fix the car engine" }
+        const ranking = (yield* vectors.search(query, { limit: all.length })).filter(
+          (hit) => hit.urn !== bread.meta.urn && !hit.urn.startsWith(garage.meta.urn)
+        )
+        for (let limit = 1; limit <= all.length; limit++) {
+          const found = yield* index.search(cook, query, { limit })
+          assert.deepStrictEqual(
+            found.map((resource) => [resource.meta.urn, resource.meta.score]),
+            ranking.slice(0, limit).map((hit) => [hit.urn, hit.score])
+          )
+        }
+      })
+  )
+
   it.effect("put embeds, delete forgets, and search returns only what the actor may get, with scores", () =>
     Effect.gen(function* () {
       const vectors = yield* VectorIndex.makeMemory(embedder)
@@ -481,6 +511,14 @@ describe("ResourceIndex with a vector index", () => {
       )
       assert.equal(found[0]?.meta.urn, bread.meta.urn)
       assert.ok(found.every((resource) => typeof resource.meta.score === "number"))
+      // A hit of a frozen stored resource is frozen too, and says what it says (its score aside).
+      for (const hit of found) {
+        const stored = yield* store.get(hit.meta.urn)
+        const { score: _score, ...meta } = hit.meta
+        assert.deepStrictEqual({ ...hit, meta }, stored)
+        assert.ok(Object.isFrozen(hit) && Object.isFrozen(hit.meta))
+        assert.equal(VectorIndex.searchText(hit), VectorIndex.searchText(stored))
+      }
       yield* index.delete(cook, bread.meta.urn)
       assert.equal(yield* vectors.size, all.length - 1)
       const without = ResourceIndex.make(store, yield* Policy.allowAll)

@@ -59,6 +59,37 @@ describe("VectorIndex.makeMemory", () => {
     })
   )
 
+  it.effect(
+    "takes the local embedder's vectors as its embed gives them, bit for bit, and calls a wrapper's embed",
+    () =>
+      Effect.gen(function* () {
+        const local = LocalEmbedder.make()
+        let asked = 0
+        // A wrapper replacing `embed`: the general path (core's plain number lists, copied).
+        const wrapped = {
+          ...local,
+          embed: (texts: ReadonlyArray<string>) => {
+            asked += texts.length
+            return local.embed(texts)
+          }
+        }
+        const direct = yield* VectorIndex.makeMemory(local)
+        const listed = yield* VectorIndex.makeMemory(wrapped)
+        yield* direct.upsert(books.slice(0, 40))
+        yield* listed.upsert(books.slice(0, 40))
+        assert.equal(asked, 40)
+        for (const query of ["volume 3", "chapter 70 of the series", "nothing alike"]) {
+          const [a, b] = [yield* direct.search({ text: query }), yield* listed.search({ text: query })]
+          assert.deepStrictEqual(a, b)
+        }
+        const [vector] = (yield* local.embed(["volume 3"])).vectors
+        assert.deepStrictEqual(
+          yield* direct.search({ vector: vector! }, { limit: 5 }),
+          yield* listed.search({ vector: vector! }, { limit: 5 })
+        )
+      })
+  )
+
   it("takes a resource's search text as it is now unless it is frozen", () => {
     const task = Resource.make("task", { name: "t", status: "pending", purpose: "paint the fence" })
     const editable = { ...task } as { purpose?: string }
@@ -68,5 +99,11 @@ describe("VectorIndex.makeMemory", () => {
     const frozen = Object.freeze({ ...task, meta: Object.freeze({ ...task.meta }) })
     assert.strictEqual(VectorIndex.searchText(frozen), VectorIndex.searchText(frozen))
     assert.include(VectorIndex.searchText(frozen), "paint the fence")
+    // A spread of a made (checked) resource: its own text is the one read, whatever it changed.
+    assert.strictEqual(VectorIndex.searchText({ ...task, status: "done" }), VectorIndex.searchText(task))
+    const { purpose: _purpose, ...withoutPurpose } = task
+    assert.strictEqual(VectorIndex.searchText(withoutPurpose as Resource.Resource), "t")
+    const assistant = Resource.make("assistant", { name: "a", purpose: "cook", examples: ["soup"] })
+    assert.include(VectorIndex.searchText({ ...assistant, examples: ["bread"] }), "bread")
   })
 })

@@ -65,3 +65,35 @@ const plainCopy = (value: unknown, depth: number): unknown => {
       return odd
   }
 }
+
+/**
+ * Whether `jsonCopy(value)` would be `value` again, field for field (the same keys in the same
+ * order, the same primitives): plain data only, every number finite and not -0. Looked at
+ * without building the copy.
+ */
+export const isJsonStable = (value: unknown, depth = 0): boolean => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true
+    case "number":
+      return Number.isFinite(value) && !Object.is(value, -0)
+    case "object": {
+      if (value === null) return true
+      if (depth >= plainDepth || "toJSON" in value) return false
+      if (Array.isArray(value)) {
+        if (Object.getPrototypeOf(value) !== Array.prototype) return false
+        for (let i = 0; i < value.length; i++)
+          if (!(i in value) || !isJsonStable(value[i], depth + 1)) return false
+        return true
+      }
+      if (!isPlainPrototype(Object.getPrototypeOf(value))) return false
+      for (const key of Object.keys(value))
+        if (key === "__proto__" || !isJsonStable((value as Record<string, unknown>)[key], depth + 1))
+          return false
+      return true
+    }
+    default:
+      return false
+  }
+}
