@@ -36,13 +36,14 @@
  */
 import { DatabaseError, Migrations } from "@noema/sql"
 import {
+  type Array as Arr,
   Cause,
   Clock,
   Context,
   Effect,
   Layer,
-  Option,
   type Queue,
+  type Scheduler,
   Schema,
   type Scope,
   Semaphore,
@@ -246,7 +247,9 @@ const decisionsRemembered = 1024
 class Mailbox {
   private buffer: Array<Delivered> = []
   private head = 0
-  private waiting: ((pulled: Effect.Effect<Array<Delivered>, EventsOverflowError>) => void) | undefined
+  private waiting:
+    | ((pulled: Effect.Effect<Arr.NonEmptyArray<Delivered>, EventsOverflowError>) => void)
+    | undefined
   private overflowed: EventsOverflowError | undefined
   private missed = 0
 
@@ -334,16 +337,22 @@ class Mailbox {
     return out
   }
 
+  /**
+   * Wakes a waiting pull on its fiber's scheduler, not in the publisher's call (a resume runs
+   * the subscriber's fiber there and then), and with the pull itself, not with what is buffered
+   * now: the subscriber drains when it runs, so the events published before then (a subtask's
+   * "running" then "done") reach it in one batch and one wake-up, in the order published.
+   */
   private wake(): void {
     const resume = this.waiting
     if (resume === undefined) return
     this.waiting = undefined
-    resume(this.pullNow() ?? Effect.succeed([]))
+    ;(this.dispatcher as Scheduler.SchedulerDispatcher).scheduleTask(() => resume(this.pull), 0)
   }
 
   /** What can be pulled now, or undefined to wait. */
-  private pullNow(): Effect.Effect<Array<Delivered>, EventsOverflowError> | undefined {
-    if (this.size > 0) return Effect.succeed(this.drain())
+  private pullNow(): Effect.Effect<Arr.NonEmptyArray<Delivered>, EventsOverflowError> | undefined {
+    if (this.size > 0) return Effect.succeed(this.drain() as Arr.NonEmptyArray<Delivered>)
     if (this.overflowed !== undefined) {
       const error = this.overflowed
       return Effect.fail(
@@ -356,16 +365,29 @@ class Mailbox {
     return undefined
   }
 
-  /** Everything buffered, waiting for the next event when there is none; the overflow error once drained. */
-  readonly pull: Effect.Effect<Array<Delivered>, EventsOverflowError> = Effect.suspend(
-    () =>
-      this.pullNow() ??
-      Effect.callback<Array<Delivered>, EventsOverflowError>((resume) => {
-        this.waiting = resume
-        return Effect.sync(() => {
-          this.waiting = undefined
-        })
+  /**
+   * Everything buffered (never an empty batch), waiting for the next event when there is none;
+   * the overflow error once drained.
+   */
+  readonly pull: Effect.Effect<Arr.NonEmptyArray<Delivered>, EventsOverflowError> = Effect.withFiber(
+    (fiber) => {
+      const now = this.pullNow()
+      if (now !== undefined) return now
+      this.dispatcher = fiber.currentDispatcher
+      return this.await
+    }
+  )
+
+  /** The waiting fiber's dispatcher, where `wake` resumes it. */
+  private dispatcher: Scheduler.SchedulerDispatcher | undefined
+
+  private readonly await: Effect.Effect<Arr.NonEmptyArray<Delivered>, EventsOverflowError> = Effect.callback(
+    (resume) => {
+      this.waiting = resume
+      return Effect.sync(() => {
+        this.waiting = undefined
       })
+    }
   )
 }
 
@@ -521,11 +543,8 @@ const makeHub = (engine: Policy.Service): Hub => {
           }),
           (mailbox) => Effect.sync(() => mailboxes.delete(mailbox))
         ).pipe(
-          Effect.map((mailbox) =>
-            Stream.paginate(undefined, () =>
-              Effect.map(mailbox.pull, (events) => [events, Option.some(undefined)] as const)
-            )
-          )
+          // The mailbox's pull is the stream's own (it never ends: the scope closing ends it).
+          Effect.map((mailbox) => Stream.fromPull(Effect.succeed(mailbox.pull)))
         )
       })
   }

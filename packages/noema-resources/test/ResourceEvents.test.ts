@@ -146,6 +146,29 @@ describe("ResourceEvents (in-process)", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.effect(
+    "a waiting subscriber woken by an event hears, in one batch, those published before it runs",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const events = yield* memory
+          const pull = yield* Stream.toPull(yield* events.subscribe(listener))
+          const waiting = yield* Effect.forkChild(pull)
+          // Let the pull start waiting in its mailbox.
+          for (let i = 0; i < 10; i++) yield* Effect.yieldNow
+          // Published back to back, with no yield between them: the first wakes the subscriber.
+          const first = yield* events.publish(put([conversation]))
+          const second = yield* events.publish(put([`${conversation}/message.m1`]))
+          const batch = yield* Fiber.join(waiting)
+          // One wake-up for both, in the order published (a wake-up per event took the first alone).
+          assert.deepEqual(
+            batch.map((event) => event.id),
+            [first.id, second.id]
+          )
+        })
+      )
+  )
+
   it.effect("a subscriber stops hearing when its scope closes", () =>
     Effect.gen(function* () {
       const events = yield* memory
