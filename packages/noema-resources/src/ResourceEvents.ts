@@ -123,6 +123,17 @@ export interface Service {
    * hub knows its subscribers; across processes every event is published, others may listen.
    */
   readonly mayHear?: (source: string, detailType: DetailType) => boolean
+  /**
+   * `publish` as of `now` (epoch milliseconds) without an effect, where the event can be
+   * delivered here and now (in process, no delivery under way, every decision known): the event
+   * as stored, or why it was refused; otherwise the effect that delivers it in its turn, to run
+   * before anything published after it. Absent: use `publish`. (A wrapper of `publish` wraps
+   * this too, or leaves it out.)
+   */
+  readonly publishNow?: (
+    event: Publish,
+    now: number
+  ) => ResourceEvent | ResourceEventsError | Effect.Effect<ResourceEvent, ResourceEventsError>
   /** Publishes an event (checked first: a bad detail type, source or URN is refused) and returns it as stored. */
   readonly publish: (event: Publish) => Effect.Effect<ResourceEvent, ResourceEventsError>
   /**
@@ -558,15 +569,22 @@ const makeHub = (engine: Policy.Service): Hub => {
 export const makeMemory = (policy: Policy.Service): Effect.Effect<Service> =>
   Effect.sync(() => {
     const hub = makeHub(policy)
+    const publishNow = (event: Publish, now: number) => {
+      const completed = complete(event, now)
+      if (completed instanceof ResourceEventsError) return completed
+      return hub.deliverNow(completed) ? completed : Effect.as(hub.deliverInTurn(completed), completed)
+    }
     return {
+      publishNow,
       // Completed and, in the usual case, delivered in one step.
       publish: (event) =>
         Effect.clockWith((clock) => {
-          const completed = complete(event, clock.currentTimeMillisUnsafe())
-          if (completed instanceof ResourceEventsError) return Effect.fail(completed)
-          return hub.deliverNow(completed)
-            ? Effect.succeed(completed)
-            : Effect.as(hub.deliverInTurn(completed), completed)
+          const published = publishNow(event, clock.currentTimeMillisUnsafe())
+          return published instanceof ResourceEventsError
+            ? Effect.fail(published)
+            : Effect.isEffect(published)
+              ? published
+              : Effect.succeed(published)
         }),
       subscribe: hub.subscribe,
       mayHear: hub.mayHear

@@ -180,7 +180,7 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
   ): Effect.Effect<void, ResourceEvents.ResourceEventsError> =>
     events === undefined || resources.length === 0 || !heard(actor, detailType)
       ? Effect.void
-      : Effect.asVoid(events.publish({ source: options.source ?? actor, detailType, resources }))
+      : publishAll(events, options.source ?? actor, detailType, [resources])
   const urnsOf = (found: ReadonlyArray<Resource.Resource>) => found.map((resource) => resource.meta.urn)
   /** A `RESOURCE_GET` of what was `found`, its URNs listed only for an event someone may hear. */
   const publishRead = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
@@ -274,15 +274,16 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       )
       for (const chunk of stale) yield* deleteOne(actor, chunk.meta.urn)
     })
-  /** A `RESOURCE_PUT` for each resource, in order (one step for one: most puts are of one). */
+  /** A `RESOURCE_PUT` for each resource, in order. */
   const publishPuts = (actor: string, resources: ReadonlyArray<Resource.Resource>) =>
-    !heard(actor, "RESOURCE_PUT")
+    events === undefined || !heard(actor, "RESOURCE_PUT")
       ? Effect.void
-      : resources.length === 1
-        ? publish(actor, "RESOURCE_PUT", [(resources[0] as Resource.Resource).meta.urn])
-        : Effect.forEach(resources, (resource) => publish(actor, "RESOURCE_PUT", [resource.meta.urn]), {
-            discard: true
-          })
+      : publishAll(
+          events,
+          options.source ?? actor,
+          "RESOURCE_PUT",
+          resources.map((resource) => [resource.meta.urn])
+        )
   /** Authorized, written as one, published in order; then each document's chunks. */
   const putAll = (
     actor: string,
@@ -389,6 +390,36 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
             return results
           })
   }
+}
+
+/**
+ * An event for each list of URNs, in order. Where the events can be published without an effect
+ * (`publishNow`: in process, the usual case) a write's events take one step in all, at one
+ * time; from the first that must wait its turn, the rest follow it.
+ */
+const publishAll = (
+  events: ResourceEvents.Service,
+  source: string,
+  detailType: ResourceEvents.DetailType,
+  lists: ReadonlyArray<ReadonlyArray<string>>
+): Effect.Effect<void, ResourceEvents.ResourceEventsError> => {
+  const publishNow = events.publishNow
+  if (publishNow === undefined)
+    return Effect.forEach(lists, (resources) => events.publish({ source, detailType, resources }), {
+      discard: true
+    })
+  return Effect.clockWith((clock) => {
+    const now = clock.currentTimeMillisUnsafe()
+    for (let i = 0; i < lists.length; i++) {
+      const published = publishNow({ source, detailType, resources: lists[i] as ReadonlyArray<string> }, now)
+      if (published instanceof ResourceEvents.ResourceEventsError) return Effect.fail(published)
+      if (Effect.isEffect(published))
+        return i === lists.length - 1
+          ? Effect.asVoid(published)
+          : Effect.andThen(published, publishAll(events, source, detailType, lists.slice(i + 1)))
+    }
+    return Effect.void
+  })
 }
 
 /** The URN of the resource named `name`, unless that would be too long to be a URN. */

@@ -307,14 +307,18 @@ describe("ResourceEvents (in-process)", () => {
       Effect.gen(function* () {
         const hub = yield* memory
         const published: Array<ResourceEvents.DetailType> = []
-        // The hub, with what reaches its publish counted.
+        // The hub, with what reaches its publish (either way) counted.
         const events: ResourceEvents.Service = {
           ...hub,
           publish: (event) =>
             Effect.andThen(
               Effect.sync(() => published.push(event.detailType)),
               hub.publish(event)
-            )
+            ),
+          publishNow: (event, now) => {
+            published.push(event.detailType)
+            return hub.publishNow!(event, now)
+          }
         }
         const actor = "cld:assistant.writer"
         const index = ResourceIndex.make(MemoryResourceStore.make(), yield* Policy.allowAll, { events })
@@ -370,6 +374,40 @@ describe("ResourceEvents (in-process)", () => {
         )
       })
     )
+  )
+
+  it.effect(
+    "ResourceIndex.putMany publishes a RESOURCE_PUT each, in order and at one time, when one needs the engine for a subscriber",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const parent = Resource.make("conversation", { name: "c" })
+          const messages = ["a", "slow", "b"].map((name) =>
+            Resource.make("chunk", { name, parent: parent.meta.urn, text: name })
+          )
+          const slow = messages[1]!.meta.urn
+          // Remembers allows, and decides about `slow` for the listener only after a yield.
+          const engine: Policy.Service = {
+            name: "slow about one URN for the listener",
+            revision: () => "1",
+            authorize: (request) =>
+              request.actor === listener && request.resources.includes(slow)
+                ? Effect.as(Effect.yieldNow, Policy.allow())
+                : Effect.succeed(Policy.allow())
+          }
+          const events = yield* ResourceEvents.makeMemory(engine)
+          const heard = yield* events.subscribe(listener, { prefix: parent.meta.urn })
+          const index = ResourceIndex.make(MemoryResourceStore.make(), engine, { events })
+          yield* index.put("cld:assistant.writer", parent)
+          yield* index.putMany("cld:assistant.writer", messages)
+          const seen = yield* collect(heard, 4)
+          assert.deepEqual(
+            seen.map((event) => event.resources),
+            [[parent.meta.urn], ...messages.map((message) => [message.meta.urn])]
+          )
+          assert.equal(new Set(seen.slice(1).map((event) => event.time)).size, 1)
+        })
+      )
   )
 
   it.effect("ResourceIndex.layer publishes when the context has ResourceEvents", () =>
