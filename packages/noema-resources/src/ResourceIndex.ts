@@ -363,7 +363,10 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
         "get",
         [urn],
         // In URN order, as the store lists them.
-        readableOf(actor, inUrnOrder(held))
+        readableOf(
+          actor,
+          [...held].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
+        )
       ),
     put: (actor, resource) => Effect.map(putAll(actor, [resource]), ([stored]) => stored!),
     putMany: putAll,
@@ -417,14 +420,6 @@ const publishAll = (
     }
     return Effect.void
   })
-}
-
-/** `resources` in URN order: as they are when they are already (a copy sorted otherwise). */
-const inUrnOrder = (resources: ReadonlyArray<Resource.Resource>): ReadonlyArray<Resource.Resource> => {
-  for (let i = 1; i < resources.length; i++)
-    if ((resources[i - 1] as Resource.Resource).meta.urn > (resources[i] as Resource.Resource).meta.urn)
-      return [...resources].sort((a, b) => (a.meta.urn < b.meta.urn ? -1 : a.meta.urn > b.meta.urn ? 1 : 0))
-  return resources
 }
 
 /** The URN of the resource named `name`, unless that would be too long to be a URN. */
