@@ -307,25 +307,29 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
       authorize({ actor, action: "get", resources: [urn] }),
       (decision) => decision.decision === "allow"
     )
-  /** Those of `urns` the actor may get: allowed as a whole (the usual case), one decision; otherwise each on its own. */
-  const gettable = (actor: string, urns: ReadonlyArray<string>): Effect.Effect<Array<string>> =>
-    urns.length === 0
-      ? Effect.succeed([])
-      : Effect.suspend(() =>
-          Policy.allowedBefore(view, { actor, action: "get", resources: urns })
+  /**
+   * Those of `urns` the actor may get: allowed as a whole (the usual case), one decision; otherwise
+   * each on its own. Given as they are, without an effect, when the policy allowed them all
+   * before; asked when the access runs (its callers call it from their running effect).
+   */
+  const gettable = (
+    actor: string,
+    urns: ReadonlyArray<string>
+  ): Array<string> | Effect.Effect<Array<string>> =>
+    urns.length === 0 || Policy.allowedBefore(view, { actor, action: "get", resources: urns })
+      ? [...urns]
+      : Effect.flatMap(authorize({ actor, action: "get", resources: urns }), (all) =>
+          all.decision === "allow"
             ? Effect.succeed([...urns])
-            : Effect.flatMap(authorize({ actor, action: "get", resources: urns }), (all) =>
-                all.decision === "allow"
-                  ? Effect.succeed([...urns])
-                  : Effect.filter(urns, (urn) => mayGet(actor, urn))
-              )
+            : Effect.filter(urns, (urn) => mayGet(actor, urn))
         )
   /** The resources the actor may get of those found, and the URNs of the others; published as read. */
   const readableOf = (actor: string, found: ReadonlyArray<Resource.Resource>) =>
     Effect.gen(function* () {
       if (found.length === 0) return { resources: [], withheld: [] }
       const urns = urnsOf(found)
-      const allowed = yield* gettable(actor, urns)
+      const decided = gettable(actor, urns)
+      const allowed = Array.isArray(decided) ? decided : yield* decided
       // All readable (the usual case): nothing to sort out.
       const readable = allowed.length === urns.length ? undefined : new Set(allowed)
       const resources =
@@ -378,17 +382,10 @@ export const make = (store: Store, policy: Policy.Service, options: Options = {}
               message: "search needs a vector index (ResourceIndex.make with { vectors })"
             })
           )
-        : Effect.gen(function* () {
-            const results = yield* readableHits(
-              vectors,
-              store,
-              (urns) => gettable(actor, urns),
-              query,
-              searchOptions
-            )
-            yield* publishRead(actor, results)
-            return results
-          })
+        : Effect.tap(
+            readableHits(vectors, store, (urns) => gettable(actor, urns), query, searchOptions),
+            (results) => publishRead(actor, results)
+          )
   }
 }
 
@@ -474,7 +471,7 @@ const resolveNames = (
 const readableHits = (
   vectors: VectorIndex.Service,
   store: Store,
-  gettable: (urns: ReadonlyArray<string>) => Effect.Effect<Array<string>>,
+  gettable: (urns: ReadonlyArray<string>) => Array<string> | Effect.Effect<Array<string>>,
   query: VectorIndex.Query,
   options: VectorIndex.SearchOptions = {}
 ): Effect.Effect<Array<Resource.Resource>, VectorIndex.VectorIndexError | ResourceStoreError> =>
@@ -489,7 +486,8 @@ const readableHits = (
       const urns = fresh.map((hit) => hit.urn)
       // A hit the actor may not read is passed over, it does not fail the search. The URNs come
       // back in the order asked: all of them (the usual case), the hits are the ones allowed.
-      const readableUrns = yield* gettable(urns)
+      const decided = gettable(urns)
+      const readableUrns = Array.isArray(decided) ? decided : yield* decided
       const readable = readableUrns.length === urns.length ? undefined : new Set(readableUrns)
       const allowed = readable === undefined ? fresh : fresh.filter((hit) => readable.has(hit.urn))
       const stored =
