@@ -436,7 +436,12 @@ describe("ContextWindow.build", () => {
         ]
       )
       assert.isAtMost(tight.tokens, budget)
-      assert.match(ContextWindow.toText(tight), /\(2 more resources did not fit and were left out\.\)$/)
+      assert.strictEqual(
+        ContextWindow.toText(tight),
+        `${tight.items.map((item) => item.text).join("\n\n")}\n\n(2 more resources did not fit and were left out.)`
+      )
+      assert.strictEqual(ContextWindow.toText(full), full.items.map((item) => item.text).join("\n\n"))
+      assert.strictEqual(ContextWindow.toText({ ...full, items: [] }), "")
 
       const summarizer = ScriptedChatModel.make({ fallback: "older notes" })
       const roomy = budget - 5 + full.items[3]!.tokens - 1
