@@ -26,6 +26,12 @@ export interface TokenCounter {
    * calls and framing, plus the few tokens that prime the answer.
    */
   readonly countMessages: (messages: Iterable<Message>) => number
+  /**
+   * Tokens of the texts joined into one (`countText(texts.join(""))`), counted without joining
+   * them: a caller measuring what it may not keep builds nothing. Only a counter whose count is
+   * made of its parts' has it (the estimate; not a tokenizer, whose tokens cross the seams).
+   */
+  readonly countJoined?: (texts: ReadonlyArray<string>) => number
 }
 
 /** Tokens a chat request adds per message (role and delimiters) in OpenAI's chat format. */
@@ -71,12 +77,14 @@ export const make = (options: {
   readonly name: string
   readonly exact: boolean
   readonly countText: (text: string) => number
+  readonly countJoined?: (texts: ReadonlyArray<string>) => number
 }): TokenCounter => {
   const countText = options.countText
   return {
     name: options.name,
     exact: options.exact,
     countText,
+    ...(options.countJoined === undefined ? {} : { countJoined: options.countJoined }),
     countMessages: (messages) => {
       let total = perRequestOverhead
       for (const message of messages) {
@@ -123,12 +131,36 @@ const isDense = (code: number): boolean => {
  * Counted in one pass over the code units: a global `match` built an array of
  * every dense character (a planner run estimates about 300 texts).
  */
-export const estimateText = (text: string): number => {
-  if (text.length === 0) return 0
-  let denseCount = 0
-  for (let i = 0; i < text.length; i++) if (isDense(text.charCodeAt(i))) denseCount++
-  return Math.ceil((text.length - denseCount) / 4 + denseCount)
+export const estimateText = (text: string): number => estimateOf(text.length, denseUnits(text))
+
+/**
+ * `estimateText` of the texts joined, without joining them: the estimate is made of the code
+ * units' counts, which add up across the seams (counting a joined string made a flat copy of it).
+ */
+export const estimateJoined = (texts: ReadonlyArray<string>): number => {
+  let length = 0
+  let dense = 0
+  for (let i = 0; i < texts.length; i++) {
+    const text = texts[i] as string
+    length += text.length
+    dense += denseUnits(text)
+  }
+  return estimateOf(length, dense)
 }
 
+const denseUnits = (text: string): number => {
+  let count = 0
+  for (let i = 0; i < text.length; i++) if (isDense(text.charCodeAt(i))) count++
+  return count
+}
+
+const estimateOf = (length: number, dense: number): number =>
+  length === 0 ? 0 : Math.ceil((length - dense) / 4 + dense)
+
 /** The default counter for models without a tokenizer: `estimateText` per text. */
-export const estimate: TokenCounter = make({ name: "estimate", exact: false, countText: estimateText })
+export const estimate: TokenCounter = make({
+  name: "estimate",
+  exact: false,
+  countText: estimateText,
+  countJoined: estimateJoined
+})

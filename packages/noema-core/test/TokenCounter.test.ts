@@ -32,6 +32,26 @@ describe("TokenCounter", () => {
     )
   })
 
+  it("estimates texts joined as the joined text, without joining them; a tokenizer cannot say", () => {
+    // Fractions that only add up across the seams: 1 + 2 + 3 plain units are 6/4, not three ceilings.
+    const cases: ReadonlyArray<ReadonlyArray<string>> = [
+      [],
+      [""],
+      ["a", "bc", "def"],
+      ["[message: 2026-01-01 note]\n", "history item 1", "\nOutput: ", "done."],
+      ['{"a":', " [1, 2]}\u00a0", "\u3000東京\n\t😀", "", " done."]
+    ]
+    for (const texts of cases)
+      assert.strictEqual(
+        TokenCounter.estimate.countJoined?.(texts),
+        TokenCounter.estimateText(texts.join("")),
+        JSON.stringify(texts)
+      )
+    assert.strictEqual(TokenCounter.estimateJoined(["a", "bc", "def"]), 2)
+    const letters = TokenCounter.make({ name: "letters", exact: true, countText: (text) => text.length })
+    assert.isUndefined(letters.countJoined)
+  })
+
   it("counts every text a request sends, with per-message and per-request framing", () => {
     const letters = TokenCounter.make({ name: "letters", exact: true, countText: (text) => text.length })
     const messages = [

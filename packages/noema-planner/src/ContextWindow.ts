@@ -69,13 +69,50 @@ export interface Options {
 }
 
 /** A resource as the window shows it: its kind, name and what it says. */
-export const render = (resource: Resource.Resource): string => {
+export const render = (resource: Resource.Resource): string => joined(renderedParts(resource))
+
+/** What `render` joins, in order: measured as they are where the counter can (`countJoined`). */
+const renderedParts = (resource: Resource.Resource): ReadonlyArray<string> => {
+  const head = `[${resource.meta.type}: ${resource.meta.name}]\n`
   const body = VectorIndex.searchText(resource)
-  const extra =
-    "output" in resource && typeof resource.output === "string" && resource.output.length > 0
-      ? `\nOutput: ${resource.output}`
-      : ""
-  return `[${resource.meta.type}: ${resource.meta.name}]\n${body}${extra}`
+  return "output" in resource && typeof resource.output === "string" && resource.output.length > 0
+    ? [head, body, "\nOutput: ", resource.output]
+    : [head, body]
+}
+
+/** The parts as one string by `+`, which V8 keeps as a rope until read: `toText` copies it once. */
+const joined = (parts: ReadonlyArray<string>): string => {
+  let text = ""
+  for (let i = 0; i < parts.length; i++) text += parts[i] as string
+  return text
+}
+
+/**
+ * The newest `limit` messages of `resources` not in `seen`, newest first (by name; equal names
+ * in the order given): one pass keeping the best, not a filter, a sort of every message and a
+ * slice (every window looks over all the conversation holds).
+ */
+const newestMessages = (
+  resources: ReadonlyArray<Resource.Resource>,
+  seen: ReadonlySet<string>,
+  limit: number
+): Array<Resource.Resource> => {
+  // Any other limit as `slice` reads it (a fraction cut, a negative counted from the end).
+  const kept = Number.isInteger(limit) && limit >= 0 ? limit : Number.POSITIVE_INFINITY
+  const newest: Array<Resource.Resource> = []
+  if (kept === 0) return newest
+  for (let i = 0; i < resources.length; i++) {
+    const resource = resources[i] as Resource.Resource
+    if (resource.meta.type !== "message" || seen.has(resource.meta.urn)) continue
+    const name = resource.meta.name
+    // After every kept one named the same or later, as a stable sort puts it.
+    let at = newest.length
+    while (at > 0 && (newest[at - 1] as Resource.Resource).meta.name < name) at--
+    if (at >= kept) continue
+    if (newest.length === kept) newest.pop()
+    newest.splice(at, 0, resource)
+  }
+  return kept === limit ? newest : newest.slice(0, limit)
 }
 
 /**
@@ -155,26 +192,33 @@ export const build = (
           return Effect.succeed([] as ReadonlyArray<Resource.Resource>)
         })
       )
-      const messages = everything
-        .filter((resource) => resource.meta.type === "message" && !seen.has(resource.meta.urn))
-        .sort((a, b) => (a.meta.name < b.meta.name ? 1 : a.meta.name > b.meta.name ? -1 : 0))
-        .slice(0, options.history ?? 10)
-      for (const resource of messages) candidates.push({ resource, source: "history" })
+      for (const resource of newestMessages(everything, seen, options.history ?? 10))
+        candidates.push({ resource, source: "history" })
     }
 
     const items: Array<Item> = []
     const dropped: Array<{ urn: string; source: Source; tokens: number }> = []
     let used = 0
+    const countJoined = counter.countJoined
     for (const { resource, source } of candidates) {
-      const text = render(resource)
-      const tokens = counter.countText(text)
+      // Measured before it is rendered whole where the counter can: what does not fit (and is
+      // not summarised) is never built, and what fits is copied once, by `toText`.
+      const parts = renderedParts(resource)
+      let text: string | undefined
+      let tokens: number
+      if (countJoined !== undefined) tokens = countJoined(parts)
+      else {
+        text = joined(parts)
+        tokens = counter.countText(text)
+      }
       if (used + tokens <= options.budget) {
-        items.push({ urn: resource.meta.urn, source, text, tokens })
+        items.push({ urn: resource.meta.urn, source, text: text ?? joined(parts), tokens })
         used += tokens
         continue
       }
       const room = options.budget - used
       if (options.summarizer !== undefined && room >= 32) {
+        text ??= joined(parts)
         const summary = yield* Effect.option(
           options.summarizer.complete({
             messages: [
@@ -206,9 +250,17 @@ export const build = (
     return { items, tokens: used, budget: options.budget, dropped, withheld }
   })
 
-/** The window as text for a prompt. */
-export const toText = (window: Window): string =>
-  window.items.map((item) => item.text).join("\n\n") +
-  (window.dropped.length === 0
-    ? ""
-    : `\n\n(${window.dropped.length} more resources did not fit and were left out.)`)
+/**
+ * The window as text for a prompt. Joined by `+`, which V8 keeps as a rope: the prompt it goes
+ * into copies it once (a `join` here made a copy of every item's text that the prompt copied again).
+ */
+export const toText = (window: Window): string => {
+  let text = ""
+  for (let i = 0; i < window.items.length; i++) {
+    const item = (window.items[i] as Item).text
+    text = i === 0 ? item : `${text}\n\n${item}`
+  }
+  return window.dropped.length === 0
+    ? text
+    : `${text}\n\n(${window.dropped.length} more resources did not fit and were left out.)`
+}

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Message } from "@noema/core"
+import { Message, TokenCounter } from "@noema/core"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { CedarPolicy, Policy, Resource, ResourceIndex, Urn, VectorIndex } from "@noema/resources"
 import { Effect } from "effect"
@@ -339,6 +339,78 @@ describe("ContextWindow.build", () => {
     })
   )
 
+  it.effect(
+    "history: the newest messages, newest first (equal names as listed), whatever the listing's order",
+    () =>
+      Effect.gen(function* () {
+        const { world, conversation, request, task } = yield* setup
+        const parent = conversation.meta.urn
+        const message = (name: string, id: string) =>
+          Resource.decode({
+            meta: { urn: `${parent}/message.${id}`, parent, name, type: "message", hash: id },
+            role: "user",
+            content: `note ${id}`
+          })
+        // Listed out of order, two pairs named the same, the request (on the path) among them.
+        const listed = [
+          message("2026-01-05 note", "e"),
+          message("2026-01-02 note", "b"),
+          message("2026-01-08 note", "h1"),
+          request,
+          message("2026-01-01 note", "a"),
+          message("2026-01-08 note", "h2"),
+          message("2026-01-07 note", "g"),
+          message("2026-01-03 note", "c1"),
+          message("2026-01-03 note", "c2"),
+          conversation
+        ]
+        const reference = (history: number) =>
+          listed
+            .filter((resource) => resource.meta.type === "message" && resource.meta.urn !== request.meta.urn)
+            .sort((a, b) => (a.meta.name < b.meta.name ? 1 : a.meta.name > b.meta.name ? -1 : 0))
+            .slice(0, history)
+            .map((resource) => resource.meta.urn)
+        for (const history of [0, 1, 2, 3, 5, 7, 8, 100, 2.5, -2, Number.POSITIVE_INFINITY]) {
+          const window = yield* ContextWindow.build({
+            index: world.index,
+            actor: planner,
+            task,
+            budget: 100_000,
+            similar: 0,
+            history,
+            findReadable: () => Effect.succeed({ resources: listed, withheld: [] })
+          })
+          assert.deepStrictEqual(
+            window.items.filter((item) => item.source === "history").map((item) => item.urn),
+            reference(history),
+            `history ${history}`
+          )
+        }
+      })
+  )
+
+  it.effect("a counter that cannot count joined texts measures the same window", () =>
+    Effect.gen(function* () {
+      const { world, task } = yield* setup
+      const { countJoined: _, ...plain } = TokenCounter.estimate
+      for (const budget of [10_000, 60, 0]) {
+        const joined = yield* ContextWindow.build({ index: world.index, actor: planner, task, budget })
+        const whole = yield* ContextWindow.build({
+          index: world.index,
+          actor: planner,
+          task,
+          budget,
+          counter: plain
+        })
+        assert.deepStrictEqual(whole, joined)
+        for (const item of joined.items) {
+          assert.strictEqual(item.tokens, TokenCounter.estimateText(item.text))
+          assert.strictEqual(item.text, ContextWindow.render(yield* world.index.get(planner, item.urn)))
+        }
+      }
+    })
+  )
+
   it.effect("over budget: what does not fit is dropped and reported, or summarised by the model", () =>
     Effect.gen(function* () {
       const { world, task, messages } = yield* setup
@@ -364,7 +436,12 @@ describe("ContextWindow.build", () => {
         ]
       )
       assert.isAtMost(tight.tokens, budget)
-      assert.match(ContextWindow.toText(tight), /\(2 more resources did not fit and were left out\.\)$/)
+      assert.strictEqual(
+        ContextWindow.toText(tight),
+        `${tight.items.map((item) => item.text).join("\n\n")}\n\n(2 more resources did not fit and were left out.)`
+      )
+      assert.strictEqual(ContextWindow.toText(full), full.items.map((item) => item.text).join("\n\n"))
+      assert.strictEqual(ContextWindow.toText({ ...full, items: [] }), "")
 
       const summarizer = ScriptedChatModel.make({ fallback: "older notes" })
       const roomy = budget - 5 + full.items[3]!.tokens - 1

@@ -53,7 +53,11 @@ class Features {
   weights: Float64Array
   counts: Int32Array
   size = 0
-  private readonly words = new Map<string, number>()
+  // The words: open addressing by the word's own feature hash, compared by text. Not a `Map`:
+  // its `clear` between texts dropped its table, which grew again entry by entry for every text.
+  private wordTexts: Array<string>
+  private wordSlots: Int32Array
+  private wordStamps: Int32Array
   private slots: Int32Array
   private high: Int32Array
   private low: Int32Array
@@ -66,6 +70,9 @@ class Features {
     this.weights = new Float64Array(features)
     this.counts = new Int32Array(features)
     const slots = tableSize(features)
+    this.wordTexts = new Array<string>(slots).fill("")
+    this.wordSlots = new Int32Array(slots)
+    this.wordStamps = new Int32Array(slots)
     this.slots = new Int32Array(slots)
     this.high = new Int32Array(slots)
     this.low = new Int32Array(slots)
@@ -76,7 +83,6 @@ class Features {
   /** Empties it for a text of at most `features` features (room made where there is too little). */
   reset(features: number): void {
     this.size = 0
-    this.words.clear()
     if (features > this.hashes.length) {
       this.hashes = new Uint32Array(features)
       this.weights = new Float64Array(features)
@@ -84,6 +90,9 @@ class Features {
     }
     const slots = tableSize(features)
     if (slots > this.slots.length) {
+      this.wordTexts = new Array<string>(slots).fill("")
+      this.wordSlots = new Int32Array(slots)
+      this.wordStamps = new Int32Array(slots)
       this.slots = new Int32Array(slots)
       this.high = new Int32Array(slots)
       this.low = new Int32Array(slots)
@@ -95,6 +104,7 @@ class Features {
     this.stamp++
     if (this.stamp === 0x7fffffff) {
       this.stamps.fill(0)
+      this.wordStamps.fill(0)
       this.stamp = 1
     }
   }
@@ -107,15 +117,22 @@ class Features {
     return at
   }
 
-  /** The word's feature number, counted once more (hashed from `basis` when new). */
+  /** The word's feature number, counted once more (its feature hashed from `basis`). */
   word(word: string, basis: number): number {
-    const known = this.words.get(word)
-    if (known !== undefined) {
-      this.counts[known] = (this.counts[known] as number) + 1
-      return known
+    const hash = fnvOver(basis, word)
+    let slot = Math.imul(hash, 0x9e3779b1) & this.mask
+    while (this.wordStamps[slot] === this.stamp) {
+      if (this.wordTexts[slot] === word) {
+        const known = this.wordSlots[slot] as number
+        this.counts[known] = (this.counts[known] as number) + 1
+        return known
+      }
+      slot = (slot + 1) & this.mask
     }
-    const at = this.fresh(fnvOver(basis, word), 1)
-    this.words.set(word, at)
+    const at = this.fresh(hash, 1)
+    this.wordStamps[slot] = this.stamp
+    this.wordTexts[slot] = word
+    this.wordSlots[slot] = at
     return at
   }
 
@@ -191,10 +208,29 @@ const featuresOf = (words: ReadonlyArray<string>): Features => {
   return features
 }
 
+/**
+ * A zeroed vector cut from a slab shared with the next few: a `Float32Array` of its own is an
+ * `ArrayBuffer` of its own, allocated outside the heap (any over 64 bytes) and tracked by the
+ * collector, about a fifth of an embedding's time. A slab holds `slabVectors` vectors, so one
+ * kept alive keeps at most that many's memory (a vector index copies what it keeps).
+ */
+const freshVector = (dimensions: number): Float32Array => {
+  if (slabUsed + dimensions > slab.length) {
+    slab = new Float32Array(Math.max(dimensions, slabVectors * defaultDimensions))
+    slabUsed = 0
+  }
+  const vector = slab.subarray(slabUsed, slabUsed + dimensions)
+  slabUsed += dimensions
+  return vector
+}
+const slabVectors = 8
+let slab = new Float32Array(0)
+let slabUsed = 0
+
 /** The vector of one text (L2-normalised; all zeros for a text without words). */
 export const embedText = (text: string, dimensions: number = defaultDimensions): Float32Array => {
   const words = text.toLowerCase().normalize("NFKC").match(wordPattern) ?? []
-  const vector = new Float32Array(dimensions)
+  const vector = freshVector(dimensions)
   const { hashes, weights, counts, size } = featuresOf(words)
   for (let i = 0; i < size; i++) {
     const hash = hashes[i] as number

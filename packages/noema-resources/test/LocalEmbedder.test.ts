@@ -65,6 +65,20 @@ const texts = [
 ]
 
 describe("LocalEmbedder.embedText", () => {
+  it("gives each text a vector of its own: writing one changes no other, whatever its size", () => {
+    // Sizes that fill a shared allocation exactly, leave part of it, or need more than it holds.
+    for (const dimensions of [8, 384, 1000, 4000]) {
+      const vectors = texts.map((text) => LocalEmbedder.embedText(text, dimensions))
+      for (const vector of vectors) {
+        expect(vector.length).toBe(dimensions)
+        vector.fill(7)
+      }
+      const after = LocalEmbedder.embedText("plan the trip", dimensions)
+      expect(Array.from(after)).toEqual(Array.from(reference("plan the trip", dimensions)))
+      for (const vector of vectors) expect(vector.every((value) => value === 7)).toBe(true)
+    }
+  })
+
   for (const text of texts)
     it(`gives hash-v1's vector, bit for bit: ${JSON.stringify(text.slice(0, 40))}`, () => {
       for (const dimensions of [8, 384, 1000])
