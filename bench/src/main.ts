@@ -90,7 +90,7 @@ const settings = (quick: boolean): Settings =>
         startup: { runs: 10, warmup: 2 },
         runtime: { interrupts: 15, triggers: 1_000 },
         resources: { big: 100_000, lookups: 100, authorizations: 500, searches: 5, vectors: 100_000 },
-        planner: { rounds: 9 },
+        planner: { rounds: 9, warmupMs: 500 },
         runs: { overheadRuns: 15, runs: 100 },
         serve: { rounds: 3 }
       }
@@ -122,7 +122,7 @@ const settings = (quick: boolean): Settings =>
         startup: { runs: 25, warmup: 3 },
         runtime: { interrupts: 41, triggers: 5_000 },
         resources: { big: 1_000_000, lookups: 300, authorizations: 2_000, searches: 15, vectors: 100_000 },
-        planner: { rounds: 31 },
+        planner: { rounds: 31, warmupMs: 1_500 },
         runs: { overheadRuns: 41, runs: 100 },
         serve: { rounds: 7 }
       }
