@@ -49,35 +49,25 @@ const wordPattern = /[\p{L}\p{N}]+/gu
  * reuses rather than building maps and objects for each text.
  */
 class Features {
-  hashes: Uint32Array
-  weights: Float64Array
-  counts: Int32Array
+  // Empty until `reset` makes room (the constructor asks it, as every text does).
+  hashes = new Uint32Array(0)
+  weights = new Float64Array(0)
+  counts = new Int32Array(0)
   size = 0
   // The words: open addressing by the word's own feature hash, compared by text. Not a `Map`:
   // its `clear` between texts dropped its table, which grew again entry by entry for every text.
-  private wordTexts: Array<string>
-  private wordSlots: Int32Array
-  private wordStamps: Int32Array
-  private slots: Int32Array
-  private high: Int32Array
-  private low: Int32Array
-  private stamps: Int32Array
+  private wordTexts: Array<string> = []
+  private wordSlots = new Int32Array(0)
+  private wordStamps = new Int32Array(0)
+  private slots = new Int32Array(0)
+  private high = new Int32Array(0)
+  private low = new Int32Array(0)
+  private stamps = new Int32Array(0)
   private stamp = 0
-  private mask: number
+  private mask = 0
 
   constructor(features: number) {
-    this.hashes = new Uint32Array(features)
-    this.weights = new Float64Array(features)
-    this.counts = new Int32Array(features)
-    const slots = tableSize(features)
-    this.wordTexts = new Array<string>(slots).fill("")
-    this.wordSlots = new Int32Array(slots)
-    this.wordStamps = new Int32Array(slots)
-    this.slots = new Int32Array(slots)
-    this.high = new Int32Array(slots)
-    this.low = new Int32Array(slots)
-    this.stamps = new Int32Array(slots)
-    this.mask = slots - 1
+    this.reset(features)
   }
 
   /** Empties it for a text of at most `features` features (room made where there is too little). */
