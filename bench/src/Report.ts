@@ -371,6 +371,13 @@ const rows: ReadonlyArray<Row> = [
     cells: { noema: "runs.stage_overhead_ms", raw: "runs.stage_overhead_raw_ms" }
   },
   {
+    workload: "runs.stage_fsync_wait  (of a stage's time: an fsync of node:fs in flight)",
+    unit: "ms",
+    suite: "runs",
+    better: "lower",
+    cells: { noema: "runs.stage_fsync_wait_ms" }
+  },
+  {
     workload: "runs.four_stage_fsyncs  (file and directory fsyncs of a 4-stage run)",
     unit: "fsyncs",
     suite: "runs",

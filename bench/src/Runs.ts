@@ -93,25 +93,54 @@ const stageClock = () => {
   return { onEvent, byPosition, cpuByPosition }
 }
 
+/** What `countingFsyncs` has seen so far. */
+interface FsyncCounts {
+  /** The fsyncs of `node:fs` made. */
+  readonly count: () => number
+  /**
+   * The wall time, in ms, during which at least one of them was in flight (an async fsync from
+   * its call to its callback, overlapping ones counted once): the time the disk's fsyncs can
+   * have held a run up, an upper bound (work may go on beside an async one).
+   */
+  readonly waitedMs: () => number
+}
+
 /**
  * Counts the fsyncs of `node:fs` (its ESM bindings synced, so every module sees the
- * wrapper) while `use` runs.
+ * wrapper) while `use` runs, and the time they were in flight.
  */
-const countingFsyncs = async <A>(use: (count: () => number) => Promise<A>): Promise<A> => {
+const countingFsyncs = async <A>(use: (counts: FsyncCounts) => Promise<A>): Promise<A> => {
   const cjs = createRequire(import.meta.url)("node:fs") as typeof fs
   const original = { fsync: cjs.fsync, fsyncSync: cjs.fsyncSync }
   let fsyncs = 0
-  cjs.fsync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+  let inFlight = 0
+  let since = 0
+  let waited = 0
+  const begin = () => {
     fsyncs++
-    return original.fsync(fd, callback)
+    if (inFlight++ === 0) since = now()
+  }
+  const end = () => {
+    if (--inFlight === 0) waited += now() - since
+  }
+  cjs.fsync = ((fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+    begin()
+    return original.fsync(fd, (error) => {
+      end()
+      callback(error)
+    })
   }) as typeof fs.fsync
   cjs.fsyncSync = (fd: number) => {
-    fsyncs++
-    return original.fsyncSync(fd)
+    begin()
+    try {
+      return original.fsyncSync(fd)
+    } finally {
+      end()
+    }
   }
   syncBuiltinESMExports()
   try {
-    return await use(() => fsyncs)
+    return await use({ count: () => fsyncs, waitedMs: () => waited })
   } finally {
     Object.assign(cjs, original)
     syncBuiltinESMExports()
@@ -147,7 +176,7 @@ const runMany = (
   pipeline: Pipeline.Pipeline,
   count: number,
   onEvent?: Executor.Options["onEvent"],
-  fsyncs: () => number = () => 0
+  fsyncs: FsyncCounts = { count: () => 0, waitedMs: () => 0 }
 ) =>
   Effect.gen(function* () {
     const counting = countingCommits(store)
@@ -160,18 +189,24 @@ const runMany = (
     const thread = yield* store.createThread({ title: "bench" })
     const times: Array<number> = []
     const fsyncsPerRun: Array<number> = []
+    const fsyncWaitPerRun: Array<number> = []
     const commitsPerRun: Array<number> = []
     for (let i = 0; i < count; i++) {
-      const [fsyncsBefore, commitsBefore] = [fsyncs(), counting.commits()]
+      const [fsyncsBefore, waitedBefore, commitsBefore] = [
+        fsyncs.count(),
+        fsyncs.waitedMs(),
+        counting.commits()
+      ]
       const started = now()
       const run = yield* executor.create({ threadId: thread.id, request: `request ${i}`, pipeline })
       const outcome = yield* executor.execute(run.runId, pipeline)
       times.push(now() - started)
-      fsyncsPerRun.push(fsyncs() - fsyncsBefore)
+      fsyncsPerRun.push(fsyncs.count() - fsyncsBefore)
+      fsyncWaitPerRun.push(fsyncs.waitedMs() - waitedBefore)
       commitsPerRun.push(counting.commits() - commitsBefore)
       check(outcome._tag === "Finished" && outcome.run.status === "completed", "bench run did not complete")
     }
-    return { times, fsyncsPerRun, commitsPerRun }
+    return { times, fsyncsPerRun, fsyncWaitPerRun, commitsPerRun }
   })
 
 /** 100 runs in 10 threads carried on by `workers` workers of `concurrency` each; runs per second. */
@@ -267,6 +302,8 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
         )
         results["runs.stage_overhead_ms"] = median(overhead.times.slice(5)) / 4
         results["runs.four_stage_fsyncs"] = median(overhead.fsyncsPerRun.slice(5))
+        // Of a stage's time, what its file and directory fsyncs held it up (the disk's part).
+        results["runs.stage_fsync_wait_ms"] = median(overhead.fsyncWaitPerRun.slice(5)) / 4
         results["runs.four_stage_commits"] = median(overhead.commitsPerRun.slice(5))
         // The same runs' 2nd stage (one stage's work handed to it) and 4th (three stages').
         results["runs.stage_second_ms"] = median(clock.byPosition.get(2)!.slice(5))
