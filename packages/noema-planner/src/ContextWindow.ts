@@ -80,40 +80,8 @@ const renderedParts = (resource: Resource.Resource): ReadonlyArray<string> => {
     : [head, body]
 }
 
-/** The parts as one string by `+`, which V8 keeps as a rope until read: `toText` copies it once. */
-const joined = (parts: ReadonlyArray<string>): string => {
-  let text = ""
-  for (let i = 0; i < parts.length; i++) text += parts[i] as string
-  return text
-}
-
-/**
- * The newest `limit` messages of `resources` not in `seen`, newest first (by name; equal names
- * in the order given): one pass keeping the best, not a filter, a sort of every message and a
- * slice (every window looks over all the conversation holds).
- */
-const newestMessages = (
-  resources: ReadonlyArray<Resource.Resource>,
-  seen: ReadonlySet<string>,
-  limit: number
-): Array<Resource.Resource> => {
-  // Any other limit as `slice` reads it (a fraction cut, a negative counted from the end).
-  const kept = Number.isInteger(limit) && limit >= 0 ? limit : Number.POSITIVE_INFINITY
-  const newest: Array<Resource.Resource> = []
-  if (kept === 0) return newest
-  for (let i = 0; i < resources.length; i++) {
-    const resource = resources[i] as Resource.Resource
-    if (resource.meta.type !== "message" || seen.has(resource.meta.urn)) continue
-    const name = resource.meta.name
-    // After every kept one named the same or later, as a stable sort puts it.
-    let at = newest.length
-    while (at > 0 && (newest[at - 1] as Resource.Resource).meta.name < name) at--
-    if (at >= kept) continue
-    if (newest.length === kept) newest.pop()
-    newest.splice(at, 0, resource)
-  }
-  return kept === limit ? newest : newest.slice(0, limit)
-}
+/** The parts as one string. */
+const joined = (parts: ReadonlyArray<string>): string => parts.join("")
 
 /**
  * The window for `options.task` (see the module's comment). A resource the policy denies is
@@ -192,8 +160,11 @@ export const build = (
           return Effect.succeed([] as ReadonlyArray<Resource.Resource>)
         })
       )
-      for (const resource of newestMessages(everything, seen, options.history ?? 10))
-        candidates.push({ resource, source: "history" })
+      const messages = everything
+        .filter((resource) => resource.meta.type === "message" && !seen.has(resource.meta.urn))
+        .sort((a, b) => (a.meta.name < b.meta.name ? 1 : a.meta.name > b.meta.name ? -1 : 0))
+        .slice(0, options.history ?? 10)
+      for (const resource of messages) candidates.push({ resource, source: "history" })
     }
 
     const items: Array<Item> = []
@@ -250,17 +221,9 @@ export const build = (
     return { items, tokens: used, budget: options.budget, dropped, withheld }
   })
 
-/**
- * The window as text for a prompt. Joined by `+`, which V8 keeps as a rope: the prompt it goes
- * into copies it once (a `join` here made a copy of every item's text that the prompt copied again).
- */
-export const toText = (window: Window): string => {
-  let text = ""
-  for (let i = 0; i < window.items.length; i++) {
-    const item = (window.items[i] as Item).text
-    text = i === 0 ? item : `${text}\n\n${item}`
-  }
-  return window.dropped.length === 0
-    ? text
-    : `${text}\n\n(${window.dropped.length} more resources did not fit and were left out.)`
-}
+/** The window as text for a prompt. */
+export const toText = (window: Window): string =>
+  window.items.map((item) => item.text).join("\n\n") +
+  (window.dropped.length === 0
+    ? ""
+    : `\n\n(${window.dropped.length} more resources did not fit and were left out.)`)
