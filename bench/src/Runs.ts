@@ -20,6 +20,12 @@
  *   hand-off of one stage's work (the store's projections of a longer run are in
  *   it too); the 4th stage's hand-off is three of it. The 1st stage is no
  *   baseline: it alone creates the run's stages/ directory and reads run.json.
+ * - `runs.stage_disk_floor_ms`: in runs interleaved with those (one after each), the same
+ *   durable writes by hand with `node:fs` and `node:sqlite` (`RunsFloor.ts`: the same files,
+ *   fsyncs, links and commits, waiting on each other as a stage's must), divided by 4: what
+ *   this disk takes for a stage's guarantees, with nothing of noema's around them. Its fsyncs
+ *   are checked to be as many as noema's. Beside both, their CPU time (the process's, user and
+ *   system: on this VM's ext4 an fsync is mostly paid in the kernel's time) per stage.
  * - `runs.four_stage_fsyncs` and `runs.four_stage_commits`: in those same runs, per run
  *   (its creation, start and completion included), the file and directory fsyncs noema
  *   makes (`node:fs`'s `fsync`/`fsyncSync`, counted on the real calls) and the store's
@@ -45,6 +51,7 @@ import { TestDatabase } from "@noema/testing-postgres"
 import { Context, Effect, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { check, median, now, postgresDatabase } from "./Harness.ts"
+import * as Floor from "./RunsFloor.ts"
 
 export interface RunsOptions {
   readonly overheadRuns: number
@@ -176,7 +183,9 @@ const runMany = (
   pipeline: Pipeline.Pipeline,
   count: number,
   onEvent?: Executor.Options["onEvent"],
-  fsyncs: FsyncCounts = { count: () => 0, waitedMs: () => 0 }
+  fsyncs: FsyncCounts = { count: () => 0, waitedMs: () => 0 },
+  /** Run after each run, outside its figures (the disk floor's run, interleaved). */
+  between?: (index: number) => Promise<void>
 ) =>
   Effect.gen(function* () {
     const counting = countingCommits(store)
@@ -191,22 +200,25 @@ const runMany = (
     const fsyncsPerRun: Array<number> = []
     const fsyncWaitPerRun: Array<number> = []
     const commitsPerRun: Array<number> = []
+    const cpuPerRun: Array<number> = []
     for (let i = 0; i < count; i++) {
       const [fsyncsBefore, waitedBefore, commitsBefore] = [
         fsyncs.count(),
         fsyncs.waitedMs(),
         counting.commits()
       ]
-      const started = now()
+      const [started, cpu] = [now(), cpuNow()]
       const run = yield* executor.create({ threadId: thread.id, request: `request ${i}`, pipeline })
       const outcome = yield* executor.execute(run.runId, pipeline)
       times.push(now() - started)
+      cpuPerRun.push(cpuNow() - cpu)
       fsyncsPerRun.push(fsyncs.count() - fsyncsBefore)
       fsyncWaitPerRun.push(fsyncs.waitedMs() - waitedBefore)
       commitsPerRun.push(counting.commits() - commitsBefore)
       check(outcome._tag === "Finished" && outcome.run.status === "completed", "bench run did not complete")
+      if (between !== undefined) yield* Effect.promise(() => between(i))
     }
-    return { times, fsyncsPerRun, fsyncWaitPerRun, commitsPerRun }
+    return { times, cpuPerRun, fsyncsPerRun, fsyncWaitPerRun, commitsPerRun }
   })
 
 /** 100 runs in 10 threads carried on by `workers` workers of `concurrency` each; runs per second. */
@@ -282,8 +294,13 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
           Database.layer({ kind: "sqlite", filename: path.join(directory, `${name}.db`) })
         const workspace = (name: string) => path.join(directory, name)
 
-        // One stage's overhead: a 4-stage run / 4, after a few warm-up runs.
+        // One stage's overhead: a 4-stage run / 4, after a few warm-up runs; after each, the disk
+        // floor's run (the same durable writes by hand), so both meet the disk in the same mood.
         const clock = stageClock()
+        const floor = Floor.make(workspace("floor"), path.join(directory, "floor.db"))
+        const floorTimes: Array<number> = []
+        const floorCpu: Array<number> = []
+        const floorFsyncs: Array<number> = []
         const overhead = yield* Effect.promise(() =>
           countingFsyncs((fsyncs) =>
             Effect.runPromise(
@@ -294,13 +311,27 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
                   fourStages,
                   options.overheadRuns + 5,
                   clock.onEvent,
-                  fsyncs
+                  fsyncs,
+                  async (index) => {
+                    const [started, cpu, before] = [now(), cpuNow(), fsyncs.count()]
+                    await floor.run(`run-${index}`)
+                    floorTimes.push(now() - started)
+                    floorCpu.push(cpuNow() - cpu)
+                    floorFsyncs.push(fsyncs.count() - before)
+                  }
                 )
               )
             )
           )
-        )
+        ).pipe(Effect.ensuring(Effect.sync(floor.close)))
         results["runs.stage_overhead_ms"] = median(overhead.times.slice(5)) / 4
+        results["runs.stage_overhead_cpu_ms"] = median(overhead.cpuPerRun.slice(5)) / 4
+        results["runs.stage_disk_floor_ms"] = median(floorTimes.slice(5)) / 4
+        results["runs.stage_disk_floor_cpu_ms"] = median(floorCpu.slice(5)) / 4
+        check(
+          median(floorFsyncs) === median(overhead.fsyncsPerRun),
+          `the disk floor makes noema's fsyncs (${median(floorFsyncs)} against ${median(overhead.fsyncsPerRun)} a run)`
+        )
         results["runs.four_stage_fsyncs"] = median(overhead.fsyncsPerRun.slice(5))
         // Of a stage's time, what its file and directory fsyncs held it up (the disk's part).
         results["runs.stage_fsync_wait_ms"] = median(overhead.fsyncWaitPerRun.slice(5)) / 4
@@ -310,16 +341,16 @@ export const run = async (options: RunsOptions): Promise<Record<string, number>>
         results["runs.stage_fourth_ms"] = median(clock.byPosition.get(4)!.slice(5))
         results["runs.stage_second_cpu_ms"] = median(clock.cpuByPosition.get(2)!.slice(5))
         results["runs.stage_fourth_cpu_ms"] = median(clock.cpuByPosition.get(4)!.slice(5))
-        const floor: Array<number> = []
+        const callsAlone: Array<number> = []
         for (let i = 0; i < options.overheadRuns + 5; i++) {
           const started = now()
           for (const stage of fourStages.stages) {
             const agent = ToolAgent.make({ name: stage.key, system: stage.instructions, tools: [] })
             yield* agent.execute(ConversationContext.of(Message.user(`request ${i}`)), model)
           }
-          if (i >= 5) floor.push((now() - started) / 4)
+          if (i >= 5) callsAlone.push((now() - started) / 4)
         }
-        results["runs.stage_overhead_raw_ms"] = median(floor)
+        results["runs.stage_overhead_raw_ms"] = median(callsAlone)
 
         // 100 small runs, one after another.
         const perSecond = (times: ReadonlyArray<number>) =>
