@@ -322,3 +322,116 @@ describe("SqlStore on SQLite: group commit", () => {
     )
   }
 })
+
+describe("GroupCommit of rerunnable appends on noema's SQLite client", () => {
+  /** A client with a `written` table, its rerunnable runner, and an append writing `label` (then failing, if asked). */
+  const runner = Effect.gen(function* () {
+    const { sql } = yield* open
+    yield* sql`CREATE TABLE written (label TEXT PRIMARY KEY)`
+    yield* sql`CREATE TABLE parents (id INTEGER PRIMARY KEY)`
+    // Checked only at COMMIT, which SQLite then fails and leaves the transaction open.
+    yield* sql`CREATE TABLE children (parent INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`
+    const runAppends = GroupCommit.make(sql, { rerunnable: true })
+    const labels = Effect.map(sql<{ label: string }>`SELECT label FROM written ORDER BY label`, (rows) =>
+      rows.map((row) => row.label)
+    )
+    return { sql, runAppends, labels }
+  })
+
+  const write =
+    (label: string, after: Effect.Effect<void, string> = Effect.void): GroupCommit.Append<string, string> =>
+    (connection) =>
+      Effect.andThen(
+        connection.execute("INSERT INTO written (label) VALUES (?)", [label], undefined),
+        Effect.as(after, label)
+      )
+
+  const orphan: GroupCommit.Append<string, never> = (connection) =>
+    Effect.as(connection.execute("INSERT INTO children (parent) VALUES (42)", [], undefined), "orphan")
+
+  it.effect("interrupting a writer alone rolls its append back; the next one commits", () =>
+    Effect.gen(function* () {
+      const { runAppends, labels } = yield* runner
+      const inside = Deferred.makeUnsafe<void>()
+      const fiber = yield* Effect.forkChild(
+        runAppends(write("interrupted", Effect.andThen(Deferred.succeed(inside, undefined), Effect.never)))
+      )
+      yield* Deferred.await(inside)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(yield* labels, [])
+      assert.strictEqual(yield* runAppends(write("after")), "after")
+      assert.deepStrictEqual(yield* labels, ["after"])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a COMMIT that fails fails its appends, alone or batched, and leaves the connection clean", () =>
+    Effect.gen(function* () {
+      const { sql, runAppends, labels } = yield* runner
+      const alone = yield* Effect.flip(runAppends(orphan))
+      assert.strictEqual(alone._tag, "SqlError")
+      assert.strictEqual(yield* runAppends(write("after alone")), "after alone")
+      // The first waits for the lock alone; the two behind it are one batch, whose COMMIT's
+      // failure goes to each append it held.
+      const release = yield* holdLock(sql)
+      const fibers = yield* Effect.forEach([write("alone"), write("in the batch"), orphan], (append) =>
+        Effect.forkChild(Effect.exit(runAppends(append)))
+      )
+      yield* Effect.yieldNow
+      yield* release
+      const [first, ...batched] = yield* Effect.forEach(fibers, Fiber.join)
+      assert.deepStrictEqual(first, Exit.succeed("alone"))
+      for (const exit of batched) {
+        assert.strictEqual((failureOf(exit) as { _tag?: string } | undefined)?._tag, "SqlError")
+      }
+      assert.strictEqual(yield* runAppends(write("after the batch")), "after the batch")
+      yield* sql.withTransaction(sql`INSERT INTO written (label) VALUES ('then')`)
+      assert.deepStrictEqual(yield* labels, ["after alone", "after the batch", "alone", "then"])
+      assert.deepStrictEqual(yield* sql`SELECT count(*) AS n FROM children`, [{ n: 0 }])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("writers arriving while a writer alone holds the lock are committed together after it", () =>
+    Effect.gen(function* () {
+      const { runAppends, labels } = yield* runner
+      const inside = Deferred.makeUnsafe<void>()
+      const go = Deferred.makeUnsafe<void>()
+      const counter = transactionCounter()
+      const first = yield* Effect.forkChild(
+        runAppends(
+          write("first", Effect.andThen(Deferred.succeed(inside, undefined), Deferred.await(go)))
+        ).pipe(Effect.withTracer(counter.tracer))
+      )
+      yield* Deferred.await(inside)
+      const others = yield* Effect.forEach(["second", "third", "fourth"], (label) =>
+        Effect.forkChild(runAppends(write(label)).pipe(Effect.withTracer(counter.tracer)))
+      )
+      yield* Effect.yieldNow
+      yield* Deferred.succeed(go, undefined)
+      assert.strictEqual(yield* Fiber.join(first), "first")
+      assert.deepStrictEqual(yield* Effect.forEach(others, Fiber.join), ["second", "third", "fourth"])
+      assert.strictEqual(counter.count(), 2, "the alone's transaction, then one for the three")
+      assert.strictEqual(counter.committed(), 2)
+      assert.deepStrictEqual(yield* labels, ["first", "fourth", "second", "third"])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("an append inside a transaction already open is a savepoint of it", () =>
+    Effect.gen(function* () {
+      const { sql, runAppends, labels } = yield* runner
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO written (label) VALUES ('outer')`
+          assert.strictEqual(yield* Effect.flip(runAppends(write("failed", Effect.fail("no")))), "no")
+          yield* runAppends(write("inner"))
+        })
+      )
+      assert.deepStrictEqual(yield* labels, ["inner", "outer"])
+      // Committed with the transaction around it, or rolled back with it.
+      const failed = yield* Effect.flip(
+        sql.withTransaction(Effect.andThen(runAppends(write("rolled back")), Effect.fail("outer failed")))
+      )
+      assert.strictEqual(failed, "outer failed")
+      assert.deepStrictEqual(yield* labels, ["inner", "outer"])
+    }).pipe(Effect.scoped)
+  )
+})

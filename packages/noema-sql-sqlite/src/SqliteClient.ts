@@ -21,7 +21,7 @@
  * unauthorised throughout.
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite"
-import { Context, Duration, Effect, Layer, Option, type Scope, Semaphore, Stream } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Option, type Scope, Semaphore, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, type SqlConnection, SqlError, Statement } from "effect/sql"
 
@@ -79,6 +79,24 @@ export interface SqliteClient extends SqlClient.SqlClient {
    * file cannot be loaded or the client was opened with `extensions: false`.
    */
   readonly loadExtension: (file: string) => Effect.Effect<void, SqlError.SqlError>
+  /**
+   * Runs `body` as a top-level transaction on the connection, handed to it: what
+   * `withTransaction` does for a body that only runs statements on that connection, with
+   * less CPU (a one-row insert on tmpfs: 10 µs against 13.8). The connection is leased as `withTransaction` leases it (the same
+   * semaphore, and a failed COMMIT rolled back or the connection refused until it is), begun
+   * with the client's statement or the `SqlClient.BeginTransaction` provided, committed when
+   * `body` succeeds and rolled back when it fails or is interrupted; waiting for the connection
+   * is interruptible. Nothing is added to the context, so `body` must use the connection it is
+   * handed and nothing else of the client: a statement of the client would wait for the
+   * connection this transaction holds, `withTransaction` inside would not nest, and
+   * `afterCommit` callbacks and reactivity invalidations would run at once. The transaction
+   * still has its `sql.transaction` span (without effect's commit and rollback events); the
+   * statements run on the connection have none. Dies when a transaction of this client is
+   * already open in the fiber (use `withTransaction`, which nests).
+   */
+  readonly transactionOnConnection: <A, E>(
+    body: (connection: SqlConnection.Connection) => Effect.Effect<A, E>
+  ) => Effect.Effect<A, E | SqlError.SqlError>
 }
 
 export const SqliteClient = Context.Service<SqliteClient>("@noema/sql-sqlite/SqliteClient")
@@ -276,6 +294,86 @@ const loadInto = (db: DatabaseSync, file: string): void => {
   }
 }
 
+// ---------------------------------------------------------------------------
+// A transaction on the connection
+// ---------------------------------------------------------------------------
+
+/**
+ * What `transactionOnConnection` shares with the client: the lease effect's transactions use
+ * (`makeSqliteAcquirers`' borrower: the semaphore, held until the body's transaction ended, and
+ * the refusal of a connection whose failed COMMIT could not be rolled back) and its cleanup.
+ */
+interface OnConnection {
+  readonly transactionService: SqlClient.SqlClient["transactionService"]
+  readonly borrower: SqlConnection.Borrower
+  readonly onCommitFailure: (connection: SqlConnection.Connection) => Effect.Effect<void, SqlError.SqlError>
+  readonly beginTransaction: string
+  readonly spanAttributes: Record<string, unknown>
+}
+
+const control = (connection: SqlConnection.Connection, statement: string) =>
+  connection.execute(statement, [], undefined)
+
+// The connection is this driver's: whether a transaction is still open is asked, not guessed.
+const rollback = (connection: SqlConnection.Connection): Effect.Effect<unknown, SqlError.SqlError> =>
+  (connection as SqliteConnection).isTransaction() ? control(connection, "ROLLBACK") : Effect.void
+
+/**
+ * As effect's `withTransaction` does: a COMMIT that failed is rolled back (SQLite may keep the
+ * transaction open, a deferred foreign key violated); if that fails too, both failures are
+ * defects, so no typed recovery hides a connection left unsafe.
+ */
+const commit = (on: OnConnection, connection: SqlConnection.Connection) =>
+  Effect.catchCause(control(connection, "COMMIT"), (commitCause) =>
+    Effect.matchCauseEffect(on.onCommitFailure(connection), {
+      onFailure: (cleanupCause) => Effect.failCause(asDefects(Cause.combine(commitCause, cleanupCause))),
+      onSuccess: () => Effect.failCause(commitCause)
+    })
+  )
+
+const asDefects = <E>(cause: Cause.Cause<E>): Cause.Cause<never> =>
+  Cause.fromReasons(
+    cause.reasons.map((reason) =>
+      Cause.isFailReason(reason)
+        ? Cause.makeDieReason(reason.error).annotate(Cause.reasonAnnotations(reason))
+        : reason
+    )
+  )
+
+/** The body's exit, once its transaction was committed (on success) or rolled back. */
+const end =
+  (on: OnConnection, connection: SqlConnection.Connection) =>
+  <A, E>(exit: Exit.Exit<A, E>): Effect.Effect<A, E | SqlError.SqlError> =>
+    Exit.isSuccess(exit)
+      ? Effect.as(commit(on, connection), exit.value)
+      : Effect.andThen(Effect.orDie(rollback(connection)), exit)
+
+const transactionOnConnection =
+  (on: OnConnection) =>
+  <A, E>(
+    body: (connection: SqlConnection.Connection) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | SqlError.SqlError> =>
+    Effect.withFiber((fiber) => {
+      // The connection is this very transaction's: leasing it again would wait for ever.
+      if (Context.getOrUndefined(fiber.context, on.transactionService) !== undefined) {
+        return Effect.die(new Error("transactionOnConnection: a transaction of this client is already open"))
+      }
+      const statement = fiber.getRef(SqlClient.BeginTransaction)
+      return Effect.useSpan("sql.transaction", { kind: "internal", attributes: on.spanAttributes }, () =>
+        on.borrower((connection) =>
+          Effect.uninterruptibleMask((restore) =>
+            Effect.flatMap(
+              // A provided statement is not fixed, so it is not prepared (as effect's client does).
+              statement === undefined
+                ? control(connection, on.beginTransaction)
+                : connection.executeUnprepared(statement, [], undefined),
+              () => Effect.flatMap(Effect.exit(restore(body(connection))), end(on, connection))
+            )
+          )
+        )
+      )
+    })
+
 /** Opens the database; it is closed when the scope closes. */
 export const make = (
   options: Config
@@ -318,17 +416,19 @@ export const make = (
     const transformRows = options.transformResultNames
       ? Statement.defaultTransforms(options.transformResultNames).array
       : undefined
+    const spanAttributes: ReadonlyArray<readonly [string, unknown]> = [
+      ...(options.spanAttributes ? Object.entries(options.spanAttributes) : []),
+      ["db.system.name", "sqlite"]
+    ]
+    const beginTransaction = options.beginTransaction ?? "BEGIN IMMEDIATE"
     const client = yield* SqlClient.make({
       ...acquirers,
       compiler,
       driver: "noema-sqlite-node",
-      spanAttributes: [
-        ...(options.spanAttributes ? Object.entries(options.spanAttributes) : []),
-        ["db.system.name", "sqlite"]
-      ],
+      spanAttributes,
       transformRows,
       prepareTransactionControls: true,
-      beginTransaction: options.beginTransaction ?? "BEGIN IMMEDIATE",
+      beginTransaction,
       savepoint: (name) => `SAVEPOINT ${name}`,
       releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
       rollbackSavepoint: (name) => `ROLLBACK TO SAVEPOINT ${name}`
@@ -344,7 +444,14 @@ export const make = (
     return Object.assign(client, {
       [TypeId]: TypeId,
       config: options,
-      loadExtension
+      loadExtension,
+      transactionOnConnection: transactionOnConnection({
+        transactionService: client.transactionService,
+        borrower: acquirers.borrower,
+        onCommitFailure: acquirers.onCommitFailure,
+        beginTransaction,
+        spanAttributes: Object.fromEntries(spanAttributes)
+      })
     }) as unknown as SqliteClient
   })
 

@@ -3,9 +3,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Stream } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Layer, Stream, Tracer } from "effect"
 import { Reactivity } from "effect/reactivity"
-import { Migrator, SqlClient } from "effect/sql"
+import { Migrator, SqlClient, type SqlConnection } from "effect/sql"
 import { getLoadablePath } from "sqlite-vec"
 import * as SqliteClient from "../src/SqliteClient.js"
 
@@ -314,5 +314,155 @@ describe("SqliteClient", () => {
       )
       assert.strictEqual(locked._tag, "SqlError")
     })
+  )
+})
+
+describe("SqliteClient.transactionOnConnection", () => {
+  const insert = (connection: SqlConnection.Connection, name: string) =>
+    connection.execute("INSERT INTO items (name) VALUES (?)", [name], undefined)
+
+  /** Whether another connection to `filename` can take the write lock now (false: SQLITE_BUSY). */
+  const otherCanWrite = (filename: string) => {
+    const other = new DatabaseSync(filename, { timeout: 0 })
+    try {
+      other.exec("BEGIN IMMEDIATE")
+      other.exec("ROLLBACK")
+      return true
+    } catch (error) {
+      if ((error as { errcode?: number }).errcode === 5) return false
+      throw error
+    } finally {
+      other.close()
+    }
+  }
+
+  it.effect(
+    "commits on success, rolls back on failure, begins with the client's statement or the one provided",
+    () => {
+      const filename = freshFile()
+      return Effect.gen(function* () {
+        const sql = yield* SqliteClient.SqliteClient
+        yield* setup(sql)
+        const spans: Array<string> = []
+        const tracer = Tracer.make({
+          span(options) {
+            return new (class extends Tracer.NativeSpan {
+              override end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
+                spans.push(`${options.name} ${exit._tag}`)
+                super.end(endTime, exit)
+              }
+            })(options)
+          }
+        })
+        const locked = yield* sql
+          .transactionOnConnection((connection) =>
+            Effect.flatMap(insert(connection, "a"), () => Effect.sync(() => otherCanWrite(filename)))
+          )
+          .pipe(Effect.withTracer(tracer))
+        assert.isFalse(locked, "BEGIN IMMEDIATE takes the write lock at once")
+        const failure = yield* Effect.flip(
+          sql.transactionOnConnection((connection) =>
+            Effect.andThen(insert(connection, "b"), Effect.fail("no"))
+          )
+        ).pipe(Effect.withTracer(tracer))
+        assert.strictEqual(failure, "no")
+        assert.deepStrictEqual(yield* names(sql), ["a"])
+        assert.deepStrictEqual(spans, ["sql.transaction Success", "sql.transaction Failure"])
+        // A deferred BEGIN, provided for this one transaction, takes no lock before its first write.
+        const deferred = yield* sql
+          .transactionOnConnection(() => Effect.sync(() => otherCanWrite(filename)))
+          .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN"))
+        assert.isTrue(deferred)
+      }).pipe(Effect.provide(SqliteClient.layer({ filename })))
+    }
+  )
+
+  it.effect("an interrupted body is rolled back and the connection is free after", () =>
+    withClient((sql) =>
+      Effect.gen(function* () {
+        yield* setup(sql)
+        const inside = Deferred.makeUnsafe<void>()
+        const fiber = yield* Effect.forkChild(
+          sql.transactionOnConnection((connection) =>
+            Effect.andThen(
+              insert(connection, "interrupted"),
+              Effect.andThen(Deferred.succeed(inside, undefined), Effect.never)
+            )
+          )
+        )
+        yield* Deferred.await(inside)
+        yield* Fiber.interrupt(fiber)
+        assert.deepStrictEqual(yield* names(sql), [])
+        yield* sql.transactionOnConnection((connection) => insert(connection, "after"))
+        yield* sql.withTransaction(sql`INSERT INTO items (name) VALUES ('then')`)
+        assert.deepStrictEqual(yield* names(sql), ["after", "then"])
+      })
+    )
+  )
+
+  it.effect("waits for another fiber's transaction, and can be interrupted while it waits", () =>
+    withClient((sql) =>
+      Effect.gen(function* () {
+        yield* setup(sql)
+        const held = Deferred.makeUnsafe<void>()
+        const release = Deferred.makeUnsafe<void>()
+        const holder = yield* Effect.forkChild(
+          sql.withTransaction(
+            Effect.andThen(
+              sql`INSERT INTO items (name) VALUES ('holder')`,
+              Effect.andThen(Deferred.succeed(held, undefined), Deferred.await(release))
+            )
+          )
+        )
+        yield* Deferred.await(held)
+        const waiters = yield* Effect.forEach(["left", "stayed"], (name) =>
+          Effect.forkChild(sql.transactionOnConnection((connection) => insert(connection, name)))
+        )
+        yield* Effect.yieldNow
+        yield* Fiber.interrupt(waiters[0] as Fiber.Fiber<unknown, unknown>)
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
+        yield* Fiber.join(waiters[1] as Fiber.Fiber<unknown, unknown>)
+        assert.deepStrictEqual(yield* names(sql), ["holder", "stayed"])
+      })
+    )
+  )
+
+  it.effect("a failed COMMIT fails the caller with the SqlError and leaves no transaction open", () =>
+    withClient((sql) =>
+      Effect.gen(function* () {
+        yield* setup(sql)
+        yield* sql`CREATE TABLE parents (id INTEGER PRIMARY KEY)`
+        yield* sql`CREATE TABLE children (parent INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`
+        // The missing parent is noticed only by COMMIT, which SQLite fails and leaves open.
+        const error = yield* Effect.flip(
+          sql.transactionOnConnection((connection) =>
+            Effect.andThen(
+              insert(connection, "with the orphan"),
+              connection.execute("INSERT INTO children (parent) VALUES (42)", [], undefined)
+            )
+          )
+        )
+        assert.strictEqual(error._tag, "SqlError")
+        assert.deepStrictEqual(yield* sql`SELECT count(*) AS n FROM children`, [{ n: 0 }])
+        yield* sql.transactionOnConnection((connection) => insert(connection, "next"))
+        yield* sql.withTransaction(sql`INSERT INTO items (name) VALUES ('then')`)
+        assert.deepStrictEqual(yield* names(sql), ["next", "then"])
+      })
+    )
+  )
+
+  it.effect("inside a transaction of the same client it dies at once instead of waiting for itself", () =>
+    withClient((sql) =>
+      Effect.gen(function* () {
+        yield* setup(sql)
+        const exit = yield* Effect.exit(
+          sql.withTransaction(sql.transactionOnConnection((connection) => insert(connection, "nested")))
+        )
+        assert.isTrue(Exit.isFailure(exit) && Cause.hasDies(exit.cause))
+        assert.include(String(Exit.isFailure(exit) && Cause.squash(exit.cause)), "already open")
+        assert.deepStrictEqual(yield* names(sql), [])
+      })
+    )
   )
 })

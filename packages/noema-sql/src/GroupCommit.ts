@@ -41,7 +41,14 @@
  *   alone are grouped after at most `probeAtMost` appends.
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
+ * - The transactions (an append's alone, a batch's) are effect's `withTransaction`, except
+ *   for `rerunnable` appends on noema's node:sqlite client: they use nothing of what
+ *   `withTransaction` gives the effect it runs (the transaction in the context, nesting,
+ *   `afterCommit`), so they run in the driver's `transactionOnConnection`, the same
+ *   transaction (lease, BEGIN, COMMIT or ROLLBACK, interruption) for about 4 µs less CPU.
  */
+
+import { SqliteClient } from "@noema/sql-sqlite"
 import { Deferred, Effect, Exit } from "effect"
 import type { SqlClient, SqlConnection, SqlError } from "effect/sql"
 import { openTransaction } from "./Prepared.js"
@@ -130,11 +137,28 @@ const outcome = (job: Job, transaction: Exit.Exit<unknown, unknown>): AnyExit =>
   job.exit !== undefined && (Exit.isFailure(job.exit) || Exit.isSuccess(transaction)) ? job.exit : transaction
 
 /**
+ * How the appends of `make` get their transaction (a batch's, or an append's alone). Appends that
+ * run their statements on the connection they are handed and nothing else (`rerunnable`) need
+ * none of what `withTransaction` puts in the context for the effects it runs: on a client that
+ * offers it (noema's node:sqlite driver), they run in a transaction on the connection alone,
+ * with the same lease, BEGIN, COMMIT and rollback, for less CPU. Any other append, or
+ * another client, gets `withTransaction`.
+ */
+const transactionOf = (
+  sql: SqlClient.SqlClient,
+  rerunnable: boolean
+): (<A, E>(append: Append<A, E>) => Effect.Effect<A, E | SqlError.SqlError>) =>
+  rerunnable && SqliteClient.isSqliteClient(sql)
+    ? sql.transactionOnConnection
+    : (append) => sql.withTransaction(onTransactionConnection(sql, append))
+
+/**
  * The append runner of one client: `run(append)` succeeds with the append's result once the
  * COMMIT holding it returned, or fails with its own failure (see the module comment).
  */
 export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const rerunnable = options?.rerunnable === true
+  const inTransaction = transactionOf(sql, rerunnable)
   const queue: Array<Job> = []
   let committing = false
   let company = false
@@ -170,13 +194,11 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
     let batch: Array<Job> | undefined
     const transaction = (savepoints: boolean) =>
       Effect.exit(
-        sql.withTransaction(
-          onTransactionConnection(sql, (connection) =>
-            Effect.suspend(() => {
-              batch ??= takeBatch()
-              return runBatch(connection, batch, savepoints)
-            })
-          )
+        inTransaction((connection) =>
+          Effect.suspend(() => {
+            batch ??= takeBatch()
+            return runBatch(connection, batch, savepoints)
+          })
         )
       )
     // Rerunnable appends without savepoints first; again with them only when an append of
@@ -233,7 +255,7 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     committing = true
     company = false
-    return Effect.onExit(sql.withTransaction(onTransactionConnection(sql, append)), afterAlone)
+    return Effect.onExit(inTransaction(append), afterAlone)
   }
 
   // One function for every append made alone, not a closure each.
