@@ -17,7 +17,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { StatementSync } from "node:sqlite"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, type Pipeline, SqlRunsStore } from "@noema/runs"
+import { Executor, type Pipeline, type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { check, median, now } from "./Harness.ts"
@@ -81,13 +81,41 @@ const cpuNow = () => {
   return (user + system) / 1000
 }
 
+// NOEMA_PROBE_TIMES=1: the wall time spent in each store call, by name, per run.
+const spent = new Map<string, number>()
+const timed =
+  (name: string, f: (...args: Array<unknown>) => Effect.Effect<unknown, unknown>) =>
+  (...args: Array<unknown>) =>
+    Effect.suspend(() => {
+      const started = now()
+      return Effect.ensuring(
+        f(...args),
+        Effect.sync(() => {
+          if (counting) spent.set(name, (spent.get(name) ?? 0) + now() - started)
+        })
+      )
+    })
+const timedStore = (store: RunsStore.Service): RunsStore.Service => {
+  const wrapped: Record<string, unknown> = { ...store }
+  for (const [name, value] of Object.entries(store))
+    if (typeof value === "function") wrapped[name] = timed(name, value as never)
+  const journal: Record<string, unknown> = { ...store.journal }
+  for (const [name, value] of Object.entries(store.journal))
+    if (typeof value === "function") journal[name] = timed(`journal.${name}`, value as never)
+  return {
+    ...(wrapped as unknown as RunsStore.Service),
+    journal: journal as unknown as RunsStore.WorkflowJournal
+  }
+}
+
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-probe-runs-"))
 const program = Effect.scoped(
   Effect.gen(function* () {
     const context = yield* Layer.build(
       Database.layer({ kind: "sqlite", filename: path.join(directory, "runs.db") })
     )
-    const store = yield* Effect.provideContext(SqlRunsStore.fromDatabase, context)
+    const stored = yield* Effect.provideContext(SqlRunsStore.fromDatabase, context)
+    const store = process.env.NOEMA_PROBE_TIMES === undefined ? stored : timedStore(stored)
     const executor = Executor.make({
       store,
       workspace: path.join(directory, "workspace"),
@@ -128,6 +156,8 @@ const program = Effect.scoped(
         )
       }
     }
+    for (const [name, ms] of [...spent].sort((a, b) => b[1] - a[1]))
+      console.log(`${((ms / timed) * 1000).toFixed(0).padStart(6)} us  store.${name}`)
     if (fsCalls) {
       for (const [name, count] of [...calls].sort((a, b) => b[1] - a[1])) {
         console.log(`${(count / timed).toFixed(2).padStart(6)}  fs.${name}`)

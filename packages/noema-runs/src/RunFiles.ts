@@ -165,12 +165,17 @@ const syncDirectories = async (pending: PendingDirectories): Promise<void> => {
 const directoryMode = 0o700
 const fileMode = 0o600
 
+/** Makes `directory` (0700), whose parent exists: refused if it exists; its parent is pending a directory fsync. */
+const makeDirectory = (directory: string, pending: PendingDirectories) => {
+  fs.mkdirSync(directory, { mode: directoryMode })
+  pending.add(path.dirname(directory))
+}
+
 /** Creates `directory` (and parents, 0700); each new one's parent is pending a directory fsync. */
 const ensureDirectory = (directory: string, pending: PendingDirectories) => {
   if (fs.existsSync(directory)) return
   ensureDirectory(path.dirname(directory), pending)
-  fs.mkdirSync(directory, { mode: directoryMode })
-  pending.add(path.dirname(directory))
+  makeDirectory(directory, pending)
 }
 
 /**
@@ -268,6 +273,16 @@ class Landing {
   readonly #files = new Set<Promise<void>>()
   readonly #failures: Array<FileError> = []
   readonly #names = new Set<string>()
+  /**
+   * The directory this attempt made itself (`mkdir`, which refuses one that exists): a name in
+   * it that is not in `#names` cannot be there yet, so it is not looked for on disk (`link`
+   * still refuses one that another process put there meanwhile).
+   */
+  readonly #made: string
+
+  constructor(made: string) {
+    this.#made = made
+  }
 
   /**
    * Writes `data` to `file`'s temporary file now; its fsync and its link into place follow,
@@ -281,7 +296,7 @@ class Landing {
     pending: PendingDirectories,
     after?: Promise<unknown>
   ): void {
-    if (this.#names.has(file) || fs.existsSync(file))
+    if (this.#names.has(file) || (path.dirname(file) !== this.#made && fs.existsSync(file)))
       throw new Error("already written: a file of an attempt is written once, never overwritten")
     const { temporary, synced } = startTemporary(file, data)
     this.#names.add(file)
@@ -644,7 +659,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const slots: Array<{ entry: ArtifactEntry | undefined }> = []
   const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
-  const landing = new Landing()
+  const landing = new Landing(directory)
   const startWrite = (file: string, data: string, after?: Promise<unknown>) =>
     attempt(file, () => landing.start(file, data, pending, after))
   /**
@@ -715,7 +730,10 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       // At once: the earlier attempt is set aside before a new one takes its name.
       fsyncDirectory(path.dirname(directory))
     }
-    ensureDirectory(artifactsDirectory, pending)
+    // Not there now (never made, or just set aside): made here, not looked for again.
+    ensureDirectory(path.dirname(directory), pending)
+    makeDirectory(directory, pending)
+    makeDirectory(artifactsDirectory, pending)
   }).pipe(
     Effect.as<StageWriter>({
       directory,

@@ -100,6 +100,37 @@ describe("RunFiles", () => {
   )
 
   it.effect(
+    "a file of the attempt is written once: a second input.json is refused, one put in its directory by another process is kept and fails the attempt",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        yield* RunFiles.writeRunFile(root, runFile("run_1"))
+        const writer = yield* draftWriter(root)
+        yield* writer.writeInput({ request: "ours" })
+        const again = yield* Effect.flip(writer.writeInput({ request: "again" }))
+        assert.include(again.message, "never overwritten")
+        // Another process writes output.json in the directory the attempt made.
+        const output = path.join(writer.directory, "output.json")
+        fs.writeFileSync(output, "theirs")
+        // Refused at once, or when it lands: then the manifest, which waits for it, is not written.
+        const written = yield* Effect.result(writer.writeOutput({ text: "ours" }))
+        if (written._tag === "Success") {
+          const manifest = yield* Effect.flip(writer.writeManifest(manifestFields(1)))
+          assert.include(manifest.message, "output.json")
+        }
+        assert.strictEqual(fs.readFileSync(output, "utf8"), "theirs")
+        yield* writer.settle
+        assert.include(fs.readFileSync(path.join(writer.directory, "input.json"), "utf8"), "ours")
+        // No temporary file is left behind.
+        assert.deepStrictEqual(fs.readdirSync(writer.directory).sort(), [
+          "artifacts",
+          "input.json",
+          "output.json"
+        ])
+      })
+  )
+
+  it.effect(
     "artifacts written at once are listed in the order they were asked for, not as their disks finished",
     () =>
       Effect.gen(function* () {
