@@ -274,14 +274,34 @@ class Landing {
   readonly #failures: Array<FileError> = []
   readonly #names = new Set<string>()
   /**
-   * The directory this attempt made itself (`mkdir`, which refuses one that exists): a name in
-   * it that is not in `#names` cannot be there yet, so it is not looked for on disk (`link`
-   * still refuses one that another process put there meanwhile).
+   * The directories this attempt made itself (`mkdir`, which refuses one that exists): a name
+   * in one of them that is not in `#names` cannot be there yet, so it is not looked for on
+   * disk (`link` still refuses one that another process put there meanwhile).
    */
-  readonly #made: string
+  readonly #made: ReadonlySet<string>
 
-  constructor(made: string) {
+  constructor(made: ReadonlySet<string>) {
     this.#made = made
+  }
+
+  /**
+   * Takes `file`'s name for a write of this attempt, refused (`refusal`) if it is taken: written
+   * or on its way here, or, outside the directories this attempt made, on disk.
+   */
+  claim(file: string, refusal: string): void {
+    if (this.#names.has(file) || (!this.#made.has(path.dirname(file)) && fs.existsSync(file)))
+      throw new Error(refusal)
+    this.#names.add(file)
+  }
+
+  /** Gives up a name whose write failed: it is free again. */
+  release(file: string): void {
+    this.#names.delete(file)
+  }
+
+  /** Whether `directory` is one this attempt made. */
+  made(directory: string): boolean {
+    return this.#made.has(directory)
   }
 
   /**
@@ -296,10 +316,15 @@ class Landing {
     pending: PendingDirectories,
     after?: Promise<unknown>
   ): void {
-    if (this.#names.has(file) || (path.dirname(file) !== this.#made && fs.existsSync(file)))
-      throw new Error("already written: a file of an attempt is written once, never overwritten")
-    const { temporary, synced } = startTemporary(file, data)
-    this.#names.add(file)
+    this.claim(file, "already written: a file of an attempt is written once, never overwritten")
+    let started: ReturnType<typeof startTemporary>
+    try {
+      started = startTemporary(file, data)
+    } catch (error) {
+      this.release(file)
+      throw error
+    }
+    const { temporary, synced } = started
     const landed: Promise<void> = synced
       .then(
         () => after,
@@ -320,7 +345,7 @@ class Landing {
         },
         () => {
           fs.rmSync(temporary, { force: true })
-          this.#names.delete(file)
+          this.release(file)
         }
       )
       .finally(() => this.#files.delete(landed))
@@ -659,7 +684,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const slots: Array<{ entry: ArtifactEntry | undefined }> = []
   const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
-  const landing = new Landing(directory)
+  const landing = new Landing(new Set([directory, artifactsDirectory]))
   const startWrite = (file: string, data: string, after?: Promise<unknown>) =>
     attempt(file, () => landing.start(file, data, pending, after))
   /**
@@ -687,14 +712,20 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       if (slots.length >= maxCount) throw new Error(`at most ${maxCount} artifacts per stage`)
       // Every directory between the artifacts root and the file must be a real directory.
       let parent = path.dirname(target)
-      ensureDirectory(parent, pending)
+      if (!landing.made(parent)) ensureDirectory(parent, pending)
       while (parent !== artifactsDirectory) {
         if (fs.lstatSync(parent).isSymbolicLink()) throw new Error("the path goes through a symbolic link")
         parent = path.dirname(parent)
       }
-      if (fs.existsSync(target))
-        throw new Error("the artifact already exists: artifacts are never overwritten")
-      const { temporary, synced } = startTemporary(target, bytes)
+      landing.claim(target, "the artifact already exists: artifacts are never overwritten")
+      let started: ReturnType<typeof startTemporary>
+      try {
+        started = startTemporary(target, bytes)
+      } catch (error) {
+        landing.release(target)
+        throw error
+      }
+      const { temporary, synced } = started
       const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
       slots.push(slot)
       const landed = synced
@@ -710,6 +741,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
         })
         .catch((error: unknown) => {
           slots.splice(slots.indexOf(slot), 1)
+          landing.release(target)
           throw error
         })
       landing.track(landed)

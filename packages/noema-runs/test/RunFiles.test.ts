@@ -96,6 +96,21 @@ describe("RunFiles", () => {
       const second = yield* Effect.flip(writer.writeArtifact("a.txt", "two"))
       assert.include(second.message, "never overwritten")
       assert.strictEqual(fs.readFileSync(path.join(writer.artifactsDirectory, "a.txt"), "utf8"), "one")
+      // Two writes of one name at once: one is written, the other refused, and listed once.
+      const both = yield* Effect.all(
+        [writer.writeArtifact("b.txt", "one"), writer.writeArtifact("b.txt", "two")].map(Effect.result),
+        { concurrency: "unbounded" }
+      )
+      const written = both.findIndex((result) => result._tag === "Success")
+      assert.strictEqual(both.filter((result) => result._tag === "Success").length, 1)
+      assert.strictEqual(
+        fs.readFileSync(path.join(writer.artifactsDirectory, "b.txt"), "utf8"),
+        ["one", "two"][written]
+      )
+      assert.deepStrictEqual(
+        writer.artifacts().map((entry) => entry.path),
+        ["a.txt", "b.txt"]
+      )
     })
   )
 
