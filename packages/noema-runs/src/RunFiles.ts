@@ -95,9 +95,20 @@ export const linkOnTheWay = (root: string, file: string): string | undefined => 
  * file of more than `maxBytes`, when given. `undefined` when there is no such file.
  */
 export const readRegularFile = (root: string, file: string, maxBytes?: number): Buffer | undefined => {
-  if (!fs.existsSync(path.dirname(file))) return undefined
-  const problem = linkOnTheWay(root, file)
-  if (problem !== undefined) throw new Error(problem)
+  // The way down is checked first; whether the file's directory exists is asked only when the way
+  // is refused or cannot be walked: a way into no directory means no such file, as before.
+  const noDirectory = () => !fs.existsSync(path.dirname(file))
+  let problem: string | undefined
+  try {
+    problem = linkOnTheWay(root, file)
+  } catch (error) {
+    if (noDirectory()) return undefined
+    throw error
+  }
+  if (problem !== undefined) {
+    if (noDirectory()) return undefined
+    throw new Error(problem)
+  }
   let fd: number
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)

@@ -84,6 +84,23 @@ describe("RunFiles", () => {
       })
   )
 
+  it("readRegularFile: no such file where its directory is missing or a dangling link; a link to a directory, or a file on the way, is refused", () => {
+    const root = workspace()
+    const real = path.join(root, "real")
+    fs.mkdirSync(real)
+    fs.writeFileSync(path.join(real, "a.txt"), "bytes")
+    fs.writeFileSync(path.join(root, "plain"), "a file, not a directory")
+    fs.symlinkSync(path.join(root, "nowhere"), path.join(root, "dangling"))
+    fs.symlinkSync(real, path.join(root, "linked"))
+    assert.strictEqual(RunFiles.readRegularFile(root, path.join(real, "a.txt"))?.toString(), "bytes")
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(real, "b.txt")))
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(root, "missing", "a.txt")))
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(root, "plain", "x", "a.txt")))
+    assert.throws(() => RunFiles.readRegularFile(root, path.join(root, "plain", "a.txt")), /not a directory/)
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(root, "dangling", "a.txt")))
+    assert.throws(() => RunFiles.readRegularFile(root, path.join(root, "linked", "a.txt")), /symbolic link/)
+  })
+
   it.effect("never overwrites: an existing file, artifact or run.json is refused and kept", () =>
     Effect.gen(function* () {
       const root = workspace()
