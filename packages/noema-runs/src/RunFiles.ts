@@ -95,9 +95,20 @@ export const linkOnTheWay = (root: string, file: string): string | undefined => 
  * file of more than `maxBytes`, when given. `undefined` when there is no such file.
  */
 export const readRegularFile = (root: string, file: string, maxBytes?: number): Buffer | undefined => {
-  if (!fs.existsSync(path.dirname(file))) return undefined
-  const problem = linkOnTheWay(root, file)
-  if (problem !== undefined) throw new Error(problem)
+  // The way down is checked first; whether the file's directory exists is asked only when the way
+  // is refused or cannot be walked: a way into no directory means no such file, as before.
+  const noDirectory = () => !fs.existsSync(path.dirname(file))
+  let problem: string | undefined
+  try {
+    problem = linkOnTheWay(root, file)
+  } catch (error) {
+    if (noDirectory()) return undefined
+    throw error
+  }
+  if (problem !== undefined) {
+    if (noDirectory()) return undefined
+    throw new Error(problem)
+  }
   let fd: number
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
@@ -165,12 +176,17 @@ const syncDirectories = async (pending: PendingDirectories): Promise<void> => {
 const directoryMode = 0o700
 const fileMode = 0o600
 
+/** Makes `directory` (0700), whose parent exists: refused if it exists; its parent is pending a directory fsync. */
+const makeDirectory = (directory: string, pending: PendingDirectories) => {
+  fs.mkdirSync(directory, { mode: directoryMode })
+  pending.add(path.dirname(directory))
+}
+
 /** Creates `directory` (and parents, 0700); each new one's parent is pending a directory fsync. */
 const ensureDirectory = (directory: string, pending: PendingDirectories) => {
   if (fs.existsSync(directory)) return
   ensureDirectory(path.dirname(directory), pending)
-  fs.mkdirSync(directory, { mode: directoryMode })
-  pending.add(path.dirname(directory))
+  makeDirectory(directory, pending)
 }
 
 /**
@@ -268,6 +284,36 @@ class Landing {
   readonly #files = new Set<Promise<void>>()
   readonly #failures: Array<FileError> = []
   readonly #names = new Set<string>()
+  /**
+   * The directories this attempt made itself (`mkdir`, which refuses one that exists): a name
+   * in one of them that is not in `#names` cannot be there yet, so it is not looked for on
+   * disk (`link` still refuses one that another process put there meanwhile).
+   */
+  readonly #made: ReadonlySet<string>
+
+  constructor(made: ReadonlySet<string>) {
+    this.#made = made
+  }
+
+  /**
+   * Takes `file`'s name for a write of this attempt, refused (`refusal`) if it is taken: written
+   * or on its way here, or, outside the directories this attempt made, on disk.
+   */
+  claim(file: string, refusal: string): void {
+    if (this.#names.has(file) || (!this.#made.has(path.dirname(file)) && fs.existsSync(file)))
+      throw new Error(refusal)
+    this.#names.add(file)
+  }
+
+  /** Gives up a name whose write failed: it is free again. */
+  release(file: string): void {
+    this.#names.delete(file)
+  }
+
+  /** Whether `directory` is one this attempt made. */
+  made(directory: string): boolean {
+    return this.#made.has(directory)
+  }
 
   /**
    * Writes `data` to `file`'s temporary file now; its fsync and its link into place follow,
@@ -281,10 +327,15 @@ class Landing {
     pending: PendingDirectories,
     after?: Promise<unknown>
   ): void {
-    if (this.#names.has(file) || fs.existsSync(file))
-      throw new Error("already written: a file of an attempt is written once, never overwritten")
-    const { temporary, synced } = startTemporary(file, data)
-    this.#names.add(file)
+    this.claim(file, "already written: a file of an attempt is written once, never overwritten")
+    let started: ReturnType<typeof startTemporary>
+    try {
+      started = startTemporary(file, data)
+    } catch (error) {
+      this.release(file)
+      throw error
+    }
+    const { temporary, synced } = started
     const landed: Promise<void> = synced
       .then(
         () => after,
@@ -305,7 +356,7 @@ class Landing {
         },
         () => {
           fs.rmSync(temporary, { force: true })
-          this.#names.delete(file)
+          this.release(file)
         }
       )
       .finally(() => this.#files.delete(landed))
@@ -644,7 +695,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
   const slots: Array<{ entry: ArtifactEntry | undefined }> = []
   const published = () => slots.flatMap((slot) => (slot.entry === undefined ? [] : [slot.entry]))
   const pending: PendingDirectories = new Set()
-  const landing = new Landing()
+  const landing = new Landing(new Set([directory, artifactsDirectory]))
   const startWrite = (file: string, data: string, after?: Promise<unknown>) =>
     attempt(file, () => landing.start(file, data, pending, after))
   /**
@@ -672,14 +723,20 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       if (slots.length >= maxCount) throw new Error(`at most ${maxCount} artifacts per stage`)
       // Every directory between the artifacts root and the file must be a real directory.
       let parent = path.dirname(target)
-      ensureDirectory(parent, pending)
+      if (!landing.made(parent)) ensureDirectory(parent, pending)
       while (parent !== artifactsDirectory) {
         if (fs.lstatSync(parent).isSymbolicLink()) throw new Error("the path goes through a symbolic link")
         parent = path.dirname(parent)
       }
-      if (fs.existsSync(target))
-        throw new Error("the artifact already exists: artifacts are never overwritten")
-      const { temporary, synced } = startTemporary(target, bytes)
+      landing.claim(target, "the artifact already exists: artifacts are never overwritten")
+      let started: ReturnType<typeof startTemporary>
+      try {
+        started = startTemporary(target, bytes)
+      } catch (error) {
+        landing.release(target)
+        throw error
+      }
+      const { temporary, synced } = started
       const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
       slots.push(slot)
       const landed = synced
@@ -695,6 +752,7 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
         })
         .catch((error: unknown) => {
           slots.splice(slots.indexOf(slot), 1)
+          landing.release(target)
           throw error
         })
       landing.track(landed)
@@ -715,7 +773,10 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
       // At once: the earlier attempt is set aside before a new one takes its name.
       fsyncDirectory(path.dirname(directory))
     }
-    ensureDirectory(artifactsDirectory, pending)
+    // Not there now (never made, or just set aside): made here, not looked for again.
+    ensureDirectory(path.dirname(directory), pending)
+    makeDirectory(directory, pending)
+    makeDirectory(artifactsDirectory, pending)
   }).pipe(
     Effect.as<StageWriter>({
       directory,

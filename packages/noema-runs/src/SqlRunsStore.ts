@@ -13,10 +13,11 @@
  * `runs_stage_attempts` and `runs_artifacts` are its projections, rewritten in
  * the same transaction and rebuilt from the log by `rebuild`.
  */
-import { Database, DatabaseError, Migrations } from "@noema/sql"
+import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import {
+  type ArtifactEntry,
   activeStatuses,
   applyAll,
   type Event,
@@ -175,6 +176,15 @@ const eventOf = (row: EventRow): Event => ({
   data: JSON.parse(row.data)
 })
 
+/** One artifact entry and another, field by field. */
+const sameArtifact = (one: ArtifactEntry, other: ArtifactEntry | undefined): boolean =>
+  one === other ||
+  (other !== undefined &&
+    one.path === other.path &&
+    one.kind === other.kind &&
+    one.sha256 === other.sha256 &&
+    one.size === other.size)
+
 interface ClaimRow {
   readonly run_id: string
   readonly owner: string
@@ -259,6 +269,69 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
             .pipe(Effect.provideService(SqlClient.BeginTransaction, "BEGIN ISOLATION LEVEL READ COMMITTED")),
         orElse: () => sql.withTransaction(effect)
       })
+    /**
+     * The statements a stage runs, compiled once (`Prepared`): each call then costs the driver's
+     * work, not a template's compilation and a statement object.
+     */
+    const statements = {
+      selectRun: Prepared.make(1, ([runId]) => sql`SELECT view FROM runs_runs WHERE run_id = ${runId}`),
+      updateRun: Prepared.make(
+        4,
+        ([status, seq, view, runId]) =>
+          sql`UPDATE runs_runs SET status = ${status}, seq = ${seq}, view = ${view} WHERE run_id = ${runId}`
+      ),
+      insertAttempt: Prepared.make(
+        10,
+        ([
+          status,
+          finishedAt,
+          errorCode,
+          errorMessage,
+          retryable,
+          runId,
+          position,
+          attempt,
+          key,
+          startedAt
+        ]) =>
+          sql`INSERT INTO runs_stage_attempts
+            (run_id, position, stage_key, attempt, status, started_at, finished_at, error_code, error_message, retryable)
+            VALUES (${runId}, ${position}, ${key}, ${attempt}, ${status}, ${startedAt}, ${finishedAt}, ${errorCode},
+              ${errorMessage}, ${retryable})`
+      ),
+      updateAttempt: Prepared.make(
+        8,
+        ([status, finishedAt, errorCode, errorMessage, retryable, runId, position, attempt]) =>
+          sql`UPDATE runs_stage_attempts SET status = ${status}, finished_at = ${finishedAt},
+            error_code = ${errorCode}, error_message = ${errorMessage}, retryable = ${retryable}
+            WHERE run_id = ${runId} AND position = ${position} AND attempt = ${attempt}`
+      ),
+      insertArtifact: Prepared.make(
+        7,
+        ([runId, position, attempt, path, kind, sha256, size]) =>
+          sql`INSERT INTO runs_artifacts (run_id, position, attempt, path, kind, sha256, size)
+            VALUES (${runId}, ${position}, ${attempt}, ${path}, ${kind}, ${sha256}, ${size})`
+      ),
+      insertEvents: Prepared.perCount((count) =>
+        Prepared.make(count * 7, (args) => {
+          const [first, ...rest] = Array.from({ length: count }, (_, row) => {
+            const [event_id, run_id, thread_id, seq, at, type, data] = args.slice(row * 7, row * 7 + 7)
+            return { event_id, run_id, thread_id, seq, at, type, data }
+          })
+          return sql`INSERT INTO runs_events ${sql.insert([first!, ...rest])}`
+        })
+      ),
+      selectEntry: Prepared.make(
+        2,
+        ([executionId, key]) =>
+          sql`SELECT value FROM runs_workflow_journal WHERE execution_id = ${executionId} AND entry_key = ${key}`
+      ),
+      events: Prepared.make(
+        1,
+        ([runId]) =>
+          sql`SELECT id, event_id, run_id, thread_id, seq, at, data FROM runs_events WHERE run_id = ${runId} ORDER BY seq`
+      )
+    }
     const forUpdate = sql.literal(sql.onDialectOrElse({ pg: () => "FOR UPDATE", orElse: () => "" }))
     const noLock = sql.literal("")
 
@@ -282,34 +355,56 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           WHERE thread_id = ${threadId} AND ${sql.in("status", activeStatuses)} ORDER BY queue_order`,
         viewsOf
       )
+    /**
+     * The view each run last had here (written by this store, or read), beside its JSON: a read
+     * whose row holds that very text gets that view back rather than parsing the text again (a
+     * stage reads its run's view three times, each a few KiB). Views are immutable, and a text
+     * that differs (another process wrote, or a transaction rolled back) is parsed as before.
+     */
+    const knownViews = new Map<string, readonly [text: string, view: RunView]>()
+    const remember = (text: string, view: RunView) => {
+      knownViews.delete(view.runId)
+      knownViews.set(view.runId, [text, view])
+      // The runs under way are few: the oldest is forgotten first.
+      if (knownViews.size > 256) knownViews.delete(knownViews.keys().next().value as string)
+    }
+    const viewOf = (runId: string, text: string): RunView => {
+      const known = knownViews.get(runId)
+      if (known !== undefined && known[0] === text) return known[1]
+      const view = JSON.parse(text) as RunView
+      remember(text, view)
+      return view
+    }
     const selectRun = (runId: string) =>
-      Effect.flatMap(sql<{ view: string }>`SELECT view FROM runs_runs WHERE run_id = ${runId}`, (rows) =>
+      Effect.flatMap(Prepared.values(sql, statements.selectRun, [runId]), (rows) =>
         rows[0] === undefined
           ? Effect.fail(new RunNotFound({ runId }))
-          : Effect.succeed(viewsOf(rows)[0] as RunView)
+          : Effect.succeed(viewOf(runId, rows[0][0] as string))
       )
     const notify = sql.onDialectOrElse({
       pg: () => Effect.asVoid(sql`SELECT pg_notify(${changesChannel}, '')`),
       orElse: () => Effect.void
     })
     /** A batch's events in one statement (its rows take their serial ids in the batch's order). */
-    const insertEvents = (events: ReadonlyArray<Event>) => {
-      const [first, ...rest] = events.map((event) => ({
-        event_id: event.event_id,
-        run_id: event.run_id,
-        thread_id: event.thread_id,
-        seq: event.seq,
-        at: event.at,
-        type: event.data.type,
-        data: JSON.stringify(event.data)
-      }))
-      return Effect.andThen(
-        first === undefined
+    const insertEvents = (events: ReadonlyArray<Event>) =>
+      Effect.andThen(
+        events.length === 0
           ? Effect.void
-          : Effect.asVoid(sql`INSERT INTO runs_events ${sql.insert([first, ...rest])}`),
+          : Prepared.values(
+              sql,
+              statements.insertEvents(events.length),
+              events.flatMap((event) => [
+                event.event_id,
+                event.run_id,
+                event.thread_id,
+                event.seq,
+                event.at,
+                event.data.type,
+                JSON.stringify(event.data)
+              ])
+            ).pipe(Effect.asVoid),
         notify
       )
-    }
     /**
      * Rewrites the run's projections from its view: a new run's (or a rebuilt one's) whole; an
      * appended run's only where its view changed (`before` is the view it was appended to),
@@ -325,33 +420,50 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               (SELECT id FROM runs_events WHERE run_id = ${view.runId} AND seq = 1), ${view.seq}, ${text})`
           yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
           yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
-        } else
-          yield* sql`UPDATE runs_runs SET status = ${view.status}, seq = ${view.seq}, view = ${text}
-            WHERE run_id = ${view.runId}`
+        } else yield* Prepared.values(sql, statements.updateRun, [view.status, view.seq, text, view.runId])
         for (const stage of view.stages) {
           const earlier = before?.stages.find((one) => one.position === stage.position)?.attempts
           for (const attempt of stage.attempts) {
             const was = earlier?.find((one) => one.attempt === attempt.attempt)
-            if (was !== undefined && JSON.stringify(was) === JSON.stringify(attempt)) continue
-            // An attempt new in this batch has no rows yet: there is nothing to delete.
-            if (was !== undefined) {
-              yield* sql`DELETE FROM runs_stage_attempts
-                WHERE run_id = ${view.runId} AND position = ${stage.position} AND attempt = ${attempt.attempt}`
+            // An attempt the batch left alone is the very object it was (`Run.apply` copies what it changes).
+            if (was !== undefined && (was === attempt || JSON.stringify(was) === JSON.stringify(attempt)))
+              continue
+            const row = [
+              attempt.status,
+              attempt.finishedAt ?? null,
+              attempt.error?.error_code ?? null,
+              attempt.error?.error_message ?? null,
+              attempt.error === undefined ? null : attempt.error.retryable ? 1 : 0,
+              view.runId,
+              stage.position,
+              attempt.attempt
+            ]
+            // The projections hold exactly the view's rows: an attempt new in this batch has none yet,
+            // one seen before has its row (updated in place) and a row per artifact it had then.
+            if (was === undefined)
+              yield* Prepared.values(sql, statements.insertAttempt, [...row, stage.key, attempt.startedAt])
+            else yield* Prepared.values(sql, statements.updateAttempt, row)
+            const published = was === undefined ? [] : was.artifacts
+            const kept = published.every((artifact, index) =>
+              sameArtifact(artifact, attempt.artifacts[index])
+            )
+            if (!kept)
               yield* sql`DELETE FROM runs_artifacts
                 WHERE run_id = ${view.runId} AND position = ${stage.position} AND attempt = ${attempt.attempt}`
-            }
-            yield* sql`INSERT INTO runs_stage_attempts
-              (run_id, position, stage_key, attempt, status, started_at, finished_at, error_code, error_message, retryable)
-              VALUES (${view.runId}, ${stage.position}, ${stage.key}, ${attempt.attempt}, ${attempt.status},
-                ${attempt.startedAt}, ${attempt.finishedAt ?? null}, ${attempt.error?.error_code ?? null},
-                ${attempt.error?.error_message ?? null}, ${attempt.error === undefined ? null : attempt.error.retryable ? 1 : 0})`
-            for (const artifact of attempt.artifacts) {
-              yield* sql`INSERT INTO runs_artifacts (run_id, position, attempt, path, kind, sha256, size)
-                VALUES (${view.runId}, ${stage.position}, ${attempt.attempt}, ${artifact.path}, ${artifact.kind},
-                  ${artifact.sha256}, ${artifact.size})`
+            for (const artifact of kept ? attempt.artifacts.slice(published.length) : attempt.artifacts) {
+              yield* Prepared.values(sql, statements.insertArtifact, [
+                view.runId,
+                stage.position,
+                attempt.attempt,
+                artifact.path,
+                artifact.kind,
+                artifact.sha256,
+                artifact.size
+              ])
             }
           }
         }
+        remember(text, view)
       })
 
     /**
@@ -387,9 +499,8 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       )
     const selectEntry = (executionId: string, key: string) =>
       Effect.map(
-        sql<{ value: string }>`SELECT value FROM runs_workflow_journal
-          WHERE execution_id = ${executionId} AND entry_key = ${key}`,
-        (rows) => rows[0]?.value
+        Prepared.values(sql, statements.selectEntry, [executionId, key]),
+        (rows) => rows[0]?.[0] as string | undefined
       )
     /** Writes the entry unless one is there; the value that stands. */
     const insertEntry = ({ executionId, key, value }: JournalEntry) =>
@@ -549,10 +660,10 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         ),
       events: (runId) =>
         orStoreError(
-          Effect.map(
-            sql<EventRow>`
-              SELECT id, event_id, run_id, thread_id, seq, at, data FROM runs_events WHERE run_id = ${runId} ORDER BY seq`,
-            (rows) => rows.map(eventOf)
+          Effect.map(Prepared.values(sql, statements.events, [runId]), (rows) =>
+            rows.map(([id, event_id, run_id, thread_id, seq, at, data]) =>
+              eventOf({ id, event_id, run_id, thread_id, seq, at, data } as EventRow)
+            )
           )
         ),
       feed: (cursor, limit = 500) =>

@@ -172,6 +172,13 @@ const fromText = <A>(schema: Schema.Top, text: string): Effect.Effect<A> =>
   Effect.orDie(
     Schema.decodeUnknownEffect(schema as Schema.Codec<A, unknown>)(JSON.parse(text))
   ) as Effect.Effect<A>
+/**
+ * An activity's recorded result, decoded. Nearly every record is `completedVoid` (each step
+ * of a run): its decoding, the same immutable result each time, is done once.
+ */
+const completedVoidResult = Effect.runSync(fromText<Result>(activityResult, completedVoid))
+const activityResultOf = (text: string): Effect.Effect<Result> =>
+  text === completedVoid ? Effect.succeed(completedVoidResult) : fromText<Result>(activityResult, text)
 
 interface ExecutionState {
   payload: object
@@ -502,7 +509,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           const instance = yield* WorkflowEngine.WorkflowInstance
           const key = `activity/${activity.name}/${attempt}`
           const recorded = yield* durable(journal.entry(instance.executionId, key))
-          if (recorded !== undefined) return yield* fromText<Result>(activityResult, recorded)
+          if (recorded !== undefined) return yield* activityResultOf(recorded)
           // A pending interrupt replays only to rebuild compensations: it runs no new activity.
           if (executions.get(instance.executionId)?.interrupted && !instance.interrupted)
             return new Workflow.Suspended({})
@@ -529,7 +536,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           const standing =
             (yield* durable(journal.entry(instance.executionId, key))) ??
             (yield* durable(journal.record(instance.executionId, key, yield* toText(activityResult, result))))
-          return yield* fromText<Result>(activityResult, standing)
+          return yield* activityResultOf(standing)
         }),
         poll: (workflow, executionId) =>
           Effect.gen(function* () {

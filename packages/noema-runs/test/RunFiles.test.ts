@@ -84,6 +84,23 @@ describe("RunFiles", () => {
       })
   )
 
+  it("readRegularFile: no such file where its directory is missing or a dangling link; a link to a directory, or a file on the way, is refused", () => {
+    const root = workspace()
+    const real = path.join(root, "real")
+    fs.mkdirSync(real)
+    fs.writeFileSync(path.join(real, "a.txt"), "bytes")
+    fs.writeFileSync(path.join(root, "plain"), "a file, not a directory")
+    fs.symlinkSync(path.join(root, "nowhere"), path.join(root, "dangling"))
+    fs.symlinkSync(real, path.join(root, "linked"))
+    assert.strictEqual(RunFiles.readRegularFile(root, path.join(real, "a.txt"))?.toString(), "bytes")
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(real, "b.txt")))
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(root, "missing", "a.txt")))
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(root, "plain", "x", "a.txt")))
+    assert.throws(() => RunFiles.readRegularFile(root, path.join(root, "plain", "a.txt")), /not a directory/)
+    assert.isUndefined(RunFiles.readRegularFile(root, path.join(root, "dangling", "a.txt")))
+    assert.throws(() => RunFiles.readRegularFile(root, path.join(root, "linked", "a.txt")), /symbolic link/)
+  })
+
   it.effect("never overwrites: an existing file, artifact or run.json is refused and kept", () =>
     Effect.gen(function* () {
       const root = workspace()
@@ -96,7 +113,53 @@ describe("RunFiles", () => {
       const second = yield* Effect.flip(writer.writeArtifact("a.txt", "two"))
       assert.include(second.message, "never overwritten")
       assert.strictEqual(fs.readFileSync(path.join(writer.artifactsDirectory, "a.txt"), "utf8"), "one")
+      // Two writes of one name at once: one is written, the other refused, and listed once.
+      const both = yield* Effect.all(
+        [writer.writeArtifact("b.txt", "one"), writer.writeArtifact("b.txt", "two")].map(Effect.result),
+        { concurrency: "unbounded" }
+      )
+      const written = both.findIndex((result) => result._tag === "Success")
+      assert.strictEqual(both.filter((result) => result._tag === "Success").length, 1)
+      assert.strictEqual(
+        fs.readFileSync(path.join(writer.artifactsDirectory, "b.txt"), "utf8"),
+        ["one", "two"][written]
+      )
+      assert.deepStrictEqual(
+        writer.artifacts().map((entry) => entry.path),
+        ["a.txt", "b.txt"]
+      )
     })
+  )
+
+  it.effect(
+    "a file of the attempt is written once: a second input.json is refused, one put in its directory by another process is kept and fails the attempt",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        yield* RunFiles.writeRunFile(root, runFile("run_1"))
+        const writer = yield* draftWriter(root)
+        yield* writer.writeInput({ request: "ours" })
+        const again = yield* Effect.flip(writer.writeInput({ request: "again" }))
+        assert.include(again.message, "never overwritten")
+        // Another process writes output.json in the directory the attempt made.
+        const output = path.join(writer.directory, "output.json")
+        fs.writeFileSync(output, "theirs")
+        // Refused at once, or when it lands: then the manifest, which waits for it, is not written.
+        const written = yield* Effect.result(writer.writeOutput({ text: "ours" }))
+        if (written._tag === "Success") {
+          const manifest = yield* Effect.flip(writer.writeManifest(manifestFields(1)))
+          assert.include(manifest.message, "output.json")
+        }
+        assert.strictEqual(fs.readFileSync(output, "utf8"), "theirs")
+        yield* writer.settle
+        assert.include(fs.readFileSync(path.join(writer.directory, "input.json"), "utf8"), "ours")
+        // No temporary file is left behind.
+        assert.deepStrictEqual(fs.readdirSync(writer.directory).sort(), [
+          "artifacts",
+          "input.json",
+          "output.json"
+        ])
+      })
   )
 
   it.effect(

@@ -150,7 +150,9 @@ describe("SqlRunsStore on a SQLite file", () => {
             { type: "StageCompleted", position: 1, attempt: 2 }
           ],
           [{ type: "StageStarted", position: 2, attempt: 1 }],
-          [artifact(2, 1, "draft.md"), { type: "StageCompleted", position: 2, attempt: 1 }],
+          // Published over two batches: the second adds its rows to the first's.
+          [artifact(2, 1, "draft.md")],
+          [artifact(2, 1, "final.md"), { type: "StageCompleted", position: 2, attempt: 1 }],
           [{ type: "RunCompleted" }]
         ]
         yield* onFile(filename, false, (store) =>
@@ -185,7 +187,7 @@ describe("SqlRunsStore on a SQLite file", () => {
             [2, 1, "completed"]
           ]
         )
-        assert.strictEqual(kept.artifacts.length, 4)
+        assert.strictEqual(kept.artifacts.length, 5)
         yield* onFile(filename, false, (store) => store.rebuild())
         assert.deepStrictEqual(rows(), kept)
       })
