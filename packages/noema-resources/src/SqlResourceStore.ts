@@ -16,7 +16,9 @@
  * appends): writes that arrive together (a planner's tasks changing state at once)
  * share one transaction and one fsync, each in a savepoint of its own, rolled back
  * alone when it fails; each caller goes on once the COMMIT holding its writes
- * returned. PostgreSQL keeps one transaction each (its server flushes concurrent
+ * returned. A write waits one turn of the event loop for company first (`gather`):
+ * node:sqlite is synchronous, so a write alone would commit before a sibling task started
+ * in the same turn could queue beside it. PostgreSQL keeps one transaction each (its server flushes concurrent
  * commits together).
  */
 import { Database, DatabaseError, GroupCommit, Migrations, Prepared } from "@noema/sql"
@@ -242,7 +244,8 @@ const storeStatements = (sql: SqlClient.SqlClient) => {
  */
 const groupedTransactions = (sql: SqlClient.SqlClient) => {
   if (Database.dialectOf(sql) === "pg") return sql.withTransaction
-  const grouped = GroupCommit.make(sql)
+  // Gathered: writers that start in one turn (a planner's sibling tasks) share a COMMIT.
+  const grouped = GroupCommit.make(sql, { gather: true })
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
     Effect.flatMap(Effect.context<R>(), (caller) =>
       grouped(() =>

@@ -127,14 +127,43 @@ describe("transactions on SQLite: group commit", () => {
           const [first, refused, third] = yield* Fiber.join(writes)
           assert.isTrue(Exit.isSuccess(first) && Exit.isSuccess(third))
           assert.isTrue(Exit.isFailure(refused))
-          // The first write committed alone; the two queued behind it, together.
-          assert.strictEqual(counter.count(), 2)
+          // Started in one turn: the three gathered into one transaction, the refused one
+          // rolled back alone.
+          assert.strictEqual(counter.count(), 1)
           assert.strictEqual(
             (yield* store.get(conversation.meta.urn)).meta.created,
             "2026-11-05T00:00:00.000Z"
           )
           assert.strictEqual((yield* store.get(other.meta.urn)).meta.created, "2026-11-06T00:00:00.000Z")
           assert.deepStrictEqual(yield* store.getMany([orphan.meta.urn]), [])
+        })
+      )
+  )
+
+  it.effect(
+    "writes that start in one turn share one COMMIT with no lock held; writes one after another commit each",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const { store, transaction } = yield* grouping
+          const { conversation, m1, m2, other } = ResourceStoreConformance.tree()
+          yield* transaction(store.putMany([conversation]))
+          // node:sqlite is synchronous: without gathering, the first would commit before the
+          // others ran, and each would commit alone (3 transactions).
+          const together = transactionCounter()
+          yield* Effect.all(
+            [m1, m2, other].map((resource) => transaction(store.putMany([resource]))),
+            { concurrency: "unbounded" }
+          ).pipe(Effect.withTracer(together.tracer))
+          assert.strictEqual(together.count(), 1)
+          // One at a time, each caller waiting for its COMMIT: one transaction each.
+          const inTurn = transactionCounter()
+          for (const message of [m1, m2])
+            yield* transaction(store.putMany([{ ...message, content: "again" }])).pipe(
+              Effect.withTracer(inTurn.tracer)
+            )
+          assert.strictEqual(inTurn.count(), 2)
+          assert.strictEqual(((yield* store.get(m2.meta.urn)) as typeof m2).content, "again")
         })
       )
   )

@@ -39,6 +39,13 @@
  *   loop, which a writer that stays alone should not pay every few commits);
  *   company found starts again from `probeEvery`. So writers that join a writer
  *   alone are grouped after at most `probeAtMost` appends.
+ * - `gather` (off by default; the session store leaves it off) trades that for company:
+ *   every append queues and its batch lets the event loop turn once before it takes the
+ *   lock, so writers that start together in one turn (a planner's sibling tasks, each
+ *   stored as it starts) share one COMMIT where a writer alone would have committed each
+ *   on its own, synchronously, before the next one ran. A writer that stays alone pays a
+ *   forked fiber and a turn of the event loop per append, and its append runs in the batch
+ *   fiber (an interruption takes it out only while it is queued, as for any batch).
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  * - The transactions (an append's alone, a batch's) are effect's `withTransaction`, except
@@ -73,6 +80,12 @@ export interface Options {
    * each append runs once, in its savepoint.
    */
   readonly rerunnable?: boolean | undefined
+  /**
+   * Every append waits one turn of the event loop for company before its batch takes the lock
+   * (see the module comment): for writers that start together, at the cost of that turn when
+   * one is alone. Default false: a writer alone commits at once, in its own fiber.
+   */
+  readonly gather?: boolean | undefined
 }
 
 /** Appends made alone after which a batch first waits one turn of the event loop for company. */
@@ -158,6 +171,7 @@ const transactionOf = (
  */
 export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const rerunnable = options?.rerunnable === true
+  const gather = options?.gather === true
   const inTransaction = transactionOf(sql, rerunnable)
   const queue: Array<Job> = []
   let committing = false
@@ -283,7 +297,7 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   // (interruptible as its caller is), with no mask or queue on the way.
   const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     if (!committing) {
-      if (!waitForCompany()) return alone(append)
+      if (!gather && !waitForCompany()) return alone(append)
       company = true
     }
     return queued(append)
