@@ -169,6 +169,24 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
   )
 
   it.effect(
+    "the copy packs chunkSize vectors a chunk, not vec0's 1024: a KNN reads a small index's few, not a 1024-vector blob",
+    () =>
+      Effect.gen(function* () {
+        const file = freshFile()
+        // Past copyFrom (the copy is kept from then on) and one chunk.
+        const { list } = dataSet(VectorCopy.chunkSize + 40, 2)
+        const index = yield* open(file)
+        yield* index.upsert(list)
+        assert.isBelow(VectorCopy.chunkSize, 1024)
+        assert.equal(
+          yield* count(file, `noema_vectors_vec0_${dimensions}_chunks`),
+          Math.ceil(list.length / VectorCopy.chunkSize)
+        )
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
     "catches up with writes made without the extension (new, replaced, removed vectors)",
     () =>
       Effect.gen(function* () {
