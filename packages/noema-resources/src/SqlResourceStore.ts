@@ -244,8 +244,9 @@ const storeStatements = (sql: SqlClient.SqlClient) => {
  */
 const groupedTransactions = (sql: SqlClient.SqlClient) => {
   if (Database.dialectOf(sql) === "pg") return sql.withTransaction
-  // Gathered: writers that start in one turn (a planner's sibling tasks) share a COMMIT.
-  const grouped = GroupCommit.make(sql, { gather: true })
+  // Gathered: writers that start in one turn (a planner's sibling tasks) share a COMMIT; the
+  // vector index's copy is caught up once before it (`beforeCommit`), not once a write.
+  const grouped = GroupCommit.make(sql, { gather: true, beforeCommit: true })
   return <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
     Effect.flatMap(Effect.context<R>(), (caller) =>
       grouped(() =>

@@ -2,11 +2,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Database } from "@noema/sql"
+import { Database, GroupCommit } from "@noema/sql"
 import { transactionCounter } from "@noema/sql/testing"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as Resource from "../src/Resource.js"
 import * as ResourceStoreConformance from "../src/ResourceStoreConformance.js"
 import * as SqlResourceStore from "../src/SqlResourceStore.js"
 
@@ -164,6 +165,53 @@ describe("transactions on SQLite: group commit", () => {
             )
           assert.strictEqual(inTurn.count(), 2)
           assert.strictEqual(((yield* store.get(m2.meta.urn)) as typeof m2).content, "again")
+        })
+      )
+  )
+
+  it.effect(
+    "a step registered with beforeCommit by gathered writes runs once, after all of them and before their COMMIT; elsewhere at once",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const { store, sql, transaction } = yield* grouping
+          const { conversation, m1, m2, other } = ResourceStoreConformance.tree()
+          yield* transaction(store.putMany([conversation]))
+          // What the step saw each time it ran: the resources its transaction held.
+          const seen: Array<number> = []
+          const step = Effect.flatMap(
+            sql<{ n: number }>`SELECT count(*) AS n FROM ${sql(SqlResourceStore.resourcesTable)}`,
+            (rows) => Effect.sync(() => seen.push(rows[0]?.n ?? -1))
+          )
+          const key = {}
+          const counter = transactionCounter()
+          const write = (resource: Resource.Resource, registerFirst: boolean) =>
+            Effect.exit(
+              transaction(
+                registerFirst
+                  ? Effect.andThen(GroupCommit.beforeCommit(sql, key, step), store.putMany([resource]))
+                  : Effect.andThen(store.putMany([resource]), GroupCommit.beforeCommit(sql, key, step))
+              )
+            )
+          // The second registers the step, then is refused (its parent is missing).
+          const [first, refused, third] = yield* Effect.all(
+            [
+              write(m1, false),
+              write(ResourceStoreConformance.tree().subtask, true),
+              write(m2, false)
+            ] as const,
+            { concurrency: "unbounded" }
+          ).pipe(Effect.withTracer(counter.tracer))
+          assert.isTrue(Exit.isSuccess(first) && Exit.isSuccess(third) && Exit.isFailure(refused))
+          assert.strictEqual(counter.count(), 1)
+          // Once, with both accepted writes there: the conversation, m1 and m2.
+          assert.deepStrictEqual(seen, [3])
+          // Outside a group commit's transaction, at once: alone, and in a transaction of its own.
+          yield* GroupCommit.beforeCommit(sql, key, step)
+          yield* sql.withTransaction(
+            Effect.andThen(store.putMany([other]), GroupCommit.beforeCommit(sql, key, step))
+          )
+          assert.deepStrictEqual(seen, [3, 3, 4])
         })
       )
   )

@@ -46,6 +46,11 @@
  *   on its own, synchronously, before the next one ran. A writer that stays alone pays a
  *   forked fiber and a turn of the event loop per append, and its append runs in the batch
  *   fiber (an interruption takes it out only while it is queued, as for any batch).
+ * - `beforeCommit` (off by default; the session store leaves it off): a step an append
+ *   registers with `GroupCommit.beforeCommit` runs once in the transaction, after the last of
+ *   its appends and before its COMMIT, however many appends registered it (a derived copy
+ *   caught up once for a batch of writes, not once a write). A step that fails fails the
+ *   transaction, and so every append it held.
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  * - The transactions (an append's alone, a batch's) are effect's `withTransaction`, except
@@ -86,7 +91,59 @@ export interface Options {
    * one is alone. Default false: a writer alone commits at once, in its own fiber.
    */
   readonly gather?: boolean | undefined
+  /**
+   * The transactions run the steps their appends register with `beforeCommit` once, before
+   * the COMMIT. Default false: `beforeCommit` runs a step at once, as outside a group.
+   */
+  readonly beforeCommit?: boolean | undefined
 }
+
+/**
+ * The steps registered in each open transaction of a group commit made with `beforeCommit`, by
+ * its connection (a transaction holds its connection alone until it ends).
+ */
+const closing = new WeakMap<SqlConnection.Connection, Map<unknown, Effect.Effect<void, SqlError.SqlError>>>()
+
+/**
+ * `step` run once before the COMMIT of the group commit transaction open in this fiber (one made
+ * with `beforeCommit`), once per `key` however many appends register it; elsewhere (no
+ * transaction, or another one) it runs at once. The step runs whatever part of the transaction
+ * was rolled back since (an append refused in its savepoint), so it must read what it needs from
+ * the transaction as it stands then, as a catch-up from a change log does.
+ */
+export const beforeCommit = (
+  sql: SqlClient.SqlClient,
+  key: unknown,
+  step: Effect.Effect<void, SqlError.SqlError>
+): Effect.Effect<void, SqlError.SqlError> =>
+  Effect.withFiber((fiber) => {
+    const level = openTransaction(sql, fiber.context)
+    const steps = level === undefined ? undefined : closing.get(level[0])
+    if (steps === undefined) return step
+    if (!steps.has(key)) steps.set(key, step)
+    return Effect.void
+  })
+
+/** `body` on `connection` with steps registered in it run after it succeeds, before the COMMIT. */
+const withClosingSteps = <A, E>(
+  connection: SqlConnection.Connection,
+  body: Effect.Effect<A, E | SqlError.SqlError>
+): Effect.Effect<A, E | SqlError.SqlError> =>
+  Effect.suspend(() => {
+    const steps = new Map<unknown, Effect.Effect<void, SqlError.SqlError>>()
+    closing.set(connection, steps)
+    return Effect.ensuring(
+      Effect.flatMap(body, (value) =>
+        steps.size === 0
+          ? Effect.succeed(value)
+          : Effect.as(
+              Effect.forEach([...steps.values()], (step) => step, { discard: true }),
+              value
+            )
+      ),
+      Effect.sync(() => closing.delete(connection))
+    )
+  })
 
 /** Appends made alone after which a batch first waits one turn of the event loop for company. */
 export const probeEvery = 8
@@ -172,6 +229,7 @@ const transactionOf = (
 export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const rerunnable = options?.rerunnable === true
   const gather = options?.gather === true
+  const closingSteps = options?.beforeCommit === true
   const inTransaction = transactionOf(sql, rerunnable)
   const queue: Array<Job> = []
   let committing = false
@@ -211,7 +269,8 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
         inTransaction((connection) =>
           Effect.suspend(() => {
             batch ??= takeBatch()
-            return runBatch(connection, batch, savepoints)
+            const appends = runBatch(connection, batch, savepoints)
+            return closingSteps ? withClosingSteps(connection, appends) : appends
           })
         )
       )
@@ -269,7 +328,10 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     committing = true
     company = false
-    return Effect.onExit(inTransaction(append), afterAlone)
+    return Effect.onExit(
+      inTransaction(closingSteps ? (connection) => withClosingSteps(connection, append(connection)) : append),
+      afterAlone
+    )
   }
 
   // One function for every append made alone, not a closure each.
