@@ -72,6 +72,52 @@ describe("reading", () => {
   )
 })
 
+describe("writing", () => {
+  it.effect(
+    "a put again rewrites the row's body only, not its type index entry: fewer WAL pages than an upsert that assigns the unchanged type",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const file = sqliteFile()
+          const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: file }))
+          const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+          const sql = Context.get(context, SqlClient.SqlClient)
+          const { conversation, m1, m2, task } = ResourceStoreConformance.tree()
+          yield* store.putMany([conversation, m1, m2, task])
+          /** The WAL pages `write` adds, from an emptied WAL. */
+          const walPages = <E>(write: Effect.Effect<unknown, E>) =>
+            Effect.gen(function* () {
+              yield* sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+              yield* write
+              return Math.round((fs.statSync(`${file}-wal`).size - 32) / (4096 + 24))
+            })
+          const again = yield* walPages(
+            store.putMany([
+              { ...m1, content: "hi again" },
+              { ...m2, content: "hello again" }
+            ])
+          )
+          assert.strictEqual(((yield* store.get(m2.meta.urn)) as typeof m2).content, "hello again")
+          assert.strictEqual((yield* store.get(m2.meta.urn)).meta.type, "message")
+          // The same rows through an upsert that assigns their (unchanged) type and parent too.
+          const assigningType = yield* walPages(
+            sql.withTransaction(
+              Effect.forEach([m1, m2], (message) =>
+                sql.unsafe(
+                  `INSERT INTO ${SqlResourceStore.resourcesTable} (urn, type, parent, body) VALUES (?, ?, ?, ?)
+                  ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`,
+                  [message.meta.urn, message.meta.type, message.meta.parent, JSON.stringify(message)]
+                )
+              )
+            )
+          )
+          assert.isAbove(again, 0)
+          assert.isBelow(again, assigningType)
+        })
+      )
+  )
+})
+
 /** `effect` with the clock standing at `millis`: which caller's services a grouped body ran with. */
 const at = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(Clock.clockWith(Effect.succeed), (clock) =>
