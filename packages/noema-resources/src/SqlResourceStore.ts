@@ -17,9 +17,9 @@
  * share one transaction and one fsync, each in a savepoint of its own, rolled back
  * alone when it fails; each caller goes on once the COMMIT holding its writes
  * returned. A write waits one turn of the event loop for company first (`gather`):
- * node:sqlite is synchronous, so a write alone would commit before a sibling task started
- * in the same turn could queue beside it. PostgreSQL keeps one transaction each (its server flushes concurrent
- * commits together).
+ * node:sqlite is synchronous, so a write alone would commit before a sibling task
+ * started in the same turn could queue beside it. PostgreSQL keeps one transaction
+ * each (its server flushes concurrent commits together).
  */
 import { Database, DatabaseError, GroupCommit, Migrations, Prepared } from "@noema/sql"
 import { Context, Effect, Layer } from "effect"
