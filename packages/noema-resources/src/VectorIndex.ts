@@ -25,7 +25,7 @@
  * cannot be compared. `reset` empties it for the new embedder, explicitly.
  */
 import { Embedder } from "@noema/core"
-import { Database, DatabaseError, Migrations, Prepared } from "@noema/sql"
+import { Database, DatabaseError, GroupCommit, Migrations, Prepared } from "@noema/sql"
 import { Effect, Schema } from "effect"
 import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { floatVectorsOf } from "./internal/floatVectors.js"
@@ -727,9 +727,15 @@ export const makeSql = (
             copyInUse = extent >= copyFrom
             return copyInUse
           })
-    /** After a write, in its transaction: the copy caught up, once the index is worth searching through it. */
+    /**
+     * After a write, in its transaction: the copy caught up, once the index is worth searching
+     * through it. In a group commit's transaction (the store's on SQLite) once, before its COMMIT,
+     * for every write the transaction holds: the log then holds them all, and one fill copies them.
+     */
     const keepCopy = (copy: VectorCopy.Copy) =>
-      Effect.flatMap(inUse(copy), (used) => (used ? copy.catchUp : Effect.void))
+      Effect.flatMap(inUse(copy), (used) =>
+        used ? GroupCommit.beforeCommit(sql, copy, copy.catchUp) : Effect.void
+      )
 
     const { queryVector, vectorsOf } = common(embedder)
     /** A vector as its column's parameter: pgvector's text form (cast in the statement), else its bytes. */

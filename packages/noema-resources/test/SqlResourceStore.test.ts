@@ -2,11 +2,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Database } from "@noema/sql"
+import { Database, GroupCommit } from "@noema/sql"
 import { transactionCounter } from "@noema/sql/testing"
 import { TestDatabase } from "@noema/testing-postgres"
 import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as Resource from "../src/Resource.js"
 import * as ResourceStoreConformance from "../src/ResourceStoreConformance.js"
 import * as SqlResourceStore from "../src/SqlResourceStore.js"
 
@@ -71,6 +72,52 @@ describe("reading", () => {
   )
 })
 
+describe("writing", () => {
+  it.effect(
+    "a put again rewrites the row's body only, not its type index entry: fewer WAL pages than an upsert that assigns the unchanged type",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const file = sqliteFile()
+          const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: file }))
+          const store = yield* Effect.provideContext(SqlResourceStore.fromDatabase, context)
+          const sql = Context.get(context, SqlClient.SqlClient)
+          const { conversation, m1, m2, task } = ResourceStoreConformance.tree()
+          yield* store.putMany([conversation, m1, m2, task])
+          /** The WAL pages `write` adds, from an emptied WAL. */
+          const walPages = <E>(write: Effect.Effect<unknown, E>) =>
+            Effect.gen(function* () {
+              yield* sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+              yield* write
+              return Math.round((fs.statSync(`${file}-wal`).size - 32) / (4096 + 24))
+            })
+          const again = yield* walPages(
+            store.putMany([
+              { ...m1, content: "hi again" },
+              { ...m2, content: "hello again" }
+            ])
+          )
+          assert.strictEqual(((yield* store.get(m2.meta.urn)) as typeof m2).content, "hello again")
+          assert.strictEqual((yield* store.get(m2.meta.urn)).meta.type, "message")
+          // The same rows through an upsert that assigns their (unchanged) type and parent too.
+          const assigningType = yield* walPages(
+            sql.withTransaction(
+              Effect.forEach([m1, m2], (message) =>
+                sql.unsafe(
+                  `INSERT INTO ${SqlResourceStore.resourcesTable} (urn, type, parent, body) VALUES (?, ?, ?, ?)
+                  ON CONFLICT (urn) DO UPDATE SET type = excluded.type, parent = excluded.parent, body = excluded.body`,
+                  [message.meta.urn, message.meta.type, message.meta.parent, JSON.stringify(message)]
+                )
+              )
+            )
+          )
+          assert.isAbove(again, 0)
+          assert.isBelow(again, assigningType)
+        })
+      )
+  )
+})
+
 /** `effect` with the clock standing at `millis`: which caller's services a grouped body ran with. */
 const at = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(Clock.clockWith(Effect.succeed), (clock) =>
@@ -127,14 +174,90 @@ describe("transactions on SQLite: group commit", () => {
           const [first, refused, third] = yield* Fiber.join(writes)
           assert.isTrue(Exit.isSuccess(first) && Exit.isSuccess(third))
           assert.isTrue(Exit.isFailure(refused))
-          // The first write committed alone; the two queued behind it, together.
-          assert.strictEqual(counter.count(), 2)
+          // Started in one turn: the three gathered into one transaction, the refused one
+          // rolled back alone.
+          assert.strictEqual(counter.count(), 1)
           assert.strictEqual(
             (yield* store.get(conversation.meta.urn)).meta.created,
             "2026-11-05T00:00:00.000Z"
           )
           assert.strictEqual((yield* store.get(other.meta.urn)).meta.created, "2026-11-06T00:00:00.000Z")
           assert.deepStrictEqual(yield* store.getMany([orphan.meta.urn]), [])
+        })
+      )
+  )
+
+  it.effect(
+    "writes that start in one turn share one COMMIT with no lock held; writes one after another commit each",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const { store, transaction } = yield* grouping
+          const { conversation, m1, m2, other } = ResourceStoreConformance.tree()
+          yield* transaction(store.putMany([conversation]))
+          // node:sqlite is synchronous: without gathering, the first would commit before the
+          // others ran, and each would commit alone (3 transactions).
+          const together = transactionCounter()
+          yield* Effect.all(
+            [m1, m2, other].map((resource) => transaction(store.putMany([resource]))),
+            { concurrency: "unbounded" }
+          ).pipe(Effect.withTracer(together.tracer))
+          assert.strictEqual(together.count(), 1)
+          // One at a time, each caller waiting for its COMMIT: one transaction each.
+          const inTurn = transactionCounter()
+          for (const message of [m1, m2])
+            yield* transaction(store.putMany([{ ...message, content: "again" }])).pipe(
+              Effect.withTracer(inTurn.tracer)
+            )
+          assert.strictEqual(inTurn.count(), 2)
+          assert.strictEqual(((yield* store.get(m2.meta.urn)) as typeof m2).content, "again")
+        })
+      )
+  )
+
+  it.effect(
+    "a step registered with beforeCommit by gathered writes runs once, after all of them and before their COMMIT; elsewhere at once",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const { store, sql, transaction } = yield* grouping
+          const { conversation, m1, m2, other } = ResourceStoreConformance.tree()
+          yield* transaction(store.putMany([conversation]))
+          // What the step saw each time it ran: the resources its transaction held.
+          const seen: Array<number> = []
+          const step = Effect.flatMap(
+            sql<{ n: number }>`SELECT count(*) AS n FROM ${sql(SqlResourceStore.resourcesTable)}`,
+            (rows) => Effect.sync(() => seen.push(rows[0]?.n ?? -1))
+          )
+          const key = {}
+          const counter = transactionCounter()
+          const write = (resource: Resource.Resource, registerFirst: boolean) =>
+            Effect.exit(
+              transaction(
+                registerFirst
+                  ? Effect.andThen(GroupCommit.beforeCommit(sql, key, step), store.putMany([resource]))
+                  : Effect.andThen(store.putMany([resource]), GroupCommit.beforeCommit(sql, key, step))
+              )
+            )
+          // The second registers the step, then is refused (its parent is missing).
+          const [first, refused, third] = yield* Effect.all(
+            [
+              write(m1, false),
+              write(ResourceStoreConformance.tree().subtask, true),
+              write(m2, false)
+            ] as const,
+            { concurrency: "unbounded" }
+          ).pipe(Effect.withTracer(counter.tracer))
+          assert.isTrue(Exit.isSuccess(first) && Exit.isSuccess(third) && Exit.isFailure(refused))
+          assert.strictEqual(counter.count(), 1)
+          // Once, with both accepted writes there: the conversation, m1 and m2.
+          assert.deepStrictEqual(seen, [3])
+          // Outside a group commit's transaction, at once: alone, and in a transaction of its own.
+          yield* GroupCommit.beforeCommit(sql, key, step)
+          yield* sql.withTransaction(
+            Effect.andThen(store.putMany([other]), GroupCommit.beforeCommit(sql, key, step))
+          )
+          assert.deepStrictEqual(seen, [3, 3, 4])
         })
       )
   )

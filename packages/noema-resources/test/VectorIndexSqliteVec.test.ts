@@ -8,7 +8,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import type { Embedder } from "@noema/core"
-import { Database } from "@noema/sql"
+import { Database, GroupCommit } from "@noema/sql"
 import { SqliteClient } from "@noema/sql-sqlite"
 import { Context, Effect, Layer, Logger } from "effect"
 import { SqlClient } from "effect/sql"
@@ -166,6 +166,51 @@ describe("VectorIndex on SQLite with sqlite-vec", () => {
         assert.equal(yield* count(file, "noema_vectors_changes"), 0)
       }).pipe(Effect.scoped),
     120_000
+  )
+
+  it.effect(
+    "the copy packs chunkSize vectors a chunk, not vec0's 1024: a KNN reads a small index's few, not a 1024-vector blob",
+    () =>
+      Effect.gen(function* () {
+        const file = freshFile()
+        // Past copyFrom (the copy is kept from then on) and one chunk.
+        const { list } = dataSet(VectorCopy.chunkSize + 40, 2)
+        const index = yield* open(file)
+        yield* index.upsert(list)
+        assert.isBelow(VectorCopy.chunkSize, 1024)
+        assert.equal(
+          yield* count(file, `noema_vectors_vec0_${dimensions}_chunks`),
+          Math.ceil(list.length / VectorCopy.chunkSize)
+        )
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
+    "writes gathered into a group commit's transaction bring the copy along before its COMMIT, once for all",
+    () =>
+      Effect.gen(function* () {
+        const file = freshFile()
+        const context = yield* Layer.build(Database.layer({ kind: "sqlite", filename: file }))
+        const index = yield* Effect.provideContext(VectorIndex.fromDatabase(embedder), context)
+        const sql = Context.get(context, SqlClient.SqlClient)
+        const { list, random } = dataSet(VectorCopy.chunkSize + 200, 3)
+        // Past copyFrom first: from then on every write keeps the copy.
+        yield* index.upsert(list.slice(0, 300))
+        const grouped = GroupCommit.make(sql, { gather: true, beforeCommit: true })
+        const rest = list.slice(300)
+        const batches = Array.from({ length: 8 }, (_, i) => rest.filter((_, j) => j % 8 === i))
+        yield* Effect.all(
+          batches.map((batch) => grouped(() => index.upsert(batch))),
+          { concurrency: "unbounded" }
+        )
+        // Right after the COMMIT: nothing left in the log, every vector in the copy.
+        assert.equal(yield* count(file, "noema_vectors_changes"), 0)
+        assert.equal(yield* count(file, `noema_vectors_vec0_${dimensions}_rowids`), list.length)
+        const scan = yield* open(file, { sqliteVec: false })
+        yield* sameAsScan(index, scan, searches(random, list).slice(0, 11))
+      }).pipe(Effect.scoped),
+    60_000
   )
 
   it.effect(

@@ -39,6 +39,18 @@
  *   loop, which a writer that stays alone should not pay every few commits);
  *   company found starts again from `probeEvery`. So writers that join a writer
  *   alone are grouped after at most `probeAtMost` appends.
+ * - `gather` (off by default; the session store leaves it off) trades that for company:
+ *   every append queues and its batch lets the event loop turn once before it takes the
+ *   lock, so writers that start together in one turn (a planner's sibling tasks, each
+ *   stored as it starts) share one COMMIT where a writer alone would have committed each
+ *   on its own, synchronously, before the next one ran. A writer that stays alone pays a
+ *   forked fiber and a turn of the event loop per append, and its append runs in the batch
+ *   fiber (an interruption takes it out only while it is queued, as for any batch).
+ * - `beforeCommit` (off by default; the session store leaves it off): a step an append
+ *   registers with `GroupCommit.beforeCommit` runs once in the transaction, after the last of
+ *   its appends and before its COMMIT, however many appends registered it (a derived copy
+ *   caught up once for a batch of writes, not once a write). A step that fails fails the
+ *   transaction, and so every append it held.
  * - An append made inside a transaction already open on the client (a session
  *   created with its first turn) is not grouped: it is a savepoint of that one.
  * - The transactions (an append's alone, a batch's) are effect's `withTransaction`, except
@@ -73,7 +85,65 @@ export interface Options {
    * each append runs once, in its savepoint.
    */
   readonly rerunnable?: boolean | undefined
+  /**
+   * Every append waits one turn of the event loop for company before its batch takes the lock
+   * (see the module comment): for writers that start together, at the cost of that turn when
+   * one is alone. Default false: a writer alone commits at once, in its own fiber.
+   */
+  readonly gather?: boolean | undefined
+  /**
+   * The transactions run the steps their appends register with `beforeCommit` once, before
+   * the COMMIT. Default false: `beforeCommit` runs a step at once, as outside a group.
+   */
+  readonly beforeCommit?: boolean | undefined
 }
+
+/**
+ * The steps registered in each open transaction of a group commit made with `beforeCommit`, by
+ * its connection (a transaction holds its connection alone until it ends).
+ */
+const closing = new WeakMap<SqlConnection.Connection, Map<unknown, Effect.Effect<void, SqlError.SqlError>>>()
+
+/**
+ * `step` run once before the COMMIT of the group commit transaction open in this fiber (one made
+ * with `beforeCommit`), once per `key` however many appends register it; elsewhere (no
+ * transaction, or another one) it runs at once. The step runs whatever part of the transaction
+ * was rolled back since (an append refused in its savepoint), so it must read what it needs from
+ * the transaction as it stands then, as a catch-up from a change log does.
+ */
+export const beforeCommit = (
+  sql: SqlClient.SqlClient,
+  key: unknown,
+  step: Effect.Effect<void, SqlError.SqlError>
+): Effect.Effect<void, SqlError.SqlError> =>
+  Effect.withFiber((fiber) => {
+    const level = openTransaction(sql, fiber.context)
+    const steps = level === undefined ? undefined : closing.get(level[0])
+    if (steps === undefined) return step
+    if (!steps.has(key)) steps.set(key, step)
+    return Effect.void
+  })
+
+/** `body` on `connection` with steps registered in it run after it succeeds, before the COMMIT. */
+const withClosingSteps = <A, E>(
+  connection: SqlConnection.Connection,
+  body: Effect.Effect<A, E | SqlError.SqlError>
+): Effect.Effect<A, E | SqlError.SqlError> =>
+  Effect.suspend(() => {
+    const steps = new Map<unknown, Effect.Effect<void, SqlError.SqlError>>()
+    closing.set(connection, steps)
+    return Effect.ensuring(
+      Effect.flatMap(body, (value) =>
+        steps.size === 0
+          ? Effect.succeed(value)
+          : Effect.as(
+              Effect.forEach([...steps.values()], (step) => step, { discard: true }),
+              value
+            )
+      ),
+      Effect.sync(() => closing.delete(connection))
+    )
+  })
 
 /** Appends made alone after which a batch first waits one turn of the event loop for company. */
 export const probeEvery = 8
@@ -158,6 +228,8 @@ const transactionOf = (
  */
 export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const rerunnable = options?.rerunnable === true
+  const gather = options?.gather === true
+  const closingSteps = options?.beforeCommit === true
   const inTransaction = transactionOf(sql, rerunnable)
   const queue: Array<Job> = []
   let committing = false
@@ -197,7 +269,8 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
         inTransaction((connection) =>
           Effect.suspend(() => {
             batch ??= takeBatch()
-            return runBatch(connection, batch, savepoints)
+            const appends = runBatch(connection, batch, savepoints)
+            return closingSteps ? withClosingSteps(connection, appends) : appends
           })
         )
       )
@@ -255,7 +328,10 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   const alone = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     committing = true
     company = false
-    return Effect.onExit(inTransaction(append), afterAlone)
+    return Effect.onExit(
+      inTransaction(closingSteps ? (connection) => withClosingSteps(connection, append(connection)) : append),
+      afterAlone
+    )
   }
 
   // One function for every append made alone, not a closure each.
@@ -283,7 +359,7 @@ export const make = (sql: SqlClient.SqlClient, options?: Options) => {
   // (interruptible as its caller is), with no mask or queue on the way.
   const grouped = <A, E>(append: Append<A, E>): Effect.Effect<A, E | SqlError.SqlError> => {
     if (!committing) {
-      if (!waitForCompany()) return alone(append)
+      if (!gather && !waitForCompany()) return alone(append)
       company = true
     }
     return queued(append)
