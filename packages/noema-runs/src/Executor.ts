@@ -444,6 +444,22 @@ export const make = (options: Options): Executor => {
       ).pipe(Effect.flatten)
     })
 
+  /**
+   * The `event_id` of the attempt's `StageStarted`, from the timeline: for an attempt started
+   * under a view stored before the view kept it (`AttemptView.startedEventId`).
+   */
+  const startedEventOf = (runId: string, position: number, attempt: number) =>
+    Effect.map(
+      store.events(runId),
+      (events) =>
+        events.findLast(
+          (event) =>
+            event.data.type === "StageStarted" &&
+            event.data.position === position &&
+            event.data.attempt === attempt
+        )?.event_id ?? ""
+    )
+
   /** Whether the stage at `position` is the only one of `run` not completed: its completion completes the run. */
   const isLastToComplete = (run: RunView, position: number) =>
     run.stages.every((stage) => stage.position === position || stage.status === "completed")
@@ -487,15 +503,10 @@ export const make = (options: Options): Executor => {
       const attempt = begun?.attempt ?? stage.attempts.length + 1
       const started =
         begun === undefined ? yield* append(run.runId, [{ type: "StageStarted", position, attempt }]) : run
-      const events = yield* store.events(run.runId)
-      const startedEvent = events.findLast(
-        (event) =>
-          event.data.type === "StageStarted" &&
-          event.data.position === position &&
-          event.data.attempt === attempt
-      )
-      const startedAt =
-        started.stages[position - 1]?.attempts[attempt - 1]?.startedAt ?? new Date().toISOString()
+      const startedAttempt = started.stages[position - 1]?.attempts[attempt - 1]
+      const startedEventId =
+        startedAttempt?.startedEventId ?? (yield* startedEventOf(run.runId, position, attempt))
+      const startedAt = startedAttempt?.startedAt ?? new Date().toISOString()
       const writer = yield* RunFiles.stageWriter({
         workspace,
         runId: run.runId,
@@ -513,7 +524,7 @@ export const make = (options: Options): Executor => {
         finished_at: new Date().toISOString(),
         thread_id: run.threadId,
         run_id: run.runId,
-        event_id: startedEvent?.event_id ?? "",
+        event_id: startedEventId,
         model: chosen.identity
       })
       // The attempt's artifacts are published with its outcome, in one commit after its manifest:

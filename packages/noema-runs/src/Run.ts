@@ -283,6 +283,11 @@ export interface AttemptView {
   readonly attempt: number
   readonly status: "running" | "completed" | "failed" | "canceled"
   readonly startedAt: string
+  /**
+   * The `event_id` of the attempt's `StageStarted` (its manifest names it): kept here so an
+   * attempt needs no read of the run's timeline to find it. Absent in views stored before.
+   */
+  readonly startedEventId?: string
   readonly finishedAt?: string
   readonly error?: StageError
   readonly artifacts: ReadonlyArray<ArtifactEntry>
@@ -453,7 +458,13 @@ const applyOne = (run: RunView | undefined, event: Event): RunView | IllegalTran
           status: "running",
           attempts: [
             ...s.attempts,
-            { attempt: data.attempt, status: "running", startedAt: event.at, artifacts: [] }
+            {
+              attempt: data.attempt,
+              status: "running",
+              startedAt: event.at,
+              startedEventId: event.event_id,
+              artifacts: []
+            }
           ]
         }))
       )

@@ -119,6 +119,61 @@ describe("Executor", () => {
     })
   )
 
+  it.effect(
+    "a manifest names its attempt's StageStarted, also under a view stored before it kept that event's id",
+    () =>
+      Effect.gen(function* () {
+        const memory = yield* RunsStore.makeMemory()
+        // Views as a store that kept them before `startedEventId` was folded in gives them back.
+        const withoutIds = (run: Run.RunView): Run.RunView => ({
+          ...run,
+          stages: run.stages.map((stage) => ({
+            ...stage,
+            attempts: stage.attempts.map(({ startedEventId: _kept, ...attempt }) => attempt)
+          }))
+        })
+        const store: RunsStore.Service = {
+          ...memory,
+          getRun: (runId) => Effect.map(memory.getRun(runId), withoutIds),
+          append: (runId, events, options) => Effect.map(memory.append(runId, events, options), withoutIds)
+        }
+        for (const kept of [memory, store]) {
+          const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+          const executor = Executor.make({
+            store: kept,
+            workspace,
+            model: ScriptedChatModel.make({ replies: ["one", "two"] })
+          })
+          const thread = yield* kept.createThread({ title: "t" })
+          const run = yield* executor.create({
+            threadId: thread.id,
+            request: "r",
+            pipeline: Pipeline.defaultPipeline
+          })
+          const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+          assert.strictEqual(outcome.run.status, "completed")
+          const started = (yield* memory.events(run.runId)).filter((e) => e.data.type === "StageStarted")
+          const named = ["01-brief", "02-result"].map(
+            (stage) =>
+              JSON.parse(
+                fs.readFileSync(
+                  path.join(RunFiles.runDirectory(workspace, run.runId), "stages", stage, "manifest.json"),
+                  "utf8"
+                )
+              ).event_id
+          )
+          assert.deepStrictEqual(
+            named,
+            started.map((e) => e.event_id)
+          )
+          assert.deepStrictEqual(
+            (yield* memory.getRun(run.runId)).stages.map((stage) => stage.attempts[0]?.startedEventId),
+            named
+          )
+        }
+      })
+  )
+
   it.effect("a failed stage fails the run with error_code, keeps earlier stages; retry adds an attempt", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread, model, store } = yield* setup([
