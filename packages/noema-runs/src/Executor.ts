@@ -416,10 +416,12 @@ export const make = (options: Options): Executor => {
       const result =
         completed === undefined || ends === undefined
           ? undefined
-          : yield* StoreWorkflowEngine.executionCompleted(RunWorkflow, completed.executionId, {
+          : yield* StoreWorkflowEngine.executionCompleted(RunWorkflow, completed.entry.executionId, {
               status: ends
             })
-      return yield* append(runId, events, { journal: completed, result })
+      const appended = yield* append(runId, events, { journal: completed?.entry, result })
+      completed?.recorded()
+      return appended
     })
 
   const handOff: HandOff.Options = {
