@@ -612,6 +612,31 @@ export const make = (options: Options): Executor => {
 
   /** The pipelines of the runs executing here (the body falls back to run.json). */
   const pipelines = new Map<string, Pipeline>()
+  /**
+   * The runs `execute` started here with their first stage's attempt in the commit of their
+   * start (`firstAttempt`): that attempt and the model it runs on, taken by the run's body.
+   */
+  const startedHere = new Map<string, { readonly begun: Begun; readonly model: AvailableModel }>()
+
+  /**
+   * The first stage's attempt, when it may start in the commit of the run's start, as a stage's
+   * next one does in the commit of its completion: the execution runs here (its body carries the
+   * attempt on), the stage needs no approval, and this process has the model run.json names. A
+   * run.json that cannot be read or names a model missing here starts the run alone, as before,
+   * and its body tells why it cannot go on.
+   */
+  const firstAttempt = (run: RunView) =>
+    Effect.gen(function* () {
+      const stage = currentStage(run)
+      if (engine.placement !== "caller" || stage === undefined || stage.needsApproval) return undefined
+      const file = yield* Effect.option(RunFiles.readRunFile(workspace, run))
+      const model = Option.isNone(file)
+        ? undefined
+        : chooseModel(file.value.model, models, options.carryOnWith)
+      return model === undefined
+        ? undefined
+        : { begun: { position: stage.position, attempt: stage.attempts.length + 1 }, model }
+    })
 
   /**
    * The model the run's stages run on (`chooseModel`, from its run.json). Where this process
@@ -658,14 +683,18 @@ export const make = (options: Options): Executor => {
       // An execution moved to another runner (its shards taken over): the attempt its last
       // runner left running is settled here, as `resume` does for the claims engine.
       if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
+      // Started here with its first stage's attempt (`firstAttempt`): taken once, by this run.
+      const atStart = startedHere.get(runId)
+      startedHere.delete(runId)
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
-      let model: AvailableModel | undefined
+      let model: AvailableModel | undefined = atStart?.model
       /**
-       * The attempt the last step started in its own commit, which the next step carries on. Only
-       * this body knows it: a replay finds that attempt running with no step of its own and
-       * leaves it to be settled (`settleStopped`), as an attempt whose process stopped.
+       * The attempt the last step started in its own commit (or the run's start did), which the
+       * next step carries on. Only this body knows it: a replay finds that attempt running with no
+       * step of its own and leaves it to be settled (`settleStopped`), as an attempt whose process
+       * stopped.
        */
-      let begun: Begun | undefined
+      let begun: Begun | undefined = atStart?.begun
       while (true) {
         const run = known ?? (yield* Effect.orDie(store.getRun(runId)))
         known = undefined
@@ -738,9 +767,10 @@ export const make = (options: Options): Executor => {
   /**
    * The run, started if it was queued and its thread is free; `Queued` (with why) if not. On an
    * engine whose journal is the store's, the run's first execution is recorded in the commit of
-   * its start.
+   * its start. `here`: the run is executed here next, so its first stage's attempt may start in
+   * that commit too (`firstAttempt`).
    */
-  const startIfQueued = (runId: string) =>
+  const startIfQueued = (runId: string, here: boolean) =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
       if (run.status !== "queued") return { _tag: "Run", run, fresh: false } as const
@@ -749,8 +779,21 @@ export const make = (options: Options): Executor => {
         engine.executionStart === undefined
           ? undefined
           : yield* engine.executionStart(executionOfStart(runId, 1), { runId })
-      const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }], { execution }))
-      if (started._tag === "Success") return { _tag: "Run", run: started.success, fresh: true } as const
+      const first = here ? yield* firstAttempt(run) : undefined
+      const started = yield* Effect.result(
+        append(
+          runId,
+          [
+            { type: "RunStarted" },
+            ...(first === undefined ? [] : [{ type: "StageStarted" as const, ...first.begun }])
+          ],
+          { execution }
+        )
+      )
+      if (started._tag === "Success") {
+        if (first !== undefined) startedHere.set(runId, first)
+        return { _tag: "Run", run: started.success, fresh: true } as const
+      }
       if (started.failure._tag !== "IllegalTransition") return yield* Effect.fail(started.failure)
       // Refused because another process (a worker, a runner) started it just now: carried on
       // as any run already started is; still queued, its thread is busy.
@@ -762,7 +805,7 @@ export const make = (options: Options): Executor => {
 
   const submit = (runId: string): Effect.Effect<Submitted, AppendError> =>
     Effect.gen(function* () {
-      const start = yield* startIfQueued(runId)
+      const start = yield* startIfQueued(runId, false)
       if (start._tag === "Queued") return start
       const { run } = start
       if (run.status === "waiting_approval") {
@@ -780,7 +823,7 @@ export const make = (options: Options): Executor => {
 
   const execute = (runId: string, pipeline: Pipeline): Effect.Effect<Outcome, ExecuteError> =>
     Effect.gen(function* () {
-      const start = yield* startIfQueued(runId)
+      const start = yield* startIfQueued(runId, true)
       if (start._tag === "Queued") return start
       let run = start.run
       if (run.status !== "running" && run.status !== "waiting_approval")
@@ -788,9 +831,14 @@ export const make = (options: Options): Executor => {
       const executionId = start.fresh ? executionOfStart(runId, 1) : yield* executionOf(runId)
       const once = Effect.gen(function* () {
         pipelines.set(runId, pipeline)
-        const result = yield* engine
-          .run(RunWorkflow, { executionId, payload: { runId } })
-          .pipe(Effect.ensuring(Effect.sync(() => pipelines.delete(runId))))
+        const result = yield* engine.run(RunWorkflow, { executionId, payload: { runId } }).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              pipelines.delete(runId)
+              startedHere.delete(runId)
+            })
+          )
+        )
         if (result._tag === "Suspended" && result.cause !== undefined)
           return yield* failureOf(result.cause) as Effect.Effect<never, ExecuteError>
         return result

@@ -706,10 +706,9 @@ describe("Executor.resume", () => {
         })
         const stopped = yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline))
         assert.isTrue(Exit.isFailure(stopped))
-        // Stage 1's completion and stage 2's start are one commit.
+        // The run's start and stage 1's are one commit; stage 1's completion and stage 2's start are one.
         assert.deepStrictEqual(batches, [
-          ["RunStarted"],
-          ["StageStarted"],
+          ["RunStarted", "StageStarted"],
           ["ArtifactPublished", "StageCompleted", "StageStarted"]
         ])
         assert.isFalse(fs.existsSync(RunFiles.stagePath(workspace, run.runId, 2, "result")))
@@ -728,6 +727,63 @@ describe("Executor.resume", () => {
         // Stage 1 did not run again.
         assert.strictEqual(model.requests.length, 2)
         assert.deepStrictEqual((yield* RunFiles.verifyRun(workspace, outcome.run)).problems, [])
+      })
+  )
+
+  it.effect(
+    "a first stage started in the commit of the run's start, its process stopped before its step: resume records it interrupted and runs a new attempt; a gated first stage starts alone",
+    () =>
+      Effect.gen(function* () {
+        const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+        const store = yield* RunsStore.makeMemory()
+        const model = ScriptedChatModel.make({ replies: ["brief done", "result done"] })
+        const thread = yield* store.createThread()
+        const batches: Array<ReadonlyArray<string>> = []
+        const counting: RunsStore.Service = {
+          ...store,
+          append: (runId, events, options) =>
+            Effect.tap(store.append(runId, events, options), () =>
+              Effect.sync(() => batches.push(events.map((event) => event.type)))
+            )
+        }
+        // The process stops as soon as the run's start is committed, before its first step runs.
+        const stopping = Executor.make({
+          store: counting,
+          workspace,
+          model,
+          onEvent: (_run, event) =>
+            event.type === "StageStarted" ? Effect.die("the process stopped") : Effect.void
+        })
+        const run = yield* stopping.create({
+          threadId: thread.id,
+          request: "tea",
+          pipeline: Pipeline.defaultPipeline
+        })
+        assert.isTrue(
+          Exit.isFailure(yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline)))
+        )
+        assert.deepStrictEqual(batches, [["RunStarted", "StageStarted"]])
+        assert.isFalse(fs.existsSync(RunFiles.stagePath(workspace, run.runId, 1, "brief")))
+        const outcome = yield* Executor.make({ store, workspace, model }).resume(run.runId)
+        assert.strictEqual(outcome.run.status, "completed")
+        assert.deepStrictEqual(
+          outcome.run.stages.map((stage) => stage.attempts.map((a) => [a.status, a.error?.error_code])),
+          [
+            [
+              ["failed", "interrupted"],
+              ["completed", undefined]
+            ],
+            [["completed", undefined]]
+          ]
+        )
+        assert.strictEqual(model.requests.length, 2)
+        assert.deepStrictEqual((yield* RunFiles.verifyRun(workspace, outcome.run)).problems, [])
+        // A first stage that waits for approval does not start with the run.
+        batches.length = 0
+        const waiting = Executor.make({ store: counting, workspace, model })
+        const gatedRun = yield* waiting.create({ threadId: thread.id, request: "tea", pipeline: gated })
+        assert.strictEqual((yield* waiting.execute(gatedRun.runId, gated))._tag, "WaitingApproval")
+        assert.deepStrictEqual(batches, [["RunStarted"], ["ApprovalRequested"]])
       })
   )
 
