@@ -420,7 +420,7 @@ export const make = (options: Options): Executor => {
               status: ends
             })
       const appended = yield* append(runId, events, { journal: completed?.entry, result })
-      completed?.recorded()
+      completed?.recorded({ result: result !== undefined })
       return appended
     })
 

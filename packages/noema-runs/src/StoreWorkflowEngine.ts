@@ -54,20 +54,31 @@ import {
   Workflow,
   WorkflowEngine
 } from "effect/workflow"
-import type { ExecutionResult, ExecutionStart, JournalEntry, WorkflowJournal } from "./RunsStore.js"
+import type {
+  ExecutionRecord,
+  ExecutionResult,
+  ExecutionStart,
+  JournalEntry,
+  WorkflowJournal
+} from "./RunsStore.js"
 
 /**
  * Offered by this engine to the activity under way: the journal entry that records it as
  * completed with no value (an activity whose success is void). An activity whose last act is
  * a write to the runs store writes the entry in that write's transaction (`append`'s
  * `journal`), so the activity's outcome and its record are one commit where they were two,
- * and says so once that write committed (`recorded`): the engine then writes nothing (not told,
- * it writes the entry, and the first write stands: a commit more, nothing changed). An engine
+ * and says so once that write committed (`recorded`, with `result` when the write also recorded
+ * the execution's result, `RunsStore.AppendOptions.result`): the engine then writes nothing, and
+ * reads nothing back (not told, it writes the entry, the first write standing, and reads the
+ * execution before it writes its result: a commit or a read more, nothing changed). An engine
  * that keeps its journal elsewhere (effect/cluster's) offers none.
  */
 export class CompletedActivity extends Context.Service<
   CompletedActivity,
-  { readonly entry: JournalEntry; readonly recorded: () => void }
+  {
+    readonly entry: JournalEntry
+    readonly recorded: (also?: { readonly result: boolean }) => void
+  }
 >()("@noema/runs/StoreWorkflowEngine/CompletedActivity") {}
 
 type WorkflowInstance = WorkflowEngine.WorkflowInstance["Service"]
@@ -194,6 +205,11 @@ interface ExecutionState {
   fiber: Fiber.Fiber<Result> | undefined
   /** A replay is being started. */
   starting: boolean
+  /**
+   * The journal's record of the execution as `load` just read it, for the replay it starts next
+   * to use rather than read it again (a replay after that reads it).
+   */
+  loaded: ExecutionRecord | undefined
   /** Callers waiting here for the execution's run (`run`): while any waits, a wake replays it. */
   awaiting: number
   /** Completed, and replaced, whenever the above change or the state is dropped (see `changed`). */
@@ -222,6 +238,8 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
      * each of its activities once, not before each one.
      */
     const activityRecords = new WeakMap<WorkflowInstance, Map<string, string>>()
+    /** The runs whose last activity recorded the execution's result with its own write. */
+    const resultRecorded = new WeakSet<WorkflowInstance>()
     const activityRecord = (instance: WorkflowInstance, key: string) =>
       Effect.suspend(() => {
         const known = activityRecords.get(instance)
@@ -280,8 +298,12 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         return
       }
       // An interrupt asked for by another process is seen on the next replay.
+      const loaded = state.loaded
+      state.loaded = undefined
       state.starting = true
-      const record = yield* durable(journal.execution(executionId)).pipe(
+      const record = yield* (
+        loaded === undefined ? durable(journal.execution(executionId)) : Effect.succeed(loaded)
+      ).pipe(
         Effect.onExit(() =>
           Effect.sync(() => {
             state.starting = false
@@ -320,10 +342,10 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         Workflow.intoResult,
         Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
         (effect) => deferredState.trackRun(instance, effect),
-        // Read first: a last step that wrote the result with its events (`executionCompleted`)
-        // needs no write here (a write that changes nothing still commits, and waits on the disk).
+        // A last step that wrote the result with its events (`executionCompleted`) needs no write
+        // here; not told, read first (a write that changes nothing still commits, and waits on the disk).
         Effect.tap((result) =>
-          result._tag === "Complete"
+          result._tag === "Complete" && !resultRecorded.has(instance)
             ? Effect.flatMap(durable(journal.execution(executionId)), (record) =>
                 record?.result !== undefined
                   ? Effect.void
@@ -402,6 +424,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           resumeRequested: undefined,
           fiber: undefined,
           starting: false,
+          loaded: record,
           awaiting: 0,
           changed: Deferred.makeUnsafe(),
           done: Deferred.makeUnsafe(),
@@ -542,8 +565,9 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           let recordedByActivity = false
           const completed = {
             entry: { executionId: instance.executionId, key, value: completedVoid },
-            recorded: () => {
+            recorded: (also?: { readonly result: boolean }) => {
               recordedByActivity = true
+              if (also?.result === true) resultRecorded.add(instance)
             }
           }
           const result = yield* (activity as unknown as Activity.AnyWithProps).executeEncoded.pipe(

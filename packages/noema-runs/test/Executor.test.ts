@@ -174,6 +174,48 @@ describe("Executor", () => {
       })
   )
 
+  it.effect("a run executed here reads its workflow execution once and no activity's record one by one", () =>
+    Effect.gen(function* () {
+      const memory = yield* RunsStore.makeMemory()
+      const reads: Array<string> = []
+      const counted =
+        <A extends ReadonlyArray<unknown>, B>(name: string, f: (...args: A) => B) =>
+        (...args: A): B => {
+          reads.push(name)
+          return f(...args)
+        }
+      const store: RunsStore.Service = {
+        ...memory,
+        journal: {
+          ...memory.journal,
+          execution: counted("execution", memory.journal.execution),
+          entry: counted("entry", memory.journal.entry),
+          entries: counted("entries", memory.journal.entries)
+        }
+      }
+      const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+      const executor = Executor.make({
+        store,
+        workspace,
+        model: ScriptedChatModel.make({ replies: ["one", "two"] })
+      })
+      const thread = yield* store.createThread({ title: "t" })
+      const run = yield* executor.create({
+        threadId: thread.id,
+        request: "r",
+        pipeline: Pipeline.defaultPipeline
+      })
+      assert.strictEqual(
+        (yield* executor.execute(run.runId, Pipeline.defaultPipeline)).run.status,
+        "completed"
+      )
+      // The execution's record when it is loaded (its start recorded it; the last step, its result),
+      // the activities' records when the first one runs (each step records its own).
+      assert.deepStrictEqual(reads, ["execution", "entries"])
+      assert.isDefined((yield* memory.journal.execution(`${run.runId}/1`))?.result)
+    })
+  )
+
   it.effect("a failed stage fails the run with error_code, keeps earlier stages; retry adds an attempt", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread, model, store } = yield* setup([
