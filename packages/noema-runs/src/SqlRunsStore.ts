@@ -321,6 +321,14 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           return sql`INSERT INTO runs_events ${sql.insert([first!, ...rest])}`
         })
       ),
+      insertEntry: Prepared.make(
+        4,
+        ([executionId, key, value, recordedAt]) =>
+          sql`INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
+            VALUES (${executionId}, ${key}, ${value}, ${recordedAt})
+            ON CONFLICT (execution_id, entry_key) DO NOTHING
+            RETURNING value`
+      ),
       selectEntry: Prepared.make(
         2,
         ([executionId, key]) =>
@@ -505,13 +513,14 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
     /** Writes the entry unless one is there; the value that stands. */
     const insertEntry = ({ executionId, key, value }: JournalEntry) =>
       Effect.gen(function* () {
-        const inserted = yield* sql<{ value: string }>`
-          INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
-          VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
-          ON CONFLICT (execution_id, entry_key) DO NOTHING
-          RETURNING value`
+        const inserted = yield* Prepared.values(sql, statements.insertEntry, [
+          executionId,
+          key,
+          value,
+          new Date().toISOString()
+        ])
         // Nothing returned: an entry was there already, and it stands.
-        return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
+        return (inserted[0]?.[0] as string | undefined) ?? (yield* selectEntry(executionId, key)) ?? value
       })
     /** Records the execution unless it is there (the first record stands). */
     const insertExecution = ({ executionId, workflow, payload }: ExecutionStart) =>
