@@ -66,6 +66,7 @@ import {
   type AppendOptions,
   type ClaimRequest,
   type CreateRunError,
+  type ExecutionResult,
   type ExecutionStart,
   RunsStoreError,
   type Service as Store,
@@ -347,6 +348,20 @@ export const currentExecution = (store: Store, runId: string): Effect.Effect<str
     executionOfStart(runId, events.filter((event) => event.data.type === "RunStarted").length)
   )
 
+/**
+ * The journal's record of a run's workflow result (`{ status }`): its text is the same for every
+ * run ending so, encoded once per status, not at each run's end.
+ */
+const runResults = new Map<string, string>()
+const runResult = (executionId: string, status: string): Effect.Effect<ExecutionResult> => {
+  const known = runResults.get(status)
+  return known !== undefined
+    ? Effect.succeed({ executionId, result: known })
+    : Effect.tap(StoreWorkflowEngine.executionCompleted(RunWorkflow, executionId, { status }), ({ result }) =>
+        Effect.sync(() => runResults.set(status, result))
+      )
+}
+
 /** The execution of the run's `start`-th start (1, 2, ...). */
 const executionOfStart = (runId: string, start: number) => `${runId}/${start}`
 
@@ -393,11 +408,13 @@ export const make = (options: Options): Executor => {
   ]
   /** The tool names a pipeline may use here. */
   const offered = PipelineModule.toolNames(options.tools ?? [])
-  const notify = options.onEvent ?? (() => Effect.void)
+  const notify = options.onEvent
   const append = (runId: string, events: ReadonlyArray<EventData>, appendOptions?: AppendOptions) =>
-    Effect.tap(store.append(runId, events, appendOptions), (run) =>
-      Effect.forEach(events, (event) => notify(run, event), { discard: true })
-    )
+    notify === undefined
+      ? store.append(runId, events, appendOptions)
+      : Effect.tap(store.append(runId, events, appendOptions), (run) =>
+          Effect.forEach(events, (event) => notify(run, event), { discard: true })
+        )
   /**
    * `append` as the last act of the step under way: on the store's own engine, the step's
    * journal record goes in the same commit (`StoreWorkflowEngine.CompletedActivity`), and so
@@ -416,9 +433,7 @@ export const make = (options: Options): Executor => {
       const result =
         completed === undefined || ends === undefined
           ? undefined
-          : yield* StoreWorkflowEngine.executionCompleted(RunWorkflow, completed.entry.executionId, {
-              status: ends
-            })
+          : yield* runResult(completed.entry.executionId, ends)
       const appended = yield* append(runId, events, { journal: completed?.entry, result })
       completed?.recorded({ result: result !== undefined })
       return appended

@@ -414,23 +414,29 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         notify
       )
     /**
-     * Rewrites the run's projections from its view: a new run's (or a rebuilt one's) whole; an
-     * appended run's only where its view changed (`before` is the view it was appended to),
-     * so a write costs what it changed, not what the run holds.
+     * Rewrites the run's projections from its view: a new run's (`"new"`: it has no rows yet) or
+     * a rebuilt one's (`"rebuilt"`: its rows are replaced) whole; an appended run's only where
+     * its view changed (`before` is the view it was appended to), so a write costs what it
+     * changed, not what the run holds.
      */
-    const project = (view: RunView, before?: RunView) =>
+    const project = (view: RunView, before: RunView | "new" | "rebuilt") =>
       Effect.gen(function* () {
         const text = JSON.stringify(view)
-        if (before === undefined) {
+        if (typeof before === "string") {
           // The FIFO order: the log's serial id of the run's first event.
           yield* sql`INSERT INTO runs_runs (run_id, thread_id, status, created_at, queue_order, seq, view)
             VALUES (${view.runId}, ${view.threadId}, ${view.status}, ${view.createdAt},
               (SELECT id FROM runs_events WHERE run_id = ${view.runId} AND seq = 1), ${view.seq}, ${text})`
-          yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
-          yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
+          if (before === "rebuilt") {
+            yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
+            yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
+          }
         } else yield* Prepared.values(sql, statements.updateRun, [view.status, view.seq, text, view.runId])
         for (const stage of view.stages) {
-          const earlier = before?.stages.find((one) => one.position === stage.position)?.attempts
+          const earlier =
+            typeof before === "string"
+              ? undefined
+              : before.stages.find((one) => one.position === stage.position)?.attempts
           for (const attempt of stage.attempts) {
             const was = earlier?.find((one) => one.attempt === attempt.attempt)
             // An attempt the batch left alone is the very object it was (`Run.apply` copies what it changes).
@@ -616,7 +622,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               const queued = queuedRun(runId, thread, options)
               if (queued instanceof InvalidInput) return yield* Effect.fail(queued)
               yield* insertEvents(queued.events)
-              yield* project(queued.view)
+              yield* project(queued.view, "new")
               if (options.claim !== undefined) yield* takeClaim(runId, options.claim)
               return queued.view
             })
@@ -702,7 +708,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
                       detail: `run ${run_id}'s log does not fold: ${view.message}`
                     })
                   )
-                yield* project(view)
+                yield* project(view, "rebuilt")
               }
               return ids.length
             })
