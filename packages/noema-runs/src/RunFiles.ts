@@ -70,20 +70,31 @@ const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 // ---------------------------------------------------------------------------
 
 /**
+ * The directories found real on the way down during one pass of reads (a stage's hand-off
+ * reads every earlier stage's files, all under the same run and stage directories): each is
+ * looked at once in the pass, not once per file under it. A pass is one go, as the walk
+ * before each open already is; the next pass looks again.
+ */
+export type Walked = Set<string>
+
+/**
  * The problem with the way from `root` down to `file`'s directory, if any: every
  * directory on it must be a real directory, not a symbolic link (a link placed in a
- * run's directory must not lead a reader outside it).
+ * run's directory must not lead a reader outside it). `walked`: the pass's directories
+ * already found real, not looked at again; those found real here are added.
  */
-export const linkOnTheWay = (root: string, file: string): string | undefined => {
+export const linkOnTheWay = (root: string, file: string, walked?: Walked): string | undefined => {
   const relative = path.relative(root, path.dirname(file))
   if (relative === "") return undefined
   if (relative.startsWith("..") || path.isAbsolute(relative)) return "outside the directory it belongs to"
   let at = root
   for (const segment of relative.split(path.sep)) {
     at = path.join(at, segment)
+    if (walked?.has(at)) continue
     const stat = fs.lstatSync(at)
     if (stat.isSymbolicLink()) return "the path goes through a symbolic link"
     if (!stat.isDirectory()) return "the path goes through something that is not a directory"
+    walked?.add(at)
   }
   return undefined
 }
@@ -93,14 +104,20 @@ export const linkOnTheWay = (root: string, file: string): string | undefined => 
  * directories: a symbolic link, a FIFO (whose open would block the reader), a device or a
  * directory is refused with an error saying which, never followed or waited on; so is a
  * file of more than `maxBytes`, when given. `undefined` when there is no such file.
+ * `walked`: the directories this pass of reads found real already (`Walked`).
  */
-export const readRegularFile = (root: string, file: string, maxBytes?: number): Buffer | undefined => {
+export const readRegularFile = (
+  root: string,
+  file: string,
+  maxBytes?: number,
+  walked?: Walked
+): Buffer | undefined => {
   // The way down is checked first; whether the file's directory exists is asked only when the way
   // is refused or cannot be walked: a way into no directory means no such file, as before.
   const noDirectory = () => !fs.existsSync(path.dirname(file))
   let problem: string | undefined
   try {
-    problem = linkOnTheWay(root, file)
+    problem = linkOnTheWay(root, file, walked)
   } catch (error) {
     if (noDirectory()) return undefined
     throw error
@@ -892,7 +909,8 @@ const publishedName = (artifact: PublishedArtifact) =>
  */
 export const readPublished = (
   workspace: string,
-  artifact: PublishedArtifact
+  artifact: PublishedArtifact,
+  walked?: Walked
 ): Effect.Effect<Buffer, FileError> => {
   const name = publishedName(artifact)
   const directory = attemptPath(
@@ -907,7 +925,7 @@ export const readPublished = (
   if (named instanceof FileError) return Effect.fail(new FileError({ path: name, detail: named.detail }))
   return Effect.try({
     try: () => {
-      const bytes = readRegularFile(workspace, named.target, artifact.entry.size)
+      const bytes = readRegularFile(workspace, named.target, artifact.entry.size, walked)
       if (bytes === undefined) throw new Error("missing: the file is not there any more")
       if (bytes.length !== artifact.entry.size || sha256(bytes) !== artifact.entry.sha256)
         throw new Error("changed since it was published: its sha256 is not the one recorded")
