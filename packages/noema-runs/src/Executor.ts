@@ -39,7 +39,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { type ChatModel, ConversationContext, Message, TokenCounter, type Tool } from "@noema/core"
-import { Cause, Effect, Exit, Option, Schema, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Option, Schema, Scope } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import * as ErrorCode from "./internal/ErrorCode.js"
 import * as HandOff from "./internal/HandOff.js"
@@ -365,6 +365,24 @@ const runResult = (executionId: string, status: string): Effect.Effect<Execution
 /** The execution of the run's `start`-th start (1, 2, ...). */
 const executionOfStart = (runId: string, start: number) => `${runId}/${start}`
 
+/** What the step under way does: its activity (`stepActivity`) runs it. */
+class StepWork extends Context.Service<StepWork, Effect.Effect<void>>()("@noema/runs/Executor/StepWork") {}
+
+/**
+ * The activity of a run's step named `name` (`stage/2/attempt/1`, ...), made once per name:
+ * effect's `Activity.make` builds and compiles its schemas each time, and a step is the same
+ * activity in every run, only its work (`StepWork`) differs.
+ */
+const stepActivities = new Map<string, Activity.Activity<Schema.Void, Schema.Never, StepWork>>()
+const stepActivity = (name: string) => {
+  let activity = stepActivities.get(name)
+  if (activity === undefined) {
+    activity = Activity.make({ name, execute: Effect.flatMap(Effect.service(StepWork), (work) => work) })
+    stepActivities.set(name, activity)
+  }
+  return activity
+}
+
 /** The durable deferred a run's workflow waits on before a gated stage. */
 export const approvalGate = (position: number) =>
   DurableDeferred.make(`approval/${position}`, { success: Schema.Struct({ approved: Schema.Boolean }) })
@@ -679,7 +697,7 @@ export const make = (options: Options): Executor => {
   const step = (name: string, effect: Effect.Effect<unknown, ExecuteError>) =>
     // A failure of the store or the disk is a defect here: the engine records no result for it,
     // and the workflow (SuspendOnFailure) suspends, to be replayed from this step.
-    Activity.make({ name, execute: Effect.asVoid(Effect.orDie(effect)) })
+    Effect.provideService(stepActivity(name), StepWork, Effect.asVoid(Effect.orDie(effect)))
 
   /**
    * The workflow's body: each time the run's view is read, the next step is decided from it
