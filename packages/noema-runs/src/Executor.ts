@@ -1055,7 +1055,7 @@ export const make = (options: Options): Executor => {
         // run.json first, then the run: a run in the store always has its file, whenever the
         // process dies (a kill in between leaves only a directory no run names). The timeline
         // records the file's sha256: what is carried on later is checked against it.
-        yield* RunFiles.writeRunFile(workspace, file)
+        const runFileSha256 = yield* RunFiles.writeRunFile(workspace, file)
         return yield* store
           .createRun({
             threadId,
@@ -1063,7 +1063,7 @@ export const make = (options: Options): Executor => {
             pipeline: pipeline.name,
             stages,
             runId: file.run_id,
-            runFileSha256: RunFiles.sha256(RunFiles.encodeRunFile(file)),
+            runFileSha256,
             ...(claim !== undefined && { claim })
           })
           .pipe(Effect.tapError(() => RunFiles.discardRunFile(workspace, file.run_id)))

@@ -458,6 +458,19 @@ export interface RunFileRef {
 
 const decodeRunFile = Schema.decodeUnknownExit(Schema.fromJsonString(RunFile))
 
+/**
+ * The run.json files this process wrote or decoded, by the sha256 of their bytes: bytes that
+ * hash to one of these are that file (a run's files are read back once a run, each read
+ * hashed against the timeline's record, and decoding is most of a read's work). Bounded: the
+ * runs under way are few.
+ */
+const knownRunFiles = new Map<string, RunFile>()
+const rememberRunFile = (sha: string, file: RunFile) => {
+  knownRunFiles.delete(sha)
+  knownRunFiles.set(sha, file)
+  if (knownRunFiles.size > 256) knownRunFiles.delete(knownRunFiles.keys().next().value as string)
+}
+
 /** What `run.json`'s bytes are, against the sha256 the timeline recorded. */
 type RunFileCheck =
   | { readonly _tag: "Valid"; readonly file: RunFile; readonly sha256: "matches" | "not recorded" }
@@ -472,9 +485,12 @@ const checkRunFile = (bytes: Uint8Array, run: RunFileRef): RunFileCheck => {
       _tag: "Changed",
       error: new RunFileChanged({ path: runFileName(run.runId), recorded: run.runFileSha256, found })
     }
-  const decoded = decodeRunFile(Buffer.from(bytes).toString("utf8"))
+  const known = knownRunFiles.get(found)
+  const decoded =
+    known === undefined ? decodeRunFile(Buffer.from(bytes).toString("utf8")) : Exit.succeed(known)
   if (Exit.isFailure(decoded))
     return { _tag: "Invalid", detail: `not a run file: ${oneLine(describe(Cause.squash(decoded.cause)))}` }
+  if (known === undefined) rememberRunFile(found, decoded.value)
   if (decoded.value.run_id !== run.runId)
     return { _tag: "Invalid", detail: `it is the run.json of another run (${decoded.value.run_id})` }
   return {
@@ -520,9 +536,20 @@ export const discardRunFile = (workspace: string, runId: string): Effect.Effect<
     }
   })
 
-export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<void, FileError> => {
+/**
+ * Writes the run's `run.json` (never over one there); the sha256 of its bytes, which the
+ * timeline records. Read back in this process, those bytes are not decoded again.
+ */
+export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<string, FileError> => {
   const file = path.join(workspace, runFileName(run.run_id))
-  return attemptWrite(file, () => writeFileAtomic(file, encodeRunFile(run)))
+  const text = encodeRunFile(run)
+  return attemptWrite(file, async () => {
+    await writeFileAtomic(file, text)
+    const sha = sha256(text)
+    // As a reader decodes them: the JSON of the bytes written (no value of `run` left unwritten).
+    rememberRunFile(sha, JSON.parse(text) as RunFile)
+    return sha
+  })
 }
 
 export interface Manifest {

@@ -134,6 +134,29 @@ describe("RunFiles", () => {
     assert.throws(() => RunFiles.readRegularFile(root, path.join(real, "sub", "a.txt")), /symbolic link/)
   })
 
+  it.effect(
+    "readRunFile gives back what writeRunFile wrote, against the sha256 it returned; bytes changed since are checked, not taken as known",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        const file = runFile("run_1")
+        const sha = yield* RunFiles.writeRunFile(root, file)
+        assert.strictEqual(sha, RunFiles.sha256(RunFiles.encodeRunFile(file)))
+        assert.deepStrictEqual(
+          yield* RunFiles.readRunFile(root, { runId: "run_1", runFileSha256: sha }),
+          file
+        )
+        const onDisk = path.join(root, "runs", "run_1", "run.json")
+        fs.chmodSync(onDisk, 0o600)
+        fs.writeFileSync(onDisk, JSON.stringify({ ...file, request: "other" }))
+        const changed = yield* Effect.flip(RunFiles.readRunFile(root, { runId: "run_1", runFileSha256: sha }))
+        assert.strictEqual(changed._tag, "RunFileChanged")
+        fs.writeFileSync(onDisk, JSON.stringify({ ...file, stages: "none" }))
+        const invalid = yield* Effect.flip(RunFiles.readRunFile(root, { runId: "run_1" }))
+        assert.include(invalid.message, "not a run file")
+      })
+  )
+
   it.effect("never overwrites: an existing file, artifact or run.json is refused and kept", () =>
     Effect.gen(function* () {
       const root = workspace()
