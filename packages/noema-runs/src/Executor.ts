@@ -709,10 +709,29 @@ export const make = (options: Options): Executor => {
       const first = yield* Effect.orDie(store.getRun(runId))
       const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOfRun(first)))
       /**
-       * The view this body read last and has not changed since: the first step is decided from
-       * it rather than from a read of its own (each read is a round trip on a run's start).
+       * The view the next step is decided from, when there is one at hand: the body's first read,
+       * or the view the last step's own commit returned, when that step ran here (a read just
+       * after that commit would tell no more: what another process appends later is seen by the
+       * next commit, as it is when it lands just after a read). Otherwise the view is read.
        */
       let known: RunView | undefined = first
+      /** A step whose commit returns the run's view, which the next step is decided from (`known`). */
+      const stepCommitting = (name: string, effect: Effect.Effect<RunView, ExecuteError>) => {
+        let committed: RunView | undefined
+        return Effect.andThen(
+          step(
+            name,
+            Effect.tap(effect, (view) =>
+              Effect.sync(() => {
+                committed = view
+              })
+            )
+          ),
+          Effect.sync(() => {
+            known = committed
+          })
+        )
+      }
       // An execution moved to another runner (its shards taken over): the attempt its last
       // runner left running is settled here, as `resume` does for the claims engine.
       if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
@@ -745,9 +764,9 @@ export const make = (options: Options): Executor => {
         if (run.status !== "running") return { status: run.status }
         const stage = currentStage(run)
         if (stage === undefined) {
-          yield* step("complete", appendLast(runId, [{ type: "RunCompleted" }]))
+          yield* stepCommitting("complete", appendLast(runId, [{ type: "RunCompleted" }]))
         } else if (stage.needsApproval && !stage.approved) {
-          yield* step(
+          yield* stepCommitting(
             `request-approval/${stage.position}`,
             appendLast(runId, [{ type: "ApprovalRequested", position: stage.position }])
           )
@@ -765,7 +784,7 @@ export const make = (options: Options): Executor => {
           model ??= yield* Effect.orDie(modelFor(run))
           // The last stage's step completes the run too (`runAttempt`); `complete` above stays for
           // a run whose last stage completed without it (stored by an earlier version).
-          yield* step(
+          yield* stepCommitting(
             `stage/${stage.position}/attempt/${attempt}`,
             runAttempt(run, pipeline, stage.position, model, carried, (next) => {
               begun = next
