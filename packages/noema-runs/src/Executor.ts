@@ -646,10 +646,17 @@ export const make = (options: Options): Executor => {
   /** The pipelines of the runs executing here (the body falls back to run.json). */
   const pipelines = new Map<string, Pipeline>()
   /**
-   * The runs `execute` started here with their first stage's attempt in the commit of their
-   * start (`firstAttempt`): that attempt and the model it runs on, taken by the run's body.
+   * The runs `execute` started here, taken by the run's body: the view their start's commit
+   * returned, and the first stage's attempt when it started in that commit (`firstAttempt`)
+   * with the model it runs on.
    */
-  const startedHere = new Map<string, { readonly begun: Begun; readonly model: AvailableModel }>()
+  const startedHere = new Map<
+    string,
+    {
+      readonly view: RunView
+      readonly first: { readonly begun: Begun; readonly model: AvailableModel } | undefined
+    }
+  >()
 
   /**
    * The first stage's attempt, when it may start in the commit of the run's start, as a stage's
@@ -706,12 +713,15 @@ export const make = (options: Options): Executor => {
    */
   const body = ({ runId }: { readonly runId: string }) =>
     Effect.gen(function* () {
-      const first = yield* Effect.orDie(store.getRun(runId))
+      // Started here just now (`startedHere`): taken once, by this run.
+      const atStart = startedHere.get(runId)
+      startedHere.delete(runId)
+      const first = atStart?.view ?? (yield* Effect.orDie(store.getRun(runId)))
       const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOfRun(first)))
       /**
-       * The view the next step is decided from, when there is one at hand: the body's first read,
-       * or the view the last step's own commit returned, when that step ran here (a read just
-       * after that commit would tell no more: what another process appends later is seen by the
+       * The view the next step is decided from, when there is one at hand: the first one (read, or
+       * returned by the run's start just now), or the view the last step's own commit returned,
+       * when that step ran here (a read just after that commit would tell no more: what another process appends later is seen by the
        * next commit, as it is when it lands just after a read). Otherwise the view is read.
        */
       let known: RunView | undefined = first
@@ -735,18 +745,15 @@ export const make = (options: Options): Executor => {
       // An execution moved to another runner (its shards taken over): the attempt its last
       // runner left running is settled here, as `resume` does for the claims engine.
       if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
-      // Started here with its first stage's attempt (`firstAttempt`): taken once, by this run.
-      const atStart = startedHere.get(runId)
-      startedHere.delete(runId)
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
-      let model: AvailableModel | undefined = atStart?.model
+      let model: AvailableModel | undefined = atStart?.first?.model
       /**
        * The attempt the last step started in its own commit (or the run's start did), which the
        * next step carries on. Only this body knows it: a replay finds that attempt running with no
        * step of its own and leaves it to be settled (`settleStopped`), as an attempt whose process
        * stopped.
        */
-      let begun: Begun | undefined = atStart?.begun
+      let begun: Begun | undefined = atStart?.first?.begun
       while (true) {
         const run = known ?? (yield* Effect.orDie(store.getRun(runId)))
         known = undefined
@@ -843,7 +850,7 @@ export const make = (options: Options): Executor => {
         )
       )
       if (started._tag === "Success") {
-        if (first !== undefined) startedHere.set(runId, first)
+        if (here) startedHere.set(runId, { view: started.success, first })
         return { _tag: "Run", run: started.success, fresh: true } as const
       }
       if (started.failure._tag !== "IllegalTransition") return yield* Effect.fail(started.failure)
