@@ -141,7 +141,15 @@ export const readRegularFile = (
     // Checked on what was opened, so a file swapped for a huge one is refused, not read.
     if (maxBytes !== undefined && stat.size > maxBytes)
       throw new Error(`${stat.size} bytes, more than the ${maxBytes} expected`)
-    return fs.readFileSync(fd)
+    // The size this fstat gave, as `readFileSync` reads it after an fstat of its own: one fstat a read.
+    const bytes = Buffer.allocUnsafe(stat.size)
+    let length = 0
+    while (length < bytes.length) {
+      const read = fs.readSync(fd, bytes, length, bytes.length - length, null)
+      if (read === 0) break
+      length += read
+    }
+    return length === bytes.length ? bytes : bytes.subarray(0, length)
   } finally {
     fs.closeSync(fd)
   }
