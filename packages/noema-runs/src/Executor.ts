@@ -719,10 +719,11 @@ export const make = (options: Options): Executor => {
       const first = atStart?.view ?? (yield* Effect.orDie(store.getRun(runId)))
       const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOfRun(first)))
       /**
-       * The view the next step is decided from, when there is one at hand: the first one (read, or
-       * returned by the run's start just now), or the view the last step's own commit returned,
-       * when that step ran here (a read just after that commit would tell no more: what another process appends later is seen by the
-       * next commit, as it is when it lands just after a read). Otherwise the view is read.
+       * The view the next step is decided from, when there is one at hand: the first one (read,
+       * or returned by the run's start just now), or the view the last step's own commit
+       * returned, when that step ran here (a read just after that commit would tell no more:
+       * what another process appends later is seen by the next commit, as it is when it lands
+       * just after a read). Otherwise the view is read.
        */
       let known: RunView | undefined = first
       /** A step whose commit returns the run's view, which the next step is decided from (`known`). */
