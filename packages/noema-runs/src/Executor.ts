@@ -39,7 +39,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolAgent } from "@noema/agents"
 import { type ChatModel, ConversationContext, Message, TokenCounter, type Tool } from "@noema/core"
-import { Cause, Effect, Exit, Option, Schema, Scope } from "effect"
+import { Cause, Context, Effect, Exit, Option, Schema, Scope } from "effect"
 import { Activity, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import * as ErrorCode from "./internal/ErrorCode.js"
 import * as HandOff from "./internal/HandOff.js"
@@ -66,6 +66,7 @@ import {
   type AppendOptions,
   type ClaimRequest,
   type CreateRunError,
+  type ExecutionResult,
   type ExecutionStart,
   RunsStoreError,
   type Service as Store,
@@ -347,8 +348,40 @@ export const currentExecution = (store: Store, runId: string): Effect.Effect<str
     executionOfStart(runId, events.filter((event) => event.data.type === "RunStarted").length)
   )
 
+/**
+ * The journal's record of a run's workflow result (`{ status }`): its text is the same for every
+ * run ending so, encoded once per status, not at each run's end.
+ */
+const runResults = new Map<string, string>()
+const runResult = (executionId: string, status: string): Effect.Effect<ExecutionResult> => {
+  const known = runResults.get(status)
+  return known !== undefined
+    ? Effect.succeed({ executionId, result: known })
+    : Effect.tap(StoreWorkflowEngine.executionCompleted(RunWorkflow, executionId, { status }), ({ result }) =>
+        Effect.sync(() => runResults.set(status, result))
+      )
+}
+
 /** The execution of the run's `start`-th start (1, 2, ...). */
 const executionOfStart = (runId: string, start: number) => `${runId}/${start}`
+
+/** What the step under way does: its activity (`stepActivity`) runs it. */
+class StepWork extends Context.Service<StepWork, Effect.Effect<void>>()("@noema/runs/Executor/StepWork") {}
+
+/**
+ * The activity of a run's step named `name` (`stage/2/attempt/1`, ...), made once per name:
+ * effect's `Activity.make` builds and compiles its schemas each time, and a step is the same
+ * activity in every run, only its work (`StepWork`) differs.
+ */
+const stepActivities = new Map<string, Activity.Activity<Schema.Void, Schema.Never, StepWork>>()
+const stepActivity = (name: string) => {
+  let activity = stepActivities.get(name)
+  if (activity === undefined) {
+    activity = Activity.make({ name, execute: Effect.flatMap(Effect.service(StepWork), (work) => work) })
+    stepActivities.set(name, activity)
+  }
+  return activity
+}
 
 /** The durable deferred a run's workflow waits on before a gated stage. */
 export const approvalGate = (position: number) =>
@@ -393,11 +426,13 @@ export const make = (options: Options): Executor => {
   ]
   /** The tool names a pipeline may use here. */
   const offered = PipelineModule.toolNames(options.tools ?? [])
-  const notify = options.onEvent ?? (() => Effect.void)
+  const notify = options.onEvent
   const append = (runId: string, events: ReadonlyArray<EventData>, appendOptions?: AppendOptions) =>
-    Effect.tap(store.append(runId, events, appendOptions), (run) =>
-      Effect.forEach(events, (event) => notify(run, event), { discard: true })
-    )
+    notify === undefined
+      ? store.append(runId, events, appendOptions)
+      : Effect.tap(store.append(runId, events, appendOptions), (run) =>
+          Effect.forEach(events, (event) => notify(run, event), { discard: true })
+        )
   /**
    * `append` as the last act of the step under way: on the store's own engine, the step's
    * journal record goes in the same commit (`StoreWorkflowEngine.CompletedActivity`), and so
@@ -416,10 +451,10 @@ export const make = (options: Options): Executor => {
       const result =
         completed === undefined || ends === undefined
           ? undefined
-          : yield* StoreWorkflowEngine.executionCompleted(RunWorkflow, completed.executionId, {
-              status: ends
-            })
-      return yield* append(runId, events, { journal: completed, result })
+          : yield* runResult(completed.entry.executionId, ends)
+      const appended = yield* append(runId, events, { journal: completed?.entry, result })
+      completed?.recorded({ result: result !== undefined })
+      return appended
     })
 
   const handOff: HandOff.Options = {
@@ -443,6 +478,22 @@ export const make = (options: Options): Executor => {
         (exit) => Effect.sync(() => checked.set(pipeline, exit))
       ).pipe(Effect.flatten)
     })
+
+  /**
+   * The `event_id` of the attempt's `StageStarted`, from the timeline: for an attempt started
+   * under a view stored before the view kept it (`AttemptView.startedEventId`).
+   */
+  const startedEventOf = (runId: string, position: number, attempt: number) =>
+    Effect.map(
+      store.events(runId),
+      (events) =>
+        events.findLast(
+          (event) =>
+            event.data.type === "StageStarted" &&
+            event.data.position === position &&
+            event.data.attempt === attempt
+        )?.event_id ?? ""
+    )
 
   /** Whether the stage at `position` is the only one of `run` not completed: its completion completes the run. */
   const isLastToComplete = (run: RunView, position: number) =>
@@ -487,15 +538,10 @@ export const make = (options: Options): Executor => {
       const attempt = begun?.attempt ?? stage.attempts.length + 1
       const started =
         begun === undefined ? yield* append(run.runId, [{ type: "StageStarted", position, attempt }]) : run
-      const events = yield* store.events(run.runId)
-      const startedEvent = events.findLast(
-        (event) =>
-          event.data.type === "StageStarted" &&
-          event.data.position === position &&
-          event.data.attempt === attempt
-      )
-      const startedAt =
-        started.stages[position - 1]?.attempts[attempt - 1]?.startedAt ?? new Date().toISOString()
+      const startedAttempt = started.stages[position - 1]?.attempts[attempt - 1]
+      const startedEventId =
+        startedAttempt?.startedEventId ?? (yield* startedEventOf(run.runId, position, attempt))
+      const startedAt = startedAttempt?.startedAt ?? new Date().toISOString()
       const writer = yield* RunFiles.stageWriter({
         workspace,
         runId: run.runId,
@@ -513,7 +559,7 @@ export const make = (options: Options): Executor => {
         finished_at: new Date().toISOString(),
         thread_id: run.threadId,
         run_id: run.runId,
-        event_id: startedEvent?.event_id ?? "",
+        event_id: startedEventId,
         model: chosen.identity
       })
       // The attempt's artifacts are published with its outcome, in one commit after its manifest:
@@ -599,6 +645,38 @@ export const make = (options: Options): Executor => {
 
   /** The pipelines of the runs executing here (the body falls back to run.json). */
   const pipelines = new Map<string, Pipeline>()
+  /**
+   * The runs `execute` started here, taken by the run's body: the view their start's commit
+   * returned, and the first stage's attempt when it started in that commit (`firstAttempt`)
+   * with the model it runs on.
+   */
+  const startedHere = new Map<
+    string,
+    {
+      readonly view: RunView
+      readonly first: { readonly begun: Begun; readonly model: AvailableModel } | undefined
+    }
+  >()
+
+  /**
+   * The first stage's attempt, when it may start in the commit of the run's start, as a stage's
+   * next one does in the commit of its completion: the execution runs here (its body carries the
+   * attempt on), the stage needs no approval, and this process has the model run.json names. A
+   * run.json that cannot be read or names a model missing here starts the run alone, as before,
+   * and its body tells why it cannot go on.
+   */
+  const firstAttempt = (run: RunView) =>
+    Effect.gen(function* () {
+      const stage = currentStage(run)
+      if (engine.placement !== "caller" || stage === undefined || stage.needsApproval) return undefined
+      const file = yield* Effect.option(RunFiles.readRunFile(workspace, run))
+      const model = Option.isNone(file)
+        ? undefined
+        : chooseModel(file.value.model, models, options.carryOnWith)
+      return model === undefined
+        ? undefined
+        : { begun: { position: stage.position, attempt: stage.attempts.length + 1 }, model }
+    })
 
   /**
    * The model the run's stages run on (`chooseModel`, from its run.json). Where this process
@@ -626,7 +704,7 @@ export const make = (options: Options): Executor => {
   const step = (name: string, effect: Effect.Effect<unknown, ExecuteError>) =>
     // A failure of the store or the disk is a defect here: the engine records no result for it,
     // and the workflow (SuspendOnFailure) suspends, to be replayed from this step.
-    Activity.make({ name, execute: Effect.asVoid(Effect.orDie(effect)) })
+    Effect.provideService(stepActivity(name), StepWork, Effect.asVoid(Effect.orDie(effect)))
 
   /**
    * The workflow's body: each time the run's view is read, the next step is decided from it
@@ -635,24 +713,48 @@ export const make = (options: Options): Executor => {
    */
   const body = ({ runId }: { readonly runId: string }) =>
     Effect.gen(function* () {
-      const first = yield* Effect.orDie(store.getRun(runId))
+      // Started here just now (`startedHere`): taken once, by this run.
+      const atStart = startedHere.get(runId)
+      startedHere.delete(runId)
+      const first = atStart?.view ?? (yield* Effect.orDie(store.getRun(runId)))
       const pipeline = pipelines.get(runId) ?? (yield* Effect.orDie(pipelineOfRun(first)))
       /**
-       * The view this body read last and has not changed since: the first step is decided from
-       * it rather than from a read of its own (each read is a round trip on a run's start).
+       * The view the next step is decided from, when there is one at hand: the first one (read,
+       * or returned by the run's start just now), or the view the last step's own commit
+       * returned, when that step ran here (a read just after that commit would tell no more:
+       * what another process appends later is seen by the next commit, as it is when it lands
+       * just after a read). Otherwise the view is read.
        */
       let known: RunView | undefined = first
+      /** A step whose commit returns the run's view, which the next step is decided from (`known`). */
+      const stepCommitting = (name: string, effect: Effect.Effect<RunView, ExecuteError>) => {
+        let committed: RunView | undefined
+        return Effect.andThen(
+          step(
+            name,
+            Effect.tap(effect, (view) =>
+              Effect.sync(() => {
+                committed = view
+              })
+            )
+          ),
+          Effect.sync(() => {
+            known = committed
+          })
+        )
+      }
       // An execution moved to another runner (its shards taken over): the attempt its last
       // runner left running is settled here, as `resume` does for the claims engine.
       if (engine.placement === "owner") known = yield* Effect.orDie(settleStopped(first))
       /** Chosen when a stage is first about to run: a run that only waits for approval needs none. */
-      let model: AvailableModel | undefined
+      let model: AvailableModel | undefined = atStart?.first?.model
       /**
-       * The attempt the last step started in its own commit, which the next step carries on. Only
-       * this body knows it: a replay finds that attempt running with no step of its own and
-       * leaves it to be settled (`settleStopped`), as an attempt whose process stopped.
+       * The attempt the last step started in its own commit (or the run's start did), which the
+       * next step carries on. Only this body knows it: a replay finds that attempt running with no
+       * step of its own and leaves it to be settled (`settleStopped`), as an attempt whose process
+       * stopped.
        */
-      let begun: Begun | undefined
+      let begun: Begun | undefined = atStart?.first?.begun
       while (true) {
         const run = known ?? (yield* Effect.orDie(store.getRun(runId)))
         known = undefined
@@ -670,9 +772,9 @@ export const make = (options: Options): Executor => {
         if (run.status !== "running") return { status: run.status }
         const stage = currentStage(run)
         if (stage === undefined) {
-          yield* step("complete", appendLast(runId, [{ type: "RunCompleted" }]))
+          yield* stepCommitting("complete", appendLast(runId, [{ type: "RunCompleted" }]))
         } else if (stage.needsApproval && !stage.approved) {
-          yield* step(
+          yield* stepCommitting(
             `request-approval/${stage.position}`,
             appendLast(runId, [{ type: "ApprovalRequested", position: stage.position }])
           )
@@ -690,7 +792,7 @@ export const make = (options: Options): Executor => {
           model ??= yield* Effect.orDie(modelFor(run))
           // The last stage's step completes the run too (`runAttempt`); `complete` above stays for
           // a run whose last stage completed without it (stored by an earlier version).
-          yield* step(
+          yield* stepCommitting(
             `stage/${stage.position}/attempt/${attempt}`,
             runAttempt(run, pipeline, stage.position, model, carried, (next) => {
               begun = next
@@ -725,9 +827,10 @@ export const make = (options: Options): Executor => {
   /**
    * The run, started if it was queued and its thread is free; `Queued` (with why) if not. On an
    * engine whose journal is the store's, the run's first execution is recorded in the commit of
-   * its start.
+   * its start. `here`: the run is executed here next, so its first stage's attempt may start in
+   * that commit too (`firstAttempt`).
    */
-  const startIfQueued = (runId: string) =>
+  const startIfQueued = (runId: string, here: boolean) =>
     Effect.gen(function* () {
       const run = yield* store.getRun(runId)
       if (run.status !== "queued") return { _tag: "Run", run, fresh: false } as const
@@ -736,8 +839,21 @@ export const make = (options: Options): Executor => {
         engine.executionStart === undefined
           ? undefined
           : yield* engine.executionStart(executionOfStart(runId, 1), { runId })
-      const started = yield* Effect.result(append(runId, [{ type: "RunStarted" }], { execution }))
-      if (started._tag === "Success") return { _tag: "Run", run: started.success, fresh: true } as const
+      const first = here ? yield* firstAttempt(run) : undefined
+      const started = yield* Effect.result(
+        append(
+          runId,
+          [
+            { type: "RunStarted" },
+            ...(first === undefined ? [] : [{ type: "StageStarted" as const, ...first.begun }])
+          ],
+          { execution }
+        )
+      )
+      if (started._tag === "Success") {
+        if (here) startedHere.set(runId, { view: started.success, first })
+        return { _tag: "Run", run: started.success, fresh: true } as const
+      }
       if (started.failure._tag !== "IllegalTransition") return yield* Effect.fail(started.failure)
       // Refused because another process (a worker, a runner) started it just now: carried on
       // as any run already started is; still queued, its thread is busy.
@@ -749,7 +865,7 @@ export const make = (options: Options): Executor => {
 
   const submit = (runId: string): Effect.Effect<Submitted, AppendError> =>
     Effect.gen(function* () {
-      const start = yield* startIfQueued(runId)
+      const start = yield* startIfQueued(runId, false)
       if (start._tag === "Queued") return start
       const { run } = start
       if (run.status === "waiting_approval") {
@@ -767,7 +883,7 @@ export const make = (options: Options): Executor => {
 
   const execute = (runId: string, pipeline: Pipeline): Effect.Effect<Outcome, ExecuteError> =>
     Effect.gen(function* () {
-      const start = yield* startIfQueued(runId)
+      const start = yield* startIfQueued(runId, true)
       if (start._tag === "Queued") return start
       let run = start.run
       if (run.status !== "running" && run.status !== "waiting_approval")
@@ -775,9 +891,14 @@ export const make = (options: Options): Executor => {
       const executionId = start.fresh ? executionOfStart(runId, 1) : yield* executionOf(runId)
       const once = Effect.gen(function* () {
         pipelines.set(runId, pipeline)
-        const result = yield* engine
-          .run(RunWorkflow, { executionId, payload: { runId } })
-          .pipe(Effect.ensuring(Effect.sync(() => pipelines.delete(runId))))
+        const result = yield* engine.run(RunWorkflow, { executionId, payload: { runId } }).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              pipelines.delete(runId)
+              startedHere.delete(runId)
+            })
+          )
+        )
         if (result._tag === "Suspended" && result.cause !== undefined)
           return yield* failureOf(result.cause) as Effect.Effect<never, ExecuteError>
         return result
@@ -961,7 +1082,7 @@ export const make = (options: Options): Executor => {
         // run.json first, then the run: a run in the store always has its file, whenever the
         // process dies (a kill in between leaves only a directory no run names). The timeline
         // records the file's sha256: what is carried on later is checked against it.
-        yield* RunFiles.writeRunFile(workspace, file)
+        const runFileSha256 = yield* RunFiles.writeRunFile(workspace, file)
         return yield* store
           .createRun({
             threadId,
@@ -969,7 +1090,7 @@ export const make = (options: Options): Executor => {
             pipeline: pipeline.name,
             stages,
             runId: file.run_id,
-            runFileSha256: RunFiles.sha256(RunFiles.encodeRunFile(file)),
+            runFileSha256,
             ...(claim !== undefined && { claim })
           })
           .pipe(Effect.tapError(() => RunFiles.discardRunFile(workspace, file.run_id)))

@@ -75,8 +75,16 @@ export type StageStatus = "pending" | "waiting_approval" | "running" | "complete
 // ---------------------------------------------------------------------------
 
 /** A new id: a prefix, the UTC time to the millisecond and 48 random bits (`run_20261124T080000123_9f3a...`). */
-export const newId = (prefix: string, now: Date = new Date()): string =>
-  `${prefix}_${now.toISOString().replace(/[-:.Z]/g, "")}_${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`
+export const newId = (prefix: string, now: Date = new Date()): string => {
+  // Sliced rather than rewritten with patterns: every event gets one.
+  const at = now.toISOString() // 2026-11-24T08:00:00.123Z (24 characters for years 0 to 9999)
+  const time =
+    at.length === 24
+      ? `${at.slice(0, 4)}${at.slice(5, 7)}${at.slice(8, 10)}T${at.slice(11, 13)}${at.slice(14, 16)}${at.slice(17, 19)}${at.slice(20, 23)}`
+      : at.replace(/[-:.Z]/g, "")
+  const random = crypto.randomUUID() // its first 12 hex digits: 8, a dash, 4
+  return `${prefix}_${time}_${random.slice(0, 8)}${random.slice(9, 13)}`
+}
 
 export const newRunId = (): string => newId("run")
 export const newThreadId = (): string => newId("thr")
@@ -283,6 +291,11 @@ export interface AttemptView {
   readonly attempt: number
   readonly status: "running" | "completed" | "failed" | "canceled"
   readonly startedAt: string
+  /**
+   * The `event_id` of the attempt's `StageStarted` (its manifest names it): kept here so an
+   * attempt needs no read of the run's timeline to find it. Absent in views stored before.
+   */
+  readonly startedEventId?: string
   readonly finishedAt?: string
   readonly error?: StageError
   readonly artifacts: ReadonlyArray<ArtifactEntry>
@@ -453,7 +466,13 @@ const applyOne = (run: RunView | undefined, event: Event): RunView | IllegalTran
           status: "running",
           attempts: [
             ...s.attempts,
-            { attempt: data.attempt, status: "running", startedAt: event.at, artifacts: [] }
+            {
+              attempt: data.attempt,
+              status: "running",
+              startedAt: event.at,
+              startedEventId: event.event_id,
+              artifacts: []
+            }
           ]
         }))
       )

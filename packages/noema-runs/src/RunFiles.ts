@@ -70,20 +70,31 @@ const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 // ---------------------------------------------------------------------------
 
 /**
+ * The directories found real on the way down during one pass of reads (a stage's hand-off
+ * reads every earlier stage's files, all under the same run and stage directories): each is
+ * looked at once in the pass, not once per file under it. A pass is one go, as the walk
+ * before each open already is; the next pass looks again.
+ */
+export type Walked = Set<string>
+
+/**
  * The problem with the way from `root` down to `file`'s directory, if any: every
  * directory on it must be a real directory, not a symbolic link (a link placed in a
- * run's directory must not lead a reader outside it).
+ * run's directory must not lead a reader outside it). `walked`: the pass's directories
+ * already found real, not looked at again; those found real here are added.
  */
-export const linkOnTheWay = (root: string, file: string): string | undefined => {
+export const linkOnTheWay = (root: string, file: string, walked?: Walked): string | undefined => {
   const relative = path.relative(root, path.dirname(file))
   if (relative === "") return undefined
   if (relative.startsWith("..") || path.isAbsolute(relative)) return "outside the directory it belongs to"
   let at = root
   for (const segment of relative.split(path.sep)) {
     at = path.join(at, segment)
+    if (walked?.has(at)) continue
     const stat = fs.lstatSync(at)
     if (stat.isSymbolicLink()) return "the path goes through a symbolic link"
     if (!stat.isDirectory()) return "the path goes through something that is not a directory"
+    walked?.add(at)
   }
   return undefined
 }
@@ -93,14 +104,20 @@ export const linkOnTheWay = (root: string, file: string): string | undefined => 
  * directories: a symbolic link, a FIFO (whose open would block the reader), a device or a
  * directory is refused with an error saying which, never followed or waited on; so is a
  * file of more than `maxBytes`, when given. `undefined` when there is no such file.
+ * `walked`: the directories this pass of reads found real already (`Walked`).
  */
-export const readRegularFile = (root: string, file: string, maxBytes?: number): Buffer | undefined => {
+export const readRegularFile = (
+  root: string,
+  file: string,
+  maxBytes?: number,
+  walked?: Walked
+): Buffer | undefined => {
   // The way down is checked first; whether the file's directory exists is asked only when the way
   // is refused or cannot be walked: a way into no directory means no such file, as before.
   const noDirectory = () => !fs.existsSync(path.dirname(file))
   let problem: string | undefined
   try {
-    problem = linkOnTheWay(root, file)
+    problem = linkOnTheWay(root, file, walked)
   } catch (error) {
     if (noDirectory()) return undefined
     throw error
@@ -124,7 +141,15 @@ export const readRegularFile = (root: string, file: string, maxBytes?: number): 
     // Checked on what was opened, so a file swapped for a huge one is refused, not read.
     if (maxBytes !== undefined && stat.size > maxBytes)
       throw new Error(`${stat.size} bytes, more than the ${maxBytes} expected`)
-    return fs.readFileSync(fd)
+    // The size this fstat gave, as `readFileSync` reads it after an fstat of its own: one fstat a read.
+    const bytes = Buffer.allocUnsafe(stat.size)
+    let length = 0
+    while (length < bytes.length) {
+      const read = fs.readSync(fd, bytes, length, bytes.length - length, null)
+      if (read === 0) break
+      length += read
+    }
+    return length === bytes.length ? bytes : bytes.subarray(0, length)
   } finally {
     fs.closeSync(fd)
   }
@@ -441,6 +466,19 @@ export interface RunFileRef {
 
 const decodeRunFile = Schema.decodeUnknownExit(Schema.fromJsonString(RunFile))
 
+/**
+ * The run.json files this process wrote or decoded, by the sha256 of their bytes: bytes that
+ * hash to one of these are that file (a run's files are read back once a run, each read
+ * hashed against the timeline's record, and decoding is most of a read's work). Bounded: the
+ * runs under way are few.
+ */
+const knownRunFiles = new Map<string, RunFile>()
+const rememberRunFile = (sha: string, file: RunFile) => {
+  knownRunFiles.delete(sha)
+  knownRunFiles.set(sha, file)
+  if (knownRunFiles.size > 256) knownRunFiles.delete(knownRunFiles.keys().next().value as string)
+}
+
 /** What `run.json`'s bytes are, against the sha256 the timeline recorded. */
 type RunFileCheck =
   | { readonly _tag: "Valid"; readonly file: RunFile; readonly sha256: "matches" | "not recorded" }
@@ -455,9 +493,12 @@ const checkRunFile = (bytes: Uint8Array, run: RunFileRef): RunFileCheck => {
       _tag: "Changed",
       error: new RunFileChanged({ path: runFileName(run.runId), recorded: run.runFileSha256, found })
     }
-  const decoded = decodeRunFile(Buffer.from(bytes).toString("utf8"))
+  const known = knownRunFiles.get(found)
+  const decoded =
+    known === undefined ? decodeRunFile(Buffer.from(bytes).toString("utf8")) : Exit.succeed(known)
   if (Exit.isFailure(decoded))
     return { _tag: "Invalid", detail: `not a run file: ${oneLine(describe(Cause.squash(decoded.cause)))}` }
+  if (known === undefined) rememberRunFile(found, decoded.value)
   if (decoded.value.run_id !== run.runId)
     return { _tag: "Invalid", detail: `it is the run.json of another run (${decoded.value.run_id})` }
   return {
@@ -503,9 +544,20 @@ export const discardRunFile = (workspace: string, runId: string): Effect.Effect<
     }
   })
 
-export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<void, FileError> => {
+/**
+ * Writes the run's `run.json` (never over one there); the sha256 of its bytes, which the
+ * timeline records. Read back in this process, those bytes are not decoded again.
+ */
+export const writeRunFile = (workspace: string, run: RunFile): Effect.Effect<string, FileError> => {
   const file = path.join(workspace, runFileName(run.run_id))
-  return attemptWrite(file, () => writeFileAtomic(file, encodeRunFile(run)))
+  const text = encodeRunFile(run)
+  return attemptWrite(file, async () => {
+    await writeFileAtomic(file, text)
+    const sha = sha256(text)
+    // As a reader decodes them: the JSON of the bytes written (no value of `run` left unwritten).
+    rememberRunFile(sha, JSON.parse(text) as RunFile)
+    return sha
+  })
 }
 
 export interface Manifest {
@@ -892,7 +944,8 @@ const publishedName = (artifact: PublishedArtifact) =>
  */
 export const readPublished = (
   workspace: string,
-  artifact: PublishedArtifact
+  artifact: PublishedArtifact,
+  walked?: Walked
 ): Effect.Effect<Buffer, FileError> => {
   const name = publishedName(artifact)
   const directory = attemptPath(
@@ -907,7 +960,7 @@ export const readPublished = (
   if (named instanceof FileError) return Effect.fail(new FileError({ path: name, detail: named.detail }))
   return Effect.try({
     try: () => {
-      const bytes = readRegularFile(workspace, named.target, artifact.entry.size)
+      const bytes = readRegularFile(workspace, named.target, artifact.entry.size, walked)
       if (bytes === undefined) throw new Error("missing: the file is not there any more")
       if (bytes.length !== artifact.entry.size || sha256(bytes) !== artifact.entry.sha256)
         throw new Error("changed since it was published: its sha256 is not the one recorded")

@@ -157,17 +157,22 @@ const Appends = Workflow.make("conformance/appends", {
   idempotencyKey: ({ runId }) => runId
 })
 
-/** The journal, counting the entries the engine writes itself. */
+/** The journal, counting the entries the engine writes itself, and those it reads one by one. */
 const countingRecords = (journal: WorkflowJournal) => {
   const recorded: Array<string> = []
+  const read: Array<string> = []
   const counted: WorkflowJournal = {
     ...journal,
     record: (executionId, key, value) => {
       recorded.push(key)
       return journal.record(executionId, key, value)
+    },
+    entry: (executionId, key) => {
+      read.push(key)
+      return journal.entry(executionId, key)
     }
   }
-  return { counted, recorded }
+  return { counted, recorded, read }
 }
 
 const engineCases: ReadonlyArray<Case> = [
@@ -246,9 +251,10 @@ const engineCases: ReadonlyArray<Case> = [
                       check(Option.isSome(completed), "the store's engine offers the activity its record")
                       yield* Effect.orDie(
                         store.append(runId, [{ type: "RunStarted" }], {
-                          journal: Option.getOrUndefined(completed)
+                          journal: Option.getOrUndefined(completed)?.entry
                         })
                       )
+                      if (Option.isSome(completed)) completed.value.recorded()
                     })
                   })
                   yield* Activity.make({
@@ -269,6 +275,8 @@ const engineCases: ReadonlyArray<Case> = [
               if (!hang) {
                 const result = yield* running
                 check(result._tag === "Complete", `completed, not ${result._tag}`)
+                // The run read its activities' records once (`entries`), not each one before and after it.
+                equal(journal.read, [], "the engine read no activity's record one by one")
                 return journal.recorded
               }
               const fiber = yield* Effect.forkChild(running)

@@ -321,10 +321,55 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
           return sql`INSERT INTO runs_events ${sql.insert([first!, ...rest])}`
         })
       ),
+      insertEntry: Prepared.make(
+        4,
+        ([executionId, key, value, recordedAt]) =>
+          sql`INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
+            VALUES (${executionId}, ${key}, ${value}, ${recordedAt})
+            ON CONFLICT (execution_id, entry_key) DO NOTHING
+            RETURNING value`
+      ),
       selectEntry: Prepared.make(
         2,
         ([executionId, key]) =>
           sql`SELECT value FROM runs_workflow_journal WHERE execution_id = ${executionId} AND entry_key = ${key}`
+      ),
+      activeRuns: Prepared.make(
+        1,
+        ([threadId]) =>
+          sql`SELECT view FROM runs_runs
+            WHERE thread_id = ${threadId} AND ${sql.in("status", activeStatuses)} ORDER BY queue_order`
+      ),
+      insertRun: Prepared.make(
+        6,
+        ([runId, threadId, status, createdAt, seq, view]) =>
+          sql`INSERT INTO runs_runs (run_id, thread_id, status, created_at, queue_order, seq, view)
+            VALUES (${runId}, ${threadId}, ${status}, ${createdAt},
+              (SELECT id FROM runs_events WHERE run_id = ${runId} AND seq = 1), ${seq}, ${view})`
+      ),
+      selectExecution: Prepared.make(
+        1,
+        ([executionId]) =>
+          sql`SELECT execution_id, workflow, payload, result, interrupted
+            FROM runs_workflow_executions WHERE execution_id = ${executionId}`
+      ),
+      insertExecution: Prepared.make(
+        4,
+        ([executionId, workflow, payload, createdAt]) =>
+          sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
+            VALUES (${executionId}, ${workflow}, ${payload}, 0, ${createdAt})
+            ON CONFLICT (execution_id) DO NOTHING`
+      ),
+      updateResult: Prepared.make(
+        2,
+        ([result, executionId]) =>
+          sql`UPDATE runs_workflow_executions SET result = ${result}
+            WHERE execution_id = ${executionId} AND result IS NULL`
+      ),
+      entries: Prepared.make(
+        1,
+        ([executionId]) =>
+          sql`SELECT entry_key, value FROM runs_workflow_journal WHERE execution_id = ${executionId} ORDER BY seq`
       ),
       events: Prepared.make(
         1,
@@ -350,10 +395,8 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
      * left out, so a long thread's history is not read back and parsed on every write.
      */
     const activeThreadRuns = (threadId: string) =>
-      Effect.map(
-        sql<{ view: string }>`SELECT view FROM runs_runs
-          WHERE thread_id = ${threadId} AND ${sql.in("status", activeStatuses)} ORDER BY queue_order`,
-        viewsOf
+      Effect.map(Prepared.values(sql, statements.activeRuns, [threadId]), (rows) =>
+        rows.map((row) => JSON.parse(row[0] as string) as RunView)
       )
     /**
      * The view each run last had here (written by this store, or read), beside its JSON: a read
@@ -406,23 +449,34 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
         notify
       )
     /**
-     * Rewrites the run's projections from its view: a new run's (or a rebuilt one's) whole; an
-     * appended run's only where its view changed (`before` is the view it was appended to),
-     * so a write costs what it changed, not what the run holds.
+     * Rewrites the run's projections from its view: a new run's (`"new"`: it has no rows yet) or
+     * a rebuilt one's (`"rebuilt"`: its rows are replaced) whole; an appended run's only where
+     * its view changed (`before` is the view it was appended to), so a write costs what it
+     * changed, not what the run holds.
      */
-    const project = (view: RunView, before?: RunView) =>
+    const project = (view: RunView, before: RunView | "new" | "rebuilt") =>
       Effect.gen(function* () {
         const text = JSON.stringify(view)
-        if (before === undefined) {
+        if (typeof before === "string") {
           // The FIFO order: the log's serial id of the run's first event.
-          yield* sql`INSERT INTO runs_runs (run_id, thread_id, status, created_at, queue_order, seq, view)
-            VALUES (${view.runId}, ${view.threadId}, ${view.status}, ${view.createdAt},
-              (SELECT id FROM runs_events WHERE run_id = ${view.runId} AND seq = 1), ${view.seq}, ${text})`
-          yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
-          yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
+          yield* Prepared.values(sql, statements.insertRun, [
+            view.runId,
+            view.threadId,
+            view.status,
+            view.createdAt,
+            view.seq,
+            text
+          ])
+          if (before === "rebuilt") {
+            yield* sql`DELETE FROM runs_stage_attempts WHERE run_id = ${view.runId}`
+            yield* sql`DELETE FROM runs_artifacts WHERE run_id = ${view.runId}`
+          }
         } else yield* Prepared.values(sql, statements.updateRun, [view.status, view.seq, text, view.runId])
         for (const stage of view.stages) {
-          const earlier = before?.stages.find((one) => one.position === stage.position)?.attempts
+          const earlier =
+            typeof before === "string"
+              ? undefined
+              : before.stages.find((one) => one.position === stage.position)?.attempts
           for (const attempt of stage.attempts) {
             const was = earlier?.find((one) => one.attempt === attempt.attempt)
             // An attempt the batch left alone is the very object it was (`Run.apply` copies what it changes).
@@ -492,11 +546,12 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       })
 
     const selectExecution = (executionId: string) =>
-      Effect.map(
-        sql<ExecutionRow>`SELECT execution_id, workflow, payload, result, interrupted
-          FROM runs_workflow_executions WHERE execution_id = ${executionId}`,
-        (rows) => (rows[0] === undefined ? undefined : executionOf(rows[0]))
-      )
+      Effect.map(Prepared.values(sql, statements.selectExecution, [executionId]), (rows) => {
+        const row = rows[0]
+        if (row === undefined) return undefined
+        const [execution_id, workflow, payload, result, interrupted] = row
+        return executionOf({ execution_id, workflow, payload, result, interrupted } as ExecutionRow)
+      })
     const selectEntry = (executionId: string, key: string) =>
       Effect.map(
         Prepared.values(sql, statements.selectEntry, [executionId, key]),
@@ -505,23 +560,26 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
     /** Writes the entry unless one is there; the value that stands. */
     const insertEntry = ({ executionId, key, value }: JournalEntry) =>
       Effect.gen(function* () {
-        const inserted = yield* sql<{ value: string }>`
-          INSERT INTO runs_workflow_journal (execution_id, entry_key, value, recorded_at)
-          VALUES (${executionId}, ${key}, ${value}, ${new Date().toISOString()})
-          ON CONFLICT (execution_id, entry_key) DO NOTHING
-          RETURNING value`
+        const inserted = yield* Prepared.values(sql, statements.insertEntry, [
+          executionId,
+          key,
+          value,
+          new Date().toISOString()
+        ])
         // Nothing returned: an entry was there already, and it stands.
-        return inserted[0]?.value ?? (yield* selectEntry(executionId, key)) ?? value
+        return (inserted[0]?.[0] as string | undefined) ?? (yield* selectEntry(executionId, key)) ?? value
       })
     /** Records the execution unless it is there (the first record stands). */
     const insertExecution = ({ executionId, workflow, payload }: ExecutionStart) =>
-      sql`INSERT INTO runs_workflow_executions (execution_id, workflow, payload, interrupted, created_at)
-        VALUES (${executionId}, ${workflow}, ${payload}, 0, ${new Date().toISOString()})
-        ON CONFLICT (execution_id) DO NOTHING`
+      Prepared.values(sql, statements.insertExecution, [
+        executionId,
+        workflow,
+        payload,
+        new Date().toISOString()
+      ])
     /** Records the execution's result unless one is there (the first result stands). */
     const updateResult = ({ executionId, result }: ExecutionResult) =>
-      Effect.asVoid(sql`UPDATE runs_workflow_executions SET result = ${result}
-        WHERE execution_id = ${executionId} AND result IS NULL`)
+      Effect.asVoid(Prepared.values(sql, statements.updateResult, [result, executionId]))
     const journal: WorkflowJournal = {
       start: (execution) =>
         orStoreError(
@@ -548,10 +606,8 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
       record: (executionId, key, value) => orStoreError(insertEntry({ executionId, key, value })),
       entries: (executionId) =>
         orStoreError(
-          Effect.map(
-            sql<{ entry_key: string; value: string }>`SELECT entry_key, value FROM runs_workflow_journal
-              WHERE execution_id = ${executionId} ORDER BY seq`,
-            (rows) => rows.map((row) => ({ key: row.entry_key, value: row.value }))
+          Effect.map(Prepared.values(sql, statements.entries, [executionId]), (rows) =>
+            rows.map(([key, value]) => ({ key: key as string, value: value as string }))
           )
         )
     }
@@ -607,7 +663,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
               const queued = queuedRun(runId, thread, options)
               if (queued instanceof InvalidInput) return yield* Effect.fail(queued)
               yield* insertEvents(queued.events)
-              yield* project(queued.view)
+              yield* project(queued.view, "new")
               if (options.claim !== undefined) yield* takeClaim(runId, options.claim)
               return queued.view
             })
@@ -693,7 +749,7 @@ export const make = (options: Options): Effect.Effect<Service, RunsStoreError, S
                       detail: `run ${run_id}'s log does not fold: ${view.message}`
                     })
                   )
-                yield* project(view)
+                yield* project(view, "rebuilt")
               }
               return ids.length
             })

@@ -54,19 +54,32 @@ import {
   Workflow,
   WorkflowEngine
 } from "effect/workflow"
-import type { ExecutionResult, ExecutionStart, JournalEntry, WorkflowJournal } from "./RunsStore.js"
+import type {
+  ExecutionRecord,
+  ExecutionResult,
+  ExecutionStart,
+  JournalEntry,
+  WorkflowJournal
+} from "./RunsStore.js"
 
 /**
  * Offered by this engine to the activity under way: the journal entry that records it as
  * completed with no value (an activity whose success is void). An activity whose last act is
  * a write to the runs store writes the entry in that write's transaction (`append`'s
- * `journal`), so the activity's outcome and its record are one commit where they were two;
- * the engine then finds the entry standing and writes nothing. An engine that keeps its
- * journal elsewhere (effect/cluster's) offers none.
+ * `journal`), so the activity's outcome and its record are one commit where they were two,
+ * and says so once that write committed (`recorded`, with `result` when the write also recorded
+ * the execution's result, `RunsStore.AppendOptions.result`): the engine then writes nothing, and
+ * reads nothing back (not told, it writes the entry, the first write standing, and reads the
+ * execution before it writes its result: a commit or a read more, nothing changed). An engine
+ * that keeps its journal elsewhere (effect/cluster's) offers none.
  */
-export class CompletedActivity extends Context.Service<CompletedActivity, JournalEntry>()(
-  "@noema/runs/StoreWorkflowEngine/CompletedActivity"
-) {}
+export class CompletedActivity extends Context.Service<
+  CompletedActivity,
+  {
+    readonly entry: JournalEntry
+    readonly recorded: (also?: { readonly result: boolean }) => void
+  }
+>()("@noema/runs/StoreWorkflowEngine/CompletedActivity") {}
 
 type WorkflowInstance = WorkflowEngine.WorkflowInstance["Service"]
 type Result = Workflow.Result<unknown, unknown>
@@ -192,6 +205,11 @@ interface ExecutionState {
   fiber: Fiber.Fiber<Result> | undefined
   /** A replay is being started. */
   starting: boolean
+  /**
+   * The journal's record of the execution as `load` just read it, for the replay it starts next
+   * to use rather than read it again (a replay after that reads it).
+   */
+  loaded: ExecutionRecord | undefined
   /** Callers waiting here for the execution's run (`run`): while any waits, a wake replays it. */
   awaiting: number
   /** Completed, and replaced, whenever the above change or the state is dropped (see `changed`). */
@@ -213,6 +231,27 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
     const executions = new Map<string, ExecutionState>()
     /** Per run, the deferreds it found not completed (what it may have suspended on). */
     const missed = new WeakMap<WorkflowInstance, Set<string>>()
+    /**
+     * Per run, its execution's activity records: read once, at its first activity, then kept
+     * up with what the run records. Only the process running an execution records its
+     * activities (one at a time runs it: the run's claim), so a run asks the journal about
+     * each of its activities once, not before each one.
+     */
+    const activityRecords = new WeakMap<WorkflowInstance, Map<string, string>>()
+    /** The runs whose last activity recorded the execution's result with its own write. */
+    const resultRecorded = new WeakSet<WorkflowInstance>()
+    const activityRecord = (instance: WorkflowInstance, key: string) =>
+      Effect.suspend(() => {
+        const known = activityRecords.get(instance)
+        if (known !== undefined) return Effect.succeed(known.get(key))
+        return Effect.map(durable(journal.entries(instance.executionId)), (entries) => {
+          const records = new Map<string, string>()
+          for (const entry of entries)
+            if (entry.key.startsWith("activity/")) records.set(entry.key, entry.value)
+          activityRecords.set(instance, records)
+          return records.get(key)
+        })
+      })
     const deferredState = WorkflowEngine.makeDeferredState()
     const clocks = yield* FiberMap.make<string>()
 
@@ -259,8 +298,12 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         return
       }
       // An interrupt asked for by another process is seen on the next replay.
+      const loaded = state.loaded
+      state.loaded = undefined
       state.starting = true
-      const record = yield* durable(journal.execution(executionId)).pipe(
+      const record = yield* (
+        loaded === undefined ? durable(journal.execution(executionId)) : Effect.succeed(loaded)
+      ).pipe(
         Effect.onExit(() =>
           Effect.sync(() => {
             state.starting = false
@@ -299,10 +342,10 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         Workflow.intoResult,
         Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
         (effect) => deferredState.trackRun(instance, effect),
-        // Read first: a last step that wrote the result with its events (`executionCompleted`)
-        // needs no write here (a write that changes nothing still commits, and waits on the disk).
+        // A last step that wrote the result with its events (`executionCompleted`) needs no write
+        // here; not told, read first (a write that changes nothing still commits, and waits on the disk).
         Effect.tap((result) =>
-          result._tag === "Complete"
+          result._tag === "Complete" && !resultRecorded.has(instance)
             ? Effect.flatMap(durable(journal.execution(executionId)), (record) =>
                 record?.result !== undefined
                   ? Effect.void
@@ -381,6 +424,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           resumeRequested: undefined,
           fiber: undefined,
           starting: false,
+          loaded: record,
           awaiting: 0,
           changed: Deferred.makeUnsafe(),
           done: Deferred.makeUnsafe(),
@@ -508,7 +552,7 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
         activityExecute: Effect.fnUntraced(function* (activity: Activity.Any, attempt: number) {
           const instance = yield* WorkflowEngine.WorkflowInstance
           const key = `activity/${activity.name}/${attempt}`
-          const recorded = yield* durable(journal.entry(instance.executionId, key))
+          const recorded = yield* activityRecord(instance, key)
           if (recorded !== undefined) return yield* activityResultOf(recorded)
           // A pending interrupt replays only to rebuild compensations: it runs no new activity.
           if (executions.get(instance.executionId)?.interrupted && !instance.interrupted)
@@ -518,10 +562,13 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
             instance.executionId
           )
           activityInstance.interrupted = instance.interrupted
-          const completed: JournalEntry = {
-            executionId: instance.executionId,
-            key,
-            value: completedVoid
+          let recordedByActivity = false
+          const completed = {
+            entry: { executionId: instance.executionId, key, value: completedVoid },
+            recorded: (also?: { readonly result: boolean }) => {
+              recordedByActivity = true
+              if (also?.result === true) resultRecorded.add(instance)
+            }
           }
           const result = yield* (activity as unknown as Activity.AnyWithProps).executeEncoded.pipe(
             Workflow.intoResult,
@@ -531,11 +578,12 @@ export const make = (journal: WorkflowJournal): Effect.Effect<StoreWorkflowEngin
           if (result._tag === "Suspended") return result
           // A defect (the database, the disk) is not the activity's answer: the next replay runs it again.
           if (Exit.isFailure(result.exit) && Cause.hasDies(result.exit.cause)) return result
-          // Read first: an activity that wrote its own record (`CompletedActivity`) needs no write
-          // here (a write that changes nothing still commits, and waits on the disk).
-          const standing =
-            (yield* durable(journal.entry(instance.executionId, key))) ??
-            (yield* durable(journal.record(instance.executionId, key, yield* toText(activityResult, result))))
+          // Recorded by the activity (`CompletedActivity`), there is nothing to write; otherwise the
+          // run's records said it was not there, and the first write stands if another was made since.
+          const standing = recordedByActivity
+            ? completedVoid
+            : yield* durable(journal.record(instance.executionId, key, yield* toText(activityResult, result)))
+          activityRecords.get(instance)?.set(key, standing)
           return yield* activityResultOf(standing)
         }),
         poll: (workflow, executionId) =>

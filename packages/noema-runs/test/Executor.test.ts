@@ -119,6 +119,103 @@ describe("Executor", () => {
     })
   )
 
+  it.effect(
+    "a manifest names its attempt's StageStarted, also under a view stored before it kept that event's id",
+    () =>
+      Effect.gen(function* () {
+        const memory = yield* RunsStore.makeMemory()
+        // Views as a store that kept them before `startedEventId` was folded in gives them back.
+        const withoutIds = (run: Run.RunView): Run.RunView => ({
+          ...run,
+          stages: run.stages.map((stage) => ({
+            ...stage,
+            attempts: stage.attempts.map(({ startedEventId: _kept, ...attempt }) => attempt)
+          }))
+        })
+        const store: RunsStore.Service = {
+          ...memory,
+          getRun: (runId) => Effect.map(memory.getRun(runId), withoutIds),
+          append: (runId, events, options) => Effect.map(memory.append(runId, events, options), withoutIds)
+        }
+        for (const kept of [memory, store]) {
+          const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+          const executor = Executor.make({
+            store: kept,
+            workspace,
+            model: ScriptedChatModel.make({ replies: ["one", "two"] })
+          })
+          const thread = yield* kept.createThread({ title: "t" })
+          const run = yield* executor.create({
+            threadId: thread.id,
+            request: "r",
+            pipeline: Pipeline.defaultPipeline
+          })
+          const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+          assert.strictEqual(outcome.run.status, "completed")
+          const started = (yield* memory.events(run.runId)).filter((e) => e.data.type === "StageStarted")
+          const named = ["01-brief", "02-result"].map(
+            (stage) =>
+              JSON.parse(
+                fs.readFileSync(
+                  path.join(RunFiles.runDirectory(workspace, run.runId), "stages", stage, "manifest.json"),
+                  "utf8"
+                )
+              ).event_id
+          )
+          assert.deepStrictEqual(
+            named,
+            started.map((e) => e.event_id)
+          )
+          assert.deepStrictEqual(
+            (yield* memory.getRun(run.runId)).stages.map((stage) => stage.attempts[0]?.startedEventId),
+            named
+          )
+        }
+      })
+  )
+
+  it.effect("a run executed here reads its workflow execution once and no activity's record one by one", () =>
+    Effect.gen(function* () {
+      const memory = yield* RunsStore.makeMemory()
+      const reads: Array<string> = []
+      const counted =
+        <A extends ReadonlyArray<unknown>, B>(name: string, f: (...args: A) => B) =>
+        (...args: A): B => {
+          reads.push(name)
+          return f(...args)
+        }
+      const store: RunsStore.Service = {
+        ...memory,
+        journal: {
+          ...memory.journal,
+          execution: counted("execution", memory.journal.execution),
+          entry: counted("entry", memory.journal.entry),
+          entries: counted("entries", memory.journal.entries)
+        }
+      }
+      const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+      const executor = Executor.make({
+        store,
+        workspace,
+        model: ScriptedChatModel.make({ replies: ["one", "two"] })
+      })
+      const thread = yield* store.createThread({ title: "t" })
+      const run = yield* executor.create({
+        threadId: thread.id,
+        request: "r",
+        pipeline: Pipeline.defaultPipeline
+      })
+      assert.strictEqual(
+        (yield* executor.execute(run.runId, Pipeline.defaultPipeline)).run.status,
+        "completed"
+      )
+      // The execution's record when it is loaded (its start recorded it; the last step, its result),
+      // the activities' records when the first one runs (each step records its own).
+      assert.deepStrictEqual(reads, ["execution", "entries"])
+      assert.isDefined((yield* memory.journal.execution(`${run.runId}/1`))?.result)
+    })
+  )
+
   it.effect("a failed stage fails the run with error_code, keeps earlier stages; retry adds an attempt", () =>
     Effect.gen(function* () {
       const { workspace, executor, thread, model, store } = yield* setup([
@@ -651,10 +748,9 @@ describe("Executor.resume", () => {
         })
         const stopped = yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline))
         assert.isTrue(Exit.isFailure(stopped))
-        // Stage 1's completion and stage 2's start are one commit.
+        // The run's start and stage 1's are one commit; stage 1's completion and stage 2's start are one.
         assert.deepStrictEqual(batches, [
-          ["RunStarted"],
-          ["StageStarted"],
+          ["RunStarted", "StageStarted"],
           ["ArtifactPublished", "StageCompleted", "StageStarted"]
         ])
         assert.isFalse(fs.existsSync(RunFiles.stagePath(workspace, run.runId, 2, "result")))
@@ -673,6 +769,63 @@ describe("Executor.resume", () => {
         // Stage 1 did not run again.
         assert.strictEqual(model.requests.length, 2)
         assert.deepStrictEqual((yield* RunFiles.verifyRun(workspace, outcome.run)).problems, [])
+      })
+  )
+
+  it.effect(
+    "a first stage started in the commit of the run's start, its process stopped before its step: resume records it interrupted and runs a new attempt; a gated first stage starts alone",
+    () =>
+      Effect.gen(function* () {
+        const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+        const store = yield* RunsStore.makeMemory()
+        const model = ScriptedChatModel.make({ replies: ["brief done", "result done"] })
+        const thread = yield* store.createThread()
+        const batches: Array<ReadonlyArray<string>> = []
+        const counting: RunsStore.Service = {
+          ...store,
+          append: (runId, events, options) =>
+            Effect.tap(store.append(runId, events, options), () =>
+              Effect.sync(() => batches.push(events.map((event) => event.type)))
+            )
+        }
+        // The process stops as soon as the run's start is committed, before its first step runs.
+        const stopping = Executor.make({
+          store: counting,
+          workspace,
+          model,
+          onEvent: (_run, event) =>
+            event.type === "StageStarted" ? Effect.die("the process stopped") : Effect.void
+        })
+        const run = yield* stopping.create({
+          threadId: thread.id,
+          request: "tea",
+          pipeline: Pipeline.defaultPipeline
+        })
+        assert.isTrue(
+          Exit.isFailure(yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline)))
+        )
+        assert.deepStrictEqual(batches, [["RunStarted", "StageStarted"]])
+        assert.isFalse(fs.existsSync(RunFiles.stagePath(workspace, run.runId, 1, "brief")))
+        const outcome = yield* Executor.make({ store, workspace, model }).resume(run.runId)
+        assert.strictEqual(outcome.run.status, "completed")
+        assert.deepStrictEqual(
+          outcome.run.stages.map((stage) => stage.attempts.map((a) => [a.status, a.error?.error_code])),
+          [
+            [
+              ["failed", "interrupted"],
+              ["completed", undefined]
+            ],
+            [["completed", undefined]]
+          ]
+        )
+        assert.strictEqual(model.requests.length, 2)
+        assert.deepStrictEqual((yield* RunFiles.verifyRun(workspace, outcome.run)).problems, [])
+        // A first stage that waits for approval does not start with the run.
+        batches.length = 0
+        const waiting = Executor.make({ store: counting, workspace, model })
+        const gatedRun = yield* waiting.create({ threadId: thread.id, request: "tea", pipeline: gated })
+        assert.strictEqual((yield* waiting.execute(gatedRun.runId, gated))._tag, "WaitingApproval")
+        assert.deepStrictEqual(batches, [["RunStarted"], ["ApprovalRequested"]])
       })
   )
 

@@ -30,6 +30,19 @@ const queued = (needsApproval = false): Run.RunView => {
 }
 const fold = (run: Run.RunView, ...data: Array<Run.EventData>) => Run.applyAll(run, data.map(event))
 
+describe("ids", () => {
+  it("an id is its prefix, the UTC time to the millisecond and 12 hex digits", () => {
+    const at = new Date(Date.UTC(2026, 10, 24, 8, 5, 9, 123))
+    const id = Run.newId("evt", at)
+    assert.match(id, /^evt_20261124T080509123_[0-9a-f]{12}$/)
+    assert.notStrictEqual(Run.newId("evt", at), id)
+    assert.match(
+      Run.newId("run", new Date(Date.UTC(10000, 0, 1))),
+      /^run_\+0100000101T000000000_[0-9a-f]{12}$/
+    )
+  })
+})
+
 describe("run state transitions", () => {
   const table: ReadonlyArray<readonly [Run.RunStatus, Run.RunStatus, boolean]> = Run.runStatuses.flatMap(
     (from) =>

@@ -101,6 +101,62 @@ describe("RunFiles", () => {
     assert.throws(() => RunFiles.readRegularFile(root, path.join(root, "linked", "a.txt")), /symbolic link/)
   })
 
+  it("readRegularFile in one pass of reads (Walked): each directory on the way is looked at once; one not walked yet is still checked", () => {
+    const root = workspace()
+    const real = path.join(root, "real")
+    fs.mkdirSync(path.join(real, "sub"), { recursive: true })
+    fs.writeFileSync(path.join(real, "a.txt"), "a")
+    fs.writeFileSync(path.join(real, "sub", "b.txt"), "b")
+    fs.symlinkSync(real, path.join(root, "linked"))
+    const walked: RunFiles.Walked = new Set()
+    assert.strictEqual(
+      RunFiles.readRegularFile(root, path.join(real, "a.txt"), undefined, walked)?.toString(),
+      "a"
+    )
+    assert.deepStrictEqual([...walked], [real])
+    assert.strictEqual(
+      RunFiles.readRegularFile(root, path.join(real, "sub", "b.txt"), undefined, walked)?.toString(),
+      "b"
+    )
+    assert.deepStrictEqual([...walked], [real, path.join(real, "sub")])
+    assert.throws(
+      () => RunFiles.readRegularFile(root, path.join(root, "linked", "a.txt"), undefined, walked),
+      /symbolic link/
+    )
+    assert.deepStrictEqual([...walked], [real, path.join(real, "sub")], "a link is never taken as walked")
+    // What the pass found real is not looked at again (a pass is one go: the next one looks again).
+    fs.rmSync(path.join(real, "sub"), { recursive: true })
+    fs.symlinkSync(real, path.join(real, "sub"))
+    assert.strictEqual(
+      RunFiles.readRegularFile(root, path.join(real, "sub", "a.txt"), undefined, walked)?.toString(),
+      "a"
+    )
+    assert.throws(() => RunFiles.readRegularFile(root, path.join(real, "sub", "a.txt")), /symbolic link/)
+  })
+
+  it.effect(
+    "readRunFile gives back what writeRunFile wrote, against the sha256 it returned; bytes changed since are checked, not taken as known",
+    () =>
+      Effect.gen(function* () {
+        const root = workspace()
+        const file = runFile("run_1")
+        const sha = yield* RunFiles.writeRunFile(root, file)
+        assert.strictEqual(sha, RunFiles.sha256(RunFiles.encodeRunFile(file)))
+        assert.deepStrictEqual(
+          yield* RunFiles.readRunFile(root, { runId: "run_1", runFileSha256: sha }),
+          file
+        )
+        const onDisk = path.join(root, "runs", "run_1", "run.json")
+        fs.chmodSync(onDisk, 0o600)
+        fs.writeFileSync(onDisk, JSON.stringify({ ...file, request: "other" }))
+        const changed = yield* Effect.flip(RunFiles.readRunFile(root, { runId: "run_1", runFileSha256: sha }))
+        assert.strictEqual(changed._tag, "RunFileChanged")
+        fs.writeFileSync(onDisk, JSON.stringify({ ...file, stages: "none" }))
+        const invalid = yield* Effect.flip(RunFiles.readRunFile(root, { runId: "run_1" }))
+        assert.include(invalid.message, "not a run file")
+      })
+  )
+
   it.effect("never overwrites: an existing file, artifact or run.json is refused and kept", () =>
     Effect.gen(function* () {
       const root = workspace()

@@ -92,6 +92,7 @@ const Attempt = snake({
   attempt: Schema.Int,
   status: Schema.Literals(["running", "completed", "failed", "canceled", "interrupted"]),
   startedAt: Schema.String,
+  startedEventId: optional(Schema.String),
   finishedAt: optional(Schema.String),
   error: optional(StageError),
   artifacts: Schema.Array(ArtifactEntry)

@@ -247,6 +247,10 @@ describe("runs server (JSON API, SSE, worker)", () => {
       deferreds: ["approval/2"]
     })
     expect(detail.events.map((e: Json) => e.data.type)).toContain("ApprovalGranted")
+    // Each attempt names the event that started it.
+    expect(detail.run.stages.map((stage: Json) => stage.attempts[0].started_event_id)).toEqual(
+      detail.events.filter((e: Json) => e.data.type === "StageStarted").map((e: Json) => e.event_id)
+    )
     expect(detail.events.find((e: Json) => e.data.type === "ApprovalGranted").data.by).toBe("the operator")
     expect((await call("GET", `/api/runs/${runId}/verify`)).body.ok).toBe(true)
     // The file on disk is the one the API served.

@@ -69,11 +69,11 @@ const published = (run: RunView, stage: StageView, attempt: AttemptView, entry: 
 })
 
 /** A completed attempt's answer: the `text` of its output.json. */
-const answerOf = (workspace: string, run: RunView, stage: StageView) => {
+const answerOf = (workspace: string, run: RunView, stage: StageView, walked: RunFiles.Walked) => {
   const file = path.join(RunFiles.stagePath(workspace, run.runId, stage.position, stage.key), "output.json")
   return Effect.try({
     try: () => {
-      const bytes = RunFiles.readRegularFile(workspace, file)
+      const bytes = RunFiles.readRegularFile(workspace, file, undefined, walked)
       if (bytes === undefined) throw new Error("missing")
       const output = JSON.parse(bytes.toString("utf8")) as unknown
       return typeof output === "object" &&
@@ -102,16 +102,18 @@ export const gather = Effect.fnUntraced(function* (
   const previous: Array<RunFiles.StageInput["previous"][number]> = []
   const artifacts: Array<RunFiles.ArtifactReference> = []
   const texts = new Map<string, string>()
+  // One pass of reads: the run's and each stage's directories are looked at once, not per file.
+  const walked: RunFiles.Walked = new Set()
   for (const stage of run.stages) {
     const attempt = stage.position < position ? completedAttempt(stage) : undefined
     if (attempt === undefined) continue
-    const answer = yield* answerOf(options.workspace, run, stage)
+    const answer = yield* answerOf(options.workspace, run, stage, walked)
     previous.push({ stage_key: stage.key, position: stage.position, attempt: attempt.attempt, answer })
     for (const entry of attempt.artifacts) {
       // Read only while something may still fit: past the budget, everything is listed.
       const bytes =
         remaining > 0
-          ? yield* RunFiles.readPublished(options.workspace, published(run, stage, attempt, entry))
+          ? yield* RunFiles.readPublished(options.workspace, published(run, stage, attempt, entry), walked)
           : undefined
       const text = bytes === undefined ? undefined : textOf(bytes)
       const tokens = text === undefined ? undefined : options.counter.countText(text)
