@@ -58,7 +58,8 @@ export interface RunsOptions {
   readonly runs: number
 }
 
-const fourStages: Pipeline.Pipeline = {
+/** The pipeline of the stage rows (and of `RunsProbe.ts`): four stages, no tools, no approval. */
+export const fourStages: Pipeline.Pipeline = {
   name: "four",
   stages: ["one", "two", "three", "four"].map((key) => ({
     key,

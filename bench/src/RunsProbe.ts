@@ -18,10 +18,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { StatementSync } from "node:sqlite"
 import { ScriptedChatModel } from "@noema/core/testing"
-import { Executor, type Pipeline, type RunsStore, SqlRunsStore } from "@noema/runs"
+import { Executor, type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { check, median, now } from "./Harness.ts"
+import { fourStages } from "./Runs.ts"
 
 const runs = Number(process.argv.slice(2).find((arg) => /^\d+$/.test(arg)) ?? 200)
 const byText = process.argv.includes("--statements")
@@ -66,16 +67,6 @@ for (const name of Object.keys(cjs)) {
   }
 }
 syncBuiltinESMExports()
-
-const fourStages: Pipeline.Pipeline = {
-  name: "four",
-  stages: ["one", "two", "three", "four"].map((key) => ({
-    key,
-    instructions: `Do stage ${key}.`,
-    tools: [],
-    approval: false
-  }))
-}
 
 const cpuNow = () => {
   const { user, system } = process.cpuUsage()

@@ -335,6 +335,20 @@ class Landing {
     this.#names.delete(file)
   }
 
+  /**
+   * `claim`s `file`'s name and writes `data` to its temporary file (`startTemporary`); a write
+   * refused there gives the name up again.
+   */
+  startClaimed(file: string, data: string | Uint8Array, refusal: string): ReturnType<typeof startTemporary> {
+    this.claim(file, refusal)
+    try {
+      return startTemporary(file, data)
+    } catch (error) {
+      this.release(file)
+      throw error
+    }
+  }
+
   /** Whether `directory` is one this attempt made. */
   made(directory: string): boolean {
     return this.#made.has(directory)
@@ -352,15 +366,11 @@ class Landing {
     pending: PendingDirectories,
     after?: Promise<unknown>
   ): void {
-    this.claim(file, "already written: a file of an attempt is written once, never overwritten")
-    let started: ReturnType<typeof startTemporary>
-    try {
-      started = startTemporary(file, data)
-    } catch (error) {
-      this.release(file)
-      throw error
-    }
-    const { temporary, synced } = started
+    const { temporary, synced } = this.startClaimed(
+      file,
+      data,
+      "already written: a file of an attempt is written once, never overwritten"
+    )
     const landed: Promise<void> = synced
       .then(
         () => after,
@@ -780,15 +790,11 @@ export const stageWriter = (options: StageWriterOptions): Effect.Effect<StageWri
         if (fs.lstatSync(parent).isSymbolicLink()) throw new Error("the path goes through a symbolic link")
         parent = path.dirname(parent)
       }
-      landing.claim(target, "the artifact already exists: artifacts are never overwritten")
-      let started: ReturnType<typeof startTemporary>
-      try {
-        started = startTemporary(target, bytes)
-      } catch (error) {
-        landing.release(target)
-        throw error
-      }
-      const { temporary, synced } = started
+      const { temporary, synced } = landing.startClaimed(
+        target,
+        bytes,
+        "the artifact already exists: artifacts are never overwritten"
+      )
       const slot: { entry: ArtifactEntry | undefined } = { entry: undefined }
       slots.push(slot)
       const landed = synced

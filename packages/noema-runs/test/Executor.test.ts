@@ -45,6 +45,43 @@ const executionOf = (store: RunsStore.Service, executionId: string) =>
     interrupted: record?.interrupted ?? false
   }))
 
+/**
+ * A world whose process stops as soon as the `StageStarted` of stage `position` is committed,
+ * before its step runs; `counting` records each append's event types in `batches`.
+ */
+const stoppingAt = (position: number) =>
+  Effect.gen(function* () {
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+    const store = yield* RunsStore.makeMemory()
+    const model = ScriptedChatModel.make({ replies: ["brief done", "result done"] })
+    const thread = yield* store.createThread()
+    const batches: Array<ReadonlyArray<string>> = []
+    const counting: RunsStore.Service = {
+      ...store,
+      append: (runId, events, options) =>
+        Effect.tap(store.append(runId, events, options), () =>
+          Effect.sync(() => batches.push(events.map((event) => event.type)))
+        )
+    }
+    const stopping = Executor.make({
+      store: counting,
+      workspace,
+      model,
+      onEvent: (_run, event) =>
+        event.type === "StageStarted" && event.position === position
+          ? Effect.die("the process stopped")
+          : Effect.void
+    })
+    const run = yield* stopping.create({
+      threadId: thread.id,
+      request: "tea",
+      pipeline: Pipeline.defaultPipeline
+    })
+    const stopped = yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline))
+    assert.isTrue(Exit.isFailure(stopped))
+    return { workspace, store, model, thread, batches, counting, run }
+  })
+
 const tree = (root: string): Array<string> =>
   fs
     .readdirSync(root, { recursive: true, withFileTypes: true })
@@ -719,35 +756,8 @@ describe("Executor.resume", () => {
     "a stage started in the commit of the one before, its process stopped before its step: resume records it interrupted and runs a new attempt",
     () =>
       Effect.gen(function* () {
-        const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
-        const store = yield* RunsStore.makeMemory()
-        const model = ScriptedChatModel.make({ replies: ["brief done", "result done"] })
-        const thread = yield* store.createThread()
-        const batches: Array<ReadonlyArray<string>> = []
-        const counting: RunsStore.Service = {
-          ...store,
-          append: (runId, events, options) =>
-            Effect.tap(store.append(runId, events, options), () =>
-              Effect.sync(() => batches.push(events.map((event) => event.type)))
-            )
-        }
         // The process stops as soon as stage 2's start is committed, before its step runs.
-        const stopping = Executor.make({
-          store: counting,
-          workspace,
-          model,
-          onEvent: (_run, event) =>
-            event.type === "StageStarted" && event.position === 2
-              ? Effect.die("the process stopped")
-              : Effect.void
-        })
-        const run = yield* stopping.create({
-          threadId: thread.id,
-          request: "tea",
-          pipeline: Pipeline.defaultPipeline
-        })
-        const stopped = yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline))
-        assert.isTrue(Exit.isFailure(stopped))
+        const { workspace, store, model, batches, run } = yield* stoppingAt(2)
         // The run's start and stage 1's are one commit; stage 1's completion and stage 2's start are one.
         assert.deepStrictEqual(batches, [
           ["RunStarted", "StageStarted"],
@@ -776,34 +786,8 @@ describe("Executor.resume", () => {
     "a first stage started in the commit of the run's start, its process stopped before its step: resume records it interrupted and runs a new attempt; a gated first stage starts alone",
     () =>
       Effect.gen(function* () {
-        const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
-        const store = yield* RunsStore.makeMemory()
-        const model = ScriptedChatModel.make({ replies: ["brief done", "result done"] })
-        const thread = yield* store.createThread()
-        const batches: Array<ReadonlyArray<string>> = []
-        const counting: RunsStore.Service = {
-          ...store,
-          append: (runId, events, options) =>
-            Effect.tap(store.append(runId, events, options), () =>
-              Effect.sync(() => batches.push(events.map((event) => event.type)))
-            )
-        }
         // The process stops as soon as the run's start is committed, before its first step runs.
-        const stopping = Executor.make({
-          store: counting,
-          workspace,
-          model,
-          onEvent: (_run, event) =>
-            event.type === "StageStarted" ? Effect.die("the process stopped") : Effect.void
-        })
-        const run = yield* stopping.create({
-          threadId: thread.id,
-          request: "tea",
-          pipeline: Pipeline.defaultPipeline
-        })
-        assert.isTrue(
-          Exit.isFailure(yield* Effect.exit(stopping.execute(run.runId, Pipeline.defaultPipeline)))
-        )
+        const { workspace, store, model, thread, batches, counting, run } = yield* stoppingAt(1)
         assert.deepStrictEqual(batches, [["RunStarted", "StageStarted"]])
         assert.isFalse(fs.existsSync(RunFiles.stagePath(workspace, run.runId, 1, "brief")))
         const outcome = yield* Executor.make({ store, workspace, model }).resume(run.runId)
