@@ -13,7 +13,6 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { StatementSync } from "node:sqlite"
 import { Planner, TaskTree } from "@noema/planner"
 import * as PlannerTesting from "@noema/planner/testing"
 import {
@@ -28,39 +27,24 @@ import { Database } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { median, now } from "./Harness.ts"
 import { team, treeOf } from "./Planner.ts"
+import * as StatementCounts from "./StatementCounts.ts"
 
 const runs = Number(process.argv.slice(2).find((arg) => /^\d+$/.test(arg)) ?? 20)
 const byText = process.argv.includes("--statements")
 
-// Every statement node:sqlite runs, by its text: the counts of one run.
-const counts = new Map<string, number>()
-const micros = new Map<string, number>()
-let counting = false
 // NOEMA_PROBE_TRACE=file: the counted run's statements in order, one a line.
 const trace = process.env.NOEMA_PROBE_TRACE
-for (const method of ["all", "run", "get", "iterate"] as const) {
-  const original = StatementSync.prototype[method] as (...args: Array<unknown>) => unknown
-  Object.defineProperty(StatementSync.prototype, method, {
-    value: function (this: StatementSync, ...args: Array<unknown>) {
-      if (!counting) return original.apply(this, args)
-      const text = this.sourceSQL.replace(/\s+/g, " ").trim()
-      counts.set(text, (counts.get(text) ?? 0) + 1)
-      if (trace !== undefined) {
-        // A resource write names what it writes: every fourth parameter is a URN.
-        const urns = text.startsWith('INSERT INTO "noema_resources"')
-          ? ` ${args.filter((_, i) => i % 4 === 0).join(" ")}`
-          : ""
-        fs.appendFileSync(trace, `${text.slice(0, 100)}${urns}\n`)
-      }
-      const started = now()
-      try {
-        return original.apply(this, args)
-      } finally {
-        micros.set(text, (micros.get(text) ?? 0) + (now() - started) * 1000)
-      }
-    }
-  })
-}
+// Every statement node:sqlite runs, by its text: the counts of one run.
+const sql = StatementCounts.install((text, args) => {
+  if (trace === undefined) return
+  // A resource write names what it writes: every fourth parameter is a URN.
+  const urns = text.startsWith('INSERT INTO "noema_resources"')
+    ? ` ${args.filter((_, i) => i % 4 === 0).join(" ")}`
+    : ""
+  fs.appendFileSync(trace, `${text.slice(0, 100)}${urns}\n`)
+})
+const counts = sql.counts
+const micros = sql.micros
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "noema-probe-planner-"))
 const twenty = treeOf(4, 4)
@@ -91,14 +75,14 @@ const program = Effect.scoped(
     const cpus: Array<number> = []
     // The statements of the timed runs are counted (and timed, which they pay for alike).
     for (let run = 0; run < runs; run++) {
-      counting = run >= 2
+      sql.counting = run >= 2
       const { ms, cpuMs } = yield* once
       if (run >= 2) {
         times.push(ms)
         cpus.push(cpuMs)
       }
     }
-    counting = false
+    sql.counting = false
     return { times, cpus }
   })
 )

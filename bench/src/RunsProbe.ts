@@ -16,13 +16,13 @@ import * as fs from "node:fs"
 import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import { StatementSync } from "node:sqlite"
 import { ScriptedChatModel } from "@noema/core/testing"
 import { Executor, type RunsStore, SqlRunsStore } from "@noema/runs"
 import { Database } from "@noema/sql"
 import { Effect, Layer } from "effect"
 import { check, median, now } from "./Harness.ts"
 import { fourStages } from "./Runs.ts"
+import * as StatementCounts from "./StatementCounts.ts"
 
 const runs = Number(process.argv.slice(2).find((arg) => /^\d+$/.test(arg)) ?? 200)
 const byText = process.argv.includes("--statements")
@@ -32,25 +32,11 @@ let counting = false
 // NOEMA_PROBE_TRACE=1: the first timed run's statements and fsyncs, in order.
 let traceOne = false
 const tracing = process.env.NOEMA_PROBE_TRACE !== undefined
-const statements = new Map<string, number>()
-const micros = new Map<string, number>()
-for (const method of ["all", "run", "get", "iterate"] as const) {
-  const original = StatementSync.prototype[method] as (...args: Array<unknown>) => unknown
-  Object.defineProperty(StatementSync.prototype, method, {
-    value: function (this: StatementSync, ...args: Array<unknown>) {
-      if (!counting) return original.apply(this, args)
-      const text = this.sourceSQL.replace(/\s+/g, " ").trim()
-      statements.set(text, (statements.get(text) ?? 0) + 1)
-      if (traceOne) console.log(`  sql ${text.slice(0, 110)}`)
-      const started = now()
-      try {
-        return original.apply(this, args)
-      } finally {
-        micros.set(text, (micros.get(text) ?? 0) + (now() - started) * 1000)
-      }
-    }
-  })
-}
+const sql = StatementCounts.install((text) => {
+  if (traceOne) console.log(`  sql ${text.slice(0, 110)}`)
+})
+const statements = sql.counts
+const micros = sql.micros
 
 // node:fs's calls, by name (every module sees the wrappers once the ESM bindings are synced).
 const calls = new Map<string, number>()
@@ -119,6 +105,7 @@ const program = Effect.scoped(
     const users: Array<number> = []
     for (let i = 0; i < runs; i++) {
       counting = i >= 5
+      sql.counting = counting
       traceOne = tracing && i === 5
       const [started, cpu, user] = [now(), cpuNow(), process.cpuUsage().user]
       const run = yield* executor.create({
@@ -135,6 +122,7 @@ const program = Effect.scoped(
       check(outcome._tag === "Finished" && outcome.run.status === "completed", "probe run did not complete")
     }
     counting = false
+    sql.counting = false
     traceOne = false
     const timed = runs - 5
     const total = (map: Map<string, number>) => [...map.values()].reduce((a, b) => a + b, 0) / timed

@@ -29,6 +29,26 @@ const setup = (replies: ReadonlyArray<ScriptedChatModel.Reply>) =>
     return { workspace, store, model, executor, thread, progress }
   })
 
+/** A default-pipeline run of two instant stages executed to completion on `store`, in a fresh workspace. */
+const completedRun = (store: RunsStore.Service) =>
+  Effect.gen(function* () {
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
+    const executor = Executor.make({
+      store,
+      workspace,
+      model: ScriptedChatModel.make({ replies: ["one", "two"] })
+    })
+    const thread = yield* store.createThread({ title: "t" })
+    const run = yield* executor.create({
+      threadId: thread.id,
+      request: "r",
+      pipeline: Pipeline.defaultPipeline
+    })
+    const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
+    assert.strictEqual(outcome.run.status, "completed")
+    return { workspace, run }
+  })
+
 /** One stage that waits for approval. */
 const gated: Pipeline.Pipeline = {
   name: "gated",
@@ -175,20 +195,7 @@ describe("Executor", () => {
           append: (runId, events, options) => Effect.map(memory.append(runId, events, options), withoutIds)
         }
         for (const kept of [memory, store]) {
-          const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
-          const executor = Executor.make({
-            store: kept,
-            workspace,
-            model: ScriptedChatModel.make({ replies: ["one", "two"] })
-          })
-          const thread = yield* kept.createThread({ title: "t" })
-          const run = yield* executor.create({
-            threadId: thread.id,
-            request: "r",
-            pipeline: Pipeline.defaultPipeline
-          })
-          const outcome = yield* executor.execute(run.runId, Pipeline.defaultPipeline)
-          assert.strictEqual(outcome.run.status, "completed")
+          const { workspace, run } = yield* completedRun(kept)
           const started = (yield* memory.events(run.runId)).filter((e) => e.data.type === "StageStarted")
           const named = ["01-brief", "02-result"].map(
             (stage) =>
@@ -230,22 +237,7 @@ describe("Executor", () => {
           entries: counted("entries", memory.journal.entries)
         }
       }
-      const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "noema-runs-exec-"))
-      const executor = Executor.make({
-        store,
-        workspace,
-        model: ScriptedChatModel.make({ replies: ["one", "two"] })
-      })
-      const thread = yield* store.createThread({ title: "t" })
-      const run = yield* executor.create({
-        threadId: thread.id,
-        request: "r",
-        pipeline: Pipeline.defaultPipeline
-      })
-      assert.strictEqual(
-        (yield* executor.execute(run.runId, Pipeline.defaultPipeline)).run.status,
-        "completed"
-      )
+      const { run } = yield* completedRun(store)
       // The execution's record when it is loaded (its start recorded it; the last step, its result),
       // the activities' records when the first one runs (each step records its own).
       assert.deepStrictEqual(reads, ["execution", "entries"])
